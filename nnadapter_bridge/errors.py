@@ -1,0 +1,73 @@
+"""The error hierarchy of nnadapter-bridge: every error a user can see derives from BridgeError.
+
+Messages name the file, the Paddle op (type, index, first output var) or the NNAdapter operation
+involved, and say what to do about it.
+"""
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Root of every error raised on purpose by nnadapter-bridge."""
+
+
+class ModelFormatError(BridgeError):
+    """A Paddle model file (program or parameters) is missing, truncated, corrupt or inconsistent."""
+
+    def __init__(self, message: str, *, path: str | None = None, var: str | None = None):
+        self.path = path
+        self.var = var
+        parts = []
+        if path is not None:
+            parts.append(f"{path}")
+        if var is not None:
+            parts.append(f"var '{var}'")
+        prefix = (": ".join(parts) + ": ") if parts else ""
+        super().__init__(prefix + message)
+
+
+class NNAdapterError(BridgeError):
+    """A failure reported with an NNAdapter result code (see nnadapter.codes.ResultCode)."""
+
+    def __init__(self, message: str, code: int | None = None):
+        from nnadapter_bridge.nnadapter.codes import ResultCode
+
+        self.code = ResultCode.INVALID_PARAMETER if code is None else ResultCode(code)
+        super().__init__(f"{message} [{self.code.name}]")
+
+
+class InvalidDimensionsError(NNAdapterError):
+    """NNADAPTER_INVALID_DIMENSIONS: the program cannot run these input shapes; recompile for them."""
+
+    def __init__(self, message: str):
+        from nnadapter_bridge.nnadapter.codes import ResultCode
+
+        super().__init__(message, ResultCode.INVALID_DIMENSIONS)
+
+
+class OperationError(NNAdapterError):
+    """An NNAdapter operation was given operands that do not fit its signature or each other."""
+
+
+class DeviceNotFoundError(NNAdapterError):
+    """A device name that no installed driver provides."""
+
+    def __init__(self, message: str):
+        from nnadapter_bridge.nnadapter.codes import ResultCode
+
+        super().__init__(message, ResultCode.DEVICE_NOT_FOUND)
+
+
+class PropertiesError(NNAdapterError):
+    """A malformed context-properties string (KEY=value;KEY=value)."""
+
+
+class ConversionError(BridgeError):
+    """A Paddle op could not be converted to NNAdapter operations."""
+
+
+class UnsupportedOpError(BridgeError):
+    """One or more Paddle ops can run neither on a device nor on the host."""
+
+
+class ConfigError(BridgeError):
+    """A bad predictor configuration (paths, device names, partition config, dynamic shape info)."""

@@ -1,0 +1,197 @@
+"""The NNAdapter model API (NNAdapterModel_* of the standard, in Python spelling).
+
+A Model owns its operands and operations. `add_operation` checks the operand list against the
+operation's signature and runs its prepare step, so every output operand carries its inferred
+precision and dims as soon as the operation is added.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import NNAdapterError, OperationError
+from nnadapter_bridge.nnadapter.codes import (
+    Lifetime,
+    OperationType,
+    Precision,
+    ResultCode,
+    dtype_precision,
+)
+from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
+
+
+class Model:
+    def __init__(self):
+        self.operands: list[Operand] = []
+        self.operations: list[Operation] = []
+        self.input_operands: list[Operand] = []
+        self.output_operands: list[Operand] = []
+        self.finished = False
+
+    # -- building ---------------------------------------------------------------------------------
+    def _check_open(self, what: str) -> None:
+        if self.finished:
+            raise NNAdapterError(f"{what}: the model is finished and can no longer change",
+                                 ResultCode.INVALID_PARAMETER)
+
+    def add_operand(self, type: OperandType, name: str = "") -> Operand:
+        """NNAdapterModel_addOperand: a new operand of `type` (the type object is copied)."""
+        self._check_open("add_operand")
+        operand = Operand(type.copy(), None, name, len(self.operands))
+        self.operands.append(operand)
+        return operand
+
+    def set_operand_value(self, operand: Operand, value, copy: bool = True) -> None:
+        """NNAdapterModel_setOperandValue: make `operand` a constant.
+
+        `copy=True` stores a private copy (CONSTANT_COPY); `copy=False` keeps a reference to the
+        caller's buffer (CONSTANT_REFERENCE), which must stay alive and unchanged.
+        """
+        self._check_open("set_operand_value")
+        array = self._as_array(operand, value)
+        operand.value = np.array(array, copy=True) if copy else array
+        operand.type.lifetime = Lifetime.CONSTANT_COPY if copy else Lifetime.CONSTANT_REFERENCE
+
+    @staticmethod
+    def _as_array(operand: Operand, value) -> np.ndarray:
+        t = operand.type
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            array = np.frombuffer(value, dtype=t.dtype)
+            try:
+                array = array.reshape(t.dims)
+            except ValueError:
+                raise OperationError(f"set_operand_value: {operand.label()} is {t.describe()}, "
+                                     f"but got {len(value)} bytes") from None
+            return array
+        array = np.asarray(value)
+        if array.dtype != t.dtype:
+            raise OperationError(f"set_operand_value: {operand.label()} is {t.describe()} "
+                                 f"(dtype {t.dtype}), but the value has dtype {array.dtype}")
+        if tuple(array.shape) != t.dims:
+            if array.size == 1 and t.dims in ((), (1,)):
+                array = array.reshape(t.dims)
+            else:
+                raise OperationError(f"set_operand_value: {operand.label()} is {t.describe()}, "
+                                     f"but the value has shape {list(array.shape)}")
+        return array
+
+    def get_operand_type(self, operand: Operand) -> OperandType:
+        return operand.type
+
+    def add_operation(self, type: OperationType, inputs: Sequence[Optional[Operand]],
+                      outputs: Sequence[Optional[Operand]]) -> Operation:
+        """NNAdapterModel_addOperation: check the signature, infer output types, append."""
+        from nnadapter_bridge.nnadapter.operations import prepare_operation
+
+        self._check_open("add_operation")
+        try:
+            type = OperationType(type)
+        except ValueError:
+            raise OperationError(f"add_operation: unknown operation code {type!r}") from None
+        for operand in list(inputs) + list(outputs):
+            if operand is not None and (operand.index >= len(self.operands) or self.operands[operand.index] is not operand):
+                raise OperationError(f"{type.name}: operand {operand.label()} does not belong to this model")
+        operation = Operation(type, inputs, outputs, len(self.operations))
+        prepare_operation(operation)
+        self.operations.append(operation)
+        return operation
+
+    def identify_inputs_and_outputs(self, inputs: Sequence[Operand], outputs: Sequence[Operand]) -> None:
+        self._check_open("identify_inputs_and_outputs")
+        for operand in inputs:
+            if operand.is_constant:
+                raise OperationError(f"identify_inputs_and_outputs: {operand.label()} is a constant "
+                                     "and cannot be a model input")
+            operand.type.lifetime = Lifetime.MODEL_INPUT
+        for operand in outputs:
+            operand.type.lifetime = Lifetime.MODEL_OUTPUT
+        self.input_operands = list(inputs)
+        self.output_operands = list(outputs)
+
+    def finish(self) -> None:
+        self._check_open("finish")
+        self.finished = True
+
+    # -- convenience for converters and tests ---------------------------------------------------
+    def add_constant(self, value, precision: Optional[Precision] = None, name: str = "", *,
+                     copy: bool = True, scale: Optional[float] = None, scales=None,
+                     channel_dim: int = 0, zero_point: int = 0) -> Operand:
+        """Add a constant operand holding `value` (a scalar becomes a shape-[1] tensor)."""
+        array = np.asarray(value)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        if precision is None:
+            if array.dtype == np.float64:
+                array = array.astype(np.float32)
+            elif array.dtype == np.int64 and not isinstance(value, np.ndarray):
+                array = array.astype(np.int32)  # a Python int list is an INT32 parameter
+            precision = dtype_precision(array.dtype)
+        t = OperandType(precision=precision, dims=array.shape, scale=scale, scales=scales,
+                        channel_dim=channel_dim, zero_point=zero_point)
+        array = array.astype(t.dtype, copy=False)
+        operand = self.add_operand(t, name)
+        self.set_operand_value(operand, array, copy=copy)
+        return operand
+
+    def add_output(self, name: str = "", type: Optional[OperandType] = None) -> Operand:
+        """A fresh operand for an operation output; its type is filled in by add_operation."""
+        return self.add_operand(type or OperandType(), name)
+
+    # -- queries ------------------------------------------------------------------------------------
+    def get_supported_operations(self, context) -> list[bool]:
+        """NNAdapterModel_getSupportedOperations: OR over the context's devices, per operation."""
+        return context.get_supported_operations(self)
+
+    def producers(self) -> dict[int, Operation]:
+        """Operand index -> the operation producing it."""
+        return {o.index: op for op in self.operations for o in op.outputs if o is not None}
+
+    def consumers(self) -> dict[int, list[Operation]]:
+        result: dict[int, list[Operation]] = {}
+        for op in self.operations:
+            for o in op.inputs:
+                if o is not None:
+                    result.setdefault(o.index, []).append(op)
+        return result
+
+    def topological_operations(self) -> list[Operation]:
+        """Operations in topological order (SortOperationsInTopologicalOrder: Kahn with a LIFO stack).
+
+        An operation depends on its inputs of lifetime TEMPORARY_VARIABLE, TEMPORARY_SHAPE or
+        MODEL_OUTPUT; constants, model inputs and null operands are ready from the start.
+        """
+        producers = self.producers()
+        dependent = (Lifetime.TEMPORARY_VARIABLE, Lifetime.TEMPORARY_SHAPE, Lifetime.MODEL_OUTPUT)
+        pending: dict[int, int] = {}
+        users: dict[int, list[Operation]] = {}
+        for op in self.operations:
+            count = 0
+            for o in op.inputs:
+                if o is not None and o.type.lifetime in dependent and o.index in producers:
+                    count += 1
+                    users.setdefault(o.index, []).append(op)
+            pending[id(op)] = count
+        stack = [op for op in reversed(self.operations) if pending[id(op)] == 0]
+        order: list[Operation] = []
+        while stack:
+            op = stack.pop()
+            order.append(op)
+            for o in op.outputs:
+                if o is None:
+                    continue
+                for user in users.get(o.index, ()):
+                    pending[id(user)] -= 1
+                    if pending[id(user)] == 0:
+                        stack.append(user)
+        if len(order) != len(self.operations):
+            raise OperationError("the model's operations form a cycle; no topological order exists")
+        return order
+
+    def __repr__(self) -> str:
+        return (f"Model({len(self.operands)} operands, {len(self.operations)} operations, "
+                f"{len(self.input_operands)} inputs, {len(self.output_operands)} outputs)")
+
+
+def iter_constants(model: Model) -> Iterable[Operand]:
+    return (o for o in model.operands if o.is_constant)
