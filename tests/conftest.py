@@ -15,3 +15,4 @@ for sub in ("tests",):
     p = os.path.join(ROOT, sub)
     if p not in sys.path:
         sys.path.insert(0, p)
+pytest_plugins = ["model_zoo_fixtures"]

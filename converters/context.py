@@ -1,0 +1,186 @@
+"""The conversion context: what a converter reads (Paddle ops, params) and writes (NNAdapter operations).
+
+It maps Paddle var names to operands (a stack per name, so a later producer of the same name shadows
+the earlier one, as Paddle Lite's converter does), turns parameters into constant operands (referenced,
+not copied), makes scalar constants as shape-[1] tensors, names synthesized operands `<var>/<purpose>`,
+and records which Paddle op emitted each operation.
+
+`convert_subgraph` drives a list of Paddle ops through their converters into one finished Model.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import ConversionError, NNAdapterError
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.types import Operand, OperandType
+
+# Paddle `act_type` values that are an NNAdapter fuse code rather than an extra operation.
+FUSE_CODES = {"": FuseCode.FUSED_NONE, "relu": FuseCode.FUSED_RELU, "relu1": FuseCode.FUSED_RELU1,
+              "relu6": FuseCode.FUSED_RELU6}
+
+
+class ConversionContext:
+    def __init__(self, model: Model, params: Mapping[str, np.ndarray], graph=None, block: int = 0):
+        self.model = model
+        self.params = params
+        self.graph = graph
+        self.block = block
+        self.current_op = None  # the Paddle OpInfo being converted (for error messages and origins)
+        self.operation_origin: list = []  # operation index -> Paddle OpInfo that emitted it
+        self._operands: dict[str, list[Operand]] = {}
+        self._param_operands: dict[str, Operand] = {}
+
+    # -- var name -> operand --------------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        return name in self._operands or name in self.params
+
+    def input(self, name: str) -> Operand:
+        """The operand for var `name`: the latest one produced, else a constant made from the parameter."""
+        stack = self._operands.get(name)
+        if stack:
+            return stack[-1]
+        if name in self._param_operands:
+            return self._param_operands[name]
+        if name in self.params:
+            array = np.asarray(self.params[name])
+            operand = self.model.add_constant(array, dtype_precision(array.dtype), name=name, copy=False)
+            self._param_operands[name] = operand
+            return operand
+        raise self.error(f"var '{name}' has no operand: it is neither produced by an earlier op of this "
+                         "subgraph, nor a subgraph input, nor a parameter")
+
+    def param(self, name: str) -> np.ndarray:
+        """The value of a persistable var; a ConversionError when `name` is not a parameter."""
+        if name not in self.params:
+            raise self.error(f"var '{name}' must be a parameter (persistable) for this conversion")
+        return np.asarray(self.params[name])
+
+    def is_param(self, name: str) -> bool:
+        return name in self.params and name not in self._operands
+
+    def bind(self, name: str, operand: Operand) -> Operand:
+        """Map var `name` to `operand` (shadowing any earlier one)."""
+        self._operands.setdefault(name, []).append(operand)
+        return operand
+
+    def output(self, name: str, type: Optional[OperandType] = None) -> Operand:
+        """A fresh operand for the Paddle output var `name`, mapped to that name."""
+        return self.bind(name, self.model.add_output(name, type))
+
+    def temp(self, var: str, purpose: str, type: Optional[OperandType] = None) -> Operand:
+        """A fresh intermediate operand named `<var>/<purpose>`, not mapped to any var."""
+        return self.model.add_output(f"{var}/{purpose}", type)
+
+    def add_model_input(self, name: str, type: OperandType) -> Operand:
+        return self.bind(name, self.model.add_operand(type, name))
+
+    # -- constants ---------------------------------------------------------------------------------
+    def const(self, value, precision: Optional[Precision] = None, name: str = "", **quant) -> Operand:
+        return self.model.add_constant(value, precision, name=name, **quant)
+
+    def const_i32(self, value) -> Operand:
+        return self.model.add_constant(np.asarray(value, dtype=np.int32).reshape(-1))
+
+    def const_i64(self, value) -> Operand:
+        return self.model.add_constant(np.asarray(value, dtype=np.int64).reshape(-1))
+
+    def const_f32(self, value) -> Operand:
+        return self.model.add_constant(np.asarray(value, dtype=np.float32).reshape(-1))
+
+    def const_bool(self, value) -> Operand:
+        return self.model.add_constant(np.asarray(value, dtype=np.bool_).reshape(-1))
+
+    def const_like(self, value, like: Operand, name: str = "") -> Operand:
+        """A constant with the plain precision of `like` (float32/int32/int64...)."""
+        dtype = like.type.dtype if not like.type.is_quantized else np.float32
+        return self.model.add_constant(np.asarray(value, dtype=dtype).reshape(-1) if np.ndim(value) == 0
+                                       else np.asarray(value, dtype=dtype), name=name)
+
+    # -- operations ------------------------------------------------------------------------------
+    def add(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]]):
+        try:
+            operation = self.model.add_operation(type, inputs, outputs)
+        except NNAdapterError as exc:
+            raise self.error(f"emitting {OperationType(type).name}: {exc}") from exc
+        self.operation_origin.append(self.current_op)
+        return operation
+
+    def dims(self, operand_or_name) -> tuple:
+        operand = operand_or_name if isinstance(operand_or_name, Operand) else self.input(operand_or_name)
+        return operand.type.dims
+
+    def rank(self, operand_or_name) -> int:
+        return len(self.dims(operand_or_name))
+
+    # -- quantization -------------------------------------------------------------------------------
+    def quant_scales(self, op, slot: str, index: int = 0) -> Optional[list]:
+        """Scales from the op's `<slot><index>_scale` attr (Paddle Lite's naming), or None."""
+        value = op.attr(f"{slot}{index}_scale")
+        if value is None:
+            return None
+        return [float(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+    # -- errors ------------------------------------------------------------------------------------
+    def error(self, message: str) -> ConversionError:
+        where = self.current_op.label() if self.current_op is not None else "conversion"
+        return ConversionError(f"{where}: {message}")
+
+
+def fuse_code_of(act_type: Optional[str]) -> Optional[FuseCode]:
+    """The fuse code for a Paddle activation name, or None when it needs an extra operation."""
+    return FUSE_CODES.get(act_type or "")
+
+
+@dataclasses.dataclass
+class ConversionResult:
+    model: Model
+    input_names: list
+    output_names: list  # outputs that have an operand (others, like XShape, are dropped)
+    operation_origin: list
+
+
+def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_types: Mapping[str, OperandType],
+                     output_names: Sequence[str], graph=None) -> ConversionResult:
+    """Convert Paddle ops (in topological order) into one finished NNAdapter Model.
+
+    `input_types` maps each subgraph input var (sorted by the caller) to its operand type; `output_names`
+    are the vars the subgraph must produce. Raises ConversionError naming the Paddle op on failure.
+    """
+    from converters.registry import get_converter
+
+    model = Model()
+    ctx = ConversionContext(model, params, graph)
+    inputs = [ctx.add_model_input(name, t.copy()) for name, t in input_types.items()]
+    for op in ops:
+        spec = get_converter(op.type)
+        if spec is None:
+            raise ConversionError(f"{op.label()}: Paddle op '{op.type}' has no converter")
+        ctx.current_op = op
+        if spec.check is not None:
+            reason = spec.check(op, ctx)
+            if reason:
+                raise ctx.error(f"cannot be converted: {reason}")
+        spec.fn(ctx, op)
+    ctx.current_op = None
+    outputs, names = [], []
+    for name in output_names:
+        stack = ctx._operands.get(name)
+        if not stack:
+            continue
+        outputs.append(stack[-1])
+        names.append(name)
+    # An output that is also an input or a constant needs its own operand: ASSIGN makes one.
+    for k, operand in enumerate(outputs):
+        if operand in inputs or operand.is_constant or outputs.index(operand) != k:
+            copy = model.add_output(f"{names[k]}/output")
+            model.add_operation(OperationType.ASSIGN, [operand], [copy])
+            ctx.operation_origin.append(None)
+            outputs[k] = copy
+    model.identify_inputs_and_outputs(inputs, outputs)
+    model.finish()
+    return ConversionResult(model, list(input_types), names, ctx.operation_origin)

@@ -1,0 +1,170 @@
+"""The builtin_device HAL driver: the HAL protocol around the numpy interpreter (facts §6.5).
+
+* Programs compiled from a model keep a reference to the (finished) model; when the cache has a token
+  and a dir, the program bytes (the serialized model, nnadapter.serialization) go into cache.buffer.
+  Programs restored from a cache deserialize those bytes; nothing else is ever read from them.
+* validate_program is truthful per operation: a kernel exists, its `supports(op)` (if any) accepts,
+  and the operation's signature check (plus its extra validation, if registered) passes.
+* execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
+* Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
+  when the optional package `threadpoolctl` is installed, it caps the BLAS thread pool while a program
+  runs (numpy's matmul/einsum paths are the only multi-threaded parts of the kernels). Without it the
+  value is validated and kept on the context but has no effect.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, OperationError
+from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
+from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
+from hal.builtin_device.interpreter import run_model
+from hal.builtin_device.kernels import KERNELS
+from hal.protocol import Argument, Cache, ContextCallback, Driver
+
+NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"
+
+try:  # optional: a clean, process-local way to cap BLAS threads
+    import threadpoolctl as _threadpoolctl
+except ImportError:  # pragma: no cover - depends on the environment
+    _threadpoolctl = None
+
+
+@dataclasses.dataclass
+class BuiltinDeviceHandle:
+    opened: bool = True
+
+
+@dataclasses.dataclass
+class BuiltinContext:
+    device: BuiltinDeviceHandle
+    properties: Properties
+    num_threads: int
+    callback: ContextCallback = None
+
+
+@dataclasses.dataclass
+class BuiltinProgram:
+    context: BuiltinContext
+    model: Model
+    order: list  # operations in topological order, computed once
+    input_types: list
+    output_types: list
+
+
+def operation_supported(op: Operation) -> bool:
+    """True iff builtin_device can run `op` as given (see the module docstring)."""
+    kernel = KERNELS.get(op.type)
+    if kernel is None:
+        return False
+    try:
+        if kernel.supports is not None and not kernel.supports(op):
+            return False
+        spec = get_spec(op.type)
+        check_signature(op, spec)
+        if spec.validate is not None:
+            spec.validate(op)
+    except (OperationError, NNAdapterError, ValueError, TypeError, IndexError):
+        return False
+    return True
+
+
+def _thread_limit(num_threads: int):
+    if num_threads > 0 and _threadpoolctl is not None:
+        return _threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")
+    return contextlib.nullcontext()
+
+
+class BuiltinDeviceDriver(Driver):
+    name = "builtin_device"
+    vendor = "Paddle"
+    type = DeviceType.CPU
+    version = 1
+
+    def open_device(self) -> BuiltinDeviceHandle:
+        return BuiltinDeviceHandle()
+
+    def close_device(self, device: BuiltinDeviceHandle) -> None:
+        device.opened = False
+
+    def create_context(self, device: BuiltinDeviceHandle, properties: str, callback: ContextCallback = None) -> BuiltinContext:
+        parsed = Properties(properties)
+        num_threads = parsed.get_int(NUM_THREADS_KEY, 0)
+        if num_threads < 0:
+            raise NNAdapterError(f"{NUM_THREADS_KEY}={num_threads}: expected 0 (library default) or a "
+                                 "positive thread count", ResultCode.INVALID_PARAMETER)
+        return BuiltinContext(device, parsed, num_threads, callback)
+
+    def destroy_context(self, context: BuiltinContext) -> None:
+        context.callback = None
+
+    def validate_program(self, context: BuiltinContext, model: Model) -> list:
+        return [operation_supported(op) for op in model.operations]
+
+    def create_program(self, context: BuiltinContext, model: Optional[Model], cache: Cache) -> BuiltinProgram:
+        if model is None:
+            if not cache.buffer:
+                raise NNAdapterError("builtin_device: neither a model nor a cache buffer to build a program from",
+                                     ResultCode.INVALID_PARAMETER)
+            model = deserialize_model(bytes(cache.buffer))
+        else:
+            unsupported = [op.label() for op in model.operations if not operation_supported(op)]
+            if unsupported:
+                raise NNAdapterError(f"builtin_device cannot run {', '.join(unsupported)}",
+                                     ResultCode.FEATURE_NOT_SUPPORTED)
+            if cache.wants_program_bytes:
+                cache.buffer[:] = serialize_model(model)
+        order = model.topological_operations()
+        return BuiltinProgram(context, model, order,
+                              [o.type.copy() for o in model.input_operands],
+                              [o.type.copy() for o in model.output_operands])
+
+    def destroy_program(self, program: BuiltinProgram) -> None:
+        program.order = []
+
+    def execute_program(self, program: BuiltinProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
+        by_index = {arg.index: arg for arg in inputs}
+        arrays = []
+        for k, compiled in enumerate(program.input_types):
+            arg = by_index.get(k)
+            if arg is None:
+                raise NNAdapterError(f"builtin_device: input {k} was not set", ResultCode.INVALID_PARAMETER)
+            requested = compiled.copy()
+            array = np.asarray(arg.access(arg.memory, requested))
+            if array.ndim != compiled.rank:
+                raise InvalidDimensionsError(f"builtin_device: input {k} has rank {array.ndim} (shape "
+                                             f"{list(array.shape)}), the program was built for rank "
+                                             f"{compiled.rank} {list(compiled.dims)}")
+            if array.dtype != compiled.dtype:
+                raise NNAdapterError(f"builtin_device: input {k} has dtype {array.dtype}, expected "
+                                     f"{compiled.dtype} ({compiled.precision.name})", ResultCode.INVALID_PARAMETER)
+            arrays.append(array)
+        with _thread_limit(program.context.num_threads):
+            results = run_model(program.model, arrays, program.order)
+        for arg in outputs:
+            if not 0 <= arg.index < len(results):
+                raise NNAdapterError(f"builtin_device: output {arg.index} does not exist "
+                                     f"(the program has {len(results)})", ResultCode.INVALID_PARAMETER)
+            result = np.asarray(results[arg.index])
+            actual: OperandType = program.output_types[arg.index].copy(dims=tuple(result.shape))
+            buffer = arg.access(arg.memory, actual)
+            if buffer is None:
+                raise NNAdapterError(f"builtin_device: the access function of output {arg.index} gave no buffer",
+                                     ResultCode.INVALID_PARAMETER)
+            buffer = np.asarray(buffer)
+            if tuple(buffer.shape) != tuple(result.shape):
+                raise NNAdapterError(f"builtin_device: output {arg.index} buffer has shape {list(buffer.shape)}, "
+                                     f"the result has {list(result.shape)}", ResultCode.INVALID_PARAMETER)
+            np.copyto(buffer, result, casting="same_kind")
+        return None
+
+
+DRIVER = BuiltinDeviceDriver()

@@ -1,0 +1,92 @@
+"""`nnadapter-bridge inspect MODEL [--params FILE] [--json]`: what a Paddle model contains.
+
+Layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
+count and bytes, and how long loading took.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import time
+
+from nnadapter_bridge.loader import load_model
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("inspect", help="show a Paddle model's inputs, outputs, ops and parameters",
+                                   description="Load a Paddle inference model (a directory or a model file) and "
+                                               "summarize it.")
+    parser.add_argument("model", metavar="MODEL", help="model directory, or a __model__ / .pdmodel file")
+    parser.add_argument("--params", metavar="FILE", help="params file (or per-var directory) for a model file")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def summarize(graph, load_seconds: float) -> dict:
+    """The inspect report as plain data (the --json output)."""
+    histogram = collections.Counter(op.type for block in graph.blocks for op in block.ops)
+
+    def describe(name):
+        var = graph.var(name)
+        return {"name": name, "shape": list(var.shape),
+                "dtype": None if var.dtype is None else str(var.dtype)}
+
+    return {
+        "layout": graph.layout,
+        "inputs": [describe(n) for n in graph.inputs],
+        "outputs": [describe(n) for n in graph.outputs],
+        "op_types": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "num_ops": graph.num_ops(),
+        "num_blocks": len(graph.blocks),
+        "params": {"count": len(graph.params), "bytes": graph.params_nbytes()},
+        "load_seconds": load_seconds,
+    }
+
+
+def run(args) -> int:
+    start = time.perf_counter()
+    graph = load_model(args.model, args.params)
+    report = summarize(graph, time.perf_counter() - start)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(_render(report, graph))
+    return 0
+
+
+def _render(report: dict, graph) -> str:
+    lines = [f"model        {graph.model_path or '<buffer>'}",
+             f"params       {graph.params_path or '-'}",
+             f"layout       {report['layout']}",
+             f"blocks       {report['num_blocks']}",
+             f"ops          {report['num_ops']}",
+             f"parameters   {report['params']['count']} ({_human_bytes(report['params']['bytes'])})",
+             f"load time    {report['load_seconds'] * 1000:.1f} ms",
+             ""]
+    for title, entries in (("inputs", report["inputs"]), ("outputs", report["outputs"])):
+        lines.append(_table([title, "shape", "dtype"],
+                            [[e["name"], "[" + ", ".join(map(str, e["shape"])) + "]", e["dtype"] or "-"]
+                             for e in entries]))
+        lines.append("")
+    lines.append(_table(["op type", "count"], [[t, str(c)] for t, c in report["op_types"].items()],
+                        right_align={1}))
+    return "\n".join(lines)
+
+
+def _table(header: list, rows: list, right_align=frozenset()) -> str:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+
+    def fmt(row):
+        cells = [str(c).rjust(w) if i in right_align else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

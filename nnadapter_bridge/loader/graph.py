@@ -1,0 +1,283 @@
+"""ProgramGraph: a loaded Paddle inference model (blocks, ops, vars, params) and `load_model`, its entry point.
+
+Paddle programs are not SSA: an op may write a var that already holds a value (batch_norm writes its
+running mean back into `Mean`'s var; `assign` and in-place activations do the same). A graph keyed by var
+name alone would then have cycles. So `ProgramGraph.graph` versions vars: `("var", name)` is the first
+value of `name` (a feed, a parameter, or the first op output), and every later write adds a node
+`("var", name, k)` (k = 1, 2, ...); readers are wired to the latest version before them in program order.
+Edges therefore always point forward in program order and the graph is a DAG. Every var node carries
+`var=VarInfo` and `version=k`; every op node `("op", i)` carries `op=OpInfo`; edges carry `slots` (the
+slot names through which the op reads or writes that var).
+"""
+from __future__ import annotations
+
+import os
+
+import networkx as nx
+import numpy as np
+
+from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import framework_pb2 as pb
+from nnadapter_bridge.loader.layout import ModelSource, resolve
+from nnadapter_bridge.loader.params import NOT_SAVED_KINDS, map_file, read_combined, read_single
+from nnadapter_bridge.loader.program import (
+    EMPTY_VAR_NAME,
+    BlockInfo,
+    BlockRef,
+    OpInfo,
+    VarInfo,
+    VarRef,
+    decode_blocks,
+    lookup_var,
+    parse_program_desc,
+)
+
+__all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "BlockRef", "VarRef"]
+
+
+class ProgramGraph:
+    """A Paddle inference program with its parameters, decoded and cross-checked at load time."""
+
+    def __init__(self, program_desc: pb.ProgramDesc, blocks: list[BlockInfo], params: dict[str, np.ndarray],
+                 layout: str, model_path: str | None, params_path: str | None):
+        self.program_desc = program_desc
+        self.blocks = blocks
+        self.params = params
+        self.layout = layout
+        self.model_path = model_path
+        self.params_path = params_path
+        self.inputs = _feed_fetch_targets(blocks[0], "feed", "Out")
+        self.outputs = _feed_fetch_targets(blocks[0], "fetch", "X")
+        self._graphs: dict[int, nx.DiGraph] = {}
+        self._orders: dict[int, tuple] = {}
+        self._readers: dict[int, dict[str, list[OpInfo]]] = {}
+        self._writers: dict[int, dict[str, list[OpInfo]]] = {}
+        for block in blocks:
+            readers: dict[str, list[OpInfo]] = {}
+            writers: dict[str, list[OpInfo]] = {}
+            for op in block.ops:
+                for name in dict.fromkeys(op.input_names()):
+                    readers.setdefault(name, []).append(op)
+                for name in dict.fromkeys(op.output_names()):
+                    writers.setdefault(name, []).append(op)
+            self._readers[block.idx] = readers
+            self._writers[block.idx] = writers
+
+    # -- graph views ------------------------------------------------------------------------------------
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The versioned var/op DAG of block 0 (see the module docstring)."""
+        return self.block_graph(0)
+
+    def block_graph(self, block: int = 0) -> nx.DiGraph:
+        """The versioned var/op DAG of any block; vars of enclosing blocks appear as plain var nodes."""
+        info = self._block(block)
+        cached = self._graphs.get(block)
+        if cached is not None:
+            return cached
+        g = nx.DiGraph(block=block)
+        latest: dict[str, tuple] = {}  # var name -> node holding its current value
+        versions: dict[str, int] = {}
+        for name, var in info.vars.items():
+            g.add_node(("var", name), var=var, version=0)
+
+        def var_node_for_read(name):
+            node = latest.get(name)
+            if node is None:
+                node = latest[name] = ("var", name)
+                versions[name] = 0
+                if node not in g:
+                    g.add_node(node, var=lookup_var(self.blocks, block, name), version=0)
+            return node
+
+        for op in info.ops:
+            op_node = ("op", op.index)
+            g.add_node(op_node, op=op)
+            for slot, names in op.inputs.items():
+                for name in names:
+                    if name == EMPTY_VAR_NAME:
+                        continue
+                    _add_slot_edge(g, var_node_for_read(name), op_node, slot)
+            for slot, names in op.outputs.items():
+                for name in names:
+                    if name == EMPTY_VAR_NAME:
+                        continue
+                    if name in latest:
+                        versions[name] += 1
+                        node = ("var", name, versions[name])
+                        g.add_node(node, var=lookup_var(self.blocks, block, name), version=versions[name])
+                    else:
+                        node = ("var", name)
+                        versions[name] = 0
+                        if node not in g:
+                            g.add_node(node, var=lookup_var(self.blocks, block, name), version=0)
+                    latest[name] = node
+                    _add_slot_edge(g, op_node, node, slot)
+        self._graphs[block] = g
+        return g
+
+    def _op_order(self, block: int) -> tuple:
+        cached = self._orders.get(block)
+        if cached is not None:
+            return cached
+        g = self.block_graph(block)
+        if not nx.is_directed_acyclic_graph(g):  # cannot happen by construction; guards future edits
+            raise ModelFormatError(f"block {block} has a dependency cycle", path=self.model_path)
+        # Var nodes sort first so each op becomes ready as soon as its inputs exist; ready ops then go by
+        # file index, which reproduces program order (a valid order by definition) deterministically.
+        order = nx.lexicographical_topological_sort(g, key=_node_sort_key)
+        result = self._orders[block] = tuple(g.nodes[n]["op"] for n in order if n[0] == "op")
+        return result
+
+    def ops(self, block: int = 0) -> list[OpInfo]:
+        """The ops of `block` in a topological order of its dependency DAG (file order for valid programs)."""
+        return list(self._op_order(block))
+
+    def var(self, name: str, block: int = 0) -> VarInfo:
+        """The VarDesc `name` as seen from `block` (its own vars, then enclosing blocks')."""
+        self._block(block)
+        var = lookup_var(self.blocks, block, name)
+        if var is None:
+            raise ModelFormatError(f"no var '{name}' in block {block} or its enclosing blocks",
+                                   path=self.model_path, var=name)
+        return var
+
+    def producer(self, name: str, block: int = 0) -> OpInfo | None:
+        """The op whose output is the first value of `name`; None when that value comes from outside the
+        program: a parameter (persistable) or a var some op reads before any op writes it."""
+        writers = self._writers[self._block(block).idx].get(name)
+        if not writers:
+            return None
+        var = lookup_var(self.blocks, block, name)
+        if var is not None and var.persistable:
+            return None
+        readers = self._readers[block].get(name)
+        if readers and readers[0].index <= writers[0].index:
+            return None
+        return writers[0]
+
+    def writers(self, name: str, block: int = 0) -> list[OpInfo]:
+        """Every op that writes `name`, in program order."""
+        return list(self._writers[self._block(block).idx].get(name, []))
+
+    def consumers(self, name: str, block: int = 0) -> list[OpInfo]:
+        """Every op that reads `name` (any version), in program order."""
+        return list(self._readers[self._block(block).idx].get(name, []))
+
+    def param(self, name: str) -> np.ndarray:
+        try:
+            return self.params[name]
+        except KeyError:
+            raise ModelFormatError("not a parameter of this model (not a persistable var of block 0)",
+                                   path=self.params_path or self.model_path, var=name) from None
+
+    def _block(self, block: int) -> BlockInfo:
+        if not isinstance(block, int) or not 0 <= block < len(self.blocks):
+            raise ModelFormatError(f"no block {block}: the program has {len(self.blocks)}", path=self.model_path)
+        return self.blocks[block]
+
+    # -- summaries --------------------------------------------------------------------------------------
+    def num_ops(self) -> int:
+        return sum(len(b.ops) for b in self.blocks)
+
+    def params_nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.params.values())
+
+    def __repr__(self) -> str:
+        return (f"ProgramGraph(layout={self.layout!r}, blocks={len(self.blocks)}, ops={self.num_ops()}, "
+                f"params={len(self.params)}, inputs={self.inputs}, outputs={self.outputs})")
+
+
+def _add_slot_edge(g: nx.DiGraph, src, dst, slot: str) -> None:
+    if g.has_edge(src, dst):
+        g.edges[src, dst]["slots"].append(slot)
+    else:
+        g.add_edge(src, dst, slots=[slot])
+
+
+def _node_sort_key(node):
+    if node[0] == "op":
+        return (1, node[1], "", 0)
+    return (0, 0, node[1], node[2] if len(node) > 2 else 0)
+
+
+def _feed_fetch_targets(block: BlockInfo, op_type: str, slot: str) -> list[str]:
+    """Feed (fetch) target vars ordered by the ops' `col` attribute, file order breaking ties."""
+    found = []
+    for op in block.ops:
+        if op.type == op_type:
+            names = op.output(slot) if op_type == "feed" else op.input(slot)
+            col = op.attr("col", op.index)
+            found.extend((col if isinstance(col, int) else op.index, op.index, n) for n in names)
+    return [name for _, _, name in sorted(found)]
+
+
+def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype, tuple]]:
+    """(name, dtype, shape) of the vars a params file holds, in the combined file's order (facts §7.3)."""
+    specs = []
+    for name in sorted(block.vars):
+        var = block.vars[name]
+        if not var.persistable or var.var_type in NOT_SAVED_KINDS:
+            continue
+        if var.var_type != dtypes.VarTypeCode.LOD_TENSOR:
+            raise ModelFormatError(f"persistable var of kind {dtypes.type_name(var.var_type)} is not supported "
+                                   f"(only LOD_TENSOR parameters can be read)", path=where, var=name)
+        if var.dtype is None:
+            raise ModelFormatError(f"parameter has element type {dtypes.type_name(var.data_type or -1)}, which "
+                                   f"this loader cannot hold; the model is corrupt or needs a newer loader",
+                                   path=where, var=name)
+        specs.append((name, var.dtype, var.shape))
+    return specs
+
+
+def _per_var_path(directory: str, name: str) -> str:
+    path = os.path.normpath(os.path.join(directory, name))
+    root = os.path.normpath(directory)
+    # A var name is a relative file name; one that climbs out of the directory is a forged model.
+    if os.path.isabs(name) or os.path.commonpath([root, path]) != root or path == root:
+        raise ModelFormatError("parameter name is not a file name inside the model directory",
+                               path=directory, var=name)
+    return path
+
+
+def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.ndarray]:
+    if not specs:
+        return {}
+    if source.params_bytes is not None:
+        return read_combined(memoryview(source.params_bytes), "<params buffer>", specs)
+    if source.params_path is None:
+        expected = source.expected_params
+        hint = (f"expected {expected}" if expected else "pass the params file (params_path=...)")
+        raise ModelFormatError(f"the model has {len(specs)} parameters but no params file was found; {hint}",
+                               path=expected or model_where)
+    if source.params_is_dir:
+        params = {}
+        for name, dtype, shape in specs:
+            path = _per_var_path(source.params_path, name)
+            if not os.path.isfile(path):
+                raise ModelFormatError(f"missing parameter file (this layout wants one file per persistable var; "
+                                       f"re-export the model or copy the file)", path=path, var=name)
+            params[name] = read_single(map_file(path), path, name, dtype, shape)
+        return params
+    return read_combined(map_file(source.params_path), source.params_path, specs)
+
+
+def load_model(model_path=None, params_path=None, *, model_bytes=None, params_bytes=None) -> ProgramGraph:
+    """Load a Paddle inference model from a directory, files or bytes (see loader.layout for the layouts).
+
+    `model_path` may be a directory (layout auto-detected) or a model file; `params_path` a combined params
+    file or a directory of per-var files. Raises ModelFormatError for anything missing, ambiguous or corrupt.
+    """
+    source = resolve(model_path, params_path, model_bytes, params_bytes)
+    if source.model_bytes is not None:
+        model_data, model_where = source.model_bytes, "<model buffer>"
+    else:
+        model_data, model_where = map_file(source.model_path), source.model_path
+    program = parse_program_desc(model_data, model_where)
+    blocks = decode_blocks(program, model_where)
+    specs = saved_param_specs(blocks[0], model_where)
+    params = _load_params(source, specs, model_where)
+    params_where = source.params_path if source.params_path is not None else (
+        "<params buffer>" if source.params_bytes is not None else None)
+    return ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)

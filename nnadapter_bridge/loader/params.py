@@ -1,0 +1,177 @@
+"""Paddle parameter files: the serialized LoDTensor record (facts §7.2) and the two file layouts (§7.3).
+
+Reading is zero-copy: a file is memory-mapped read-only and every array is an `np.frombuffer` view of the
+map (or of the caller's bytes), so arrays are read-only and may be unaligned. Every size field is checked
+against the bytes that are left before anything is sized from it, so a forged header cannot allocate.
+`encode_lod_tensor` writes the same record; tests and `zoo.write_program` use it.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import framework_pb2 as pb
+from google.protobuf.message import DecodeError
+
+# Var kinds that the Paddle writer never puts in a params file even when persistable (facts §7.3).
+NOT_SAVED_KINDS = frozenset({
+    dtypes.VarTypeCode.FEED_MINIBATCH,
+    dtypes.VarTypeCode.FETCH_LIST,
+    dtypes.VarTypeCode.READER,
+    dtypes.VarTypeCode.RAW,
+})
+
+# Small per-var files are read into bytes: a mapping per file costs more than the copy below this size.
+_MMAP_THRESHOLD = 1 << 16
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_I32 = struct.Struct("<i")
+
+
+def map_file(path: str):
+    """The whole file as a read-only buffer: an mmap for large files, bytes for small ones."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _MMAP_THRESHOLD:
+                return f.read()
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as exc:
+        raise ModelFormatError("file not found; check the path (and the model layout)", path=path) from exc
+    except IsADirectoryError as exc:
+        raise ModelFormatError("is a directory, expected a file", path=path) from exc
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+
+
+class _Reader:
+    """A cursor over one buffer that refuses to read past its end."""
+
+    __slots__ = ("buf", "pos", "end", "path", "var")
+
+    def __init__(self, buf, path: str | None, var: str | None = None, pos: int = 0):
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf)
+        self.path = path
+        self.var = var
+
+    def fail(self, message: str) -> ModelFormatError:
+        return ModelFormatError(message, path=self.path, var=self.var)
+
+    def need(self, n: int, what: str) -> None:
+        left = self.end - self.pos
+        if n > left:
+            raise self.fail(f"truncated: {what} needs {n} bytes at offset {self.pos} but only {left} are left; "
+                            f"the file is cut short or does not belong to this model")
+
+    def unpack(self, fmt: struct.Struct, what: str) -> int:
+        self.need(fmt.size, what)
+        (value,) = fmt.unpack_from(self.buf, self.pos)
+        self.pos += fmt.size
+        return value
+
+
+def read_lod_tensor(reader: _Reader, expected_dtype=None, expected_shape=None) -> np.ndarray:
+    """Decode one §7.2 record at the reader's position and return a view of its data."""
+    version = reader.unpack(_U32, "the LoDTensor version")
+    if version != 0:
+        raise reader.fail(f"LoDTensor version {version} is not supported (only 0); the params file is corrupt "
+                          f"or its records are out of order")
+    lod_level = reader.unpack(_U64, "the LoD level count")
+    # Each level costs at least its 8-byte size field: bound the count before looping over it.
+    if lod_level > (reader.end - reader.pos) // 8:
+        raise reader.fail(f"LoD level count {lod_level} exceeds what the remaining "
+                          f"{reader.end - reader.pos} bytes can hold; the file is corrupt")
+    for level in range(lod_level):
+        level_bytes = reader.unpack(_U64, f"LoD level {level} size")
+        if level_bytes % 8:
+            raise reader.fail(f"LoD level {level} byte size {level_bytes} is not a multiple of 8")
+        reader.need(level_bytes, f"LoD level {level} offsets")
+        reader.pos += level_bytes  # parameters carry no LoD worth keeping; skip the offsets
+    tensor_version = reader.unpack(_U32, "the Tensor version")
+    if tensor_version != 0:
+        raise reader.fail(f"Tensor version {tensor_version} is not supported (only 0); the file is corrupt")
+    desc_size = reader.unpack(_I32, "the TensorDesc size")
+    if desc_size < 0:
+        raise reader.fail(f"negative TensorDesc size {desc_size}; the file is corrupt")
+    reader.need(desc_size, "the TensorDesc")
+    desc = pb.VarType.TensorDesc()
+    try:
+        desc.ParseFromString(bytes(reader.buf[reader.pos:reader.pos + desc_size]))
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise reader.fail(f"unreadable TensorDesc ({exc}); the file is corrupt") from exc
+    reader.pos += desc_size
+    code = int(desc.data_type)
+    if not dtypes.is_element_type(code):
+        raise reader.fail(f"unknown or non-tensor data type {dtypes.type_name(code)}; the params file is corrupt "
+                          f"or written by a newer Paddle")
+    dtype = dtypes.numpy_dtype(code)
+    shape = tuple(int(d) for d in desc.dims)
+    if any(d < 0 for d in shape):
+        raise reader.fail(f"stored dims {list(shape)} contain a negative size; the file is corrupt")
+    if expected_dtype is not None and np.dtype(expected_dtype) != dtype:
+        raise reader.fail(f"stored dtype {dtypes.type_name(code)} disagrees with the model's VarDesc "
+                          f"({np.dtype(expected_dtype)}); the params file belongs to another model")
+    if expected_shape is not None and not _shape_matches(shape, expected_shape):
+        raise reader.fail(f"stored dims {list(shape)} disagree with the model's VarDesc dims "
+                          f"{list(expected_shape)}; the params file belongs to another model")
+    numel = 1
+    for d in shape:
+        numel *= d
+    nbytes = numel * dtype.itemsize  # Python ints: no overflow, so a forged dim cannot wrap around
+    reader.need(nbytes, f"the tensor data ({numel} x {dtype})")
+    array = np.frombuffer(reader.buf, dtype=dtype, count=numel, offset=reader.pos).reshape(shape)
+    reader.pos += nbytes
+    return array
+
+
+def _shape_matches(stored, declared) -> bool:
+    if len(stored) != len(declared):
+        return False
+    return all(want < 0 or got == want for got, want in zip(stored, declared))
+
+
+def read_single(buf, path: str | None, name: str, expected_dtype=None, expected_shape=None) -> np.ndarray:
+    """One per-var file: exactly one record, nothing after it."""
+    reader = _Reader(buf, path, name)
+    array = read_lod_tensor(reader, expected_dtype, expected_shape)
+    if reader.pos != reader.end:
+        raise reader.fail(f"{reader.end - reader.pos} unexpected bytes after the tensor; the file is not a "
+                          f"single Paddle parameter")
+    return array
+
+
+def read_combined(buf, path: str | None, specs) -> dict[str, np.ndarray]:
+    """A combined file: one record per (name, dtype, shape) of `specs`, in that order, consumed exactly."""
+    reader = _Reader(buf, path)
+    params: dict[str, np.ndarray] = {}
+    for name, expected_dtype, expected_shape in specs:
+        reader.var = name
+        if reader.pos == reader.end:
+            raise reader.fail(f"the file ends before this parameter ({len(params)} of {len(specs)} read); "
+                              f"it is truncated or belongs to a model with fewer parameters")
+        params[name] = read_lod_tensor(reader, expected_dtype, expected_shape)
+    reader.var = None
+    if reader.pos != reader.end:
+        raise reader.fail(f"{reader.end - reader.pos} bytes left after the last of {len(specs)} parameters; "
+                          f"the params file belongs to a model with more parameters")
+    return params
+
+
+def encode_lod_tensor(array: np.ndarray, data_type: int | None = None) -> bytes:
+    """The §7.2 record of `array` (no LoD). `data_type` overrides the element code (e.g. BF16 as uint16)."""
+    array = np.ascontiguousarray(array)
+    code = dtypes.var_type_of_dtype(array.dtype) if data_type is None else int(data_type)
+    desc = pb.VarType.TensorDesc(data_type=code, dims=list(array.shape))
+    desc_bytes = desc.SerializeToString()
+    if array.dtype.byteorder == ">":  # files are little-endian whatever the array's order
+        array = array.byteswap().view(array.dtype.newbyteorder("<"))
+    data = array.tobytes()
+    return b"".join([_U32.pack(0), _U64.pack(0), _U32.pack(0), _I32.pack(len(desc_bytes)), desc_bytes, data])

@@ -1,0 +1,275 @@
+"""ProgramDesc decoding: the parsed protobuf becomes BlockInfo / OpInfo / VarInfo with plain Python values.
+
+Everything here is decoded once, at load time, and checked for the inconsistencies a corrupt file can
+carry (block indices out of range, ops naming vars no block declares, duplicate vars), so code downstream
+never meets a raw protobuf message or a dangling reference.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import framework_pb2 as pb
+
+# Paddle writes this name into a slot to mean "no variable" (kEmptyVarName).
+EMPTY_VAR_NAME = "@EMPTY@"
+
+AttrType = pb.AttrType  # INT, FLOAT, ... as protobuf enum values (ints)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockRef:
+    """A BLOCK attribute: the index of a sub-block in `ProgramGraph.blocks`."""
+
+    idx: int
+
+
+@dataclasses.dataclass(frozen=True)
+class VarRef:
+    """A VAR attribute: the name of a variable whose runtime value is the attribute."""
+
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VarInfo:
+    """One VarDesc. `dtype`/`data_type` are None and `shape` is () for non-tensor kinds (feed/fetch lists)."""
+
+    name: str
+    var_type: int  # VarType.Type of the variable itself, e.g. 7 LOD_TENSOR
+    dtype: np.dtype | None
+    data_type: int | None  # VarType.Type of the elements, e.g. 5 FP32
+    shape: tuple  # -1 for an unknown axis
+    persistable: bool
+    lod_level: int
+    need_check_feed: bool
+    is_parameter: bool = False
+    stop_gradient: bool = False
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.data_type is not None
+
+
+class OpInfo:
+    """One OpDesc with slots and attributes decoded; `index` is its position in block `block_idx`."""
+
+    __slots__ = ("type", "index", "block_idx", "inputs", "outputs", "attrs", "attr_types", "is_target")
+
+    def __init__(self, type, index, block_idx, inputs, outputs, attrs, attr_types, is_target=False):
+        self.type: str = type
+        self.index: int = index
+        self.block_idx: int = block_idx
+        self.inputs: dict[str, list[str]] = inputs
+        self.outputs: dict[str, list[str]] = outputs
+        self.attrs: dict[str, Any] = attrs
+        self.attr_types: dict[str, int] = attr_types
+        self.is_target: bool = is_target
+
+    def input(self, slot: str) -> list[str]:
+        return self.inputs.get(slot, [])
+
+    def output(self, slot: str) -> list[str]:
+        return self.outputs.get(slot, [])
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def has_attr(self, name: str) -> bool:
+        return name in self.attrs
+
+    def input_names(self) -> list[str]:
+        return [name for names in self.inputs.values() for name in names]
+
+    def output_names(self) -> list[str]:
+        return [name for names in self.outputs.values() for name in names]
+
+    def label(self) -> str:
+        """`conv2d#3 (out: conv2d_0.tmp_0)`: how errors and dumps name an op."""
+        outs = self.output_names()
+        where = f", block {self.block_idx}" if self.block_idx else ""
+        return f"{self.type}#{self.index} (out: {outs[0] if outs else '-'}{where})"
+
+    def __repr__(self) -> str:
+        return f"OpInfo({self.label()})"
+
+
+@dataclasses.dataclass
+class BlockInfo:
+    """One BlockDesc: ops in file order, vars by name (file order kept by the dict)."""
+
+    idx: int
+    parent_idx: int
+    forward_block_idx: int
+    ops: list[OpInfo]
+    vars: dict[str, VarInfo]
+
+
+def _decode_attr(attr) -> Any:
+    t = attr.type
+    if t == pb.INT:
+        return int(attr.i)
+    if t == pb.LONG:
+        return int(attr.l)
+    if t == pb.FLOAT:
+        return float(attr.f)
+    if t == pb.FLOAT64:
+        return float(attr.float64)
+    if t == pb.STRING:
+        return attr.s
+    if t == pb.BOOLEAN:
+        return bool(attr.b)
+    if t == pb.INTS:
+        return [int(v) for v in attr.ints]
+    if t == pb.LONGS:
+        return [int(v) for v in attr.longs]
+    if t == pb.FLOATS:
+        return [float(v) for v in attr.floats]
+    if t == pb.FLOAT64S:
+        return [float(v) for v in attr.float64s]
+    if t == pb.STRINGS:
+        return list(attr.strings)
+    if t == pb.BOOLEANS:
+        return [bool(v) for v in attr.bools]
+    if t == pb.BLOCK:
+        return BlockRef(int(attr.block_idx))
+    if t == pb.BLOCKS:
+        return [BlockRef(int(v)) for v in attr.blocks_idx]
+    if t == pb.VAR:
+        return VarRef(attr.var_name)
+    if t == pb.VARS:
+        return [VarRef(v) for v in attr.vars_name]
+    raise ValueError(f"unknown AttrType {t}")
+
+
+def _tensor_desc_of(var_type):
+    """The TensorDesc (and lod level) a VarType carries for its kind, or (None, 0)."""
+    kind = var_type.type
+    if kind == pb.VarType.LOD_TENSOR and var_type.HasField("lod_tensor"):
+        return var_type.lod_tensor.tensor, int(var_type.lod_tensor.lod_level)
+    if kind == pb.VarType.LOD_TENSOR_ARRAY and var_type.HasField("tensor_array"):
+        return var_type.tensor_array.tensor, int(var_type.tensor_array.lod_level)
+    if kind == pb.VarType.SELECTED_ROWS and var_type.HasField("selected_rows"):
+        return var_type.selected_rows, 0
+    for field in ("string", "strings", "vocab", "sparse_coo"):
+        if var_type.HasField(field):
+            return getattr(var_type, field), 0
+    return None, 0
+
+
+def _decode_var(desc) -> VarInfo:
+    tensor, lod_level = _tensor_desc_of(desc.type)
+    dtype = data_type = None
+    shape: tuple = ()
+    if tensor is not None:
+        data_type = int(tensor.data_type)
+        dtype = dtypes.numpy_dtype(data_type) if dtypes.is_element_type(data_type) else None
+        shape = tuple(int(d) for d in tensor.dims)
+    return VarInfo(
+        name=desc.name,
+        var_type=int(desc.type.type),
+        dtype=dtype,
+        data_type=data_type,
+        shape=shape,
+        persistable=bool(desc.persistable),
+        lod_level=lod_level,
+        need_check_feed=bool(desc.need_check_feed),
+        is_parameter=bool(desc.is_parameter),
+        stop_gradient=bool(desc.stop_gradient),
+    )
+
+
+def parse_program_desc(data, path: str | None) -> pb.ProgramDesc:
+    """Bytes of a model file -> ProgramDesc; ModelFormatError (naming `path`) for anything unreadable."""
+    where = path or "<model buffer>"
+    if len(data) == 0:
+        raise ModelFormatError("empty model file; expected a serialized Paddle ProgramDesc", path=where)
+    program = pb.ProgramDesc()
+    try:
+        program.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError, TypeError) as exc:
+        raise ModelFormatError(f"not a Paddle ProgramDesc ({exc}); the file is truncated or corrupt, or it is a "
+                               f"PIR (.json) program - re-export with FLAGS_enable_pir_api=0", path=where) from exc
+    if not program.blocks:
+        raise ModelFormatError("the program has no blocks; the file is corrupt or not a Paddle model", path=where)
+    return program
+
+
+def decode_blocks(program: pb.ProgramDesc, path: str | None) -> list[BlockInfo]:
+    """ProgramDesc -> BlockInfo list, checking every cross-reference a corrupt file could break."""
+    where = path or "<model buffer>"
+    n = len(program.blocks)
+    blocks: list[BlockInfo] = []
+    for position, bdesc in enumerate(program.blocks):
+        if bdesc.idx != position:
+            raise ModelFormatError(f"block at position {position} says idx={bdesc.idx}; the file is corrupt",
+                                   path=where)
+        parent = int(bdesc.parent_idx)
+        if position == 0 and parent >= 0 or position > 0 and not 0 <= parent < n:
+            raise ModelFormatError(f"block {position} has parent_idx={parent}, out of range; the file is corrupt",
+                                   path=where)
+        forward = int(bdesc.forward_block_idx)
+        if not -1 <= forward < n:
+            raise ModelFormatError(f"block {position} has forward_block_idx={forward}, out of range", path=where)
+        variables: dict[str, VarInfo] = {}
+        for vdesc in bdesc.vars:
+            if vdesc.name in variables:
+                raise ModelFormatError(f"block {position} declares var '{vdesc.name}' twice; the file is corrupt",
+                                       path=where, var=vdesc.name)
+            variables[vdesc.name] = _decode_var(vdesc)
+        ops = []
+        for index, odesc in enumerate(bdesc.ops):
+            ops.append(_decode_op(odesc, index, position, n, where))
+        blocks.append(BlockInfo(position, parent, forward, ops, variables))
+    for block in blocks:
+        _check_references(block, blocks, where)
+    return blocks
+
+
+def _decode_op(odesc, index: int, block_idx: int, num_blocks: int, where: str) -> OpInfo:
+    inputs = {v.parameter: list(v.arguments) for v in odesc.inputs}
+    outputs = {v.parameter: list(v.arguments) for v in odesc.outputs}
+    attrs: dict[str, Any] = {}
+    attr_types: dict[str, int] = {}
+    for a in odesc.attrs:
+        try:
+            value = _decode_attr(a)
+        except ValueError as exc:
+            raise ModelFormatError(f"op {odesc.type}#{index} in block {block_idx}: attribute '{a.name}': {exc}",
+                                   path=where) from exc
+        refs = [value] if isinstance(value, BlockRef) else value if a.type == pb.BLOCKS else []
+        for ref in refs:
+            if not 0 <= ref.idx < num_blocks:
+                raise ModelFormatError(f"op {odesc.type}#{index} in block {block_idx}: attribute '{a.name}' names "
+                                       f"block {ref.idx} but the program has {num_blocks}", path=where)
+        attrs[a.name] = value
+        attr_types[a.name] = int(a.type)
+    return OpInfo(odesc.type, index, block_idx, inputs, outputs, attrs, attr_types, bool(odesc.is_target))
+
+
+def _check_references(block: BlockInfo, blocks: list[BlockInfo], where: str) -> None:
+    """Every var an op names must be declared in its block or an ancestor block."""
+    for op in block.ops:
+        for name in op.input_names() + op.output_names():
+            if name == EMPTY_VAR_NAME or lookup_var(blocks, block.idx, name) is not None:
+                continue
+            raise ModelFormatError(f"op {op.label()} uses var '{name}' that no enclosing block declares; "
+                                   f"the model file is corrupt", path=where, var=name)
+
+
+def lookup_var(blocks: list[BlockInfo], block_idx: int, name: str) -> VarInfo | None:
+    """Resolve a var name the way Paddle does: this block first, then its ancestors."""
+    seen = set()
+    idx = block_idx
+    while 0 <= idx < len(blocks) and idx not in seen:
+        seen.add(idx)
+        var = blocks[idx].vars.get(name)
+        if var is not None:
+            return var
+        idx = blocks[idx].parent_idx
+    return None

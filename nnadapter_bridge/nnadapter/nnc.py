@@ -1,0 +1,453 @@
+"""The `.nnc` model-cache format of Paddle Lite's NNAdapter runtime, byte for byte (facts §2.1–2.4).
+
+This module owns three layers:
+
+* the "naive CRC32C" (reflected polynomial 0x82F63B78, initial value 0, no final xor);
+* the generic key/value container: a 24-byte header (magic ``cnn.``, version 1, the CRC over every
+  byte after the header, a zero padding word, a uint64 entry count) followed by the entries in
+  ascending bytewise key order, each ``key_size u64, value_size u64, key, value`` padded with zeros
+  to a multiple of 4 bytes;
+* the 328-byte ``NNAdapterOperandType`` record and the keys a Compilation writes (``input_types``,
+  ``num_caches``, ``cache_<i>_*``), plus reading and atomically writing ``<dir>/<token>.nnc``.
+
+Reading never raises on bad bytes: `load_compilation_record` and `read_nnc_file` turn every failed
+check into a cache miss (None) with exactly one warning, so a damaged file can never crash a predictor
+or load a wrong program.
+
+What the operand-type record cannot carry: the per-channel scales live behind a C pointer, which is
+written as 0, so a record read back has ``scales=None`` (its channel axis survives). Scales are stored
+as float32, dims as int32, and operand names are not part of the record at all.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import tempfile
+import warnings
+from typing import Collection, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.nnadapter.codes import (
+    MAX_SIZE_OF_DIMENSIONS,
+    MAX_SIZE_OF_DYNAMIC_DIMENSIONS,
+    Layout,
+    Lifetime,
+    Precision,
+)
+from nnadapter_bridge.nnadapter.types import OperandType
+
+MAGIC = 0x2E6E6E63  # ('.'<<24)+('n'<<16)+('n'<<8)+'c': the bytes "cnn." on disk
+MAGIC_BYTES = b"cnn."
+VERSION = 1
+HEADER_SIZE = 24
+ENTRY_HEADER_SIZE = 16
+OPERAND_TYPE_SIZE = 328
+FILE_EXTENSION = ".nnc"
+
+_CRC_POLYNOMIAL = 0x82F63B78
+
+
+class NncFormatError(ValueError):
+    """A buffer that is not a valid .nnc container or compilation record (internal: readers turn it
+    into a warned cache miss)."""
+
+
+class NncCacheWarning(UserWarning):
+    """A model cache (file or buffer) was unusable and is treated as a miss."""
+
+
+# -- the naive CRC32C ---------------------------------------------------------------------------------
+def _byte_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.uint32)
+    for value in range(256):
+        crc = value
+        for _ in range(8):
+            crc = (crc >> 1) ^ _CRC_POLYNOMIAL if crc & 1 else crc >> 1
+        table[value] = crc
+    return table
+
+
+_TABLE = _byte_table()
+_TABLE_LIST = [int(v) for v in _TABLE]
+# Below this size the plain table loop is faster than setting up the vectorised path.
+_SMALL_INPUT = 4096
+
+
+def _crc_update_small(crc: int, data) -> int:
+    table = _TABLE_LIST
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+def _zero_shift_tables(length: int) -> list:
+    """Four 256-entry tables applying "feed `length` zero bytes" to a register, one per register byte.
+
+    With initial value 0 and no final xor the CRC is linear over GF(2), so this map is a 32x32 bit
+    matrix; column b is the register 1<<b after `length` zero bytes.
+    """
+    registers = (np.uint32(1) << np.arange(32, dtype=np.uint32)).astype(np.uint32)
+    for _ in range(length):
+        registers = _TABLE[registers & 0xFF] ^ (registers >> np.uint32(8))
+    values = np.arange(256, dtype=np.uint32)
+    tables = []
+    for k in range(4):
+        table = np.zeros(256, dtype=np.uint32)
+        for bit in range(8):
+            table ^= np.where((values >> np.uint32(bit)) & 1, registers[8 * k + bit], np.uint32(0)).astype(np.uint32)
+        tables.append([int(v) for v in table])
+    return tables
+
+
+def crc32c_naive(data) -> int:
+    """Paddle Lite's cache CRC: CRC-32C bit order and polynomial, but init 0 and no final xor.
+
+    Large buffers are cut into K equal chunks whose CRCs advance together, one numpy step per byte
+    column; the chunk CRCs are then combined with crc(A+B) = shift(crc(A), len(B)) ^ crc(B), which
+    holds exactly because this variant is linear (zero init, no xor-out).
+    """
+    view = memoryview(data).cast("B")
+    n = len(view)
+    if n < _SMALL_INPUT:
+        return _crc_update_small(0, view)
+    chunk = max(64, int(n ** 0.5))
+    count = n // chunk
+    body = np.frombuffer(view, dtype=np.uint8, count=count * chunk)
+    columns = np.ascontiguousarray(body.reshape(count, chunk).T)
+    crcs = np.zeros(count, dtype=np.uint32)
+    table = _TABLE
+    eight = np.uint32(8)
+    for column in columns:
+        crcs = table[(crcs ^ column) & 0xFF] ^ (crcs >> eight)
+    t0, t1, t2, t3 = _zero_shift_tables(chunk)
+    crc = 0
+    for value in crcs.tolist():
+        crc = t0[crc & 0xFF] ^ t1[(crc >> 8) & 0xFF] ^ t2[(crc >> 16) & 0xFF] ^ t3[crc >> 24] ^ value
+    return _crc_update_small(crc, view[count * chunk:])
+
+
+# -- the key/value container ------------------------------------------------------------------------
+def _align4(size: int) -> int:
+    return (size + 3) & ~3
+
+
+def _key_bytes(key) -> bytes:
+    return key.encode("utf-8") if isinstance(key, str) else bytes(key)
+
+
+def pack_container(entries: Mapping) -> bytes:
+    """Serialize key -> value bytes into the container; keys (str or bytes) are sorted bytewise."""
+    items = sorted((_key_bytes(k), bytes(v)) for k, v in entries.items())
+    for (a, _), (b, _) in zip(items, items[1:]):
+        if a == b:
+            raise ValueError(f"duplicate .nnc key {a!r}")
+    total = HEADER_SIZE + sum(_align4(ENTRY_HEADER_SIZE + len(k) + len(v)) for k, v in items)
+    out = bytearray(total)
+    offset = HEADER_SIZE
+    for key, value in items:
+        struct.pack_into("<QQ", out, offset, len(key), len(value))
+        start = offset + ENTRY_HEADER_SIZE
+        out[start:start + len(key)] = key
+        out[start + len(key):start + len(key) + len(value)] = value
+        offset += _align4(ENTRY_HEADER_SIZE + len(key) + len(value))
+    crc = crc32c_naive(memoryview(out)[HEADER_SIZE:])
+    struct.pack_into("<IIIIQ", out, 0, MAGIC, VERSION, crc, 0, len(items))
+    return bytes(out)
+
+
+def unpack_container(data) -> dict:
+    """Parse a container into {key (str): value (bytes)}; any inconsistency raises NncFormatError."""
+    view = memoryview(data).cast("B")
+    size = len(view)
+    if size < HEADER_SIZE:
+        raise NncFormatError(f"{size} bytes is shorter than the {HEADER_SIZE}-byte header")
+    magic, version, stored_crc, padding, count = struct.unpack_from("<IIIIQ", view, 0)
+    if magic != MAGIC:
+        raise NncFormatError(f"bad magic {bytes(view[:4])!r} (expected {MAGIC_BYTES!r})")
+    if version != VERSION:
+        raise NncFormatError(f"unsupported version {version} (expected {VERSION})")
+    if padding != 0:
+        raise NncFormatError("the header padding word is not zero")
+    actual_crc = crc32c_naive(view[HEADER_SIZE:])
+    if actual_crc != stored_crc:
+        raise NncFormatError(f"CRC mismatch: stored 0x{stored_crc:08x}, computed 0x{actual_crc:08x}")
+    entries: dict = {}
+    previous = None
+    offset = HEADER_SIZE
+    for index in range(count):
+        if size - offset < ENTRY_HEADER_SIZE:
+            raise NncFormatError(f"entry {index}: header runs past the end ({size - offset} bytes left)")
+        key_size, value_size = struct.unpack_from("<QQ", view, offset)
+        left = size - offset - ENTRY_HEADER_SIZE
+        if key_size > left or value_size > left - key_size:
+            raise NncFormatError(f"entry {index}: key {key_size} + value {value_size} bytes, only {left} left")
+        padded = _align4(ENTRY_HEADER_SIZE + key_size + value_size)
+        if padded > size - offset:
+            raise NncFormatError(f"entry {index}: padding runs past the end")
+        start = offset + ENTRY_HEADER_SIZE
+        key = bytes(view[start:start + key_size])
+        value = bytes(view[start + key_size:start + key_size + value_size])
+        if any(view[start + key_size + value_size:offset + padded]):
+            raise NncFormatError(f"entry {index}: non-zero padding")
+        if previous is not None and key <= previous:
+            raise NncFormatError(f"entry {index}: key {key!r} is not after {previous!r} (unsorted or duplicate)")
+        try:
+            text_key = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NncFormatError(f"entry {index}: key is not UTF-8") from None
+        entries[text_key] = value
+        previous = key
+        offset += padded
+    if offset != size:
+        raise NncFormatError(f"{size - offset} bytes left after the {count} entries")
+    return entries
+
+
+# -- NNAdapterOperandType ---------------------------------------------------------------------------
+# precision, layout, lifetime, dims.count, dims.data[8], dims.dynamic_count, dims.dynamic_data[8][8]
+_HEAD = struct.Struct("<iiiI8iI64i")
+_UNION_OFFSET = 312  # after 4 padding bytes: the quant-param union is 8-aligned on LP64
+assert _HEAD.size == 308
+
+
+def pack_operand_type(t: OperandType) -> bytes:
+    """The 328-byte LP64 NNAdapterOperandType record of `t` (unused bytes zero, scales pointer 0)."""
+    dims = list(t.dims)
+    if len(dims) > MAX_SIZE_OF_DIMENSIONS:
+        raise ValueError(f"{len(dims)} dims do not fit the record")
+    dynamic = [list(shape) for shape in t.dynamic_dims]
+    if len(dynamic) > MAX_SIZE_OF_DYNAMIC_DIMENSIONS:
+        raise ValueError(f"{len(dynamic)} dynamic shapes do not fit the record")
+    dynamic_flat = []
+    for shape in dynamic:
+        if len(shape) > MAX_SIZE_OF_DIMENSIONS:
+            raise ValueError(f"dynamic shape {shape} has more than {MAX_SIZE_OF_DIMENSIONS} dims")
+        dynamic_flat += shape + [0] * (MAX_SIZE_OF_DIMENSIONS - len(shape))
+    dynamic_flat += [0] * (64 - len(dynamic_flat))
+    out = bytearray(OPERAND_TYPE_SIZE)
+    _HEAD.pack_into(out, 0, int(t.precision), int(t.layout), int(t.lifetime), len(dims),
+                    *(dims + [0] * (MAX_SIZE_OF_DIMENSIONS - len(dims))), len(dynamic), *dynamic_flat)
+    if t.is_per_channel:
+        scale_count = len(t.scales) if t.scales is not None else 0
+        struct.pack_into("<IIQ", out, _UNION_OFFSET, int(t.channel_dim), scale_count, 0)
+    elif t.is_asymmetric:
+        struct.pack_into("<fi", out, _UNION_OFFSET, t.scale or 0.0, int(t.zero_point))
+    elif t.is_quantized:
+        struct.pack_into("<f", out, _UNION_OFFSET, t.scale or 0.0)
+    return bytes(out)
+
+
+def unpack_operand_type(record) -> tuple:
+    """Parse one record into (OperandType, per-channel scale_count); raises NncFormatError.
+
+    A per-channel type comes back with `scales=None`: the values are not in the record.
+    """
+    view = memoryview(record).cast("B")
+    if len(view) != OPERAND_TYPE_SIZE:
+        raise NncFormatError(f"an operand type record is {OPERAND_TYPE_SIZE} bytes, got {len(view)}")
+    fields = _HEAD.unpack_from(view, 0)
+    precision_code, layout_code, lifetime_code, count = fields[:4]
+    dims_data = fields[4:12]
+    dynamic_count = fields[12]
+    dynamic_data = fields[13:]
+    try:
+        precision = Precision(precision_code)
+        layout = Layout(layout_code)
+        lifetime = Lifetime(lifetime_code)
+    except ValueError as exc:
+        raise NncFormatError(f"operand type record: {exc}") from None
+    if count > MAX_SIZE_OF_DIMENSIONS or dynamic_count > MAX_SIZE_OF_DYNAMIC_DIMENSIONS:
+        raise NncFormatError(f"operand type record: {count} dims / {dynamic_count} dynamic shapes")
+    dims = tuple(dims_data[:count])
+    dynamic = tuple(tuple(dynamic_data[8 * i:8 * i + count]) for i in range(dynamic_count))
+    scale = None
+    channel_dim = 0
+    zero_point = 0
+    scale_count = 0
+    probe = OperandType(precision=precision)
+    if probe.is_per_channel:
+        channel_dim, scale_count = struct.unpack_from("<II", view, _UNION_OFFSET)
+    elif probe.is_asymmetric:
+        scale, zero_point = struct.unpack_from("<fi", view, _UNION_OFFSET)
+    elif probe.is_quantized:
+        (scale,) = struct.unpack_from("<f", view, _UNION_OFFSET)
+    t = OperandType(precision=precision, dims=dims, layout=layout, lifetime=lifetime, dynamic_dims=dynamic,
+                    scale=scale, scales=None, channel_dim=channel_dim, zero_point=zero_point)
+    return t, scale_count
+
+
+def pack_operand_types(types: Iterable[OperandType]) -> bytes:
+    return b"".join(pack_operand_type(t) for t in types)
+
+
+def unpack_operand_types(data: bytes) -> list:
+    if len(data) % OPERAND_TYPE_SIZE:
+        raise NncFormatError(f"{len(data)} bytes is not a whole number of {OPERAND_TYPE_SIZE}-byte records")
+    return [unpack_operand_type(data[i:i + OPERAND_TYPE_SIZE])[0] for i in range(0, len(data), OPERAND_TYPE_SIZE)]
+
+
+# -- the compilation record (Compilation::Serialize / Deserialize) ------------------------------------
+@dataclasses.dataclass
+class ProgramRecord:
+    """One device program of a compilation: which device, its I/O and the device's program bytes.
+
+    An index < 0 is the whole model's input/output -index-1; an index >= 0 a buffer shared between
+    programs (facts §6.3)."""
+
+    device_name: str
+    input_types: list
+    input_indexes: list
+    output_types: list
+    output_indexes: list
+    model_buffer: bytes
+
+
+@dataclasses.dataclass
+class CompilationRecord:
+    input_types: list
+    output_types: list
+    programs: list  # of ProgramRecord
+
+
+def _pack_indexes(indexes: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(indexes)}i", *indexes)
+
+
+def _unpack_indexes(data: bytes, key: str) -> list:
+    if len(data) % 4:
+        raise NncFormatError(f"{key}: {len(data)} bytes is not a whole number of int32")
+    return list(struct.unpack(f"<{len(data) // 4}i", data))
+
+
+def pack_compilation_record(record: CompilationRecord) -> bytes:
+    entries = {"num_caches": struct.pack("<Q", len(record.programs))}
+    if record.input_types:
+        entries["input_types"] = pack_operand_types(record.input_types)
+    if record.output_types:
+        entries["output_types"] = pack_operand_types(record.output_types)
+    for i, program in enumerate(record.programs):
+        if len(program.input_types) != len(program.input_indexes) or \
+                len(program.output_types) != len(program.output_indexes):
+            raise ValueError(f"program {i}: types and indexes differ in length")
+        prefix = f"cache_{i}_"
+        entries[prefix + "device_name"] = program.device_name.encode("utf-8")
+        if program.input_types:
+            entries[prefix + "input_types"] = pack_operand_types(program.input_types)
+            entries[prefix + "input_indexes"] = _pack_indexes(program.input_indexes)
+        if program.output_types:
+            entries[prefix + "output_types"] = pack_operand_types(program.output_types)
+            entries[prefix + "output_indexes"] = _pack_indexes(program.output_indexes)
+        entries[prefix + "model_buffer"] = bytes(program.model_buffer)
+    return pack_container(entries)
+
+
+def unpack_compilation_record(data) -> CompilationRecord:
+    """Parse and check a compilation record; raises NncFormatError on anything inconsistent."""
+    entries = unpack_container(data)
+    if "num_caches" not in entries:
+        raise NncFormatError("missing key 'num_caches'")
+    raw_count = entries["num_caches"]
+    if len(raw_count) != 8:
+        raise NncFormatError(f"'num_caches' is {len(raw_count)} bytes, expected 8")
+    (num_caches,) = struct.unpack("<Q", raw_count)
+    if num_caches == 0:
+        raise NncFormatError("'num_caches' is 0")
+    input_types = unpack_operand_types(entries.get("input_types", b""))
+    output_types = unpack_operand_types(entries.get("output_types", b""))
+    programs = []
+    for i in range(num_caches):
+        prefix = f"cache_{i}_"
+        for required in ("device_name", "model_buffer"):
+            if prefix + required not in entries:
+                raise NncFormatError(f"missing key '{prefix + required}'")
+        try:
+            device_name = entries[prefix + "device_name"].decode("utf-8")
+        except UnicodeDecodeError:
+            raise NncFormatError(f"'{prefix}device_name' is not UTF-8") from None
+        if not device_name:
+            raise NncFormatError(f"'{prefix}device_name' is empty")
+        sides = []
+        for side, model_types in (("input", input_types), ("output", output_types)):
+            types_key, indexes_key = f"{prefix}{side}_types", f"{prefix}{side}_indexes"
+            if types_key in entries or indexes_key in entries:
+                types = unpack_operand_types(entries.get(types_key, b""))
+                indexes = _unpack_indexes(entries.get(indexes_key, b""), indexes_key)
+            elif num_caches == 1:
+                # Legacy single-program files: the program's I/O is the model's, indexes -k-1.
+                types = list(model_types)
+                indexes = [-k - 1 for k in range(len(model_types))]
+            else:
+                types, indexes = [], []
+            if len(types) != len(indexes):
+                raise NncFormatError(f"{types_key}: {len(types)} types but {len(indexes)} indexes")
+            for index in indexes:
+                if index < 0 and -index - 1 >= len(model_types):
+                    raise NncFormatError(f"{indexes_key}: {index} names model {side} {-index - 1}, "
+                                         f"the model has {len(model_types)}")
+            sides.append((types, indexes))
+        (in_types, in_indexes), (out_types, out_indexes) = sides
+        programs.append(ProgramRecord(device_name, in_types, in_indexes, out_types, out_indexes,
+                                      entries[prefix + "model_buffer"]))
+    return CompilationRecord(input_types, output_types, programs)
+
+
+def _warn_miss(source: str, reason: str) -> None:
+    warnings.warn(f"model cache {source} is unusable ({reason}); compiling the model instead",
+                  NncCacheWarning, stacklevel=3)
+
+
+def load_compilation_record(data, source: str = "buffer",
+                            known_devices: Optional[Collection[str]] = None) -> Optional[CompilationRecord]:
+    """A checked CompilationRecord, or None (one warning) when the bytes fail any check or name a
+    device outside `known_devices`."""
+    try:
+        record = unpack_compilation_record(data)
+    except NncFormatError as exc:
+        _warn_miss(source, str(exc))
+        return None
+    if known_devices is not None:
+        for i, program in enumerate(record.programs):
+            if program.device_name not in known_devices:
+                _warn_miss(source, f"program {i} is for device '{program.device_name}', which is not in the "
+                                   f"context ({', '.join(known_devices) or 'no devices'})")
+                return None
+    return record
+
+
+def cache_file_path(cache_dir: str, token: str) -> str:
+    return os.path.join(cache_dir, token + FILE_EXTENSION)
+
+
+def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None) -> Optional[CompilationRecord]:
+    """Read and check a .nnc file; a missing file is a silent miss, an unreadable or bad one a warned miss."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _warn_miss(path, f"cannot read it: {exc}")
+        return None
+    return load_compilation_record(data, path, known_devices)
+
+
+def write_file_atomically(path: str, data: bytes) -> None:
+    """Write `data` to a temporary file next to `path`, then rename it over `path` (readers never see
+    a half-written file)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, temp_path = tempfile.mkstemp(prefix=".tmp-", suffix=FILE_EXTENSION, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp_path, path)
+    except BaseException:
+        try:
+            os.unlink(temp_path)
+        except OSError:
+            pass
+        raise

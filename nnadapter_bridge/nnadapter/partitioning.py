@@ -1,0 +1,232 @@
+"""Splitting one NNAdapter Model across the devices of a context (facts §4.7 and §6.3).
+
+1. `assign_devices`: each operation goes to the first device (context order) that supports it.
+2. `cluster_operations`: union-find contraction over the operation graph, visiting operations in
+   topological order and merging a node with an out-neighbour of the same device unless a reverse
+   DFS from the neighbour's other producers reaches it (that merge would create a cycle between
+   clusters). The result is acyclic, and every path between two operations of one cluster stays in it.
+3. `build_submodels`: one submodel per cluster, operands copied shallowly (constant arrays shared),
+   inputs/outputs numbered as in NNAdapter: -k-1 for the whole model's input/output k, 0,1,2,... for
+   buffers shared between submodels, allocated in order of first encounter.
+
+Submodel order: clusters in order of their first operation in topological order (Lite's rule), except
+that a cluster never runs before one it reads from: the order is a topological sort of the cluster
+graph that picks, among the ready clusters, the one that appears first. Everything is deterministic.
+
+A model output that another submodel also reads is listed twice among its producer's outputs: once as
+model output (-k-1), once as a shared buffer, so the .nnc indexes can describe it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Sequence
+
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import Lifetime, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.types import Operand, Operation
+
+
+def assign_devices(model: Model, supported: Sequence[Sequence[bool]], device_names: Sequence[str]) -> list:
+    """Device index per operation (model.operations order): the first device whose flag is true."""
+    assignment = []
+    for i, op in enumerate(model.operations):
+        for device_index, flags in enumerate(supported):
+            if flags[i]:
+                assignment.append(device_index)
+                break
+        else:
+            raise NNAdapterError(f"none of these {len(device_names)} devices ({', '.join(device_names)}) "
+                                 f"supports {op.label()}", ResultCode.FEATURE_NOT_SUPPORTED)
+    return assignment
+
+
+def _operation_graph(model: Model, order: list):
+    """Successor and predecessor lists (ordered, duplicate-free) between operations via operands."""
+    producers = {}
+    for op in order:
+        for o in op.outputs:
+            if o is not None:
+                producers[o.index] = op
+    successors = {id(op): {} for op in order}
+    predecessors = {id(op): {} for op in order}
+    for op in order:
+        for o in op.inputs:
+            if o is None or o.is_constant:
+                continue
+            producer = producers.get(o.index)
+            if producer is not None and producer is not op:
+                successors[id(producer)][id(op)] = None
+                predecessors[id(op)][id(producer)] = None
+    return successors, predecessors
+
+
+def cluster_operations(model: Model, assignment: Sequence[int]) -> list:
+    """[(device_index, [operations in topological order])] with no cycle between clusters."""
+    order = model.topological_operations()
+    position = {id(op): k for k, op in enumerate(order)}
+    by_id = {id(op): op for op in order}
+    list_position = {id(op): i for i, op in enumerate(model.operations)}
+    device_of = {id(op): assignment[list_position[id(op)]] for op in order}
+    out_links, in_links = _operation_graph(model, order)
+    parent = {k: k for k in by_id}
+
+    def find(node):
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def reaches(sources, target) -> bool:
+        stack = list(sources)
+        seen = set(stack)
+        while stack:
+            node = stack.pop()
+            if node == target:
+                return True
+            for previous in in_links[node]:
+                if previous not in seen:
+                    seen.add(previous)
+                    stack.append(previous)
+        return False
+
+    for op in order:
+        src = id(op)
+        changed = True
+        while changed:
+            changed = False
+            contract = []
+            for dst in list(out_links[src]):
+                if device_of[dst] != device_of[src]:
+                    continue
+                others = [n for n in in_links[dst] if n != src]
+                if reaches(others, src):
+                    continue  # an outside path src -> ... -> dst exists; merging would close a cycle
+                contract.append(dst)
+            for dst in contract:
+                parent[find(dst)] = find(src)
+                for n in in_links[dst]:
+                    if n != src:
+                        in_links[src][n] = None
+                        out_links[n].pop(dst, None)
+                        out_links[n][src] = None
+                out_links[src].pop(dst, None)
+                for n in out_links[dst]:
+                    out_links[src][n] = None
+                    in_links[n].pop(dst, None)
+                    in_links[n][src] = None
+                in_links[dst] = {}
+                out_links[dst] = {}
+                changed = True
+
+    clusters: dict = {}
+    for op in order:
+        clusters.setdefault(find(id(op)), []).append(op)
+    return _order_clusters(model, order, position, clusters, device_of)
+
+
+def _order_clusters(model: Model, order, position, clusters: dict, device_of: dict) -> list:
+    root_of = {id(op): root for root, ops in clusters.items() for op in ops}
+    first = {root: position[id(ops[0])] for root, ops in clusters.items()}
+    successors, _ = _operation_graph(model, order)
+    edges = {root: set() for root in clusters}
+    indegree = {root: 0 for root in clusters}
+    for node, targets in successors.items():
+        for target in targets:
+            a, b = root_of[node], root_of[target]
+            if a != b and b not in edges[a]:
+                edges[a].add(b)
+                indegree[b] += 1
+    ready = [(first[root], root) for root in clusters if indegree[root] == 0]
+    heapq.heapify(ready)
+    result = []
+    while ready:
+        _, root = heapq.heappop(ready)
+        result.append((device_of[root], clusters[root]))
+        for target in edges[root]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                heapq.heappush(ready, (first[target], target))
+    if len(result) != len(clusters):  # cannot happen when the contraction is correct
+        raise NNAdapterError("partitioning produced a cycle between submodels", ResultCode.DEVICE_INTERNAL_ERROR)
+    return result
+
+
+@dataclasses.dataclass
+class Submodel:
+    device_index: int
+    model: Model
+    input_indexes: list
+    output_indexes: list
+
+
+def build_submodels(model: Model, clusters: Sequence) -> list:
+    """One finished Model per cluster with NNAdapter's I/O index convention (see module docstring)."""
+    cluster_of = {id(op): k for k, (_, ops) in enumerate(clusters) for op in ops}
+    consumers: dict = {}
+    for op in model.operations:
+        for o in op.inputs:
+            if o is not None:
+                consumers.setdefault(o.index, []).append(op)
+    model_inputs = {o.index: k for k, o in enumerate(model.input_operands)}
+    model_outputs = {o.index: k for k, o in enumerate(model.output_operands)}
+    shared: dict = {}
+
+    def shared_index(operand: Operand) -> int:
+        if operand.index not in shared:
+            shared[operand.index] = len(shared)
+        return shared[operand.index]
+
+    submodels = []
+    for k, (device_index, ops) in enumerate(clusters):
+        sub = Model()
+        copies: dict = {}
+
+        def copy_of(operand):
+            if operand is None:
+                return None
+            if operand.index not in copies:
+                clone = Operand(operand.type.copy(), operand.value, operand.name, len(sub.operands))
+                sub.operands.append(clone)
+                copies[operand.index] = clone
+            return copies[operand.index]
+
+        produced_here = {o.index for op in ops for o in op.outputs if o is not None}
+        inputs, input_indexes = [], []
+        for op in ops:
+            for o in op.inputs:
+                if o is None or o.is_constant or o.index in produced_here or o.index in copies:
+                    continue
+                clone = copy_of(o)
+                clone.type.lifetime = Lifetime.MODEL_INPUT
+                inputs.append(clone)
+                input_indexes.append(-model_inputs[o.index] - 1 if o.index in model_inputs else shared_index(o))
+        outputs, output_indexes = [], []
+        for op in ops:
+            for o in op.outputs:
+                if o is None:
+                    continue
+                read_outside = any(cluster_of.get(id(c)) != k for c in consumers.get(o.index, ()))
+                if o.index in model_outputs:
+                    outputs.append(copy_of(o))
+                    output_indexes.append(-model_outputs[o.index] - 1)
+                if read_outside:
+                    outputs.append(copy_of(o))
+                    output_indexes.append(shared_index(o))
+                if o.index in model_outputs or read_outside:
+                    copies[o.index].type.lifetime = Lifetime.MODEL_OUTPUT
+        for op in ops:
+            sub.operations.append(Operation(op.type, [copy_of(o) for o in op.inputs],
+                                            [copy_of(o) for o in op.outputs], len(sub.operations)))
+        sub.input_operands = inputs
+        sub.output_operands = outputs
+        sub.finished = True
+        submodels.append(Submodel(device_index, sub, input_indexes, output_indexes))
+    return submodels
+
+
+def partition_model(model: Model, supported: Sequence[Sequence[bool]], device_names: Sequence[str]) -> list:
+    """assign_devices + cluster_operations + build_submodels."""
+    assignment = assign_devices(model, supported, device_names)
+    return build_submodels(model, cluster_operations(model, assignment))

@@ -1,0 +1,95 @@
+"""Context properties: the `KEY=value;KEY=value;` string every device of a context receives (facts §6.2).
+
+Paddle Lite's parser is strict (no trimming, `;;` fails). This one keeps its meaning but is kinder:
+spaces around keys and values are trimmed, empty sections (a trailing `;`, `;;`, blank lines) are
+skipped, and newlines (LF or CRLF) separate entries like `;` does, so a properties file can hold one
+entry per line. An entry without `=`, with an empty key or value, or with a second `=` is a
+PropertiesError that quotes the entry. Later duplicates override earlier ones, as in Lite.
+
+Every lookup falls back to the environment variable of the same name, as the HALs do.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping, Optional
+
+from nnadapter_bridge.errors import PropertiesError
+
+SYNTAX = "KEY=value;KEY=value; (entries separated by ';' or newlines, exactly one '=' per entry)"
+_SEPARATORS = re.compile(r";|\r\n|\n|\r")
+_TRUE_WORDS = ("true", "1")
+
+
+def parse_properties(text: Optional[str]) -> dict:
+    """{key: value} of a properties string; raises PropertiesError on a malformed entry."""
+    result: dict = {}
+    if not text:
+        return result
+    for section in _SEPARATORS.split(text):
+        entry = section.strip()
+        if not entry:
+            continue
+        parts = entry.split("=")
+        if len(parts) != 2:
+            problem = "has no '='" if len(parts) == 1 else f"has {len(parts) - 1} '=' signs"
+            raise PropertiesError(f"context property entry '{entry}' {problem}; expected {SYNTAX}")
+        key, value = parts[0].strip(), parts[1].strip()
+        if not key:
+            raise PropertiesError(f"context property entry '{entry}' has an empty key; expected {SYNTAX}")
+        if not value:
+            raise PropertiesError(f"context property entry '{entry}' has an empty value; expected {SYNTAX}")
+        result[key] = value
+    return result
+
+
+def parse_bool(value: str) -> bool:
+    """Lite's boolean rule: case-insensitive `true` or `1` is true, anything else false."""
+    return value.strip().lower() in _TRUE_WORDS
+
+
+class Properties:
+    """Parsed properties with environment fallback: `get` looks in the string, then in os.environ."""
+
+    def __init__(self, text: Optional[str] = "", environ: Optional[Mapping[str, str]] = None):
+        self.text = text or ""
+        self.values = parse_properties(self.text)
+        self._environ = environ
+
+    def _env(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values or key in self._env()
+
+    def get(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        if key in self.values:
+            return self.values[key]
+        value = self._env().get(key)
+        if value is None or not value.strip():
+            return default
+        return value.strip()
+
+    def get_bool(self, key: str, default: bool = False) -> bool:
+        value = self.get(key)
+        return default if value is None else parse_bool(value)
+
+    def get_int(self, key: str, default: int = 0) -> int:
+        value = self.get(key)
+        if value is None:
+            return default
+        try:
+            return int(value, 10)
+        except ValueError:
+            where = "context property" if key in self.values else "environment variable"
+            raise PropertiesError(f"{where} {key}={value!r} is not an integer") from None
+
+    def get_list(self, key: str, default: Optional[list] = None) -> list:
+        """A comma-separated value as a list of trimmed, non-empty strings."""
+        value = self.get(key)
+        if value is None:
+            return list(default or [])
+        return [item.strip() for item in value.split(",") if item.strip()]
+
+    def __repr__(self) -> str:
+        return f"Properties({self.values!r})"

@@ -1,0 +1,674 @@
+"""The NNAdapter runtime (facts §6): devices, contexts, compilations with the .nnc cache, executions.
+
+* `DeviceManager` (process singleton) finds HAL drivers by name through the entry-point group
+  `nnadapter_bridge.devices`, loading each one only when first asked for; `builtin_device` is always
+  available, even without package metadata. Tests and embedders add drivers with `register`.
+* `Context(devices, properties, callback)` gives the same properties string to every device.
+* `Compilation(model | None, cache_token, cache_buffer, cache_dir, context)`: with a model, `finish()`
+  compiles it (split across devices when the context has several, see nnadapter.partitioning);
+  without one, it restores from `cache_buffer` or `<cache_dir>/<cache_token>.nnc`, and `finish()` raises
+  CacheMissError when that cache is absent or unusable (one warning for an unusable one), so the
+  caller builds the model instead. The .nnc is written after the first successful compute, only for
+  a compiled model with token and dir set, and only when every device filled its program bytes.
+* `Execution(compilation)`: `set_input`/`set_output` with access functions (hal.protocol), `compute()`
+  runs the device programs in order, passing shared buffers between them; `run(arrays)` is the numpy
+  shortcut. Failures raise NNAdapterError carrying the result code; INVALID_DIMENSIONS raises
+  InvalidDimensionsError ("recompile for these shapes").
+
+`STATS` counts compiles, cache restores, cache misses and cache writes so callers and tests can tell
+a cache hit from a compile; `Compilation.restored_from_cache` says it per compilation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import threading
+import warnings
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import BridgeError, DeviceNotFoundError, InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.nnc import (
+    CompilationRecord,
+    NncCacheWarning,
+    ProgramRecord,
+    cache_file_path,
+    load_compilation_record,
+    pack_compilation_record,
+    read_nnc_file,
+    write_file_atomically,
+)
+from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model
+from nnadapter_bridge.nnadapter.types import OperandType
+
+ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
+BUILTIN_DEVICE_NAME = "builtin_device"
+
+
+# -- statistics --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class RuntimeStats:
+    compiles: int = 0        # compilations finished from a model
+    cache_restores: int = 0  # compilations finished from a .nnc file or buffer
+    cache_misses: int = 0    # model-less compilations whose cache was absent or unusable
+    cache_writes: int = 0    # .nnc files written
+
+    def reset(self) -> None:
+        self.compiles = self.cache_restores = self.cache_misses = self.cache_writes = 0
+
+
+STATS = RuntimeStats()
+
+
+def raise_for_result(code, what: str) -> None:
+    """Raise the exception of a non-zero NNAdapter result code returned C-style by a driver."""
+    if code is None or int(code) == ResultCode.NO_ERROR:
+        return
+    try:
+        code = ResultCode(int(code))
+    except ValueError:
+        raise NNAdapterError(f"{what}: unknown result code {code}", ResultCode.DEVICE_INTERNAL_ERROR) from None
+    if code == ResultCode.INVALID_DIMENSIONS:
+        raise InvalidDimensionsError(f"{what} cannot run these input dimensions")
+    if code == ResultCode.DEVICE_NOT_FOUND:
+        raise DeviceNotFoundError(f"{what}: device not found")
+    raise NNAdapterError(f"{what} failed", code)
+
+
+def _call_driver(what: str, fn: Callable, *args):
+    """Call a driver hook; anything but a BridgeError becomes DEVICE_INTERNAL_ERROR (chained)."""
+    try:
+        return fn(*args)
+    except BridgeError:
+        raise
+    except Exception as exc:
+        raise NNAdapterError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+
+
+# -- devices -----------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class DeviceInfo:
+    """What `nnadapter-bridge devices` shows for one name."""
+
+    name: str
+    vendor: str = ""
+    type: str = ""
+    version: Optional[int] = None
+    loaded: bool = False
+    error: str = ""
+    source: str = ""  # "entry point <value>", "built in" or "registered"
+
+
+class Device:
+    """An acquired device: the driver and its open device handle (shared process-wide)."""
+
+    def __init__(self, name: str, driver: Any, handle: Any):
+        self.name = name
+        self.driver = driver
+        self.handle = handle
+
+    @property
+    def vendor(self) -> str:
+        return self.driver.vendor
+
+    @property
+    def type(self) -> DeviceType:
+        return DeviceType(self.driver.type)
+
+    @property
+    def version(self) -> int:
+        return int(self.driver.version)
+
+    def release(self) -> None:
+        """NNAdapterDevice_release: handles stay open until DeviceManager.close_all (as in Lite)."""
+
+    def __repr__(self) -> str:
+        return f"Device({self.name!r}, vendor={self.vendor!r}, type={self.type.name}, version={self.version})"
+
+
+class DeviceManager:
+    """Process-wide registry of HAL drivers and their open device handles."""
+
+    _instance: Optional["DeviceManager"] = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._drivers: dict = {}       # name -> driver object
+        self._sources: dict = {}       # name -> where it came from
+        self._failures: dict = {}      # name -> why its entry point failed to load
+        self._handles: dict = {}       # name -> open device handle
+        self._entry_points: Optional[dict] = None
+
+    @classmethod
+    def instance(cls) -> "DeviceManager":
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    # -- discovery ----------------------------------------------------------------------------------
+    def _entry_point_map(self) -> dict:
+        if self._entry_points is None:
+            try:
+                found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+            except Exception as exc:  # broken metadata must not hide builtin_device
+                warnings.warn(f"cannot read the '{ENTRY_POINT_GROUP}' entry points: {exc}", RuntimeWarning)
+                found = []
+            self._entry_points = {}
+            for ep in sorted(found, key=lambda e: (e.name, e.value)):
+                self._entry_points.setdefault(ep.name, ep)
+        return self._entry_points
+
+    def _load(self, name: str) -> Optional[Any]:
+        """The driver called `name`, loading its entry point on first use; None if unavailable."""
+        from hal.protocol import check_driver
+
+        if name in self._drivers:
+            return self._drivers[name]
+        ep = self._entry_point_map().get(name)
+        if ep is not None and name not in self._failures:
+            try:
+                driver = ep.load()
+                check_driver(driver)
+                if driver.name != name:
+                    raise TypeError(f"the entry point is named '{name}' but its driver calls itself '{driver.name}'")
+            except Exception as exc:
+                self._failures[name] = f"{type(exc).__name__}: {exc}"
+            else:
+                self._drivers[name] = driver
+                self._sources[name] = f"entry point {ep.value}"
+                return driver
+        if name == BUILTIN_DEVICE_NAME:
+            from hal.builtin_device import DRIVER
+
+            self._drivers[name] = DRIVER
+            self._sources[name] = "built in"
+            return DRIVER
+        return None
+
+    def register(self, driver: Any, name: Optional[str] = None, *, replace: bool = False) -> None:
+        """Make `driver` available under `name` (default: driver.name) in this process."""
+        from hal.protocol import check_driver
+
+        check_driver(driver)
+        name = name or driver.name
+        with self._lock:
+            if not replace and name in self._drivers:
+                raise ValueError(f"a driver named '{name}' is already registered")
+            self._close(name)
+            self._drivers[name] = driver
+            self._sources[name] = "registered"
+            self._failures.pop(name, None)
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._close(name)
+            self._drivers.pop(name, None)
+            self._sources.pop(name, None)
+
+    def names(self) -> list:
+        """Every name a driver may be acquired by (some may still fail to load)."""
+        with self._lock:
+            return sorted(set(self._drivers) | set(self._entry_point_map()) | {BUILTIN_DEVICE_NAME})
+
+    def driver(self, name: str) -> Any:
+        with self._lock:
+            driver = self._load(name)
+            if driver is not None:
+                return driver
+            for other in self.names():
+                self._load(other)  # so the message can say why entry points failed
+            available = sorted(self._drivers)
+            message = f"no NNAdapter device named '{name}'; available: {', '.join(available) or 'none'}"
+            if self._failures:
+                failed = "; ".join(f"{n} ({why})" for n, why in sorted(self._failures.items()))
+                message += f"; failed to load: {failed}"
+            raise DeviceNotFoundError(message)
+
+    def acquire(self, name: str) -> Device:
+        """NNAdapterDevice_acquire: the driver plus its device handle, opened once per process."""
+        with self._lock:
+            driver = self.driver(name)
+            if name not in self._handles:
+                self._handles[name] = _call_driver(f"{name}.open_device", driver.open_device)
+            return Device(name, driver, self._handles[name])
+
+    def has_device(self, name: str) -> bool:
+        try:
+            self.acquire(name)
+        except NNAdapterError:
+            return False
+        return True
+
+    def list_devices(self) -> list:
+        """DeviceInfo for every known name, loading each driver to report whether it loads."""
+        infos = []
+        with self._lock:
+            for name in self.names():
+                driver = self._load(name)
+                if driver is None:
+                    infos.append(DeviceInfo(name, loaded=False, error=self._failures.get(name, "not found"),
+                                            source=self._source_of_failure(name)))
+                    continue
+                try:
+                    type_name = DeviceType(driver.type).name
+                except ValueError:
+                    type_name = str(driver.type)
+                infos.append(DeviceInfo(name, str(driver.vendor), type_name, int(driver.version), True,
+                                        self._failures.get(name, ""), self._sources.get(name, "")))
+        return infos
+
+    def _source_of_failure(self, name: str) -> str:
+        ep = self._entry_point_map().get(name)
+        return f"entry point {ep.value}" if ep is not None else ""
+
+    def _close(self, name: str) -> None:
+        handle = self._handles.pop(name, None)
+        driver = self._drivers.get(name)
+        if handle is not None and driver is not None:
+            driver.close_device(handle)
+
+    def close_all(self) -> None:
+        """Close every open device handle (the manager's destructor in Lite)."""
+        with self._lock:
+            for name in list(self._handles):
+                self._close(name)
+
+
+def acquire_device(name: str) -> Device:
+    return DeviceManager.instance().acquire(name)
+
+
+def check_device_name(name: str) -> bool:
+    """Lite's check_nnadapter_device_name: can a device of this name be acquired?"""
+    return DeviceManager.instance().has_device(name)
+
+
+# -- contexts ----------------------------------------------------------------------------------------
+class Context:
+    """NNAdapterContext: one driver context per device, in the given order, same properties for all."""
+
+    def __init__(self, devices: Sequence[Device], properties: str = "", callback: Optional[Callable] = None):
+        if not devices:
+            raise NNAdapterError("a context needs at least one device", ResultCode.INVALID_PARAMETER)
+        names = [d.name for d in devices]
+        if len(set(names)) != len(names):
+            raise NNAdapterError(f"a context lists a device twice: {names}", ResultCode.INVALID_PARAMETER)
+        self.properties = properties or ""
+        self.callback = callback
+        self.devices = list(devices)
+        self.device_contexts = []
+        try:
+            for device in self.devices:
+                self.device_contexts.append(_call_driver(
+                    f"{device.name}.create_context", device.driver.create_context,
+                    device.handle, self.properties, callback))
+        except BaseException:
+            self.destroy()
+            raise
+
+    @property
+    def device_names(self) -> list:
+        return [d.name for d in self.devices]
+
+    def device_context(self, name: str):
+        """(Device, driver context) for `name`, or None when the context lacks it."""
+        for device, device_context in zip(self.devices, self.device_contexts):
+            if device.name == name:
+                return device, device_context
+        return None
+
+    def validate(self, model: Model, device_index: int) -> Optional[list]:
+        """One device's per-operation flags, or None when the device cannot tell."""
+        device = self.devices[device_index]
+        validate = getattr(device.driver, "validate_program", None)
+        if validate is None:
+            return None
+        try:
+            flags = _call_driver(f"{device.name}.validate_program", validate,
+                                 self.device_contexts[device_index], model)
+        except NNAdapterError as exc:
+            if exc.code == ResultCode.FEATURE_NOT_SUPPORTED:
+                return None
+            raise
+        flags = [bool(f) for f in flags]
+        if len(flags) != len(model.operations):
+            raise NNAdapterError(f"{device.name}.validate_program returned {len(flags)} flags for "
+                                 f"{len(model.operations)} operations", ResultCode.DEVICE_INTERNAL_ERROR)
+        return flags
+
+    def get_supported_operations(self, model: Model) -> list:
+        """NNAdapterModel_getSupportedOperations: OR over the devices; a device that cannot tell counts
+        as supporting everything (with a warning), as Lite's converter treats it."""
+        result = [False] * len(model.operations)
+        for k, device in enumerate(self.devices):
+            flags = self.validate(model, k)
+            if flags is None:
+                warnings.warn(f"device '{device.name}' cannot tell which operations it supports; assuming all",
+                              RuntimeWarning, stacklevel=2)
+                flags = [True] * len(model.operations)
+            result = [a or b for a, b in zip(result, flags)]
+        return result
+
+    def destroy(self) -> None:
+        contexts, self.device_contexts = self.device_contexts, []
+        for device, device_context in zip(self.devices, contexts):
+            device.driver.destroy_context(device_context)
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+
+# -- compilations ------------------------------------------------------------------------------------
+class CacheMissError(NNAdapterError):
+    """A model-less Compilation found no usable cache; build the model and compile it instead."""
+
+    def __init__(self, message: str):
+        super().__init__(message, ResultCode.INVALID_PARAMETER)
+
+
+@dataclasses.dataclass
+class Program:
+    """One device program of a compilation and how its I/O maps to the model's and shared buffers."""
+
+    device: Device
+    device_context: Any
+    cache: Any  # hal.protocol.Cache
+    input_indexes: list
+    output_indexes: list
+    input_types: list
+    output_types: list
+    handle: Any = None
+
+
+class Compilation:
+    def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer=None, cache_dir: str = "",
+                 context: Optional[Context] = None):
+        if context is None:
+            raise NNAdapterError("a compilation needs a context", ResultCode.INVALID_PARAMETER)
+        self.model = model
+        self.cache_token = cache_token or ""
+        self.cache_dir = cache_dir or ""
+        self.context = context
+        self.programs: list = []
+        self.input_types: list = []
+        self.output_types: list = []
+        self.finished = False
+        self.restored_from_cache = False
+        self.cache_path: Optional[str] = None  # the .nnc written after the first compute, if any
+        self._first_compute_done = False
+        self._record: Optional[CompilationRecord] = None
+        self._miss_reason = ""
+        if model is None:
+            known = context.device_names
+            if cache_buffer is not None and len(cache_buffer):
+                self._record = load_compilation_record(bytes(cache_buffer), f"buffer for token '{self.cache_token}'",
+                                                       known)
+                self._miss_reason = "the cache buffer is unusable"
+            elif self.cache_token and self.cache_dir:
+                path = cache_file_path(self.cache_dir, self.cache_token)
+                self._record = read_nnc_file(path, known)
+                self._miss_reason = f"no usable cache file {path}"
+            else:
+                raise NNAdapterError("a compilation needs a model, a cache buffer, or a cache token and dir",
+                                     ResultCode.INVALID_PARAMETER)
+
+    # -- finish ------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        if self.finished:
+            raise NNAdapterError("the compilation is already finished", ResultCode.INVALID_PARAMETER)
+        if self.model is None:
+            self._finish_from_cache()
+        else:
+            self._finish_from_model()
+        self.finished = True
+
+    def _finish_from_cache(self) -> None:
+        from hal.protocol import Cache
+
+        record = self._record
+        if record is None:
+            STATS.cache_misses += 1
+            raise CacheMissError(f"cache token '{self.cache_token}': {self._miss_reason}")
+        for i, program in enumerate(record.programs):
+            device, device_context = self.context.device_context(program.device_name)
+            cache = Cache(self.cache_token, self.cache_dir, [t.copy() for t in program.input_types],
+                          [t.copy() for t in program.output_types], bytearray(program.model_buffer))
+            try:
+                handle = _call_driver(f"{device.name}.create_program", device.driver.create_program,
+                                      device_context, None, cache)
+            except NNAdapterError as exc:
+                self._destroy_programs()
+                STATS.cache_misses += 1
+                warnings.warn(f"model cache for token '{self.cache_token}' is unusable (device "
+                              f"'{device.name}' rejected program {i}: {exc}); compiling the model instead",
+                              NncCacheWarning, stacklevel=3)
+                raise CacheMissError(f"cache token '{self.cache_token}': program {i} was rejected by "
+                                     f"'{device.name}'") from exc
+            self.programs.append(Program(device, device_context, cache, list(program.input_indexes),
+                                         list(program.output_indexes), cache.input_types, cache.output_types,
+                                         handle))
+        self.input_types = [t.copy() for t in record.input_types]
+        self.output_types = [t.copy() for t in record.output_types]
+        self.restored_from_cache = True
+        self._record = None
+        STATS.cache_restores += 1
+
+    def _finish_from_model(self) -> None:
+        from hal.protocol import Cache
+
+        model = self.model
+        if len(self.context.devices) == 1:
+            submodels = [Submodel(0, model, [-k - 1 for k in range(len(model.input_operands))],
+                                  [-k - 1 for k in range(len(model.output_operands))])]
+        else:
+            supported = []
+            for k, device in enumerate(self.context.devices):
+                flags = self.context.validate(model, k)
+                if flags is None:
+                    raise NNAdapterError(f"device '{device.name}' cannot tell which operations it supports, so "
+                                         "the model cannot be split across devices",
+                                         ResultCode.FEATURE_NOT_SUPPORTED)
+                supported.append(flags)
+            submodels = partition_model(model, supported, self.context.device_names)
+        try:
+            for sub in submodels:
+                device = self.context.devices[sub.device_index]
+                device_context = self.context.device_contexts[sub.device_index]
+                cache = Cache(self.cache_token, self.cache_dir,
+                              [o.type.copy() for o in sub.model.input_operands],
+                              [o.type.copy() for o in sub.model.output_operands], bytearray())
+                handle = _call_driver(f"{device.name}.create_program", device.driver.create_program,
+                                      device_context, sub.model, cache)
+                self.programs.append(Program(device, device_context, cache, sub.input_indexes, sub.output_indexes,
+                                             cache.input_types, cache.output_types, handle))
+        except BaseException:
+            self._destroy_programs()
+            raise
+        self.input_types = [o.type.copy() for o in model.input_operands]
+        self.output_types = [o.type.copy() for o in model.output_operands]
+        STATS.compiles += 1
+
+    # -- queries -----------------------------------------------------------------------------------
+    def query_inputs_and_outputs(self) -> tuple:
+        """NNAdapterCompilation_queryInputsAndOutputs: copies of the model's input and output types."""
+        if not self.finished:
+            raise NNAdapterError("query_inputs_and_outputs before finish()", ResultCode.INVALID_PARAMETER)
+        return [t.copy() for t in self.input_types], [t.copy() for t in self.output_types]
+
+    @property
+    def device_names(self) -> list:
+        return [p.device.name for p in self.programs]
+
+    # -- cache writing -----------------------------------------------------------------------------
+    def _after_first_compute(self) -> None:
+        if self._first_compute_done:
+            return
+        self._first_compute_done = True
+        try:
+            if self.model is not None and self.cache_token and self.cache_dir:
+                self._write_cache_file()
+        finally:
+            for program in self.programs:  # the program bytes are not needed any more
+                program.cache.buffer = bytearray()
+
+    def _write_cache_file(self) -> None:
+        lacking = [p.device.name for p in self.programs if not p.cache.buffer]
+        if lacking:
+            warnings.warn(f"device(s) {', '.join(lacking)} do not support the model cache; "
+                          f"no .nnc written for token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
+            return
+        record = CompilationRecord(self.input_types, self.output_types, [
+            ProgramRecord(p.device.name, p.input_types, p.input_indexes, p.output_types, p.output_indexes,
+                          bytes(p.cache.buffer)) for p in self.programs])
+        path = cache_file_path(self.cache_dir, self.cache_token)
+        try:
+            write_file_atomically(path, pack_compilation_record(record))
+        except OSError as exc:
+            warnings.warn(f"cannot write the model cache {path}: {exc}", NncCacheWarning, stacklevel=4)
+            return
+        self.cache_path = path
+        STATS.cache_writes += 1
+
+    # -- teardown ----------------------------------------------------------------------------------
+    def _destroy_programs(self) -> None:
+        programs, self.programs = self.programs, []
+        for program in programs:
+            if program.handle is not None:
+                program.device.driver.destroy_program(program.handle)
+
+    def destroy(self) -> None:
+        self._destroy_programs()
+        self.finished = False
+
+    def __enter__(self) -> "Compilation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+
+# -- access functions for host arrays ----------------------------------------------------------------
+class HostBuffer:
+    """An output holder: the runtime allocates `array` at the dims the device reports."""
+
+    def __init__(self):
+        self.array: Optional[np.ndarray] = None
+        self.type: Optional[OperandType] = None
+
+
+def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
+    """Input access for a numpy array: report its dims, hand it over."""
+    array = np.ascontiguousarray(memory)
+    operand_type.dims = tuple(int(d) for d in array.shape)
+    return array
+
+
+def host_buffer_output_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
+    """Output access for a HostBuffer: allocate exactly what the device reports."""
+    memory.type = operand_type.copy()
+    memory.array = np.empty(operand_type.dims, dtype=operand_type.dtype)
+    return memory.array
+
+
+def host_buffer_input_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
+    operand_type.dims = tuple(memory.array.shape)
+    return memory.array
+
+
+def array_output_access(memory: np.ndarray, operand_type: OperandType) -> np.ndarray:
+    """Output access for a preallocated array: it must already have the reported dims and dtype."""
+    if tuple(memory.shape) != tuple(operand_type.dims) or memory.dtype != operand_type.dtype:
+        raise NNAdapterError(f"output buffer is {memory.dtype}{list(memory.shape)}, the device produces "
+                             f"{operand_type.dtype}{list(operand_type.dims)}", ResultCode.INVALID_PARAMETER)
+    return memory
+
+
+@dataclasses.dataclass
+class _Binding:
+    memory: Any
+    access: Callable
+
+
+class Execution:
+    """NNAdapterExecution: bind inputs/outputs by index, then compute."""
+
+    def __init__(self, compilation: Compilation):
+        if not compilation.finished:
+            raise NNAdapterError("an execution needs a finished compilation", ResultCode.INVALID_PARAMETER)
+        self.compilation = compilation
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+
+    def _check_index(self, index: int, count: int, side: str) -> None:
+        if not 0 <= index < count:
+            raise NNAdapterError(f"{side} index {index} is out of range (the model has {count} {side}s)",
+                                 ResultCode.INVALID_PARAMETER)
+
+    def set_input(self, index: int, memory, access: Optional[Callable] = None) -> None:
+        self._check_index(index, len(self.compilation.input_types), "input")
+        self._inputs[index] = _Binding(memory, access or array_input_access)
+
+    def set_output(self, index: int, memory, access: Optional[Callable] = None) -> None:
+        self._check_index(index, len(self.compilation.output_types), "output")
+        if access is None:
+            if isinstance(memory, HostBuffer):
+                access = host_buffer_output_access
+            elif isinstance(memory, np.ndarray):
+                access = array_output_access
+            else:
+                raise NNAdapterError("set_output without an access function needs a HostBuffer or an ndarray",
+                                     ResultCode.INVALID_PARAMETER)
+        self._outputs[index] = _Binding(memory, access)
+
+    def compute(self) -> None:
+        from hal.protocol import Argument
+
+        shared: dict = {}
+        for number, program in enumerate(self.compilation.programs):
+            inputs = []
+            for k, index in enumerate(program.input_indexes):
+                if index < 0:
+                    binding = self._inputs.get(-index - 1)
+                    if binding is None:
+                        raise NNAdapterError(f"input {-index - 1} was not set", ResultCode.INVALID_PARAMETER)
+                    inputs.append(Argument(k, binding.memory, binding.access))
+                else:
+                    if index not in shared:
+                        raise NNAdapterError(f"program {number} reads shared buffer {index} before any program "
+                                             "wrote it", ResultCode.DEVICE_INTERNAL_ERROR)
+                    inputs.append(Argument(k, shared[index], host_buffer_input_access))
+            outputs = []
+            for k, index in enumerate(program.output_indexes):
+                if index < 0:
+                    binding = self._outputs.get(-index - 1)
+                    if binding is None:
+                        raise NNAdapterError(f"output {-index - 1} was not set", ResultCode.INVALID_PARAMETER)
+                    outputs.append(Argument(k, binding.memory, binding.access))
+                else:
+                    shared[index] = HostBuffer()
+                    outputs.append(Argument(k, shared[index], host_buffer_output_access))
+            what = f"{program.device.name}.execute_program (program {number})"
+            result = _call_driver(what, program.device.driver.execute_program, program.handle, inputs, outputs)
+            raise_for_result(result, what)
+        self.compilation._after_first_compute()
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list:
+        """Set every input from `arrays`, compute, return the outputs as new arrays."""
+        if len(arrays) != len(self.compilation.input_types):
+            raise NNAdapterError(f"the model has {len(self.compilation.input_types)} inputs, got {len(arrays)} "
+                                 "arrays", ResultCode.INVALID_PARAMETER)
+        for k, array in enumerate(arrays):
+            self.set_input(k, array)
+        holders = [HostBuffer() for _ in self.compilation.output_types]
+        for k, holder in enumerate(holders):
+            self.set_output(k, holder)
+        self.compute()
+        return [holder.array for holder in holders]
