@@ -1,0 +1,302 @@
+"""The subgraph detector: which ops of block 0 run together as device subgraphs (facts §4.3, §4.4).
+
+Input: a program (anything with `ops()`, `var()`, `params`, `outputs`), a support predicate (the caller
+builds it from converters and device validation; nothing here knows about devices), the op keys a
+partition config forces to the host, and a minimum subgraph size.
+
+Clustering is Paddle Lite's: mark the supported ops and their output vars, then walk the nodes in
+topological order and contract each marked node with its marked out-neighbours, union-find style, unless
+a reverse DFS from the neighbour's other in-neighbours reaches the node (another path between them runs
+outside, so merging would create a cycle). The result is acyclic between clusters, and every path
+between two ops of one cluster stays inside it.
+
+The dependency graph is built here from `ops()` in program order with versioned vars, so ops that write a
+var in place (batch_norm's MeanOut, assign) cannot make a cycle. It also carries ordering edges for
+overwritten vars (a reader of the old value before the writer of the new one): a name-keyed runtime scope
+then never sees a value overwritten too early, whatever the schedule.
+
+Determinism: subgraphs are numbered by their first op in program order; ops inside a subgraph keep
+program order; boundary var names are sorted.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Collection, Iterable
+
+import networkx as nx
+
+from nnadapter_bridge.errors import BridgeError
+from partition.config import op_input_names, op_key, op_output_names
+
+# Paddle's graph-boundary ops: they have no converter and must stay on the host.
+HOST_ONLY_OP_TYPES = frozenset({"feed", "fetch"})
+
+
+@dataclasses.dataclass
+class Subgraph:
+    """One cluster of ops that runs as a single device program, with its boundary var names sorted."""
+
+    index: int
+    ops: list  # OpInfo, in program order
+    input_names: list[str]  # data produced outside (or a program input) and read inside
+    output_names: list[str]  # values made inside and read outside, or program outputs
+    weight_names: list[str]  # persistable params read inside
+    local_names: list[str]  # values made and read only inside
+    unused_names: list[str]  # values made inside that nothing reads (XShape, ...)
+
+    @property
+    def op_keys(self) -> list[tuple]:
+        return [op_key(op) for op in self.ops]
+
+    def __repr__(self) -> str:
+        types = ",".join(op.type for op in self.ops)
+        return f"Subgraph({self.index}, ops=[{types}], inputs={self.input_names}, outputs={self.output_names})"
+
+
+@dataclasses.dataclass
+class PartitionResult:
+    """The detector's answer: the subgraphs, the host ops, and the order to run them in."""
+
+    ops: list  # every op of block 0 in program order
+    subgraphs: list[Subgraph]
+    host_ops: list  # ops outside every subgraph, in program order
+    forced_op_keys: frozenset  # ops the partition config kept on the host
+    _steps: list = dataclasses.field(repr=False, default_factory=list)
+
+    def __post_init__(self):
+        self._index_by_key = {op_key(op): s.index for s in self.subgraphs for op in s.ops}
+
+    def subgraph_index_of(self, op) -> int | None:
+        """The index of the subgraph holding `op`, None for a host op."""
+        return self._index_by_key.get(op_key(op))
+
+    def steps(self) -> list:
+        """Host ops (OpInfo) and subgraphs (Subgraph) in an order that respects every dependency."""
+        return list(self._steps)
+
+
+class PartitionError(BridgeError):
+    """The detector produced an impossible partition (a bug here, never a user error)."""
+
+
+class _DependencyGraph:
+    """Ops and versioned vars of block 0 as adjacency lists in insertion order, plus data-flow facts."""
+
+    def __init__(self, ops: list):
+        self.order: list[tuple] = []  # every node, topologically sorted
+        self.succ: dict[tuple, dict] = {}  # node -> {out-neighbour: None}, an ordered set
+        self.pred: dict[tuple, dict] = {}
+        self.producer: dict[tuple, tuple] = {}  # var node -> op key
+        self.readers: dict[tuple, list] = {}  # var node -> op keys, program order
+        self.inputs_of: dict[tuple, list] = {}  # op key -> var nodes read
+        self.outputs_of: dict[tuple, list] = {}  # op key -> var nodes written
+        self.latest: dict[str, tuple] = {}  # var name -> node of its last value
+        for op in ops:
+            self._add_op(op)
+
+    def _add_node(self, node) -> None:
+        self.order.append(node)
+        self.succ[node] = {}
+        self.pred[node] = {}
+
+    def _add_edge(self, a, b) -> None:
+        self.succ[a][b] = None
+        self.pred[b][a] = None
+
+    def _add_op(self, op) -> None:
+        key = op_key(op)
+        reads = []
+        for name in op_input_names(op):
+            node = self.latest.get(name)
+            if node is None:  # a program input, a parameter, or a var read before anything writes it
+                node = self.latest[name] = ("var", name, 0)
+                self._add_node(node)
+                self.readers[node] = []
+            reads.append(node)
+        self._add_node(key)
+        for node in reads:
+            self._add_edge(node, key)
+            self.readers[node].append(key)
+        writes = []
+        for name in op_output_names(op):
+            previous = self.latest.get(name)
+            node = ("var", name, previous[2] + 1 if previous else 0)
+            if previous is not None:
+                # The new value must not land before the old one is read, nor before the old write.
+                for reader in self.readers[previous]:
+                    if reader != key:
+                        self._add_edge(reader, key)
+                writer = self.producer.get(previous)
+                if writer is not None and writer != key:
+                    self._add_edge(writer, key)
+            self._add_node(node)
+            self._add_edge(key, node)
+            self.producer[node] = key
+            self.readers[node] = []
+            self.latest[name] = node
+            writes.append(node)
+        self.inputs_of[key] = reads
+        self.outputs_of[key] = writes
+
+
+def _reaches_backwards(starts: Iterable, target, pred: dict) -> bool:
+    """Whether `target` is an ancestor of (or one of) `starts`, following in-links."""
+    seen = set()
+    stack = list(starts)
+    while stack:
+        node = stack.pop()
+        if node == target:
+            return True
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(pred[node])
+    return False
+
+
+def _contract(graph: _DependencyGraph, marked: set) -> dict:
+    """Union-find contraction of the marked nodes (facts §4.3); returns node -> union-find parent."""
+    succ = {n: dict(s) for n, s in graph.succ.items()}
+    pred = {n: dict(p) for n, p in graph.pred.items()}
+    parent = {n: n for n in graph.order}
+
+    def find(node):
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for src in graph.order:
+        if src not in marked:
+            continue
+        while True:
+            to_merge = []
+            for dst in succ[src]:
+                if dst not in marked:
+                    continue
+                others = [n for n in pred[dst] if n != src]
+                if not _reaches_backwards(others, src, pred):
+                    to_merge.append(dst)
+            if not to_merge:
+                break
+            for dst in to_merge:
+                parent[find(dst)] = find(src)
+                del succ[src][dst]
+                del pred[dst][src]
+                for n in pred[dst]:
+                    pred[src][n] = None
+                    del succ[n][dst]
+                    succ[n][src] = None
+                for n in succ[dst]:
+                    succ[src][n] = None
+                    del pred[n][dst]
+                    pred[n][src] = None
+                pred[dst].clear()
+                succ[dst].clear()
+    return {n: find(n) for n in graph.order}
+
+
+def _is_weight(program, name: str) -> bool:
+    if name in program.params:
+        return True
+    try:
+        var = program.var(name)
+    except BridgeError:  # a name no block declares: treat as data, the loader already vetted the program
+        return False
+    return bool(var is not None and var.persistable)
+
+
+def _describe(program, graph: _DependencyGraph, index: int, ops: list) -> Subgraph:
+    """Classify the var names at a cluster's boundary (facts §4.4)."""
+    members = {op_key(op) for op in ops}
+    graph_outputs = {graph.latest[n] for n in program.outputs if n in graph.latest}
+    inputs, outputs, weights, local, unused = set(), set(), set(), set(), set()
+    for op in ops:
+        key = op_key(op)
+        for node in graph.inputs_of[key]:
+            name = node[1]
+            if _is_weight(program, name) and graph.producer.get(node) is None:
+                weights.add(name)
+            elif graph.producer.get(node) not in members:
+                inputs.add(name)
+        for node in graph.outputs_of[key]:
+            name = node[1]
+            readers = graph.readers[node]
+            if node in graph_outputs or any(r not in members for r in readers):
+                outputs.add(name)
+            elif readers:
+                local.add(name)
+            else:
+                unused.add(name)
+    return Subgraph(index, list(ops), sorted(inputs), sorted(outputs), sorted(weights), sorted(local),
+                    sorted(unused))
+
+
+def _schedule(graph: _DependencyGraph, ops: list, unit_of: dict, units: dict) -> list:
+    """Host ops and subgraphs in a topological order of the quotient graph, earliest first op first."""
+    position = {op_key(op): i for i, op in enumerate(ops)}
+    quotient = nx.DiGraph()
+    first_position = {}
+    for op in ops:
+        unit = unit_of[op_key(op)]
+        quotient.add_node(unit)
+        first_position.setdefault(unit, position[op_key(op)])
+    for op in ops:
+        key = op_key(op)
+        for nxt in graph.succ[key]:
+            targets = graph.readers[nxt] if nxt[0] == "var" else [nxt]
+            for target in targets:
+                if unit_of[target] != unit_of[key]:
+                    quotient.add_edge(unit_of[key], unit_of[target])
+    if not nx.is_directed_acyclic_graph(quotient):
+        cycle = nx.find_cycle(quotient)
+        raise PartitionError(f"subgraph detection produced a cycle between {cycle}; this is a bug in "
+                             f"partition.detector, please report it with the model")
+    order = nx.lexicographical_topological_sort(quotient, key=lambda unit: first_position[unit])
+    return [units[unit] for unit in order]
+
+
+def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_keys: Collection = (),
+                     min_subgraph_size: int = 1) -> PartitionResult:
+    """Partition block 0 of `program` into device subgraphs and host ops.
+
+    `is_supported(op)` says whether an op can run on the selected devices; `forced_op_keys` are keys
+    (`op_key(op)`, e.g. from `PartitionConfig.match`) of ops to keep on the host whatever the predicate
+    says; clusters with fewer than `min_subgraph_size` ops go back to the host (numbering skips them).
+    """
+    if min_subgraph_size < 1:
+        raise ValueError(f"min_subgraph_size must be >= 1, got {min_subgraph_size}")
+    ops = list(program.ops())
+    forced = frozenset(forced_op_keys)
+    graph = _DependencyGraph(ops)
+
+    marked = set()
+    for op in ops:
+        key = op_key(op)
+        if op.type in HOST_ONLY_OP_TYPES or key in forced or not is_supported(op):
+            continue
+        marked.add(key)
+        marked.update(graph.outputs_of[key])  # so op -> var -> op chains can contract
+    root_of = _contract(graph, marked)
+
+    clusters: dict[tuple, list] = {}
+    for op in ops:
+        key = op_key(op)
+        if key in marked:
+            clusters.setdefault(root_of[key], []).append(op)  # dicts keep first-op order
+    subgraphs = []
+    unit_of, units = {}, {}
+    for members in clusters.values():
+        if len(members) < min_subgraph_size:
+            continue
+        subgraph = _describe(program, graph, len(subgraphs), members)
+        subgraphs.append(subgraph)
+        units[("subgraph", subgraph.index)] = subgraph
+        for op in members:
+            unit_of[op_key(op)] = ("subgraph", subgraph.index)
+    host_ops = [op for op in ops if op_key(op) not in unit_of]
+    for op in host_ops:
+        unit_of[op_key(op)] = op_key(op)
+        units[op_key(op)] = op
+    steps = _schedule(graph, ops, unit_of, units)
+    return PartitionResult(ops, subgraphs, host_ops, forced, steps)
