@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType
 
@@ -68,6 +68,11 @@ class Driver:
     vendor: str = ""
     type: DeviceType = DeviceType.CPU
     version: int = 1
+
+    def operation_types(self) -> List[OperationType]:
+        """The NNAdapter operations this driver implements at all (validate_program may still refuse some
+        attribute combinations). `nnadapter-bridge ops` lists them; an empty list means "not declared"."""
+        return []
 
     def open_device(self) -> Any:
         """Open the device once per process; the returned handle is passed back to create_context."""

@@ -7,9 +7,9 @@
   and the operation's signature check (plus its extra validation, if registered) passes.
 * execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
 * Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
-  when the optional package `threadpoolctl` is installed, it caps the BLAS thread pool while a program
-  runs (numpy's matmul/einsum paths are the only multi-threaded parts of the kernels). Without it the
-  value is validated and kept on the context but has no effect.
+  it caps the BLAS thread pool (through `threadpoolctl`, a dependency) while a program runs (numpy's
+  matmul/einsum paths are the only multi-threaded parts of the kernels). Should threadpoolctl be missing,
+  the value is validated and kept on the context but has no effect.
 """
 from __future__ import annotations
 
@@ -105,6 +105,9 @@ class BuiltinDeviceDriver(Driver):
 
     def destroy_context(self, context: BuiltinContext) -> None:
         context.callback = None
+
+    def operation_types(self) -> list:
+        return sorted(KERNELS)
 
     def validate_program(self, context: BuiltinContext, model: Model) -> list:
         return [operation_supported(op) for op in model.operations]

@@ -1,0 +1,62 @@
+"""`nnadapter-bridge ops [--json]`: the Paddle op types with a converter (and the NNAdapter operations
+each may emit), and per installed device the NNAdapter operations its driver implements."""
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ops", help="list converters (Paddle op -> NNAdapter operations) and each device's operations",
+        description="List every Paddle op type that has a converter, with the NNAdapter operations it may "
+                    "emit, and for every device that loads, the NNAdapter operations it implements.")
+    parser.add_argument("--json", action="store_true",
+                        help='print {"converters": {op: [operations]}, "devices": {device: [operations]}}')
+    parser.add_argument("--device", action="append", default=None, metavar="NAME",
+                        help="only these devices (repeatable; default: every device that loads)")
+    parser.set_defaults(func=run)
+
+
+def collect(device_names=None) -> dict:
+    import converters
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
+
+    result = {
+        "converters": {op_type: [e.name for e in spec.emits] for op_type, spec in sorted(converters.CONVERTERS.items())},
+        "devices": {},
+    }
+    manager = DeviceManager.instance()
+    for info in manager.list_devices():
+        if device_names and info.name not in device_names:
+            continue
+        if not info.loaded:
+            continue
+        driver = manager.driver(info.name)
+        declared = getattr(driver, "operation_types", None)
+        ops = declared() if callable(declared) else []
+        result["devices"][info.name] = [op.name for op in sorted(ops)]
+    return result
+
+
+def run(args) -> int:
+    data = collect(args.device)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    conv = data["converters"]
+    width = max((len(k) for k in conv), default=10)
+    print(f"{len(conv)} Paddle op types have a converter:")
+    for op_type, emits in conv.items():
+        print(f"  {op_type.ljust(width)}  -> {', '.join(emits)}")
+    print()
+    for device, ops in data["devices"].items():
+        print(f"{device}: {len(ops)} NNAdapter operations")
+        line = "   "
+        for name in ops:
+            if len(line) + len(name) + 1 > 100:
+                print(line)
+                line = "   "
+            line += " " + name
+        if line.strip():
+            print(line)
+    return 0
