@@ -34,6 +34,10 @@ import numpy as np
 from nnadapter_bridge.errors import BridgeError
 
 MODELS = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "resnet50", "squeezenet1_0", "shufflenet_v2_x1_0")
+# Not part of the vision set the loader tests sweep: a detection-style model for demos and host-op tests.
+EXTRA_MODELS = ("yolo_detector",)
+DETECTOR_SIZE = 64
+DETECTOR_CLASSES = 4
 LAYOUTS = ("pdmodel", "combined", "per-var")
 INPUT_NAME = "x"
 INPUT_SHAPE = (-1, 3, 224, 224)
@@ -65,8 +69,8 @@ def build_model(name: str, out_dir: str, layout: str = "pdmodel", clip_extra: bo
 def build_models(name: str, out_dirs: dict, clip_extra: bool = True, seed: int = DEFAULT_SEED,
                  timeout: float = 900.0) -> dict:
     """Build one model once and save it in several layouts: {layout: out_dir} -> {layout: path}."""
-    if name not in MODELS:
-        raise ZooError(f"unknown zoo model '{name}'; choose one of: {', '.join(MODELS)}")
+    if name not in MODELS + EXTRA_MODELS:
+        raise ZooError(f"unknown zoo model '{name}'; choose one of: {', '.join(MODELS + EXTRA_MODELS)}")
     for layout in out_dirs:
         if layout not in LAYOUTS:
             raise ZooError(f"unknown layout '{layout}'; choose one of: {', '.join(LAYOUTS)}")
@@ -108,27 +112,65 @@ def _export_in_this_process(name: str, targets: dict, clip_extra: bool, seed: in
     main.random_seed = seed
     startup.random_seed = seed
     with paddle.static.program_guard(main, startup):
-        x = paddle.static.data(INPUT_NAME, list(INPUT_SHAPE), "float32")
-        net = getattr(paddle.vision.models, name)()
-        net.eval()
-        out = net(x)
+        feeds, fetches = _build_network(paddle, name)
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
     _randomize_batch_norm_stats(paddle, main, seed)
     for layout, out_dir in targets.items():
         os.makedirs(out_dir, exist_ok=True)
         if layout == "pdmodel":
-            paddle.static.save_inference_model(os.path.join(out_dir, name), [x], [out], exe, program=main,
+            paddle.static.save_inference_model(os.path.join(out_dir, name), feeds, fetches, exe, program=main,
                                                clip_extra=clip_extra)
         elif layout == "per-var":
-            paddle.static.save_inference_model(os.path.join(out_dir, name), [x], [out], exe, program=main,
+            paddle.static.save_inference_model(os.path.join(out_dir, name), feeds, fetches, exe, program=main,
                                                clip_extra=clip_extra, separate_parameters=True)
         else:  # combined: Paddle's combined params file is the same bytes whatever it is called
             with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-                paddle.static.save_inference_model(os.path.join(tmp, name), [x], [out], exe, program=main,
+                paddle.static.save_inference_model(os.path.join(tmp, name), feeds, fetches, exe, program=main,
                                                    clip_extra=clip_extra)
                 shutil.move(os.path.join(tmp, f"{name}.pdmodel"), os.path.join(out_dir, "__model__"))
                 shutil.move(os.path.join(tmp, f"{name}.pdiparams"), os.path.join(out_dir, "__params__"))
+
+
+def _build_network(paddle, name: str):
+    """Build zoo model `name` into the current static program; returns (feed vars, fetch vars)."""
+    if name == "yolo_detector":
+        return _build_yolo_detector(paddle)
+    x = paddle.static.data(INPUT_NAME, list(INPUT_SHAPE), "float32")
+    net = getattr(paddle.vision.models, name)()
+    net.eval()
+    return [x], [net(x)]
+
+
+def _build_yolo_detector(paddle):
+    """A small detection-style model: a conv backbone (conv/bn/relu/pool), a YOLO head decoded by
+    `yolo_box`, and `multiclass_nms3` (appended as a raw op: paddle 3.3.1 has no legacy-static Python API
+    for it). Feeds `image` [-1, 3, 64, 64] and `im_shape` [-1, 2] int32; fetches the NMS rows [No, 6] and
+    the kept-box count per image."""
+    from paddle.base.layer_helper import LayerHelper
+
+    image = paddle.static.data("image", [-1, 3, DETECTOR_SIZE, DETECTOR_SIZE], "float32")
+    im_shape = paddle.static.data("im_shape", [-1, 2], "int32")
+    h = image
+    for cin, cout in ((3, 16), (16, 32)):
+        h = paddle.nn.Conv2D(cin, cout, 3, stride=1, padding=1, bias_attr=False)(h)
+        h = paddle.nn.BatchNorm2D(cout)(h)
+        h = paddle.nn.functional.relu(h)
+        h = paddle.nn.functional.max_pool2d(h, 2, 2)
+    anchors = [10, 13, 16, 30, 33, 23]
+    head = paddle.nn.Conv2D(32, 3 * (5 + DETECTOR_CLASSES), 1)(h)
+    boxes, scores = paddle.vision.ops.yolo_box(head, im_shape, anchors=anchors, class_num=DETECTOR_CLASSES,
+                                               conf_thresh=0.01, downsample_ratio=4)
+    scores = paddle.transpose(scores, [0, 2, 1])
+    helper = LayerHelper("multiclass_nms3")
+    out = helper.create_variable_for_type_inference("float32")
+    index = helper.create_variable_for_type_inference("int32")
+    rois_num = helper.create_variable_for_type_inference("int32")
+    helper.append_op(type="multiclass_nms3", inputs={"BBoxes": boxes, "Scores": scores},
+                     outputs={"Out": out, "Index": index, "NmsRoisNum": rois_num},
+                     attrs={"background_label": -1, "score_threshold": 0.05, "nms_top_k": 100,
+                            "nms_threshold": 0.5, "nms_eta": 1.0, "keep_top_k": 20, "normalized": False})
+    return [image, im_shape], [out, rois_num]
 
 
 def _randomize_batch_norm_stats(paddle, program, seed: int) -> None:
@@ -295,7 +337,7 @@ def _set_attr_value(attr, value, pb, BlockRef, VarRef) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nnadapter_bridge.zoo",
                                      description="Build a paddle.vision model in the legacy inference format.")
-    parser.add_argument("name", choices=MODELS)
+    parser.add_argument("name", choices=MODELS + EXTRA_MODELS)
     parser.add_argument("out_dir", nargs="?", help="output directory (for one --layout)")
     parser.add_argument("--layout", choices=LAYOUTS, default="pdmodel")
     parser.add_argument("--to", action="append", default=[], metavar="LAYOUT=DIR",
