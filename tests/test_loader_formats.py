@@ -366,3 +366,26 @@ def test_missing_param_name_raises_model_format_error(zoo_model):
     assert info.value.var == "x"
     with pytest.raises(ModelFormatError, match="no var 'nope'"):
         graph.var("nope")
+
+
+def test_paddle3_scalars_attribute_is_decoded(tmp_path):
+    """Paddle 3 writes assign_value's `values` as AttrType SCALARS (typed scalars, not in the facts'
+    field list); the loader decodes them to Python values equal to what paddle reports."""
+    import numpy as np
+    from converter_harness import paddle_static
+    from nnadapter_bridge.loader import load_model
+
+    values = np.array([[1.5, -2.0, 3.25], [4.0, 5.5, -6.0]], np.float32)
+    with paddle_static() as paddle:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [2, 3], "float32")
+            y = x + paddle.assign(values)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        paddle.static.save_inference_model(str(tmp_path / "m"), [x], [y], exe, program=main)
+        program, _, _ = paddle.static.load_inference_model(str(tmp_path / "m"), exe)
+        theirs = [op for op in program.global_block().ops if op.type == "assign_value"][0]
+        want = [float(v.value()) for v in theirs.attr("values")]
+    ours = [op for op in load_model(str(tmp_path / "m.pdmodel")).ops() if op.type == "assign_value"][0]
+    assert ours.attr("values") == want == [float(v) for v in values.reshape(-1)]

@@ -144,7 +144,24 @@ def _decode_attr(attr) -> Any:
         return VarRef(attr.var_name)
     if t == pb.VARS:
         return [VarRef(v) for v in attr.vars_name]
+    if t == pb.SCALAR:
+        return _decode_scalar(attr.scalar)
+    if t == pb.SCALARS:
+        return [_decode_scalar(v) for v in attr.scalars]
     raise ValueError(f"unknown AttrType {t}")
+
+
+def _decode_scalar(scalar) -> Any:
+    """A Paddle 3 typed scalar as the Python value of its type (bool, int, float or complex)."""
+    if scalar.type == pb.Scalar.BOOLEAN:
+        return bool(scalar.b)
+    if scalar.type == pb.Scalar.LONG:
+        return int(scalar.i)
+    if scalar.type == pb.Scalar.FLOAT64:
+        return float(scalar.r)
+    if scalar.type == pb.Scalar.COMPLEX128:
+        return complex(scalar.c.r, scalar.c.i)
+    raise ValueError(f"unknown Scalar type {scalar.type}")
 
 
 def _tensor_desc_of(var_type):

@@ -1,0 +1,281 @@
+"""Converters for dtype conversion, copies and generated tensors.
+
+Owns: cast, assign, share_data, assign_value, fill_constant, fill_any_like, fill_zeros_like,
+fill_constant_batch_size_like.
+
+Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs); `VARTYPE_PRECISION`
+maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT32, INT32, INT64 or BOOL8; other target
+types are filled in the nearest of those and CAST.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from converters.conv_activation import cast_to, first_input, first_output
+from converters.registry import converter
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, precision_dtype
+
+# Paddle VarType.Type element codes -> NNAdapter precisions.
+VARTYPE_PRECISION = {
+    0: Precision.BOOL8, 1: Precision.INT16, 2: Precision.INT32, 3: Precision.INT64, 4: Precision.FLOAT16,
+    5: Precision.FLOAT32, 6: Precision.FLOAT64, 20: Precision.UINT8, 21: Precision.INT8,
+}
+_FILLABLE = frozenset({Precision.FLOAT32, Precision.INT32, Precision.INT64, Precision.BOOL8})
+
+
+def vartype_precision(code, what: str = "dtype") -> Precision:
+    try:
+        return VARTYPE_PRECISION[int(code)]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{what} {code!r} is not a Paddle element type NNAdapter can hold "
+                         f"(known VarType codes: {sorted(VARTYPE_PRECISION)})") from None
+
+
+def _fill_precision(target: Precision) -> Precision:
+    """The FILL precision to produce before a CAST to `target` (itself when FILL can produce it)."""
+    if target in _FILLABLE:
+        return target
+    if target in (Precision.FLOAT16, Precision.FLOAT64):
+        return Precision.FLOAT32
+    return Precision.INT64 if target == Precision.UINT64 else Precision.INT32
+
+
+def _check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> Optional[str]:
+    code = op.attr(attr, default)
+    if allow_same and int(code) == -1:
+        return None
+    if int(code) not in VARTYPE_PRECISION:
+        return f"{attr} {code} is not a Paddle element type NNAdapter can hold"
+    return None
+
+
+# -- cast ------------------------------------------------------------------------------------------------
+
+def _check_cast(op, ctx):
+    return _check_dtype_attr(op, "out_dtype", 5)
+
+
+@converter("cast", emits=[T.CAST], check=_check_cast)
+def convert_cast(ctx, op):
+    """CAST to the precision of `out_dtype` (in_dtype is implied by the input operand)."""
+    target = vartype_precision(op.attr("out_dtype", 5), "out_dtype")
+    cast_to(ctx, ctx.input(first_input(op)), target, ctx.output(first_output(op)))
+
+
+# -- copies -----------------------------------------------------------------------------------------------
+
+@converter("assign", "share_data", emits=[T.ASSIGN])
+def convert_assign(ctx, op):
+    ctx.add(T.ASSIGN, [ctx.input(first_input(op))], [ctx.output(first_output(op))])
+
+
+_ASSIGN_VALUE_ATTRS = {
+    Precision.FLOAT32: "fp32_values", Precision.INT32: "int32_values", Precision.INT64: "int64_values",
+    Precision.BOOL8: "bool_values", Precision.FLOAT64: "fp64_values",
+}
+
+
+def _assign_value_array(op) -> np.ndarray:
+    precision = vartype_precision(op.attr("dtype", 5))
+    values = op.attr("values")  # Paddle 3: one list of scalars whatever the dtype
+    if not values:
+        values = op.attr(_ASSIGN_VALUE_ATTRS.get(precision, ""))
+    if values is None:
+        values = []
+    shape = [int(d) for d in op.attr("shape", [len(values)])]
+    array = np.asarray(values, dtype=precision_dtype(precision))
+    return array.reshape(shape)
+
+
+def _check_assign_value(op, ctx):
+    reason = _check_dtype_attr(op, "dtype", 5)
+    if reason:
+        return reason
+    if first_input(op, "ValuesTensor"):
+        return None
+    try:
+        _assign_value_array(op)
+    except ValueError as exc:
+        return f"assign_value values do not fit shape {op.attr('shape', [])}: {exc}"
+    return None
+
+
+@converter("assign_value", emits=[T.ASSIGN], check=_check_assign_value)
+def convert_assign_value(ctx, op):
+    """The values attr as a constant, bound to Out (consumers then see a constant, as from a parameter).
+
+    emits lists ASSIGN: when the constant is itself a subgraph output, the conversion copies it out."""
+    values_tensor = first_input(op, "ValuesTensor")
+    if values_tensor:
+        ctx.add(T.ASSIGN, [ctx.input(values_tensor)], [ctx.output(first_output(op))])
+        return
+    array = _assign_value_array(op)
+    ctx.bind(first_output(op), ctx.const(np.ascontiguousarray(array), name=first_output(op)))
+
+
+# -- fill_constant ----------------------------------------------------------------------------------------
+
+def _fill_value(op, precision: Precision):
+    """`str_value` when non-empty (it spells inf/nan), else `value`.
+
+    Paddle 3 parses str_value as a double before casting to the dtype (so int64 values past 2^53 round),
+    and so does this converter."""
+    text = (op.attr("str_value", "") or "").strip()
+    value = float(text.lower()) if text else float(op.attr("value", 0.0))
+    if precision == Precision.BOOL8:
+        return value != 0.0
+    if precision in (Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64):
+        return value
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"value {value} does not fit an integer dtype")
+    return int(value)
+
+
+def _fill_value_operand(ctx, op, target: Precision, out_name: str):
+    """The FILL `value` operand: ValueTensor (cast to the fill precision) or a constant from the attrs."""
+    fill = _fill_precision(target)
+    value_name = first_input(op, "ValueTensor")
+    if value_name:
+        operand = ctx.input(value_name)
+        if operand.type.precision != fill:
+            operand = cast_to(ctx, operand, fill, ctx.temp(out_name, "value_cast"))
+        return operand
+    return ctx.const(np.asarray([_fill_value(op, target)], dtype=precision_dtype(fill)))
+
+
+def _finish_fill(ctx, type: T, first, value, target: Precision, out_name: str) -> None:
+    """FILL / FILL_LIKE into Out, with a CAST when the target type is not one FILL produces."""
+    if _fill_precision(target) == target:
+        ctx.add(type, [first, value], [ctx.output(out_name)])
+        return
+    filled = ctx.temp(out_name, "fill")
+    ctx.add(type, [first, value], [filled])
+    cast_to(ctx, filled, target, ctx.output(out_name))
+
+
+def _shape_from_list(ctx, names, out_name: str):
+    """CONCAT of the ShapeTensorList entries (each a [1] int tensor) into one INT32/INT64 shape."""
+    parts = [ctx.input(n) for n in names]
+    precision = Precision.INT64 if any(p.type.precision == Precision.INT64 for p in parts) else Precision.INT32
+    aligned = []
+    for i, part in enumerate(parts):
+        if part.type.precision != precision:
+            part = cast_to(ctx, part, precision, ctx.temp(out_name, f"shape_{i}_cast"))
+        if part.type.rank == 0:
+            reshaped = ctx.temp(out_name, f"shape_{i}_1d")
+            ctx.add(T.RESHAPE, [part, ctx.const_i32([1])], [reshaped])
+            part = reshaped
+        aligned.append(part)
+    if len(aligned) == 1:
+        return aligned[0]
+    shape = ctx.temp(out_name, "shape")
+    ctx.add(T.CONCAT, [*aligned, ctx.const_i32(0)], [shape])
+    return shape
+
+
+def _check_fill_constant(op, ctx):
+    reason = _check_dtype_attr(op, "dtype", 5)
+    if reason:
+        return reason
+    if not first_input(op, "ValueTensor"):
+        try:
+            _fill_value(op, vartype_precision(op.attr("dtype", 5)))
+        except ValueError as exc:
+            return f"fill value: {exc}"
+    return None
+
+
+@converter("fill_constant", emits=[T.FILL, T.CONCAT, T.CAST, T.RESHAPE], check=_check_fill_constant)
+def convert_fill_constant(ctx, op):
+    """A tensor of `shape` filled with `value`; shape from ShapeTensor > ShapeTensorList > the attr."""
+    out_name = first_output(op)
+    target = vartype_precision(op.attr("dtype", 5))
+    shape_tensor, shape_list = first_input(op, "ShapeTensor"), op.input("ShapeTensorList")
+    if shape_tensor:
+        shape = ctx.input(shape_tensor)
+    elif shape_list:
+        shape = _shape_from_list(ctx, shape_list, out_name)
+    else:
+        shape = ctx.const(np.asarray(op.attr("shape", []), dtype=np.int64).reshape(-1))
+    value = _fill_value_operand(ctx, op, target, out_name)
+    _finish_fill(ctx, T.FILL, shape, value, target, out_name)
+
+
+# -- fill_*_like --------------------------------------------------------------------------------------------
+
+def _check_fill_any_like(op, ctx):
+    return _check_dtype_attr(op, "dtype", -1, allow_same=True)
+
+
+@converter("fill_any_like", emits=[T.FILL_LIKE, T.CAST], check=_check_fill_any_like)
+def convert_fill_any_like(ctx, op):
+    """X's shape filled with `value`; `dtype` -1 (the default) keeps X's element type."""
+    x = ctx.input(first_input(op))
+    code = int(op.attr("dtype", -1))
+    target = x.type.precision if code == -1 else vartype_precision(code)
+    if target not in VARTYPE_PRECISION.values():
+        target = Precision.FLOAT32  # quantized X: Paddle's tensor is float
+    value = float(op.attr("value", 0.0))
+    fill = _fill_precision(target)
+    constant = ctx.const(np.asarray([value != 0.0 if fill == Precision.BOOL8 else value], dtype=precision_dtype(fill)))
+    _finish_fill(ctx, T.FILL_LIKE, x, constant, target, first_output(op))
+
+
+@converter("fill_zeros_like", emits=[T.FILL_LIKE, T.CAST])
+def convert_fill_zeros_like(ctx, op):
+    x = ctx.input(first_input(op))
+    target = x.type.precision if x.type.precision in VARTYPE_PRECISION.values() else Precision.FLOAT32
+    fill = _fill_precision(target)
+    _finish_fill(ctx, T.FILL_LIKE, x, ctx.const(np.zeros([1], dtype=precision_dtype(fill))), target, first_output(op))
+
+
+def _check_fill_batch(op, ctx):
+    reason = _check_fill_constant(op, ctx)
+    if reason:
+        return reason
+    shape = op.attr("shape", [])
+    out_idx = int(op.attr("output_dim_idx", 0))
+    if not -len(shape) <= out_idx < len(shape):
+        return f"output_dim_idx {out_idx} is outside shape {shape}"
+    return None
+
+
+@converter("fill_constant_batch_size_like", emits=[T.FILL, T.SHAPE, T.SLICE, T.CONCAT, T.CAST],
+           check=_check_fill_batch)
+def convert_fill_constant_batch_size_like(ctx, op):
+    """fill_constant whose shape[output_dim_idx] is Input's dim input_dim_idx (read at run time when unknown)."""
+    out_name = first_output(op)
+    x = ctx.input(first_input(op, "Input"))
+    target = vartype_precision(op.attr("dtype", 5))
+    shape = [int(d) for d in op.attr("shape", [])]
+    in_idx, out_idx = int(op.attr("input_dim_idx", 0)), int(op.attr("output_dim_idx", 0))
+    in_idx = in_idx + x.type.rank if in_idx < 0 else in_idx
+    out_idx = out_idx + len(shape) if out_idx < 0 else out_idx
+    if not 0 <= in_idx < x.type.rank:
+        raise ctx.error(f"input_dim_idx {op.attr('input_dim_idx', 0)} is outside Input's rank {x.type.rank}")
+    batch = x.type.dims[in_idx]
+    if batch != UNKNOWN and batch >= 0:
+        shape[out_idx] = batch
+        shape_operand = ctx.const(np.asarray(shape, dtype=np.int32))
+    else:
+        dims = ctx.temp(out_name, "input_shape")
+        ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], [dims])
+        picked = ctx.temp(out_name, "batch")
+        ctx.add(T.SLICE, [dims, ctx.const_i32([0]), ctx.const_i32([in_idx]), ctx.const_i32([in_idx + 1]),
+                          ctx.const_i32([1])], [picked])
+        pieces = []
+        if out_idx > 0:
+            pieces.append(ctx.const_i32(shape[:out_idx]))
+        pieces.append(picked)
+        if out_idx + 1 < len(shape):
+            pieces.append(ctx.const_i32(shape[out_idx + 1:]))
+        if len(pieces) == 1:
+            shape_operand = picked
+        else:
+            shape_operand = ctx.temp(out_name, "shape")
+            ctx.add(T.CONCAT, [*pieces, ctx.const_i32(0)], [shape_operand])
+    value = _fill_value_operand(ctx, op, target, out_name)
+    _finish_fill(ctx, T.FILL, shape_operand, value, target, out_name)
