@@ -15,7 +15,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import ConversionError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import (FuseCode, OperationType, Precision, dtype_precision,
+                                              precision_dtype)
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
@@ -117,6 +118,62 @@ class ConversionContext:
     def rank(self, operand_or_name) -> int:
         return len(self.dims(operand_or_name))
 
+    # -- attribute forms (attr list OR tensor OR tensor list) --------------------------------------------
+    def cast(self, operand: Operand, precision: Precision, var: str, purpose: str) -> Operand:
+        """`operand` converted to `precision` with a CAST (no operation when it already has it)."""
+        if operand.type.precision == precision:
+            return operand
+        if operand.is_constant:
+            return self.const(np.asarray(operand.value).astype(precision_dtype(precision)), precision)
+        out = self.temp(var, purpose)
+        self.add(OperationType.CAST, [operand, self.const_i32(int(precision))], [out])
+        return out
+
+    def ints_operand(self, op, attr: str, *, tensor: Optional[str] = None, tensor_list: Optional[str] = None,
+                     list_first: bool = True, default=(), precision: Precision = Precision.INT32) -> Operand:
+        """One 1-D integer operand for an attribute Paddle accepts as an attr list, a tensor or a tensor list.
+
+        Paddle ops differ in which tensor form wins (reshape2: the `ShapeTensor` list before the `Shape`
+        tensor; slice, tile, expand_v2: the single tensor first), so `list_first` picks the order; the attr
+        comes last, and a missing attr takes `default`. Parameters are folded into constants (so shape
+        inference stays static); a tensor list becomes a CONCAT of its elements, each reshaped to [1].
+        Every value ends up in `precision` (INT32 constants saturate, which keeps INT64 "to the end" bounds
+        meaningful)."""
+        dtype = precision_dtype(precision)
+        var = op.output_names()[0] if op.output_names() else op.type
+
+        def fold(values):
+            values = np.asarray(values).reshape(-1)
+            if values.dtype.kind in "iu" and dtype == np.int32:
+                values = np.clip(values, np.iinfo(np.int32).min, np.iinfo(np.int32).max)
+            return self.const(values.astype(dtype), precision)
+
+        def from_tensor(name):
+            if self.is_param(name):
+                return fold(self.param(name))
+            operand = self.cast(self.input(name), precision, var, f"{name}/cast")
+            if operand.type.rank == 0:
+                flat = self.temp(var, f"{name}/as_vector")
+                self.add(OperationType.RESHAPE, [operand, self.const_i32([1])], [flat])
+                operand = flat
+            return operand
+
+        def from_list(names):
+            if all(self.is_param(n) for n in names):
+                return fold(np.concatenate([self.param(n).reshape(-1) for n in names]))
+            parts = [from_tensor(n) for n in names]
+            out = self.temp(var, f"{tensor_list}/concat")
+            self.add(OperationType.CONCAT, [*parts, self.const_i32(0)], [out])
+            return out
+
+        sources = [("list", tensor_list), ("tensor", tensor)]
+        for kind, slot in (sources if list_first else sources[::-1]):
+            names = op.input(slot) if slot else []
+            if names:
+                return from_list(names) if kind == "list" else from_tensor(names[0])
+        value = op.attr(attr, default)
+        return fold(np.asarray(default if value is None else value, dtype=np.int64))
+
     # -- quantization -------------------------------------------------------------------------------
     def quant_scales(self, op, slot: str, index: int = 0) -> Optional[list]:
         """Scales from the op's `<slot><index>_scale` attr (Paddle Lite's naming), or None."""
@@ -134,6 +191,18 @@ class ConversionContext:
 def fuse_code_of(act_type: Optional[str]) -> Optional[FuseCode]:
     """The fuse code for a Paddle activation name, or None when it needs an extra operation."""
     return FUSE_CODES.get(act_type or "")
+
+
+# Paddle `VarType.Type` element codes (the `dtype`/`out_dtype` attrs of cast, arg_max, one_hot_v2, ...)
+# -> NNAdapter precision.
+_VAR_TYPE_PRECISIONS = {0: Precision.BOOL8, 1: Precision.INT16, 2: Precision.INT32, 3: Precision.INT64,
+                        4: Precision.FLOAT16, 5: Precision.FLOAT32, 6: Precision.FLOAT64, 20: Precision.UINT8,
+                        21: Precision.INT8}
+
+
+def precision_of_var_type(code) -> Optional[Precision]:
+    """The NNAdapter precision of a Paddle VarType element code, or None for codes without one."""
+    return _VAR_TYPE_PRECISIONS.get(int(code))
 
 
 @dataclasses.dataclass

@@ -71,3 +71,7 @@ class UnsupportedOpError(BridgeError):
 
 class ConfigError(BridgeError):
     """A bad predictor configuration (paths, device names, partition config, dynamic shape info)."""
+
+
+class InputError(BridgeError):
+    """A predictor input that does not fit the model (dtype, rank, shape), or one that was never set."""

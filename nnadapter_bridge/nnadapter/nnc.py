@@ -444,6 +444,10 @@ def write_file_atomically(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp creates 0600; a cache dir shared between users wants the usual umask-based mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp_path, 0o666 & ~umask)
         os.replace(temp_path, path)
     except BaseException:
         try:

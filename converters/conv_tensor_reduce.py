@@ -1,0 +1,289 @@
+"""Converters: reductions (reduce_mean/max/min/sum/any/all, logsumexp), arg_max/arg_min, cumsum,
+top_k/top_k_v2 and argsort.
+
+NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the bitwise complement
+-1 - x for integers, which cannot overflow), reduce_any/all go through INT32 and NOT, logsumexp is the
+stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]); `reduce_all` or an
+empty `dim` reduce every axis.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from converters.context import ConversionContext, precision_of_var_type
+from converters.conv_tensor import fuse_none, int_list, known_dim, out_name
+from converters.registry import converter
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+
+
+def reduce_axes(op, dim_attr: str = "dim", all_attr: str = "reduce_all", default=(0,)) -> list:
+    """The axes to reduce; [] means every axis (reduce_all, or an empty list, as Paddle decides)."""
+    if bool(op.attr(all_attr, False)):
+        return []
+    return int_list(op, dim_attr, list(default))
+
+
+def _axes_for(ctx: ConversionContext, x, axes: list) -> list:
+    # A 0-D input has no axis to name: reducing it over "every axis" keeps it 0-D, as Paddle does.
+    return [] if ctx.rank(x) == 0 else axes
+
+
+def _reduce(ctx: ConversionContext, type: T, x, axes: list, keepdim: bool, out):
+    ctx.add(type, [x, ctx.const_i32(axes), ctx.const_bool(keepdim)], [out])
+    return out
+
+
+def _out_dtype(op) -> Optional[Precision]:
+    code = int(op.attr("out_dtype", -1))
+    return None if code < 0 else precision_of_var_type(code)
+
+
+def check_out_dtype(op, ctx) -> Optional[str]:
+    code = int(op.attr("out_dtype", -1))
+    if code >= 0 and precision_of_var_type(code) is None:
+        return f"out_dtype {code} is not a tensor element type NNAdapter has"
+    return None
+
+
+def _finish(ctx: ConversionContext, op, reduced, precision: Optional[Precision]):
+    """Bind `reduced` (a temp) to the output, with a CAST when `out_dtype` asks for another precision."""
+    if precision is None or precision == reduced.type.precision:
+        ctx.bind(out_name(op), reduced)
+    else:
+        ctx.add(T.CAST, [reduced, ctx.const_i32(int(precision))], [ctx.output(out_name(op))])
+
+
+def _reduce_to_output(ctx: ConversionContext, op, type: T, x, axes, keepdim):
+    precision = _out_dtype(op)
+    if precision is None or precision == x.type.precision:
+        return _reduce(ctx, type, x, axes, keepdim, ctx.output(out_name(op)))
+    reduced = _reduce(ctx, type, x, axes, keepdim, ctx.temp(out_name(op), "reduced"))
+    _finish(ctx, op, reduced, precision)
+
+
+@converter("reduce_mean", emits=[T.REDUCE_MEAN, T.CAST], check=check_out_dtype)
+def convert_reduce_mean(ctx: ConversionContext, op):
+    x = ctx.input(op.input("X")[0])
+    _reduce_to_output(ctx, op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)))
+
+
+@converter("reduce_max", emits=[T.REDUCE_MAX, T.CAST], check=check_out_dtype)
+def convert_reduce_max(ctx: ConversionContext, op):
+    x = ctx.input(op.input("X")[0])
+    _reduce_to_output(ctx, op, T.REDUCE_MAX, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)))
+
+
+@converter("reduce_sum", emits=[T.REDUCE_SUM, T.CAST], check=check_out_dtype)
+def convert_reduce_sum(ctx: ConversionContext, op):
+    """Paddle sums bool and int32 inputs into int64 unless `out_dtype` says otherwise; the input is cast
+    first so the sum accumulates in the output's type, as Paddle's kernel does."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    precision = _out_dtype(op)
+    if precision is None:
+        precision = Precision.INT64 if x.type.precision in (Precision.BOOL8, Precision.INT32) else x.type.precision
+    x = ctx.cast(x, precision, var, "sum_input")
+    _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)),
+            ctx.output(var))
+
+
+def _negate(ctx: ConversionContext, x, var: str, purpose: str):
+    """An order-reversing bijection: -x for floats, the complement -1 - x for integers (no overflow)."""
+    out = ctx.temp(var, purpose)
+    if x.type.precision in (Precision.INT32, Precision.INT64):
+        ctx.add(T.SUB, [ctx.const_like(-1, x), x, fuse_none(ctx)], [out])
+    else:
+        ctx.add(T.MUL, [x, ctx.const_like(-1.0, x), fuse_none(ctx)], [out])
+    return out
+
+
+def _dropped_axes(rank: int, axes: list) -> list:
+    """The axes a reduction without keepdim removes ([] = all of them), ascending and nonnegative."""
+    return sorted({a + rank if a < 0 else a for a in axes}) if axes else list(range(rank))
+
+
+def _drop_reduced(ctx: ConversionContext, kept, rank: int, axes: list, var: str, purpose: str):
+    """A keepdim reduction result with its reduced axes squeezed away (a 0-D result when all go)."""
+    out = ctx.temp(var, purpose)
+    ctx.add(T.SQUEEZE, [kept, ctx.const_i32(_dropped_axes(rank, axes))], [out])
+    return out
+
+
+@converter("reduce_min", emits=[T.REDUCE_MAX, T.MUL, T.SUB, T.SQUEEZE, T.CAST], check=check_out_dtype)
+def convert_reduce_min(ctx: ConversionContext, op):
+    """min(x) = -max(-x) (integers: -1 - max(-1 - x)). The reduction keeps its dims until the second
+    negation, whose shape-[1] constant would otherwise turn a 0-D result into [1]."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    rank = ctx.rank(x)
+    axes = _axes_for(ctx, x, reduce_axes(op))
+    keepdim = bool(op.attr("keep_dim", False))
+    flipped = _negate(ctx, x, var, "negated")
+    peak = _reduce(ctx, T.REDUCE_MAX, flipped, axes, True, ctx.temp(var, "max"))
+    low = _negate(ctx, peak, var, "min_kept")
+    if not keepdim:
+        low = _drop_reduced(ctx, low, rank, axes, var, "min")
+    _finish(ctx, op, low, _out_dtype(op))
+
+
+def _any(ctx: ConversionContext, x, axes, keepdim: bool, var: str, out):
+    """any(x) along `axes` as BOOL8: max of x (as INT32) != 0."""
+    if x.type.precision != Precision.BOOL8:
+        nonzero = ctx.temp(var, "nonzero")
+        ctx.add(T.NOT_EQUAL, [x, ctx.const_like(0, x)], [nonzero])
+        x = nonzero
+    as_int = ctx.cast(x, Precision.INT32, var, "as_int")
+    reduced = _reduce(ctx, T.REDUCE_MAX, as_int, _axes_for(ctx, x, axes), keepdim, ctx.temp(var, "max"))
+    ctx.add(T.CAST, [reduced, ctx.const_i32(int(Precision.BOOL8))], [out])
+    return out
+
+
+@converter("reduce_any", emits=[T.NOT_EQUAL, T.CAST, T.REDUCE_MAX])
+def convert_reduce_any(ctx: ConversionContext, op):
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    _any(ctx, x, reduce_axes(op), bool(op.attr("keep_dim", False)), var, ctx.output(var))
+
+
+@converter("reduce_all", emits=[T.NOT_EQUAL, T.NOT, T.CAST, T.REDUCE_MAX])
+def convert_reduce_all(ctx: ConversionContext, op):
+    """all(x) = not any(not x)."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    if x.type.precision != Precision.BOOL8:
+        nonzero = ctx.temp(var, "nonzero")
+        ctx.add(T.NOT_EQUAL, [x, ctx.const_like(0, x)], [nonzero])
+        x = nonzero
+    inverted = ctx.temp(var, "not_x")
+    ctx.add(T.NOT, [x], [inverted])
+    some_false = _any(ctx, inverted, reduce_axes(op), bool(op.attr("keep_dim", False)), var, ctx.temp(var, "any"))
+    ctx.add(T.NOT, [some_false], [ctx.output(var)])
+
+
+@converter("logsumexp", emits=[T.REDUCE_MAX, T.SUB, T.EXP, T.REDUCE_SUM, T.LOG, T.ADD, T.SQUEEZE])
+def convert_logsumexp(ctx: ConversionContext, op):
+    """max + log(sum(exp(x - max))) over `axis` (default [0]; `reduce_all` or [] = every axis)."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    keepdim = bool(op.attr("keepdim", False))
+    axes = _axes_for(ctx, x, reduce_axes(op, "axis", "reduce_all"))
+    peak = _reduce(ctx, T.REDUCE_MAX, x, axes, True, ctx.temp(var, "max"))
+    shifted = ctx.temp(var, "shifted")
+    ctx.add(T.SUB, [x, peak, fuse_none(ctx)], [shifted])
+    exps = ctx.temp(var, "exp")
+    ctx.add(T.EXP, [shifted], [exps])
+    total = _reduce(ctx, T.REDUCE_SUM, exps, axes, keepdim, ctx.temp(var, "sum"))
+    logs = ctx.temp(var, "log")
+    ctx.add(T.LOG, [total], [logs])
+    if not keepdim:
+        peak = _drop_reduced(ctx, peak, ctx.rank(x), axes, var, "max_squeezed")
+    ctx.add(T.ADD, [logs, peak, fuse_none(ctx)], [ctx.output(var)])
+
+
+# -- arg max/min, cumsum ------------------------------------------------------------------------------
+
+
+def _index_precision(op) -> Optional[Precision]:
+    """arg_max/arg_min `dtype`: VarType 2 -> INT32, 3 (and the legacy default -1) -> INT64."""
+    code = int(op.attr("dtype", 3))
+    return {2: Precision.INT32, 3: Precision.INT64, -1: Precision.INT64}.get(code)
+
+
+def check_arg(op, ctx) -> Optional[str]:
+    if _index_precision(op) is None:
+        return f"dtype {op.attr('dtype')} is neither int32 (2) nor int64 (3)"
+    return None
+
+
+def _convert_arg(ctx: ConversionContext, op, type: T):
+    """Index of the extreme along `axis` (default -1); `flatten` searches the flattened tensor
+    (a 0-D result, or [1]*rank with `keepdims`)."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    keepdims = bool(op.attr("keepdims", False))
+    dtype = ctx.const_i32(int(_index_precision(op)))
+    out = ctx.output(var)
+    if bool(op.attr("flatten", False)):
+        rank = ctx.rank(x)
+        flat = ctx.temp(var, "flat")
+        ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
+        if keepdims:
+            index = ctx.temp(var, "index")
+            ctx.add(type, [flat, ctx.const_i32(0), ctx.const_bool(False), dtype], [index])
+            ctx.add(T.RESHAPE, [index, ctx.const_i32([1] * rank)], [out])
+        else:
+            ctx.add(type, [flat, ctx.const_i32(0), ctx.const_bool(False), dtype], [out])
+        return
+    ctx.add(type, [x, ctx.const_i32(int(op.attr("axis", -1))), ctx.const_bool(keepdims), dtype], [out])
+
+
+@converter("arg_max", emits=[T.ARG_MAX, T.RESHAPE], check=check_arg)
+def convert_arg_max(ctx: ConversionContext, op):
+    _convert_arg(ctx, op, T.ARG_MAX)
+
+
+@converter("arg_min", emits=[T.ARG_MIN, T.RESHAPE], check=check_arg)
+def convert_arg_min(ctx: ConversionContext, op):
+    _convert_arg(ctx, op, T.ARG_MIN)
+
+
+@converter("cumsum", emits=[T.CUM_SUM, T.RESHAPE])
+def convert_cumsum(ctx: ConversionContext, op):
+    """Running sum along `axis` (default -1); `flatten` sums the flattened tensor (a 1-D result)."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    axis = int(op.attr("axis", -1))
+    if bool(op.attr("flatten", False)):
+        flat = ctx.temp(var, "flat")
+        ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
+        x, axis = flat, 0
+    ctx.add(T.CUM_SUM, [x, ctx.const_i32(axis), ctx.const_bool(bool(op.attr("exclusive", False))),
+                        ctx.const_bool(bool(op.attr("reverse", False)))], [ctx.output(var)])
+
+
+# -- top-k and sorting ---------------------------------------------------------------------------------
+
+
+def _k_operand(ctx: ConversionContext, op):
+    """The `K` tensor when given (a run-time scalar is fine for TOP_K), else the `k` attr (default 1)."""
+    names = op.input("K")
+    if names:
+        return ctx.input(names[0])
+    return ctx.const_i32(int(op.attr("k", 1)))
+
+
+def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: bool):
+    ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
+                      ctx.const_i32(int(Precision.INT64))],
+            [ctx.output(out_name(op)), ctx.output(out_name(op, "Indices"))])
+
+
+@converter("top_k", emits=[T.TOP_K])
+def convert_top_k(ctx: ConversionContext, op):
+    """The k largest along the last axis, sorted; indices INT64."""
+    _top_k(ctx, op, ctx.input(op.input("X")[0]), _k_operand(ctx, op), -1, True, True)
+
+
+@converter("top_k_v2", emits=[T.TOP_K])
+def convert_top_k_v2(ctx: ConversionContext, op):
+    _top_k(ctx, op, ctx.input(op.input("X")[0]), _k_operand(ctx, op), int(op.attr("axis", -1)),
+           bool(op.attr("largest", True)), bool(op.attr("sorted", True)))
+
+
+@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE])
+def convert_argsort(ctx: ConversionContext, op):
+    """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
+    x = ctx.input(op.input("X")[0])
+    var = out_name(op)
+    axis = int(op.attr("axis", -1))
+    dims = ctx.dims(x)
+    size = dims[axis] if dims else 1
+    if known_dim(size):
+        k = ctx.const_i32(size)
+    else:
+        shape = ctx.temp(var, "shape")
+        ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], [shape])
+        k = ctx.temp(var, "k")
+        stop = axis + 1 if axis != -1 else len(dims)
+        ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i32([axis]), ctx.const_i32([stop]), None], [k])
+    _top_k(ctx, op, x, k, axis, bool(op.attr("descending", False)), True)

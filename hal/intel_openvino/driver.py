@@ -1,0 +1,253 @@
+"""The intel_openvino HAL driver: contexts, compiled programs, the program cache and execution.
+
+* open_device imports `openvino` (lazily: the package is optional) and creates one `ov.Core`.
+* Context properties (the project's parser, so environment variables of the same names apply too):
+  INTEL_OPENVINO_SELECT_DEVICE_NAMES (comma list, default CPU; the first one OpenVINO has is used,
+  an unavailable list is an error naming the available devices) and INTEL_OPENVINO_INFERENCE_NUM_THREADS
+  (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config). On CPU the inference precision is
+  pinned to f32 (the plugin would otherwise pick bf16 on hardware that has it).
+* create_program compiles the model with `Core.compile_model`; with a cache token and dir the program
+  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` (no recompilation). Input and
+  output metadata at restore time come from the cache's input_types/output_types.
+* execute_program keeps one InferRequest per program, hands the input arrays to OpenVINO without copying
+  (`ov.Tensor(array, shared_memory=True)`), and copies each output once into the buffer its access
+  function returns. A rank change or a dim that differs from a static compiled dim is INVALID_DIMENSIONS.
+* destroy_program, destroy_context and close_device are idempotent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.types import OperandType
+from hal.protocol import Argument, Cache, ContextCallback, Driver
+
+SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
+INFERENCE_NUM_THREADS_KEY = "INTEL_OPENVINO_INFERENCE_NUM_THREADS"
+DEFAULT_DEVICE_NAMES = ["CPU"]
+INSTALL_HINT = "install nnadapter-bridge[openvino]"
+
+
+def _import_openvino():
+    try:
+        import openvino
+    except ImportError as exc:
+        raise NNAdapterError(f"intel_openvino: the 'openvino' package cannot be imported ({exc}); {INSTALL_HINT}",
+                             ResultCode.DEVICE_NOT_FOUND) from exc
+    return openvino
+
+
+@dataclasses.dataclass
+class OpenVinoDevice:
+    core: Any  # openvino.Core
+    opened: bool = True
+
+
+@dataclasses.dataclass
+class OpenVinoContext:
+    device: OpenVinoDevice
+    properties: Properties
+    device_name: str  # the OpenVINO device programs compile for, e.g. "CPU"
+    config: dict      # the compile/import configuration
+    callback: ContextCallback = None
+
+
+@dataclasses.dataclass
+class _InputSlot:
+    """What execute_program checks for one input: the compiled type, its dtype, its static dims."""
+
+    type: OperandType
+    dtype: np.dtype
+    static_dims: list  # (axis, size) for every dim the program was compiled for exactly
+    scratch: OperandType  # handed to the access function; reset before every call
+    bound_array: Any = None  # the array whose memory the request reads now (kept alive while bound)
+    bound_shape: tuple = ()
+
+
+@dataclasses.dataclass
+class OpenVinoProgram:
+    context: OpenVinoContext
+    compiled_model: Any
+    request: Any
+    inputs: List[_InputSlot]
+    output_types: List[OperandType]
+    output_scratch: List[OperandType]
+    seconds_to_build: float  # compile_model or import_model wall time
+    restored: bool
+    tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
+
+
+def select_device(core, names: Sequence[str]) -> str:
+    """The first of `names` OpenVINO offers ("GPU" also matches "GPU.0"); an error lists what exists."""
+    available = list(core.available_devices)
+    for name in names:
+        for candidate in available:
+            if candidate == name or candidate.split(".")[0] == name:
+                return name
+    raise NNAdapterError(f"intel_openvino: none of the devices {', '.join(names)} ({SELECT_DEVICE_NAMES_KEY}) is "
+                         f"available; OpenVINO offers: {', '.join(available) or 'none'}", ResultCode.DEVICE_NOT_FOUND)
+
+
+def compile_config(core, device_name: str, num_threads: int) -> dict:
+    supported = set(core.get_property(device_name, "SUPPORTED_PROPERTIES"))
+    config = {}
+    if num_threads > 0:
+        if "INFERENCE_NUM_THREADS" not in supported:
+            raise NNAdapterError(f"intel_openvino: device {device_name} has no INFERENCE_NUM_THREADS setting "
+                                 f"({INFERENCE_NUM_THREADS_KEY}={num_threads})", ResultCode.INVALID_PARAMETER)
+        config["INFERENCE_NUM_THREADS"] = num_threads
+    if device_name == "CPU" and "INFERENCE_PRECISION_HINT" in supported:
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    if "PERFORMANCE_HINT" in supported:
+        config["PERFORMANCE_HINT"] = "LATENCY"
+    return config
+
+
+def _input_slot(t: OperandType) -> _InputSlot:
+    static = [(axis, d) for axis, d in enumerate(t.dims) if d != UNKNOWN and d >= 0]
+    return _InputSlot(t, t.dtype, static, t.copy())
+
+
+class IntelOpenVinoDriver(Driver):
+    name = "intel_openvino"
+    vendor = "Intel"
+    type = DeviceType.CPU
+    version = 1
+
+    def open_device(self) -> OpenVinoDevice:
+        ov = _import_openvino()
+        return OpenVinoDevice(ov.Core())
+
+    def close_device(self, device: OpenVinoDevice) -> None:
+        device.opened = False
+        device.core = None
+
+    def create_context(self, device: OpenVinoDevice, properties: str, callback: ContextCallback = None) -> OpenVinoContext:
+        if device.core is None:
+            raise NNAdapterError("intel_openvino: the device is closed", ResultCode.INVALID_PARAMETER)
+        parsed = Properties(properties)
+        names = parsed.get_list(SELECT_DEVICE_NAMES_KEY, DEFAULT_DEVICE_NAMES)
+        num_threads = parsed.get_int(INFERENCE_NUM_THREADS_KEY, 0)
+        if num_threads < 0:
+            raise NNAdapterError(f"{INFERENCE_NUM_THREADS_KEY}={num_threads}: expected 0 (OpenVINO's default) or a "
+                                 "positive thread count", ResultCode.INVALID_PARAMETER)
+        device_name = select_device(device.core, names)
+        return OpenVinoContext(device, parsed, device_name, compile_config(device.core, device_name, num_threads),
+                               callback)
+
+    def destroy_context(self, context: OpenVinoContext) -> None:
+        context.callback = None
+
+    def operation_types(self) -> list:
+        from hal.intel_openvino.operations import CONVERTERS
+
+        return sorted(CONVERTERS)
+
+    def validate_program(self, context: OpenVinoContext, model: Model) -> list:
+        from hal.intel_openvino.graph import operation_supported
+
+        return [operation_supported(op) for op in model.operations]
+
+    def create_program(self, context: OpenVinoContext, model: Optional[Model], cache: Cache) -> OpenVinoProgram:
+        core = context.device.core
+        if core is None:
+            raise NNAdapterError("intel_openvino: the device is closed", ResultCode.INVALID_PARAMETER)
+        start = time.perf_counter()
+        if model is None:
+            if not cache.buffer:
+                raise NNAdapterError("intel_openvino: neither a model nor a cache buffer to build a program from",
+                                     ResultCode.INVALID_PARAMETER)
+            try:
+                compiled = core.import_model(bytes(cache.buffer), context.device_name, context.config)
+            except Exception as exc:  # a blob from another OpenVINO build or device: a cache miss, not a crash
+                raise NNAdapterError(f"intel_openvino: cannot import the cached program on {context.device_name}: "
+                                     f"{exc}", ResultCode.INVALID_PARAMETER) from exc
+            input_types = [t.copy() for t in cache.input_types]
+            output_types = [t.copy() for t in cache.output_types]
+            if len(compiled.inputs) != len(input_types) or len(compiled.outputs) != len(output_types):
+                raise NNAdapterError(f"intel_openvino: the cached program has {len(compiled.inputs)} inputs and "
+                                     f"{len(compiled.outputs)} outputs, the cache record {len(input_types)} and "
+                                     f"{len(output_types)}", ResultCode.INVALID_PARAMETER)
+            restored = True
+        else:
+            from hal.intel_openvino.graph import build_ov_model, operation_supported
+
+            unsupported = [op.label() for op in model.operations if not operation_supported(op)]
+            if unsupported:
+                raise NNAdapterError(f"intel_openvino cannot run {', '.join(unsupported)}",
+                                     ResultCode.FEATURE_NOT_SUPPORTED)
+            compiled = core.compile_model(build_ov_model(model), context.device_name, context.config)
+            if cache.wants_program_bytes:
+                cache.buffer[:] = compiled.export_model().getvalue()
+            input_types = [o.type.copy() for o in model.input_operands]
+            output_types = [o.type.copy() for o in model.output_operands]
+            restored = False
+        seconds = time.perf_counter() - start
+        from openvino import Tensor
+
+        return OpenVinoProgram(context, compiled, compiled.create_infer_request(),
+                               [_input_slot(t) for t in input_types], output_types,
+                               [t.copy() for t in output_types], seconds, restored, Tensor)
+
+    def destroy_program(self, program: OpenVinoProgram) -> None:
+        for slot in program.inputs:
+            slot.bound_array = None
+        program.request = None
+        program.compiled_model = None
+
+    def execute_program(self, program: OpenVinoProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
+        request = program.request
+        if request is None:
+            raise NNAdapterError("intel_openvino: the program was destroyed", ResultCode.INVALID_PARAMETER)
+        slots = program.inputs
+        if len(inputs) != len(slots):
+            raise NNAdapterError(f"intel_openvino: the program has {len(slots)} inputs, {len(inputs)} were given",
+                                 ResultCode.INVALID_PARAMETER)
+        for arg in inputs:
+            slot = slots[arg.index]
+            scratch = slot.scratch
+            scratch.dims = slot.type.dims
+            array = arg.access(arg.memory, scratch)
+            if array.ndim != len(slot.type.dims):
+                raise InvalidDimensionsError(f"intel_openvino: input {arg.index} has rank {array.ndim} (shape "
+                                             f"{list(array.shape)}), the program was built for "
+                                             f"{list(slot.type.dims)}")
+            shape = array.shape
+            for axis, size in slot.static_dims:
+                if shape[axis] != size:
+                    raise InvalidDimensionsError(f"intel_openvino: input {arg.index} has shape {list(shape)}, the "
+                                                 f"program was built for {list(slot.type.dims)}")
+            if array.dtype != slot.dtype:
+                raise NNAdapterError(f"intel_openvino: input {arg.index} has dtype {array.dtype}, expected "
+                                     f"{slot.dtype} ({slot.type.precision.name})", ResultCode.INVALID_PARAMETER)
+            if array is slot.bound_array and shape == slot.bound_shape:
+                continue  # the request already reads this very buffer (its current contents)
+            if not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array)
+            # shared_memory: OpenVINO reads the caller's buffer in place (no copy before the run).
+            request.set_input_tensor(arg.index, program.tensor_class(array, shared_memory=True))
+            slot.bound_array, slot.bound_shape = array, shape
+        request.infer()
+        for arg in outputs:
+            if not 0 <= arg.index < len(program.output_types):
+                raise NNAdapterError(f"intel_openvino: output {arg.index} does not exist (the program has "
+                                     f"{len(program.output_types)})", ResultCode.INVALID_PARAMETER)
+            data = request.get_output_tensor(arg.index).data
+            scratch = program.output_scratch[arg.index]
+            scratch.dims = data.shape
+            buffer = arg.access(arg.memory, scratch)
+            if buffer is None or buffer.shape != data.shape:
+                raise NNAdapterError(f"intel_openvino: the access function of output {arg.index} gave no buffer of "
+                                     f"shape {list(data.shape)}", ResultCode.INVALID_PARAMETER)
+            np.copyto(buffer, data, casting="same_kind")
+        return None
+
+
+DRIVER = IntelOpenVinoDriver()

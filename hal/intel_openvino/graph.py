@@ -1,0 +1,290 @@
+"""NNAdapter Model -> `openvino.Model`: the graph builder, quantization at operand boundaries, and the
+per-operation support check that `validate_program` answers with.
+
+Every operand becomes one OpenVINO output. Quantized operands are stored as their integers (model
+inputs and outputs keep the NNAdapter storage type) and every converter sees real values: the builder
+dequantizes a quantized operand where an operation reads it and quantizes a converter's real result
+into the output's storage type (round half to even, saturate), exactly what builtin_device's kernel
+registry does around its kernels. QUANTIZE and DEQUANTIZE therefore reduce to the identity.
+
+Attribute-like operands (axes, pads, strides, flags) must be constants unless a converter says
+otherwise; anything a converter cannot express faithfully raises `Unsupported`, which makes
+`operation_supported` answer False for that operation, so the partitioner sends it elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+import openvino as ov
+
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
+from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
+
+try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
+    from openvino import opset16 as opset
+except ImportError:  # pragma: no cover - older OpenVINO releases
+    from openvino import opset15 as opset
+
+# NNAdapter storage precisions OpenVINO holds natively (float16/float64 and the wide unsigned types
+# are left to other devices: the CPU plugin computes them in other precisions).
+ELEMENT_TYPES = {
+    Precision.BOOL8: ov.Type.boolean,
+    Precision.INT8: ov.Type.i8,
+    Precision.UINT8: ov.Type.u8,
+    Precision.INT32: ov.Type.i32,
+    Precision.INT64: ov.Type.i64,
+    Precision.FLOAT32: ov.Type.f32,
+    Precision.QUANT_INT8_SYMM_PER_LAYER: ov.Type.i8,
+    Precision.QUANT_INT8_SYMM_PER_CHANNEL: ov.Type.i8,
+    Precision.QUANT_UINT8_ASYMM_PER_LAYER: ov.Type.u8,
+    Precision.QUANT_INT32_SYMM_PER_LAYER: ov.Type.i32,
+    Precision.QUANT_INT32_SYMM_PER_CHANNEL: ov.Type.i32,
+}
+
+# The dtype of the real values an operand carries inside the graph.
+_REAL_ELEMENT = {t: ov.Type.f32 for t in ELEMENT_TYPES if t.name.startswith("QUANT_")}
+
+
+class Unsupported(Exception):
+    """This operation (with these operands and attributes) has no faithful OpenVINO form."""
+
+
+def partial_shape(dims) -> ov.PartialShape:
+    """NNAdapter dims -> PartialShape; NNADAPTER_UNKNOWN (or any negative) is a dynamic dimension."""
+    return ov.PartialShape([ov.Dimension(-1) if (d == UNKNOWN or d < 0) else ov.Dimension(int(d)) for d in dims])
+
+
+def element_type(t: OperandType) -> ov.Type:
+    try:
+        return ELEMENT_TYPES[t.precision]
+    except KeyError:
+        raise Unsupported(f"precision {t.precision.name} is not supported by intel_openvino") from None
+
+
+def real_element_type(t: OperandType) -> ov.Type:
+    return _REAL_ELEMENT.get(t.precision) or element_type(t)
+
+
+def i64(values) -> ov.Output:
+    return opset.constant(np.asarray(values, dtype=np.int64).reshape(-1)).output(0)
+
+
+def f32(value) -> ov.Output:
+    return opset.constant(np.asarray(value, dtype=np.float32)).output(0)
+
+
+def like(value, x: ov.Output) -> ov.Output:
+    """A scalar constant of x's element type."""
+    return opset.constant(np.asarray(value, dtype=x.get_element_type().to_dtype())).output(0)
+
+
+def to_scalar(x: ov.Output) -> ov.Output:
+    """A shape-[1] (or any single-element) tensor as a rank-0 one, so it broadcasts without raising rank."""
+    return opset.reshape(x, opset.constant(np.zeros(0, dtype=np.int64)), False).output(0)
+
+
+def _channel_shape(rank: int, axis: int) -> list:
+    shape = [1] * rank
+    shape[axis] = -1
+    return shape
+
+
+# -- quantization at operand boundaries --------------------------------------------------------------
+def _scale_node(t: OperandType, rank: int) -> ov.Output:
+    if t.is_per_channel:
+        scales = np.asarray(t.scales, dtype=np.float32)
+        if rank:
+            scales = scales.reshape(_channel_shape(rank, t.channel_dim))
+        return f32(scales)
+    return f32(np.float32(t.scale))
+
+
+def dequantize_node(raw: ov.Output, t: OperandType) -> ov.Output:
+    """(q - zero_point) * scale in float32 (per channel along channel_dim)."""
+    values = opset.convert(raw, ov.Type.f32).output(0)
+    if not t.is_per_channel and t.zero_point:
+        values = opset.subtract(values, f32(np.float32(t.zero_point))).output(0)
+    return opset.multiply(values, _scale_node(t, t.rank)).output(0)
+
+
+def quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
+    """round_half_even(x / scale) + zero_point, saturated to the storage type."""
+    info = np.iinfo(t.dtype)
+    q = opset.round(opset.divide(real, _scale_node(t, t.rank)), "half_to_even").output(0)
+    if not t.is_per_channel and t.zero_point:
+        q = opset.add(q, f32(np.float32(t.zero_point))).output(0)
+    q = opset.clamp(q, float(info.min), float(info.max)).output(0)
+    return opset.convert(q, element_type(t)).output(0)
+
+
+# -- the builder --------------------------------------------------------------------------------------
+class GraphBuilder:
+    """Operand -> OpenVINO output bookkeeping while converting one model (or one trial operation)."""
+
+    def __init__(self):
+        self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
+        self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
+        self.parameters: List = []
+
+    # -- operands --------------------------------------------------------------------------------
+    def add_parameter(self, operand: Operand, name: str) -> None:
+        param = opset.parameter(partial_shape(operand.type.dims), element_type(operand.type), name=name)
+        self.parameters.append(param)
+        self.raw[operand.index] = param.output(0)
+
+    def raw_value(self, operand: Operand) -> ov.Output:
+        node = self.raw.get(operand.index)
+        if node is None:
+            if not operand.is_constant:
+                raise NNAdapterError(f"intel_openvino: {operand.label()} is read before any operation produced it")
+            element_type(operand.type)  # rejects precisions OpenVINO cannot hold
+            node = opset.constant(np.ascontiguousarray(operand.value)).output(0)
+            self.raw[operand.index] = node
+        return node
+
+    def value(self, operand: Operand) -> ov.Output:
+        """The operand's real values (what every converter computes with)."""
+        node = self.real.get(operand.index)
+        if node is None:
+            raw = self.raw_value(operand)
+            node = dequantize_node(raw, operand.type) if operand.type.is_quantized else raw
+            self.real[operand.index] = node
+        return node
+
+    def set_result(self, operand: Operand, real: ov.Output) -> None:
+        """Store a converter's real-valued result for `operand`, quantizing it when the type says so."""
+        t = operand.type
+        if t.is_quantized:
+            if real.get_element_type() != ov.Type.f32:
+                raise Unsupported(f"{operand.label()}: a quantized output needs a float result")
+            raw = quantize_node(real, t)
+            self.raw[operand.index] = raw
+            self.real[operand.index] = dequantize_node(raw, t)
+        else:
+            want = element_type(t)
+            if real.get_element_type() != want:
+                raise Unsupported(f"{operand.label()}: OpenVINO computes {real.get_element_type()}, the operand is "
+                                  f"{t.precision.name}")
+            self.raw[operand.index] = real
+            self.real[operand.index] = real
+        _check_shape(operand, real)
+
+    # -- constant attributes ---------------------------------------------------------------------
+    @staticmethod
+    def has(op: Operation, i: int) -> bool:
+        return i < len(op.inputs) and op.inputs[i] is not None
+
+    def const(self, op: Operation, i: int, name: str, default=None) -> Optional[np.ndarray]:
+        """Input i's constant value; `default` when absent; Unsupported when computed at run time."""
+        if not self.has(op, i):
+            if default is None:
+                raise Unsupported(f"{op.label()}: '{name}' is required")
+            return np.asarray(default)
+        value = op.input_value(i)
+        if value is None:
+            raise Unsupported(f"{op.label()}: '{name}' computed at run time is not supported")
+        return np.asarray(value)
+
+    def const_ints(self, op: Operation, i: int, name: str, default=None) -> list:
+        return [int(v) for v in self.const(op, i, name, default).reshape(-1)]
+
+    def const_int(self, op: Operation, i: int, name: str, default=None) -> int:
+        return int(self.const(op, i, name, default).reshape(-1)[0])
+
+    def const_float(self, op: Operation, i: int, name: str, default=None) -> float:
+        return float(self.const(op, i, name, default).reshape(-1)[0])
+
+    def const_bool(self, op: Operation, i: int, name: str, default=None) -> bool:
+        return bool(self.const(op, i, name, default).reshape(-1)[0])
+
+    def index_tensor(self, op: Operation, i: int) -> ov.Output:
+        """An integer operand (constant or computed) as int64, the type OpenVINO's shape inputs take."""
+        node = self.value(op.inputs[i])
+        if node.get_element_type() != ov.Type.i64:
+            node = opset.convert(node, ov.Type.i64).output(0)
+        return node
+
+
+def _check_shape(operand: Operand, node: ov.Output) -> None:
+    """The converter's result must agree with every dim shape inference knows (a cheap truthfulness net)."""
+    shape = node.get_partial_shape()
+    dims = operand.type.dims
+    if shape.rank.is_dynamic:
+        return
+    if shape.rank.get_length() != len(dims):
+        raise Unsupported(f"{operand.label()}: OpenVINO infers rank {shape.rank.get_length()}, the operand has dims "
+                          f"{list(dims)}")
+    for want, got in zip(dims, shape):
+        if want != UNKNOWN and want >= 0 and got.is_static and got.get_length() != want:
+            raise Unsupported(f"{operand.label()}: OpenVINO infers {shape}, the operand has dims {list(dims)}")
+
+
+# -- conversion ---------------------------------------------------------------------------------------
+def convert_operation(builder: GraphBuilder, op: Operation) -> None:
+    from hal.intel_openvino.operations import CONVERTERS
+
+    convert = CONVERTERS.get(op.type)
+    if convert is None:
+        raise Unsupported(f"{op.type.name} has no OpenVINO converter")
+    results = convert(builder, op)
+    if len(results) != len(op.outputs):
+        raise NNAdapterError(f"intel_openvino: the {op.type.name} converter gave {len(results)} results for "
+                             f"{len(op.outputs)} outputs")
+    for operand, node in zip(op.outputs, results):
+        if operand is not None:
+            if node is None:
+                raise Unsupported(f"{op.label()}: output {operand.label()} cannot be produced")
+            builder.set_result(operand, node)
+
+
+def build_ov_model(model: Model) -> ov.Model:
+    """The whole NNAdapter model as an openvino.Model (inputs and outputs in model order)."""
+    builder = GraphBuilder()
+    for k, operand in enumerate(model.input_operands):
+        builder.add_parameter(operand, f"input{k}")
+    for op in model.topological_operations():
+        convert_operation(builder, op)
+    results = []
+    for k, operand in enumerate(model.output_operands):
+        node = builder.raw_value(operand)
+        result = opset.result(node, name=f"output{k}")
+        results.append(result)
+    ov_model = ov.Model(results, builder.parameters, "nnadapter")
+    for k, output in enumerate(ov_model.outputs):
+        output.get_tensor().set_names({f"output{k}"})
+    return ov_model
+
+
+def unsupported_reason(op: Operation) -> str:
+    """Why intel_openvino cannot run `op` as given, or "" when it can: its signature must hold and a trial
+    conversion of the operation alone (model inputs for its non-constant operands) must succeed and agree
+    with shape inference."""
+    from hal.intel_openvino.operations import CONVERTERS
+
+    if op.type not in CONVERTERS:
+        return f"{op.type.name} has no OpenVINO converter"
+    try:
+        spec = get_spec(op.type)
+        check_signature(op, spec)
+        if spec.validate is not None:
+            spec.validate(op)
+        builder = GraphBuilder()
+        for k, operand in enumerate(op.inputs):
+            if operand is not None and not operand.is_constant and operand.index not in builder.raw:
+                builder.add_parameter(operand, f"trial{k}")
+        for operand in op.outputs:
+            if operand is not None:
+                element_type(operand.type)
+        convert_operation(builder, op)
+    except Exception as exc:  # noqa: BLE001 - any failure (ours or OpenVINO's node validation) means "not here"
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def operation_supported(op: Operation) -> bool:
+    """True iff intel_openvino runs `op` as given (see unsupported_reason)."""
+    return not unsupported_reason(op)

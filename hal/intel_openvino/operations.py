@@ -1,0 +1,820 @@
+"""One converter per NNAdapter operation: NNAdapter operation -> OpenVINO opset nodes.
+
+A converter takes the GraphBuilder and the Operation and returns one real-valued `ov.Output` (or None
+for an absent optional output) per operation output; the builder handles quantized storage. Operand
+orders follow nnadapter_bridge.nnadapter.operations (ops_*.py). A converter raises `Unsupported` for
+every attribute combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels
+are the reference), so validate_program answers False for it. Operations without a converter here
+(DEFORMABLE_CONV_2D, GRID_SAMPLE, ROI_ALIGN, PRIOR_BOX, NON_MAX_SUPPRESSION, YOLO_BOX) run elsewhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.operations.common import normalize_axis
+from nnadapter_bridge.nnadapter.operations.ops_nn import resolve_window, transpose_out_size
+from nnadapter_bridge.nnadapter.operations.ops_tensor import squeeze_axes
+from hal.intel_openvino.graph import (
+    GraphBuilder,
+    Unsupported,
+    f32,
+    i64,
+    like,
+    opset,
+    to_scalar,
+)
+
+CONVERTERS: dict = {}
+
+
+def converts(*types):
+    def register(fn):
+        for t in types:
+            if t in CONVERTERS:
+                raise ValueError(f"intel_openvino: {t.name} has two converters")
+            CONVERTERS[t] = fn
+        return fn
+
+    return register
+
+
+def _out(node) -> ov.Output:
+    return node.output(0) if hasattr(node, "output") and not isinstance(node, ov.Output) else node
+
+
+def _rank(op, i: int = 0) -> int:
+    return op.inputs[i].type.rank
+
+
+def _is_float(x: ov.Output) -> bool:
+    return x.get_element_type().is_real()
+
+
+def _known(d: int) -> bool:
+    return d != UNKNOWN and d >= 0
+
+
+def fuse(b: GraphBuilder, op, index: int, x: ov.Output) -> ov.Output:
+    """Apply the fused activation of operand `index` (absent: none)."""
+    code = b.const_int(op, index, "fuse_code", 0) if b.has(op, index) else 0
+    if code == FuseCode.FUSED_NONE:
+        return x
+    if code == FuseCode.FUSED_RELU:
+        return _out(opset.maximum(x, like(0, x)))
+    if code == FuseCode.FUSED_RELU1:
+        return _out(opset.minimum(opset.maximum(x, like(-1, x)), like(1, x)))
+    if code == FuseCode.FUSED_RELU6:
+        return _out(opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))
+    raise Unsupported(f"{op.label()}: fuse_code {code}")
+
+
+# -- elementwise binary arithmetic -----------------------------------------------------------------------
+def _truncating_divide(a, b_):
+    node = opset.divide(a, b_)
+    # Integer Divide floors when m_pythondiv is set (the op's default); NNAdapter's DIV truncates.
+    node.set_attribute("m_pythondiv", False)
+    return _out(node)
+
+
+def _integer_floor_divide(a, b_):
+    # The CPU plugin truncates whatever m_pythondiv says, so floor explicitly: one less where the
+    # quotient is inexact and the operands have opposite signs.
+    q = _truncating_divide(a, b_)
+    inexact = opset.not_equal(opset.multiply(q, b_), a)
+    opposite = opset.not_equal(opset.less(a, like(0, a)), opset.less(b_, like(0, b_)))
+    correction = opset.convert(opset.logical_and(inexact, opposite), a.get_element_type())
+    return _out(opset.subtract(q, correction))
+
+
+def _float_floor_divide(a, b_):
+    # numpy/paddle floor_divide for floats: (a - mod(a, b)) / b is an exact integer in real arithmetic;
+    # rounding it (rather than flooring a / b) avoids the off-by-one of an inexact quotient.
+    return _out(opset.round(opset.divide(opset.subtract(a, opset.floor_mod(a, b_)), b_), "half_to_even"))
+
+
+_BINARY = {
+    T.ADD: opset.add,
+    T.SUB: opset.subtract,
+    T.MUL: opset.multiply,
+    T.MAX: opset.maximum,
+    T.MIN: opset.minimum,
+}
+
+
+@converts(T.ADD, T.SUB, T.MUL, T.DIV, T.MAX, T.MIN, T.POW, T.FLOOR_DIV)
+def binary_arithmetic(b, op):
+    x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
+    if op.type in _BINARY:
+        out = _out(_BINARY[op.type](x, y))
+    elif op.type == T.DIV:
+        out = _truncating_divide(x, y) if not _is_float(x) else _out(opset.divide(x, y))
+    elif op.type == T.FLOOR_DIV:
+        out = _float_floor_divide(x, y) if _is_float(x) else _integer_floor_divide(x, y)
+    else:  # POW
+        if not _is_float(x):
+            raise Unsupported("POW on integers (negative exponents truncate in NNAdapter)")
+        out = _out(opset.power(x, y))
+    return [fuse(b, op, 2, out)]
+
+
+@converts(T.SUM)
+def sum_inputs(b, op):
+    total = b.value(op.inputs[0])
+    for operand in op.inputs[1:]:
+        total = _out(opset.add(total, b.value(operand)))
+    return [total]
+
+
+_COMPARE = {
+    T.EQUAL: opset.equal,
+    T.NOT_EQUAL: opset.not_equal,
+    T.GREATER: opset.greater,
+    T.GREATER_EQUAL: opset.greater_equal,
+    T.LESS: opset.less,
+    T.LESS_EQUAL: opset.less_equal,
+    T.AND: opset.logical_and,
+    T.OR: opset.logical_or,
+    T.XOR: opset.logical_xor,
+}
+
+
+@converts(*_COMPARE)
+def compare(b, op):
+    return [_out(_COMPARE[op.type](b.value(op.inputs[0]), b.value(op.inputs[1])))]
+
+
+@converts(T.NOT)
+def logical_not(b, op):
+    return [_out(opset.logical_not(b.value(op.inputs[0])))]
+
+
+@converts(T.WHERE)
+def where(b, op):
+    return [_out(opset.select(b.value(op.inputs[0]), b.value(op.inputs[1]), b.value(op.inputs[2])))]
+
+
+# -- unary math and activations ----------------------------------------------------------------------------
+_UNARY = {
+    T.ABS: opset.abs,
+    T.COS: opset.cos,
+    T.EXP: opset.exp,
+    T.FLOOR: opset.floor,
+    T.LOG: opset.log,
+    T.SIGMOID: opset.sigmoid,
+    T.SIN: opset.sin,
+    T.TANH: opset.tanh,
+    T.SWISH: opset.swish,
+}
+
+
+@converts(*_UNARY)
+def unary(b, op):
+    return [_out(_UNARY[op.type](b.value(op.inputs[0])))]
+
+
+@converts(T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.ASSIGN)
+def simple_activation(b, op):
+    x = b.value(op.inputs[0])
+    if op.type == T.RELU:
+        return [_out(opset.maximum(x, like(0, x)))]
+    if op.type == T.RELU6:
+        return [_out(opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
+    if op.type == T.RSQRT:
+        return [_out(opset.divide(like(1, x), opset.sqrt(x)))]
+    if op.type == T.SQUARE:
+        return [_out(opset.multiply(x, x))]
+    return [x]  # ASSIGN
+
+
+@converts(T.CAST)
+def cast(b, op):
+    from hal.intel_openvino.graph import ELEMENT_TYPES
+
+    code = b.const_int(op, 1, "dtype")
+    target = ELEMENT_TYPES.get(Precision(code)) if code in {int(p) for p in Precision} else None
+    if target is None or Precision(code).name.startswith("QUANT_"):
+        raise Unsupported(f"CAST to precision code {code}")
+    # Convert truncates float -> integer toward zero and wraps modulo 2^bits, and maps non-zero to true,
+    # as builtin_device's cast does.
+    return [_out(opset.convert(b.value(op.inputs[0]), target))]
+
+
+@converts(T.CLIP)
+def clip(b, op):
+    x = b.value(op.inputs[0])
+    low, high = to_scalar(b.value(op.inputs[1])), to_scalar(b.value(op.inputs[2]))
+    # min(max(x, low), high): when low > high every element becomes high, as the spec writes it.
+    return [_out(opset.minimum(opset.maximum(x, low), high))]
+
+
+@converts(T.GELU)
+def gelu(b, op):
+    approximate = b.const_bool(op, 1, "approximate", False) if b.has(op, 1) else False
+    return [_out(opset.gelu(b.value(op.inputs[0]), "tanh" if approximate else "erf"))]
+
+
+def _hard_sigmoid(b, op, x):
+    alpha = b.const_float(op, 1, "alpha")
+    beta = b.const_float(op, 2, "beta")
+    return _out(opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
+
+
+@converts(T.HARD_SIGMOID)
+def hard_sigmoid(b, op):
+    return [_hard_sigmoid(b, op, b.value(op.inputs[0]))]
+
+
+@converts(T.HARD_SWISH)
+def hard_swish(b, op):
+    x = b.value(op.inputs[0])
+    return [_out(opset.multiply(x, _hard_sigmoid(b, op, x)))]
+
+
+@converts(T.LEAKY_RELU)
+def leaky_relu(b, op):
+    x = b.value(op.inputs[0])
+    alpha = f32(np.float32(b.const_float(op, 1, "alpha")))
+    return [_out(opset.select(opset.greater_equal(x, like(0, x)), x, opset.multiply(x, alpha)))]
+
+
+@converts(T.PRELU)
+def prelu(b, op):
+    x = b.value(op.inputs[0])
+    slope = b.value(op.inputs[1])
+    count = op.inputs[1].type.dims[0]
+    rank = _rank(op)
+    if count > 1:
+        slope = _out(opset.reshape(slope, i64([1, -1] + [1] * (rank - 2)), False))
+    else:
+        slope = to_scalar(slope)
+    return [_out(opset.select(opset.greater_equal(x, like(0, x)), x, opset.multiply(x, slope)))]
+
+
+@converts(T.SOFTPLUS)
+def softplus(b, op):
+    x = b.value(op.inputs[0])
+    beta = b.const_float(op, 1, "beta")
+    threshold = b.const_float(op, 2, "threshold")
+    if beta == 0:
+        raise Unsupported("SOFTPLUS with beta 0")
+    scaled = _out(opset.multiply(x, f32(beta)))
+    smooth = opset.divide(opset.softplus(scaled), f32(beta))
+    return [_out(opset.select(opset.greater(scaled, f32(threshold)), x, smooth))]
+
+
+# -- convolution and pooling --------------------------------------------------------------------------------
+def _spatial_known(op) -> bool:
+    return all(_known(d) for d in op.inputs[0].type.dims[2:])
+
+
+def _window(b, op, auto_pad_index, kernel, strides, dilations, pads_index):
+    """(pads_begin, pads_end, dilations, ov auto_pad) with NNAdapter's meaning of auto_pad.
+
+    SAME pads like Paddle (odd element after, dilations reset to 1): explicit when the spatial dims are
+    known, OpenVINO's same_upper (the same rule) otherwise. VALID is zero padding."""
+    auto_pad = b.const_int(op, auto_pad_index, "auto_pad", int(AutoPad.AUTO_PAD_NONE))
+    pads = b.const_ints(op, pads_index, "pads") if b.has(op, pads_index) else None
+    if pads is not None and len(pads) != 4:
+        raise Unsupported("pads must hold 4 values")
+    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(op):
+        return [0, 0], [0, 0], [1, 1], "same_upper"
+    in_hw = [d if _known(d) else 1 for d in op.inputs[0].type.dims[2:]]
+    (top, bottom, left, right), dil = resolve_window(auto_pad, pads, in_hw, kernel, strides, dilations)
+    return [top, left], [bottom, right], list(dil), "explicit"
+
+
+def _add_channel_bias(b, op, index, out):
+    if not b.has(op, index):
+        return out
+    bias = b.value(op.inputs[index])
+    return _out(opset.add(out, opset.reshape(bias, i64([1, -1, 1, 1]), False)))
+
+
+@converts(T.CONV_2D)
+def conv_2d(b, op):
+    x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
+    filt = op.inputs[1].type.dims
+    if not all(_known(d) for d in filt):
+        raise Unsupported("CONV_2D with a filter of unknown dims")
+    group = b.const_int(op, 6, "group", 1)
+    strides = b.const_ints(op, 5, "strides", [1, 1])
+    dilations = b.const_ints(op, 7, "dilations", [1, 1])
+    begin, end, dil, auto_pad = _window(b, op, 3, filt[2:], strides, dilations, 4)
+    if group == 1:
+        out = opset.convolution(x, w, strides, begin, end, dil, auto_pad)
+    else:
+        grouped = opset.reshape(w, i64([group, filt[0] // group] + list(filt[1:])), False)
+        out = opset.group_convolution(x, grouped, strides, begin, end, dil, auto_pad)
+    out = _add_channel_bias(b, op, 2, _out(out))
+    return [fuse(b, op, 8, out)]
+
+
+@converts(T.CONV_2D_TRANSPOSE)
+def conv_2d_transpose(b, op):
+    x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
+    filt = op.inputs[1].type.dims
+    if not all(_known(d) for d in filt):
+        raise Unsupported("CONV_2D_TRANSPOSE with a filter of unknown dims")
+    group = b.const_int(op, 6, "group", 1)
+    strides = b.const_ints(op, 5, "strides", [1, 1])
+    dilations = b.const_ints(op, 7, "dilations", [1, 1])
+    auto_pad = b.const_int(op, 3, "auto_pad", int(AutoPad.AUTO_PAD_NONE))
+    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(op):
+        raise Unsupported("CONV_2D_TRANSPOSE SAME padding needs known spatial dims")
+    begin, end, dil, _ = _window(b, op, 3, filt[2:], strides, dilations, 4)
+    output_padding = b.const_ints(op, 8, "output_padding") if b.has(op, 8) else [0, 0]
+    if b.has(op, 9):
+        # An explicit output size: express it as the output padding of the computed size.
+        shape = b.const_ints(op, 9, "output_shape")
+        if not _spatial_known(op):
+            raise Unsupported("CONV_2D_TRANSPOSE output_shape needs known spatial dims")
+        in_hw = op.inputs[0].type.dims[2:]
+        output_padding = [shape[a] - transpose_out_size(in_hw[a], filt[2 + a], strides[a], begin[a], end[a], dil[a])
+                          for a in (0, 1)]
+    if any(p < 0 or p >= max(s, d) for p, s, d in zip(output_padding, strides, dil)):
+        raise Unsupported(f"CONV_2D_TRANSPOSE output padding {output_padding}")
+    if group == 1:
+        out = opset.convolution_backprop_data(x, w, strides, None, begin, end, dil, "explicit", output_padding)
+    else:
+        grouped = opset.reshape(w, i64([group, filt[0] // group] + list(filt[1:])), False)
+        out = opset.group_convolution_backprop_data(x, grouped, strides, None, begin, end, dil, "explicit",
+                                                    output_padding)
+    out = _add_channel_bias(b, op, 2, _out(out))
+    return [fuse(b, op, 10, out)]
+
+
+def _pool_window(b, op):
+    kernel = b.const_ints(op, 3, "kernel_shape")
+    strides = b.const_ints(op, 4, "strides")
+    ceil_mode = b.const_bool(op, 5, "ceil_mode", False) if b.has(op, 5) else False
+    begin, end, _, auto_pad = _window(b, op, 1, kernel, strides, [1, 1], 2)
+    return kernel, strides, begin, end, auto_pad, ceil_mode
+
+
+@converts(T.AVERAGE_POOL_2D)
+def average_pool_2d(b, op):
+    x = b.value(op.inputs[0])
+    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(b, op)
+    include_pad = b.const_bool(op, 6, "count_include_pad", False) if b.has(op, 6) else False
+    if ceil_mode and include_pad:
+        # OpenVINO counts the ceil_mode overhang in the divisor; NNAdapter counts only explicit pads.
+        raise Unsupported("AVERAGE_POOL_2D with ceil_mode and count_include_pad")
+    # Dilations passed explicitly: AvgPool-16 built with none crashes the CPU plugin at compile time.
+    out = opset.avg_pool(x, strides, begin, end, kernel, not include_pad, "ceil" if ceil_mode else "floor",
+                         auto_pad, [1, 1])
+    return [fuse(b, op, 7, _out(out))]
+
+
+def _index_type(b, op, index):
+    code = b.const_int(op, index, "return_indices_dtype", int(Precision.INT32)) if b.has(op, index) else int(Precision.INT32)
+    return "i64" if code == Precision.INT64 else "i32"
+
+
+@converts(T.MAX_POOL_2D)
+def max_pool_2d(b, op):
+    x = b.value(op.inputs[0])
+    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(b, op)
+    # axis=2: indices count positions within each (H, W) plane, h * W + w, as NNAdapter defines them.
+    node = opset.max_pool(x, strides, [1, 1], begin, end, kernel, "ceil" if ceil_mode else "floor", auto_pad,
+                          _index_type(b, op, 7), 2)
+    out = fuse(b, op, 8, node.output(0))
+    if len(op.outputs) < 2:
+        return [out]
+    return [out, node.output(1) if op.outputs[1] is not None else None]
+
+
+@converts(T.ADAPTIVE_AVERAGE_POOL_2D)
+def adaptive_average_pool_2d(b, op):
+    return [_out(opset.adaptive_avg_pool(b.value(op.inputs[0]), b.index_tensor(op, 1)))]
+
+
+@converts(T.ADAPTIVE_MAX_POOL_2D)
+def adaptive_max_pool_2d(b, op):
+    node = opset.adaptive_max_pool(b.value(op.inputs[0]), b.index_tensor(op, 1), _index_type(b, op, 3))
+    if len(op.outputs) < 2:
+        return [node.output(0)]
+    return [node.output(0), node.output(1) if op.outputs[1] is not None else None]
+
+
+# -- normalization ------------------------------------------------------------------------------------------
+def _epsilon(b, op, index):
+    return b.const_float(op, index, "epsilon", 1e-5) if b.has(op, index) else 1e-5
+
+
+def _per_channel(node, rank):
+    return opset.reshape(node, i64([1, -1] + [1] * (rank - 2)), False)
+
+
+@converts(T.BATCH_NORMALIZATION)
+def batch_normalization(b, op):
+    x = b.value(op.inputs[0])
+    scale, bias, mean, var = (b.value(op.inputs[i]) for i in range(1, 5))
+    return [_out(opset.batch_norm_inference(x, scale, bias, mean, var, _epsilon(b, op, 5)))]
+
+
+@converts(T.GROUP_NORMALIZATION)
+def group_normalization(b, op):
+    x = b.value(op.inputs[0])
+    groups = b.const_int(op, 4, "groups")
+    return [_out(opset.group_normalization(x, b.value(op.inputs[1]), b.value(op.inputs[2]), groups,
+                                           _epsilon(b, op, 3)))]
+
+
+@converts(T.INSTANCE_NORMALIZATION)
+def instance_normalization(b, op):
+    x = b.value(op.inputs[0])
+    rank = _rank(op)
+    if rank < 3:
+        raise Unsupported("INSTANCE_NORMALIZATION needs spatial axes")
+    normalized = opset.mvn(x, i64(list(range(2, rank))), True, _epsilon(b, op, 3), "inside_sqrt")
+    out = opset.multiply(normalized, _per_channel(b.value(op.inputs[1]), rank))
+    return [_out(opset.add(out, _per_channel(b.value(op.inputs[2]), rank)))]
+
+
+@converts(T.LAYER_NORMALIZATION)
+def layer_normalization(b, op):
+    x = b.value(op.inputs[0])
+    rank = _rank(op)
+    axis = normalize_axis(b.const_int(op, 3, "begin_norm_axis"), rank)
+    tail = op.inputs[0].type.dims[axis:]
+    if not all(_known(d) for d in tail):
+        raise Unsupported("LAYER_NORMALIZATION over axes of unknown size")
+    normalized = opset.mvn(x, i64(list(range(axis, rank))), True, _epsilon(b, op, 4), "inside_sqrt")
+    scale = opset.reshape(b.value(op.inputs[1]), i64(tail), False)
+    bias = opset.reshape(b.value(op.inputs[2]), i64(tail), False)
+    return [_out(opset.add(opset.multiply(normalized, scale), bias))]
+
+
+@converts(T.LP_NORMALIZATION)
+def lp_normalization(b, op):
+    x = b.value(op.inputs[0])
+    axis = b.const_int(op, 1, "axis", 1) if b.has(op, 1) else 1
+    p = b.const_int(op, 2, "p", 2) if b.has(op, 2) else 2
+    reduce = {1: opset.reduce_l1, 2: opset.reduce_l2}.get(p)
+    if reduce is None:
+        raise Unsupported(f"LP_NORMALIZATION p={p}")
+    norm = reduce(x, i64([axis]), True)
+    return [_out(opset.divide(x, opset.add(norm, f32(_epsilon(b, op, 3)))))]
+
+
+@converts(T.LRN)
+def lrn(b, op):
+    x = b.value(op.inputs[0])
+    size = b.const_int(op, 1, "size", 5) if b.has(op, 1) else 5
+    if size % 2 == 0:
+        # OpenVINO centres an even window differently from NNAdapter ((size-1)//2 before, the rest after).
+        raise Unsupported("LRN with an even size")
+    bias = b.const_float(op, 2, "bias", 1.0) if b.has(op, 2) else 1.0
+    alpha = b.const_float(op, 3, "alpha", 1e-4) if b.has(op, 3) else 1e-4
+    beta = b.const_float(op, 4, "beta", 0.75) if b.has(op, 4) else 0.75
+    # OpenVINO's LRN divides alpha by size; NNAdapter's (Paddle's) does not.
+    return [_out(opset.lrn(x, i64([1]), alpha * size, beta, bias, size))]
+
+
+# -- matrix products and softmax -----------------------------------------------------------------------------
+@converts(T.FULLY_CONNECTED)
+def fully_connected(b, op):
+    x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
+    input_size = op.inputs[1].type.dims[1]
+    rows = opset.reshape(x, i64([-1, input_size]), False)
+    out = _out(opset.matmul(rows, w, False, True))
+    if b.has(op, 2):
+        out = _out(opset.add(out, b.value(op.inputs[2])))
+    return [fuse(b, op, 3, out)]
+
+
+@converts(T.MAT_MUL)
+def mat_mul(b, op):
+    tx = b.const_bool(op, 2, "transpose_x", False) if b.has(op, 2) else False
+    ty = b.const_bool(op, 3, "transpose_y", False) if b.has(op, 3) else False
+    # Transposes of a 1-D operand are no-ops in NNAdapter; say so explicitly.
+    tx = tx and _rank(op, 0) >= 2
+    ty = ty and _rank(op, 1) >= 2
+    return [_out(opset.matmul(b.value(op.inputs[0]), b.value(op.inputs[1]), tx, ty))]
+
+
+@converts(T.SOFTMAX, T.LOG_SOFTMAX)
+def softmax(b, op):
+    axis = b.const_int(op, 1, "axis", 1) if b.has(op, 1) else 1
+    axis = normalize_axis(axis, _rank(op))
+    fn = opset.softmax if op.type == T.SOFTMAX else opset.log_softmax
+    return [_out(fn(b.value(op.inputs[0]), axis))]
+
+
+# -- pad and resize ---------------------------------------------------------------------------------------------
+_PAD_MODES = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.REPLICATE: "edge",
+              PadMode.EDGE: "edge"}
+
+
+@converts(T.PAD)
+def pad(b, op):
+    x = b.value(op.inputs[0])
+    pads = b.const_ints(op, 1, "pads")
+    mode = PadMode(b.const_int(op, 2, "mode"))
+    if mode not in _PAD_MODES:
+        raise Unsupported(f"PAD mode {mode.name}")
+    value = None
+    if mode == PadMode.CONSTANT:
+        value = to_scalar(b.value(op.inputs[3])) if b.has(op, 3) else like(0, x)
+    elif any(p < 0 for p in pads):
+        raise Unsupported("PAD with negative amounts outside CONSTANT mode")
+    return [_out(opset.pad(x, i64(pads[0::2]), i64(pads[1::2]), _PAD_MODES[mode], value))]
+
+
+@converts(T.RESIZE_NEAREST, T.RESIZE_LINEAR)
+def resize(b, op):
+    x = b.value(op.inputs[0])
+    rank = _rank(op)
+    align_corners = b.const_bool(op, 3, "align_corners", False) if b.has(op, 3) else False
+    if op.type == T.RESIZE_NEAREST:
+        mode = "nearest"
+        # Paddle: floor(ratio * k), or floor(ratio * k + 0.5) with align_corners.
+        nearest = "round_prefer_ceil" if align_corners else "floor"
+        transform = "align_corners" if align_corners else "asymmetric"
+    else:
+        mode, nearest = "linear_onnx", "floor"
+        align_mode = b.const_int(op, 4, "align_mode", 1) if b.has(op, 4) else 1
+        # align_mode 0 is half-pixel with negative source coordinates clamped to 0, which is what
+        # pytorch_half_pixel computes (and a single output row reads row 0).
+        transform = "align_corners" if align_corners else ("pytorch_half_pixel" if align_mode == 0 else "asymmetric")
+    axes = i64([rank - 2, rank - 1])
+    if b.has(op, 1):
+        sizes = b.index_tensor(op, 1)
+        node = opset.interpolate(x, sizes, mode, "sizes", None, None, transform, nearest, False, -0.75, axes)
+    else:
+        scales = b.const(op, 2, "scales").astype(np.float32).reshape(-1)
+        node = opset.interpolate(x, f32(scales), mode, "scales", None, None, transform, nearest, False, -0.75, axes)
+    return [_out(node)]
+
+
+# -- reshaping -------------------------------------------------------------------------------------------------
+@converts(T.RESHAPE)
+def reshape(b, op):
+    # special_zero: a 0 copies the input dim at that position, as in NNAdapter.
+    return [_out(opset.reshape(b.value(op.inputs[0]), b.index_tensor(op, 1), True))]
+
+
+def _dims_of(x, positions):
+    shape = opset.shape_of(x, "i64")
+    return _out(opset.gather(shape, i64(positions), i64([0]))) if positions else None
+
+
+@converts(T.FLATTEN)
+def flatten(b, op):
+    x = b.value(op.inputs[0])
+    rank = _rank(op)
+    if rank == 0:
+        return [_out(opset.reshape(x, i64([1]), False))]
+    start = normalize_axis(b.const_int(op, 1, "start_axis"), rank)
+    end = normalize_axis(b.const_int(op, 2, "end_axis"), rank)
+    parts = []
+    head = _dims_of(x, list(range(start)))
+    if head is not None:
+        parts.append(head)
+    parts.append(_out(opset.reduce_prod(_dims_of(x, list(range(start, end + 1))), i64([0]), True)))
+    tail = _dims_of(x, list(range(end + 1, rank)))
+    if tail is not None:
+        parts.append(tail)
+    shape = parts[0] if len(parts) == 1 else _out(opset.concat(parts, 0))
+    return [_out(opset.reshape(x, shape, False))]
+
+
+@converts(T.SQUEEZE)
+def squeeze(b, op):
+    x = b.value(op.inputs[0])
+    axes = b.const_ints(op, 1, "axes") if b.has(op, 1) else None
+    # The axes shape inference removed (decided on the declared dims), so the result matches them.
+    removed = squeeze_axes(op.inputs[0].type.dims, axes)
+    if not removed:
+        return [x]
+    return [_out(opset.squeeze(x, i64(removed)))]
+
+
+@converts(T.UNSQUEEZE)
+def unsqueeze(b, op):
+    x = b.value(op.inputs[0])
+    rank = _rank(op)
+    for a in b.const_ints(op, 1, "axes"):
+        # Paddle's rule: one axis at a time, each counted in the rank reached so far.
+        x = _out(opset.unsqueeze(x, i64([a + rank + 1 if a < 0 else a])))
+        rank += 1
+    return [x]
+
+
+@converts(T.TRANSPOSE)
+def transpose(b, op):
+    rank = _rank(op)
+    perm = b.const_ints(op, 1, "perm") or list(range(rank))[::-1]
+    return [_out(opset.transpose(b.value(op.inputs[0]), i64([normalize_axis(p, rank) for p in perm])))]
+
+
+@converts(T.CHANNEL_SHUFFLE)
+def channel_shuffle(b, op):
+    return [_out(opset.shuffle_channels(b.value(op.inputs[0]), 1, b.const_int(op, 1, "group")))]
+
+
+# -- slicing, joining, splitting --------------------------------------------------------------------------------
+@converts(T.SLICE)
+def slice_(b, op):
+    x = b.value(op.inputs[0])
+    starts = b.index_tensor(op, 2)
+    ends = b.index_tensor(op, 3)
+    count = op.inputs[2].type.dims[0] if op.inputs[2].type.rank == 1 else 1
+    if b.has(op, 4):
+        steps = b.index_tensor(op, 4)
+        step_values = op.input_value(4)
+        if step_values is not None and np.any(np.asarray(step_values) == 0):
+            raise Unsupported("SLICE with a step of 0")
+    else:
+        if not _known(count):
+            raise Unsupported("SLICE with starts of unknown length and no steps")
+        steps = i64([1] * count)
+    if b.has(op, 1):
+        axes = b.index_tensor(op, 1)
+    else:
+        if not _known(count):
+            raise Unsupported("SLICE with starts of unknown length and no axes")
+        axes = i64(list(range(count)))
+    return [_out(opset.slice(x, starts, ends, steps, axes))]
+
+
+@converts(T.CONCAT)
+def concat(b, op):
+    rank = _rank(op)
+    axis = normalize_axis(b.const_int(op, len(op.inputs) - 1, "axis"), rank)
+    return [_out(opset.concat([b.value(o) for o in op.inputs[:-1]], axis))]
+
+
+@converts(T.STACK)
+def stack(b, op):
+    rank = _rank(op)
+    axis = normalize_axis(b.const_int(op, len(op.inputs) - 1, "axis"), rank + 1)
+    parts = [_out(opset.unsqueeze(b.value(o), i64([axis]))) for o in op.inputs[:-1]]
+    return [_out(opset.concat(parts, axis))]
+
+
+@converts(T.SPLIT)
+def split(b, op):
+    axis = normalize_axis(b.const_int(op, 1, "axis"), _rank(op))
+    sizes = b.const_ints(op, 2, "split")
+    node = opset.variadic_split(b.value(op.inputs[0]), opset.constant(np.int64(axis)), i64(sizes))
+    return [node.output(k) for k in range(len(sizes))]
+
+
+@converts(T.UNSTACK)
+def unstack(b, op):
+    axis = normalize_axis(b.const_int(op, 1, "axis"), _rank(op))
+    num = b.const_int(op, 2, "num")
+    node = opset.split(b.value(op.inputs[0]), opset.constant(np.int64(axis)), num)
+    return [_out(opset.squeeze(node.output(k), i64([axis]))) for k in range(num)]
+
+
+@converts(T.MESHGRID)
+def meshgrid(b, op):
+    values = [b.value(o) for o in op.inputs]
+    n = len(values)
+    target = _out(opset.concat([_out(opset.shape_of(v, "i64")) for v in values], 0))
+    grids = []
+    for k, v in enumerate(values):
+        shaped = opset.reshape(v, i64([-1 if j == k else 1 for j in range(n)]), False)
+        grids.append(_out(opset.broadcast(shaped, target)))
+    return grids
+
+
+# -- broadcasting, gathering, moving -----------------------------------------------------------------------------
+@converts(T.TILE)
+def tile(b, op):
+    if op.input_value(1) is not None and any(r < 0 for r in b.const_ints(op, 1, "repeats")):
+        raise Unsupported("TILE with negative repeats")
+    return [_out(opset.tile(b.value(op.inputs[0]), b.index_tensor(op, 1)))]
+
+
+@converts(T.EXPAND)
+def expand(b, op):
+    x = b.value(op.inputs[0])
+    shape = op.input_value(1)
+    if shape is None:
+        raise Unsupported("EXPAND with a shape computed at run time (-1 needs the input's dims)")
+    # -1 keeps the input dim: as 1 in a bidirectional broadcast it yields the input's dim.
+    target = [1 if int(s) == -1 else int(s) for s in np.asarray(shape).reshape(-1)]
+    return [_out(opset.broadcast(x, i64(target), None, "BIDIRECTIONAL"))]
+
+
+@converts(T.GATHER)
+def gather(b, op):
+    axis = normalize_axis(b.const_int(op, 2, "axis"), _rank(op))
+    # Gather-8 accepts negative indices counted from the end, as NNAdapter's GATHER does.
+    return [_out(opset.gather(b.value(op.inputs[0]), b.value(op.inputs[1]), i64([axis])))]
+
+
+@converts(T.ROLL)
+def roll(b, op):
+    x = b.value(op.inputs[0])
+    shifts = b.index_tensor(op, 1)
+    axes = b.const_ints(op, 2, "axes") if b.has(op, 2) else []
+    if axes:
+        return [_out(opset.roll(x, shifts, i64(axes)))]
+    # No axes: the flattened tensor rolls, then takes the input's shape back.
+    flat = opset.reshape(x, i64([-1]), False)
+    rolled = opset.roll(flat, opset.gather(shifts, i64([0]), i64([0])), i64([0]))
+    return [_out(opset.reshape(rolled, opset.shape_of(x, "i64"), False))]
+
+
+# -- shapes and generated tensors -------------------------------------------------------------------------------
+def _dtype_name(b, op, index, name):
+    code = b.const_int(op, index, name)
+    if code == Precision.INT32:
+        return "i32"
+    if code == Precision.INT64:
+        return "i64"
+    raise Unsupported(f"{name} {code}")
+
+
+@converts(T.SHAPE)
+def shape(b, op):
+    return [_out(opset.shape_of(b.raw_value(op.inputs[0]), _dtype_name(b, op, 1, "dtype")))]
+
+
+@converts(T.FILL)
+def fill(b, op):
+    return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), b.index_tensor(op, 0)))]
+
+
+@converts(T.FILL_LIKE)
+def fill_like(b, op):
+    target = opset.shape_of(b.raw_value(op.inputs[0]), "i64")
+    return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), target))]
+
+
+@converts(T.RANGE)
+def range_(b, op):
+    start, end, step = (to_scalar(b.value(o)) for o in op.inputs[:3])
+    step_value = op.input_value(2)
+    if step_value is not None and np.asarray(step_value).reshape(-1)[0] == 0:
+        raise Unsupported("RANGE with step 0")
+    return [_out(opset.range(start, end, step, start.get_element_type().get_type_name()))]
+
+
+# -- reductions, arg and top-k -----------------------------------------------------------------------------------
+_REDUCE = {T.REDUCE_MEAN: opset.reduce_mean, T.REDUCE_MAX: opset.reduce_max, T.REDUCE_SUM: opset.reduce_sum}
+
+
+@converts(*_REDUCE)
+def reduce(b, op):
+    rank = _rank(op)
+    axes = b.const_ints(op, 1, "axes")
+    # NNAdapter: no axes means every axis (OpenVINO would reduce none).
+    axes = sorted({normalize_axis(a, rank) for a in axes}) if axes else list(range(rank))
+    keepdim = b.const_bool(op, 2, "keepdim")
+    return [_out(_REDUCE[op.type](b.value(op.inputs[0]), i64(axes), keepdim))]
+
+
+@converts(T.CUM_SUM)
+def cum_sum(b, op):
+    rank = _rank(op)
+    if rank == 0:
+        raise Unsupported("CUM_SUM of a scalar")
+    axis = normalize_axis(b.const_int(op, 1, "axis", -1) if b.has(op, 1) else -1, rank)
+    exclusive = b.const_bool(op, 2, "exclusive", False) if b.has(op, 2) else False
+    reverse = b.const_bool(op, 3, "reverse", False) if b.has(op, 3) else False
+    return [_out(opset.cum_sum(b.value(op.inputs[0]), opset.constant(np.int64(axis)), exclusive, reverse))]
+
+
+@converts(T.ARG_MAX, T.ARG_MIN)
+def arg_max_min(b, op):
+    rank = _rank(op)
+    axis = normalize_axis(b.const_int(op, 1, "axis"), rank)
+    keepdim = b.const_bool(op, 2, "keepdim")
+    index_type = _dtype_name(b, op, 3, "dtype") if b.has(op, 3) else "i64"
+    mode = "max" if op.type == T.ARG_MAX else "min"
+    # stable: among equal extremes the first index wins, as numpy and Paddle pick it.
+    node = opset.topk(b.value(op.inputs[0]), opset.constant(np.int64(1)), axis, mode, "value", index_type, True)
+    indices = node.output(1)
+    if not keepdim:
+        indices = _out(opset.squeeze(indices, i64([axis])))
+    return [indices]
+
+
+@converts(T.TOP_K)
+def top_k(b, op):
+    rank = _rank(op)
+    axis = normalize_axis(b.const_int(op, 2, "axis"), rank)
+    largest = b.const_bool(op, 3, "largest")
+    index_type = _dtype_name(b, op, 5, "return_indices_dtype")
+    k = to_scalar(b.index_tensor(op, 1))
+    # Always sorted by value with ties in index order (what builtin_device returns for either `sorted`).
+    node = opset.topk(b.value(op.inputs[0]), k, axis, "max" if largest else "min", "value", index_type, True)
+    return [node.output(0), node.output(1)]
+
+
+# -- quantization ------------------------------------------------------------------------------------------------
+@converts(T.QUANTIZE, T.DEQUANTIZE)
+def quantize_dequantize(b, op):
+    # The builder dequantizes quantized inputs and quantizes quantized outputs with their types'
+    # params (which prepare derived from the scale / zero_point operands), so both are the identity.
+    x = b.value(op.inputs[0])
+    if op.type == T.QUANTIZE and op.inputs[0].type.precision != Precision.FLOAT32:
+        raise Unsupported("QUANTIZE of a non-float input")
+    return [x]

@@ -1,0 +1,18 @@
+"""microsoft_onnxruntime: the HAL driver that runs NNAdapter models through ONNX Runtime.
+
+`DRIVER` is what the entry point `microsoft_onnxruntime = "hal.microsoft_onnxruntime:DRIVER"` names.
+`converter` turns an NNAdapter Model into ONNX (and answers validate_program), `driver` holds the HAL
+protocol glue (contexts, properties, sessions, program bytes, execution).
+
+onnx and onnxruntime are optional dependencies: without them this package fails to import with an
+ImportError that says what to install, and the device manager reports that as the reason the device
+failed to load (`nnadapter-bridge devices`).
+"""
+try:
+    import onnx  # noqa: F401
+    import onnxruntime  # noqa: F401
+except ImportError as exc:  # the optional extra is not installed
+    raise ImportError(f"the microsoft_onnxruntime device needs the onnx and onnxruntime packages "
+                      f"({exc}); install nnadapter-bridge[onnxruntime]") from exc
+
+from hal.microsoft_onnxruntime.driver import DRIVER, OnnxRuntimeDriver  # noqa: E402,F401

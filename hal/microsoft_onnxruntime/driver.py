@@ -1,0 +1,275 @@
+"""The microsoft_onnxruntime HAL driver: contexts, ONNX Runtime sessions, program bytes, execution.
+
+* Context properties (each also read from the environment variable of the same name):
+  MICROSOFT_ONNXRUNTIME_NUM_THREADS (intra-op threads; 0 = onnxruntime's default),
+  MICROSOFT_ONNXRUNTIME_EXECUTION_PROVIDERS (comma list, full names or short ones such as `cuda`,
+  `tensorrt`, `cpu`; each must be in onnxruntime.get_available_providers()),
+  MICROSOFT_ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL (disable / basic / extended / all; default all).
+* create_program converts the model (converter.convert_model) and opens a session. With a cache token
+  and dir, the program bytes are the ONNX model after onnxruntime's basic-level optimizations (those
+  are hardware independent, unlike the extended/layout ones), and the session is built from exactly
+  those bytes; a program restored from a cache opens a session on them without converting anything.
+* execute_program: known dims of the compiled inputs are fixed, unknown ones symbolic. A rank change
+  or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes").
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Optional, Sequence
+
+import numpy as np
+import onnxruntime as ort
+
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations.common import known
+from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.types import OperandType
+from hal.microsoft_onnxruntime.converter import Unsupported, convert_model, operation_supported
+from hal.protocol import Argument, Cache, ContextCallback, Driver
+
+NUM_THREADS_KEY = "MICROSOFT_ONNXRUNTIME_NUM_THREADS"
+EXECUTION_PROVIDERS_KEY = "MICROSOFT_ONNXRUNTIME_EXECUTION_PROVIDERS"
+GRAPH_OPTIMIZATION_LEVEL_KEY = "MICROSOFT_ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL"
+
+OPTIMIZATION_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+# Short spellings users type; anything else must be a full provider name.
+PROVIDER_ALIASES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+}
+
+
+def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAdapterError:
+    return NNAdapterError(f"microsoft_onnxruntime: {message}", code)
+
+
+def parse_providers(names: Sequence[str], available: Sequence[str]) -> list:
+    """Full provider names for `names`; raises naming the available ones when one is missing."""
+    chosen = []
+    for name in names:
+        full = PROVIDER_ALIASES.get(name.lower(), name)
+        if full not in available:
+            raise _fail(f"{EXECUTION_PROVIDERS_KEY}: execution provider '{name}' is not available in this "
+                        f"onnxruntime build; available: {', '.join(available)}")
+        if full not in chosen:
+            chosen.append(full)
+    return chosen
+
+
+@dataclasses.dataclass
+class OnnxRuntimeDevice:
+    opened: bool = True
+
+
+@dataclasses.dataclass
+class OnnxRuntimeContext:
+    device: OnnxRuntimeDevice
+    properties: Properties
+    num_threads: int
+    providers: list
+    optimization_level: object
+    callback: ContextCallback = None
+
+    def session_options(self, level=None) -> ort.SessionOptions:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = self.optimization_level if level is None else level
+        if self.num_threads > 0:
+            options.intra_op_num_threads = self.num_threads
+        options.log_severity_level = 3  # errors only: warnings would go to stderr on every compile
+        # NNAdapter quantized operations compute in float between a dequantize and a requantize; the
+        # QDQ fusions would turn them into integer kernels whose rounding differs by a few steps.
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+        return options
+
+
+@dataclasses.dataclass
+class InputSlot:
+    """What execute_program needs per model input, computed once per program."""
+
+    name: str
+    type: OperandType
+    fixed_shape: Optional[tuple]  # the exact shape when every dim is known
+    dims: tuple                   # the compiled dims, None for a symbolic axis
+    dtype: np.dtype
+    consumed: bool                # the session reads it (an unused input is not fed)
+
+
+@dataclasses.dataclass
+class OnnxRuntimeProgram:
+    context: OnnxRuntimeContext
+    session: Optional[ort.InferenceSession]
+    inputs: list
+    output_names: list
+    output_types: list
+
+
+def _input_slot(name: str, t: OperandType, consumed: bool) -> InputSlot:
+    dims = tuple(d if known(d) else None for d in t.dims)
+    fixed = dims if all(d is not None for d in dims) else None
+    return InputSlot(name, t, fixed, dims, t.dtype, consumed)
+
+
+def _shallow_copy(t: OperandType) -> OperandType:
+    """A private OperandType for one access call, without dataclasses.replace's re-validation."""
+    clone = object.__new__(OperandType)
+    clone.__dict__.update(t.__dict__)
+    return clone
+
+
+class OnnxRuntimeDriver(Driver):
+    name = "microsoft_onnxruntime"
+    vendor = "Microsoft"
+    type = DeviceType.CPU
+    version = 1
+
+    def open_device(self) -> OnnxRuntimeDevice:
+        return OnnxRuntimeDevice()
+
+    def close_device(self, device: OnnxRuntimeDevice) -> None:
+        device.opened = False
+
+    def create_context(self, device: OnnxRuntimeDevice, properties: str,
+                       callback: ContextCallback = None) -> OnnxRuntimeContext:
+        parsed = Properties(properties)
+        num_threads = parsed.get_int(NUM_THREADS_KEY, 0)
+        if num_threads < 0:
+            raise _fail(f"{NUM_THREADS_KEY}={num_threads}: expected 0 (onnxruntime's default) or a positive count")
+        available = list(ort.get_available_providers())
+        requested = parsed.get_list(EXECUTION_PROVIDERS_KEY, ["CPUExecutionProvider"])
+        providers = parse_providers(requested, available)
+        if "CPUExecutionProvider" not in providers:
+            providers.append("CPUExecutionProvider")  # the fallback for nodes a GPU provider rejects
+        level_name = (parsed.get(GRAPH_OPTIMIZATION_LEVEL_KEY) or "all").lower()
+        if level_name not in OPTIMIZATION_LEVELS:
+            raise _fail(f"{GRAPH_OPTIMIZATION_LEVEL_KEY}={level_name!r}: expected one of "
+                        f"{', '.join(OPTIMIZATION_LEVELS)}")
+        return OnnxRuntimeContext(device, parsed, num_threads, providers, OPTIMIZATION_LEVELS[level_name], callback)
+
+    def destroy_context(self, context: OnnxRuntimeContext) -> None:
+        context.callback = None
+
+    def operation_types(self) -> list:
+        from hal.microsoft_onnxruntime.converter import CONVERTERS
+
+        return sorted(CONVERTERS)
+
+    def validate_program(self, context: OnnxRuntimeContext, model: Model) -> list:
+        return [operation_supported(op) for op in model.operations]
+
+    # -- programs -----------------------------------------------------------------------------------
+    def create_program(self, context: OnnxRuntimeContext, model: Optional[Model], cache: Cache) -> OnnxRuntimeProgram:
+        if model is None:
+            if not cache.buffer:
+                raise _fail("neither a model nor a cache buffer to build a program from")
+            model_bytes = bytes(cache.buffer)
+            input_types = [t.copy() for t in cache.input_types]
+            output_types = [t.copy() for t in cache.output_types]
+        else:
+            try:
+                model_bytes = convert_model(model).SerializeToString()
+            except Unsupported as exc:
+                raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
+            input_types = [o.type.copy() for o in model.input_operands]
+            output_types = [o.type.copy() for o in model.output_operands]
+            if cache.wants_program_bytes:
+                model_bytes = self._portable_bytes(context, model_bytes)
+                cache.buffer[:] = model_bytes
+        session = self._open_session(context, model_bytes)
+        return self._program(context, session, input_types, output_types)
+
+    def _open_session(self, context: OnnxRuntimeContext, model_bytes: bytes) -> ort.InferenceSession:
+        try:
+            return ort.InferenceSession(model_bytes, context.session_options(), providers=context.providers)
+        except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+            raise _fail(f"onnxruntime cannot load the program: {type(exc).__name__}: {exc}",
+                        ResultCode.DEVICE_INTERNAL_ERROR) from exc
+
+    def _portable_bytes(self, context: OnnxRuntimeContext, model_bytes: bytes) -> bytes:
+        """The model after basic-level optimization (constant folding, redundant node removal), which
+        holds standard ONNX only; the model itself when optimization is disabled."""
+        if context.optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL:
+            return model_bytes
+        with tempfile.TemporaryDirectory(prefix="nnadapter_ort_") as folder:
+            path = os.path.join(folder, "program.onnx")
+            options = context.session_options(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+            options.optimized_model_filepath = path
+            try:
+                ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+                with open(path, "rb") as f:
+                    return f.read()
+            except Exception:  # the optimizer refused: the unoptimized model is still a valid program
+                return model_bytes
+
+    def _program(self, context, session, input_types, output_types) -> OnnxRuntimeProgram:
+        session_inputs = [i.name for i in session.get_inputs()]
+        session_outputs = [o.name for o in session.get_outputs()]
+        if len(session_outputs) != len(output_types) or len(session_inputs) > len(input_types):
+            raise _fail(f"the program has {len(session_inputs)} inputs and {len(session_outputs)} outputs, the "
+                        f"model {len(input_types)} and {len(output_types)}", ResultCode.INVALID_PARAMETER)
+        # The converter names graph inputs input<k> (k = model input position); one the optimizer found
+        # unused may be missing from the session, and is then not fed.
+        names = [f"input{k}" for k in range(len(input_types))]
+        unknown = set(session_inputs) - set(names)
+        if unknown:
+            raise _fail(f"the program has inputs {sorted(unknown)} that are not model inputs")
+        slots = [_input_slot(name, t, name in session_inputs) for name, t in zip(names, input_types)]
+        return OnnxRuntimeProgram(context, session, slots, session_outputs, output_types)
+
+    def destroy_program(self, program: OnnxRuntimeProgram) -> None:
+        program.session = None
+
+    # -- execution ----------------------------------------------------------------------------------
+    def execute_program(self, program: OnnxRuntimeProgram, inputs: Sequence[Argument],
+                        outputs: Sequence[Argument]) -> None:
+        session = program.session
+        if session is None:
+            raise _fail("the program was destroyed")
+        slots = program.inputs
+        if len(inputs) != len(slots):
+            raise _fail(f"the program has {len(slots)} inputs, {len(inputs)} were given")
+        feeds = {}
+        for arg in inputs:
+            slot = slots[arg.index]
+            array = arg.access(arg.memory, _shallow_copy(slot.type))
+            shape = array.shape
+            if shape != slot.fixed_shape and not self._fits(shape, slot.dims):
+                raise InvalidDimensionsError(f"microsoft_onnxruntime: input {arg.index} has shape {list(shape)}, "
+                                             f"the program was built for {list(slot.type.dims)}")
+            if array.dtype != slot.dtype:
+                raise _fail(f"input {arg.index} has dtype {array.dtype}, expected {slot.dtype} "
+                            f"({slot.type.precision.name})")
+            if slot.consumed:
+                feeds[slot.name] = array
+        try:
+            results = session.run(program.output_names, feeds)
+        except Exception as exc:
+            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+        for arg in outputs:
+            result = results[arg.index]
+            actual = _shallow_copy(program.output_types[arg.index])
+            actual.dims = result.shape
+            buffer = arg.access(arg.memory, actual)
+            if buffer is None or buffer.shape != result.shape:
+                raise _fail(f"the access function of output {arg.index} gave no buffer of shape {list(result.shape)}")
+            np.copyto(buffer, result, casting="same_kind")
+        return None
+
+    @staticmethod
+    def _fits(shape: tuple, dims: tuple) -> bool:
+        if len(shape) != len(dims):
+            return False
+        return all(d is None or d == s for d, s in zip(dims, shape))
+
+
+DRIVER = OnnxRuntimeDriver()

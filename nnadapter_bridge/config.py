@@ -1,0 +1,326 @@
+"""The predictor configuration: where the model is, which NNAdapter devices to use, and how to cache.
+
+`Config` keeps Paddle Lite's method names (CxxConfig and MobileConfig merged, facts §8) so scripts port
+unchanged. Setters validate what they can without loading anything (types, token format, dynamic shape
+ranks); what needs the model or the drivers (device names, input names) is checked by create_predictor.
+
+`check_nnadapter_device_name(name)` answers whether a driver of that name can be acquired here.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable, Iterable, Mapping, Optional
+
+from nnadapter_bridge.errors import ConfigError
+from nnadapter_bridge.nnadapter.codes import MAX_SIZE_OF_DIMENSIONS, MAX_SIZE_OF_DYNAMIC_DIMENSIONS
+
+DEFAULT_DEVICE_NAMES = ("builtin_device",)
+_TOKEN_PATTERN = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def check_nnadapter_device_name(name: str) -> bool:
+    """True when an NNAdapter device called `name` can be acquired (its driver is installed and opens)."""
+    from nnadapter_bridge.nnadapter.runtime import check_device_name
+
+    if not isinstance(name, str) or not name:
+        return False
+    return check_device_name(name)
+
+
+def _as_bytes(data, what: str) -> bytes:
+    """bytes from bytes-like data or Paddle Lite's Python list of chars / small ints."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, (list, tuple)):
+        try:
+            return bytes((ord(c) if isinstance(c, str) else int(c)) & 0xFF for c in data)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{what}: expected bytes or a list of chars/ints, got an element that is "
+                              f"neither ({exc})") from exc
+    raise ConfigError(f"{what}: expected bytes, got {type(data).__name__}")
+
+
+def _path(value, what: str) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise ConfigError(f"{what}: expected a non-empty path, got {value!r}")
+    return os.fspath(value)
+
+
+class Config:
+    """What create_predictor needs: the model, the NNAdapter settings, and the partitioning options."""
+
+    def __init__(self, model_dir: Optional[str] = None):
+        self._model_dir: Optional[str] = None
+        self._model_file: Optional[str] = None
+        self._param_file: Optional[str] = None
+        self._model_buffer: Optional[bytes] = None
+        self._params_buffer: Optional[bytes] = None
+        self._device_names: list[str] = []
+        self._context_properties = ""
+        self._context_callback: Optional[Callable] = None
+        self._model_cache_dir = ""
+        self._model_cache_buffers: dict[str, bytes] = {}
+        self._partition_config_path = ""
+        self._partition_config_buffer = ""
+        self._mixed_precision_config_path = ""
+        self._mixed_precision_config_buffer = ""
+        self._dynamic_shape_info: dict[str, list[list[int]]] = {}
+        self._threads = 1
+        self._power_mode = 0
+        self._valid_places: list = []
+        self.min_subgraph_size = 1
+        self.strict = False
+        # Use Paddle Lite's plain cache token (no subgraph fingerprint): lets a .nnc made by Paddle Lite
+        # be found, at the price of Lite's stale-hit risk (the token ignores weights and properties).
+        self.paddle_lite_cache_token = False
+        if model_dir is not None:
+            self.set_model_dir(model_dir)
+
+    # -- the model -----------------------------------------------------------------------------------
+    def set_model_dir(self, model_dir) -> None:
+        """A directory: __model__ + per-var files, __model__ + __params__, or one .pdmodel + .pdiparams."""
+        self._model_dir = _path(model_dir, "set_model_dir")
+
+    def model_dir(self) -> str:
+        return self._model_dir or ""
+
+    def set_model_file(self, model_file) -> None:
+        """A combined model file (`__model__`, `*.pdmodel`); pair it with set_param_file."""
+        self._model_file = _path(model_file, "set_model_file")
+
+    def model_file(self) -> str:
+        return self._model_file or ""
+
+    def set_param_file(self, param_file) -> None:
+        self._param_file = _path(param_file, "set_param_file")
+
+    def param_file(self) -> str:
+        return self._param_file or ""
+
+    def set_model_buffer(self, model_buffer, params_buffer=None) -> None:
+        """The model program and its combined params as bytes (Paddle Lite's CxxConfig.set_model_buffer)."""
+        self._model_buffer = _as_bytes(model_buffer, "set_model_buffer (model)")
+        if not self._model_buffer:
+            raise ConfigError("set_model_buffer: the model buffer is empty")
+        self._params_buffer = None if params_buffer is None else _as_bytes(params_buffer, "set_model_buffer (params)")
+
+    def set_model_from_file(self, model_file) -> None:
+        """MobileConfig's name: here it takes a Paddle model file (a .pdmodel with its .pdiparams beside it,
+        or a model directory); Paddle Lite's optimized `.nb` format is not read."""
+        path = _path(model_file, "set_model_from_file")
+        if path.endswith(".nb"):
+            raise ConfigError(f"set_model_from_file: {path} is a Paddle Lite optimized (.nb) model, which "
+                              "nnadapter-bridge does not read; give the original Paddle inference model "
+                              "(.pdmodel + .pdiparams, or a model directory)")
+        if os.path.isdir(path):
+            self._model_dir = path
+        else:
+            self._model_file = path
+
+    def set_model_from_buffer(self, model_buffer, params_buffer=None) -> None:
+        """MobileConfig's name for set_model_buffer."""
+        self.set_model_buffer(model_buffer, params_buffer)
+
+    def model_source(self) -> dict:
+        """Keyword arguments for loader.load_model; ConfigError when no model was set."""
+        if self._model_buffer is not None:
+            if self._params_buffer is not None:
+                return {"model_bytes": self._model_buffer, "params_bytes": self._params_buffer}
+            return {"model_bytes": self._model_buffer, "params_path": self._param_file}
+        if self._model_file is not None:
+            params = self._param_file
+            if params is None and self._model_file.endswith(".pdmodel"):
+                params = self._model_file[: -len(".pdmodel")] + ".pdiparams"
+            if params is None and self._model_dir is not None:
+                return {"model_path": self._model_dir}
+            return {"model_path": self._model_file, "params_path": params}
+        if self._model_dir is not None:
+            return {"model_path": self._model_dir}
+        raise ConfigError("no model set: call set_model_dir(dir), set_model_file(f) + set_param_file(p), "
+                          "or set_model_buffer(model_bytes, params_bytes) before create_predictor")
+
+    # -- NNAdapter devices and context -----------------------------------------------------------------
+    def set_nnadapter_device_names(self, device_names: Iterable[str]) -> None:
+        """The devices to run subgraphs on, in order of preference (the first that supports an operation
+        gets it when several are given). Names are checked against the installed drivers by
+        create_predictor; `nnadapter-bridge devices` lists them."""
+        if isinstance(device_names, str):
+            raise ConfigError(f"set_nnadapter_device_names: expected a list of names, got the string "
+                              f"{device_names!r}; write [{device_names!r}]")
+        names = list(device_names)
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"set_nnadapter_device_names: {name!r} is not a device name")
+        names = [n.strip() for n in names]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"set_nnadapter_device_names: {names} names a device twice")
+        self._device_names = names
+
+    def nnadapter_device_names(self) -> list[str]:
+        """The configured devices, or ["builtin_device"] when none were set."""
+        return list(self._device_names) if self._device_names else list(DEFAULT_DEVICE_NAMES)
+
+    def set_nnadapter_context_properties(self, properties: str) -> None:
+        """`KEY=value;KEY=value` handed to every device's context (and part of the cache token)."""
+        if not isinstance(properties, str):
+            raise ConfigError(f"set_nnadapter_context_properties: expected a string, got {type(properties).__name__}")
+        self._context_properties = properties
+
+    def nnadapter_context_properties(self) -> str:
+        return self._context_properties
+
+    def set_nnadapter_context_callback(self, callback: Optional[Callable]) -> None:
+        if callback is not None and not callable(callback):
+            raise ConfigError("set_nnadapter_context_callback: expected a callable or None")
+        self._context_callback = callback
+
+    def nnadapter_context_callback(self) -> Optional[Callable]:
+        return self._context_callback
+
+    # -- model cache ----------------------------------------------------------------------------------
+    def set_nnadapter_model_cache_dir(self, cache_dir) -> None:
+        """Where compiled programs are read from and written to, as `<dir>/<token>.nnc`."""
+        self._model_cache_dir = _path(cache_dir, "set_nnadapter_model_cache_dir")
+
+    def nnadapter_model_cache_dir(self) -> str:
+        return self._model_cache_dir
+
+    def set_nnadapter_model_cache_buffers(self, model_cache_token: str, model_cache_buffer) -> None:
+        """A `.nnc` image in memory for one token (the file name without `.nnc`); used once, then dropped."""
+        if not isinstance(model_cache_token, str) or not model_cache_token:
+            raise ConfigError("set_nnadapter_model_cache_buffers: the token must be a non-empty string")
+        if not _TOKEN_PATTERN.fullmatch(model_cache_token):
+            raise ConfigError(f"set_nnadapter_model_cache_buffers: token {model_cache_token!r} is not 32 hex "
+                              "characters; it is the name of the .nnc file without its extension")
+        token = model_cache_token.lower()
+        data = _as_bytes(model_cache_buffer, "set_nnadapter_model_cache_buffers")
+        if not data:
+            raise ConfigError(f"set_nnadapter_model_cache_buffers: the buffer for token {token} is empty")
+        if token in self._model_cache_buffers:
+            raise ConfigError(f"set_nnadapter_model_cache_buffers: token {token} was already set; "
+                              "each token may be given once")
+        self._model_cache_buffers[token] = data
+
+    def nnadapter_model_cache_buffers(self) -> dict[str, bytes]:
+        return dict(self._model_cache_buffers)
+
+    # -- partitioning and precision ----------------------------------------------------------------------
+    def set_nnadapter_subgraph_partition_config_path(self, path) -> None:
+        """A file of `op_type:inputs:outputs` lines naming ops to keep on the host (partition.config)."""
+        self._partition_config_path = _path(path, "set_nnadapter_subgraph_partition_config_path")
+
+    def nnadapter_subgraph_partition_config_path(self) -> str:
+        return self._partition_config_path
+
+    def set_nnadapter_subgraph_partition_config_buffer(self, text) -> None:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        if not isinstance(text, str):
+            raise ConfigError("set_nnadapter_subgraph_partition_config_buffer: expected a string")
+        self._partition_config_buffer = text
+
+    def nnadapter_subgraph_partition_config_buffer(self) -> str:
+        return self._partition_config_buffer
+
+    def set_nnadapter_mixed_precision_quantization_config_path(self, path) -> None:
+        """Accepted and stored for Paddle Lite compatibility; NOT applied yet (no op is forced to fp32)."""
+        self._mixed_precision_config_path = _path(path, "set_nnadapter_mixed_precision_quantization_config_path")
+
+    def nnadapter_mixed_precision_quantization_config_path(self) -> str:
+        return self._mixed_precision_config_path
+
+    def set_nnadapter_mixed_precision_quantization_config_buffer(self, text) -> None:
+        """Accepted and stored for Paddle Lite compatibility; NOT applied yet (no op is forced to fp32)."""
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        if not isinstance(text, str):
+            raise ConfigError("set_nnadapter_mixed_precision_quantization_config_buffer: expected a string")
+        self._mixed_precision_config_buffer = text
+
+    def nnadapter_mixed_precision_quantization_config_buffer(self) -> str:
+        return self._mixed_precision_config_buffer
+
+    # -- dynamic shapes ---------------------------------------------------------------------------------
+    def set_nnadapter_dynamic_shape_info(self, info: Mapping[str, Iterable[Iterable[int]]]) -> None:
+        """The shapes each input will take: {"x": [[1,3,224,224], [4,3,224,224]]}. A subgraph fed by `x`
+        is then compiled once with the differing axes unknown and these shapes as its dynamic dims.
+        At most 8 shapes per input, all of the same rank; -1 marks an axis of any size."""
+        if not isinstance(info, Mapping):
+            raise ConfigError("set_nnadapter_dynamic_shape_info: expected a dict {input name: [shape, ...]}")
+        checked: dict[str, list[list[int]]] = {}
+        for name, shapes in info.items():
+            what = f"set_nnadapter_dynamic_shape_info['{name}']"
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"set_nnadapter_dynamic_shape_info: {name!r} is not an input name")
+            try:
+                shapes = [[int(d) for d in shape] for shape in shapes]
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{what}: expected a list of shapes (lists of ints), got {shapes!r}") from exc
+            if not shapes:
+                raise ConfigError(f"{what}: give at least one shape")
+            if len(shapes) > MAX_SIZE_OF_DYNAMIC_DIMENSIONS:
+                raise ConfigError(f"{what}: {len(shapes)} shapes given, NNAdapter allows at most "
+                                  f"{MAX_SIZE_OF_DYNAMIC_DIMENSIONS}")
+            ranks = {len(shape) for shape in shapes}
+            if len(ranks) != 1:
+                raise ConfigError(f"{what}: every shape of one input must have the same rank, got {shapes}")
+            rank = ranks.pop()
+            if not 1 <= rank <= MAX_SIZE_OF_DIMENSIONS:
+                raise ConfigError(f"{what}: rank {rank} is outside 1..{MAX_SIZE_OF_DIMENSIONS}")
+            for shape in shapes:
+                if any(d == 0 or d < -1 for d in shape):
+                    raise ConfigError(f"{what}: shape {shape} has a dim that is neither positive nor -1")
+            checked[name] = shapes
+        self._dynamic_shape_info = checked
+
+    def nnadapter_dynamic_shape_info(self) -> dict[str, list[list[int]]]:
+        return {name: [list(s) for s in shapes] for name, shapes in self._dynamic_shape_info.items()}
+
+    # -- host-side knobs ----------------------------------------------------------------------------------
+    def set_threads(self, threads: int) -> None:
+        """Accepted for Paddle Lite compatibility; the numpy host kernels use numpy's own threading."""
+        if not isinstance(threads, int) or threads < 1:
+            raise ConfigError(f"set_threads: expected a positive int, got {threads!r}")
+        self._threads = threads
+
+    def threads(self) -> int:
+        return self._threads
+
+    def set_power_mode(self, mode) -> None:
+        """Accepted for Paddle Lite compatibility (ARM power modes); no effect here."""
+        self._power_mode = int(mode)
+
+    def power_mode(self) -> int:
+        return self._power_mode
+
+    def set_valid_places(self, places) -> None:
+        """Accepted for Paddle Lite compatibility: the devices come from set_nnadapter_device_names."""
+        self._valid_places = list(places)
+
+    def valid_places(self) -> list:
+        return list(self._valid_places)
+
+    def set_min_subgraph_size(self, size: int) -> None:
+        """Clusters with fewer ops stay on the host (Paddle Lite's NNAdapter uses 1)."""
+        if not isinstance(size, int) or size < 1:
+            raise ConfigError(f"set_min_subgraph_size: expected an int >= 1, got {size!r}")
+        self.min_subgraph_size = size
+
+    def set_strict(self, strict: bool = True) -> None:
+        """Strict: an op no selected device supports is an error (listing all of them) instead of running
+        on the host."""
+        self.strict = bool(strict)
+
+    def set_paddle_lite_cache_token(self, enabled: bool = True) -> None:
+        """Name caches with Paddle Lite's plain token (see engine): finds .nnc files Paddle Lite wrote, but
+        a changed weight or context property is then NOT noticed."""
+        self.paddle_lite_cache_token = bool(enabled)
+
+    def __repr__(self) -> str:
+        try:
+            source = self.model_source()
+        except ConfigError:
+            source = {}
+        where = {k: (f"<{len(v)} bytes>" if isinstance(v, bytes) else v) for k, v in source.items()}
+        return f"Config(model={where}, devices={self.nnadapter_device_names()})"

@@ -1,0 +1,271 @@
+"""HostExecutor: runs single Paddle ops on the host, converter first, numpy host kernel otherwise.
+
+An op with a converter is converted alone (`convert_subgraph([op], ...)`, input types taken from the actual
+scope arrays) and run on builtin_device's interpreter: that is the path every converter test exercises.
+The converted model is a plan, cached per (op, input-shape/dtype signature), so a loop or a second
+`Predictor.run` with the same shapes converts nothing. When the converter refuses the op with its inputs as
+model inputs (a reshape whose shape comes from a computed tensor, say), the op is converted once more with
+every input frozen as a constant; such a plan depends on the input values too, so it is cached under their
+digest. Ops whose inputs are tensor arrays (Python lists in the scope), ops carrying sub-blocks, and ops the
+converter still refuses go to their host kernel.
+
+Host execution always uses builtin_device (the numpy reference driver): `device_names` is kept for the
+error messages and for the predictor's bookkeeping; it does not change how a host op runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from nnadapter_bridge.errors import BridgeError, ConversionError, UnsupportedOpError
+from nnadapter_bridge.host.kernels import HOST_KERNELS, OpScope
+from nnadapter_bridge.host.kernels.registry import EMPTY_VAR_NAME
+from nnadapter_bridge.loader.program import BlockRef
+
+# The predictor handles these; they are never "unsupported" and never run here.
+FEED_FETCH = ("feed", "fetch")
+
+PATH_CONVERTER = "converter"
+PATH_FROZEN = "converter (inputs frozen as constants)"
+PATH_HOST_KERNEL = "host kernel"
+
+# Frozen conversions kept per op signature; a loop feeding ever new values must not grow memory forever.
+MAX_FROZEN_VALUES = 32
+
+
+class HostExecutionError(BridgeError):
+    """A host op failed to run; the message names the op and the path it took."""
+
+
+@dataclasses.dataclass
+class HostPlan:
+    """How one op runs for one input signature: the path, and the converted model(s) when converted."""
+
+    path: str
+    conversion: Any = None  # ConversionResult for PATH_CONVERTER
+    frozen: dict = dataclasses.field(default_factory=dict)  # value digest -> ConversionResult (PATH_FROZEN)
+    runs: int = 0
+    reason: str = ""  # why the converter was not used (PATH_HOST_KERNEL)
+
+
+def _has_sub_block(op) -> bool:
+    return any(isinstance(v, BlockRef) or (isinstance(v, list) and v and isinstance(v[0], BlockRef))
+               for v in op.attrs.values())
+
+
+def _names(names: Iterable[str]) -> list[str]:
+    return [n for n in dict.fromkeys(names) if n != EMPTY_VAR_NAME]
+
+
+class HostExecutor:
+    """Runs Paddle ops of `graph` on numpy, one at a time, against a scope dict."""
+
+    def __init__(self, graph, device_names=("builtin_device",)):
+        self.graph = graph
+        self.device_names = tuple(device_names)
+        self._plans: dict[tuple, HostPlan] = {}
+        self.plans_built = 0  # conversions/plans made (a cache miss each)
+        self.plan_hits = 0  # runs that reused a plan
+
+    # -- capability ----------------------------------------------------------------------------------
+    @staticmethod
+    def _converter(op_type: str):
+        from converters import get_converter
+
+        return get_converter(op_type)
+
+    def can_run(self, op) -> bool:
+        """True when a converter or a host kernel exists for `op.type` (attributes are checked at run time)."""
+        return op.type in HOST_KERNELS or self._converter(op.type) is not None
+
+    def unsupported_op_types(self, ops) -> list[str]:
+        """Sorted op types among `ops` and every sub-block they reach that nothing here can run."""
+        missing: set[str] = set()
+        seen_blocks: set[int] = set()
+
+        def visit(op_list):
+            for op in op_list:
+                if op.type not in FEED_FETCH and not self.can_run(op):
+                    missing.add(op.type)
+                for value in op.attrs.values():
+                    refs = value if isinstance(value, list) else [value]
+                    for ref in refs:
+                        if isinstance(ref, BlockRef) and ref.idx not in seen_blocks:
+                            seen_blocks.add(ref.idx)
+                            visit(self.graph.blocks[ref.idx].ops)
+
+        visit(ops)
+        return sorted(missing)
+
+    def plan_for(self, op, scope: dict) -> Optional[HostPlan]:
+        """The cached plan `op` would use with the current scope's input shapes (None before its first run)."""
+        return self._plans.get(self._signature(op, scope))
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(self, op, scope: dict) -> None:
+        """Run `op`: read its inputs from `scope`, write its outputs into `scope`."""
+        if op.type in FEED_FETCH:
+            raise HostExecutionError(f"{op.label()}: feed/fetch ops are the predictor's, not the host executor's")
+        key = self._signature(op, scope)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan(op, scope)
+            self.plans_built += 1
+        else:
+            self.plan_hits += 1
+        plan.runs += 1
+        if plan.path == PATH_HOST_KERNEL:
+            self.run_host_kernel(op, scope)
+        elif plan.path == PATH_CONVERTER:
+            self._execute(op, scope, plan.conversion)
+        else:
+            self._run_frozen(op, scope, plan)
+
+    def run_block(self, block_idx: int, scope: dict) -> None:
+        """Run every op of sub-block `block_idx` in order (control-flow kernels call this)."""
+        for op in self.graph.blocks[block_idx].ops:
+            if op.type not in FEED_FETCH:
+                self.run(op, scope)
+
+    def _signature(self, op, scope: dict) -> tuple:
+        parts = []
+        for name in _names(op.input_names()):
+            value = scope.get(name)
+            if value is None and name in self.graph.params:
+                value = self.graph.params[name]
+            if isinstance(value, list):
+                # Tensor arrays always go to a host kernel: their length must not multiply the plans.
+                parts.append((name, "array"))
+            elif value is None:
+                parts.append((name, "absent"))
+            else:
+                value = np.asarray(value)
+                parts.append((name, value.dtype.str, value.shape))
+        return (op.block_idx, op.index, tuple(parts))
+
+    def _make_plan(self, op, scope: dict) -> HostPlan:
+        spec = self._converter(op.type)
+        has_kernel = op.type in HOST_KERNELS
+        if spec is None:
+            return HostPlan(PATH_HOST_KERNEL, reason="no converter")
+        if _has_sub_block(op) or any(isinstance(scope.get(n), list) for n in _names(op.input_names())):
+            if has_kernel:
+                return HostPlan(PATH_HOST_KERNEL, reason="sub-block or tensor-array input")
+            raise HostExecutionError(f"{op.label()}: has a sub-block or a tensor-array input, which a converter "
+                                     f"cannot take, and no host kernel")
+        try:
+            return HostPlan(PATH_CONVERTER, conversion=self._convert(op, scope, frozen=False))
+        except ConversionError as first:
+            reason = str(first)
+        try:
+            conversion = self._convert(op, scope, frozen=True)
+            return HostPlan(PATH_FROZEN, frozen={self._value_digest(op, scope): conversion})
+        except ConversionError as second:
+            reason = f"{reason}; with constant inputs: {second}"
+        if has_kernel:
+            return HostPlan(PATH_HOST_KERNEL, reason=reason)
+        raise HostExecutionError(f"{op.label()}: the converter cannot take this op ({reason}) and there is no "
+                                 f"host kernel for '{op.type}'; exclude it or provide a host kernel")
+
+    def _convert(self, op, scope: dict, *, frozen: bool):
+        """Convert `op` alone; inputs not in the params become model inputs typed from the scope arrays."""
+        from converters.context import convert_subgraph
+        from nnadapter_bridge.nnadapter.codes import dtype_precision
+        from nnadapter_bridge.nnadapter.types import OperandType
+
+        params = dict(self.graph.params)
+        input_types = {}
+        for name in sorted(_names(op.input_names())):
+            # Params stay constants even when the predictor also put them in the scope: converters need
+            # weights as constants.
+            if name in self.graph.params:
+                continue
+            value = self._read(op, scope, name)
+            if frozen:
+                params[name] = value
+                continue
+            try:
+                input_types[name] = OperandType(precision=dtype_precision(value.dtype), dims=value.shape)
+            except ValueError as exc:
+                raise ConversionError(f"{op.label()}: input '{name}': {exc}") from exc
+        try:
+            return convert_subgraph([op], params, input_types, _names(op.output_names()), self.graph)
+        except ConversionError:
+            raise
+        except Exception as exc:  # a converter bug still must not take the run down without the op's name
+            raise ConversionError(f"{op.label()}: converter failed: {type(exc).__name__}: {exc}") from exc
+
+    def _read(self, op, scope: dict, name: str) -> np.ndarray:
+        if name in scope:
+            value = scope[name]
+        elif name in self.graph.params:
+            value = self.graph.params[name]
+        else:
+            raise HostExecutionError(f"{op.label()}: input var '{name}' has no value in the scope")
+        if isinstance(value, list):
+            raise HostExecutionError(f"{op.label()}: input var '{name}' is a tensor array, not a tensor")
+        return np.asarray(value)
+
+    def _execute(self, op, scope: dict, conversion) -> None:
+        from hal.builtin_device.interpreter import run_model
+
+        arrays = [self._read(op, scope, name) for name in conversion.input_names]
+        try:
+            outputs = run_model(conversion.model, arrays)
+        except BridgeError as exc:
+            raise HostExecutionError(f"{op.label()}: running its converted model on builtin_device: {exc}") from exc
+        for name, array in zip(conversion.output_names, outputs):
+            scope[name] = self._as_declared_dtype(op, name, np.asarray(array))
+
+    def _as_declared_dtype(self, op, name: str, array: np.ndarray) -> np.ndarray:
+        # NNAdapter models may carry a narrower integer type than Paddle declares (INT32 indices for an
+        # INT64 var); downstream host kernels and the predictor's outputs expect the declared dtype.
+        try:
+            var = self.graph.var(name, op.block_idx)
+        except BridgeError:
+            return array
+        if var.dtype is not None and var.dtype.kind in "biuf" and array.dtype != var.dtype:
+            return array.astype(var.dtype)
+        return array
+
+    def _value_digest(self, op, scope: dict) -> str:
+        """A digest of the op's non-param input values (frozen plans depend on them)."""
+        digest = hashlib.md5()
+        for name in sorted(_names(op.input_names())):
+            if name in self.graph.params:
+                continue
+            value = np.ascontiguousarray(self._read(op, scope, name))
+            digest.update(name.encode() + b"\0" + value.dtype.str.encode() + repr(value.shape).encode())
+            digest.update(value.tobytes())
+        return digest.hexdigest()
+
+    def _run_frozen(self, op, scope: dict, plan: HostPlan) -> None:
+        key = self._value_digest(op, scope)
+        conversion = plan.frozen.get(key)
+        if conversion is None:
+            if len(plan.frozen) >= MAX_FROZEN_VALUES:
+                del plan.frozen[next(iter(plan.frozen))]  # the oldest
+            try:
+                conversion = plan.frozen[key] = self._convert(op, scope, frozen=True)
+            except ConversionError as exc:
+                if op.type not in HOST_KERNELS:
+                    raise HostExecutionError(f"{op.label()}: {exc}") from exc
+                self.run_host_kernel(op, scope)
+                return
+        self._execute(op, scope, conversion)
+
+    def run_host_kernel(self, op, scope: dict) -> None:
+        """Run `op` through its host kernel regardless of any converter (tests and forced fallbacks)."""
+        kernel = HOST_KERNELS.get(op.type)
+        if kernel is None:
+            raise UnsupportedOpError(f"{op.label()}: no converter and no host kernel for '{op.type}' "
+                                     f"(devices: {', '.join(self.device_names)})")
+        try:
+            kernel.fn(OpScope(op, scope, self))
+        except BridgeError:
+            raise
+        except Exception as exc:
+            raise HostExecutionError(f"{op.label()}: host kernel failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,209 @@
+"""3-D convolution and pooling (NNAdapter has only 2-D ones): conv3d, conv3d_transpose, pool3d,
+max_pool3d_with_index.
+
+conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
+the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
+contribution per filter tap, and the taps are added into the output with one strided slice each (a loop
+over the kd*kh*kw taps, never over voxels). Pooling windows are boxes, so a box max/sum is a sequence of
+1-D reductions along D, H and W; each 1-D pass loops over that axis's output positions only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+
+SPATIAL = 3
+
+
+def _triple(values) -> list[int]:
+    values = [int(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    if len(values) == 1:
+        values = values * SPATIAL
+    return values
+
+
+def _pads(io: OpScope, in_dims, kernel, strides, dilations) -> tuple[list, list, list]:
+    """Paddle's UpdatePaddingAndDilation: (pads_before, pads_after, dilations) for the padding algorithm."""
+    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0])]
+    algorithm = io.attr("padding_algorithm", "EXPLICIT")
+    if algorithm == "VALID":
+        return [0] * SPATIAL, [0] * SPATIAL, dilations
+    if algorithm == "SAME":
+        before, after = [], []
+        for size, k, s in zip(in_dims, kernel, strides):
+            out = (size + s - 1) // s
+            total = max((out - 1) * s + k - size, 0)
+            before.append(total // 2)
+            after.append(total - total // 2)
+        return before, after, [1] * SPATIAL  # SAME ignores dilation in Paddle
+    if len(paddings) == SPATIAL:
+        return paddings, list(paddings), dilations
+    if len(paddings) == 2 * SPATIAL:
+        return paddings[0::2], paddings[1::2], dilations
+    raise io.error(f"paddings must have 3 or 6 values, got {paddings}")
+
+
+def _channels_last(io: OpScope) -> bool:
+    return io.attr("data_format", "NCDHW") in ("NDHWC", "NHWC")
+
+
+def _window_view(x: np.ndarray, kernel, strides, dilations) -> np.ndarray:
+    """[N, C, oD, oH, oW, kd, kh, kw] view of an already padded [N, C, D, H, W] input."""
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    view = np.lib.stride_tricks.sliding_window_view(x, spans, axis=(2, 3, 4))
+    return view[:, :, ::strides[0], ::strides[1], ::strides[2], ::dilations[0], ::dilations[1], ::dilations[2]]
+
+
+@host_kernel("conv3d", "depthwise_conv3d")
+def conv3d(io: OpScope) -> None:
+    x, w = io.input("Input"), io.input("Filter")
+    if _channels_last(io):
+        x = x.transpose(0, 4, 1, 2, 3)
+    groups = int(io.attr("groups", 1)) or 1
+    kernel = list(w.shape[2:])
+    strides = _triple(io.attr("strides", [1, 1, 1]))
+    dilations = _triple(io.attr("dilations", [1, 1, 1]))
+    before, after, dilations = _pads(io, x.shape[2:], kernel, strides, dilations)
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + list(zip(before, after)))
+    cols = _window_view(padded, kernel, strides, dilations)
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    cols = cols.reshape(n, groups, c // groups, *cols.shape[2:])
+    weight = w.astype(np.float64).reshape(groups, o // groups, c // groups, *kernel)
+    out = np.einsum("ngcdhwxyz,gocxyz->ngodhw", cols, weight, optimize=True)
+    out = out.reshape(n, o, *out.shape[3:]).astype(x.dtype)
+    if _channels_last(io):
+        out = out.transpose(0, 2, 3, 4, 1)
+    io.set_output("Output", np.ascontiguousarray(out))
+
+
+@host_kernel("conv3d_transpose")
+def conv3d_transpose(io: OpScope) -> None:
+    x, w = io.input("Input"), io.input("Filter")
+    if _channels_last(io):
+        x = x.transpose(0, 4, 1, 2, 3)
+    groups = int(io.attr("groups", 1)) or 1
+    kernel = list(w.shape[2:])
+    strides = _triple(io.attr("strides", [1, 1, 1]))
+    dilations = _triple(io.attr("dilations", [1, 1, 1]))
+    before, after, dilations = _pads(io, x.shape[2:], kernel, strides, dilations)
+    n, c = x.shape[:2]
+    o_per_group = w.shape[1]
+    in_dims = x.shape[2:]
+    # Every input voxel's contribution through every tap: [N, G, O/G, D, H, W, kd, kh, kw].
+    contributions = np.einsum("ngcdhw,gcoxyz->ngodhwxyz",
+                              x.astype(np.float64).reshape(n, groups, c // groups, *in_dims),
+                              w.astype(np.float64).reshape(groups, c // groups, o_per_group, *kernel), optimize=True)
+    contributions = contributions.reshape(n, groups * o_per_group, *in_dims, *kernel)
+    full = [(size - 1) * s + (k - 1) * d + 1 for size, s, k, d in zip(in_dims, strides, kernel, dilations)]
+    out_size = [int(v) for v in io.attr("output_size", [])]
+    output_padding = [int(v) for v in io.attr("output_padding", [])] or [0] * SPATIAL
+    if not out_size:
+        out_size = [f - b - a + p for f, b, a, p in zip(full, before, after, output_padding)]
+    # The buffer must hold the cropped window even when output_size/output_padding reach past `full`.
+    extent = [max(f, b + s) for f, b, s in zip(full, before, out_size)]
+    buffer = np.zeros((n, groups * o_per_group, *extent), np.float64)
+    for kd in range(kernel[0]):
+        for kh in range(kernel[1]):
+            for kw in range(kernel[2]):
+                starts = (kd * dilations[0], kh * dilations[1], kw * dilations[2])
+                region = tuple(slice(st, st + (size - 1) * s + 1, s) for st, size, s in zip(starts, in_dims, strides))
+                buffer[(slice(None), slice(None)) + region] += contributions[..., kd, kh, kw]
+    crop = tuple(slice(b, b + s) for b, s in zip(before, out_size))
+    out = buffer[(slice(None), slice(None)) + crop].astype(x.dtype)
+    if _channels_last(io):
+        out = out.transpose(0, 2, 3, 4, 1)
+    io.set_output("Output", np.ascontiguousarray(out))
+
+
+# -- pooling ------------------------------------------------------------------------------------------------
+
+def _windows(size: int, out: int, k: int, s: int, pad: int, adaptive: bool) -> list[tuple[int, int]]:
+    """[start, end) of each output position's window along one axis, clipped to the input (Paddle's rule)."""
+    if adaptive:
+        return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+    spans = []
+    for i in range(out):
+        start = i * s - pad
+        end = min(start + k, size)
+        spans.append((max(start, 0), end))
+    return spans
+
+
+def _pool_geometry(io: OpScope, in_dims):
+    ksize = _triple(io.attr("ksize", [1, 1, 1]))
+    strides = _triple(io.attr("strides", [1, 1, 1]))
+    adaptive = bool(io.attr("adaptive", False))
+    if io.attr("global_pooling", False):
+        return list(in_dims), [1, 1, 1], [0] * SPATIAL, [0] * SPATIAL, [1, 1, 1], True
+    if adaptive:
+        return list(in_dims), strides, [0] * SPATIAL, [0] * SPATIAL, ksize, True
+    before, after, _ = _pads(io, in_dims, ksize, strides, [1, 1, 1])
+    ceil_mode = bool(io.attr("ceil_mode", False))
+    outs = []
+    for size, k, s, b, a in zip(in_dims, ksize, strides, before, after):
+        span = size + b + a - k
+        outs.append((span + s - 1) // s + 1 if ceil_mode else span // s + 1)
+    return ksize, strides, before, after, outs, False
+
+
+def _pool_spans(io: OpScope, in_dims):
+    ksize, strides, before, _, outs, adaptive = _pool_geometry(io, in_dims)
+    spans = [_windows(size, out, k, s, b, adaptive) for size, out, k, s, b in zip(in_dims, outs, ksize, strides, before)]
+    return spans, ksize, adaptive
+
+
+@host_kernel("pool3d")
+def pool3d(io: OpScope) -> None:
+    x = io.input("X")
+    if _channels_last(io):
+        x = x.transpose(0, 4, 1, 2, 3)
+    spans, ksize, adaptive = _pool_spans(io, x.shape[2:])
+    is_max = io.attr("pooling_type", "max") == "max"
+    value = x.astype(np.float64)
+    count = np.ones((1, 1, 1, 1, 1))
+    for axis in (2, 3, 4):
+        parts, counts = [], []
+        for start, end in spans[axis - 2]:
+            window = np.take(value, range(start, end), axis=axis)
+            parts.append(window.max(axis=axis, keepdims=True) if is_max else window.sum(axis=axis, keepdims=True))
+            counts.append(end - start)
+        value = np.concatenate(parts, axis=axis)
+        shape = [1] * 5
+        shape[axis] = len(counts)
+        count = count * np.asarray(counts, np.float64).reshape(shape)
+    if not is_max:
+        if io.attr("exclusive", True) or adaptive:
+            value = value / count
+        else:
+            value = value / math.prod(ksize)
+    out = value.astype(x.dtype)
+    if _channels_last(io):
+        out = out.transpose(0, 2, 3, 4, 1)
+    io.set_output("Out", np.ascontiguousarray(out))
+
+
+@host_kernel("max_pool3d_with_index")
+def max_pool3d_with_index(io: OpScope) -> None:
+    x = io.input("X")
+    spans, _, _ = _pool_spans(io, x.shape[2:])
+    d, h, w = x.shape[2:]
+    value = x
+    # Flat index (d*H*W + h*W + w) of each running maximum; reducing W, then H, then D with the first
+    # maximum kept on ties gives Paddle's scan-order winner.
+    grid = np.arange(d * h * w, dtype=np.int64).reshape(1, 1, d, h, w)
+    index = np.broadcast_to(grid, x.shape)
+    for axis in (4, 3, 2):
+        values, indices = [], []
+        for start, end in spans[axis - 2]:
+            window = np.take(value, range(start, end), axis=axis)
+            best = np.expand_dims(np.argmax(window, axis=axis), axis)
+            values.append(np.take_along_axis(window, best, axis=axis))
+            indices.append(np.take_along_axis(np.take(index, range(start, end), axis=axis), best, axis=axis))
+        value = np.concatenate(values, axis=axis)
+        index = np.concatenate(indices, axis=axis)
+    io.set_output("Out", value)
+    io.set_output("Mask", index.astype(np.int32))

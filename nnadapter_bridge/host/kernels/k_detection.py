@@ -1,0 +1,258 @@
+"""Detection ops without an NNAdapter operation: box_coder, matrix_nms, generate_proposals_v2,
+density_prior_box. (prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run
+through their converters.)
+
+Box arithmetic is vectorized over all boxes; the greedy parts (NMS keeps a box only after comparing it
+with every box kept before it) loop over kept candidates. `normalized`/`pixel_offset` choose Paddle's
+"+1" pixel convention for widths and heights.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+
+# generate_proposals clamps log-space width/height deltas here (Paddle's kBBoxClipDefault).
+BBOX_CLIP = math.log(1000.0 / 16.0)
+
+
+def _wh(boxes: np.ndarray, offset: float):
+    return boxes[..., 2] - boxes[..., 0] + offset, boxes[..., 3] - boxes[..., 1] + offset
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray, normalized: bool) -> np.ndarray:
+    """IoU of every box in a [P, 4] with every box in b [Q, 4]; 0 for boxes without area."""
+    offset = 0.0 if normalized else 1.0
+    aw, ah = _wh(a, offset)
+    bw, bh = _wh(b, offset)
+    ix = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]) + offset
+    iy = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]) + offset
+    # Paddle's JaccardOverlap: boxes that do not touch overlap by 0 even when the +1 pixel convention would
+    # give them a sliver.
+    apart = ((b[None, :, 0] > a[:, None, 2]) | (b[None, :, 2] < a[:, None, 0]) |
+             (b[None, :, 1] > a[:, None, 3]) | (b[None, :, 3] < a[:, None, 1]))
+    inter = np.where(apart, 0.0, np.maximum(ix, 0.0) * np.maximum(iy, 0.0))
+    area_a = np.where((aw > 0) & (ah > 0), aw * ah, 0.0)
+    area_b = np.where((bw > 0) & (bh > 0), bw * bh, 0.0)
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(union > 0, inter / union, 0.0)
+
+
+# -- box_coder ------------------------------------------------------------------------------------------------
+@host_kernel("box_coder")
+def box_coder(io: OpScope) -> None:
+    prior = io.input("PriorBox").astype(np.float64)
+    target = io.input("TargetBox")
+    dtype = target.dtype
+    target = target.astype(np.float64)
+    offset = 0.0 if io.attr("box_normalized", True) else 1.0
+    if io.has_input("PriorBoxVar"):
+        variance = io.input("PriorBoxVar").astype(np.float64)
+    elif io.attr("variance", []):
+        variance = np.asarray(io.attr("variance"), np.float64).reshape(1, 4)
+    else:
+        variance = np.ones((1, 4))
+    pw, ph = _wh(prior, offset)
+    pcx, pcy = prior[:, 0] + pw / 2, prior[:, 1] + ph / 2
+    code_type = str(io.attr("code_type", "encode_center_size")).lower()
+    if code_type == "encode_center_size":
+        # out[i, j] encodes target i relative to prior j: [N, M, 4]
+        tw, th = _wh(target, offset)
+        # Paddle centres targets at the corner midpoint (no +1), unlike priors
+        tcx, tcy = (target[:, 0] + target[:, 2]) / 2, (target[:, 1] + target[:, 3]) / 2
+        out = np.stack([(tcx[:, None] - pcx[None]) / pw[None], (tcy[:, None] - pcy[None]) / ph[None],
+                        np.log(np.abs(tw[:, None] / pw[None])), np.log(np.abs(th[:, None] / ph[None]))], axis=-1)
+        out = out / np.broadcast_to(variance, prior.shape)[None]
+    elif code_type == "decode_center_size":
+        if target.ndim == 2:
+            target = target[:, None, :]
+        # axis 0: prior j pairs with target[:, j]; axis 1: prior i pairs with target[i, :]
+        expand = (lambda v: v[None]) if int(io.attr("axis", 0)) == 0 else (lambda v: v[:, None])
+        var = np.broadcast_to(variance, prior.shape)
+        cx = expand(var[:, 0]) * target[..., 0] * expand(pw) + expand(pcx)
+        cy = expand(var[:, 1]) * target[..., 1] * expand(ph) + expand(pcy)
+        w = np.exp(expand(var[:, 2]) * target[..., 2]) * expand(pw)
+        h = np.exp(expand(var[:, 3]) * target[..., 3]) * expand(ph)
+        out = np.stack([cx - w / 2, cy - h / 2, cx + w / 2 - offset, cy + h / 2 - offset], axis=-1)
+    else:
+        raise io.error(f"unknown code_type '{code_type}'")
+    io.set_output("OutputBox", out.astype(dtype))
+
+
+# -- matrix_nms -----------------------------------------------------------------------------------------------
+def _matrix_nms_class(boxes, scores, io: OpScope):
+    """Decayed scores and box indices of one class of one image, highest first (Matrix NMS, SOLOv2)."""
+    threshold = float(io.attr("score_threshold", 0.0))
+    top_k = int(io.attr("nms_top_k", -1))
+    candidates = np.flatnonzero(scores > threshold)
+    if candidates.size == 0:
+        return np.zeros(0), np.zeros(0, np.int64)
+    order = candidates[np.argsort(-scores[candidates], kind="stable")]
+    if top_k > -1:
+        order = order[:top_k]
+    iou = np.triu(iou_matrix(boxes[order], boxes[order], bool(io.attr("normalized", True))), k=1)
+    # iou[j, i] (j < i): overlap of box i with the higher-scored box j; compensation uses box j's own
+    # largest overlap with anything above it.
+    max_iou = iou.max(axis=0)
+    if io.attr("use_gaussian", False):
+        sigma = float(io.attr("gaussian_sigma", 2.0))
+        decay = np.exp((max_iou[:, None] ** 2 - iou ** 2) * sigma)
+    else:
+        decay = (1.0 - iou) / (1.0 - max_iou[:, None])
+    decay = np.where(np.triu(np.ones_like(iou, bool), k=1), decay, 1.0)
+    decayed = scores[order] * decay.min(axis=0)
+    keep = decayed > float(io.attr("post_threshold", 0.0))
+    return decayed[keep], order[keep]
+
+
+@host_kernel("matrix_nms")
+def matrix_nms(io: OpScope) -> None:
+    boxes_all = io.input("BBoxes").astype(np.float64)
+    scores_all = io.input("Scores").astype(np.float64)
+    dtype = io.input("BBoxes").dtype
+    background = int(io.attr("background_label", 0))
+    keep_top_k = int(io.attr("keep_top_k", -1))
+    batch, classes, count = scores_all.shape
+    rows, indices, per_image = [], [], []
+    for n in range(batch):
+        labels, scores, boxes_idx = [], [], []
+        for c in range(classes):
+            if c == background:
+                continue
+            decayed, idx = _matrix_nms_class(boxes_all[n], scores_all[n, c], io)
+            labels.append(np.full(idx.size, c, np.float64))
+            scores.append(decayed)
+            boxes_idx.append(idx)
+        labels = np.concatenate(labels) if labels else np.zeros(0)
+        scores = np.concatenate(scores) if scores else np.zeros(0)
+        boxes_idx = np.concatenate(boxes_idx).astype(np.int64) if boxes_idx else np.zeros(0, np.int64)
+        order = np.argsort(-scores, kind="stable")
+        if keep_top_k > -1:
+            order = order[:keep_top_k]
+        rows.append(np.concatenate([labels[order, None], scores[order, None], boxes_all[n][boxes_idx[order]]],
+                                   axis=1))
+        indices.append(boxes_idx[order] + n * count)
+        per_image.append(order.size)
+    io.set_output("Out", np.concatenate(rows).astype(dtype).reshape(-1, 6))
+    io.set_output("Index", np.concatenate(indices).astype(np.int32).reshape(-1, 1))
+    io.set_output("RoisNum", np.asarray(per_image, np.int32))
+
+
+# -- generate_proposals_v2 ------------------------------------------------------------------------------------
+def _greedy_nms(boxes: np.ndarray, threshold: float, eta: float, normalized: bool) -> list[int]:
+    """Indices of the boxes (already in score order) greedy NMS keeps; eta < 1 shrinks the threshold."""
+    keep: list[int] = []
+    iou = iou_matrix(boxes, boxes, normalized)
+    for i in range(boxes.shape[0]):
+        if all(iou[i, k] <= threshold for k in keep):
+            keep.append(i)
+            if eta < 1.0 and threshold > 0.5:
+                threshold *= eta
+    return keep
+
+
+def _proposals_one_image(io: OpScope, scores, deltas, im_shape, anchors, variances):
+    pre_top = int(io.attr("pre_nms_topN", 6000))
+    post_top = int(io.attr("post_nms_topN", 1000))
+    offset = 1.0 if io.attr("pixel_offset", True) else 0.0
+    order = np.argsort(-scores, kind="stable")
+    if 0 < pre_top < order.size:
+        order = order[:pre_top]
+    scores, deltas, anchors, variances = scores[order], deltas[order], anchors[order], variances[order]
+    aw, ah = _wh(anchors, offset)
+    acx, acy = anchors[:, 0] + 0.5 * aw, anchors[:, 1] + 0.5 * ah
+    d = deltas * variances
+    cx, cy = d[:, 0] * aw + acx, d[:, 1] * ah + acy
+    w = np.exp(np.minimum(d[:, 2], BBOX_CLIP)) * aw
+    h = np.exp(np.minimum(d[:, 3], BBOX_CLIP)) * ah
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2 - offset, cy + h / 2 - offset], axis=1)
+    im_h, im_w = float(im_shape[0]), float(im_shape[1])
+    boxes[:, 0::2] = np.clip(boxes[:, 0::2], 0.0, im_w - offset)
+    boxes[:, 1::2] = np.clip(boxes[:, 1::2], 0.0, im_h - offset)
+    ws, hs = _wh(boxes, offset)
+    min_size = max(float(io.attr("min_size", 0.1)), 1.0)
+    keep = (ws >= min_size) & (hs >= min_size)
+    if offset:
+        keep &= (boxes[:, 0] + ws / 2 <= im_w) & (boxes[:, 1] + hs / 2 <= im_h)
+    boxes, scores = boxes[keep], scores[keep]
+    if boxes.shape[0] == 0:  # Paddle emits one all-zero proposal rather than none
+        return np.zeros((1, 4)), np.zeros((1,))
+    nms_thresh = float(io.attr("nms_thresh", 0.5))
+    if nms_thresh > 0:
+        kept = _greedy_nms(boxes, nms_thresh, float(io.attr("eta", 1.0)), normalized=not offset)
+        boxes, scores = boxes[kept], scores[kept]
+    if 0 < post_top < boxes.shape[0]:
+        boxes, scores = boxes[:post_top], scores[:post_top]
+    return boxes, scores
+
+
+@host_kernel("generate_proposals_v2")
+def generate_proposals_v2(io: OpScope) -> None:
+    scores = io.input("Scores")
+    dtype = scores.dtype
+    deltas = io.input("BboxDeltas").astype(np.float64)
+    im_shapes = io.input("ImShape").astype(np.float64)
+    anchors = io.input("Anchors").astype(np.float64).reshape(-1, 4)
+    variances = io.input("Variances").astype(np.float64).reshape(-1, 4)
+    batch = scores.shape[0]
+    # [N, A, H, W] -> per image [H*W*A]; [N, 4A, H, W] -> per image [H*W*A, 4] (anchor-major within a cell)
+    flat_scores = scores.astype(np.float64).transpose(0, 2, 3, 1).reshape(batch, -1)
+    flat_deltas = deltas.transpose(0, 2, 3, 1).reshape(batch, -1, 4)
+    rois, probs, counts = [], [], []
+    for n in range(batch):
+        boxes, kept_scores = _proposals_one_image(io, flat_scores[n], flat_deltas[n], im_shapes[n], anchors,
+                                                  variances)
+        rois.append(boxes)
+        probs.append(kept_scores)
+        counts.append(boxes.shape[0])
+    io.set_output("RpnRois", np.concatenate(rois).astype(dtype))
+    io.set_output("RpnRoiProbs", np.concatenate(probs).astype(dtype).reshape(-1, 1))
+    io.set_output("RpnRoisNum", np.asarray(counts, np.int32))
+
+
+# -- density_prior_box ----------------------------------------------------------------------------------------
+@host_kernel("density_prior_box")
+def density_prior_box(io: OpScope) -> None:
+    """Paddle's (1.x/2.x) density_prior_box; paddle 3 no longer registers the op, models exported before
+    still carry it. Every feature-map cell gets, per (fixed_size, density) pair and per ratio, a
+    density x density grid of boxes spread over the cell's (integer) average step."""
+    feature, image = io.input("Input"), io.input("Image")
+    feature_h, feature_w = feature.shape[2], feature.shape[3]
+    image_h, image_w = image.shape[2], image.shape[3]
+    step_w, step_h = float(io.attr("step_w", 0.0)), float(io.attr("step_h", 0.0))
+    if step_w == 0.0 or step_h == 0.0:
+        step_w, step_h = image_w / feature_w, image_h / feature_h
+    offset = float(io.attr("offset", 0.5))
+    sizes = [float(v) for v in io.attr("fixed_sizes", [])]
+    ratios = [float(v) for v in io.attr("fixed_ratios", [])]
+    densities = [int(v) for v in io.attr("densities", [])]
+    if len(sizes) != len(densities) or not ratios:
+        raise io.error("fixed_sizes and densities must pair up and fixed_ratios must not be empty")
+    step_average = int((step_w + step_h) * 0.5)
+    # Offsets of each prior from the cell centre, and its half extents, in the order the kernel emits them.
+    dx, dy, half_w, half_h = [], [], [], []
+    for size, density in zip(sizes, densities):
+        shift = step_average // density  # integer division, as the C++ kernel's int arithmetic
+        for ratio in ratios:
+            grid = np.arange(density) * shift + shift / 2.0 - step_average / 2.0
+            rows, cols = np.meshgrid(grid, grid, indexing="ij")
+            dx.extend(cols.reshape(-1))
+            dy.extend(rows.reshape(-1))
+            half_w.extend([size * math.sqrt(ratio) / 2.0] * density * density)
+            half_h.extend([size / math.sqrt(ratio) / 2.0] * density * density)
+    dx, dy, half_w, half_h = map(np.asarray, (dx, dy, half_w, half_h))
+    cx = ((np.arange(feature_w) + offset) * step_w)[None, :, None] + dx[None, None, :]
+    cy = ((np.arange(feature_h) + offset) * step_h)[:, None, None] + dy[None, None, :]
+    cx, cy = np.broadcast_arrays(cx, cy)
+    boxes = np.stack([np.maximum((cx - half_w) / image_w, 0.0), np.maximum((cy - half_h) / image_h, 0.0),
+                      np.minimum((cx + half_w) / image_w, 1.0), np.minimum((cy + half_h) / image_h, 1.0)], axis=-1)
+    if io.attr("clip", False):
+        boxes = np.clip(boxes, 0.0, 1.0)
+    variances = np.broadcast_to(np.asarray(io.attr("variances", [0.1, 0.1, 0.2, 0.2]), np.float64), boxes.shape)
+    if io.attr("flatten_to_2d", False):
+        boxes, variances = boxes.reshape(-1, 4), variances.reshape(-1, 4)
+    io.set_output("Boxes", boxes.astype(feature.dtype))
+    io.set_output("Variances", np.ascontiguousarray(variances).astype(feature.dtype))

@@ -1,0 +1,144 @@
+"""Indexing ops with data-dependent shapes or scattered writes: gather_nd, scatter, scatter_nd_add,
+where_index, masked_select, unique, take_along_axis, index_sample, set_value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
+
+
+def _index_tuple(index: np.ndarray) -> tuple:
+    """The last axis of `index` split into one integer array per indexed dim (numpy advanced indexing)."""
+    return tuple(index[..., k] for k in range(index.shape[-1]))
+
+
+@host_kernel("gather_nd")
+def gather_nd(io: OpScope) -> None:
+    x, index = io.input("X"), io.input("Index")
+    if index.shape[-1] == 0:  # an empty index selects all of X once per index position
+        out = np.broadcast_to(x, index.shape[:-1] + x.shape).copy()
+    else:
+        out = x[_index_tuple(index)]
+    io.set_output("Out", out)
+
+
+@host_kernel("scatter")
+def scatter(io: OpScope) -> None:
+    x, ids, updates = io.input("X"), io.input("Ids").reshape(-1), io.input("Updates")
+    out = x.copy()
+    if io.attr("overwrite", True):
+        # Duplicate ids: the last update wins, as in Paddle's sequential CPU kernel.
+        out[ids] = updates
+    else:
+        # Without overwrite Paddle zeroes every target row first, then sums all updates into it.
+        out[ids] = 0
+        np.add.at(out, ids, updates)
+    io.set_output("Out", out)
+
+
+@host_kernel("scatter_nd_add")
+def scatter_nd_add(io: OpScope) -> None:
+    x, index, updates = io.input("X"), io.input("Index"), io.input("Updates")
+    out = x.copy()
+    if index.shape[-1] == 0:
+        out += updates.reshape((-1,) + x.shape).sum(axis=0).astype(x.dtype)
+    else:
+        np.add.at(out, _index_tuple(index), updates)
+    io.set_output("Out", out)
+
+
+@host_kernel("where_index")
+def where_index(io: OpScope) -> None:
+    io.set_output("Out", np.argwhere(io.input("Condition")).astype(np.int64))
+
+
+@host_kernel("masked_select")
+def masked_select(io: OpScope) -> None:
+    x, mask = np.broadcast_arrays(io.input("X"), io.input("Mask"))
+    io.set_output("Y", x[mask.astype(bool)])
+
+
+@host_kernel("unique")
+def unique(io: OpScope) -> None:
+    x = io.input("X")
+    axes = io.attr("axis", [])
+    axis = int(axes[0]) if axes else None
+    index_dtype = paddle_dtype(io.attr("dtype", -1), "int64")
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True,
+                                               axis=axis)
+    inverse = inverse.reshape(-1)
+    if not io.attr("is_sorted", False):
+        # The legacy (unsorted) unique keeps the unique values in order of first appearance.
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    io.set_output("Out", values)
+    io.set_output("Indices", first.astype(index_dtype))
+    io.set_output("Index", inverse.astype(index_dtype))
+    io.set_output("Counts", counts.astype(index_dtype))
+
+
+@host_kernel("take_along_axis")
+def take_along_axis(io: OpScope) -> None:
+    x, index = io.input("Input"), io.input("Index")
+    axis = int(io.attr("Axis", 0))
+    io.set_output("Result", np.take_along_axis(x, index.astype(np.int64), axis=axis))
+
+
+@host_kernel("index_sample")
+def index_sample(io: OpScope) -> None:
+    x, index = io.input("X"), io.input("Index")
+    io.set_output("Out", np.take_along_axis(x, index.astype(np.int64), axis=1))
+
+
+def _bounds(io: OpScope, slot: str, attr: str) -> list[int]:
+    if io.has_input(slot):
+        return [int(np.asarray(t).reshape(-1)[0]) for t in io.inputs(slot)]
+    return [int(v) for v in io.attr(attr, [])]
+
+
+def _scalar_values(io: OpScope):
+    """Constant values of set_value: `values` (Paddle >= 2.6) or the older per-dtype `*_values` attrs."""
+    values = io.attr("values")
+    if isinstance(values, list) and values:
+        return values
+    for name in ("fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values", "fp16_values"):
+        found = io.attr(name)
+        if found:
+            return found
+    return None
+
+
+@host_kernel("set_value")
+def set_value(io: OpScope) -> None:
+    x = io.input("Input")
+    axes = [int(a) for a in io.attr("axes", [])]
+    starts = _bounds(io, "StartsTensorList", "starts")
+    ends = _bounds(io, "EndsTensorList", "ends")
+    steps = _bounds(io, "StepsTensorList", "steps") or [1] * len(axes)
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        index[axis] = slice(start, end, step)
+    out = x.copy()
+    region = out[tuple(index)]
+    if io.has_input("ValueTensor"):
+        value = io.input("ValueTensor")
+    else:
+        scalars = _scalar_values(io)
+        if scalars is None:
+            raise io.error("neither ValueTensor nor constant values are given")
+        shape = [int(d) for d in io.attr("shape", [])] or [len(scalars)]
+        value = np.asarray(scalars).reshape(shape)
+    # The value is shaped like the region without its decreased (integer-indexed) axes.
+    decrease = {int(a) % x.ndim for a in io.attr("decrease_axes", [])}
+    target = [d for k, d in enumerate(region.shape) if k not in decrease]
+    value = np.asarray(value, dtype=x.dtype)
+    while value.ndim > len(target) and value.shape[0] == 1:
+        value = value.reshape(value.shape[1:])
+    value = np.squeeze(value, axis=tuple(k for k in range(value.ndim) if value.shape[k] == 1 and
+                                         value.ndim > len(target))) if value.ndim > len(target) else value
+    out[tuple(index)] = np.broadcast_to(value, target).reshape(region.shape)
+    io.set_output("Out", out)

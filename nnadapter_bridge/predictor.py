@@ -1,0 +1,286 @@
+"""The predictor: load a Paddle model, partition it, and run it (device subgraphs + host ops).
+
+create_predictor(config):
+  1. loads the model (loader.load_model) and acquires the configured devices into one Context;
+  2. partitions block 0: an op goes to a device when support.SupportDecider says so and the partition
+     config does not force it to the host; partition.detect_subgraphs clusters those ops (GLOG_v >= 5
+     prints Paddle Lite's debug dump);
+  3. checks, before anything runs, that every remaining op can run on the host executor; one
+     UnsupportedOpError lists every op type nothing can run. In strict mode every op left off the devices
+     (other than feed/fetch and ops the partition config forced there) is such an error, with reasons.
+Predictor.run() feeds the input tensors into a scope (params included, zero-copy), walks the partition's
+steps (a subgraph runs on its engine.SubgraphEngine, a host op on the host executor) and fetches the
+outputs. New input shapes simply run again: the engines build or reuse programs per shape signature.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+import numpy as np
+
+from nnadapter_bridge.config import Config
+from nnadapter_bridge.engine import CacheBufferStore, EngineStats, SubgraphEngine
+from nnadapter_bridge.errors import BridgeError, ConfigError, DeviceNotFoundError, InputError, UnsupportedOpError
+from nnadapter_bridge.progress import Progress
+from nnadapter_bridge.tensor import Tensor
+
+BOUNDARY_OP_TYPES = frozenset({"feed", "fetch"})  # handled by the predictor itself
+_ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/host/kernels/) for them, or choose "
+           "devices that support them.")
+
+
+@dataclasses.dataclass
+class PredictorStats:
+    runs: int = 0
+    subgraphs: int = 0
+    host_ops: int = 0          # ops of block 0 on the host (feed/fetch excluded)
+    host_op_runs: int = 0
+    builds: int = 0
+    cache_hits_file: int = 0
+    cache_hits_buffer: int = 0
+    cache_misses: int = 0
+    subgraph_runs: int = 0
+    shape_mismatches: int = 0
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _acquire_devices(names: list):
+    from nnadapter_bridge.nnadapter.runtime import acquire_device
+
+    devices = []
+    for name in names:
+        try:
+            devices.append(acquire_device(name))
+        except DeviceNotFoundError as exc:
+            raise DeviceNotFoundError(f"set_nnadapter_device_names: {exc.args[0].rsplit(' [', 1)[0]}; "
+                                      "`nnadapter-bridge devices` lists the installed drivers") from exc
+    return devices
+
+
+def _make_host_executor(graph, device_names):
+    try:
+        from nnadapter_bridge.host import HostExecutor
+    except ImportError:
+        return None
+    return HostExecutor(graph, device_names)
+
+
+class Predictor:
+    """Runs a Paddle inference model with its supported parts on NNAdapter devices."""
+
+    def __init__(self, config: Config):
+        from nnadapter_bridge.loader import load_model
+        from nnadapter_bridge.nnadapter.runtime import Context
+        from nnadapter_bridge.support import SupportDecider
+        from partition import detect_subgraphs, print_dump_if_verbose, resolve_partition_config
+
+        if not isinstance(config, Config):
+            raise ConfigError(f"create_predictor: expected a nnadapter_bridge.Config, got {type(config).__name__}")
+        self.config = config
+        self.graph = load_model(**config.model_source())
+        self.device_names = config.nnadapter_device_names()
+        self.context = Context(_acquire_devices(self.device_names), config.nnadapter_context_properties(),
+                               config.nnadapter_context_callback())
+        self._check_dynamic_shape_info()
+
+        self.support = SupportDecider(self.graph, self.context)
+        partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
+                                                    config.nnadapter_subgraph_partition_config_path() or None,
+                                                    os.environ)
+        ops = self.graph.ops()
+        forced = partition_config.match(ops) if partition_config is not None else set()
+        self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
+        print_dump_if_verbose(self.graph, self.partition)
+
+        self.host_ops = [op for op in self.partition.host_ops if op.type not in BOUNDARY_OP_TYPES]
+        self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
+        self._check_everything_runs()
+
+        cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers())
+        self._progress: Optional[Progress] = None
+        self.engines = {
+            s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
+                                    cache_buffers=cache_buffers,
+                                    dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
+                                    context_properties=config.nnadapter_context_properties(),
+                                    paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build)
+            for s in self.partition.subgraphs}
+        self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
+        self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
+        self._runs = 0
+        self._host_op_runs = 0
+
+    # -- construction checks -------------------------------------------------------------------------
+    def _check_dynamic_shape_info(self) -> None:
+        for name, shapes in self.config.nnadapter_dynamic_shape_info().items():
+            try:
+                var = self.graph.var(name)
+            except BridgeError:
+                raise ConfigError(f"set_nnadapter_dynamic_shape_info: the model has no var '{name}'; its inputs "
+                                  f"are {', '.join(self.graph.inputs) or 'none'}") from None
+            if var.dtype is not None and var.shape and len(var.shape) != len(shapes[0]):
+                raise ConfigError(f"set_nnadapter_dynamic_shape_info['{name}']: shapes of rank {len(shapes[0])}, "
+                                  f"but '{name}' is declared with shape {list(var.shape)} (rank {len(var.shape)})")
+
+    def _check_everything_runs(self) -> None:
+        forced = self.partition.forced_op_keys
+        if self.config.strict:
+            off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
+            if off_device:
+                self._raise_unsupported(off_device, "strict mode: these Paddle op types cannot run on "
+                                        f"{', '.join(self.device_names)}", "Add converters for them, choose "
+                                        "devices that support them, or drop set_strict() to run them on the host.")
+        if not self.host_ops:
+            return
+        if self.host is None:
+            self._raise_unsupported(self.host_ops, "these Paddle op types run on no device and the host "
+                                    "executor (nnadapter_bridge.host) is not available", _ADVICE)
+        missing = set(self.host.unsupported_op_types(self.host_ops))
+        if missing:
+            self._raise_unsupported([op for op in self.host_ops if op.type in missing],
+                                    "these Paddle op types can run neither on "
+                                    f"{', '.join(self.device_names)} nor on the host", _ADVICE)
+
+    def _raise_unsupported(self, ops, headline: str, advice: str) -> None:
+        by_type: dict[str, list] = {}
+        for op in ops:
+            by_type.setdefault(op.type, []).append(op)
+        lines = []
+        for op_type in sorted(by_type):
+            found = by_type[op_type]
+            line = f"  {op_type} (x{len(found)}, first {found[0].label()})"
+            reason = self.support.reasons.get(op_type)
+            if reason:
+                line += f": {reason}"
+            lines.append(line)
+        raise UnsupportedOpError(f"{headline}:\n" + "\n".join(lines) + "\n" + advice)
+
+    def _make_tensor(self, name: str, is_input: bool) -> Tensor:
+        try:
+            var = self.graph.var(name)
+        except BridgeError:
+            return Tensor(name, is_input=is_input)
+        return Tensor(name, var.dtype, var.shape, is_input=is_input)
+
+    # -- Paddle Lite's predictor API ---------------------------------------------------------------------
+    def get_input_names(self) -> list:
+        return list(self.graph.inputs)
+
+    def get_output_names(self) -> list:
+        return list(self.graph.outputs)
+
+    def get_input(self, index: int) -> Tensor:
+        return self._by_index(self._inputs, index, "input")
+
+    def get_output(self, index: int) -> Tensor:
+        return self._by_index(self._outputs, index, "output")
+
+    def get_input_by_name(self, name: str) -> Tensor:
+        return self._by_name(self._inputs, name, "input")
+
+    def get_output_by_name(self, name: str) -> Tensor:
+        return self._by_name(self._outputs, name, "output")
+
+    @staticmethod
+    def _by_index(tensors, index: int, what: str) -> Tensor:
+        if not isinstance(index, int) or not 0 <= index < len(tensors):
+            raise InputError(f"get_{what}({index!r}): the model has {len(tensors)} {what}s "
+                             f"({', '.join(t.name for t in tensors)})")
+        return tensors[index]
+
+    @staticmethod
+    def _by_name(tensors, name: str, what: str) -> Tensor:
+        for tensor in tensors:
+            if tensor.name == name:
+                return tensor
+        raise InputError(f"get_{what}_by_name({name!r}): no such {what}; the {what}s are "
+                         f"{', '.join(t.name for t in tensors) or 'none'}")
+
+    def get_version(self) -> str:
+        from nnadapter_bridge import __version__
+
+        return __version__
+
+    # -- running -----------------------------------------------------------------------------------
+    def _checked_input(self, tensor: Tensor) -> np.ndarray:
+        array = tensor._value()
+        if array is None:
+            raise InputError(f"input '{tensor.name}' was not set: call get_input_by_name('{tensor.name}')"
+                             ".from_numpy(array) before run()")
+        expected = f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
+        if tensor.declared_dtype is not None and array.dtype != tensor.declared_dtype:
+            raise InputError(f"input '{tensor.name}' expects {expected}; got {array.dtype} {list(array.shape)}. "
+                             f"Convert it with array.astype('{tensor.declared_dtype}')")
+        declared = tensor.declared_shape
+        if declared:
+            if array.ndim != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, array.shape)):
+                raise InputError(f"input '{tensor.name}' expects {expected}; got shape {list(array.shape)}")
+        return array
+
+    def _on_build(self, engine: SubgraphEngine) -> None:
+        if self._progress is not None:
+            self._progress.update(engine.index + 1, engine.subgraph.ops)
+
+    def run(self) -> None:
+        from partition import Subgraph
+
+        scope = dict(self.graph.params)  # references only: params stay memory-mapped
+        for tensor in self._inputs:
+            scope[tensor.name] = self._checked_input(tensor)
+        self._progress = Progress(len(self.engines))
+        try:
+            for step in self.partition.steps():
+                if isinstance(step, Subgraph):
+                    self.engines[step.index].run(scope)
+                elif step.type in BOUNDARY_OP_TYPES:
+                    continue
+                else:
+                    self.host.run(step, scope)
+                    self._host_op_runs += 1
+        finally:
+            self._progress.done()
+            self._progress = None
+        for tensor in self._outputs:
+            if tensor.name not in scope:
+                raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
+                                 "names a var no op writes")
+            tensor._set_result(scope[tensor.name])
+        self._runs += 1
+
+    # -- introspection ------------------------------------------------------------------------------
+    @property
+    def stats(self) -> PredictorStats:
+        totals = EngineStats()
+        for engine in self.engines.values():
+            totals.add(engine.stats)
+        return PredictorStats(runs=self._runs, subgraphs=len(self.engines), host_ops=len(self.host_ops),
+                              host_op_runs=self._host_op_runs, builds=totals.builds,
+                              cache_hits_file=totals.cache_hits_file, cache_hits_buffer=totals.cache_hits_buffer,
+                              cache_misses=totals.cache_misses, subgraph_runs=totals.runs,
+                              shape_mismatches=totals.shape_mismatches)
+
+    def cache_tokens(self) -> list:
+        """The tokens of every program built or restored so far (engine order, then build order)."""
+        return [p.token for i in sorted(self.engines) for p in self.engines[i].programs]
+
+    def unsupported_reasons(self) -> dict:
+        """Op type -> why it is not on a device (from the support decision)."""
+        return dict(self.support.reasons)
+
+    def close(self) -> None:
+        for engine in self.engines.values():
+            engine.destroy()
+        self.context.destroy()
+
+    def __repr__(self) -> str:
+        return (f"Predictor(devices={self.device_names}, subgraphs={len(self.engines)}, "
+                f"host_ops={len(self.host_ops)})")
+
+
+def create_predictor(config: Config) -> Predictor:
+    """Load, partition and prepare a model; programs are compiled (or restored) on the first run."""
+    return Predictor(config)

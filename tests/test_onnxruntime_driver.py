@@ -1,0 +1,286 @@
+"""microsoft_onnxruntime beyond the shared contract: context properties (threads, execution providers,
+graph optimization level, environment fallback), symbolic dims, INVALID_DIMENSIONS, truthful
+validate_program, program bytes, and the message when onnxruntime is not installed."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+from hal.microsoft_onnxruntime import DRIVER
+from hal.microsoft_onnxruntime.converter import OPSET, convert_model
+from hal.microsoft_onnxruntime.driver import (
+    EXECUTION_PROVIDERS_KEY,
+    GRAPH_OPTIMIZATION_LEVEL_KEY,
+    NUM_THREADS_KEY,
+)
+from hal.protocol import Argument, Cache
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.runtime import (
+    Compilation,
+    Context,
+    DeviceManager,
+    Execution,
+    array_input_access,
+    host_buffer_output_access,
+    HostBuffer,
+)
+from nnadapter_bridge.nnadapter.types import OperandType
+from op_harness import Const, build_op
+from tolerances import assert_op_close
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def device():
+    return DRIVER.open_device()
+
+
+def _dynamic_model():
+    """y = softmax(relu(x) + [1, 2, 3]) with x of dims [?, 3]."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (UNKNOWN, 3)), "x")
+    relu = model.add_output("relu")
+    model.add_operation(T.RELU, [x], [relu])
+    added = model.add_output("added")
+    model.add_operation(T.ADD, [relu, model.add_constant(np.float32([1, 2, 3])), model.add_constant(np.int32([0]))],
+                        [added])
+    out = model.add_output("out")
+    model.add_operation(T.SOFTMAX, [added, model.add_constant(np.int32([1]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+def _reference(x):
+    z = np.maximum(x, 0) + np.float32([1, 2, 3])
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _run(program, *arrays):
+    holders = [HostBuffer() for _ in program.output_types]
+    DRIVER.execute_program(program, [Argument(k, a, array_input_access) for k, a in enumerate(arrays)],
+                           [Argument(k, h, host_buffer_output_access) for k, h in enumerate(holders)])
+    return [h.array for h in holders]
+
+
+# -- properties ---------------------------------------------------------------------------------------
+def test_default_context_uses_cpu_and_all_optimizations(device):
+    import onnxruntime as ort
+
+    context = DRIVER.create_context(device, "")
+    assert context.providers == ["CPUExecutionProvider"]
+    assert context.num_threads == 0
+    assert context.optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+
+def test_num_threads_reaches_the_session(device):
+    context = DRIVER.create_context(device, f"{NUM_THREADS_KEY}=1;")
+    program = DRIVER.create_program(context, _dynamic_model(), Cache())
+    assert program.session.get_session_options().intra_op_num_threads == 1
+    x = np.float32([[1, -2, 3], [0.5, 0, -1]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_negative_or_malformed_thread_count_is_rejected(device):
+    with pytest.raises(NNAdapterError, match=NUM_THREADS_KEY) as info:
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=-2")
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+    with pytest.raises(PropertiesError, match="not an integer"):
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=many")
+
+
+def test_properties_fall_back_to_the_environment(device, monkeypatch):
+    monkeypatch.setenv(NUM_THREADS_KEY, "3")
+    monkeypatch.setenv(GRAPH_OPTIMIZATION_LEVEL_KEY, "basic")
+    import onnxruntime as ort
+
+    context = DRIVER.create_context(device, "")
+    assert context.num_threads == 3
+    assert context.optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # The properties string wins over the environment.
+    assert DRIVER.create_context(device, f"{NUM_THREADS_KEY}=2").num_threads == 2
+
+
+@pytest.mark.parametrize("level", ["disable", "basic", "extended", "all", "ALL"])
+def test_every_optimization_level_compiles_and_runs(device, level):
+    context = DRIVER.create_context(device, f"{GRAPH_OPTIMIZATION_LEVEL_KEY}={level}")
+    program = DRIVER.create_program(context, _dynamic_model(), Cache())
+    x = np.float32([[1, -2, 3]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_unknown_optimization_level_lists_the_choices(device):
+    with pytest.raises(NNAdapterError, match="disable, basic, extended, all"):
+        DRIVER.create_context(device, f"{GRAPH_OPTIMIZATION_LEVEL_KEY}=maximum")
+
+
+def test_unavailable_provider_error_lists_the_available_ones(device):
+    import onnxruntime as ort
+
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=NoSuchExecutionProvider")
+    message = str(info.value)
+    assert "NoSuchExecutionProvider" in message
+    for available in ort.get_available_providers():
+        assert available in message
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+
+
+def test_gpu_provider_is_rejected_clearly_or_used_when_present(device):
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        context = DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cuda")
+        assert context.providers == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    else:
+        with pytest.raises(NNAdapterError, match="'cuda' is not available"):
+            DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cuda")
+
+
+def test_short_and_full_provider_names(device):
+    context = DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cpu, CPUExecutionProvider")
+    assert context.providers == ["CPUExecutionProvider"]
+
+
+# -- dims -------------------------------------------------------------------------------------------------
+def test_symbolic_dims_accept_any_batch(device):
+    context = DRIVER.create_context(device, "")
+    model = _dynamic_model()
+    graph_input = convert_model(model).graph.input[0]
+    dims = graph_input.type.tensor_type.shape.dim
+    assert dims[0].dim_param and dims[1].dim_value == 3
+    program = DRIVER.create_program(context, model, Cache())
+    for batch in (1, 4, 7):
+        x = np.random.default_rng(batch).standard_normal((batch, 3)).astype(np.float32)
+        (got,) = _run(program, x)
+        assert got.shape == (batch, 3)
+        assert_op_close(got, _reference(x))
+
+
+def test_rank_change_is_invalid_dimensions(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(InvalidDimensionsError) as info:
+        _run(program, np.zeros((2, 3, 1), np.float32))
+    assert info.value.code == ResultCode.INVALID_DIMENSIONS
+
+
+def test_other_value_on_a_fixed_axis_is_invalid_dimensions(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(InvalidDimensionsError):
+        _run(program, np.zeros((2, 4), np.float32))
+
+
+def test_static_model_rejects_other_dims_through_the_runtime():
+    model, (x,) = build_op(T.RELU, [np.float32([[1, -1], [2, -2]])])
+    context = Context([DeviceManager.instance().acquire("microsoft_onnxruntime")])
+    compilation = Compilation(model, context=context)
+    compilation.finish()
+    execution = Execution(compilation)
+    np.testing.assert_array_equal(execution.run([x])[0], np.maximum(x, 0))
+    with pytest.raises(InvalidDimensionsError):
+        execution.run([np.zeros((3, 2), np.float32)])
+    context.destroy()
+
+
+def test_wrong_dtype_is_invalid_parameter(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(NNAdapterError, match="dtype") as info:
+        _run(program, np.zeros((2, 3), np.float64))
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+
+
+# -- validate_program ------------------------------------------------------------------------------------
+def test_validate_is_false_for_operations_onnx_cannot_express(device):
+    context = DRIVER.create_context(device, "")
+    boxes = np.zeros((1, 4, 4), np.float32)
+    nms, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.zeros((1, 2, 4), np.float32), None, -1, 0.0, -1, 0.5, 1.0, -1,
+                                              True, False], n_outputs=2)
+    assert DRIVER.validate_program(context, nms) == [False]
+    uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
+    divisible, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])
+    assert DRIVER.validate_program(context, uneven) == [False]
+    assert DRIVER.validate_program(context, divisible) == [True]
+    runtime_alpha, _ = build_op(T.LEAKY_RELU, [np.zeros((2, 2), np.float32), np.float32([0.1])])
+    assert DRIVER.validate_program(context, runtime_alpha) == [False]
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_program(context, nms, Cache())
+    assert info.value.code == ResultCode.FEATURE_NOT_SUPPORTED
+
+
+def test_same_padding_with_unknown_spatial_dims_is_not_claimed(device):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 2, UNKNOWN, UNKNOWN)), "x")
+    out = model.add_output("out")
+    model.add_operation(T.MAX_POOL_2D, [x, model.add_constant(np.int32([int(AutoPad.AUTO_PAD_SAME)])), None,
+                                        model.add_constant(np.int32([3, 3])), model.add_constant(np.int32([2, 2]))],
+                        [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.validate_program(DRIVER.create_context(device, ""), model) == [False]
+
+
+# -- programs ------------------------------------------------------------------------------------------------
+def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device, monkeypatch):
+    context = DRIVER.create_context(device, "")
+    cache = Cache(token="0" * 32, dir="/unused", input_types=[], output_types=[])
+    model = _dynamic_model()
+    DRIVER.create_program(context, model, cache)
+    proto = onnx.load_from_string(bytes(cache.buffer))
+    assert any(o.version == OPSET for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    import hal.microsoft_onnxruntime.driver as driver_module
+
+    def no_conversion(_model):
+        raise AssertionError("a restore must not convert")
+
+    monkeypatch.setattr(driver_module, "convert_model", no_conversion)
+    restore = Cache(cache.token, cache.dir, [o.type.copy() for o in model.input_operands],
+                    [o.type.copy() for o in model.output_operands], bytearray(cache.buffer))
+    program = DRIVER.create_program(context, None, restore)
+    x = np.float32([[3, -1, 0], [1, 1, 1]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_garbage_program_bytes_are_rejected(device):
+    context = DRIVER.create_context(device, "")
+    t = OperandType(Precision.FLOAT32, (1, 3))
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_program(context, None, Cache("0" * 32, "", [t], [t], bytearray(b"not an onnx model")))
+    assert info.value.code == ResultCode.DEVICE_INTERNAL_ERROR
+    with pytest.raises(NNAdapterError):
+        DRIVER.create_program(context, None, Cache())
+
+
+def test_destroyed_program_cannot_run(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    DRIVER.destroy_program(program)
+    with pytest.raises(NNAdapterError, match="destroyed"):
+        _run(program, np.zeros((1, 3), np.float32))
+
+
+# -- installation --------------------------------------------------------------------------------------------
+def test_missing_onnxruntime_says_what_to_install():
+    # A child process where importing onnxruntime fails, as without the optional extra.
+    script = (
+        "import sys, json\n"
+        "sys.modules['onnxruntime'] = None\n"
+        "from nnadapter_bridge.nnadapter.runtime import DeviceManager\n"
+        "infos = {i.name: i for i in DeviceManager().list_devices()}\n"
+        "info = infos['microsoft_onnxruntime']\n"
+        "print(json.dumps([info.loaded, info.error, infos['builtin_device'].loaded]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    loaded, error, builtin_loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded is False and builtin_loaded is True
+    assert "install nnadapter-bridge[onnxruntime]" in error
