@@ -14,6 +14,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from converters import conv_quant
 from converters.context import fuse_code_of
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision
@@ -202,7 +203,24 @@ def _check_conv(op, ctx) -> Optional[str]:
     dims = input_dims(ctx, op, "Input")
     if dims is not None and len(dims) != 4:
         return f"only 2-D convolution on 4-D inputs is converted, Input has rank {len(dims)}"
-    return layout_reason(op, "data_format") or activation_reason(conv_act_type(op))
+    return (layout_reason(op, "data_format") or activation_reason(conv_act_type(op))
+            or _conv_quant_reason(op, ctx))
+
+
+def _conv_quant_reason(op, ctx) -> Optional[str]:
+    """Quantized path (int8 Filter): the scale attrs, a persistable Bias, per-channel only along C_out."""
+    if not conv_quant.has_int8_weight(ctx, op, "Filter"):
+        return None
+    bias = first_input(op, "Bias")
+    if bias and not ctx.is_param(bias):
+        return "a quantized conv needs a persistable Bias (it becomes an int32 constant)"
+    filter_dims = ctx.param(first_input(op, "Filter")).shape
+    transpose = op.type.endswith("_transpose")
+    groups = int(op.attr("groups", 1) or 1)
+    # A transposed filter [C_in, C_out/groups, kh, kw] has C_out along one axis only when groups == 1.
+    channels = (filter_dims[1] if transpose else filter_dims[0])
+    return conv_quant.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
+                                           per_channel_ok=not transpose or groups == 1)
 
 
 def _conv_window_operands(ctx, op):
@@ -213,21 +231,34 @@ def _conv_window_operands(ctx, op):
             ctx.const_i32(int(op.attr("groups", 1) or 1)), ctx.const_i32(attr_ints(op, "dilations", [1, 1]))]
 
 
-def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable):
+def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
+                       filter_channel_dim: int = 0):
     out_name = first_output(op, "Output")
     x = ctx.input(first_input(op, "Input"))
     channel_last = is_channel_last(op, "data_format")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
     filter_operand = ctx.input(first_input(op, "Filter"))
-    bias = bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name)
+    quant = conv_quant.product_quant(ctx, op, "Input", "Filter", "Output")
+    if quant is None:
+        bias = bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name)
+    else:  # quantized path (conv_quant): int8 filter, int32 bias, quantized input and output
+        filter_operand = conv_quant.quantized_weight(ctx, first_input(op, "Filter"), quant.weight_scales,
+                                                     filter_channel_dim)
+        bias = conv_quant.quantized_bias(ctx, first_input(op, "Bias"), quant,
+                                         out_channels_of(filter_operand.type.dims), out_name)
     act_type = conv_act_type(op)
     fuse = fuse_code_of(act_type)
     fuse = FuseCode.FUSED_NONE if fuse is None else fuse
 
     def main(ctx, x, out):
-        ctx.add(operation, [x, filter_operand, bias] + _conv_window_operands(ctx, op) + extra_operands(ctx, op)
-                + [ctx.const_i32(int(fuse))], [out])
+        operands = lambda x: ([x, filter_operand, bias] + _conv_window_operands(ctx, op)  # noqa: E731
+                              + extra_operands(ctx, op) + [ctx.const_i32(int(fuse))])
+        if quant is None:
+            ctx.add(operation, operands(x), [out])
+        else:
+            x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
+            conv_quant.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
 
     steps = [("conv", main)] + activation_steps(op, act_type)
     if channel_last:
@@ -235,7 +266,8 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
     emit_chain(ctx, out_name, x, steps)
 
 
-@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *ACTIVATION_EMITS], check=_check_conv)
+@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *ACTIVATION_EMITS, *conv_quant.QUANT_EMITS],
+           check=_check_conv)
 def convert_conv2d(ctx, op):
     _convert_conv_like(ctx, op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
 
@@ -259,11 +291,13 @@ def _transpose_extra(ctx, op) -> list:
 
 
 @converter("conv2d_transpose", "depthwise_conv2d_transpose",
-           emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, *ACTIVATION_EMITS], check=_check_conv_transpose)
+           emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, *ACTIVATION_EMITS, *conv_quant.QUANT_EMITS],
+           check=_check_conv_transpose)
 def convert_conv2d_transpose(ctx, op):
     groups = int(op.attr("groups", 1) or 1)
     # Paddle's transposed filter is [C_in, C_out / groups, kh, kw].
-    _convert_conv_like(ctx, op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra)
+    _convert_conv_like(ctx, op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,
+                       filter_channel_dim=1)
 
 
 # -- pooling ---------------------------------------------------------------------------------------------------
@@ -632,18 +666,67 @@ def convert_dropout(ctx, op):
 
 # -- matrix products --------------------------------------------------------------------------------------------
 
+# Quantized products (an int8 persistable weight with Paddle Lite's scale attrs) go through conv_quant's
+# QUANTIZE -> FULLY_CONNECTED -> DEQUANTIZE step; FULLY_CONNECTED flattens the input to rows, so the
+# output is reshaped back to the input's leading dims.
+
+def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_count: Optional[int],
+                         channel_dim: int) -> Optional[str]:
+    """Why the quantized path cannot take this op (None when it can or the weight is not int8).
+    `lead_count`: how many leading X dims the output keeps (None: all but the last)."""
+    if not conv_quant.has_int8_weight(ctx, op, w_slot):
+        return None
+    w = ctx.param(first_input(op, w_slot))
+    if w.ndim != 2:
+        return f"a quantized {w_slot} must be 2-D, got shape {list(w.shape)}"
+    dims = input_dims(ctx, op, x_slot)
+    if dims is not None:
+        lead = dims[:lead_count] if lead_count is not None else dims[:-1]
+        if len(lead) == 0:
+            return f"a quantized product needs {x_slot} of rank >= 2"
+        if len(lead) > 1 and sum(1 for d in lead if not known_dims([d])) > 1:
+            return f"{x_slot} needs at most one unknown leading dim to reshape the quantized product back"
+    return conv_quant.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim])
+
+
+def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_name: Optional[str],
+                        fuse: FuseCode, out_name: str, lead_count: Optional[int]) -> list:
+    """Chain steps of a quantized product: the quantized FULLY_CONNECTED, then the reshape back."""
+    steps = [("matmul_quant", conv_quant.quantized_fc_step(ctx, op, quant, first_input(op, w_slot), channel_dim,
+                                                           bias_name, fuse, out_name))]
+    lead = list(x.type.dims[:lead_count] if lead_count is not None else x.type.dims[:-1])
+    if len(lead) > 1:
+        units = ctx.param(first_input(op, w_slot)).shape[channel_dim]
+        shape = [d if known_dims([d]) else -1 for d in lead] + [units]
+        steps.append(("out_shape", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32(shape)], [out])))
+    return steps
+
+
+_QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *conv_quant.QUANT_EMITS]
+
+
 def _check_fc(op, ctx) -> Optional[str]:
     if op.attr("padding_weights", False):
         return "padding_weights (W stored with 4 padding rows/columns) is not converted"
     w = first_input(op, "W")
-    if w is None or not ctx.is_param(w):
+    if w is None or not (ctx.is_param(w) or _is_constant_operand(ctx, w)):
         return "W must be a persistable 2-D weight"
-    if ctx.param(w).ndim != 2:
-        return f"W must be 2-D, got shape {list(ctx.param(w).shape)}"
-    return activation_reason(attr_str(op, "activation_type", ""))
+    w_dims = ctx.param(w).shape if ctx.is_param(w) else ctx.dims(w)
+    if len(w_dims) != 2:
+        return f"W must be 2-D, got shape {list(w_dims)}"
+    bias = first_input(op, "Bias")
+    if conv_quant.has_int8_weight(ctx, op, "W") and bias and not ctx.is_param(bias):
+        return "a quantized fc needs a persistable Bias (it becomes an int32 constant)"
+    return (activation_reason(attr_str(op, "activation_type", ""))
+            or _quant_matmul_reason(op, ctx, "Input", "W", "Out", int(op.attr("in_num_col_dims", 1)), 1))
 
 
-@converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *ACTIVATION_EMITS], check=_check_fc)
+def _is_constant_operand(ctx, name: str) -> bool:
+    """True when `name` is bound to a constant operand (a weight folded by dequantize_linear)."""
+    return ctx.has(name) and not ctx.is_param(name) and ctx.input(name).is_constant
+
+
+@converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *ACTIVATION_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
 def convert_fc(ctx, op):
     out_name = first_output(op, "Out")
     x = ctx.input(first_input(op, "Input"))
@@ -653,6 +736,12 @@ def convert_fc(ctx, op):
     act_type = attr_str(op, "activation_type", "")
     fuse = fuse_code_of(act_type)
     fuse = FuseCode.FUSED_NONE if fuse is None else fuse
+    quant = conv_quant.product_quant(ctx, op, "Input", "W", "Out")
+    if quant is not None:  # quantized path: the bias and the fuse code go into FULLY_CONNECTED
+        steps = _quant_matmul_steps(ctx, op, quant, x, "W", 1, first_input(op, "Bias"), fuse, out_name,
+                                    num_col_dims)
+        emit_chain(ctx, out_name, x, steps + activation_steps(op, act_type))
+        return
     bias = bias_vector(ctx, op, "Bias", n, out_name)
     steps = []
     if len(x.type.dims) != num_col_dims + 1:
@@ -674,15 +763,20 @@ def _check_mul(op, ctx) -> Optional[str]:
             return f"{attr} {k} must be in [1, rank({slot}) = {len(dims)})"
         if slot == "Y" and dims is not None and not known_dims(dims):
             return "Y needs known dims to flatten it into a matrix"
-    return None
+    return _quant_matmul_reason(op, ctx, "X", "Y", "Out", int(op.attr("x_num_col_dims", 1)), 1)
 
 
-@converter("mul", emits=[T.RESHAPE, T.MAT_MUL], check=_check_mul)
+@converter("mul", emits=[T.RESHAPE, T.MAT_MUL, *_QUANT_MATMUL_EMITS], check=_check_mul)
 def convert_mul(ctx, op):
     out_name = first_output(op, "Out")
     x_name, y_name = first_input(op, "X"), first_input(op, "Y")
     x = ctx.input(x_name)
     xk, yk = int(op.attr("x_num_col_dims", 1)), int(op.attr("y_num_col_dims", 1))
+    quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
+    if quant is not None:  # quantized path; the check keeps Y 2-D, so y_num_col_dims is 1
+        emit_chain(ctx, out_name, x, _quant_matmul_steps(ctx, op, quant, x, "Y", 1, None, FuseCode.FUSED_NONE,
+                                                         out_name, xk))
+        return
     y_dims = ctx.dims(y_name)
     rows, cols = int(np.prod(y_dims[:yk])), int(np.prod(y_dims[yk:]))
     if ctx.is_param(y_name):
@@ -707,8 +801,13 @@ def convert_mul(ctx, op):
 def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
     out_name = first_output(op, "Out")
     x, y = ctx.input(first_input(op, "X")), ctx.input(first_input(op, "Y"))
-    steps = [("matmul", lambda ctx, x, out: ctx.add(
-        T.MAT_MUL, [x, y, ctx.const_bool(transpose_x), ctx.const_bool(transpose_y)], [out]))]
+    quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
+    if quant is not None:  # quantized path: Y's output units are axis 0 when transposed, else axis 1
+        steps = _quant_matmul_steps(ctx, op, quant, x, "Y", 0 if transpose_y else 1, None, FuseCode.FUSED_NONE,
+                                    out_name, None)
+    else:
+        steps = [("matmul", lambda ctx, x, out: ctx.add(
+            T.MAT_MUL, [x, y, ctx.const_bool(transpose_x), ctx.const_bool(transpose_y)], [out]))]
     if alpha != 1.0:
         steps.append(("alpha", scalar_mul_step(alpha)))
     return emit_chain(ctx, out_name, x, steps)
@@ -724,16 +823,26 @@ def _check_matmul(op, ctx) -> Optional[str]:
             return f"the oneDNN-fused attribute {name} is not converted"
     if int(op.attr("head_number", 1) or 1) != 1:
         return "head_number > 1 (multi-head matmul) is not converted"
-    return None
+    return _quant_matmul_v_reason(op, ctx, "transpose_X", "transpose_Y")
 
 
-@converter("matmul", emits=[T.MAT_MUL, T.MUL], check=_check_matmul)
+def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> Optional[str]:
+    """The quantized-path conditions of matmul / matmul_v2: X not transposed, a 2-D int8 Y."""
+    if not conv_quant.has_int8_weight(ctx, op, "Y"):
+        return None
+    if op.attr(trans_x_attr, False):
+        return f"a quantized matmul with {trans_x_attr} is not converted"
+    return _quant_matmul_reason(op, ctx, "X", "Y", "Out", None, 0 if op.attr(trans_y_attr, False) else 1)
+
+
+@converter("matmul", emits=[T.MAT_MUL, T.MUL, *_QUANT_MATMUL_EMITS], check=_check_matmul)
 def convert_matmul(ctx, op):
     _matmul(ctx, op, bool(op.attr("transpose_X", False)), bool(op.attr("transpose_Y", False)),
             float(op.attr("alpha", 1.0)))
 
 
-@converter("matmul_v2", emits=[T.MAT_MUL])
+@converter("matmul_v2", emits=[T.MAT_MUL, *_QUANT_MATMUL_EMITS],
+           check=lambda op, ctx: _quant_matmul_v_reason(op, ctx, "trans_x", "trans_y"))
 def convert_matmul_v2(ctx, op):
     _matmul(ctx, op, bool(op.attr("trans_x", False)), bool(op.attr("trans_y", False)))
 
