@@ -1,0 +1,235 @@
+"""`nnadapter-bridge bench MODEL`: how long a model takes to load, to start cold, to start from a warm cache
+in a fresh process, and to run steadily.
+
+Measured, in this order:
+  load            loader.load_model alone (parse the program, map the params);
+  cold start      create_predictor (load + partition) and the first run (convert, compile, write the .nnc
+                  files, run) with an empty model cache dir;
+  warm start      the same in a fresh process (this CLI again, as a subprocess) with that cache dir now
+                  filled: programs are restored, nothing is compiled (the report checks that);
+  steady          --runs timed runs of the cold-start predictor after --warmup untimed ones: median, p90,
+                  mean, min.
+`--threads N` sets the thread count property of every selected device that has one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from nnadapter_bridge.cli import common
+
+# The context property each device reads its thread count from.
+THREAD_PROPERTIES = {
+    "builtin_device": "BUILTIN_DEVICE_NUM_THREADS",
+    "intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
+    "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
+}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time loading, a cold start, a warm-cache start in a fresh process, and steady runs",
+        description="Benchmark a model: load time; cold start (create_predictor + first run with an empty model "
+                    "cache: partition, convert, compile, run); warm start (the same in a fresh process with the "
+                    "cache filled by the cold start); steady-state median and p90 over --runs runs.")
+    common.add_model_arguments(parser)
+    common.add_device_arguments(parser)
+    common.add_partition_arguments(parser)
+    common.add_input_arguments(parser, files=True)
+    parser.add_argument("--runs", metavar="N", type=int, default=20, help="timed steady-state runs (default: 20)")
+    parser.add_argument("--warmup", metavar="N", type=int, default=3,
+                        help="untimed runs before the timed ones (default: 3)")
+    parser.add_argument("--threads", metavar="N", type=int,
+                        help="thread count for every selected device that has such a property (" +
+                             ", ".join(f"{d}: {p}" for d, p in THREAD_PROPERTIES.items()) + ")")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="model cache dir for the cold and warm starts; must be empty or absent (the cold "
+                             "start must compile) and is kept afterwards (default: a temporary dir, removed)")
+    parser.add_argument("--no-fresh-process", action="store_true",
+                        help="skip the warm start in a fresh process")
+    parser.add_argument("--warm-probe", action="store_true", help=argparse.SUPPRESS)  # the child of a bench
+    common.add_json_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def with_threads(args) -> str:
+    """The context properties with --threads applied to every selected device that reads a thread count."""
+    properties = args.context_properties or ""
+    if args.threads is None:
+        return properties
+    if args.threads < 1:
+        raise common.CliError(f"--threads {args.threads}: must be at least 1")
+    extra = [f"{THREAD_PROPERTIES[d]}={args.threads}" for d in common.device_names(args) if d in THREAD_PROPERTIES]
+    if properties and not properties.rstrip().endswith(";"):
+        properties += ";"
+    return properties + "".join(e + ";" for e in extra)
+
+
+def start_predictor(args, cache_dir: str) -> tuple:
+    """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`."""
+    from nnadapter_bridge.predictor import create_predictor
+
+    config = common.build_config(args, cache_dir=cache_dir)
+    start = time.perf_counter()
+    predictor = create_predictor(config)
+    created = time.perf_counter()
+    arrays, _ = common.make_inputs(predictor, args)
+    common.feed(predictor, arrays)
+    fed = time.perf_counter()
+    predictor.run()
+    done = time.perf_counter()
+    return predictor, created - start, done - fed
+
+
+def probe(args) -> int:
+    """The child of a bench: a warm start only, reported as JSON."""
+    predictor, create, first = start_predictor(args, args.cache_dir)
+    stats = predictor.stats
+    common.print_json({"create_seconds": create, "first_run_seconds": first, "builds": stats.builds,
+                       "cache_hits": stats.cache_hits_file + stats.cache_hits_buffer, "subgraphs": stats.subgraphs})
+    predictor.close()
+    return 0
+
+
+def child_command(args, cache_dir: str) -> list:
+    cmd = [sys.executable, "-m", "nnadapter_bridge", "bench", args.model, "--warm-probe", "--cache-dir", cache_dir,
+           "--seed", str(args.seed), "--min-subgraph-size", str(args.min_subgraph_size)]
+    if args.params:
+        cmd += ["--params", args.params]
+    for device in common.device_names(args):
+        cmd += ["--device", device]
+    if args.context_properties:
+        cmd += ["--context-properties", args.context_properties]
+    if args.partition_config:
+        cmd += ["--partition-config", args.partition_config]
+    for spec in args.inputs:
+        cmd += ["--input", spec]
+    for spec in args.input_shapes:
+        cmd += ["--input-shape", spec]
+    return cmd
+
+
+def warm_start(args, cache_dir: str) -> dict:
+    cmd = child_command(args, cache_dir)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NNADAPTER_BRIDGE_PROGRESS="0"))
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise common.CliError("the warm start in a fresh process failed (exit "
+                              f"{proc.returncode}): {tail[-1] if tail else 'no output'}")
+    child = json.loads(proc.stdout)
+    child["process_seconds"] = wall
+    return child
+
+
+def run(args) -> int:
+    if args.runs < 1:
+        raise common.CliError(f"--runs {args.runs}: must be at least 1")
+    if args.warmup < 0:
+        raise common.CliError(f"--warmup {args.warmup}: must be 0 or more")
+    args.context_properties = with_threads(args)
+    args.threads = None  # folded into the properties, which the child receives as they are
+    if args.warm_probe:
+        if not args.cache_dir:
+            raise common.CliError("--warm-probe needs --cache-dir")
+        with common.one_line_warnings("bench"):
+            return probe(args)
+    owned = not args.cache_dir
+    if args.cache_dir:
+        if os.path.isdir(args.cache_dir) and os.listdir(args.cache_dir):
+            raise common.CliError(f"--cache-dir {args.cache_dir}: not empty; the cold start needs an empty cache "
+                                  "dir (give a new one, or leave it out for a temporary one)")
+        if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+            raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+    common.build_config(args)  # checks the paths and options before anything is timed
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="nnadapter-bridge-bench-")
+    os.makedirs(cache_dir, exist_ok=True)
+    try:
+        data = measure(args, cache_dir)
+    finally:
+        if owned:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    if args.json:
+        common.print_json(data)
+    else:
+        print(render(data))
+    return 0
+
+
+def measure(args, cache_dir: str) -> dict:
+    from nnadapter_bridge.loader import load_model
+
+    with common.one_line_warnings("bench"):
+        config = common.build_config(args)
+        start = time.perf_counter()
+        load_model(**config.model_source())
+        load_seconds = time.perf_counter() - start
+
+        predictor, create, first = start_predictor(args, cache_dir)
+        cold_stats = predictor.stats
+        for _ in range(args.warmup):
+            predictor.run()
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            predictor.run()
+            times.append(time.perf_counter() - start)
+        predictor.close()
+        warm = None if args.no_fresh_process else warm_start(args, cache_dir)
+    data = {
+        "model": predictor.graph.model_path or "<buffer>",
+        "devices": predictor.device_names,
+        "context_properties": args.context_properties,
+        "subgraphs": cold_stats.subgraphs,
+        "host_ops": cold_stats.host_ops,
+        "load_seconds": load_seconds,
+        "cold": {"create_seconds": create, "first_run_seconds": first, "total_seconds": create + first,
+                 "builds": cold_stats.builds},
+        "warm": None,
+        "steady": {"runs": args.runs, "warmup": args.warmup, "median_seconds": statistics.median(times),
+                   "p90_seconds": float(np.percentile(times, 90)), "mean_seconds": statistics.fmean(times),
+                   "min_seconds": min(times)},
+    }
+    if warm is not None:
+        data["warm"] = {"create_seconds": warm["create_seconds"], "first_run_seconds": warm["first_run_seconds"],
+                        "total_seconds": warm["create_seconds"] + warm["first_run_seconds"],
+                        "process_seconds": warm["process_seconds"], "builds": warm["builds"],
+                        "cache_hits": warm["cache_hits"]}
+    return data
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def render(data: dict) -> str:
+    cold, warm, steady = data["cold"], data["warm"], data["steady"]
+    rows = [["load", _ms(data["load_seconds"]), "load_model: parse the program, map the params"],
+            ["cold start", _ms(cold["total_seconds"]),
+             f"create_predictor {_ms(cold['create_seconds'])} + first run {_ms(cold['first_run_seconds'])}; "
+             f"{cold['builds']} program(s) compiled"]]
+    if warm is not None:
+        rows.append(["warm start", _ms(warm["total_seconds"]),
+                     f"fresh process: create_predictor {_ms(warm['create_seconds'])} + first run "
+                     f"{_ms(warm['first_run_seconds'])}; {warm['cache_hits']} restored from the cache, "
+                     f"{warm['builds']} compiled (process wall time {_ms(warm['process_seconds'])})"])
+    rows.append(["steady median", _ms(steady["median_seconds"]),
+                 f"over {steady['runs']} runs after {steady['warmup']} warm-up runs"])
+    rows.append(["steady p90", _ms(steady["p90_seconds"]),
+                 f"mean {_ms(steady['mean_seconds'])}, min {_ms(steady['min_seconds'])}"])
+    head = [f"model        {data['model']}",
+            f"devices      {', '.join(data['devices'])}" + (f" ({data['context_properties']})"
+                                                           if data["context_properties"] else ""),
+            f"partition    {data['subgraphs']} subgraph(s), {data['host_ops']} host op(s)",
+            ""]
+    return "\n".join(head + [common.format_table(["measure", "time", "details"], rows, right_align={1})])

@@ -1,0 +1,101 @@
+"""`nnadapter-bridge convert MODEL --cache-dir DIR`: compile a model's subgraphs into cached device programs.
+
+It builds a predictor with the cache dir and runs it once on seeded random inputs of the given shapes
+(the runtime writes `<cache dir>/<token>.nnc` after a program's first run), then lists every subgraph's
+program: token, ops count, whether it was compiled now or restored from the cache, and its .nnc file and
+size. A second convert with the same options restores everything from the cache. Progress goes to a
+terminal's stderr while subgraphs compile.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from nnadapter_bridge.cli import common
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "convert", help="compile the subgraphs into cached device programs (<cache dir>/<token>.nnc)",
+        description="Partition the model, convert and compile every device subgraph by running the model once on "
+                    "seeded random inputs, and list the cache files (<cache dir>/<token>.nnc) the run wrote or "
+                    "reused. A later predictor with the same cache dir, devices, context properties and input "
+                    "shapes restores these programs instead of compiling them.")
+    common.add_model_arguments(parser)
+    common.add_device_arguments(parser)
+    parser.add_argument("--cache-dir", metavar="DIR", required=True,
+                        help="where the compiled programs go, as <DIR>/<token>.nnc (created if missing)")
+    common.add_partition_arguments(parser)
+    common.add_input_arguments(parser, files=False)
+    parser.add_argument("--dynamic-shape", metavar="NAME:D,..;D,..", action="append", default=[],
+                        dest="dynamic_shapes",
+                        help="the shapes input NAME will take, e.g. 'x:1,3,224,224;4,3,224,224' (quote the ';'; "
+                             "-1 = any size; repeatable): one program then serves them all. The run uses "
+                             "--input-shape if given, else the first of these shapes")
+    common.add_json_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from nnadapter_bridge.predictor import create_predictor
+
+    dynamic = dict(common.parse_dynamic_shape(s) for s in args.dynamic_shapes)
+    for name, shapes in dynamic.items():
+        if any(d < 0 for d in shapes[0]):
+            raise common.CliError(f"--dynamic-shape {name}: the first shape {shapes[0]} has -1 axes, so convert "
+                                  f"cannot run it; list a concrete shape first or pass --input-shape {name}:...")
+    if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+    with common.one_line_warnings("convert"):
+        config = common.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
+        os.makedirs(args.cache_dir, exist_ok=True)
+        start = time.perf_counter()
+        predictor = create_predictor(config)
+        prepared = time.perf_counter()
+        given = {name: shapes[0] for name, shapes in dynamic.items()}
+        given.update(common.parse_input_shape(s) for s in args.input_shapes)
+        arrays, _ = common.make_inputs(predictor, args, shapes=given)
+        common.feed(predictor, arrays)
+        predictor.run()
+        finished = time.perf_counter()
+    stats = predictor.stats
+    data = {
+        "model": predictor.graph.model_path or "<buffer>",
+        "devices": predictor.device_names,
+        "cache_dir": os.path.abspath(args.cache_dir),
+        "input_shapes": {name: list(a.shape) for name, a in arrays.items()},
+        "dynamic_shapes": dynamic,
+        "num_subgraphs": stats.subgraphs,
+        "num_host_ops": stats.host_ops,
+        "compiled": stats.builds,
+        "restored": stats.cache_hits_file + stats.cache_hits_buffer,
+        "programs": common.program_report(predictor),
+        "prepare_seconds": prepared - start,
+        "run_seconds": finished - prepared,
+    }
+    predictor.close()
+    if args.json:
+        common.print_json(data)
+        return 0
+    print(render(data))
+    return 0
+
+
+def render(data: dict) -> str:
+    lines = [f"model        {data['model']}",
+             f"devices      {', '.join(data['devices'])}",
+             f"cache dir    {data['cache_dir']}",
+             "inputs       " + ", ".join(f"{n} [{', '.join(map(str, s))}]" for n, s in data["input_shapes"].items()),
+             f"subgraphs    {data['num_subgraphs']} ({data['compiled']} compiled, {data['restored']} restored from "
+             f"the cache); {data['num_host_ops']} host ops",
+             f"time         {data['prepare_seconds'] * 1000:.0f} ms to partition, "
+             f"{data['run_seconds'] * 1000:.0f} ms to convert, compile and run",
+             ""]
+    if not data["programs"]:
+        lines.append("no device subgraphs: nothing to compile")
+        return "\n".join(lines)
+    rows = [[p["subgraph"], p["ops"], p["token"], p["source"], common.human_bytes(p["bytes"]),
+             p["file"] or "(no .nnc: the device does not support the model cache)"] for p in data["programs"]]
+    lines.append(common.format_table(["subgraph", "ops", "token", "program", "size", "file"], rows,
+                                     right_align={0, 1, 4}))
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""`nnadapter-bridge run MODEL`: run a model once and show its outputs, optionally against Paddle Inference.
+
+Inputs come from .npy files (`--input name=file.npy`) or are seeded random data (`--input-shape`,
+`--seed`). It prints each output's shape, dtype and min/max/mean/std, saves them as `<name>.npy` with
+`--output-dir`, and says for every subgraph whether its program was compiled or restored from the cache.
+`--compare-paddle` runs Paddle Inference (CPU, oneDNN and IR optimization off) on the same inputs and
+checks every output at DESIGN.md's whole-model tolerance, `|got-want| <= 1e-4*|want| + 1e-5*max|want|`
+(integers exact); the exit status is 1 when an output fails.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import numpy as np
+
+from nnadapter_bridge.cli import common
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a model once on .npy or random inputs; optionally compare with Paddle Inference",
+        description="Run a Paddle model through nnadapter-bridge once and summarize its outputs. Inputs not given "
+                    "with --input are seeded random data. With --compare-paddle the exit status is 1 when an "
+                    "output differs from Paddle Inference beyond |got-want| <= 1e-4*|want| + 1e-5*max|want| "
+                    "(integer outputs must match exactly).")
+    common.add_model_arguments(parser)
+    common.add_device_arguments(parser)
+    common.add_input_arguments(parser, files=True)
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="model cache dir: restore compiled programs from <DIR>/<token>.nnc, write new ones")
+    common.add_partition_arguments(parser)
+    parser.add_argument("--output-dir", metavar="DIR",
+                        help="save every output as DIR/<output name>.npy (characters other than letters, digits, "
+                             "'.', '_' and '-' become '_')")
+    parser.add_argument("--compare-paddle", action="store_true",
+                        help="also run Paddle Inference (paddlepaddle, CPU) on the same inputs and report max abs "
+                             "error, max error relative to max|want|, and PASS/FAIL per output")
+    common.add_json_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def output_file_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"
+
+
+def run(args) -> int:
+    from nnadapter_bridge.predictor import create_predictor
+
+    if args.compare_paddle and not common.paddle_available():
+        raise common.CliError("--compare-paddle: paddlepaddle is not installed, so there is no Paddle Inference to "
+                              "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
+    if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise common.CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
+    with common.one_line_warnings("run"):
+        config = common.build_config(args, cache_dir=args.cache_dir)
+        if args.cache_dir:
+            os.makedirs(args.cache_dir, exist_ok=True)
+        predictor = create_predictor(config)
+        arrays, origin = common.make_inputs(predictor, args)
+        common.feed(predictor, arrays)
+        start = time.perf_counter()
+        predictor.run()
+        seconds = time.perf_counter() - start
+        outputs = common.outputs_of(predictor)
+        stats = predictor.stats
+        programs = common.program_report(predictor)
+        predictor.close()
+
+    data = {
+        "model": predictor.graph.model_path or "<buffer>",
+        "devices": predictor.device_names,
+        "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype), "from": origin[name]}
+                   for name, a in arrays.items()},
+        "outputs": {name: common.array_summary(a) for name, a in outputs.items()},
+        "run_seconds": seconds,
+        "num_subgraphs": stats.subgraphs,
+        "num_host_ops": stats.host_ops,
+        "compiled": stats.builds,
+        "restored": stats.cache_hits_file + stats.cache_hits_buffer,
+        "programs": programs,
+    }
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+        for name, array in outputs.items():
+            path = os.path.join(args.output_dir, output_file_name(name))
+            np.save(path, array)
+            data["outputs"][name]["file"] = path
+    status = 0
+    if args.compare_paddle:
+        want = common.paddle_outputs(args.model, args.params, arrays)
+        comparison = {}
+        for name, got in outputs.items():
+            if name not in want:
+                comparison[name] = {"passed": False, "note": "Paddle Inference has no output of this name"}
+                continue
+            comparison[name] = common.compare(got, want[name])
+        data["compare_paddle"] = comparison
+        data["passed"] = all(c["passed"] for c in comparison.values())
+        status = 0 if data["passed"] else 1
+    if args.json:
+        common.print_json(data)
+    else:
+        print(render(data))
+    return status
+
+
+def render(data: dict) -> str:
+    lines = [f"model        {data['model']}",
+             f"devices      {', '.join(data['devices'])}",
+             f"run time     {data['run_seconds'] * 1000:.1f} ms",
+             f"subgraphs    {data['num_subgraphs']} ({data['compiled']} compiled, {data['restored']} restored from "
+             f"the cache); {data['num_host_ops']} host ops",
+             ""]
+    lines.append(common.format_table(
+        ["input", "shape", "dtype", "from"],
+        [[n, str(i["shape"]), i["dtype"], i["from"]] for n, i in data["inputs"].items()]))
+    lines.append("")
+    rows = []
+    for name, s in data["outputs"].items():
+        rows.append([name, str(s["shape"]), s["dtype"]] + [common.format_number(s.get(k))
+                                                            for k in ("min", "max", "mean", "std")])
+    lines.append(common.format_table(["output", "shape", "dtype", "min", "max", "mean", "std"], rows,
+                                     right_align={3, 4, 5, 6}))
+    saved = [s["file"] for s in data["outputs"].values() if "file" in s]
+    if saved:
+        lines.append("")
+        lines.extend(f"saved {path}" for path in saved)
+    if data["programs"]:
+        lines.append("")
+        lines.append(common.format_table(
+            ["subgraph", "ops", "token", "program"],
+            [[p["subgraph"], p["ops"], p["token"], p["source"]] for p in data["programs"]], right_align={0, 1}))
+    if "compare_paddle" in data:
+        lines.append("")
+        rows = []
+        for name, c in data["compare_paddle"].items():
+            verdict = "PASS" if c["passed"] else "FAIL"
+            if c.get("note"):
+                verdict += f" ({c['note']})"
+            rows.append([name, common.format_number(c.get("max_abs_error")),
+                         common.format_number(c.get("max_rel_error")), verdict])
+        lines.append(common.format_table(["vs Paddle Inference", "max abs error", "max rel error", "result"], rows,
+                                         right_align={1, 2}))
+        lines.append("")
+        lines.append("PASS: every output matches Paddle Inference" if data["passed"]
+                     else "FAIL: some outputs differ from Paddle Inference")
+    return "\n".join(lines)
