@@ -14,7 +14,7 @@ import converters
 from nnadapter_bridge.nnadapter.codes import OperationType
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONVERTER_TESTS = os.path.join(HERE, "converters")
+CONVERTER_TESTS = os.path.join(HERE, "converter_tests")
 MIN_COLLECTED_CONVERTER_TESTS = 300
 
 # Paddle Lite's 122 converted op types (facts §5.1; also shared/reference/paddle_lite_nnadapter_ops.txt).
@@ -70,7 +70,7 @@ def test_op_type_has_converter_and_test(op_type):
     assert spec.emits, f"converter for '{op_type}' declares no emitted NNAdapter operations"
     assert all(isinstance(e, OperationType) for e in spec.emits)
     assert re.search(rf"[\"']{re.escape(op_type)}[\"']", _test_sources()), \
-        f"no test in tests/converters names the Paddle op '{op_type}'"
+        f"no test in tests/converter_tests names the Paddle op '{op_type}'"
 
 
 def test_every_registered_converter_is_tested():

@@ -2,6 +2,8 @@
 
 * Programs compiled from a model keep a reference to the (finished) model; when the cache has a token
   and a dir, the program bytes (the serialized model, nnadapter.serialization) go into cache.buffer.
+  A model is first fused (hal.builtin_device.optimize: conv+batch norm, conv/fc+relu), as Paddle Lite's
+  builtin device does; the stored program is the fused model.
   Programs restored from a cache deserialize those bytes; nothing else is ever read from them.
 * validate_program is truthful per operation: a kernel exists, its `supports(op)` (if any) accepts,
   and the operation's signature check (plus its extra validation, if registered) passes.
@@ -28,6 +30,7 @@ from nnadapter_bridge.nnadapter.serialization import deserialize_model, serializ
 from nnadapter_bridge.nnadapter.types import OperandType, Operation
 from hal.builtin_device.interpreter import run_model
 from hal.builtin_device.kernels import KERNELS
+from hal.builtin_device.optimize import fuse_operations
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"
@@ -123,6 +126,7 @@ class BuiltinDeviceDriver(Driver):
             if unsupported:
                 raise NNAdapterError(f"builtin_device cannot run {', '.join(unsupported)}",
                                      ResultCode.FEATURE_NOT_SUPPORTED)
+            model = fuse_operations(model)
             if cache.wants_program_bytes:
                 cache.buffer[:] = serialize_model(model)
         order = model.topological_operations()

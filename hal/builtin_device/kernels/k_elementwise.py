@@ -20,15 +20,20 @@ def _scalar(array):
     return np.asarray(array).reshape(-1)[0]
 
 
-def apply_fuse_code(x: np.ndarray, fuse_code) -> np.ndarray:
+def apply_fuse_code(x: np.ndarray, fuse_code, in_place: bool = False) -> np.ndarray:
+    """The fused activation of `fuse_code` applied to x. `in_place=True` clamps x itself, for callers
+    whose x is a result they just computed (never an input array: that would change the caller's data)."""
     code = FuseCode(int(_scalar(fuse_code)))
-    if code == FuseCode.FUSED_RELU:
-        return np.maximum(x, 0).astype(x.dtype, copy=False)
-    if code == FuseCode.FUSED_RELU1:
-        return np.clip(x, -1, 1).astype(x.dtype, copy=False)
-    if code == FuseCode.FUSED_RELU6:
-        return np.clip(x, 0, 6).astype(x.dtype, copy=False)
-    return x
+    if code == FuseCode.FUSED_NONE:
+        return x
+    low, high = {FuseCode.FUSED_RELU: (0, None), FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
+    if in_place and x.flags.writeable and x.ndim:
+        if high is None:
+            return np.maximum(x, low, out=x)
+        return np.clip(x, low, high, out=x)
+    if high is None:
+        return np.maximum(x, low).astype(x.dtype, copy=False)
+    return np.clip(x, low, high).astype(x.dtype, copy=False)
 
 
 def _like(result, x: np.ndarray) -> np.ndarray:
@@ -95,7 +100,8 @@ def _register_arithmetic(type, fn):
         # Division by zero and overflow follow IEEE / wrap-around like the C kernels; no warnings.
         with np.errstate(all="ignore"):
             out = fn(a, b)
-        return [apply_fuse_code(_like(out, a), fuse)]
+        # `out` is a fresh result (never a or b), so the activation may clamp it in place.
+        return [apply_fuse_code(_like(out, a), fuse, in_place=out is not a and out is not b)]
 
     run.__name__ = type.name.lower()
     kernel(type)(run)

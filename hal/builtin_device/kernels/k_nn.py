@@ -42,8 +42,8 @@ def _ints(value, default=None) -> Optional[list]:
     return default if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def _fuse(x: np.ndarray, fuse_code) -> np.ndarray:
-    return x if fuse_code is None else apply_fuse_code(x, fuse_code)
+def _fuse(x: np.ndarray, fuse_code, in_place: bool = False) -> np.ndarray:
+    return x if fuse_code is None else apply_fuse_code(x, fuse_code, in_place)
 
 
 def _as_f32(x: np.ndarray) -> np.ndarray:
@@ -159,7 +159,7 @@ def conv_2d(op, inputs):
     x, w, bias = inputs[0], inputs[1], inputs[2]
     (pads, dilations), strides = _conv_window(op, inputs, x, w.shape[2], w.shape[3])
     out = conv2d(x, w, bias, pads, strides, dilations, _int(inputs[6], 1))
-    return [_fuse(out, inputs[8] if len(inputs) > 8 else None)]
+    return [_fuse(out, inputs[8] if len(inputs) > 8 else None, in_place=True)]  # conv2d's result is fresh
 
 
 @kernel(T.CONV_2D_TRANSPOSE)
@@ -441,7 +441,7 @@ def fully_connected(op, inputs):
     out = np.matmul(x.reshape(-1, w.shape[1]), w.T)  # w.T is a view; BLAS reads it transposed
     if bias is not None:
         out += _as_f32(bias)
-    return [_fuse(out, inputs[3] if len(inputs) > 3 else None)]
+    return [_fuse(out, inputs[3] if len(inputs) > 3 else None, in_place=True)]  # the matmul result is fresh
 
 
 @kernel(T.MAT_MUL)
