@@ -60,7 +60,11 @@ def test_conv_bn_act_chain_fuses_to_one_conv(bias, act):
     feed = rng.standard_normal((2, 3, 9, 9)).astype(np.float32) * 3
     # Folding changes float32 rounding order (w*s instead of conv then *s): a few ulps of the output scale.
     assert_op_close(run_model(fused, [feed])[0], run_model(model, [feed])[0], atol=1e-5, rtol=1e-5, what="fused")
-    assert len(fused.operands) < len(model.operands)  # the unfused weights and BN params are gone
+    # The unfused filter and bias and the batch norm's params are gone: only what the fused conv uses is left.
+    used = {id(o) for op in fused.operations for o in op.inputs + op.outputs if o is not None}
+    assert len(fused.operands) == len(used)
+    original = next(o for o in model.operations[0].inputs[1:2])
+    assert all(o.value is not original.value for o in fused.operands)
     # The original model is untouched.
     assert [op.type for op in model.operations][:2] == [T.CONV_2D, T.BATCH_NORMALIZATION]
 

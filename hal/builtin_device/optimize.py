@@ -152,9 +152,8 @@ def _rebuild(model: Model, rewrites: dict, absorbed: set) -> Model:
             inputs, outputs = [carry(o) for o in op.inputs], [carry(o) for o in op.outputs]
         else:
             # New constants are operands of the fused model already: only the original ones are carried.
-            inputs = [carry(o) for o in rewrite.inputs]
-            for position, value in rewrite.new_constants.items():
-                inputs[position] = constant(value, f"{rewrite.output.label()}/fused{position}")
+            inputs = [constant(rewrite.new_constants[k], f"{rewrite.output.label()}/fused{k}")
+                      if k in rewrite.new_constants else carry(o) for k, o in enumerate(rewrite.inputs)]
             outputs = [carry(rewrite.output)]
         new_op = Operation(op.type, inputs, outputs, len(fused.operations))
         fused.operations.append(new_op)
