@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Optional
 import numpy as np
 
 from converters.registry import converter
+from nnadapter_bridge.errors import BridgeError, ConversionError
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision, dtype_precision
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
@@ -36,7 +37,7 @@ def var_precision(ctx, name: str) -> Optional[Precision]:
     try:
         if ctx.has(name):
             return ctx.input(name).type.precision
-    except Exception:  # an unmapped var: fall back to the program's declaration
+    except ConversionError:  # an unmapped var: fall back to the program's declaration
         pass
     graph = getattr(ctx, "graph", None)
     if graph is None:
@@ -44,7 +45,7 @@ def var_precision(ctx, name: str) -> Optional[Precision]:
     try:
         dtype = graph.var(name).dtype
         return dtype_precision(dtype) if dtype is not None else None
-    except Exception:
+    except (BridgeError, KeyError, ValueError):  # undeclared var, or a dtype with no NNAdapter precision
         return None
 
 
