@@ -95,6 +95,7 @@ class Predictor:
         forced = partition_config.match(ops) if partition_config is not None else set()
         self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
         print_dump_if_verbose(self.graph, self.partition)
+        self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
 
         self.host_ops = [op for op in self.partition.host_ops if op.type not in BOUNDARY_OP_TYPES]
         self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
@@ -211,19 +212,23 @@ class Predictor:
         if array is None:
             raise InputError(f"input '{tensor.name}' was not set: call get_input_by_name('{tensor.name}')"
                              ".from_numpy(array) before run()")
-        expected = f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
+        def expected() -> str:  # formatted only for an error: run() is a hot path
+            return f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
+
         if tensor.declared_dtype is not None and array.dtype != tensor.declared_dtype:
-            raise InputError(f"input '{tensor.name}' expects {expected}; got {array.dtype} {list(array.shape)}. "
+            raise InputError(f"input '{tensor.name}' expects {expected()}; got {array.dtype} {list(array.shape)}. "
                              f"Convert it with array.astype('{tensor.declared_dtype}')")
         declared = tensor.declared_shape
         if declared:
             if array.ndim != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, array.shape)):
-                raise InputError(f"input '{tensor.name}' expects {expected}; got shape {list(array.shape)}")
+                raise InputError(f"input '{tensor.name}' expects {expected()}; got shape {list(array.shape)}")
         return array
 
     def _on_build(self, engine: SubgraphEngine) -> None:
-        if self._progress is not None:
-            self._progress.update(engine.index + 1, engine.subgraph.ops)
+        # Created on the first build of a run only: most runs build nothing and need no display.
+        if self._progress is None:
+            self._progress = Progress(len(self.engines))
+        self._progress.update(engine.index + 1, engine.subgraph.ops)
 
     def run(self) -> None:
         from partition import Subgraph
@@ -231,9 +236,9 @@ class Predictor:
         scope = dict(self.graph.params)  # references only: params stay memory-mapped
         for tensor in self._inputs:
             scope[tensor.name] = self._checked_input(tensor)
-        self._progress = Progress(len(self.engines))
+        self._progress = None
         try:
-            for step in self.partition.steps():
+            for step in self._steps:
                 if isinstance(step, Subgraph):
                     self.engines[step.index].run(scope)
                 elif step.type in BOUNDARY_OP_TYPES:
@@ -242,7 +247,8 @@ class Predictor:
                     self.host.run(step, scope)
                     self._host_op_runs += 1
         finally:
-            self._progress.done()
+            if self._progress is not None:
+                self._progress.done()
             self._progress = None
         for tensor in self._outputs:
             if tensor.name not in scope:

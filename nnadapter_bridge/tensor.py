@@ -106,7 +106,14 @@ class Tensor:
         if array.dtype not in _PRECISION_OF_DTYPE:
             raise InputError(f"input '{self.name}': numpy dtype {array.dtype} is not supported; use one of "
                              f"{', '.join(sorted(d.name for d in _PRECISION_OF_DTYPE))}")
-        self._array = np.array(array, copy=True, order="C")
+        current = self._array
+        if current is not None and current.shape == array.shape and current.dtype == array.dtype \
+                and current.flags.writeable and current.flags.c_contiguous and current is not array:
+            # Same shape and dtype as the last call: refill the same buffer. Saves an allocation per run,
+            # and devices that bind input memory (intel_openvino) see the same address again.
+            np.copyto(current, array)
+        else:
+            self._array = np.array(array, copy=True, order="C")
         self._shape = tuple(self._array.shape)
 
     def resize(self, shape: Sequence[int]) -> None:

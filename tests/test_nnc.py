@@ -347,3 +347,18 @@ def test_failed_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
         nnc.write_file_atomically(path, b"new")
     assert open(path, "rb").read() == b"old"
     assert os.listdir(tmp_path) == ["t.nnc"]
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 63, 64, 65, 1000, 4097, 65536 + 7, 1_000_003])
+def test_c_crc_and_numpy_crc_agree_with_the_bitwise_reference(length):
+    """The C path (google-crc32c, reg init 0 via extend(0xFFFFFFFF) ^ 0xFFFFFFFF) and the numpy fallback
+    compute the same naive CRC32C; short inputs are also checked against the bitwise reference."""
+    from nnadapter_bridge.nnadapter import nnc
+
+    assert nnc._google_crc32c is not None, "google-crc32c (a dependency) should provide the C CRC"
+    data = np.random.default_rng(length).integers(0, 256, length, dtype=np.uint8).tobytes()
+    fast = nnc.crc32c_naive(data)
+    assert fast == nnc.crc32c_naive_numpy(data)
+    assert fast == nnc.crc32c_naive(memoryview(bytearray(data)))
+    if length <= 4097:
+        assert fast == bitwise_crc(data)

@@ -227,3 +227,23 @@ def test_support_is_decided_once_per_op_signature(tmp_path):
     # elementwise_add, relu (three ops, one signature), scale, sigmoid
     assert predictor.support.conversions == 4
     assert len(predictor.partition.subgraphs) == 1 and len(predictor.partition.subgraphs[0].ops) == 6
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_refeeding_the_same_shape_reuses_the_input_buffer_and_sees_new_data(model, device):
+    """from_numpy with an unchanged shape refills the tensor's buffer (no new allocation per run); every run
+    still sees the data of its own call, also when the caller changes its array in place between runs."""
+    predictor = nb.create_predictor(make_config(model, set_nnadapter_device_names=[device]))
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    tensor = predictor.get_input(0)
+    tensor.from_numpy(x)
+    buffer = tensor._value()
+    predictor.run()
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
+    x *= -3.0  # the caller's array changes in place; the tensor must hold the old copy until from_numpy
+    predictor.run()
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x / -3.0), rtol=1e-6)
+    tensor.from_numpy(x)
+    assert tensor._value() is buffer
+    predictor.run()
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)

@@ -37,7 +37,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     ProgramRecord,
     cache_file_path,
     load_compilation_record,
-    pack_compilation_record,
+    pack_compilation_record_parts,
     read_nnc_file,
     write_file_atomically,
 )
@@ -527,10 +527,10 @@ class Compilation:
             return
         record = CompilationRecord(self.input_types, self.output_types, [
             ProgramRecord(p.device.name, p.input_types, p.input_indexes, p.output_types, p.output_indexes,
-                          bytes(p.cache.buffer)) for p in self.programs])
+                          p.cache.buffer) for p in self.programs])
         path = cache_file_path(self.cache_dir, self.cache_token)
         try:
-            write_file_atomically(path, pack_compilation_record(record))
+            write_file_atomically(path, pack_compilation_record_parts(record))
         except OSError as exc:
             warnings.warn(f"cannot write the model cache {path}: {exc}", NncCacheWarning, stacklevel=4)
             return
