@@ -358,7 +358,8 @@ def fake_quant_dequant(values: np.ndarray, thresholds: np.ndarray, round_type: i
     return np.where(thresholds > 0, q * safe / 127.0, 0.0)
 
 
-@converter("fake_quantize_dequantize_abs_max", emits=[], check=_check_fake_abs_max)
+# Folded into a constant weight; ASSIGN only when that constant is itself a subgraph output (as assign_value).
+@converter("fake_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_abs_max)
 def convert_fake_quantize_dequantize_abs_max(ctx, op):
     """A persistable X folds to its per-layer quant-dequant (threshold max |X|); OutScale is that threshold."""
     value = ctx.param(_first(op, "X"))
@@ -380,7 +381,7 @@ def _check_fake_channel_wise(op, ctx) -> Optional[str]:
     return None
 
 
-@converter("fake_channel_wise_quantize_dequantize_abs_max", emits=[], check=_check_fake_channel_wise)
+@converter("fake_channel_wise_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_channel_wise)
 def convert_fake_channel_wise_quantize_dequantize_abs_max(ctx, op):
     """A persistable X folds to its quant-dequant with one threshold (max |X|) per index of quant_axis."""
     value = ctx.param(_first(op, "X"))
