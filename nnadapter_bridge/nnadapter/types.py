@@ -92,6 +92,12 @@ class OperandType:
         return n
 
     def copy(self, **changes) -> "OperandType":
+        if not changes:
+            # Every field is already valid and immutable (ints, enums, tuples): a plain field copy is enough,
+            # and this runs per input and output on every execution.
+            clone = object.__new__(OperandType)
+            clone.__dict__.update(self.__dict__)
+            return clone
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
