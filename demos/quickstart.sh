@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q -e ".[paddle]"
-exec .venv/bin/python demos/classify.py --device builtin_device "$@"
+VENV=${NNADAPTER_BRIDGE_VENV:-.venv}  # another environment to set up and use, e.g. the one CI made
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q -e ".[paddle]"
+exec "$VENV/bin/python" demos/classify.py --device builtin_device "$@"
