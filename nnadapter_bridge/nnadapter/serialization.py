@@ -87,7 +87,7 @@ class _Reader:
     """Bounds-checked sequential reads over one value of the container."""
 
     def __init__(self, data: bytes, key: str):
-        self.data = data
+        self.data = memoryview(data).cast("B")  # slices are views: no copy until a constant is made
         self.key = key
         self.offset = 0
 
@@ -146,6 +146,8 @@ def _deserialize(data) -> Model:
             if len(raw) != expected:
                 raise NncFormatError(f"constant operand {i} ({t.describe()}) has {len(raw)} bytes, "
                                      f"expected {expected}")
+            # Copied once into fresh (aligned) memory: a view into the program bytes would be unaligned, and
+            # BLAS then takes other code paths, so a restored program would not give bit-identical results.
             value = np.frombuffer(raw, dtype=t.dtype.newbyteorder("<")).astype(t.dtype).reshape(t.dims)
             t.lifetime = Lifetime.CONSTANT_COPY
         model.operands.append(Operand(t, value, "", i))
