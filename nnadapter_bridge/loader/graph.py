@@ -256,8 +256,8 @@ def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.n
         for name, dtype, shape in specs:
             path = _per_var_path(source.params_path, name)
             if not os.path.isfile(path):
-                raise ModelFormatError(f"missing parameter file (this layout wants one file per persistable var; "
-                                       f"re-export the model or copy the file)", path=path, var=name)
+                raise ModelFormatError("missing parameter file (this layout wants one file per persistable var; "
+                                       "re-export the model or copy the file)", path=path, var=name)
             params[name] = read_single(map_file(path), path, name, dtype, shape)
         return params
     return read_combined(map_file(source.params_path), source.params_path, specs)
