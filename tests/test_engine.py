@@ -49,8 +49,8 @@ def test_token_follows_the_documented_recipe(model, tmp_path):
         "op relu\nin X=t0\nout Out=t1\n"
         "op scale\nin X=t1\nout Out=s0\nattr bias=0.5\nattr bias_after_scale=True\nattr scale=2.0\n"
         "inputs x\noutputs s0\nweight w float32 [4]\n").encode() + weight.tobytes()
-    fingerprint = hashlib.md5(fingerprint_text).hexdigest()
-    text = ("builtin_device" + "x" + "2" + "4" + "\n" + "nnadapter-bridge-cache-v1\n" + "dtypes:x=float32\n"
+    fingerprint = hashlib.sha256(fingerprint_text).hexdigest()
+    text = ("builtin_device" + "x" + "2" + "4" + "\n" + "nnadapter-bridge-cache-v2\n" + "dtypes:x=float32\n"
             + "subgraph:" + fingerprint + "\n" + "properties:")
     assert predictor.cache_tokens() == [hashlib.md5(text.encode()).hexdigest()]
     assert (tmp_path / "cache" / (predictor.cache_tokens()[0] + ".nnc")).is_file()
