@@ -6,7 +6,7 @@ the selected devices (`validate_program`, through `Context.get_supported_operati
 converted alone into a scratch Model whose inputs are the op's non-parameter inputs, typed from their
 VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constants as in a real subgraph.
 
-The answer is computed once per op signature (type, attributes, input dtypes and ranks; parameter inputs
+The answer is computed once per op signature (type, attributes, input dtypes and declared dims; parameter inputs
 by dtype and full shape, because converters read their values) and reused for every op that shares it.
 Every "no" keeps its reason, which the partition output and strict-mode errors show.
 """
@@ -86,7 +86,9 @@ class SupportDecider:
                 if var is None or var.dtype is None:
                     parts.append((slot, "opaque", None if var is None else var.var_type))
                 else:
-                    parts.append((slot, "data", str(var.dtype), len(var.shape)))
+                    # The declared dims, not only the rank: some checks read dims (e.g. pool2d's partial
+                    # last window, pixel_shuffle, mul), so ops differing only in dims may differ in verdict.
+                    parts.append((slot, "data", str(var.dtype), tuple(var.shape)))
         outputs = tuple((slot, len(names)) for slot, names in sorted(op.outputs.items()))
         return tuple(parts) + (outputs,)
 

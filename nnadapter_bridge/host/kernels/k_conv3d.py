@@ -207,3 +207,64 @@ def max_pool3d_with_index(io: OpScope) -> None:
         index = np.concatenate(indices, axis=axis)
     io.set_output("Out", value)
     io.set_output("Mask", index.astype(np.int32))
+
+
+class _Pool2dAsPool3d:
+    """A pool2d op seen as a pool3d over a unit depth axis (attrs and tensors lifted, outputs lowered)."""
+
+    def __init__(self, io: OpScope):
+        self.io = io
+        self.channels_last = io.attr("data_format", "NCHW") == "NHWC"
+
+    def input(self, slot: str):
+        x = self.io.input(slot)
+        return x[:, None] if self.channels_last else x[:, :, None]
+
+    def attr(self, name: str, default=None):
+        value = self.io.attr(name, None)
+        if name in ("ksize", "strides") and value is not None:
+            return [1] + [int(v) for v in value]
+        if name == "paddings":
+            pads = [int(p) for p in (value if value is not None else [0, 0])]
+            return [0] + pads if len(pads) == 2 else [0, 0] + pads
+        if name == "data_format":
+            return "NDHWC" if self.channels_last else "NCDHW"
+        return default if value is None else value
+
+    def set_output(self, slot: str, value) -> None:
+        self.io.set_output(slot, np.ascontiguousarray(value[:, 0] if self.channels_last else value[:, :, 0]))
+
+    def error(self, message: str):
+        return self.io.error(message)
+
+
+@host_kernel("pool2d")
+def pool2d(io: OpScope) -> None:
+    """Paddle's pool2d, for the cases its converter cannot express: pool3d over a unit depth axis, except
+    the average including padding (exclusive=false), where Paddle 3.3.1's 2-D kernel divides each window
+    by its extent clipped to the input plus the leading pad: pads count, the ceil_mode overhang does not."""
+    lifted = _Pool2dAsPool3d(io)
+    if io.attr("pooling_type", "max") == "max" or io.attr("exclusive", True) or io.attr("adaptive", False) \
+            or io.attr("global_pooling", False):
+        pool3d(lifted)
+        return
+    x = lifted.input("X")
+    if lifted.channels_last:
+        x = x.transpose(0, 4, 1, 2, 3)
+    ksize, strides, before, _, outs, _ = _pool_geometry(lifted, x.shape[2:])
+    value = x.astype(np.float64)
+    divisor = np.ones((1, 1, 1, 1, 1))
+    for axis, size, out, k, stride, pad_before in zip((2, 3, 4), x.shape[2:], outs, ksize, strides, before):
+        spans = _windows(size, out, k, stride, pad_before, False)
+        value = np.concatenate([np.take(value, range(a, b), axis=axis).sum(axis=axis, keepdims=True)
+                                for a, b in spans], axis=axis)
+        starts = np.arange(out) * stride - pad_before
+        # Paddle bounds the window with the leading pad on both sides (its kernel takes one pad per axis).
+        extent = np.minimum(starts + k, size + pad_before) - starts
+        shape = [1] * 5
+        shape[axis] = out
+        divisor = divisor * extent.astype(np.float64).reshape(shape)
+    result = (value / divisor).astype(x.dtype)
+    if lifted.channels_last:
+        result = result.transpose(0, 2, 3, 4, 1)
+    lifted.set_output("Out", result)
