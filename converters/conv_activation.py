@@ -462,12 +462,25 @@ _ACTIVATION_OPS = [
 ]
 
 
+# The reference is Paddle Inference 3.3.1, whose relu6 kernel ignores `threshold` (always 6) and whose
+# hard_swish kernel ignores `threshold`, `scale` and `offset` (always 6, 6, 3); Paddle Lite and Paddle 2
+# applied them. So the standalone ops read no attrs (Paddle's fixed values are the defaults) and emit the
+# one operation those values give. The fused activation of conv2d/fc/fusion_elementwise_*
+# (`hard_swish_threshold` etc., written only by Paddle Lite's fusion passes) keeps its attrs.
+_STANDALONE_IGNORES_ATTRS = {"relu6": (T.RELU6,), "hard_swish": (T.HARD_SWISH,)}
+
+
+def _standalone_attrs(op):
+    """The attrs source of a standalone activation op."""
+    return {} if op.type in _STANDALONE_IGNORES_ATTRS else op
+
+
 def _make_activation_check(act_type):
     spec = ACTIVATIONS[act_type]
 
     def check(op, ctx):
         if spec.check is not None:
-            reason = spec.check(ActivationAttrs(act_type, op))
+            reason = spec.check(ActivationAttrs(act_type, _standalone_attrs(op)))
             if reason:
                 return reason
         precision = var_precision(ctx, first_input(op))
@@ -483,11 +496,12 @@ def _make_activation_check(act_type):
 def _convert_activation(ctx, op):
     x = ctx.input(first_input(op))
     out = output_for(ctx, op, first_output(op), x)
-    emit_activation(ctx, op.type, op, x, out)
+    emit_activation(ctx, op.type, _standalone_attrs(op), x, out)
 
 
 for _name in _ACTIVATION_OPS:
-    converter(_name, emits=ACTIVATIONS[_name].emits, check=_make_activation_check(_name))(_convert_activation)
+    converter(_name, emits=_STANDALONE_IGNORES_ATTRS.get(_name, ACTIVATIONS[_name].emits),
+              check=_make_activation_check(_name))(_convert_activation)
 
 
 # -- prelu --------------------------------------------------------------------------------------------

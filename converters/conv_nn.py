@@ -609,8 +609,9 @@ def convert_p_norm(ctx, op):
     x = ctx.input(first_input(op, "X"))
     porder = float(op.attr("porder", 2.0))
     keepdim = bool(op.attr("keepdim", False))
+    asvector = bool(op.attr("asvector", False))
     steps = []
-    if op.attr("asvector", False):
+    if asvector:
         steps.append(("flatten", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [out])))
         axis = 0
     else:
@@ -631,7 +632,12 @@ def convert_p_norm(ctx, op):
         steps.append(("sum", _reduce_step(T.REDUCE_SUM, [axis], True)))
         if porder != 1.0:
             steps.append(("root", _binary_step(T.POW, lambda ctx, x: ctx.const_like(1.0 / porder, x))))
-    if not keepdim:
+    # With asvector Paddle's result is [1] * rank(x) under keepdim (0-D for a 0-D x), else 0-D; the
+    # flattened reduction above has shape [1].
+    rank = len(x.type.dims)
+    if asvector and keepdim and rank > 1:
+        steps.append(("keepdim", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([1] * rank)], [out])))
+    elif not keepdim or (asvector and rank == 0):
         steps.append(("squeeze", lambda ctx, x, out: ctx.add(T.SQUEEZE, [x, ctx.const_i32([axis])], [out])))
     emit_chain(ctx, out_name, x, steps)
 

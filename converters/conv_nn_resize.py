@@ -143,10 +143,13 @@ def _check_interp(op, ctx) -> Optional[str]:
     if method != ("nearest" if op.type.startswith("nearest") else "bilinear"):
         return f"interp_method '{method}' does not match {op.type}"
     if first_input(op, "SizeTensor"):
+        # Paddle 3.3.1 (v1 and v2) takes the size from SizeTensor and samples with in / out, ignoring any
+        # Scale tensor or scale attribute (unlike OutSize below): RESIZE at that shape is exact.
         return None
     has_scale = bool(first_input(op, "Scale")) or bool(_interp_scales_attr(op))
-    if op.type not in _V1 and first_input(op, "OutSize") and has_scale and not op.attr("align_corners", True):
-        # Paddle then takes the size from OutSize but samples with 1 / scale; RESIZE samples with in / out.
+    if first_input(op, "OutSize") and has_scale and not op.attr("align_corners", True):
+        # Paddle (v1 and v2) then takes the size from OutSize but samples with 1 / scale; RESIZE samples
+        # with in / out.
         return "OutSize together with a scale (Paddle samples with 1/scale at OutSize's size)"
     if op.type in _V1 and not first_input(op, "OutSize") and has_scale:
         if first_input(op, "Scale"):

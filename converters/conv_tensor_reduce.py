@@ -4,7 +4,7 @@ top_k/top_k_v2 and argsort.
 NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the bitwise complement
 -1 - x for integers, which cannot overflow), reduce_any/all go through INT32 and NOT, logsumexp is the
 stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]); `reduce_all` or an
-empty `dim` reduce every axis.
+empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis).
 """
 from __future__ import annotations
 
@@ -162,11 +162,12 @@ def convert_reduce_all(ctx: ConversionContext, op):
 
 @converter("logsumexp", emits=[T.REDUCE_MAX, T.SUB, T.EXP, T.REDUCE_SUM, T.LOG, T.ADD, T.SQUEEZE])
 def convert_logsumexp(ctx: ConversionContext, op):
-    """max + log(sum(exp(x - max))) over `axis` (default [0]; `reduce_all` or [] = every axis)."""
+    """max + log(sum(exp(x - max))) over `axis`; `reduce_all`, [] or a missing `axis` (Paddle's op
+    default is []) = every axis."""
     x = ctx.input(op.input("X")[0])
     var = out_name(op)
     keepdim = bool(op.attr("keepdim", False))
-    axes = _axes_for(ctx, x, reduce_axes(op, "axis", "reduce_all"))
+    axes = _axes_for(ctx, x, reduce_axes(op, "axis", "reduce_all", default=()))
     peak = _reduce(ctx, T.REDUCE_MAX, x, axes, True, ctx.temp(var, "max"))
     shifted = ctx.temp(var, "shifted")
     ctx.add(T.SUB, [x, peak, fuse_none(ctx)], [shifted])

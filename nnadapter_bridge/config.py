@@ -131,7 +131,11 @@ class Config:
         if self._model_file is not None:
             params = self._param_file
             if params is None and self._model_file.endswith(".pdmodel"):
-                params = self._model_file[: -len(".pdmodel")] + ".pdiparams"
+                sibling = self._model_file[: -len(".pdmodel")] + ".pdiparams"
+                # A model without parameters has no .pdiparams: then the loader is given none.
+                params = sibling if os.path.exists(sibling) else None
+                if params is None:
+                    return {"model_path": self._model_file}
             if params is None and self._model_dir is not None:
                 return {"model_path": self._model_dir}
             return {"model_path": self._model_file, "params_path": params}

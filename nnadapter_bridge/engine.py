@@ -29,6 +29,9 @@ Cache token (32 lowercase hex chars):
       "dtypes:" + ",".join(name + "=" + numpy dtype name) over the sorted inputs
       "subgraph:" + the subgraph fingerprint (64 hex, below)
       "properties:" + the context properties string, verbatim
+      "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
+          shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
+      "versions:" + "nnadapter-bridge=<version>" and "<device>=<driver version>" per device, comma-joined
   fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
       "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
       "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
@@ -51,7 +54,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import ConfigError, ConversionError, InvalidDimensionsError
+from nnadapter_bridge.errors import ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import CacheMissError, Compilation, Context, Execution, HostBuffer
@@ -85,15 +88,26 @@ def paddle_lite_cache_token(device_names: Sequence[str], input_dims: Mapping[str
 
 def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
                          dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]],
-                         input_dtypes: Mapping[str, np.dtype], fingerprint: str, context_properties: str) -> str:
+                         input_dtypes: Mapping[str, np.dtype], fingerprint: str, context_properties: str,
+                         input_types: Optional[Mapping[str, OperandType]] = None,
+                         versions: str = "") -> str:
     """The token the engine uses (see the module docstring for the exact recipe)."""
+    names = sorted(input_dims, key=lambda n: n.encode("utf-8"))
     lines = [
         f"nnadapter-bridge-cache-v{CACHE_FORMAT_VERSION}",
-        "dtypes:" + ",".join(f"{name}={np.dtype(input_dtypes[name]).name}"
-                             for name in sorted(input_dims, key=lambda n: n.encode("utf-8"))),
+        "dtypes:" + ",".join(f"{name}={np.dtype(input_dtypes[name]).name}" for name in names),
         "subgraph:" + fingerprint,
         "properties:" + (context_properties or ""),
     ]
+    if input_types is not None:
+        # Paddle Lite's string runs dims together ("x" + 1,23 == "x" + 12,3): the compiled input types,
+        # separated, make such shapes (and dynamic-shape programs built from different current shapes) distinct.
+        lines.append("inputs:" + ";".join(
+            f"{name}=" + ",".join(str(int(d)) for d in input_types[name].dims)
+            + "".join("|" + ",".join(str(int(d)) for d in shape) for shape in input_types[name].dynamic_dims)
+            for name in names))
+    if versions:
+        lines.append("versions:" + versions)
     text = _lite_token_string(device_names, input_dims, dynamic_shape_info) + "\n" + "\n".join(lines)
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
@@ -212,6 +226,15 @@ class SubgraphEngine:
                                                      self.subgraph.weight_names, self.graph.params)
         return self._fingerprint
 
+    @property
+    def versions(self) -> str:
+        """nnadapter-bridge's version and every device driver's name and version: an upgrade that changes
+        what a converter or driver produces must not hit a cache the old one wrote."""
+        from nnadapter_bridge import __version__
+
+        return ",".join([f"nnadapter-bridge={__version__}"] +
+                        [f"{d.name}={d.version}" for d in self.context.devices])
+
     def describe(self) -> str:
         return f"subgraph {self.index} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"
 
@@ -223,7 +246,7 @@ class SubgraphEngine:
             return paddle_lite_cache_token(devices, dims, self.dynamic_shape_info)
         dtypes = {name: a.dtype for name, a in zip(self.input_names, arrays)}
         return extended_cache_token(devices, dims, self.dynamic_shape_info, dtypes, self.fingerprint,
-                                    self.context_properties)
+                                    self.context_properties, self.input_types_for(arrays), self.versions)
 
     def input_types_for(self, arrays: Sequence[np.ndarray]) -> dict:
         """The model input operand types for these arrays (dynamic shape info applied, facts §5.2)."""
@@ -283,12 +306,26 @@ class SubgraphEngine:
     def _run_new_program(self, arrays: Sequence[np.ndarray]) -> list:
         token = self.token_for(arrays)
         program = self._restore(token)
+        if program is not None and not program.accepts(arrays):
+            # The token matched but the stored program was compiled for other input types (a plain Paddle Lite
+            # token, or a file written for another shape): never run it on these inputs.
+            program.compilation.destroy()
+            self.stats.cache_misses += 1
+            warnings.warn(f"model cache for token {token} was compiled for other input shapes or dtypes than "
+                          f"{self.describe()} is given; compiling the model instead", NncCacheWarning, stacklevel=3)
+            program = None
         if program is not None:
             try:
                 outputs = self._execute(program, arrays)
             except InvalidDimensionsError:
                 # A cached program for the same token that refuses these shapes: compile a fresh one.
                 program.compilation.destroy()
+            except NNAdapterError as exc:
+                # A cache that passed every check but fails to run (e.g. forged contents): a miss, not a crash.
+                program.compilation.destroy()
+                self.stats.cache_misses += 1
+                warnings.warn(f"model cache for token {token} failed to run ({exc}); compiling the model "
+                              "instead", NncCacheWarning, stacklevel=3)
             else:
                 self.programs.append(program)
                 return outputs

@@ -85,37 +85,42 @@ class Predictor:
         self.device_names = config.nnadapter_device_names()
         self.context = Context(_acquire_devices(self.device_names), config.nnadapter_context_properties(),
                                config.nnadapter_context_callback())
-        self._check_dynamic_shape_info()
+        try:
+            self._check_dynamic_shape_info()
 
-        self.support = SupportDecider(self.graph, self.context)
-        partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
-                                                    config.nnadapter_subgraph_partition_config_path() or None,
-                                                    os.environ)
-        ops = self.graph.ops()
-        forced = partition_config.match(ops) if partition_config is not None else set()
-        self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
-        print_dump_if_verbose(self.graph, self.partition)
-        self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
+            self.support = SupportDecider(self.graph, self.context)
+            partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
+                                                        config.nnadapter_subgraph_partition_config_path() or None,
+                                                        os.environ)
+            ops = self.graph.ops()
+            forced = partition_config.match(ops) if partition_config is not None else set()
+            self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
+            print_dump_if_verbose(self.graph, self.partition)
+            self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
 
-        self.host_ops = [op for op in self.partition.host_ops if op.type not in BOUNDARY_OP_TYPES]
-        self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
-        self._check_everything_runs()
+            self.host_ops = [op for op in self.partition.host_ops if op.type not in BOUNDARY_OP_TYPES]
+            self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
+            self._check_everything_runs()
 
-        cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers())
-        self._progress: Optional[Progress] = None
-        self.engines = {
-            s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
-                                    cache_buffers=cache_buffers,
-                                    dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
-                                    context_properties=config.nnadapter_context_properties(),
-                                    paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build)
-            for s in self.partition.subgraphs}
-        self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
-        self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
-        self._runs = 0
-        self._host_op_runs = 0
+            cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers())
+            self._progress: Optional[Progress] = None
+            self.engines = {
+                s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
+                                        cache_buffers=cache_buffers,
+                                        dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
+                                        context_properties=config.nnadapter_context_properties(),
+                                        paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build)
+                for s in self.partition.subgraphs}
+            self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
+            self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
+            self._runs = 0
+            self._host_op_runs = 0
+        except BaseException:
+            self.context.destroy()  # the drivers' contexts must not outlive a predictor that failed to build
+            raise
 
     # -- construction checks -------------------------------------------------------------------------
+
     def _check_dynamic_shape_info(self) -> None:
         for name, shapes in self.config.nnadapter_dynamic_shape_info().items():
             try:
@@ -250,11 +255,18 @@ class Predictor:
             if self._progress is not None:
                 self._progress.done()
             self._progress = None
+        inputs = [tensor._value() for tensor in self._inputs]
         for tensor in self._outputs:
             if tensor.name not in scope:
                 raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
                                  "names a var no op writes")
-            tensor._set_result(scope[tensor.name])
+            result = scope[tensor.name]
+            # An output that is (a view of) an input buffer would change when that buffer is refilled by the
+            # next from_numpy: hand out a copy then.
+            if isinstance(result, np.ndarray) and any(
+                    a is not None and np.may_share_memory(result, a) for a in inputs):
+                result = result.copy()
+            tensor._set_result(result)
         self._runs += 1
 
     # -- introspection ------------------------------------------------------------------------------

@@ -48,6 +48,10 @@ def test_bench_table_without_fresh_process(yolo, capsys):
     (["--runs", "0"], "--runs 0: must be at least 1"),
     (["--threads", "0"], "--threads 0: must be at least 1"),
     (["--input-shape", "image:1,3"], "input 'image' expects float32"),
+    (["--seed", "-1"], "--seed -1: must be 0 or more"),
+    (["--cache-dir", "/proc/nnadapter-bridge-test"], "--cache-dir /proc/nnadapter-bridge-test: cannot create the "
+                                                     "directory: "),
+    (["--dynamic-shape", "image:-1,3,64,64"], "the first shape [-1, 3, 64, 64] has -1 axes"),
 ])
 def test_errors_are_one_line(yolo, capsys, argv, message):
     assert main(["bench", yolo, "--no-fresh-process", "--runs", "1", *argv]) == 2
@@ -59,3 +63,16 @@ def test_cache_dir_must_be_empty(yolo, capsys, tmp_path):
     (tmp_path / "old.nnc").write_bytes(b"x")
     assert main(["bench", yolo, "--cache-dir", str(tmp_path)]) == 2
     assert "not empty; the cold start needs an empty cache dir" in capsys.readouterr().err
+
+
+def test_dynamic_shape_reaches_the_warm_start(yolo, capsys, tmp_path):
+    cache = tmp_path / "cache"
+    dynamic = ["--dynamic-shape", "image:1,3,64,64;2,3,64,64"]
+    assert main(["bench", yolo, *dynamic, "--input-shape", "image:2,3,64,64", "--runs", "1", "--warmup", "0",
+                 "--cache-dir", str(cache), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cold"]["builds"] == 1
+    assert (data["warm"]["builds"], data["warm"]["cache_hits"]) == (0, 1)
+    # The program is the one convert makes with the same dynamic shape info.
+    assert main(["convert", yolo, "--cache-dir", str(cache), *dynamic, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["restored"] == 1

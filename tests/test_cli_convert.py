@@ -74,11 +74,33 @@ def test_table_output(yolo, capsys, tmp_path):
     (["--input-shape", "image:1,3,64"], "input 'image' expects float32 with shape [-1, 3, 64, 64]"),
     (["--dynamic-shape", "image:1,3,64,64;2,3"], "the shapes have different ranks"),
     (["--device", "nope"], "no NNAdapter device named 'nope'"),
+    (["--seed", "-1"], "--seed -1: must be 0 or more"),
+    (["--dynamic-shape", "image:-1,3,64,64"], "the first shape [-1, 3, 64, 64] has -1 axes"),
 ])
 def test_errors_are_one_line(yolo, capsys, tmp_path, argv, message):
     assert main(["convert", yolo, "--cache-dir", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("cache_dir, message", [
+    ("/proc/nnadapter-bridge-test", "--cache-dir /proc/nnadapter-bridge-test: cannot create the directory: "),
+    ("{d}/file/cache", "--cache-dir {d}/file/cache: cannot create the directory: "),
+    ("{d}/file", "--cache-dir {d}/file: exists and is not a directory"),
+])
+def test_a_cache_dir_that_cannot_be_made_is_one_line(yolo, capsys, tmp_path, cache_dir, message):
+    (tmp_path / "file").write_text("x")
+    assert main(["convert", yolo, "--cache-dir", cache_dir.format(d=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(d=tmp_path) in err, err
+
+
+def test_help_says_a_later_predictor_needs_the_dynamic_shape_info(capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "also needs the same dynamic shape info" in text
+    assert "`run`/`bench --dynamic-shape` with the same values" in text
 
 
 def test_cache_dir_is_required(yolo, capsys):

@@ -28,3 +28,11 @@ def test_ops_table_and_device_filter(capsys):
     assert "Paddle op types have a converter" in out
     assert "builtin_device: 96 NNAdapter operations" in out
     assert "conv2d" in out
+
+
+def test_an_unknown_device_is_one_line_listing_the_available_ones(capsys):
+    assert main(["ops", "--device", "builtin_device", "--device", "nosuch", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("nnadapter-bridge ops: error: --device nosuch: ")
+    assert "no NNAdapter device named 'nosuch'; available: " in err and "builtin_device" in err

@@ -97,6 +97,17 @@ def test_dot_file(yolo, capsys, tmp_path):
     assert "yolo_box_0_op" in text and "conv2d_0_op_subgraph_0" in text
 
 
+@pytest.mark.parametrize("make_path, reason", [
+    (lambda d: d / "missing" / "g.dot", "No such file or directory"),
+    (lambda d: d, "Is a directory"),
+])
+def test_dot_file_that_cannot_be_written_is_one_line(yolo, capsys, tmp_path, make_path, reason):
+    path = make_path(tmp_path)
+    assert main(["partition", yolo, "--dot", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"nnadapter-bridge partition: error: --dot {path}: {reason}\n"
+
+
 def test_svg_without_graphviz_is_one_line_with_a_hint(yolo, capsys, tmp_path, monkeypatch):
     import partition.dump
 
@@ -116,6 +127,7 @@ def test_svg_with_graphviz(yolo, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--device", "no_such_device"], "no NNAdapter device named 'no_such_device'"),
     (["--partition-config", "/no/such/config.txt"], "--partition-config /no/such/config.txt: no such file"),
+    (["--partition-config", ROOT], f"--partition-config {ROOT}: is a directory, not a file"),
     (["--min-subgraph-size", "0"], "--min-subgraph-size 0: must be at least 1"),
 ])
 def test_errors_are_one_line(yolo, capsys, argv, message):

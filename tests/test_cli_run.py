@@ -113,15 +113,60 @@ def test_second_run_restores_from_the_cache(yolo, capsys, tmp_path):
     (lambda d: ["--input", "im_shape"], "--input 'im_shape': expected NAME=FILE.npy"),
     (lambda d: ["--input", f"boxes={d}/i64.npy"], "--input: the model has no input 'boxes'"),
     (lambda d: ["--input", f"im_shape={d}/i64.npy"], "input 'im_shape' expects int32 with shape [-1, 2]"),
-    (lambda d: ["--input", f"im_shape={d}/bad.npy"], "not a readable .npy array"),
+    (lambda d: ["--input", f"im_shape={d}/bad.npy"], "--input im_shape: {d}/bad.npy: not a .npy file"),
+    (lambda d: ["--input", f"im_shape={d}/shape.txt"], "--input im_shape: {d}/shape.txt: not a .npy file"),
+    (lambda d: ["--input", f"im_shape={d}/cut.npy"], "--input im_shape: {d}/cut.npy: not a readable .npy array"),
+    (lambda d: ["--input", f"im_shape={d}/two.npz"], "{d}/two.npz: holds several arrays (.npz)"),
+    (lambda d: ["--input", f"im_shape={d}"], "--input im_shape: {d}: is a directory, not a file"),
+    (lambda d: ["--partition-config", str(d)], "--partition-config {d}: is a directory, not a file"),
     (lambda d: ["--input", f"im_shape={d}/i64.npy", "--input-shape", "im_shape:2,2"], "has shape [1, 2], but"),
+    (lambda d: ["--seed", "-1"], "--seed -1: must be 0 or more"),
+    (lambda d: ["--cache-dir", "/proc/nnadapter-bridge-test"], "--cache-dir /proc/nnadapter-bridge-test: cannot "
+                                                               "create the directory: "),
+    (lambda d: ["--output-dir", f"{d}/i64.npy/out"], "--output-dir {d}/i64.npy/out: cannot create the directory: "),
+    (lambda d: ["--output-dir", f"{d}/i64.npy"], "--output-dir {d}/i64.npy: exists and is not a directory"),
+    (lambda d: ["--cache-dir", f"{d}/i64.npy"], "--cache-dir {d}/i64.npy: exists and is not a directory"),
+    (lambda d: ["--dynamic-shape", "image:-1,3,64,64"], "--dynamic-shape image: the first shape [-1, 3, 64, 64] "
+                                                        "has -1 axes"),
+    (lambda d: ["--dynamic-shape", "image:1,3,64,64", "--dynamic-shape", "image:2,3,64,64"],
+     "--dynamic-shape image: given twice"),
+    (lambda d: ["--dynamic-shape", "photo:1,3,64,64"], "'photo'"),
 ])
 def test_errors_are_one_line(yolo, capsys, tmp_path, make_argv, message):
     np.save(tmp_path / "i64.npy", np.array([[64, 64]], dtype=np.int64))
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    (tmp_path / "shape.txt").write_text("64 64\n")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "i64.npy").read_bytes()[:-4])  # the header, not all the data
+    np.savez(tmp_path / "two.npz", a=np.zeros(2), b=np.ones(2))
     assert main(["run", yolo, *make_argv(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message.format(d=tmp_path) in err, err
+
+
+def test_dynamic_shape_restores_what_convert_wrote(yolo, capsys, tmp_path):
+    dynamic = ["--dynamic-shape", "image:1,3,64,64;2,3,64,64"]
+    assert main(["convert", yolo, "--cache-dir", str(tmp_path), *dynamic, "--json"]) == 0
+    converted = json.loads(capsys.readouterr().out)
+    assert converted["compiled"] == 1
+    # The second listed shape, fed as random data and from a file: the program convert wrote serves both.
+    data = run_json(capsys, yolo, "--cache-dir", str(tmp_path), *dynamic, "--input-shape", "image:2,3,64,64")
+    assert data["inputs"]["image"]["shape"] == [2, 3, 64, 64]
+    assert data["dynamic_shapes"] == {"image": [[1, 3, 64, 64], [2, 3, 64, 64]]}
+    assert (data["compiled"], data["restored"]) == (0, 1)
+    assert [p["token"] for p in data["programs"]] == [converted["programs"][0]["token"]]
+    np.save(tmp_path / "image.npy", np.zeros((2, 3, 64, 64), dtype=np.float32))
+    image = f"image={tmp_path / 'image.npy'}"
+    assert main(["run", yolo, "--cache-dir", str(tmp_path), *dynamic, "--input", image]) == 0
+    assert "restored from cache" in capsys.readouterr().out
+    # Without the dynamic shape info the token differs, so the program is compiled anew.
+    plain = run_json(capsys, yolo, "--cache-dir", str(tmp_path))
+    assert (plain["compiled"], plain["restored"]) == (1, 0)
+
+
+def test_output_dir_is_created_before_the_run(yolo, capsys, tmp_path):
+    out = tmp_path / "a" / "b"
+    data = run_json(capsys, yolo, "--output-dir", str(out))
+    assert sorted(os.listdir(out)) == sorted(f"{name}.npy" for name in data["outputs"])
 
 
 def test_subprocess_smoke(yolo, tmp_path):

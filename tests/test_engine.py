@@ -51,7 +51,8 @@ def test_token_follows_the_documented_recipe(model, tmp_path):
         "inputs x\noutputs s0\nweight w float32 [4]\n").encode() + weight.tobytes()
     fingerprint = hashlib.sha256(fingerprint_text).hexdigest()
     text = ("builtin_device" + "x" + "2" + "4" + "\n" + "nnadapter-bridge-cache-v2\n" + "dtypes:x=float32\n"
-            + "subgraph:" + fingerprint + "\n" + "properties:")
+            + "subgraph:" + fingerprint + "\n" + "properties:" + "\n" + "inputs:x=2,4" + "\n"
+            + "versions:nnadapter-bridge=" + nb.__version__ + ",builtin_device=1")
     assert predictor.cache_tokens() == [hashlib.md5(text.encode()).hexdigest()]
     assert (tmp_path / "cache" / (predictor.cache_tokens()[0] + ".nnc")).is_file()
 
@@ -165,3 +166,19 @@ def test_weights_are_hashed_once_per_engine_not_per_run(model, monkeypatch):
         feed_and_check(predictor, batch)
     assert predictor.stats.builds == 3
     assert len(calls) == 1
+
+
+def test_shapes_that_read_alike_get_distinct_tokens_and_never_share_a_program(tmp_path):
+    """Paddle Lite's string runs dims together: x:[1, 11, 4] and x:[11, 1, 4] both read "x1114". Our token
+    keeps them apart, so a program compiled for one is never restored for the other."""
+    model = add_relu_scale_model(tmp_path / "model", feed_shape=(-1, -1, 4))
+    predictor = make_predictor(model, cache_dir=str(tmp_path / "cache"))
+    tokens = []
+    for shape in ((1, 11, 4), (11, 1, 4)):
+        x = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
+        tokens.append(predictor.cache_tokens()[-1])
+    assert tokens[0] != tokens[1]
+    assert predictor.stats.cache_hits_file == 0 and predictor.stats.builds == 2

@@ -362,3 +362,48 @@ def test_c_crc_and_numpy_crc_agree_with_the_bitwise_reference(length):
     assert fast == nnc.crc32c_naive(memoryview(bytearray(data)))
     if length <= 4097:
         assert fast == bitwise_crc(data)
+
+
+@pytest.mark.parametrize("programs, why", [
+    # The only program writes a shared buffer, nothing writes model output 0.
+    (lambda a, b: [ProgramRecord("builtin_device", [a], [-1], [b], [5], b"p")], "written by 0 programs"),
+    # Model output 0 written twice.
+    (lambda a, b: [ProgramRecord("builtin_device", [a], [-1], [b], [-1], b"p"),
+                   ProgramRecord("builtin_device", [a], [-1], [b], [-1], b"q")], "written by 2 programs"),
+    # A program reading a shared buffer nobody wrote before it.
+    (lambda a, b: [ProgramRecord("builtin_device", [a], [3], [b], [-1], b"p")], "reads shared buffer 3"),
+])
+def test_records_whose_dataflow_cannot_run_are_a_miss(programs, why):
+    """CRC-valid files with inconsistent indexes would run and hand back unfilled outputs: a miss instead."""
+    a = OperandType(precision=Precision.FLOAT32, dims=(1, 4), lifetime=Lifetime.MODEL_INPUT)
+    b = OperandType(precision=Precision.FLOAT32, dims=(1, 4), lifetime=Lifetime.MODEL_OUTPUT)
+    data = nnc.pack_compilation_record(CompilationRecord([a], [b], programs(a, b)))
+    with pytest.raises(nnc.NncFormatError, match=why):
+        nnc.unpack_compilation_record(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert nnc.load_compilation_record(data, "test", ["builtin_device"]) is None
+    assert len(caught) == 1
+
+
+def test_builtin_device_rejects_cached_programs_with_invalid_operations():
+    """A builtin program (serialized model) whose ADD lacks operands deserializes, but must not run: the
+    driver re-checks every operation and answers INVALID_PARAMETER (a cache miss for the runtime)."""
+    from hal.builtin_device import DRIVER
+    from hal.protocol import Cache
+    from nnadapter_bridge.errors import NNAdapterError
+    from nnadapter_bridge.nnadapter.codes import ResultCode
+    from nnadapter_bridge.nnadapter.serialization import serialize_model
+    from nnadapter_bridge.nnadapter.types import Operation
+
+    model = Model()
+    x = model.add_operand(OperandType(precision=Precision.FLOAT32, dims=(1, 4)))
+    y = model.add_output()
+    y.type.precision, y.type.dims = Precision.FLOAT32, (1, 4)
+    model.operations.append(Operation(OperationType.ADD, [x], [y], 0))  # forged: no input1, no fuse code
+    model.identify_inputs_and_outputs([x], [y])
+    model.finish()
+    context = DRIVER.create_context(DRIVER.open_device(), "", None)
+    with pytest.raises(NNAdapterError) as raised:
+        DRIVER.create_program(context, None, Cache(buffer=bytearray(serialize_model(model))))
+    assert raised.value.code == ResultCode.INVALID_PARAMETER

@@ -247,3 +247,35 @@ def test_refeeding_the_same_shape_reuses_the_input_buffer_and_sees_new_data(mode
     assert tensor._value() is buffer
     predictor.run()
     np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
+
+
+def test_an_output_that_is_a_feed_var_does_not_change_with_the_next_input(tmp_path):
+    """A fetch of the feed var itself: the output must keep its values when the input buffer is refilled."""
+    from nnadapter_bridge.zoo import write_program
+
+    path = str(tmp_path / "__model__")
+    write_program(path, [{"vars": [{"name": "x", "dtype": "float32", "shape": [-1, 4]},
+                                   {"name": "y", "dtype": "float32", "shape": [-1, 4]}],
+                          "ops": [{"type": "relu", "inputs": {"X": ["x"]}, "outputs": {"Out": ["y"]}}]}],
+                  feeds=["x"], fetches=["y", "x"])
+    predictor = nb.create_predictor(make_config(path))
+    ones = np.ones((1, 4), np.float32)
+    predictor.get_input(0).from_numpy(ones)
+    predictor.run()
+    echoed = predictor.get_output(1).numpy()
+    predictor.get_input(0).from_numpy(np.full((1, 4), 7, np.float32))
+    np.testing.assert_array_equal(predictor.get_output(1).numpy(), ones)
+    np.testing.assert_array_equal(echoed, ones)
+
+
+def test_set_model_file_on_a_pdmodel_without_parameters(tmp_path):
+    """A .pdmodel with no parameters has no .pdiparams; set_model_file alone must load it."""
+    from converter_harness import static_program
+
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    saved = static_program(tmp_path, lambda x: __import__("paddle").nn.functional.relu(x), {"x": x})
+    assert saved.params_path is None
+    predictor = nb.create_predictor(make_config(saved.model_path))
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    np.testing.assert_array_equal(predictor.get_output(0).numpy(), saved.outputs[0])

@@ -8,6 +8,16 @@ OP_ATOL = 1e-5
 OP_RTOL = 5 * 2.0 ** -23
 
 
+def _out_of_bound(got64: np.ndarray, want64: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Elements that fail: finite expectations by |got - want| > bound (a NaN result fails), and
+    non-finite expectations unless matched exactly (the same infinity, or NaN for NaN)."""
+    finite = np.isfinite(want64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        within = np.abs(got64 - want64) <= bound
+    exact = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
+    return np.where(finite, ~within, ~exact)
+
+
 def assert_op_close(got, want, *, atol: float = OP_ATOL, rtol: float = OP_RTOL, what: str = "") -> None:
     """One operation's output against an independent expectation; integers and booleans exact."""
     got = np.asarray(got)
@@ -20,13 +30,12 @@ def assert_op_close(got, want, *, atol: float = OP_ATOL, rtol: float = OP_RTOL, 
         return
     got64 = got.astype(np.float64)
     want64 = want.astype(np.float64)
-    same_nan = np.isnan(got64) & np.isnan(want64)
-    same_inf = np.isinf(want64) & (got64 == want64)
-    err = np.abs(got64 - want64)
-    bound = atol + rtol * np.abs(want64)
-    bad = ~((err <= bound) | same_nan | same_inf)
+    bound = atol + rtol * np.abs(np.where(np.isfinite(want64), want64, 0.0))
+    bad = _out_of_bound(got64, want64, bound)
     if bad.any():
-        i = np.unravel_index(np.argmax(np.where(bad, err - bound, -np.inf)), want.shape) if want.ndim else ()
+        with np.errstate(invalid="ignore"):
+            excess = np.where(bad, np.nan_to_num(np.abs(got64 - want64) - bound, nan=np.inf, posinf=np.inf), -np.inf)
+        i = np.unravel_index(np.argmax(excess), want.shape) if want.ndim else ()
         raise AssertionError(f"{what}: {int(bad.sum())}/{want.size} elements out of tolerance "
                              f"(atol={atol}, rtol={rtol}); worst at {i}: got {got64[i]!r}, want {want64[i]!r}")
 
@@ -41,11 +50,13 @@ def assert_model_close(got, want, *, what: str = "") -> None:
         return
     got64 = got.astype(np.float64)
     want64 = want.astype(np.float64)
-    scale = float(np.max(np.abs(want64))) if want64.size else 0.0
-    bound = 1e-4 * np.abs(want64) + 1e-5 * scale
-    err = np.abs(got64 - want64)
-    bad = err > bound
+    finite = np.isfinite(want64)
+    scale = float(np.max(np.abs(want64[finite]))) if finite.any() else 0.0
+    bound = 1e-4 * np.abs(np.where(finite, want64, 0.0)) + 1e-5 * scale
+    bad = _out_of_bound(got64, want64, bound)
     if bad.any():
-        i = np.unravel_index(np.argmax(err - bound), want.shape)
+        with np.errstate(invalid="ignore"):
+            err = np.where(bad, np.nan_to_num(np.abs(got64 - want64), nan=np.inf, posinf=np.inf), -np.inf)
+        i = np.unravel_index(np.argmax(err), want.shape)
         raise AssertionError(f"{what}: {int(bad.sum())}/{want.size} elements out of tolerance; worst at {i}: "
                              f"got {got64[i]!r}, want {want64[i]!r} (max|want|={scale:g})")

@@ -86,6 +86,22 @@ def _thread_limit(num_threads: int):
     return contextlib.nullcontext()
 
 
+def _check_restored(model: Model, cache: Cache) -> None:
+    """Program bytes that deserialize are still checked like a new model: every operation must pass its
+    signature check and have a kernel, and the I/O must match the types the cache record declares. A
+    failure is INVALID_PARAMETER, which the runtime turns into a cache miss."""
+    bad = [op.label() for op in model.operations if not operation_supported(op)]
+    if bad:
+        raise NNAdapterError(f"builtin_device: the cached program has invalid operations: {', '.join(bad[:5])}",
+                             ResultCode.INVALID_PARAMETER)
+    for side, operands, declared in (("input", model.input_operands, cache.input_types),
+                                     ("output", model.output_operands, cache.output_types)):
+        if declared and (len(operands) != len(declared) or any(
+                o.type.precision != t.precision or o.type.rank != t.rank for o, t in zip(operands, declared))):
+            raise NNAdapterError(f"builtin_device: the cached program's {side}s do not match the cache record",
+                                 ResultCode.INVALID_PARAMETER)
+
+
 class BuiltinDeviceDriver(Driver):
     name = "builtin_device"
     vendor = "Paddle"
@@ -121,6 +137,7 @@ class BuiltinDeviceDriver(Driver):
                 raise NNAdapterError("builtin_device: neither a model nor a cache buffer to build a program from",
                                      ResultCode.INVALID_PARAMETER)
             model = deserialize_model(bytes(cache.buffer))
+            _check_restored(model, cache)
         else:
             unsupported = [op.label() for op in model.operations if not operation_supported(op)]
             if unsupported:

@@ -9,7 +9,8 @@ Measured, in this order:
                   filled: programs are restored, nothing is compiled (the report checks that);
   steady          --runs timed runs of the cold-start predictor after --warmup untimed ones: median, p90,
                   mean, min.
-`--threads N` sets the thread count property of every selected device that has one.
+`--threads N` sets the thread count property of every selected device that has one; `--dynamic-shape`
+sets the dynamic shape info of every predictor (the warm-start process's too).
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def register(subparsers) -> None:
     common.add_device_arguments(parser)
     common.add_partition_arguments(parser)
     common.add_input_arguments(parser, files=True)
+    common.add_dynamic_shape_argument(
+        parser, help_tail="The cold and warm starts and the steady runs use it as `run --dynamic-shape` does: "
+                          "NAME gets its --input file, else its --input-shape, else the first of these shapes")
     parser.add_argument("--runs", metavar="N", type=int, default=20, help="timed steady-state runs (default: 20)")
     parser.add_argument("--warmup", metavar="N", type=int, default=3,
                         help="untimed runs before the timed ones (default: 3)")
@@ -78,11 +82,12 @@ def start_predictor(args, cache_dir: str) -> tuple:
     """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`."""
     from nnadapter_bridge.predictor import create_predictor
 
-    config = common.build_config(args, cache_dir=cache_dir)
+    dynamic = common.dynamic_shape_info(args)
+    config = common.build_config(args, cache_dir=cache_dir, dynamic_shape_info=dynamic or None)
     start = time.perf_counter()
     predictor = create_predictor(config)
     created = time.perf_counter()
-    arrays, _ = common.make_inputs(predictor, args)
+    arrays, _ = common.make_inputs(predictor, args, shapes=common.dynamic_run_shapes(args, dynamic))
     common.feed(predictor, arrays)
     fed = time.perf_counter()
     predictor.run()
@@ -115,6 +120,8 @@ def child_command(args, cache_dir: str) -> list:
         cmd += ["--input", spec]
     for spec in args.input_shapes:
         cmd += ["--input-shape", spec]
+    for spec in args.dynamic_shapes:
+        cmd += ["--dynamic-shape", spec]
     return cmd
 
 
@@ -151,9 +158,13 @@ def run(args) -> int:
                                   "dir (give a new one, or leave it out for a temporary one)")
         if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
             raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
-    common.build_config(args)  # checks the paths and options before anything is timed
+    # Check the paths and options before anything is timed.
+    dynamic = common.dynamic_shape_info(args)
+    common.dynamic_run_shapes(args, dynamic)
+    common.build_config(args, dynamic_shape_info=dynamic or None)
+    if args.cache_dir:
+        common.make_dir(args.cache_dir, "--cache-dir")
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="nnadapter-bridge-bench-")
-    os.makedirs(cache_dir, exist_ok=True)
     try:
         data = measure(args, cache_dir)
     finally:

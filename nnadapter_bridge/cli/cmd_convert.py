@@ -19,19 +19,21 @@ def register(subparsers) -> None:
         "convert", help="compile the subgraphs into cached device programs (<cache dir>/<token>.nnc)",
         description="Partition the model, convert and compile every device subgraph by running the model once on "
                     "seeded random inputs, and list the cache files (<cache dir>/<token>.nnc) the run wrote or "
-                    "reused. A later predictor with the same cache dir, devices, context properties and input "
-                    "shapes restores these programs instead of compiling them.")
+                    "reused. A later predictor with the same cache dir, devices, context properties, partition "
+                    "options and input shapes restores these programs instead of compiling them; with "
+                    "--dynamic-shape it also needs the same dynamic shape info "
+                    "(Config.set_nnadapter_dynamic_shape_info, or `run`/`bench --dynamic-shape` with the same "
+                    "values), because the cache token is computed from it.")
     common.add_model_arguments(parser)
     common.add_device_arguments(parser)
     parser.add_argument("--cache-dir", metavar="DIR", required=True,
                         help="where the compiled programs go, as <DIR>/<token>.nnc (created if missing)")
     common.add_partition_arguments(parser)
     common.add_input_arguments(parser, files=False)
-    parser.add_argument("--dynamic-shape", metavar="NAME:D,..;D,..", action="append", default=[],
-                        dest="dynamic_shapes",
-                        help="the shapes input NAME will take, e.g. 'x:1,3,224,224;4,3,224,224' (quote the ';'; "
-                             "-1 = any size; repeatable): one program then serves them all. The run uses "
-                             "--input-shape if given, else the first of these shapes")
+    common.add_dynamic_shape_argument(
+        parser, help_tail="To restore the programs, a later predictor needs the same dynamic shape info "
+                          "(`run`/`bench --dynamic-shape` with the same values). The run uses --input-shape if "
+                          "given, else the first of these shapes")
     common.add_json_argument(parser)
     parser.set_defaults(func=run)
 
@@ -39,21 +41,16 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from nnadapter_bridge.predictor import create_predictor
 
-    dynamic = dict(common.parse_dynamic_shape(s) for s in args.dynamic_shapes)
-    for name, shapes in dynamic.items():
-        if any(d < 0 for d in shapes[0]):
-            raise common.CliError(f"--dynamic-shape {name}: the first shape {shapes[0]} has -1 axes, so convert "
-                                  f"cannot run it; list a concrete shape first or pass --input-shape {name}:...")
+    dynamic = common.dynamic_shape_info(args)
+    given = common.dynamic_run_shapes(args, dynamic)
     if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
         raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
     with common.one_line_warnings("convert"):
         config = common.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
-        os.makedirs(args.cache_dir, exist_ok=True)
+        common.make_dir(args.cache_dir, "--cache-dir")
         start = time.perf_counter()
         predictor = create_predictor(config)
         prepared = time.perf_counter()
-        given = {name: shapes[0] for name, shapes in dynamic.items()}
-        given.update(common.parse_input_shape(s) for s in args.input_shapes)
         arrays, _ = common.make_inputs(predictor, args, shapes=given)
         common.feed(predictor, arrays)
         predictor.run()

@@ -13,19 +13,35 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true",
                         help='print {"converters": {op: [operations]}, "devices": {device: [operations]}}')
     parser.add_argument("--device", action="append", default=None, metavar="NAME",
-                        help="only these devices (repeatable; default: every device that loads)")
+                        help="only these devices (repeatable; an unknown name or a driver that fails to load "
+                             "is an error; default: every device that loads)")
     parser.set_defaults(func=run)
+
+
+def check_device_names(manager, device_names) -> None:
+    """CliError naming the available devices when a requested device is unknown or its driver fails to load."""
+    from nnadapter_bridge.cli.common import CliError
+    from nnadapter_bridge.errors import DeviceNotFoundError
+
+    for name in device_names or []:
+        try:
+            manager.driver(name)
+        except DeviceNotFoundError as exc:
+            reason = str(exc).rsplit(" [", 1)[0]  # without the result code
+            raise CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
+                           "drivers") from exc
 
 
 def collect(device_names=None) -> dict:
     import converters
     from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
+    manager = DeviceManager.instance()
+    check_device_names(manager, device_names)
     result = {
         "converters": {op_type: [e.name for e in spec.emits] for op_type, spec in sorted(converters.CONVERTERS.items())},
         "devices": {},
     }
-    manager = DeviceManager.instance()
     for info in manager.list_devices():
         if device_names and info.name not in device_names:
             continue

@@ -171,7 +171,10 @@ def write_files(args, analysis: Analysis) -> list:
 
     written = []
     if args.dot:
-        write_dot(analysis.graph, analysis.result, args.dot)
+        try:
+            write_dot(analysis.graph, analysis.result, args.dot)
+        except OSError as exc:
+            raise common.CliError(f"--dot {args.dot}: {exc.strerror or exc}") from exc
         written.append(args.dot)
     for fmt in ("svg", "png"):
         path = getattr(args, fmt)

@@ -2,7 +2,8 @@
 
 Inputs come from .npy files (`--input name=file.npy`) or are seeded random data (`--input-shape`,
 `--seed`). It prints each output's shape, dtype and min/max/mean/std, saves them as `<name>.npy` with
-`--output-dir`, and says for every subgraph whether its program was compiled or restored from the cache.
+`--output-dir`, and says for every subgraph whether its program was compiled or restored from the cache
+(`--cache-dir`; programs `convert --dynamic-shape` wrote are restored only with the same `--dynamic-shape`).
 `--compare-paddle` runs Paddle Inference (CPU, oneDNN and IR optimization off) on the same inputs and
 checks every output at DESIGN.md's whole-model tolerance, `|got-want| <= 1e-4*|want| + 1e-5*max|want|`
 (integers exact); the exit status is 1 when an output fails.
@@ -29,11 +30,15 @@ def register(subparsers) -> None:
     common.add_device_arguments(parser)
     common.add_input_arguments(parser, files=True)
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help="model cache dir: restore compiled programs from <DIR>/<token>.nnc, write new ones")
+                        help="model cache dir (created if missing): restore compiled programs from "
+                             "<DIR>/<token>.nnc, write new ones")
     common.add_partition_arguments(parser)
+    common.add_dynamic_shape_argument(
+        parser, help_tail="Give the same values as `convert --dynamic-shape` to restore its programs. The run "
+                          "feeds NAME its --input file, else its --input-shape, else the first of these shapes")
     parser.add_argument("--output-dir", metavar="DIR",
-                        help="save every output as DIR/<output name>.npy (characters other than letters, digits, "
-                             "'.', '_' and '-' become '_')")
+                        help="save every output as DIR/<output name>.npy (DIR is created if missing; characters "
+                             "other than letters, digits, '.', '_' and '-' become '_')")
     parser.add_argument("--compare-paddle", action="store_true",
                         help="also run Paddle Inference (paddlepaddle, CPU) on the same inputs and report max abs "
                              "error, max error relative to max|want|, and PASS/FAIL per output")
@@ -53,12 +58,18 @@ def run(args) -> int:
                               "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
     if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise common.CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
+    if args.cache_dir and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+    dynamic = common.dynamic_shape_info(args)
+    shapes = common.dynamic_run_shapes(args, dynamic)
     with common.one_line_warnings("run"):
-        config = common.build_config(args, cache_dir=args.cache_dir)
+        config = common.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
         if args.cache_dir:
-            os.makedirs(args.cache_dir, exist_ok=True)
+            common.make_dir(args.cache_dir, "--cache-dir")
+        if args.output_dir:  # before the run, so a bad dir costs no compile
+            common.make_dir(args.output_dir, "--output-dir")
         predictor = create_predictor(config)
-        arrays, origin = common.make_inputs(predictor, args)
+        arrays, origin = common.make_inputs(predictor, args, shapes=shapes)
         common.feed(predictor, arrays)
         start = time.perf_counter()
         predictor.run()
@@ -73,6 +84,7 @@ def run(args) -> int:
         "devices": predictor.device_names,
         "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype), "from": origin[name]}
                    for name, a in arrays.items()},
+        "dynamic_shapes": dynamic,
         "outputs": {name: common.array_summary(a) for name, a in outputs.items()},
         "run_seconds": seconds,
         "num_subgraphs": stats.subgraphs,
@@ -82,10 +94,13 @@ def run(args) -> int:
         "programs": programs,
     }
     if args.output_dir:
-        os.makedirs(args.output_dir, exist_ok=True)
         for name, array in outputs.items():
             path = os.path.join(args.output_dir, output_file_name(name))
-            np.save(path, array)
+            try:
+                np.save(path, array)
+            except OSError as exc:
+                raise common.CliError(f"--output-dir {args.output_dir}: cannot write {path}: "
+                                      f"{exc.strerror or exc}") from exc
             data["outputs"][name]["file"] = path
     status = 0
     if args.compare_paddle:

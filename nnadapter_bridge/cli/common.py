@@ -66,8 +66,17 @@ def add_input_arguments(parser, *, files: bool = True) -> None:
                         help="shape of a random input, e.g. x:1,3,224,224 (repeatable); default: the declared "
                              "shape with a -1 batch axis set to 1")
     parser.add_argument("--seed", metavar="N", type=int, default=0,
-                        help="seed of the random inputs: float inputs are standard normal, integer inputs "
-                             f"uniform in [0, {RANDOM_INT_HIGH}), bool inputs uniform (default: 0)")
+                        help="seed of the random inputs, 0 or more: float inputs are standard normal, integer "
+                             f"inputs uniform in [0, {RANDOM_INT_HIGH}), bool inputs uniform (default: 0)")
+
+
+def add_dynamic_shape_argument(parser, *, help_tail: str) -> None:
+    """--dynamic-shape NAME:D,..;D,.. (once per input), as Config.set_nnadapter_dynamic_shape_info takes it."""
+    parser.add_argument("--dynamic-shape", metavar="NAME:D,..;D,..", action="append", default=[],
+                        dest="dynamic_shapes",
+                        help="the shapes input NAME will take, e.g. 'x:1,3,224,224;4,3,224,224' (quote the ';'; "
+                             "-1 = any size; repeat the option for other inputs): one program then serves them "
+                             "all, and its cache token depends on these shapes. " + help_tail)
 
 
 def add_json_argument(parser) -> None:
@@ -122,6 +131,34 @@ def parse_dynamic_shape(spec: str) -> tuple:
     return name.strip(), parsed
 
 
+def dynamic_shape_info(args) -> dict:
+    """{name: [shape, ...]} from --dynamic-shape (empty when not given)."""
+    info = {}
+    for spec in getattr(args, "dynamic_shapes", None) or []:
+        name, shapes = parse_dynamic_shape(spec)
+        if name in info:
+            raise CliError(f"--dynamic-shape {name}: given twice; list all its shapes in one option, "
+                           f"e.g. {name}:1,3,224,224;4,3,224,224")
+        info[name] = shapes
+    return info
+
+
+def dynamic_run_shapes(args, dynamic: dict) -> dict:
+    """The shapes a run feeds the --dynamic-shape inputs: --input-shape if given, else the first listed
+    shape (which then must be concrete). Inputs fed from --input files keep their file's shape."""
+    files = {parse_input_file(s)[0] for s in getattr(args, "inputs", []) or []}
+    given = {parse_input_shape(s)[0] for s in getattr(args, "input_shapes", []) or []}
+    shapes = {}
+    for name, listed in dynamic.items():
+        if name in files or name in given:
+            continue
+        if any(d < 0 for d in listed[0]):
+            raise CliError(f"--dynamic-shape {name}: the first shape {listed[0]} has -1 axes, so it cannot be "
+                           f"run; list a concrete shape first or pass --input-shape {name}:...")
+        shapes[name] = listed[0]
+    return shapes
+
+
 def parse_input_file(spec: str) -> tuple:
     """`name=path.npy` -> (name, path)."""
     name, sep, path = spec.partition("=")
@@ -130,16 +167,44 @@ def parse_input_file(spec: str) -> tuple:
     return name.strip(), path.strip()
 
 
-def load_npy(path: str, what: str) -> np.ndarray:
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"  # an .npz archive
+
+
+def check_file(path: str, prefix: str) -> None:
+    """CliError "<prefix>: ..." unless `path` is an existing regular file (a directory gets its own message)."""
+    if os.path.isdir(path):
+        raise CliError(f"{prefix}: is a directory, not a file")
     if not os.path.isfile(path):
-        raise CliError(f"{what}: {path}: no such file")
+        raise CliError(f"{prefix}: no such file")
+
+
+def load_npy(path: str, what: str) -> np.ndarray:
+    check_file(path, f"{what}: {path}")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError as exc:
+        raise CliError(f"{what}: {path}: cannot read it: {exc.strerror or exc}") from exc
+    if magic.startswith(ZIP_MAGIC):
+        raise CliError(f"{what}: {path}: holds several arrays (.npz); save one array with numpy.save")
+    if magic != NPY_MAGIC:
+        raise CliError(f"{what}: {path}: not a .npy file (no NumPy header); save the array with numpy.save")
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise CliError(f"{what}: {path}: not a readable .npy array ({exc})") from exc
-    if not isinstance(array, np.ndarray):
-        raise CliError(f"{what}: {path}: holds several arrays (.npz); save one array with numpy.save")
     return array
+
+
+def make_dir(path: str, option: str) -> None:
+    """Create directory `path` (and its parents) for `option`; CliError, not a traceback, when that fails."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CliError(f"{option} {path}: exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{option} {path}: cannot create the directory: {exc.strerror or exc}") from exc
 
 
 # -- model and config ----------------------------------------------------------------------------------
@@ -152,8 +217,14 @@ def check_model_path(args) -> None:
 
 def check_partition_config_path(args) -> None:
     path = getattr(args, "partition_config", None)
-    if path and not os.path.isfile(path):
-        raise CliError(f"--partition-config {path}: no such file")
+    if path:
+        check_file(path, f"--partition-config {path}")
+
+
+def check_seed(args) -> None:
+    seed = getattr(args, "seed", 0)
+    if seed is not None and seed < 0:
+        raise CliError(f"--seed {seed}: must be 0 or more")
 
 
 def check_min_subgraph_size(args) -> None:
@@ -168,6 +239,7 @@ def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: O
     check_model_path(args)
     check_partition_config_path(args)
     check_min_subgraph_size(args)
+    check_seed(args)
     config = Config()
     if os.path.isdir(args.model):
         config.set_model_dir(args.model)

@@ -20,7 +20,9 @@ from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.layout import ModelSource, resolve
-from nnadapter_bridge.loader.params import NOT_SAVED_KINDS, map_file, read_combined, read_single
+from nnadapter_bridge.loader.params import (
+    NOT_SAVED_KINDS, PER_VAR_MMAP_THRESHOLD, map_file, read_combined, read_single,
+)
 from nnadapter_bridge.loader.program import (
     EMPTY_VAR_NAME,
     BlockInfo,
@@ -258,7 +260,7 @@ def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.n
             if not os.path.isfile(path):
                 raise ModelFormatError("missing parameter file (this layout wants one file per persistable var; "
                                        "re-export the model or copy the file)", path=path, var=name)
-            params[name] = read_single(map_file(path), path, name, dtype, shape)
+            params[name] = read_single(map_file(path, PER_VAR_MMAP_THRESHOLD), path, name, dtype, shape)
         return params
     return read_combined(map_file(source.params_path), source.params_path, specs)
 

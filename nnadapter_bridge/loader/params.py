@@ -34,12 +34,18 @@ _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
 
 
-def map_file(path: str):
-    """The whole file as a read-only buffer: an mmap for large files, bytes for small ones."""
+# Per-var layouts hold one file per parameter: every mmap keeps a file descriptor open while its arrays
+# live, so only the few really large ones are mapped (hundreds of mappings exhaust a default fd limit).
+PER_VAR_MMAP_THRESHOLD = 16 << 20
+
+
+def map_file(path: str, mmap_threshold: int = _MMAP_THRESHOLD):
+    """The whole file as a read-only buffer: an mmap for files of `mmap_threshold` bytes or more, bytes
+    for smaller ones."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size < _MMAP_THRESHOLD:
+            if size < mmap_threshold:
                 return f.read()
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError as exc:

@@ -426,7 +426,28 @@ def unpack_compilation_record(data) -> CompilationRecord:
         (in_types, in_indexes), (out_types, out_indexes) = sides
         programs.append(ProgramRecord(device_name, in_types, in_indexes, out_types, out_indexes,
                                       entries[prefix + "model_buffer"]))
+    _check_dataflow(programs, len(output_types))
     return CompilationRecord(input_types, output_types, programs)
+
+
+def _check_dataflow(programs: list, num_outputs: int) -> None:
+    """Programs run in order: each shared buffer is read only after an earlier program wrote it, and every
+    model output is written by exactly one program (else a run would hand back an unfilled buffer)."""
+    written: set = set()
+    produced = [0] * num_outputs
+    for i, program in enumerate(programs):
+        for index in program.input_indexes:
+            if index >= 0 and index not in written:
+                raise NncFormatError(f"cache_{i}_input_indexes: program {i} reads shared buffer {index} before "
+                                     "any earlier program writes it")
+        for index in program.output_indexes:
+            if index >= 0:
+                written.add(index)
+            else:
+                produced[-index - 1] += 1
+    for k, count in enumerate(produced):
+        if count != 1:
+            raise NncFormatError(f"model output {k} is written by {count} programs, expected exactly 1")
 
 
 def _warn_miss(source: str, reason: str) -> None:
@@ -469,6 +490,17 @@ def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None) ->
     return load_compilation_record(data, path, known_devices)
 
 
+def _process_umask() -> int:
+    # Read once, at import: setting and restoring the umask later would briefly give every file another
+    # thread creates meanwhile mode 0666.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _process_umask()
+
+
 def write_file_atomically(path: str, data) -> None:
     """Write `data` (bytes, or a sequence of bytes-like pieces written one after another) to a temporary
     file next to `path`, then rename it over `path` (readers never see a half-written file)."""
@@ -482,9 +514,7 @@ def write_file_atomically(path: str, data) -> None:
         # No fsync (0.3 s per 100 MB): after a crash the worst case is a torn file, which the CRC and size
         # checks turn into a cache miss with a warning, and the next run rewrites it.
         # mkstemp creates 0600; a cache dir shared between users wants the usual umask-based mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp_path, 0o666 & ~umask)
+        os.chmod(temp_path, 0o666 & ~_UMASK)
         os.replace(temp_path, path)
     except BaseException:
         try:

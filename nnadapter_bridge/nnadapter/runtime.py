@@ -658,6 +658,9 @@ class Execution:
             what = f"{program.device.name}.execute_program (program {number})"
             result = _call_driver(what, program.device.driver.execute_program, program.handle, inputs, outputs)
             raise_for_result(result, what)
+        for index, binding in self._outputs.items():
+            if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
+                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
         self.compilation._after_first_compute()
 
     def run(self, arrays: Sequence[np.ndarray]) -> list:

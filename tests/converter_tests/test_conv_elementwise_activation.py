@@ -79,21 +79,32 @@ def test_activation_attrs(tmp_path, op_type, attrs):
     check_program(unary_op(tmp_path, op_type, randn(2, 3, 4, 5), attrs))
 
 
-# Paddle 3's relu6 and hard_swish kernels ignore these attrs (fixed 6 / 6, 6, 3); programs saved by Paddle 2
-# carry them with their meaning, which the converters keep: numpy oracles.
-def test_relu6_threshold_other_than_6_is_a_clip(tmp_path):
+# The reference is Paddle Inference 3.3.1, whose relu6 and hard_swish kernels ignore these attrs (fixed 6 /
+# 6, 6, 3); Paddle Lite and Paddle 2 applied them. Paddle executing the op is the expectation.
+@pytest.mark.parametrize("threshold", [4.0, 8.0, 0.0])
+def test_relu6_threshold_is_ignored_as_paddle_does(tmp_path, threshold):
     x = randn(3, 4)
-    saved = unary_op(tmp_path, "relu6", x, {"threshold": 4.0}, run_paddle=False)
-    _, result = check_program(saved, want=[np.clip(x, 0, 4)])
-    assert operation_types(result) == [T.CLIP]
+    saved = unary_op(tmp_path, "relu6", x, {"threshold": threshold})
+    np.testing.assert_allclose(saved.outputs[0], np.clip(x, 0, 6))  # Paddle: always 6
+    _, result = check_program(saved)
+    assert operation_types(result) == [T.RELU6]
 
 
-def test_hard_swish_threshold_other_than_scale_adds_a_mul(tmp_path):
+@pytest.mark.parametrize("attrs", [{"threshold": 4.0, "scale": 5.0, "offset": 2.0}, {"threshold": 0.0, "scale": 0.0},
+                                   {"offset": 1.0}])
+def test_hard_swish_attrs_are_ignored_as_paddle_does(tmp_path, attrs):
     x = randn(3, 4)
-    saved = unary_op(tmp_path, "hard_swish", x, {"threshold": 4.0, "scale": 5.0, "offset": 2.0}, run_paddle=False)
-    want = (x * np.minimum(np.maximum(x + 2.0, 0), 4.0) / 5.0).astype(np.float32)
-    _, result = check_program(saved, want=[want])
-    assert operation_types(result) == [T.HARD_SWISH, T.MUL]
+    saved = unary_op(tmp_path, "hard_swish", x, attrs)
+    np.testing.assert_allclose(saved.outputs[0], x * np.clip(x + 3.0, 0, 6.0) / 6.0, rtol=1e-6, atol=1e-6)
+    _, result = check_program(saved)
+    assert operation_types(result) == [T.HARD_SWISH]
+
+
+def test_standalone_relu6_hard_swish_emits():
+    from converters.registry import get_converter
+
+    assert get_converter("relu6").emits == (T.RELU6,)
+    assert get_converter("hard_swish").emits == (T.HARD_SWISH,)
 
 
 def test_swish_with_beta_composes(tmp_path):

@@ -435,6 +435,28 @@ def test_p_norm(tmp_path, attrs):
     check_program(saved)
 
 
+@pytest.mark.parametrize("porder", [2.0, float("inf"), 3.0])
+@pytest.mark.parametrize("keepdim", [True, False])
+@pytest.mark.parametrize("x_shape", [(1, 3, 9, 9), (5,), ()])
+def test_p_norm_asvector_shape(tmp_path, porder, keepdim, x_shape):
+    # asvector: Paddle's result is [1] * rank(x) with keepdim (0-D for a 0-D x) and 0-D without it
+    # (check_program compares shapes too).
+    saved = opdesc_program(tmp_path, "p_norm", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
+                           attrs={"porder": porder, "axis": -1, "epsilon": 1e-12, "asvector": True, "keepdim": keepdim},
+                           feeds={"x": randn(*x_shape)})
+    assert saved.outputs[0].shape == ((1,) * len(x_shape) if keepdim else ())
+    check_program(saved)
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_p_norm_linalg_norm_whole_tensor(tmp_path, keepdim):
+    import paddle
+
+    saved = static_program(tmp_path, lambda x: paddle.linalg.norm(x, p=3, axis=None, keepdim=keepdim),
+                           {"x": randn(1, 3, 9, 9)})
+    check_program(saved)
+
+
 # -- softmax / log_softmax / dropout -----------------------------------------------------------------
 
 @pytest.mark.parametrize("op_type", ["softmax", "log_softmax"])

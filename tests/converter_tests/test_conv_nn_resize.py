@@ -151,6 +151,67 @@ def test_interp_v2_size_tensor(tmp_path, op_type):
     assert operation_types(result)[0] == T.CONCAT
 
 
+def _interp_size_and_scale(op_type, size_slot, scale_kind, align_corners):
+    """A one-op interp program on x[1, 2, 5, 6] whose size is [8, 4] from `size_slot` (OutSize or
+    SizeTensor) plus a scale of 1.5 (per axis 1.5, 2.5 for v2) from the attr or the Scale tensor."""
+    v1 = op_type in ("nearest_interp", "bilinear_interp")
+    method = "nearest" if op_type.startswith("nearest") else "bilinear"
+    attrs = {"interp_method": method, "align_corners": align_corners, "align_mode": 1, "out_h": -1, "out_w": -1}
+    inputs, feeds = {"X": ["x"]}, {"x": randn(1, 2, 5, 6)}
+    if size_slot == "OutSize":
+        inputs["OutSize"], feeds["size"] = ["size"], np.array([8, 4], dtype=np.int32)
+    else:
+        inputs["SizeTensor"], feeds["h"], feeds["w"] = ["h", "w"], np.array([8], np.int32), np.array([4], np.int32)
+    if scale_kind == "attr":
+        attrs["scale"] = 1.5 if v1 else [1.5, 2.5]
+    else:
+        inputs["Scale"], feeds["scale"] = ["scale"], np.array([1.5] if v1 else [1.5, 2.5], dtype=np.float32)
+    return inputs, feeds, attrs
+
+
+INTERP_ALL = ["nearest_interp", "bilinear_interp", "nearest_interp_v2", "bilinear_interp_v2"]
+
+
+@pytest.mark.parametrize("op_type", INTERP_ALL)
+@pytest.mark.parametrize("scale_kind", ["attr", "tensor"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_interp_size_tensor_ignores_scale(tmp_path, op_type, scale_kind, align_corners):
+    # Paddle takes SizeTensor's size and samples with in / out whatever scale is set: converted, exact.
+    inputs, feeds, attrs = _interp_size_and_scale(op_type, "SizeTensor", scale_kind, align_corners)
+    saved = opdesc_program(tmp_path, op_type, inputs=inputs, outputs={"Out": ["out"]}, attrs=attrs, feeds=feeds)
+    assert saved.outputs[0].shape == (1, 2, 8, 4)
+    check_program(saved)
+
+
+def _nearest_rows_cols(x, out_hw, ratios):
+    rows = np.minimum((np.arange(out_hw[0]) * ratios[0]).astype(int), x.shape[2] - 1)
+    cols = np.minimum((np.arange(out_hw[1]) * ratios[1]).astype(int), x.shape[3] - 1)
+    return x[:, :, rows][:, :, :, cols]
+
+
+@pytest.mark.parametrize("op_type", INTERP_ALL)
+@pytest.mark.parametrize("scale_kind", ["attr", "tensor"])
+def test_interp_out_size_with_scale_is_rejected(tmp_path, op_type, scale_kind):
+    # Without align_corners Paddle (v1 as v2) takes OutSize's size but samples with 1 / scale, which RESIZE
+    # (in / out) cannot express.
+    inputs, feeds, attrs = _interp_size_and_scale(op_type, "OutSize", scale_kind, False)
+    saved = opdesc_program(tmp_path, op_type, inputs=inputs, outputs={"Out": ["out"]}, attrs=attrs, feeds=feeds)
+    if op_type.startswith("nearest"):
+        scales = [1.5, 1.5] if op_type == "nearest_interp" else [1.5, 2.5]
+        x, want = feeds["x"], saved.outputs[0]
+        np.testing.assert_array_equal(want, _nearest_rows_cols(x, (8, 4), [1 / scales[0], 1 / scales[1]]))
+        assert not np.array_equal(want, _nearest_rows_cols(x, (8, 4), [5 / 8, 6 / 4]))
+    with pytest.raises(ConversionError, match="1/scale"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
+@pytest.mark.parametrize("op_type", INTERP_ALL)
+def test_interp_out_size_with_scale_align_corners(tmp_path, op_type):
+    # With align_corners the scale plays no part: OutSize's size, sampled with (in - 1) / (out - 1).
+    inputs, feeds, attrs = _interp_size_and_scale(op_type, "OutSize", "attr", True)
+    check_program(opdesc_program(tmp_path, op_type, inputs=inputs, outputs={"Out": ["out"]}, attrs=attrs, feeds=feeds))
+
+
 @pytest.mark.parametrize("op_type", ["nearest_interp_v2", "bilinear_interp_v2"])
 def test_interp_v2_nhwc(tmp_path, op_type):
     method = "nearest" if op_type.startswith("nearest") else "bilinear"

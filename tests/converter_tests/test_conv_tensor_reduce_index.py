@@ -106,6 +106,15 @@ def test_logsumexp(tmp_path, attrs):
     run_opdesc(tmp_path, "logsumexp", {"X": ["x"]}, {"Out": ["y"]}, attrs, {"x": x})
 
 
+@pytest.mark.parametrize("attrs", [{"keepdim": False}, {"keepdim": True}, {}])
+def test_logsumexp_missing_axis_reduces_every_axis(tmp_path, attrs):
+    # No `axis` attr: Paddle's op default is [] with reduce_all False, which reduces every axis.
+    saved = opdesc_program(tmp_path, "logsumexp", inputs={"X": ["x"]}, outputs={"Out": ["y"]}, attrs=attrs,
+                           feeds={"x": rand((2, 3, 4, 5))})
+    assert saved.outputs[0].shape == ((1, 1, 1, 1) if attrs.get("keepdim") else ())
+    check_program(saved)
+
+
 # -- arg_max / arg_min ----------------------------------------------------------------------------------
 
 
