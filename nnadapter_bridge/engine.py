@@ -338,6 +338,9 @@ class SubgraphEngine:
             raise InvalidDimensionsError(f"{self.describe()}: a program compiled for input shapes {shapes} "
                                          f"refuses them ({exc}); if these inputs have dynamic shape info, "
                                          "list the shapes actually fed") from exc
+        except BaseException:
+            program.compilation.destroy()  # never keep (or leak) a program whose first run failed
+            raise
         self.programs.append(program)
         return outputs
 

@@ -48,9 +48,10 @@ assign_value argsort
 def test_paddle_lite_table_has_122_types():
     assert len(PADDLE_LITE_OPS) == len(set(PADDLE_LITE_OPS)) == 122
     reference = os.path.join(HERE, "..", "..", "shared", "reference", "paddle_lite_nnadapter_ops.txt")
-    if os.path.exists(reference):
-        listed = [line.split()[0] for line in open(reference) if line.strip() and not line.startswith("#")]
-        assert sorted(listed) == sorted(PADDLE_LITE_OPS)
+    if not os.path.exists(reference):
+        pytest.skip(f"{reference} is not beside this checkout (CI and developers have ../shared)")
+    listed = [line.split()[0] for line in open(reference) if line.strip() and not line.startswith("#")]
+    assert sorted(listed) == sorted(PADDLE_LITE_OPS)
 
 
 def _test_sources() -> str:

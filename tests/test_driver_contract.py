@@ -50,6 +50,9 @@ def test_sample_ids_are_unique():
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
 @pytest.mark.parametrize("driver_name", DRIVER_NAMES)
 def test_claimed_operation_runs_and_round_trips_through_nnc(driver_name, sample, tmp_path):
+    """The expectation is builtin_device's interpreter on the unfused model. For the vendor drivers that is
+    an independent implementation; for builtin_device itself it checks the driver path (fusion, program
+    bytes, restore) against the plain interpreter, while tests/operations checks the kernels against Paddle."""
     device = _device(driver_name)
     model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
     want = run_model(model, feeds)

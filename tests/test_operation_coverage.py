@@ -23,9 +23,10 @@ def test_there_are_96_operation_codes():
     assert len(OperationType) == 96
     assert [op.value for op in OperationType] == list(range(96))
     reference = os.path.join(HERE, "..", "..", "shared", "reference", "nnadapter_operations.txt")
-    if os.path.exists(reference):
-        names = [line.split()[1] for line in open(reference) if line.strip() and not line.startswith("#")]
-        assert names == [op.name for op in OperationType]
+    if not os.path.exists(reference):
+        pytest.skip(f"{reference} is not beside this checkout (CI and developers have ../shared)")
+    names = [line.split()[1] for line in open(reference) if line.strip() and not line.startswith("#")]
+    assert names == [op.name for op in OperationType]
 
 
 @pytest.mark.parametrize("op", list(OperationType), ids=lambda o: o.name)

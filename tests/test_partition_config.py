@@ -201,8 +201,8 @@ def test_names_from_different_ops_are_explained():
 def test_no_warning_when_every_spec_matches_or_warn_is_off():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        PartitionConfig.from_text("conv2d:x\nsplit::q").match(OPS)
-        PartitionConfig.from_text("nothing_like_it").match(OPS, warn=False)
+        assert PartitionConfig.from_text("conv2d:x\nsplit::q").match(OPS) == {("op", 1), ("op", 5)}
+        assert PartitionConfig.from_text("nothing_like_it").match(OPS, warn=False) == set()
 
 
 # -- sources and precedence -------------------------------------------------------------------------------
