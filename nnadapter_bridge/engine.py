@@ -31,7 +31,8 @@ Cache token (32 lowercase hex chars):
       "properties:" + the context properties string, verbatim
       "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
           shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
-      "versions:" + "nnadapter-bridge=<version>" and "<device>=<driver version>" per device, comma-joined
+      "versions:" + "nnadapter-bridge=<version>", "<device>=<driver version>" per device, and every
+          environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
   fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
       "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
       "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import warnings
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -232,8 +234,12 @@ class SubgraphEngine:
         what a converter or driver produces must not hit a cache the old one wrote."""
         from nnadapter_bridge import __version__
 
-        return ",".join([f"nnadapter-bridge={__version__}"] +
-                        [f"{d.name}={d.version}" for d in self.context.devices])
+        versions = [f"nnadapter-bridge={__version__}"] + [f"{d.name}={d.version}" for d in self.context.devices]
+        # Drivers fall back to environment variables named after them (e.g. INTEL_OPENVINO_INFERENCE_NUM_THREADS)
+        # for keys the properties string leaves out: those values shape the program too.
+        prefixes = tuple(d.name.upper() + "_" for d in self.context.devices)
+        environment = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(prefixes))
+        return ",".join(versions + environment)
 
     def describe(self) -> str:
         return f"subgraph {self.index} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"

@@ -138,3 +138,20 @@ def test_paddle_lite_token_mode_names_the_file_as_paddle_lite_would(model, tmp_p
     expected = hashlib.md5(b"builtin_devicex24").hexdigest()
     assert predictor.cache_tokens() == [expected]
     assert nnc_files(cache) == [expected + ".nnc"]
+
+
+def test_a_device_environment_variable_changes_the_token(tmp_path, monkeypatch):
+    """BUILTIN_DEVICE_NUM_THREADS from the environment (the fallback for the property) is part of the token."""
+    model = add_relu_scale_model(tmp_path / "model")
+    x = np.ones((1, 4), np.float32)
+    tokens = []
+    for value in ("1", "2"):
+        monkeypatch.setenv("BUILTIN_DEVICE_NUM_THREADS", value)
+        config = nb.Config()
+        config.set_model_file(model)
+        config.set_nnadapter_model_cache_dir(str(tmp_path / "cache"))
+        predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        tokens.append(predictor.cache_tokens()[0])
+    assert tokens[0] != tokens[1]
