@@ -147,3 +147,19 @@ def check_program(saved: SavedProgram, *, want: Optional[list] = None, model_tol
             assert_op_close(got[name], expected, atol=atol if atol is not None else OP_ATOL,
                             rtol=rtol if rtol is not None else OP_RTOL, what=name)
     return got, result
+
+
+def run_static(tmp_path, op_type, build, feeds):
+    """Build, convert, run, compare; and make sure the program holds `op_type` and nothing else (the
+    Paddle API chose it), so the test exercises exactly that converter."""
+    got, result = check_program(static_program(tmp_path, build, feeds))
+    converted = {origin.type for origin in result.operation_origin if origin is not None}
+    assert converted == {op_type}, f"the program converted {sorted(converted)}, not only '{op_type}'"
+    return got, result
+
+
+def run_opdesc(tmp_path, op_type, inputs, outputs, attrs, feeds, *, params=None, want=None):
+    """An OpDesc program for `op_type`, converted, run and compared (with Paddle's run unless `want`)."""
+    saved = opdesc_program(tmp_path, op_type, inputs=inputs, outputs=outputs, attrs=attrs, feeds=feeds,
+                           params=params, run_paddle=want is None)
+    return check_program(saved, want=want)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter_harness import check_program, convert_and_run, opdesc_program, static_program
+from converter_harness import check_program, convert_and_run, opdesc_program, run_opdesc, run_static
 from nnadapter_bridge.errors import ConversionError
 
 rng = np.random.default_rng(1121)
@@ -24,21 +24,6 @@ def rand(shape, dtype="float32"):
         n = int(np.prod(shape))
         return (rng.permutation(n) - n // 2).reshape(shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
-
-
-def run_static(tmp_path, op_type, build, feeds):
-    """Build, convert, run, compare; and make sure the program holds `op_type` and nothing else (the
-    Paddle API chose it), so the test exercises exactly that converter."""
-    got, result = check_program(static_program(tmp_path, build, feeds))
-    converted = {origin.type for origin in result.operation_origin if origin is not None}
-    assert converted == {op_type}, f"the program converted {sorted(converted)}, not only '{op_type}'"
-    return got, result
-
-
-def run_opdesc(tmp_path, op_type, inputs, outputs, attrs, feeds, *, params=None, want=None):
-    saved = opdesc_program(tmp_path, op_type, inputs=inputs, outputs=outputs, attrs=attrs, feeds=feeds,
-                           params=params, run_paddle=want is None)
-    return check_program(saved, want=want)
 
 
 # -- reduce_* ------------------------------------------------------------------------------------------

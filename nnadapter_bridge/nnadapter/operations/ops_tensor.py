@@ -365,17 +365,24 @@ def prepare_top_k(op):
 # -- reshaping ----------------------------------------------------------------------------------------
 
 
+def _dims_from_shape_operand(op, dims_fn, what: str, min_rank: int = 0) -> list:
+    """Output type of an operation whose dims follow a shape-like operand (input 1): exact when it is a
+    constant, otherwise unknown dims of the operand's length (which must be known: it fixes the rank)."""
+    t = op.inputs[0].type
+    values = const_ints(op, 1)
+    if values is None:
+        n = _operand_length(op.inputs[1])
+        if n == UNKNOWN:
+            raise _fail(op, f"{what} computed at run time need{'s' if what.startswith('a ') else ''} a known "
+                            "length to fix the output rank")
+        return [result_type(t, unknown_dims(max(n, min_rank)))]
+    return [map_shapes(t, lambda d: dims_fn(d, values, op))]
+
+
 @operation(T.RESHAPE, inputs=[Slot("input", _DATA), Slot("shape", INT32_64)], outputs=[Slot("output")])
 def prepare_reshape(op):
     """New dims with the same elements: 0 copies the input dim, one -1 is inferred."""
-    t = op.inputs[0].type
-    shape = const_ints(op, 1)
-    if shape is None:
-        n = _operand_length(op.inputs[1])
-        if n == UNKNOWN:
-            raise _fail(op, "a shape computed at run time needs a known length to fix the output rank")
-        return [result_type(t, unknown_dims(n))]
-    return [map_shapes(t, lambda d: reshape_dims(d, shape, op))]
+    return _dims_from_shape_operand(op, reshape_dims, "a shape")
 
 
 @operation(T.FLATTEN, inputs=[Slot("input", _DATA), Slot("start_axis", INT32), Slot("end_axis", INT32)],
@@ -585,27 +592,13 @@ def prepare_meshgrid(op):
 @operation(T.TILE, inputs=[Slot("input", _DATA), Slot("repeats", INT32_64)], outputs=[Slot("output")])
 def prepare_tile(op):
     """output_dims[i] = input_dims[i] * repeats[i] (the shorter side padded with leading 1s)."""
-    t = op.inputs[0].type
-    repeats = const_ints(op, 1)
-    if repeats is None:
-        n = _operand_length(op.inputs[1])
-        if n == UNKNOWN:
-            raise _fail(op, "repeats computed at run time need a known length to fix the output rank")
-        return [result_type(t, unknown_dims(max(n, t.rank)))]
-    return [map_shapes(t, lambda d: tile_dims(d, repeats, op))]
+    return _dims_from_shape_operand(op, tile_dims, "repeats", min_rank=op.inputs[0].type.rank)
 
 
 @operation(T.EXPAND, inputs=[Slot("input", _DATA), Slot("shape", INT32_64)], outputs=[Slot("output")])
 def prepare_expand(op):
     """Broadcast the input to `shape` (numpy rules; -1 keeps the input dim)."""
-    t = op.inputs[0].type
-    shape = const_ints(op, 1)
-    if shape is None:
-        n = _operand_length(op.inputs[1])
-        if n == UNKNOWN:
-            raise _fail(op, "a shape computed at run time needs a known length to fix the output rank")
-        return [result_type(t, unknown_dims(n))]
-    return [map_shapes(t, lambda d: expand_dims(d, shape, op))]
+    return _dims_from_shape_operand(op, expand_dims, "a shape")
 
 
 @operation(T.GATHER, inputs=[Slot("input", _DATA), Slot("indices", INT32_64), Slot("axis", INT32)],
