@@ -21,6 +21,7 @@ from nnadapter_bridge.nnadapter.codes import (  # noqa: E402
     UNKNOWN,
     AutoPad,
     FuseCode,
+    InterpolateMode,
     OperationType as T,
     PadMode,
     Precision,
@@ -425,10 +426,111 @@ def test_quantized_operands_of_a_convolution(context):
     assert np.mean(got == want) > 0.95
 
 
+# -- sampling and detection ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pad_mode", [PadMode.NONE, PadMode.CONSTANT, PadMode.EDGE, PadMode.REFLECT])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_bilinear(context, pad_mode, align_corners):
+    grid = rng.uniform(-1.4, 1.4, (2, 4, 6, 2)).astype(np.float32)
+    check(context, T.GRID_SAMPLE, [randn(2, 3, 5, 7), grid, align_corners, int(InterpolateMode.BILINEAR),
+                                   int(pad_mode)])
+
+
+def test_grid_sample_nearest_is_rejected():
+    # A grid value one ulp below a half pixel: Paddle's float32 (g + 1) * 3.5 - 0.5 gives 1.4999999 (pixel 1);
+    # the CPU plugin refolds the arithmetic and lands on 1.5 (pixel 2). Whole pixels apart: answered False.
+    grid = np.zeros((1, 1, 1, 2), np.float32)
+    grid[..., 0] = np.float32(-0.42857143)
+    for pad_mode in (PadMode.CONSTANT, PadMode.EDGE, PadMode.REFLECT):
+        assert rejected(T.GRID_SAMPLE, [randn(1, 1, 3, 7), grid, False, int(InterpolateMode.NEAREST), int(pad_mode)])
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [-1, 0, 2])
+@pytest.mark.parametrize("spatial_scale", [1.0, 0.7])
+def test_roi_align(context, aligned, sampling_ratio, spatial_scale):
+    # Includes boxes smaller than a pixel, reversed (negative size), empty and reaching outside the image:
+    # an aligned adaptive box of no size averages over no samples (0), which ROIAlign would make 0 / 0.
+    rois = np.float32([[0.5, 0.5, 5.0, 4.0], [1.0, 2.0, 7.5, 6.0], [2.0, 2.0, 2.3, 2.2], [-3, -2, 12, 11],
+                       [4, 4, 3.5, 3.0], [2, 2, 2, 2], [8.5, 7.5, 9.9, 8.9]])
+    batch = np.int32([0, 1, 1, 0, 1, 0, 1])
+    check(context, T.ROI_ALIGN, [randn(2, 3, 9, 10), rois, batch, 2, 3, sampling_ratio, spatial_scale, aligned])
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(mask=False),
+    dict(group=2, deformable_group=2),
+    dict(strides=(2, 1), dilations=(1, 2), pads=(0, 2, 1, 0)),
+    dict(kernel=(2, 3), pads=(0, 0, 0, 0), deformable_group=4, fuse=RELU),
+    dict(spread=9.0),  # most samples fall outside the image
+    dict(integer_offsets=True),  # samples exactly on pixel rows/columns, -1 and the far edge included
+])
+def test_deformable_conv_2d(context, case):
+    n, c_in, h, w, c_out = 2, 4, 7, 8, 6
+    kh, kw = case.get("kernel", (3, 3))
+    pads = case.get("pads", (1, 1, 1, 1))
+    strides, dilations = case.get("strides", (1, 1)), case.get("dilations", (1, 1))
+    group, dg = case.get("group", 1), case.get("deformable_group", 1)
+    h_out = (h + pads[0] + pads[1] - (dilations[0] * (kh - 1) + 1)) // strides[0] + 1
+    w_out = (w + pads[2] + pads[3] - (dilations[1] * (kw - 1) + 1)) // strides[1] + 1
+    offset_shape = (n, 2 * dg * kh * kw, h_out, w_out)
+    if case.get("integer_offsets"):
+        offset = (rng.integers(-8, 9, offset_shape) + rng.choice([0, 0.5], offset_shape)).astype(np.float32)
+    else:
+        spread = case.get("spread", 2.5)
+        offset = rng.uniform(-spread, spread, offset_shape).astype(np.float32)
+    mask = rng.uniform(0, 1, (n, dg * kh * kw, h_out, w_out)).astype(np.float32) if case.get("mask", True) else None
+    check(context, T.DEFORMABLE_CONV_2D, [
+        randn(n, c_in, h, w), offset, mask, Const(randn(c_out, c_in // group, kh, kw)), Const(randn(c_out)),
+        ints(pads), ints(strides), group, dg, ints(dilations), case.get("fuse", NONE)])
+
+
+@pytest.mark.parametrize("min_max_order", [False, True])
+@pytest.mark.parametrize("step", [8.0, 0.0])
+def test_prior_box(context, min_max_order, step):
+    check(context, T.PRIOR_BOX, [randn(1, 3, 5, 6), randn(1, 3, 40, 48), floats([10.0, 20.0]), floats([25.0, 40.0]),
+                                 floats([2.0, 3.0]), floats([0.1, 0.2, 0.3, 0.4]), True, True, step, step, 0.5,
+                                 min_max_order], n_outputs=2)
+    check(context, T.PRIOR_BOX, [randn(1, 3, 5, 6), randn(1, 3, 40, 48), floats([10.0]), None, floats([2.0]),
+                                 floats([0.1, 0.2, 0.3, 0.4]), False, False, step, step, 0.5, min_max_order],
+          n_outputs=2)
+
+
+def test_prior_box_with_unknown_spatial_dims_is_rejected():
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, UNKNOWN, UNKNOWN)), "x")
+    image = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, 40, 48)), "image")
+    attrs = [model.add_constant(np.float32([10.0])), None, model.add_constant(np.float32([2.0])),
+             model.add_constant(np.float32([0.1, 0.2, 0.3, 0.4])), model.add_constant(np.array([True])),
+             model.add_constant(np.array([False])), model.add_constant(np.float32([8.0])),
+             model.add_constant(np.float32([8.0])), model.add_constant(np.float32([0.5])),
+             model.add_constant(np.array([False]))]
+    boxes, variances = model.add_output("boxes"), model.add_output("variances")
+    model.add_operation(T.PRIOR_BOX, [x, image] + attrs, [boxes, variances])
+    model.identify_inputs_and_outputs([x, image], [boxes, variances])
+    model.finish()
+    assert operation_supported(model.operations[0]) is False
+
+
+@pytest.mark.parametrize("iou_aware", [False, True])
+@pytest.mark.parametrize("clip_bbox", [True, False])
+@pytest.mark.parametrize("scale_x_y", [1.0, 1.05])
+def test_yolo_box(context, iou_aware, clip_bbox, scale_x_y):
+    anchors = [10, 13, 16, 30]
+    x = randn(2, 2 * (5 + 3) + (2 if iou_aware else 0), 4, 5) * 2
+    image_size = np.int32([[128, 160], [300, 417]])
+    # builtin_device decodes in float64, Paddle's yolo_box (and OpenVINO) in float32: a corner
+    # x1 = cx - w / 2 that nearly cancels keeps float32's absolute rounding of the image-scale operands
+    # (a few ulp of 417, ~1e-4), which the one-operation atol of 1e-5 cannot absorb. Scores are exact-ish.
+    check(context, T.YOLO_BOX, [x, image_size, ints(anchors), 3, 0.01, 32, clip_bbox, scale_x_y, iou_aware, 0.5],
+          n_outputs=2, atol=16 * float(np.spacing(np.float32(417))))
+
+
 # -- what validate answers false ------------------------------------------------------------------------------------------
 def test_validate_is_false_for_unsupported_operations(context):
-    model, _ = build_op(T.YOLO_BOX, [randn(1, 14, 2, 2), Const(np.array([[8, 8]], np.int32)), ints([1, 2, 3, 4]),
-                                     2, 0.01, 8, True, 1.0, False, 0.5], n_outputs=2)
+    boxes = np.float32([[[0, 0, 1, 1], [0.1, 0.1, 1, 1]]])
+    model, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.float32([[[0.9, 0.8]]]), None, -1, 0.05, -1, 0.3, 1.0, -1,
+                                                True, True], n_outputs=3)
     assert DRIVER.validate_program(context.device_contexts[0], model) == [False]
     with pytest.raises(NNAdapterError) as info:
         DRIVER.create_program(context.device_contexts[0], model, _empty_cache())

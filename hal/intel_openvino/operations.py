@@ -4,15 +4,24 @@ A converter takes the GraphBuilder and the Operation and returns one real-valued
 for an absent optional output) per operation output; the builder handles quantized storage. Operand
 orders follow nnadapter_bridge.nnadapter.operations (ops_*.py). A converter raises `Unsupported` for
 every attribute combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels
-are the reference), so validate_program answers False for it. Operations without a converter here
-(DEFORMABLE_CONV_2D, GRID_SAMPLE, ROI_ALIGN, PRIOR_BOX, NON_MAX_SUPPRESSION, YOLO_BOX) run elsewhere.
+are the reference), so validate_program answers False for it. NON_MAX_SUPPRESSION has no converter:
+MulticlassNms-9 keeps scores equal to score_threshold (Paddle keeps only greater ones), orders keep_top_k
+ties across classes differently, and cannot list the second (LoD) form's survivors by box index.
 """
 from __future__ import annotations
 
 import numpy as np
 import openvino as ov
 
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import (
+    UNKNOWN,
+    AutoPad,
+    FuseCode,
+    InterpolateMode,
+    OperationType as T,
+    PadMode,
+    Precision,
+)
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
 from nnadapter_bridge.nnadapter.operations.ops_nn import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.operations.ops_tensor import squeeze_axes
@@ -818,3 +827,180 @@ def quantize_dequantize(b, op):
     if op.type == T.QUANTIZE and op.inputs[0].type.precision != Precision.FLOAT32:
         raise Unsupported("QUANTIZE of a non-float input")
     return [x]
+
+
+# -- sampling: GRID_SAMPLE, ROI_ALIGN, DEFORMABLE_CONV_2D ------------------------------------------------------
+# NNAdapter pad modes -> GridSample-9 padding; NONE means the spec's default (zeros outside).
+_GRID_PADDING = {PadMode.NONE: "zeros", PadMode.CONSTANT: "zeros", PadMode.REPLICATE: "border",
+                 PadMode.EDGE: "border", PadMode.REFLECT: "reflection"}
+
+
+@converts(T.GRID_SAMPLE)
+def grid_sample(b, op):
+    align_corners = b.const_bool(op, 2, "align_corners")
+    mode_code = b.const_int(op, 3, "mode")
+    pad_code = b.const_int(op, 4, "pad_mode")
+    if mode_code not in {int(m) for m in InterpolateMode}:
+        raise Unsupported(f"GRID_SAMPLE mode {mode_code}")
+    if pad_code not in {int(m) for m in _GRID_PADDING}:
+        raise Unsupported(f"GRID_SAMPLE pad_mode {pad_code}")
+    if InterpolateMode(mode_code) == InterpolateMode.NEAREST:
+        # Both round half to even, but Paddle maps a grid value to a pixel as (g + 1) * (size / 2) - 0.5
+        # in float32 and OpenVINO's CPU plugin refolds that arithmetic (g * (size / 2) + (size - 1) / 2,
+        # in GridSample-9 and in an explicit composition alike), so a near-tie such as 1.4999999 lands
+        # on the other neighbour: a whole-pixel difference, not a rounding error.
+        raise Unsupported("GRID_SAMPLE nearest (near-tie pixels round to the other neighbour than Paddle's)")
+    # NONE samples bilinearly with zeros outside, as builtin_device does; bilinear differs by rounding only.
+    attrs = {"align_corners": align_corners, "mode": "bilinear", "padding_mode": _GRID_PADDING[PadMode(pad_code)]}
+    return [_out(opset.grid_sample(b.value(op.inputs[0]), b.value(op.inputs[1]), attrs))]
+
+
+@converts(T.ROI_ALIGN)
+def roi_align(b, op):
+    out_h = b.const_int(op, 3, "output_height")
+    out_w = b.const_int(op, 4, "output_width")
+    sampling_ratio = b.const_int(op, 5, "sampling_ratio")
+    spatial_scale = b.const_float(op, 6, "spatial_scale")
+    aligned = b.const_bool(op, 7, "aligned")
+    if out_h < 1 or out_w < 1:
+        raise Unsupported(f"ROI_ALIGN output size {out_h}x{out_w}")
+    # Paddle's roi_align: aligned shifts the scaled box by -0.5 pixel (ROIAlign-9's half_pixel_for_nn,
+    # which also keeps boxes narrower than a pixel); otherwise boxes are clamped to at least 1x1
+    # (asymmetric). A sampling ratio <= 0 is adaptive, ceil(roi size / output size), ROIAlign's 0.
+    if not spatial_scale > 0:
+        raise Unsupported(f"ROI_ALIGN spatial_scale {spatial_scale}")
+    mode = "half_pixel_for_nn" if aligned else "asymmetric"
+    rois = b.value(op.inputs[1])
+    node = _out(opset.roi_align(b.value(op.inputs[0]), rois, b.value(op.inputs[2]), out_h, out_w,
+                                max(sampling_ratio, 0), spatial_scale, "avg", mode))
+    if aligned and sampling_ratio <= 0:
+        # An aligned box of zero or negative width/height gets an adaptive grid of 0 samples: Paddle's
+        # average over max(0, 1) samples is 0, ROIAlign divides 0 by 0. Zero those rows explicitly
+        # (with a positive scale the scaled size is positive exactly when x2 > x1 and y2 > y1).
+        corners = opset.split(rois, opset.constant(np.int64(1)), 2)  # [R, 2] x1 y1 | x2 y2
+        positive = opset.reduce_logical_and(opset.greater(corners.output(1), corners.output(0)), i64([1]), False)
+        keep = opset.reshape(positive, i64([-1, 1, 1, 1]), False)
+        node = _out(opset.select(keep, node, like(0, node)))
+    return [node]
+
+
+@converts(T.DEFORMABLE_CONV_2D)
+def deformable_conv_2d(b, op):
+    x, offset, w = b.value(op.inputs[0]), b.value(op.inputs[1]), b.value(op.inputs[3])
+    filt = op.inputs[3].type.dims
+    if not all(_known(d) for d in filt):
+        raise Unsupported("DEFORMABLE_CONV_2D with a filter of unknown dims")
+    pads = b.const_ints(op, 5, "pads") if b.has(op, 5) else [0, 0, 0, 0]
+    strides = b.const_ints(op, 6, "strides")
+    group = b.const_int(op, 7, "group")
+    deformable_group = b.const_int(op, 8, "deformable_group")
+    dilations = b.const_ints(op, 9, "dilations")
+    if len(pads) != 4 or len(strides) != 2 or len(dilations) != 2:
+        raise Unsupported("DEFORMABLE_CONV_2D pads must hold 4 values, strides and dilations 2")
+    mask = b.value(op.inputs[2]) if b.has(op, 2) else None
+    # Offsets per deformable group and kernel tap as (dy, dx), the layout Paddle uses. With
+    # bilinear_interpolation_pad a sample point between -1 and 0 (or size-1 and size) still reads its
+    # in-image neighbours, the others counting zero: Paddle's (and builtin_device's) rule.
+    node = opset.deformable_convolution(x, offset, w, strides, [pads[0], pads[2]], [pads[1], pads[3]], dilations,
+                                        mask, "explicit", group, deformable_group, True)
+    out = _add_channel_bias(b, op, 4, _out(node))
+    return [fuse(b, op, 10, out)]
+
+
+# -- detection: PRIOR_BOX, YOLO_BOX ------------------------------------------------------------------------------
+@converts(T.PRIOR_BOX)
+def prior_box(b, op):
+    """The boxes depend only on the input/image dims and constant attributes: with known spatial dims they
+    are computed here by builtin_device's kernel (the reference) and become constants."""
+    from hal.builtin_device.interpreter import run_operation
+
+    arrays = []
+    for i, operand in enumerate(op.inputs):
+        if operand is None:
+            arrays.append(None)
+        elif i < 2:
+            dims = operand.type.dims
+            if not all(_known(d) for d in dims[2:]):
+                raise Unsupported("PRIOR_BOX needs the input and image heights and widths at conversion time")
+            # Only the spatial dims matter to the kernel.
+            arrays.append(np.zeros((1, 1) + tuple(int(d) for d in dims[2:]), dtype=np.float32))
+        else:
+            value = op.input_value(i)
+            if value is None:
+                raise Unsupported(f"{op.label()}: PRIOR_BOX attributes computed at run time are not supported")
+            arrays.append(np.asarray(value))
+    boxes, variances = run_operation(op, arrays)
+    return [_out(opset.constant(np.ascontiguousarray(boxes, dtype=np.float32))),
+            _out(opset.constant(np.ascontiguousarray(variances, dtype=np.float32)))]
+
+
+@converts(T.YOLO_BOX)
+def yolo_box(b, op):
+    """YOLOv3 head decoding composed from opset ops, in builtin_device's (Paddle's) formula order."""
+    x = b.value(op.inputs[0])
+    anchors = np.asarray(b.const_ints(op, 2, "anchors"), dtype=np.float32).reshape(-1, 2)
+    class_num = b.const_int(op, 3, "class_num")
+    conf_thresh = b.const_float(op, 4, "conf_thresh")
+    downsample = b.const_int(op, 5, "downsample_ratio")
+    clip_bbox = b.const_bool(op, 6, "clip_bbox")
+    scale = b.const_float(op, 7, "scale_x_y")
+    iou_aware = b.const_bool(op, 8, "iou_aware")
+    h, w = op.inputs[0].type.dims[2:]
+    if not (_known(h) and _known(w)):
+        raise Unsupported("YOLO_BOX needs the input's height and width at conversion time")
+    if class_num < 1 or downsample < 1:
+        raise Unsupported(f"YOLO_BOX class_num {class_num}, downsample_ratio {downsample}")
+    a = anchors.shape[0]
+    iou = None
+    if iou_aware:
+        parts = opset.variadic_split(x, opset.constant(np.int64(1)), i64([a, -1]))
+        iou = _out(opset.unsqueeze(opset.sigmoid(parts.output(0)), i64([2])))  # [N, A, 1, H, W]
+        x = parts.output(1)
+    pred = opset.reshape(x, i64([0, a, 5 + class_num, h, w]), True)
+    t = opset.variadic_split(pred, opset.constant(np.int64(2)), i64([1, 1, 1, 1, 1, class_num]))
+    tx, ty, tw, th, tobj, tcls = (t.output(k) for k in range(6))  # [N, A, 1|K, H, W]
+    conf = _out(opset.sigmoid(tobj))
+    if iou is not None:
+        factor = b.const_float(op, 9, "iou_aware_factor")
+        conf = _out(opset.multiply(opset.power(conf, f32(np.float32(1.0 - factor))),
+                                   opset.power(iou, f32(np.float32(factor)))))
+    size = opset.convert(b.value(op.inputs[1]), ov.Type.f32)  # [N, 2]: height, width
+    img_h = opset.reshape(opset.gather(size, i64([0]), i64([1])), i64([-1, 1, 1, 1, 1]), False)
+    img_w = opset.reshape(opset.gather(size, i64([1]), i64([1])), i64([-1, 1, 1, 1, 1]), False)
+    grid_x = f32(np.arange(w, dtype=np.float32).reshape(1, 1, 1, 1, w))
+    grid_y = f32(np.arange(h, dtype=np.float32).reshape(1, 1, 1, h, 1))
+    bias = f32(np.float32(-0.5 * (scale - 1.0)))
+    s = f32(np.float32(scale))
+
+    def center(grid, logits, image, cells):
+        shifted = opset.add(opset.add(grid, opset.multiply(opset.sigmoid(logits), s)), bias)
+        return _out(opset.divide(opset.multiply(shifted, image), f32(np.float32(cells))))
+
+    def extent(logits, anchor, image, cells):
+        prior = f32(anchor.reshape(1, a, 1, 1, 1))
+        size_ = opset.multiply(opset.multiply(opset.exp(logits), prior), image)
+        return _out(opset.divide(size_, f32(np.float32(downsample * cells))))
+
+    cx, cy = center(grid_x, tx, img_w, w), center(grid_y, ty, img_h, h)
+    half_w = _out(opset.divide(extent(tw, anchors[:, 0], img_w, w), f32(np.float32(2.0))))
+    half_h = _out(opset.divide(extent(th, anchors[:, 1], img_h, h), f32(np.float32(2.0))))
+    x1, y1 = _out(opset.subtract(cx, half_w)), _out(opset.subtract(cy, half_h))
+    x2, y2 = _out(opset.add(cx, half_w)), _out(opset.add(cy, half_h))
+    if clip_bbox:
+        one = f32(np.float32(1.0))
+        x1, y1 = _out(opset.maximum(x1, like(0, x1))), _out(opset.maximum(y1, like(0, y1)))
+        x2 = _out(opset.minimum(x2, opset.subtract(img_w, one)))
+        y2 = _out(opset.minimum(y2, opset.subtract(img_h, one)))
+    # Below the threshold boxes and scores are multiplied by 0 (as builtin_device does).
+    keep = opset.convert(opset.greater_equal(conf, f32(np.float32(conf_thresh))), ov.Type.f32)
+    boxes = opset.multiply(opset.concat([x1, y1, x2, y2], 2), keep)  # [N, A, 4, H, W]
+    boxes = opset.reshape(opset.transpose(boxes, i64([0, 1, 3, 4, 2])), i64([0, -1, 4]), True)
+    outputs = [_out(boxes)]
+    if len(op.outputs) > 1:
+        scores = None
+        if op.outputs[1] is not None:
+            scores = opset.multiply(opset.sigmoid(tcls), opset.multiply(conf, keep))  # [N, A, K, H, W]
+            scores = _out(opset.reshape(opset.transpose(scores, i64([0, 1, 3, 4, 2])), i64([0, -1, class_num]),
+                                        True))
+        outputs.append(scores)
+    return outputs
