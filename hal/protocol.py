@@ -45,16 +45,17 @@ class Argument:
 class Cache:
     """core::Cache: what a driver needs to restore a program or to store one.
 
-    A non-empty `buffer` given to `create_program(ctx, None, cache)` means "restore from it". When a
-    driver compiles a model and both `token` and `dir` are set, it fills `buffer` with its program
-    bytes (an empty buffer afterwards means "this device cannot cache"); the runtime wraps them into
-    the .nnc file."""
+    A non-empty `buffer` given to `create_program(ctx, None, cache)` means "restore from it"; it is then
+    a read-only bytes-like object (a memoryview into the .nnc data, not a copy), which the driver reads
+    and must not modify or keep. When a driver compiles a model and both `token` and `dir` are set,
+    `buffer` is an empty bytearray that it fills with its program bytes (an empty buffer afterwards means
+    "this device cannot cache"); the runtime wraps them into the .nnc file."""
 
     token: str = ""
     dir: str = ""
     input_types: List[OperandType] = dataclasses.field(default_factory=list)
     output_types: List[OperandType] = dataclasses.field(default_factory=list)
-    buffer: bytearray = dataclasses.field(default_factory=bytearray)
+    buffer: Any = dataclasses.field(default_factory=bytearray)  # bytearray, or read-only bytes-like
 
     @property
     def wants_program_bytes(self) -> bool:

@@ -31,7 +31,7 @@ Cache token (32 lowercase hex chars):
       "properties:" + the context properties string, verbatim
       "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
           shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
-      "versions:" + "nnadapter-bridge=<version>", "<device>=<driver version>" per device, and every
+      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device, and every
           environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
   fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
       "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
@@ -65,6 +65,33 @@ from nnadapter_bridge.support import semantic_attrs
 
 CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
 _EMPTY_VAR_NAME = "@EMPTY@"
+
+
+_CODE_DIGEST: Optional[str] = None
+
+
+def code_digest() -> str:
+    """md5 (16 hex) of the source of the packages whose behaviour a cached program or verdict depends on:
+    converters, the NNAdapter standard and the in-tree drivers. Computed once per process (~1 MB read)."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        import importlib.util
+
+        digest = hashlib.md5()
+        for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
+            # Located, not imported: a warm start that restores everything never imports the converters.
+            spec = importlib.util.find_spec(package)
+            roots = list(spec.submodule_search_locations or []) if spec is not None else []
+            for root in roots:
+                for directory, subdirs, files in os.walk(root):
+                    subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+                    for name in sorted(f for f in files if f.endswith(".py")):
+                        path = os.path.join(directory, name)
+                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode("utf-8") + b"\0")
+                        with open(path, "rb") as f:
+                            digest.update(f.read())
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return _CODE_DIGEST
 
 
 # -- tokens ------------------------------------------------------------------------------------------
@@ -230,11 +257,13 @@ class SubgraphEngine:
 
     @property
     def versions(self) -> str:
-        """nnadapter-bridge's version and every device driver's name and version: an upgrade that changes
-        what a converter or driver produces must not hit a cache the old one wrote."""
+        """nnadapter-bridge's version, a digest of its converter/standard/driver code, and every device
+        driver's name and version: a change to what a converter or driver produces (a release, or an edit in
+        a development install) must not hit a cache or support verdict the old code wrote."""
         from nnadapter_bridge import __version__
 
-        versions = [f"nnadapter-bridge={__version__}"] + [f"{d.name}={d.version}" for d in self.context.devices]
+        versions = [f"nnadapter-bridge={__version__}", f"code={code_digest()}"] + \
+            [f"{d.name}={d.version}" for d in self.context.devices]
         # Drivers fall back to environment variables named after them (e.g. INTEL_OPENVINO_INFERENCE_NUM_THREADS)
         # for keys the properties string leaves out: those values shape the program too.
         prefixes = tuple(d.name.upper() + "_" for d in self.context.devices)

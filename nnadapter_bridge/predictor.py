@@ -4,7 +4,8 @@ create_predictor(config):
   1. loads the model (loader.load_model) and acquires the configured devices into one Context;
   2. partitions block 0: an op goes to a device when support.SupportDecider says so and the partition
      config does not force it to the host; partition.detect_subgraphs clusters those ops (GLOG_v >= 5
-     prints Paddle Lite's debug dump);
+     prints Paddle Lite's debug dump). With a model cache dir the support verdicts are read from and
+     saved to it (support.VerdictStore), so a warm start converts nothing to decide support;
   3. checks, before anything runs, that every remaining op can run on the host executor; one
      UnsupportedOpError lists every op type nothing can run. In strict mode every op left off the devices
      (other than feed/fetch and ops the partition config forced there) is such an error, with reasons.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -61,6 +63,12 @@ def _acquire_devices(names: list):
     return devices
 
 
+def _engine_versions(context) -> str:
+    """The versions string the engines put into their tokens (SubgraphEngine.versions, which reads only the
+    context): support verdicts are reused only under the same versions as cached programs."""
+    return SubgraphEngine.versions.fget(SimpleNamespace(context=context))
+
+
 def _make_host_executor(graph, device_names):
     try:
         from nnadapter_bridge.host import HostExecutor
@@ -75,7 +83,7 @@ class Predictor:
     def __init__(self, config: Config):
         from nnadapter_bridge.loader import load_model
         from nnadapter_bridge.nnadapter.runtime import Context
-        from nnadapter_bridge.support import SupportDecider
+        from nnadapter_bridge.support import SupportDecider, VerdictStore
         from partition import detect_subgraphs, print_dump_if_verbose, resolve_partition_config
 
         if not isinstance(config, Config):
@@ -88,13 +96,18 @@ class Predictor:
         try:
             self._check_dynamic_shape_info()
 
-            self.support = SupportDecider(self.graph, self.context)
+            cache_dir = config.nnadapter_model_cache_dir()
+            store = (VerdictStore.open(cache_dir, self.device_names, config.nnadapter_context_properties(),
+                                       _engine_versions(self.context)) if cache_dir else None)
+            self.support = SupportDecider(self.graph, self.context, store=store)
             partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
                                                         config.nnadapter_subgraph_partition_config_path() or None,
                                                         os.environ)
             ops = self.graph.ops()
             forced = partition_config.match(ops) if partition_config is not None else set()
             self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
+            if store is not None:
+                store.save()
             print_dump_if_verbose(self.graph, self.partition)
             self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
 

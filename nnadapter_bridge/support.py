@@ -9,10 +9,22 @@ VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constant
 The answer is computed once per op signature (type, attributes, input dtypes and declared dims; parameter inputs
 by dtype and full shape, because converters read their values) and reused for every op that shares it.
 Every "no" keeps its reason, which the partition output and strict-mode errors show.
+
+With a model cache dir the verdicts also persist (VerdictStore): `<cache_dir>/support-<key>.json` maps each
+signature's canonical JSON text (`signature_text`) to its verdict, so a warm start converts and validates
+nothing. The key is the md5 of the signature format version, the device names in context order, the
+context properties and the engine's versions string (nnadapter-bridge's and every driver's version and the
+devices' environment variables): other devices, properties or versions use another file. The file is JSON
+(never code), written atomically, and checked in full when read; a file that fails any check is ignored
+with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import warnings
 from typing import Any, Optional
 
 from nnadapter_bridge.errors import BridgeError
@@ -25,6 +37,8 @@ BOOKKEEPING_ATTRS = frozenset({
     "use_mkldnn", "use_cudnn", "use_quantizer", "mkldnn_data_type",
 })
 EMPTY_VAR_NAME = "@EMPTY@"
+SIGNATURE_FORMAT_VERSION = 1  # bump when signature(), signature_text() or the verdict file layout changes
+_STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 
 
 def freeze(value) -> Any:
@@ -51,18 +65,131 @@ def semantic_attrs(op) -> tuple:
 class SupportVerdict:
     supported: bool
     reason: str = ""  # why not, for partition output and strict errors
+    persistent: bool = dataclasses.field(default=True, compare=False)  # False: may differ on the next start
+
+
+def _canonical(value) -> Any:
+    """A signature as JSON-ready data: tuples become lists (signatures hold no lists), bytes a tagged hex
+    string; anything else raises TypeError."""
+    if isinstance(value, tuple):
+        return [_canonical(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return {"bytes": value.hex()}
+    raise TypeError(f"{type(value).__name__} in a support signature")
+
+
+def signature_text(signature: tuple) -> Optional[str]:
+    """The canonical JSON text of a signature (one text per signature, the same in every process), or None
+    when it holds a value JSON cannot carry exactly (such a verdict is simply not persisted)."""
+    try:
+        return json.dumps(_canonical(signature), ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    except (TypeError, ValueError):
+        return None
+
+
+class VerdictStore:
+    """The persisted verdicts of one set of devices, context properties and versions (module docstring)."""
+
+    def __init__(self, path: str, key: str, verdicts: dict):
+        self.path = path
+        self.key = key
+        self._verdicts = verdicts  # signature text -> SupportVerdict
+        self._dirty = False
+
+    @staticmethod
+    def store_key(device_names, context_properties: str, versions: str) -> str:
+        text = "\n".join([_STORE_FORMAT, "devices:" + ",".join(device_names),
+                          "properties:" + (context_properties or ""), "versions:" + versions])
+        return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> "VerdictStore":
+        """The store for these devices, properties and versions in `cache_dir`, with what its file holds (a
+        missing file is an empty store; an unreadable or invalid one too, with one warning)."""
+        key = cls.store_key(device_names, context_properties, versions)
+        path = os.path.join(cache_dir, f"support-{key}.json")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return cls(path, key, {})
+        except OSError as exc:
+            cls._warn(path, f"cannot read it: {exc}")
+            return cls(path, key, {})
+        try:
+            verdicts = cls._parse(data, key)
+        except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            cls._warn(path, str(exc))
+            return cls(path, key, {})
+        return cls(path, key, verdicts)
+
+    @staticmethod
+    def _warn(path: str, reason: str) -> None:
+        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
+
+        warnings.warn(f"support verdict cache {path} is unusable ({reason}); deciding support afresh",
+                      NncCacheWarning, stacklevel=4)
+
+    @staticmethod
+    def _parse(data: bytes, key: str) -> dict:
+        document = json.loads(data.decode("utf-8"))
+        if not isinstance(document, dict) or document.get("format") != _STORE_FORMAT:
+            raise ValueError(f"not a {_STORE_FORMAT} file")
+        if document.get("key") != key:
+            raise ValueError(f"its key is {document.get('key')!r}, expected {key!r}")
+        entries = document.get("verdicts")
+        if not isinstance(entries, dict):
+            raise ValueError("'verdicts' is not an object")
+        verdicts = {}
+        for text, entry in entries.items():
+            if (not isinstance(entry, dict) or set(entry) != {"supported", "reason"}
+                    or not isinstance(entry["supported"], bool) or not isinstance(entry["reason"], str)):
+                raise ValueError(f"the verdict for {text[:80]} is not {{\"supported\": bool, \"reason\": str}}")
+            verdicts[text] = SupportVerdict(entry["supported"], entry["reason"])
+        return verdicts
+
+    def get(self, text: str) -> Optional[SupportVerdict]:
+        return self._verdicts.get(text)
+
+    def put(self, text: str, verdict: SupportVerdict) -> None:
+        if verdict.persistent and self._verdicts.get(text) != verdict:
+            self._verdicts[text] = verdict
+            self._dirty = True
+
+    def save(self) -> bool:
+        """Write the file if verdicts were added since it was read; a failed write is a warning. True when
+        written."""
+        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, write_file_atomically
+
+        if not self._dirty:
+            return False
+        document = {"format": _STORE_FORMAT, "key": self.key,
+                    "verdicts": {text: {"supported": v.supported, "reason": v.reason}
+                                 for text, v in sorted(self._verdicts.items())}}
+        try:
+            write_file_atomically(self.path, json.dumps(document, ensure_ascii=False, indent=0).encode("utf-8"))
+        except OSError as exc:
+            warnings.warn(f"cannot write the support verdict cache {self.path}: {exc}", NncCacheWarning,
+                          stacklevel=3)
+            return False
+        self._dirty = False
+        return True
 
 
 class SupportDecider:
     """Answers `is_supported(op)` for the ops of one program on one NNAdapter context."""
 
-    def __init__(self, graph, context, block: int = 0):
+    def __init__(self, graph, context, block: int = 0, store: Optional[VerdictStore] = None):
         self.graph = graph
         self.context = context
         self.block = block
+        self.store = store
         self._verdicts: dict[tuple, SupportVerdict] = {}
         self.reasons: dict[str, str] = {}  # op type -> reason of its first unsupported signature
         self.conversions = 0  # scratch conversions done (one per distinct signature reaching step 3)
+        self.restored = 0  # distinct signatures whose verdict came from the store
 
     # -- signatures ---------------------------------------------------------------------------------
     def _var(self, name: str):
@@ -100,7 +227,15 @@ class SupportDecider:
         key = self.signature(op)
         found = self._verdicts.get(key)
         if found is None:
-            found = self._verdicts[key] = self._decide(op)
+            text = signature_text(key) if self.store is not None else None
+            found = self.store.get(text) if text is not None else None
+            if found is not None:
+                self.restored += 1
+            else:
+                found = self._decide(op)
+                if text is not None:
+                    self.store.put(text, found)
+            self._verdicts[key] = found
             if not found.supported:
                 self.reasons.setdefault(op.type, found.reason)
         return found
@@ -144,7 +279,7 @@ class SupportDecider:
         try:
             flags = self.context.get_supported_operations(model)
         except BridgeError as exc:
-            return SupportVerdict(False, f"the devices could not validate it: {exc}")
+            return SupportVerdict(False, f"the devices could not validate it: {exc}", persistent=False)
         rejected = sorted({model.operations[i].type.name for i, ok in enumerate(flags) if not ok})
         if rejected:
             devices = ", ".join(self.context.device_names)

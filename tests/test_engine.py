@@ -9,6 +9,7 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
+from nnadapter_bridge.engine import code_digest
 from nnadapter_bridge.errors import InvalidDimensionsError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
@@ -52,7 +53,7 @@ def test_token_follows_the_documented_recipe(model, tmp_path):
     fingerprint = hashlib.sha256(fingerprint_text).hexdigest()
     text = ("builtin_device" + "x" + "2" + "4" + "\n" + "nnadapter-bridge-cache-v2\n" + "dtypes:x=float32\n"
             + "subgraph:" + fingerprint + "\n" + "properties:" + "\n" + "inputs:x=2,4" + "\n"
-            + "versions:nnadapter-bridge=" + nb.__version__ + ",builtin_device=1")
+            + "versions:nnadapter-bridge=" + nb.__version__ + ",code=" + code_digest() + ",builtin_device=1")
     assert predictor.cache_tokens() == [hashlib.md5(text.encode()).hexdigest()]
     assert (tmp_path / "cache" / (predictor.cache_tokens()[0] + ".nnc")).is_file()
 

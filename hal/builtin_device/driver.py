@@ -136,7 +136,7 @@ class BuiltinDeviceDriver(Driver):
             if not cache.buffer:
                 raise NNAdapterError("builtin_device: neither a model nor a cache buffer to build a program from",
                                      ResultCode.INVALID_PARAMETER)
-            model = deserialize_model(bytes(cache.buffer))
+            model = deserialize_model(cache.buffer)  # any bytes-like: parsed in place, not copied
             _check_restored(model, cache)
         else:
             unsupported = [op.label() for op in model.operations if not operation_supported(op)]

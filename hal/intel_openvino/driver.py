@@ -7,7 +7,8 @@
   (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config). On CPU the inference precision is
   pinned to f32 (the plugin would otherwise pick bf16 on hardware that has it).
 * create_program compiles the model with `Core.compile_model`; with a cache token and dir the program
-  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` (no recompilation). Input and
+  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` from an ov.Tensor holding
+  one copy of the cache buffer (no recompilation). Input and
   output metadata at restore time come from the cache's input_types/output_types.
 * execute_program keeps one InferRequest per program, hands the input arrays to OpenVINO without copying
   (`ov.Tensor(array, shared_memory=True)`), and copies each output once into the buffer its access
@@ -42,6 +43,21 @@ def _import_openvino():
         raise NNAdapterError(f"intel_openvino: the 'openvino' package cannot be imported ({exc}); {INSTALL_HINT}",
                              ResultCode.DEVICE_NOT_FOUND) from exc
     return openvino
+
+
+def _import_program(core, buffer, context: "OpenVinoContext"):
+    """core.import_model on the program bytes (any bytes-like `buffer`, read-only included).
+
+    Through an ov.Tensor that owns one copy of the bytes: `import_model(bytes)` converts them to a C++
+    string and a stream (two more copies, and `bytes(view)` a third); shared_memory=False, so nothing
+    OpenVINO keeps can point into `buffer`, which the runtime frees after the first run."""
+    from openvino import Tensor
+
+    blob = Tensor(np.frombuffer(buffer, dtype=np.uint8), shared_memory=False)
+    try:
+        return core.import_model(blob, context.device_name, context.config)
+    except TypeError:  # an OpenVINO whose import_model takes no Tensor (before 2025): bytes or a stream only
+        return core.import_model(bytes(buffer), context.device_name, context.config)
 
 
 @dataclasses.dataclass
@@ -165,7 +181,7 @@ class IntelOpenVinoDriver(Driver):
                 raise NNAdapterError("intel_openvino: neither a model nor a cache buffer to build a program from",
                                      ResultCode.INVALID_PARAMETER)
             try:
-                compiled = core.import_model(bytes(cache.buffer), context.device_name, context.config)
+                compiled = _import_program(core, cache.buffer, context)
             except Exception as exc:  # a blob from another OpenVINO build or device: a cache miss, not a crash
                 raise NNAdapterError(f"intel_openvino: cannot import the cached program on {context.device_name}: "
                                      f"{exc}", ResultCode.INVALID_PARAMETER) from exc
@@ -185,7 +201,8 @@ class IntelOpenVinoDriver(Driver):
                                      ResultCode.FEATURE_NOT_SUPPORTED)
             compiled = core.compile_model(build_ov_model(model), context.device_name, context.config)
             if cache.wants_program_bytes:
-                cache.buffer[:] = compiled.export_model().getvalue()
+                # getbuffer(): a view of the stream, so the program bytes are copied once, into the cache.
+                cache.buffer[:] = compiled.export_model().getbuffer()
             input_types = [o.type.copy() for o in model.input_operands]
             output_types = [o.type.copy() for o in model.output_operands]
             restored = False

@@ -121,6 +121,49 @@ def crc32c_naive(data) -> int:
     return crc32c_naive_numpy(data)
 
 
+def _one_zero_byte_matrix() -> list:
+    # Column b: the register 1<<b after one zero byte (the CRC is linear over GF(2): init 0, no xor-out).
+    return [int(_TABLE[(1 << b) & 0xFF]) ^ ((1 << b) >> 8) for b in range(32)]
+
+
+def _matrix_times(matrix: list, vector: int) -> int:
+    result = 0
+    column = 0
+    while vector:
+        if vector & 1:
+            result ^= matrix[column]
+        vector >>= 1
+        column += 1
+    return result
+
+
+_ZERO_BYTE_POWERS = [_one_zero_byte_matrix()]  # [k]: the map "feed 2**k zero bytes", grown on demand
+
+
+def crc_shift(crc: int, length: int) -> int:
+    """The register `crc` after `length` zero bytes, in O(log length): crc_naive(A + B) equals
+    crc_shift(crc_naive(A), len(B)) ^ crc_naive(B)."""
+    k = 0
+    while length:
+        if k == len(_ZERO_BYTE_POWERS):
+            last = _ZERO_BYTE_POWERS[-1]
+            _ZERO_BYTE_POWERS.append([_matrix_times(last, column) for column in last])
+        if length & 1:
+            crc = _matrix_times(_ZERO_BYTE_POWERS[k], crc)
+        length >>= 1
+        k += 1
+    return crc
+
+
+def crc32c_naive_tail(data, start: int) -> int:
+    """crc32c_naive(data[start:]) without copying the tail when `data` is `bytes` (the C CRC takes only
+    bytes): the CRC of the whole, minus the head's contribution shifted past the tail."""
+    if _google_crc32c is not None and type(data) is bytes:
+        head = crc32c_naive(data[:start])
+        return crc32c_naive(data) ^ crc_shift(head, len(data) - start)
+    return crc32c_naive(memoryview(data).cast("B")[start:])
+
+
 def crc32c_naive_numpy(data) -> int:
     """crc32c_naive in numpy, for when no C CRC-32C is installed.
 
@@ -186,6 +229,14 @@ def pack_container(entries: Mapping) -> bytes:
 
 def unpack_container(data) -> dict:
     """Parse a container into {key (str): value (bytes)}; any inconsistency raises NncFormatError."""
+    return {key: bytes(value) for key, value in unpack_container_views(data).items()}
+
+
+def unpack_container_views(data) -> dict:
+    """unpack_container, but every value is a read-only memoryview into `data` (nothing is copied; the
+    views keep `data` alive). `data` as `bytes` also spares the CRC a copy."""
+    if not isinstance(data, bytes):
+        data = memoryview(data).cast("B").toreadonly()
     view = memoryview(data).cast("B")
     size = len(view)
     if size < HEADER_SIZE:
@@ -197,7 +248,7 @@ def unpack_container(data) -> dict:
         raise NncFormatError(f"unsupported version {version} (expected {VERSION})")
     if padding != 0:
         raise NncFormatError("the header padding word is not zero")
-    actual_crc = crc32c_naive(view[HEADER_SIZE:])
+    actual_crc = crc32c_naive_tail(data, HEADER_SIZE)
     if actual_crc != stored_crc:
         raise NncFormatError(f"CRC mismatch: stored 0x{stored_crc:08x}, computed 0x{actual_crc:08x}")
     entries: dict = {}
@@ -215,7 +266,7 @@ def unpack_container(data) -> dict:
             raise NncFormatError(f"entry {index}: padding runs past the end")
         start = offset + ENTRY_HEADER_SIZE
         key = bytes(view[start:start + key_size])
-        value = bytes(view[start + key_size:start + key_size + value_size])
+        value = view[start + key_size:start + key_size + value_size]
         if any(view[start + key_size + value_size:offset + padded]):
             raise NncFormatError(f"entry {index}: non-zero padding")
         if previous is not None and key <= previous:
@@ -328,7 +379,7 @@ class ProgramRecord:
     input_indexes: list
     output_types: list
     output_indexes: list
-    model_buffer: bytes
+    model_buffer: bytes  # bytes-like; read from a container, a read-only memoryview into its data
 
 
 @dataclasses.dataclass
@@ -381,7 +432,9 @@ def pack_compilation_record_parts(record: CompilationRecord) -> tuple:
 
 def unpack_compilation_record(data) -> CompilationRecord:
     """Parse and check a compilation record; raises NncFormatError on anything inconsistent."""
-    entries = unpack_container(data)
+    views = unpack_container_views(data)
+    # Every value but the program bytes is small: plain bytes; the program bytes stay views into `data`.
+    entries = {k: v if k.endswith("_model_buffer") else bytes(v) for k, v in views.items()}
     if "num_caches" not in entries:
         raise NncFormatError("missing key 'num_caches'")
     raw_count = entries["num_caches"]

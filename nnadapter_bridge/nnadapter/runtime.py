@@ -440,7 +440,8 @@ class Compilation:
         for i, program in enumerate(record.programs):
             device, device_context = self.context.device_context(program.device_name)
             cache = Cache(self.cache_token, self.cache_dir, [t.copy() for t in program.input_types],
-                          [t.copy() for t in program.output_types], bytearray(program.model_buffer))
+                          [t.copy() for t in program.output_types],
+                          program.model_buffer)  # a read-only view into the .nnc data: not copied
             try:
                 handle = _call_driver(f"{device.name}.create_program", device.driver.create_program,
                                       device_context, None, cache)
