@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
+from hal.builtin_device.interpreter import run_model
 from hal.microsoft_onnxruntime import DRIVER
 from hal.microsoft_onnxruntime.converter import OPSET, convert_model
 from hal.microsoft_onnxruntime.driver import (
@@ -20,7 +21,7 @@ from hal.microsoft_onnxruntime.driver import (
 )
 from hal.protocol import Argument, Cache
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.runtime import (
     Compilation,
@@ -284,3 +285,126 @@ def test_missing_onnxruntime_says_what_to_install():
     loaded, error, builtin_loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded is False and builtin_loaded is True
     assert "install nnadapter-bridge[onnxruntime]" in error
+
+
+# -- YOLO_BOX (composed from ONNX ops in float64) ---------------------------------------------------------------
+def _run_on_onnxruntime(model, feeds):
+    context = Context([DeviceManager.instance().acquire("microsoft_onnxruntime")])
+    try:
+        assert context.validate(model, 0) == [True]
+        compilation = Compilation(model, context=context)
+        compilation.finish()
+        return Execution(compilation).run(feeds)
+    finally:
+        context.destroy()
+
+
+def _yolo_inputs(seed, n=2, anchors=(10, 13, 16, 30, 33, 23), class_num=3, h=4, w=5, conf_thresh=0.01,
+                 downsample=32, clip_bbox=True, scale_x_y=1.0, iou_aware=False, iou_factor=0.5, spread=2.0):
+    a = len(anchors) // 2
+    channels = a * (5 + class_num) + (a if iou_aware else 0)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, channels, h, w)) * spread).astype(np.float32)
+    imgsize = rng.integers(32, 640, size=(n, 2)).astype(np.int32)
+    return [x, imgsize, Const(np.int32(anchors)), class_num, conf_thresh, downsample, clip_bbox, scale_x_y,
+            iou_aware, iou_factor]
+
+
+_YOLO_CASES = {
+    "defaults": {},
+    "no_clip": dict(clip_bbox=False),
+    "scale_x_y": dict(scale_x_y=1.05),
+    "scale_x_y_no_clip": dict(scale_x_y=1.2, clip_bbox=False),
+    "high_threshold": dict(conf_thresh=0.6),
+    "zero_threshold": dict(conf_thresh=0.0),
+    "iou_aware": dict(iou_aware=True, iou_factor=0.5),
+    "iou_aware_factor_0_4": dict(iou_aware=True, iou_factor=0.4, scale_x_y=1.1, clip_bbox=False),
+    "one_anchor_one_class": dict(anchors=(7, 9), class_num=1),
+    "many_classes": dict(class_num=11, downsample=8, h=3, w=7),
+    "downsample_16_square": dict(downsample=16, h=6, w=6, n=1),
+    "wide_logits": dict(spread=8.0, conf_thresh=0.3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_YOLO_CASES))
+def test_yolo_box_matches_builtin_device(case):
+    inputs = _yolo_inputs(sum(map(ord, case)), **_YOLO_CASES[case])
+    model, feeds = build_op(T.YOLO_BOX, inputs, n_outputs=2)
+    want = run_model(model, feeds)
+    got = _run_on_onnxruntime(model, feeds)
+    assert want[0].any(), "every box under the threshold: the case checks nothing"
+    if case in ("high_threshold", "wide_logits"):
+        assert (want[1] == 0).all(axis=-1).any(), "no box under the threshold: the case checks less than it says"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_op_close(g, w, what=f"YOLO_BOX {case} output {k}")
+
+
+def test_yolo_box_without_scores_output():
+    model, feeds = build_op(T.YOLO_BOX, _yolo_inputs(5, iou_aware=True, iou_factor=0.3), n_outputs=2,
+                            null_outputs=[1])
+    (want,) = run_model(model, feeds)
+    (got,) = _run_on_onnxruntime(model, feeds)
+    assert_op_close(got, want, what="YOLO_BOX boxes only")
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_yolo_box_overflowing_logits_match_including_nan_and_inf():
+    # exp of a huge w/h logit overflows to inf in both; unclipped, a box under the threshold is inf * 0 = NaN.
+    inputs = _yolo_inputs(9, clip_bbox=False)
+    inputs[0][:, 2] = 800.0
+    model, feeds = build_op(T.YOLO_BOX, inputs, n_outputs=2)
+    want = run_model(model, feeds)
+    assert not np.isfinite(want[0]).all()
+    for k, (g, w) in enumerate(zip(_run_on_onnxruntime(model, feeds), want)):
+        assert_op_close(g, w, what=f"YOLO_BOX overflow output {k}")
+
+
+def _yolo_model(dims):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, dims), "x")
+    imgsize = model.add_operand(OperandType(Precision.INT32, (dims[0], 2)), "imgsize")
+    params = [model.add_constant(np.int32([10, 13, 16, 30])), model.add_constant(np.int32([2])),
+              model.add_constant(np.float32([0.05])), model.add_constant(np.int32([32])),
+              model.add_constant(np.bool_([True])), model.add_constant(np.float32([1.0])),
+              model.add_constant(np.bool_([False])), model.add_constant(np.float32([0.5]))]
+    boxes, scores = model.add_output("boxes"), model.add_output("scores")
+    model.add_operation(T.YOLO_BOX, [x, imgsize] + params, [boxes, scores])
+    model.identify_inputs_and_outputs([x, imgsize], [boxes, scores])
+    model.finish()
+    return model
+
+
+def test_yolo_box_symbolic_batch_runs_any_batch_and_unknown_grid_is_not_claimed(device):
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.validate_program(context, _yolo_model((1, 14, UNKNOWN, 5))) == [False]
+    assert DRIVER.validate_program(context, _yolo_model((1, 14, 4, UNKNOWN))) == [False]
+    model = _yolo_model((UNKNOWN, 14, 3, 4))
+    assert DRIVER.validate_program(context, model) == [True]
+    program = DRIVER.create_program(context, model, Cache())
+    for batch in (1, 3):
+        rng = np.random.default_rng(batch)
+        x = rng.standard_normal((batch, 14, 3, 4)).astype(np.float32)
+        imgsize = rng.integers(100, 500, size=(batch, 2)).astype(np.int32)
+        fixed, feeds = build_op(T.YOLO_BOX, [x, imgsize, Const(np.int32([10, 13, 16, 30])), 2, 0.05, 32, True,
+                                             1.0, False, 0.5], n_outputs=2)
+        got = _run(program, x, imgsize)
+        for k, (g, w) in enumerate(zip(got, run_model(fixed, feeds))):
+            assert g.shape == (batch, 2 * 3 * 4, 4 if k == 0 else 2)
+            assert_op_close(g, w, what=f"YOLO_BOX batch {batch} output {k}")
+
+
+# -- pooling over the whole plane --------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type, onnx_op", [(T.AVERAGE_POOL_2D, "GlobalAveragePool"),
+                                              (T.MAX_POOL_2D, "GlobalMaxPool")], ids=["average", "max"])
+def test_window_over_the_whole_plane_is_a_global_pool(op_type, onnx_op):
+    x = np.random.default_rng(3).standard_normal((1, 4, 5, 6)).astype(np.float32)
+    tail = [False, False, int(FuseCode.FUSED_RELU)] if op_type == T.AVERAGE_POOL_2D else \
+        [False, False, int(Precision.INT32), int(FuseCode.FUSED_RELU)]
+    model, feeds = build_op(op_type, [x, 0, Const([0, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
+    ops = [n.op_type for n in convert_model(model).graph.node]
+    assert onnx_op in ops and "AveragePool" not in ops and "MaxPool" not in ops
+    (want,) = run_model(model, feeds)
+    assert_op_close(_run_on_onnxruntime(model, feeds)[0], want, what=onnx_op)
+    # A padded window over the plane stays a plain pool.
+    padded, _ = build_op(op_type, [x, 0, Const([1, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
+    assert onnx_op not in [n.op_type for n in convert_model(padded).graph.node]

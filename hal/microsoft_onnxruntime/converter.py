@@ -561,11 +561,23 @@ def _average_pool(g: GraphBuilder, op: Operation):
     kernel, strides, pads, ceil_mode = _pool_params(g, op)
     include_pad = g.bool(op, 6, False, "count_include_pad")
     code = _fuse_code(g, op, 7)
+    if _is_global_window(g, op, kernel, pads):
+        g.fuse(g.one("GlobalAveragePool", [g.x(op, 0)]), code, np.float32, g.out(op))
+        return
     if ceil_mode:
         _check_no_empty_window(g, op, kernel, strides, pads)
     pooled = g.one("AveragePool", [g.x(op, 0)], kernel_shape=kernel, strides=strides, pads=_onnx_pads(pads),
                    ceil_mode=int(ceil_mode), count_include_pad=int(include_pad))
     g.fuse(pooled, code, np.float32, g.out(op))
+
+
+def _is_global_window(g: GraphBuilder, op: Operation, kernel, pads) -> bool:
+    """One unpadded window over the whole (known) plane: the pool is a global one. onnxruntime runs
+    GlobalAveragePool / GlobalMaxPool about twice as fast as the same window as a plain pool (its NCHWc
+    kernels too), which is how Paddle's global and adaptive [1, 1] pools of SE blocks and heads arrive."""
+    spatial = g.dims(op, 0)[2:]
+    return len(spatial) == 2 and all(known(d) for d in spatial) and list(kernel) == list(spatial) \
+        and not any(pads) and tuple(op.outputs[0].type.dims[2:]) == (1, 1)
 
 
 def _check_no_empty_window(g: GraphBuilder, op: Operation, kernel, strides, pads):
@@ -586,6 +598,9 @@ def _max_pool(g: GraphBuilder, op: Operation):
     kernel, strides, pads, ceil_mode = _pool_params(g, op)
     with_indices = len(op.outputs) > 1 and op.outputs[1] is not None
     code = _fuse_code(g, op, 8)
+    if not with_indices and _is_global_window(g, op, kernel, pads):
+        g.fuse(g.one("GlobalMaxPool", [g.x(op, 0)]), code, np.float32, g.out(op))
+        return
     if ceil_mode:
         _check_no_empty_window(g, op, kernel, strides, pads)
     outputs = g.node("MaxPool", [g.x(op, 0)], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
@@ -1145,8 +1160,80 @@ def _prior_box(g: GraphBuilder, op: Operation):
     g.one("Identity", [g.const(variances, hint="prior_variances")], g.out(op, 1))
 
 
+@converts(T.YOLO_BOX)
+def _yolo_box(g: GraphBuilder, op: Operation):
+    """YOLOv3 head decoding, step for step as builtin_device's kernel: in float64 (sigmoid spelled
+    1 / (1 + exp(-x)) as there), rounded to float32 at the end. The grid offsets are constants, so H
+    and W must be known; the batch may be symbolic and the image sizes run-time values."""
+    anchors = g.ints(op, 2, what="anchors")
+    class_num = g.int(op, 3, what="class_num")
+    conf_thresh = g.float(op, 4, what="conf_thresh")
+    downsample = g.int(op, 5, what="downsample_ratio")
+    clip_bbox = g.bool(op, 6, what="clip_bbox")
+    scale = g.float(op, 7, what="scale_x_y")
+    iou_aware = g.bool(op, 8, what="iou_aware")
+    iou_factor = g.float(op, 9, what="iou_aware_factor")
+    h, w = g.dims(op, 0)[2:]
+    if not (known(h) and known(w)):
+        raise Unsupported("the grid needs known H and W")
+    if not anchors or len(anchors) % 2 or class_num < 1:
+        raise Unsupported(f"{len(anchors)} anchor values, {class_num} classes")
+    a = len(anchors) // 2
+    f64 = TensorProto.DOUBLE
+    d = lambda v: g.scalar(v, np.float64)  # noqa: E731
+
+    def sigmoid(name: str) -> str:
+        return g.one("Div", [d(1.0), g.one("Add", [d(1.0), g.one("Exp", [g.one("Neg", [name])])])])
+
+    x = g.one("Cast", [g.x(op, 0)], to=f64)
+    iou = None
+    if iou_aware:
+        channels = g.i64([1])
+        iou = sigmoid(g.one("Slice", [x, g.i64([0]), g.i64([a]), channels]))
+        iou = g.one("Unsqueeze", [iou, g.i64([2])])  # [N, A, 1, H, W]
+        x = g.one("Slice", [x, g.i64([a]), g.i64([np.iinfo(np.int64).max]), channels])
+    pred = g.one("Reshape", [x, g.i64([0, a, 5 + class_num, h, w])])
+    tx, ty, tw, th, tconf, tcls = g.node("Split", [pred, g.i64([1, 1, 1, 1, 1, class_num])], 6, axis=2)
+    conf = sigmoid(tconf)  # [N, A, 1, H, W]
+    if iou is not None:
+        conf = g.one("Mul", [g.one("Pow", [conf, d(1.0 - iou_factor)]), g.one("Pow", [iou, d(iou_factor)])])
+    img_h, img_w = g.node("Split", [g.one("Reshape", [g.one("Cast", [g.x(op, 1)], to=f64),
+                                                      g.i64([-1, 2, 1, 1, 1])]), g.i64([1, 1])], 2, axis=1)
+    bias = d(-0.5 * (scale - 1.0))
+    grid_x = g.const(np.arange(w, dtype=np.float64).reshape(1, 1, 1, 1, w), hint="grid_x")
+    grid_y = g.const(np.arange(h, dtype=np.float64).reshape(1, 1, 1, h, 1), hint="grid_y")
+
+    def center(grid: str, t: str, img: str, size: int) -> str:
+        shifted = g.one("Add", [g.one("Add", [grid, g.one("Mul", [sigmoid(t), d(scale)])]), bias])
+        return g.one("Div", [g.one("Mul", [shifted, img]), d(size)])
+
+    def extent(t: str, column: int, img: str, size: int) -> str:
+        anchor = g.const(np.float64(anchors[column::2]).reshape(1, a, 1, 1, 1), hint="anchors")
+        scaled = g.one("Mul", [g.one("Mul", [g.one("Exp", [t]), anchor]), img])
+        return g.one("Div", [g.one("Div", [scaled, d(downsample * size)]), d(2.0)])
+
+    cx, cy = center(grid_x, tx, img_w, w), center(grid_y, ty, img_h, h)
+    half_w, half_h = extent(tw, 0, img_w, w), extent(th, 1, img_h, h)
+    corners = [g.one("Sub", [cx, half_w]), g.one("Sub", [cy, half_h]),
+               g.one("Add", [cx, half_w]), g.one("Add", [cy, half_h])]
+    if clip_bbox:
+        corners = [g.one("Max", [corners[0], d(0.0)]), g.one("Max", [corners[1], d(0.0)]),
+                   g.one("Min", [corners[2], g.one("Sub", [img_w, d(1.0)])]),
+                   g.one("Min", [corners[3], g.one("Sub", [img_h, d(1.0)])])]
+    # Under the confidence threshold boxes and scores are multiplied by 0 (so inf * 0 stays NaN, as there).
+    keep = g.one("Cast", [g.one("GreaterOrEqual", [conf, d(conf_thresh)])], to=f64)
+    boxes = g.one("Mul", [g.one("Concat", corners, axis=2), keep])  # [N, A, 4, H, W]
+    last = [0, 1, 3, 4, 2]
+    boxes = g.one("Transpose", [g.one("Cast", [boxes], to=TensorProto.FLOAT)], perm=last)
+    g.one("Reshape", [boxes, g.i64([0, a * h * w, 4])], g.out(op, 0))
+    if g.out(op, 1) is not None:
+        scores = g.one("Mul", [sigmoid(tcls), g.one("Mul", [conf, keep])])  # [N, A, K, H, W]
+        scores = g.one("Transpose", [g.one("Cast", [scores], to=TensorProto.FLOAT)], perm=last)
+        g.one("Reshape", [scores, g.i64([0, a * h * w, class_num])], g.out(op, 1))
+
+
 # NON_MAX_SUPPRESSION (Paddle's multiclass_nms3: per-class eta-adaptive NMS, keep_top_k across classes,
-# data-dependent row layout) and YOLO_BOX have no faithful ONNX form here: not registered, so False.
+# data-dependent row layout) has no faithful ONNX form here: not registered, so False.
 
 
 # -- the model ---------------------------------------------------------------------------------------------
