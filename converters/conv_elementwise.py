@@ -238,28 +238,26 @@ def convert_isnan(ctx, op):
         _constant_bool_like(ctx, x, False, out)
 
 
-@converter("isinf_v2", emits=[T.ABS, T.EQUAL, T.FILL_LIKE])
-def convert_isinf(ctx, op):
-    """|x| == inf; integers are never infinite."""
+def _compare_magnitude_with_inf(ctx, op, operation, integer_answer: bool) -> None:
+    """`|x| <operation> inf` for floats; a constant `integer_answer` for integers (never NaN or infinite)."""
     x = ctx.input(first_input(op))
     out = ctx.output(first_output(op))
     if x.type.precision in _FLOATS:
         magnitude = ctx.temp(first_output(op), "abs")
         ctx.add(T.ABS, [x], [magnitude])
-        compare(ctx, T.EQUAL, magnitude, scalar_like(ctx, np.inf, x), out)
+        compare(ctx, operation, magnitude, scalar_like(ctx, np.inf, x), out)
     else:
-        _constant_bool_like(ctx, x, False, out)
+        _constant_bool_like(ctx, x, integer_answer, out)
+
+
+@converter("isinf_v2", emits=[T.ABS, T.EQUAL, T.FILL_LIKE])
+def convert_isinf(ctx, op):
+    """|x| == inf; integers are never infinite."""
+    _compare_magnitude_with_inf(ctx, op, T.EQUAL, False)
 
 
 @converter("isfinite_v2", emits=[T.ABS, T.LESS, T.FILL_LIKE])
 def convert_isfinite(ctx, op):
     """|x| < inf: false for +-inf and for NaN (every comparison with NaN is false); integers: true."""
-    x = ctx.input(first_input(op))
-    out = ctx.output(first_output(op))
-    if x.type.precision in _FLOATS:
-        magnitude = ctx.temp(first_output(op), "abs")
-        ctx.add(T.ABS, [x], [magnitude])
-        compare(ctx, T.LESS, magnitude, scalar_like(ctx, np.inf, x), out)
-    else:
-        _constant_bool_like(ctx, x, True, out)
+    _compare_magnitude_with_inf(ctx, op, T.LESS, True)
 

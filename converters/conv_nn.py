@@ -26,22 +26,22 @@ CHANNEL_FIRST = ("NCHW", "NCDHW", "AnyLayout", "ANYLAYOUT", "")
 CHANNEL_LAST = ("NHWC", "NDHWC")
 
 
-def attr_ints(op, name: str, default: Sequence[int]) -> list:
+def _attr_list(op, name: str, default: Sequence, cast) -> list:
+    """Attr `name` as a list (a scalar becomes one element), or `default` when the op lacks it."""
     value = op.attr(name)
     if value is None:
         return list(default)
     if isinstance(value, (int, float)):
-        return [int(value)]
-    return [int(v) for v in value]
+        return [cast(value)]
+    return [cast(v) for v in value]
+
+
+def attr_ints(op, name: str, default: Sequence[int]) -> list:
+    return _attr_list(op, name, default, int)
 
 
 def attr_floats(op, name: str, default: Sequence[float]) -> list:
-    value = op.attr(name)
-    if value is None:
-        return list(default)
-    if isinstance(value, (int, float)):
-        return [float(value)]
-    return [float(v) for v in value]
+    return _attr_list(op, name, default, float)
 
 
 def attr_str(op, name: str, default: str) -> str:

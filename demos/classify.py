@@ -19,25 +19,14 @@ import tempfile
 
 import numpy as np
 
+from nnadapter_bridge import zoo
+
 MODEL = "mobilenet_v1"
 IMAGE_SIZE = 224
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1)
 
 
-def demo_root() -> str:
-    return os.environ.get("NNADAPTER_BRIDGE_DEMO_DIR") or os.path.join(tempfile.gettempdir(),
-                                                                      "nnadapter-bridge-demo")
-
-
-def ensure_model(model_dir: str) -> str:
-    """The zoo model in `model_dir` (pdmodel layout), built there first when missing."""
-    from nnadapter_bridge import zoo
-
-    if not os.path.isfile(os.path.join(model_dir, f"{MODEL}.pdmodel")):
-        print(f"building {MODEL} (random weights) into {model_dir} ...", flush=True)
-        zoo.build_model(MODEL, model_dir)
-    return model_dir
 
 
 def synthetic_image() -> np.ndarray:
@@ -102,11 +91,11 @@ def main(argv=None) -> int:
     from nnadapter_bridge.cli import common
     from nnadapter_bridge.errors import BridgeError
 
-    model_dir = args.model_dir or os.path.join(demo_root(), MODEL)
+    model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
     image = load_image(args.image) if args.image else synthetic_image()
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="nnadapter-bridge-classify-")
     try:
-        ensure_model(model_dir)
+        zoo.ensure_model(MODEL, model_dir)
         print(f"model      {model_dir}")
         print(f"device     {args.device}")
         print(f"cache dir  {cache_dir}")

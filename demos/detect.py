@@ -14,28 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 import numpy as np
 
+from nnadapter_bridge import zoo
+
 MODEL = "yolo_detector"
-SIZE = 64  # zoo.DETECTOR_SIZE
+SIZE = zoo.DETECTOR_SIZE
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CONFIG = os.path.join(HERE, os.pardir, "configs", "partition_yolo_detector.txt")
 
 
-def demo_root() -> str:
-    return os.environ.get("NNADAPTER_BRIDGE_DEMO_DIR") or os.path.join(tempfile.gettempdir(),
-                                                                      "nnadapter-bridge-demo")
-
-
-def ensure_model(model_dir: str) -> str:
-    from nnadapter_bridge import zoo
-
-    if not os.path.isfile(os.path.join(model_dir, f"{MODEL}.pdmodel")):
-        print(f"building {MODEL} (random weights) into {model_dir} ...", flush=True)
-        zoo.build_model(MODEL, model_dir)
-    return model_dir
 
 
 def synthetic_image(seed: int) -> np.ndarray:
@@ -66,9 +55,9 @@ def main(argv=None) -> int:
     from nnadapter_bridge.cli import cmd_partition, common
     from nnadapter_bridge.errors import BridgeError
 
-    model_dir = args.model_dir or os.path.join(demo_root(), MODEL)
+    model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
     try:
-        ensure_model(model_dir)
+        zoo.ensure_model(MODEL, model_dir)
         if not os.path.isfile(args.partition_config):
             raise common.CliError(f"--partition-config {args.partition_config}: no such file")
         config = nb.Config()

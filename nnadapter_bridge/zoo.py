@@ -88,6 +88,20 @@ def build_models(name: str, out_dirs: dict, clip_extra: bool = True, seed: int =
     return {layout: model_path(name, layout, out_dir) for layout, out_dir in out_dirs.items()}
 
 
+def demo_models_dir() -> str:
+    """Where the demos keep their zoo models: $NNADAPTER_BRIDGE_DEMO_DIR, else <tmp>/nnadapter-bridge-demo."""
+    return os.environ.get("NNADAPTER_BRIDGE_DEMO_DIR") or os.path.join(tempfile.gettempdir(), "nnadapter-bridge-demo")
+
+
+def ensure_model(name: str, out_dir: str, layout: str = "pdmodel") -> str:
+    """The path of zoo model `name` in `out_dir`, building it there first when it is missing."""
+    path = model_path(name, layout, out_dir)
+    if not os.path.exists(path):
+        print(f"building {name} (random weights) into {out_dir} ...", flush=True)
+        build_model(name, out_dir, layout)
+    return path
+
+
 def model_path(name: str, layout: str, out_dir: str) -> str:
     """Where build_model puts a model of `layout` inside `out_dir` (what load_model should be given)."""
     if layout == "pdmodel":
