@@ -17,7 +17,7 @@ import networkx as nx
 import numpy as np
 
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import dtypes, pir
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.layout import ModelSource, resolve
 from nnadapter_bridge.loader.params import (
@@ -41,9 +41,12 @@ __all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "Bloc
 class ProgramGraph:
     """A Paddle inference program with its parameters, decoded and cross-checked at load time."""
 
-    def __init__(self, program_desc: pb.ProgramDesc, blocks: list[BlockInfo], params: dict[str, np.ndarray],
-                 layout: str, model_path: str | None, params_path: str | None):
-        self.program_desc = program_desc
+    def __init__(self, program_desc: pb.ProgramDesc | None, blocks: list[BlockInfo], params: dict[str, np.ndarray],
+                 layout: str, model_path: str | None, params_path: str | None, model_format: str = "program_desc",
+                 format_version: int | None = None):
+        self.program_desc = program_desc  # None for a PIR program (translated straight into `blocks`)
+        self.format = model_format  # "program_desc" or "pir"
+        self.format_version = format_version  # the PIR serialization version; None for a ProgramDesc
         self.blocks = blocks
         self.params = params
         self.layout = layout
@@ -276,10 +279,19 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         model_data, model_where = source.model_bytes, "<model buffer>"
     else:
         model_data, model_where = map_file(source.model_path), source.model_path
+    params_where = source.params_path if source.params_path is not None else (
+        "<params buffer>" if source.params_bytes is not None else None)
+    if pir.looks_like_pir(model_data):
+        if source.params_is_dir:
+            raise ModelFormatError("a PIR program keeps its parameters in one .pdiparams file, not a directory of "
+                                   "per-var files; pass the .pdiparams", path=source.params_path)
+        program = pir.translate(pir.parse_json(model_data, model_where), model_where)
+        del model_data  # the JSON tree is gone with translate's frame; drop the file bytes too
+        params = _load_params(source, program.param_specs, model_where)
+        return ProgramGraph(None, program.blocks, params, source.layout, source.model_path, params_where,
+                            model_format="pir", format_version=program.version)
     program = parse_program_desc(model_data, model_where)
     blocks = decode_blocks(program, model_where)
     specs = saved_param_specs(blocks[0], model_where)
     params = _load_params(source, specs, model_where)
-    params_where = source.params_path if source.params_path is not None else (
-        "<params buffer>" if source.params_bytes is not None else None)
     return ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)

@@ -5,7 +5,12 @@
   "pdmodel+pdiparams"  DIR/<name>.pdmodel + DIR/<name>.pdiparams (a directory with exactly one .pdmodel,
                        or the .pdmodel file itself)
   "files"              an explicit model file and an explicit params file (or params directory)
+  "json+pdiparams"     DIR/<name>.json + DIR/<name>.pdiparams: a Paddle 3 PIR program (a directory with
+                       exactly one such .json, or the .json file itself; an inference.yml beside it is
+                       ignored; the .pdiparams may be absent when the program has no parameters)
   "buffers"            the model (and params) given as bytes
+
+A model file is recognised as PIR by its content (JSON with base_code.magic == "pir"), whatever its suffix.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import os
 
 from nnadapter_bridge.errors import ModelFormatError
 
-LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "files", "buffers")
+LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "json+pdiparams", "files", "buffers")
 
 
 @dataclasses.dataclass
@@ -62,10 +67,11 @@ def resolve(model_path=None, params_path=None, model_bytes=None, params_bytes=No
     _require_file(model_path, "model file")
     directory = os.path.dirname(model_path) or "."
     base = os.path.basename(model_path)
-    if base.endswith(".pdmodel"):
-        sibling = model_path[: -len(".pdmodel")] + ".pdiparams"
-        return ModelSource("pdmodel+pdiparams", model_path, sibling if os.path.exists(sibling) else None, False,
-                           expected_params=sibling)
+    for suffix, layout in ((".pdmodel", "pdmodel+pdiparams"), (".json", "json+pdiparams")):
+        if base.endswith(suffix):
+            sibling = model_path[: -len(suffix)] + ".pdiparams"
+            return ModelSource(layout, model_path, sibling if os.path.exists(sibling) else None, False,
+                               expected_params=sibling)
     if base == "__model__":
         source = _detect_dir(directory)
         if source.model_path is not None and os.path.samefile(source.model_path, model_path):
@@ -89,7 +95,21 @@ def _detect_dir(directory: str) -> ModelSource:
     except OSError as exc:
         raise ModelFormatError(f"cannot list the model directory: {exc.strerror or exc}", path=directory) from exc
     pdmodels = sorted(e for e in entries if e.endswith(".pdmodel") and os.path.isfile(os.path.join(directory, e)))
+    jsons = _pir_candidates(directory, entries)
     has_legacy = os.path.isfile(os.path.join(directory, "__model__"))
+    if jsons and (pdmodels or has_legacy):
+        legacy = ", ".join(pdmodels) if pdmodels else "__model__"
+        raise ModelFormatError(f"ambiguous model directory: it has a legacy program ({legacy}) and a PIR program "
+                               f"({', '.join(jsons)}); pass the one you mean as the model file, e.g. "
+                               f"{os.path.join(directory, jsons[0])}", path=directory)
+    if len(jsons) > 1:
+        raise ModelFormatError(f"ambiguous model directory: {len(jsons)} PIR programs ({', '.join(jsons)}); pass "
+                               f"the one you mean as the model file", path=directory)
+    if len(jsons) == 1:
+        model = os.path.join(directory, jsons[0])
+        params = model[: -len(".json")] + ".pdiparams"
+        return ModelSource("json+pdiparams", model, params if os.path.isfile(params) else None, False,
+                           expected_params=params)
     if has_legacy and pdmodels:
         raise ModelFormatError(f"ambiguous model directory: it has both __model__ and {', '.join(pdmodels)}; "
                                f"pass the model file (and params file) explicitly", path=directory)
@@ -108,7 +128,24 @@ def _detect_dir(directory: str) -> ModelSource:
         params = model[: -len(".pdmodel")] + ".pdiparams"
         return ModelSource("pdmodel+pdiparams", model, params if os.path.isfile(params) else None, False,
                            expected_params=params)
-    hint = ""
-    if any(e.endswith(".json") for e in entries):
-        hint = " (a .json file is a PIR program: re-export with FLAGS_enable_pir_api=0)"
-    raise ModelFormatError(f"no Paddle model here: expected __model__ or one <name>.pdmodel{hint}", path=directory)
+    raise ModelFormatError("no Paddle model here: expected __model__, one <name>.pdmodel, or one <name>.json "
+                           "(Paddle 3) with its .pdiparams", path=directory)
+
+
+def _pir_candidates(directory: str, entries: list) -> list:
+    """The .json files of a directory that are PIR programs: those with a .pdiparams twin, else any .json
+    whose first bytes read like a PIR document (a PaddleX dir may hold other JSON files beside it)."""
+    jsons = sorted(e for e in entries if e.endswith(".json") and os.path.isfile(os.path.join(directory, e)))
+    paired = [e for e in jsons if os.path.isfile(os.path.join(directory, e[: -len(".json")] + ".pdiparams"))]
+    if paired:
+        return paired
+    found = []
+    for e in jsons:
+        try:
+            with open(os.path.join(directory, e), "rb") as f:
+                head = f.read(256)
+        except OSError:
+            continue
+        if b'"base_code"' in head or b'"magic"' in head:
+            found.append(e)
+    return found

@@ -1,0 +1,1037 @@
+"""Paddle 3 PIR programs (`<name>.json`) -> the BlockInfo / OpInfo / VarInfo of a legacy ProgramDesc.
+
+Paddle >= 3.0 saves inference programs as PIR: a JSON encoding of an SSA program (format facts in
+docs/pir.md). The rest of nnadapter-bridge (converters, host kernels, partition config, dump, cache) speaks
+the legacy op vocabulary, so this module translates: `pd_op.matmul` becomes `matmul_v2` with slots
+`X`/`Y`/`Out`, `pd_op.full` becomes `fill_constant`, `builtin.parameter` a persistable var, `pd_op.data` /
+`pd_op.fetch` become `feed` / `fetch` ops with their `col`, and PIR's mutable attributes (operands produced
+by `pd_op.full` / `pd_op.full_int_array`) fold back into the legacy attribute, or become the legacy tensor
+input (`ShapeTensor`, `StartsTensorList`, ...) when they are computed at run time. `builtin.combine` /
+`builtin.split` are the list slots they stand for; `pd_op.if` becomes two `conditional_block` ops (the
+second on `logical_not(cond)`) whose sub-blocks assign the branch results, `pd_op.while` a `while` op
+over loop-carried vars that its sub-block assigns (the legacy form; the host executor runs both).
+
+Value names: a parameter keeps its name, a `pd_op.data` result its feed name, a fetched value the fetch's
+`name` (`fetch_name_0`, what Paddle Inference reports as the output name); every other value is named
+`<legacy op type>_<n>.tmp_<k>`: n counts that legacy type's ops over the whole program in file order
+(nested blocks included, depth first), k is the result index. Names are therefore stable for a file, and
+are what a partition config names.
+
+Names and operand orders come from two tables (see loader.pir_tables); ops that need more than a
+rename (control flow, constants, in-place forms, the conv-bias pattern of `paddle.nn.Conv2D`) have their
+own handler below.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import framework_pb2 as pb
+from nnadapter_bridge.loader.pir_tables import compat, signatures
+from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
+
+try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+# The serialization versions of paddle 3.0-3.3's PIR writer (base_code.version).
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
+DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "pd_dist"}
+# PIR dtype type names (`0.t_f32`) -> Paddle VarType element codes.
+_TYPE_CODES = {
+    "t_bool": dtypes.VarTypeCode.BOOL, "t_i8": dtypes.VarTypeCode.INT8, "t_ui8": dtypes.VarTypeCode.UINT8,
+    "t_i16": dtypes.VarTypeCode.INT16, "t_i32": dtypes.VarTypeCode.INT32, "t_i64": dtypes.VarTypeCode.INT64,
+    "t_f16": dtypes.VarTypeCode.FP16, "t_bf16": dtypes.VarTypeCode.BF16, "t_f32": dtypes.VarTypeCode.FP32,
+    "t_f64": dtypes.VarTypeCode.FP64, "t_c64": dtypes.VarTypeCode.COMPLEX64,
+    "t_c128": dtypes.VarTypeCode.COMPLEX128,
+}
+# `1.a_dtype` strings -> VarType element codes (the legacy `dtype` / `out_dtype` attributes hold these).
+DTYPE_NAMES = {
+    "bool": 0, "int16": 1, "int32": 2, "int64": 3, "float16": 4, "float32": 5, "float64": 6, "uint8": 20,
+    "int8": 21, "bfloat16": 22, "complex64": 23, "complex128": 24,
+}
+# Attributes PIR writes that no legacy op has (provenance, distribution, placement).
+_DROPPED_ATTRS = frozenset({"struct_name", "op_dist_attr", "op_role", "chunk_id", "op_callstack", "place",
+                            "op_namescope", "persistable", "stop_gradient"})
+_A = pb.AttrType
+_SCALAR_ATTR_TYPES = {"0.a_bool": _A.BOOLEAN, "0.a_i32": _A.INT, "0.a_i64": _A.LONG, "0.a_f32": _A.FLOAT,
+                      "0.a_f64": _A.FLOAT64, "0.a_str": _A.STRING, "1.a_dtype": _A.INT,
+                      "1.a_datatype": _A.INT, "1.a_layout": _A.STRING, "1.a_place": _A.INT}
+_LIST_ATTR_TYPES = {_A.BOOLEAN: _A.BOOLEANS, _A.INT: _A.INTS, _A.LONG: _A.LONGS, _A.FLOAT: _A.FLOATS,
+                    _A.FLOAT64: _A.FLOAT64S, _A.STRING: _A.STRINGS}
+# Element types of folded mutable attributes, as op_compat names them.
+_KIND_TYPES = {"int": _A.INT, "int64_t": _A.LONG, "float": _A.FLOAT, "double": _A.FLOAT64, "bool": _A.BOOLEAN}
+# Elementwise binaries: legacy ops carry `axis` (-1: numpy broadcasting, which is PIR's only rule).
+_ELEMENTWISE = frozenset({"elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+                          "elementwise_max", "elementwise_min", "elementwise_pow", "elementwise_mod",
+                          "elementwise_floordiv", "elementwise_fmax", "elementwise_fmin"})
+
+
+def parse_json(data, where: str):
+    """Bytes of a `.json` model -> the decoded document (parsed once, by orjson when installed)."""
+    try:
+        if _orjson is not None:
+            return _orjson.loads(data)
+        return json.loads(bytes(data))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ModelFormatError(f"not valid JSON ({exc}); the PIR program is truncated or corrupt", path=where) \
+            from None
+
+
+def looks_like_pir(data) -> bool:
+    """True when a model buffer is JSON (a PIR program) rather than a serialized ProgramDesc."""
+    head = bytes(data[:64]).lstrip()
+    return head[:1] == b"{"
+
+
+class PirProgram:
+    """A translated PIR program: legacy blocks, the parameter specs in .pdiparams order, the version."""
+
+    def __init__(self, blocks: list[BlockInfo], param_specs: list, version: int):
+        self.blocks = blocks
+        self.param_specs = param_specs
+        self.version = version
+
+
+def translate(doc: Any, where: str) -> PirProgram:
+    """A decoded PIR document -> PirProgram; ModelFormatError naming `where` for anything malformed."""
+    try:
+        return _Translator(doc, where).run()
+    except ModelFormatError:
+        raise
+    except RecursionError:
+        raise ModelFormatError("the PIR program nests regions too deeply to read", path=where) from None
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        # The structure checks below name what they expect; anything that still slips through is a document
+        # shaped unlike any paddle writes.
+        raise ModelFormatError(f"malformed PIR program ({type(exc).__name__}: {exc}); the file is corrupt or "
+                               f"was not written by paddle.jit.save / save_inference_model", path=where) from None
+
+
+class _Value:
+    """One SSA value: its legacy var name(s), type and, for constants, the numpy data."""
+
+    __slots__ = ("name", "members", "dtype_code", "shape", "const", "is_intarray", "kind", "producer")
+
+    def __init__(self, name=None, members=None, dtype_code=None, shape=(), kind="tensor"):
+        self.name = name
+        self.members = members  # list[_Value] for vector values (builtin.combine, multi-tensor results)
+        self.dtype_code = dtype_code
+        self.shape = shape
+        self.const = None  # np.ndarray for full / full_int_array / assign_value results
+        self.is_intarray = False  # produced by full_int_array (a list), not full (a scalar)
+        self.kind = kind  # "tensor", "vec", "array" (tensor array), "none"
+        self.producer = None  # the PIR op name that made it
+
+    def names(self) -> list:
+        if self.members is not None:
+            return [m.name for m in self.members]
+        return [self.name]
+
+
+class _Translator:
+    def __init__(self, doc, where: str):
+        self.where = where
+        self.doc = doc
+        self.sigs = signatures()
+        self.compat = compat()
+        self.values: dict[int, _Value] = {}
+        self.blocks: list[dict] = []  # {"idx", "parent", "ops": [OpInfo], "vars": {name: VarInfo}}
+        self.counters: dict[str, int] = {}
+        self.fetch_names: dict[int, str] = {}
+        self.params: dict[str, tuple] = {}
+        self.feed_col = 0
+        self.removable: set = set()  # id(OpInfo) of ops that may go when nothing reads their outputs
+        self.used_names: set = set()
+        self._producer_op: dict[str, OpInfo] = {}  # var name -> the emitted op writing it
+
+    # -- errors ---------------------------------------------------------------------------------------
+    def fail(self, message: str, op=None, var: str | None = None) -> ModelFormatError:
+        if op is not None:
+            message = f"op {op.get('#', '?')!s}: {message}"
+        return ModelFormatError(message, path=self.where, var=var)
+
+    # -- entry ------------------------------------------------------------------------------------------
+    def run(self) -> PirProgram:
+        doc = self.doc
+        if not isinstance(doc, dict) or not isinstance(doc.get("base_code"), dict):
+            raise self.fail("not a PIR program: no 'base_code' object at the top level (expected "
+                            "{\"base_code\": {\"magic\": \"pir\", ...}, \"program\": ...})")
+        base = doc["base_code"]
+        if base.get("magic") != "pir":
+            raise self.fail(f"not a PIR program: base_code.magic is {base.get('magic')!r}, expected 'pir'")
+        version = base.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
+            raise self.fail(f"PIR serialization version {version!r} is not supported; this reader reads versions "
+                            f"{', '.join(map(str, SUPPORTED_VERSIONS))} (paddle 3.0-3.3). Re-export with one "
+                            f"of those paddle versions, or upgrade nnadapter-bridge")
+        program = doc.get("program")
+        regions = program.get("regions") if isinstance(program, dict) else None
+        if not isinstance(regions, list) or not regions:
+            raise self.fail("the PIR program has no regions; the file is corrupt")
+        top = self._single_block(regions[0], None)
+        self._prescan_fetches(top)
+        self._new_block(-1)
+        self._feed_fetch_vars()
+        self._translate_ops(top.get("ops"), 0)
+        blocks = self._finish()
+        specs = [(name, dtypes.numpy_dtype(code), shape) for name, (code, shape) in sorted(self.params.items())]
+        return PirProgram(blocks, specs, version)
+
+    def _single_block(self, region, op) -> dict:
+        if not isinstance(region, dict) or not isinstance(region.get("blocks"), list) or len(region["blocks"]) != 1:
+            raise self.fail("a region must hold exactly one block", op)
+        block = region["blocks"][0]
+        if not isinstance(block, dict) or not isinstance(block.get("ops"), list):
+            raise self.fail("a block must hold an 'ops' list", op)
+        return block
+
+    def _prescan_fetches(self, top: dict) -> None:
+        for op in top["ops"]:
+            if isinstance(op, dict) and op.get("#") == "1.fetch":
+                operands = op.get("I") or []
+                name = self._attrs(op).get("name")
+                if operands and isinstance(operands[0], dict) and isinstance(name, str):
+                    self.fetch_names.setdefault(operands[0].get("%"), name)
+
+    def _new_block(self, parent: int) -> int:
+        idx = len(self.blocks)
+        self.blocks.append({"idx": idx, "parent": parent, "ops": [], "vars": {}})
+        return idx
+
+    def _feed_fetch_vars(self) -> None:
+        vars0 = self.blocks[0]["vars"]
+        vars0["feed"] = VarInfo("feed", int(dtypes.VarTypeCode.FEED_MINIBATCH), None, None, (), True, 0, False)
+        vars0["fetch"] = VarInfo("fetch", int(dtypes.VarTypeCode.FETCH_LIST), None, None, (), True, 0, False)
+
+    # -- types and attributes ---------------------------------------------------------------------------
+    def _decode_type(self, tt, op) -> tuple:
+        """A `TT` object -> (kind, dtype code, shape, member types)."""
+        if not isinstance(tt, dict):
+            raise self.fail(f"result type {tt!r} is not a type object", op)
+        kind = tt.get("#")
+        data = tt.get("D")
+        if kind in ("0.t_dtensor", "0.t_dtensor_array", "1.t_dtensor_array", "1.t_tensor_array",
+                    "0.t_selected_rows", "1.t_selected_rows"):
+            if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+                raise self.fail(f"type {kind} without an element type", op)
+            elem = str(data[0].get("#", ""))
+            code = _TYPE_CODES.get(elem.split(".", 1)[-1])
+            if code is None:
+                raise self.fail(f"element type {elem!r} is not one this reader knows "
+                                f"({', '.join(sorted(_TYPE_CODES))})", op)
+            dims = data[1] if len(data) > 1 and "array" not in kind else []
+            if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+                raise self.fail(f"type {kind} has dims {dims!r}, expected a list of integers", op)
+            if any(d < -1 for d in dims) or len(dims) > 64:
+                raise self.fail(f"type {kind} has impossible dims {dims}", op)
+            return ("array" if "array" in kind else "tensor", int(code), tuple(dims), None)
+        if kind == "0.t_vec":
+            if not isinstance(data, list):
+                raise self.fail("vector type without member types", op)
+            return ("vec", None, (), [self._decode_type(t, op) for t in data])
+        if kind in (None, "0.t_null", "NULL"):
+            return ("none", None, (), None)
+        raise self.fail(f"type {kind!r} is not one this reader knows (dense tensors, vectors, tensor arrays)", op)
+
+    def _attr_value(self, at, op, name: str) -> tuple:
+        """An `AT` object -> (python value, legacy AttrType)."""
+        if not isinstance(at, dict) or "#" not in at:
+            raise self.fail(f"attribute '{name}' is not an attribute object", op)
+        kind, data = at["#"], at.get("D")
+        if kind == "0.a_array":
+            if not isinstance(data, list):
+                raise self.fail(f"attribute '{name}': array without a list", op)
+            items = [self._attr_value(item, op, name) for item in data]
+            elem_type = items[0][1] if items else _A.INTS
+            list_type = _LIST_ATTR_TYPES.get(elem_type, _A.INTS) if items else _A.INTS
+            return [v for v, _ in items], list_type
+        if kind == "1.a_intarray":
+            if not isinstance(data, list) or not all(isinstance(v, int) for v in data):
+                raise self.fail(f"attribute '{name}': int array {data!r} is not a list of integers", op)
+            return [int(v) for v in data], _A.LONGS
+        if kind in ("1.a_dtype", "1.a_datatype"):
+            code = DTYPE_NAMES.get(str(data), -1) if not str(data).startswith("Undefined") else -1
+            return code, _A.INT
+        if kind == "1.a_place":
+            return data, _A.INT
+        if kind in ("1.a_scalar", "0.a_scalar"):
+            if isinstance(data, dict):
+                return self._attr_value(data, op, name)
+            return data, _A.FLOAT64 if isinstance(data, float) else _A.LONG
+        if kind in _SCALAR_ATTR_TYPES:
+            t = _SCALAR_ATTR_TYPES[kind]
+            if t == _A.BOOLEAN and not isinstance(data, bool) or t in (_A.INT, _A.LONG) and (
+                    not isinstance(data, int) or isinstance(data, bool)):
+                raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
+            if t in (_A.FLOAT, _A.FLOAT64):
+                if isinstance(data, str):  # paddle writes non-finite floats as strings
+                    data = _float_of_string(data)
+                if not isinstance(data, (int, float)) or isinstance(data, bool):
+                    raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
+                data = float(data)
+            if t == _A.STRING and not isinstance(data, str):
+                raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
+            return data, t
+        raise self.fail(f"attribute '{name}' has kind {kind!r}, which this reader does not know", op)
+
+    def _attrs(self, op) -> dict:
+        attrs = op.get("A") or []
+        if isinstance(attrs, list) and all(isinstance(a, dict) for a in attrs):
+            out = {}
+            for a in attrs:
+                name = a.get("N")
+                if isinstance(name, str) and name not in _DROPPED_ATTRS:
+                    out[name] = self._attr_value(a.get("AT"), op, name)[0]
+            return out
+        return {}
+
+    def _typed_attrs(self, op) -> dict:
+        attrs = op.get("A")
+        if attrs is None:
+            return {}
+        if not isinstance(attrs, list):
+            raise self.fail("'A' must be a list of attributes", op)
+        out = {}
+        for a in attrs:
+            if not isinstance(a, dict) or not isinstance(a.get("N"), str):
+                raise self.fail("an attribute without a name", op)
+            if a["N"] in _DROPPED_ATTRS:
+                continue
+            out[a["N"]] = self._attr_value(a.get("AT"), op, a["N"])
+        return out
+
+    # -- values -----------------------------------------------------------------------------------------
+    def _operand(self, ref, op) -> _Value | None:
+        if not isinstance(ref, dict) or not isinstance(ref.get("%"), int):
+            raise self.fail(f"operand {ref!r} is not a value reference", op)
+        vid = ref["%"]
+        if vid == 0:
+            return None
+        value = self.values.get(vid)
+        if value is None:
+            raise self.fail(f"uses value %{vid} before it is defined (or it is never defined); the file is corrupt",
+                            op)
+        return value
+
+    def _operands(self, op) -> list:
+        refs = op.get("I") or []
+        if not isinstance(refs, list):
+            raise self.fail("'I' must be a list of operands", op)
+        return [self._operand(r, op) for r in refs]
+
+    def _results(self, op) -> list:
+        out = op.get("O")
+        if out is None:
+            return []
+        if isinstance(out, dict):
+            out = [out]
+        if not isinstance(out, list):
+            raise self.fail("'O' must be a list of results", op)
+        for r in out:
+            if not isinstance(r, dict) or not isinstance(r.get("%"), int) or r["%"] <= 0:
+                raise self.fail(f"result {r!r} has no positive value id", op)
+        return out
+
+    def _name_for(self, legacy_type: str, counter_key: str | None = None) -> str:
+        key = counter_key or legacy_type
+        n = self.counters.get(key, 0)
+        self.counters[key] = n + 1
+        return f"{key}_{n}"
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.used_names:
+            name = f"{base}_{k}"
+            k += 1
+        self.used_names.add(name)
+        return name
+
+    def _define(self, block: int, ref: dict, name: str, op, persistable: bool = False) -> _Value:
+        """Define result `ref` as var `name` (vector results get one var per member)."""
+        vid = ref["%"]
+        if vid in self.values:
+            raise self.fail(f"defines value %{vid} twice; the file is corrupt", op)
+        kind, code, shape, members = self._decode_type(ref.get("TT"), op)
+        if kind == "vec":
+            value = _Value(members=[], kind="vec")
+            for j, (mkind, mcode, mshape, _) in enumerate(members):
+                member = _Value(self._unique(f"{name}.{j}"), None, mcode, mshape, mkind)
+                self._declare(block, member, False)
+                value.members.append(member)
+        else:
+            value = _Value(self._unique(name), None, code, shape, kind)
+            if kind != "none":
+                self._declare(block, value, persistable)
+        value.producer = op.get("#") if isinstance(op, dict) else None
+        self.values[vid] = value
+        return value
+
+    def _declare(self, block: int, value: _Value, persistable: bool) -> None:
+        if value.kind == "array":
+            var_type = int(dtypes.VarTypeCode.LOD_TENSOR_ARRAY)
+        else:
+            var_type = int(dtypes.VarTypeCode.LOD_TENSOR)
+        dtype = dtypes.numpy_dtype(value.dtype_code) if dtypes.is_element_type(value.dtype_code) else None
+        self.blocks[block]["vars"][value.name] = VarInfo(
+            value.name, var_type, dtype, value.dtype_code, tuple(value.shape), persistable, 0, False)
+
+    def _alias(self, ref: dict, value: _Value, op) -> None:
+        vid = ref["%"]
+        if vid in self.values:
+            raise self.fail(f"defines value %{vid} twice; the file is corrupt", op)
+        self.values[vid] = value
+
+    # -- emission ---------------------------------------------------------------------------------------
+    def _emit(self, block: int, op_type: str, inputs: dict, outputs: dict, attrs: dict | None = None,
+              attr_types: dict | None = None, removable: bool = False) -> OpInfo:
+        ops = self.blocks[block]["ops"]
+        attrs = dict(attrs or {})
+        types = dict(attr_types or {})
+        for name, value in attrs.items():
+            types.setdefault(name, _guess_attr_type(value))
+        info = OpInfo(op_type, len(ops), block, {k: list(v) for k, v in inputs.items()},
+                      {k: list(v) for k, v in outputs.items()}, attrs, types)
+        ops.append(info)
+        for name in info.output_names():
+            self._producer_op.setdefault(name, info)
+        if removable:
+            self.removable.add(id(info))
+        return info
+
+    def _new_tmp(self, block: int, like: _Value, name: str) -> _Value:
+        value = _Value(self._unique(name), None, like.dtype_code, like.shape, like.kind)
+        self._declare(block, value, False)
+        return value
+
+    # -- the walk ---------------------------------------------------------------------------------------
+    def _translate_ops(self, ops, block: int) -> None:
+        if not isinstance(ops, list):
+            raise self.fail(f"block {block}: 'ops' must be a list")
+        for op in ops:
+            if not isinstance(op, dict) or not isinstance(op.get("#"), str):
+                raise self.fail(f"block {block}: an op without a name ('#')")
+            self._translate_op(op, block)
+
+    def _translate_op(self, op: dict, block: int) -> None:
+        short = op["#"]
+        if short == "p":
+            return self._parameter(op, block)
+        dialect, _, name = short.partition(".")
+        if dialect not in DIALECTS or not name:
+            raise self.fail(f"op name {short!r} is not '<dialect id>.<op>' with a known dialect "
+                            f"({', '.join(f'{k}={v}' for k, v in DIALECTS.items())})")
+        full = f"{DIALECTS[dialect]}.{name}"
+        handler = _SPECIAL.get(full)
+        if handler is not None:
+            return handler(self, op, block)
+        if dialect == "1":
+            return self._generic(op, block, name)
+        raise self.fail(f"op {full} has no translation to a legacy Paddle op; nnadapter-bridge cannot run this "
+                        f"program (report the op with the model)", op)
+
+    def _parameter(self, op: dict, block: int) -> None:
+        attrs = op.get("A")
+        flags = op.get("OA")
+        if not isinstance(attrs, list) or len(attrs) < 4 or not isinstance(attrs[3], str) or not attrs[3]:
+            raise self.fail("builtin.parameter without a name (A = [is_distributed, is_parameter, need_clip, name])",
+                            op)
+        name = attrs[3]
+        persistable = bool(flags[0]) if isinstance(flags, list) and flags else True
+        (ref,) = self._results(op) or [None]
+        if ref is None:
+            raise self.fail(f"parameter '{name}' has no result", op, var=name)
+        if name in self.used_names:
+            raise self.fail(f"parameter '{name}' is declared twice", op, var=name)
+        self.used_names.add(name)
+        kind, code, shape, _ = self._decode_type(ref.get("TT"), op)
+        if kind != "tensor":
+            raise self.fail(f"parameter '{name}' is a {kind}, expected a dense tensor", op, var=name)
+        value = _Value(name, None, code, shape, kind)
+        if ref["%"] in self.values:
+            raise self.fail(f"defines value %{ref['%']} twice; the file is corrupt", op)
+        self.values[ref["%"]] = value
+        value.producer = "p"
+        self._declare(0, value, persistable)
+        if persistable:
+            if not dtypes.is_element_type(code):
+                raise self.fail(f"parameter '{name}' has an element type this loader cannot hold", op, var=name)
+            self.params[name] = (code, shape)
+
+    def _result_name(self, ref: dict, legacy_type: str, index: int, base: str | None) -> str:
+        fetched = self.fetch_names.get(ref["%"])
+        if fetched is not None and fetched not in self.used_names:
+            return fetched
+        return f"{base}.tmp_{index}"
+
+    def _define_results(self, op, block: int, legacy_type: str) -> list:
+        refs = self._results(op)
+        base = self._name_for(legacy_type)
+        return [self._define(block, ref, self._result_name(ref, legacy_type, j, base), op)
+                for j, ref in enumerate(refs)]
+
+    def _generic(self, op: dict, block: int, name: str) -> None:
+        # `relu_`, `batch_norm_`, ...: the in-place form computes what the plain op does (results are new SSA
+        # values here), so it translates to the same legacy op.
+        base_name = name[:-1] if name.endswith("_") else name
+        sig = self.sigs.get(f"pd_op.{name}") or self.sigs.get(f"pd_op.{base_name}")
+        row = self.compat.get(name) or self.compat.get(base_name)
+        if sig is None:
+            raise self.fail(f"pd_op.{name} has no known signature, so its operands cannot be named; "
+                            f"nnadapter-bridge cannot translate this op yet (report it with the model)", op)
+        legacy = (row.legacy if row is not None else "") or sig.legacy or base_name
+        operands = self._operands(op)
+        if len(operands) > len(sig.inputs):
+            raise self.fail(f"has {len(operands)} operands but pd_op.{name} takes {len(sig.inputs)} "
+                            f"({', '.join(sig.inputs)})", op)
+        typed = self._typed_attrs(op)
+        inputs: dict = {}
+        attrs: dict = {}
+        types: dict = {}
+        rename_attr = row.attrs if row is not None else {}
+        for attr_name, (value, t) in typed.items():
+            legacy_name = rename_attr.get(attr_name, attr_name)
+            attrs[legacy_name] = value
+            types[legacy_name] = t
+        rename_in = row.inputs if row is not None else {}
+        for pir_in, value in zip(sig.inputs, operands):
+            if value is None:
+                continue
+            mutable = row.mutable.get(pir_in) if row is not None else None
+            if mutable is not None:
+                self._mutable_operand(op, mutable, value, rename_attr, inputs, attrs, types)
+                continue
+            slot = rename_in.get(pir_in, pir_in)
+            inputs[slot] = value.names()
+        results = self._define_results(op, block, legacy)
+        if len(results) > len(sig.outputs):
+            raise self.fail(f"has {len(results)} results but pd_op.{name} gives {len(sig.outputs)}", op)
+        rename_out = row.outputs if row is not None else {}
+        outputs = {}
+        for pir_out, value in zip(sig.outputs, results):
+            if value.kind == "none":
+                continue
+            outputs[rename_out.get(pir_out, pir_out)] = value.names()
+        fix = _FIXUPS.get(legacy)
+        if fix is not None:
+            legacy = fix(self, op, block, legacy, inputs, outputs, attrs, types, operands) or legacy
+        if legacy in _ELEMENTWISE:
+            attrs.setdefault("axis", -1)
+            types.setdefault("axis", _A.INT)
+        self._emit(block, legacy, inputs, outputs, attrs, types)
+
+    def _mutable_operand(self, op, mutable, value: _Value, rename_attr, inputs, attrs, types) -> None:
+        legacy_attr = rename_attr.get(mutable.name, mutable.name)
+        folded = _constant_of(value)
+        if folded is not None:
+            scalar_type = _KIND_TYPES.get(mutable.kind, _A.FLOAT if folded.dtype.kind == "f" else _A.INT)
+            if value.is_intarray or value.members is not None:
+                items = [_python_scalar(v, scalar_type) for v in folded.reshape(-1)]
+                attrs[legacy_attr] = items
+                types[legacy_attr] = _LIST_ATTR_TYPES.get(scalar_type, _A.INTS)
+            else:
+                if folded.size != 1:
+                    raise self.fail(f"mutable attribute '{mutable.name}' is a constant with {folded.size} "
+                                    f"elements, expected one", op)
+                attrs[legacy_attr] = _python_scalar(folded.reshape(-1)[0], scalar_type)
+                types[legacy_attr] = scalar_type
+            return
+        if value.members is not None and mutable.list_slot:
+            inputs[mutable.list_slot] = value.names()
+        elif value.members is not None and mutable.tensor_slot is None:
+            raise self.fail(f"mutable attribute '{mutable.name}' is a list computed at run time, which the legacy "
+                            f"op cannot take", op)
+        elif mutable.tensor_slot:
+            inputs[mutable.tensor_slot] = value.names()
+        else:
+            # VAR-attr (or attr-only, which paddle still lets a run-time value reach): the legacy op holds a
+            # Variable-valued attribute, which converters and host kernels read as a tensor.
+            names = value.names()
+            if len(names) == 1:
+                attrs[legacy_attr] = VarRef(names[0])
+                types[legacy_attr] = _A.VAR
+            else:
+                attrs[legacy_attr] = [VarRef(n) for n in names]
+                types[legacy_attr] = _A.VARS
+
+    # -- finishing --------------------------------------------------------------------------------------
+    def _finish(self) -> list[BlockInfo]:
+        # Drop removable ops (folded constants, reshaped conv biases) whose outputs nothing reads.
+        read: set = set()
+        for block in self.blocks:
+            for op in block["ops"]:
+                read.update(op.input_names())
+                for v in op.attrs.values():
+                    for ref in (v if isinstance(v, list) else [v]):
+                        if hasattr(ref, "name") and not isinstance(ref, str):
+                            read.add(ref.name)
+        changed = True
+        while changed:
+            changed = False
+            for block in self.blocks:
+                keep = []
+                for op in block["ops"]:
+                    if id(op) in self.removable and not any(n in read for n in op.output_names()):
+                        for n in op.output_names():
+                            block["vars"].pop(n, None)
+                        changed = True
+                        continue
+                    keep.append(op)
+                block["ops"] = keep
+            if changed:
+                read = set()
+                for block in self.blocks:
+                    for op in block["ops"]:
+                        read.update(op.input_names())
+        result = []
+        for block in self.blocks:
+            for i, op in enumerate(block["ops"]):
+                op.index = i
+            result.append(BlockInfo(block["idx"], block["parent"], -1, block["ops"], block["vars"]))
+        return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Special ops
+
+
+def _data(tr: _Translator, op, block: int) -> None:
+    attrs = tr._attrs(op)
+    name = attrs.get("name")
+    if not isinstance(name, str) or not name:
+        raise tr.fail("pd_op.data without a 'name' attribute (the feed name)", op)
+    (ref,) = tr._results(op) or [None]
+    if ref is None:
+        raise tr.fail(f"pd_op.data '{name}' has no result", op)
+    if name in tr.used_names:
+        raise tr.fail(f"two inputs are called '{name}'", op, var=name)
+    value = tr._define(block, ref, name, op)
+    var = tr.blocks[block]["vars"][value.name]
+    tr.blocks[block]["vars"][value.name] = VarInfo(var.name, var.var_type, var.dtype, var.data_type, var.shape,
+                                                   False, 0, True)
+    tr._emit(block, "feed", {"X": ["feed"]}, {"Out": [value.name]}, {"col": tr.feed_col}, {"col": _A.INT})
+    tr.feed_col += 1
+
+
+def _fetch(tr: _Translator, op, block: int) -> None:
+    (value,) = tr._operands(op) or [None]
+    if value is None:
+        raise tr.fail("pd_op.fetch without an operand", op)
+    attrs = tr._attrs(op)
+    col = attrs.get("col", 0)
+    refs = tr._results(op)
+    source = value.name
+    if value.members is not None:
+        raise tr.fail("pd_op.fetch of a vector value", op)
+    for ref in refs:
+        tr._alias(ref, value, op)
+    tr._emit(block, "fetch", {"X": [source]}, {"Out": ["fetch"]}, {"col": int(col)}, {"col": _A.INT})
+
+
+def _full(tr: _Translator, op, block: int) -> None:
+    attrs = tr._attrs(op)
+    shape = attrs.get("shape", [])
+    value = attrs.get("value", 0.0)
+    code = attrs.get("dtype", 5)
+    if not dtypes.is_element_type(code):
+        raise tr.fail(f"pd_op.full with dtype code {code}", op)
+    if not isinstance(shape, list) or any(d < 0 for d in shape) or math.prod(shape) > (1 << 24):
+        raise tr.fail(f"pd_op.full with shape {shape!r}", op)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        scalar = value
+    else:
+        raise tr.fail(f"pd_op.full with value {value!r}", op)
+    (result,) = tr._define_results(op, block, "fill_constant")
+    np_dtype = dtypes.numpy_dtype(code)
+    with np.errstate(all="ignore"):
+        result.const = np.full(shape, scalar, dtype=np_dtype) if np_dtype.kind != "b" else np.full(shape, bool(scalar))
+    legacy_attrs = {"shape": [int(d) for d in shape], "value": float(scalar), "dtype": int(code),
+                    "str_value": _str_value(scalar)}
+    tr._emit(block, "fill_constant", {}, {"Out": [result.name]}, legacy_attrs,
+             {"shape": _A.LONGS, "value": _A.FLOAT, "dtype": _A.INT, "str_value": _A.STRING}, removable=True)
+
+
+def _full_int_array(tr: _Translator, op, block: int) -> None:
+    attrs = tr._attrs(op)
+    values = attrs.get("value", [])
+    code = attrs.get("dtype", 3)
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
+        raise tr.fail(f"pd_op.full_int_array with value {values!r}", op)
+    if code not in (2, 3):
+        code = 3
+    (result,) = tr._define_results(op, block, "assign_value")
+    result.const = np.asarray([int(v) for v in values], dtype=dtypes.numpy_dtype(code))
+    result.is_intarray = True
+    tr._emit(block, "assign_value", {}, {"Out": [result.name]},
+             {"shape": [len(values)], "dtype": int(code), "values": [int(v) for v in values]},
+             {"shape": _A.INTS, "dtype": _A.INT, "values": _A.SCALARS}, removable=True)
+
+
+def _assign_value(tr: _Translator, op, block: int) -> None:
+    attrs = tr._attrs(op)
+    operands = tr._operands(op)
+    shape = attrs.get("shape", [])
+    code = attrs.get("dtype", 5)
+    values = attrs.get("values", [])
+    if not dtypes.is_element_type(code) or not isinstance(values, list) or not isinstance(shape, list):
+        raise tr.fail("pd_op.assign_value with malformed shape/dtype/values", op)
+    if math.prod(shape) != len(values):
+        raise tr.fail(f"pd_op.assign_value: shape {shape} holds {math.prod(shape)} values, got {len(values)}", op)
+    (result,) = tr._define_results(op, block, "assign_value")
+    result.const = np.asarray(values, dtype=dtypes.numpy_dtype(code)).reshape(shape)
+    inputs = {"X": operands[0].names()} if operands and operands[0] is not None else {}
+    tr._emit(block, "assign_value", inputs, {"Out": [result.name]},
+             {"shape": [int(d) for d in shape], "dtype": int(code), "values": values},
+             {"shape": _A.INTS, "dtype": _A.INT, "values": _A.SCALARS}, removable=True)
+
+
+def _combine(tr: _Translator, op, block: int) -> None:
+    members = tr._operands(op)
+    if any(m is None or m.members is not None for m in members):
+        raise tr.fail("builtin.combine of a null or vector value", op)
+    refs = tr._results(op)
+    if len(refs) != 1:
+        raise tr.fail("builtin.combine must have one result", op)
+    value = _Value(members=list(members), kind="vec")
+    value.producer = "builtin.combine"
+    tr._alias(refs[0], value, op)
+
+
+def _split(tr: _Translator, op, block: int) -> None:
+    (source,) = tr._operands(op) or [None]
+    if source is None or source.members is None:
+        raise tr.fail("builtin.split of a value that is not a vector", op)
+    refs = tr._results(op)
+    if len(refs) != len(source.members):
+        raise tr.fail(f"builtin.split into {len(refs)} results of a vector of {len(source.members)}", op)
+    for ref, member in zip(refs, source.members):
+        tr._alias(ref, member, op)
+
+
+def _slice(tr: _Translator, op, block: int) -> None:
+    (source,) = tr._operands(op) or [None]
+    index = tr._attrs(op).get("index")
+    if source is None or source.members is None or not isinstance(index, int) \
+            or not 0 <= index < len(source.members):
+        raise tr.fail("builtin.slice needs a vector operand and an 'index' inside it", op)
+    (ref,) = tr._results(op)
+    tr._alias(ref, source.members[index], op)
+
+
+def _shadow_output(tr: _Translator, op, block: int) -> None:
+    """builtin.shadow_output names a value for the executor's scope; it computes nothing."""
+    tr._operands(op)
+
+
+def _sub_regions(tr: _Translator, op, count: int) -> list:
+    regions = op.get("regions")
+    if not isinstance(regions, list) or len(regions) != count:
+        raise tr.fail(f"expects {count} region(s), the file names {len(regions) if isinstance(regions, list) else 0}",
+                      op)
+    return [tr._single_block(r, op) for r in regions]
+
+
+def _split_yield(tr: _Translator, ops: list, op) -> tuple:
+    if not ops or not isinstance(ops[-1], dict) or ops[-1].get("#") != "2.yield":
+        raise tr.fail("a control-flow block must end with cf.yield", op)
+    return ops[:-1], ops[-1]
+
+
+def _outer_reads(tr: _Translator, sub_blocks: list) -> list:
+    """The names sub-blocks read that none of them defines (what the control-flow op takes as inputs)."""
+    defined, read = set(), []
+    for b in sub_blocks:
+        defined.update(tr.blocks[b]["vars"])
+    for b in sub_blocks:
+        for o in tr.blocks[b]["ops"]:
+            for n in o.input_names():
+                if n not in defined and n not in read:
+                    read.append(n)
+    return read
+
+
+def _nested(tr: _Translator, parent: int) -> list:
+    """Block `parent` and every block nested in it, in creation order."""
+    found = [parent]
+    for b in tr.blocks:
+        if b["parent"] in found and b["idx"] not in found:
+            found.append(b["idx"])
+    return found
+
+
+def _if(tr: _Translator, op, block: int) -> None:
+    (cond,) = tr._operands(op)[:1] or [None]
+    if cond is None or cond.members is not None:
+        raise tr.fail("pd_op.if needs a boolean condition operand", op)
+    true_block, false_block = _sub_regions(tr, op, 2)
+    results = tr._define_results(op, block, "conditional_block")
+    branch_blocks = []
+    for pir_block in (true_block, false_block):
+        sub = tr._new_block(block)
+        body, yield_op = _split_yield(tr, pir_block["ops"], op)
+        tr._translate_ops(body, sub)
+        yielded = tr._operands(yield_op)
+        if len(yielded) != len(results):
+            raise tr.fail(f"a branch yields {len(yielded)} values for {len(results)} results", op)
+        for value, target in zip(yielded, results):
+            if value is None:
+                continue
+            tr._emit(sub, "assign", {"X": value.names()}, {"Out": target.names()})
+        branch_blocks.append(sub)
+    not_cond = tr._new_tmp(block, cond, f"{tr._name_for('logical_not')}.tmp_0")
+    outs = [n for r in results for n in r.names()]
+    for sub, condition in ((branch_blocks[0], cond.name), (branch_blocks[1], None)):
+        if condition is None:
+            tr._emit(block, "logical_not", {"X": [cond.name]}, {"Out": [not_cond.name]})
+            condition = not_cond.name
+        reads = _outer_reads(tr, _nested(tr, sub))
+        tr._emit(block, "conditional_block", {"Cond": [condition], "Input": reads}, {"Out": outs, "Scope": []},
+                 {"sub_block": BlockRef(sub), "is_scalar_condition": True},
+                 {"sub_block": _A.BLOCK, "is_scalar_condition": _A.BOOLEAN})
+
+
+def _while(tr: _Translator, op, block: int) -> None:
+    operands = tr._operands(op)
+    if not operands or operands[0] is None:
+        raise tr.fail("pd_op.while needs a condition operand", op)
+    cond, inits = operands[0], operands[1:]
+    (body_block,) = _sub_regions(tr, op, 1)
+    args = body_block.get("args") or []
+    if not isinstance(args, list) or len(args) != len(inits):
+        raise tr.fail(f"pd_op.while has {len(inits)} loop-carried operands but its block has "
+                      f"{len(args) if isinstance(args, list) else 0} arguments", op)
+    results = tr._define_results(op, block, "while")
+    if len(results) != len(inits):
+        raise tr.fail(f"pd_op.while has {len(inits)} loop-carried operands but {len(results)} results", op)
+    loop_cond = tr._new_tmp(block, cond, f"{tr._name_for('while_cond')}.tmp_0")
+    for init, result in zip(inits, results):
+        if init is None or init.members is not None or result.members is not None:
+            raise tr.fail("pd_op.while carries a null or vector value, which this reader cannot translate", op)
+        tr._emit(block, "assign", {"X": [init.name]}, {"Out": [result.name]})
+    tr._emit(block, "assign", {"X": [cond.name]}, {"Out": [loop_cond.name]})
+    sub = tr._new_block(block)
+    for arg, result in zip(args, results):
+        if not isinstance(arg, dict) or not isinstance(arg.get("#"), int) or arg["#"] >= 0:
+            raise tr.fail(f"block argument {arg!r} has no negative value id", op)
+        if arg["#"] in tr.values:
+            raise tr.fail(f"defines block argument %{arg['#']} twice", op)
+        tr.values[arg["#"]] = result
+    body, yield_op = _split_yield(tr, body_block["ops"], op)
+    tr._translate_ops(body, sub)
+    yielded = tr._operands(yield_op)
+    if len(yielded) != len(results) + 1 or yielded[0] is None:
+        raise tr.fail(f"the loop body yields {len(yielded)} values, expected the condition and {len(results)}", op)
+    new_cond, new_values = yielded[0], yielded[1:]
+    carried = {r.name for r in results}
+    staged = []
+    for value, result in zip(new_values, results):
+        if value is None or value.name == result.name:
+            continue
+        if value.name in carried:  # another carried var: copy before any carried var is overwritten
+            tmp = tr._new_tmp(sub, value, f"{result.name}.next")
+            tr._emit(sub, "assign", {"X": [value.name]}, {"Out": [tmp.name]})
+            staged.append((tmp.name, result.name))
+        else:
+            staged.append((value.name, result.name))
+    for src, dst in staged:
+        tr._emit(sub, "assign", {"X": [src]}, {"Out": [dst]})
+    tr._emit(sub, "assign", {"X": [new_cond.name]}, {"Out": [loop_cond.name]})
+    reads = _outer_reads(tr, _nested(tr, sub))
+    outs = [r.name for r in results] + [loop_cond.name]
+    tr._emit(block, "while", {"X": reads, "Condition": [loop_cond.name]}, {"Out": outs, "StepScopes": []},
+             {"sub_block": BlockRef(sub), "is_test": True}, {"sub_block": _A.BLOCK, "is_test": _A.BOOLEAN})
+
+
+def _yield_outside(tr: _Translator, op, block: int) -> None:
+    raise tr.fail("cf.yield outside of an if/while block", op)
+
+
+def _create_array(tr: _Translator, op, block: int) -> None:
+    (ref,) = tr._results(op)
+    code = tr._attrs(op).get("dtype", 5)
+    value = tr._define(block, ref, f"{tr._name_for('create_array')}.tmp_0", op)
+    value.kind = "array"
+    var = tr.blocks[block]["vars"][value.name]
+    tr.blocks[block]["vars"][value.name] = VarInfo(
+        value.name, int(dtypes.VarTypeCode.LOD_TENSOR_ARRAY),
+        dtypes.numpy_dtype(code) if dtypes.is_element_type(code) else var.dtype,
+        code if dtypes.is_element_type(code) else var.data_type, (), False, 0, False)
+
+
+def _array_write(tr: _Translator, op, block: int) -> None:
+    array, x, i = (tr._operands(op) + [None, None, None])[:3]
+    if array is None or x is None or i is None:
+        raise tr.fail("pd_op.array_write_ needs (array, x, i)", op)
+    # The legacy op writes the array in place: its result is the same var.
+    for ref in tr._results(op):
+        tr._alias(ref, array, op)
+    tr._emit(block, "write_to_array", {"X": [x.name], "I": [i.name]}, {"Out": [array.name]})
+
+
+def _array_read(tr: _Translator, op, block: int) -> None:
+    array, i = (tr._operands(op) + [None, None])[:2]
+    if array is None or i is None:
+        raise tr.fail("pd_op.array_read needs (array, i)", op)
+    (result,) = tr._define_results(op, block, "read_from_array")
+    tr._emit(block, "read_from_array", {"X": [array.name], "I": [i.name]}, {"Out": [result.name]})
+
+
+def _array_length(tr: _Translator, op, block: int) -> None:
+    (array,) = tr._operands(op)[:1] or [None]
+    if array is None:
+        raise tr.fail("pd_op.array_length needs an array", op)
+    (result,) = tr._define_results(op, block, "lod_array_length")
+    tr._emit(block, "lod_array_length", {"X": [array.name]}, {"Out": [result.name]})
+
+
+def _shape64(tr: _Translator, op, block: int) -> None:
+    (x,) = tr._operands(op)[:1] or [None]
+    if x is None:
+        raise tr.fail("pd_op.shape64 needs an input", op)
+    (result,) = tr._define_results(op, block, "shape")
+    tr._emit(block, "shape", {"Input": x.names()}, {"Out": [result.name]})
+
+
+_SPECIAL = {
+    "pd_op.data": _data,
+    "pd_op.fetch": _fetch,
+    "pd_op.full": _full,
+    "pd_op.full_int_array": _full_int_array,
+    "pd_op.assign_value": _assign_value,
+    "pd_op.assign_value_": _assign_value,
+    "builtin.combine": _combine,
+    "builtin.split": _split,
+    "builtin.slice": _slice,
+    "builtin.shadow_output": _shadow_output,
+    "pd_op.if": _if,
+    "pd_op.while": _while,
+    "cf.yield": _yield_outside,
+    "pd_op.create_array": _create_array,
+    "pd_op.array_write_": _array_write,
+    "pd_op.array_read": _array_read,
+    "pd_op.array_length": _array_length,
+    "pd_op.shape64": _shape64,
+    "pd_op.shape": _shape64,
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Per-legacy-op fixups after the generic renaming: what op_compat does not say.
+
+
+def _fix_elementwise_add(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    """paddle.nn.Conv2D's bias in PIR is add(conv, reshape(bias, [1, C, 1, 1])); the legacy program (and
+    Paddle Lite's conv+bias fusion) has elementwise_add(conv, bias, axis=1). Undo the reshape when the
+    reshaped value is a parameter with one non-unit axis."""
+    y = operands[1] if len(operands) > 1 else None
+    if y is None or y.producer != "1.reshape":
+        return None
+    reshape = tr._producer_op.get(y.name)
+    if reshape is None:
+        return None
+    src = reshape.input("X")
+    if len(src) != 1 or src[0] not in tr.params:
+        return None
+    _, pshape = tr.params[src[0]]
+    new_shape = list(y.shape)
+    non_unit = [k for k, d in enumerate(new_shape) if d != 1]
+    if len(pshape) != 1 or len(non_unit) != 1 or new_shape[non_unit[0]] != pshape[0]:
+        return None
+    inputs["Y"] = [src[0]]
+    attrs["axis"] = non_unit[0]
+    types["axis"] = _A.INT
+    tr.removable.add(id(reshape))
+    return None
+
+
+def _fix_cast(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    x = operands[0]
+    attrs["out_dtype"] = attrs.pop("dtype", 5)
+    attrs["in_dtype"] = int(x.dtype_code) if x is not None and x.dtype_code is not None else 5
+    types["out_dtype"] = types["in_dtype"] = _A.INT
+    types.pop("dtype", None)
+    return None
+
+
+def _fix_reduce(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    dims = attrs.get("dim")
+    if isinstance(dims, list):
+        attrs["reduce_all"] = len(dims) == 0
+        types["reduce_all"] = _A.BOOLEAN
+    return None
+
+
+_FIXUPS = {
+    "elementwise_add": _fix_elementwise_add,
+    "cast": _fix_cast,
+    "reduce_sum": _fix_reduce,
+    "reduce_mean": _fix_reduce,
+    "reduce_max": _fix_reduce,
+    "reduce_min": _fix_reduce,
+    "reduce_prod": _fix_reduce,
+    "reduce_all": _fix_reduce,
+    "reduce_any": _fix_reduce,
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _constant_of(value: _Value):
+    """The numpy data of a constant value (full, full_int_array, or a combine of constants), else None."""
+    if value.members is not None:
+        parts = [_constant_of(m) for m in value.members]
+        if any(p is None for p in parts):
+            return None
+        return np.concatenate([p.reshape(-1) for p in parts]) if parts else np.zeros(0, np.int64)
+    return value.const
+
+
+def _python_scalar(v, attr_type):
+    if attr_type in (_A.FLOAT, _A.FLOAT64):
+        return float(v)
+    if attr_type == _A.BOOLEAN:
+        return bool(v)
+    return int(v)
+
+
+def _float_of_string(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _str_value(scalar) -> str:
+    if isinstance(scalar, float) and not math.isfinite(scalar):
+        return "nan" if math.isnan(scalar) else ("inf" if scalar > 0 else "-inf")
+    return ""
+
+
+def _guess_attr_type(value) -> int:
+    if isinstance(value, bool):
+        return _A.BOOLEAN
+    if isinstance(value, int):
+        return _A.INT if -(1 << 31) <= value < (1 << 31) else _A.LONG
+    if isinstance(value, float):
+        return _A.FLOAT
+    if isinstance(value, str):
+        return _A.STRING
+    if isinstance(value, BlockRef):
+        return _A.BLOCK
+    if isinstance(value, list):
+        if value and isinstance(value[0], float):
+            return _A.FLOATS
+        if value and isinstance(value[0], str):
+            return _A.STRINGS
+        if value and isinstance(value[0], bool):
+            return _A.BOOLEANS
+        return _A.INTS
+    return _A.STRING
