@@ -79,14 +79,16 @@ class Config:
 
     # -- the model -----------------------------------------------------------------------------------
     def set_model_dir(self, model_dir) -> None:
-        """A directory: __model__ + per-var files, __model__ + __params__, or one .pdmodel + .pdiparams."""
+        """A directory: __model__ + per-var files, __model__ + __params__, one .pdmodel + .pdiparams, or
+        Paddle 3's one <name>.json (PIR) + <name>.pdiparams."""
         self._model_dir = _path(model_dir, "set_model_dir")
 
     def model_dir(self) -> str:
         return self._model_dir or ""
 
     def set_model_file(self, model_file) -> None:
-        """A combined model file (`__model__`, `*.pdmodel`); pair it with set_param_file."""
+        """A combined model file (`__model__`, `*.pdmodel`, or a Paddle 3 PIR `*.json`); pair it with
+        set_param_file (default: the .pdiparams beside a .pdmodel / .json)."""
         self._model_file = _path(model_file, "set_model_file")
 
     def model_file(self) -> str:
@@ -106,13 +108,13 @@ class Config:
         self._params_buffer = None if params_buffer is None else _as_bytes(params_buffer, "set_model_buffer (params)")
 
     def set_model_from_file(self, model_file) -> None:
-        """MobileConfig's name: here it takes a Paddle model file (a .pdmodel with its .pdiparams beside it,
-        or a model directory); Paddle Lite's optimized `.nb` format is not read."""
+        """MobileConfig's name: here it takes a Paddle model file (a .pdmodel or PIR .json with its .pdiparams
+        beside it, or a model directory); Paddle Lite's optimized `.nb` format is not read."""
         path = _path(model_file, "set_model_from_file")
         if path.endswith(".nb"):
             raise ConfigError(f"set_model_from_file: {path} is a Paddle Lite optimized (.nb) model, which "
                               "nnadapter-bridge does not read; give the original Paddle inference model "
-                              "(.pdmodel + .pdiparams, or a model directory)")
+                              "(.pdmodel or .json + .pdiparams, or a model directory)")
         if os.path.isdir(path):
             self._model_dir = path
         else:
@@ -130,8 +132,9 @@ class Config:
             return {"model_bytes": self._model_buffer, "params_path": self._param_file}
         if self._model_file is not None:
             params = self._param_file
-            if params is None and self._model_file.endswith(".pdmodel"):
-                sibling = self._model_file[: -len(".pdmodel")] + ".pdiparams"
+            stem, suffix = os.path.splitext(self._model_file)
+            if params is None and suffix in (".pdmodel", ".json"):
+                sibling = stem + ".pdiparams"
                 # A model without parameters has no .pdiparams: then the loader is given none.
                 params = sibling if os.path.exists(sibling) else None
                 if params is None:

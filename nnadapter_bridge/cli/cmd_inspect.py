@@ -1,6 +1,6 @@
 """`nnadapter-bridge inspect MODEL [--params FILE] [--json]`: what a Paddle model contains.
 
-Layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
+Format ("program_desc", or "pir" with its serialization version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
 count and bytes, and how long loading took.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("inspect", help="show a Paddle model's inputs, outputs, ops and parameters",
                                    description="Load a Paddle inference model (a directory or a model file) and "
                                                "summarize it.")
-    parser.add_argument("model", metavar="MODEL", help="model directory, or a __model__ / .pdmodel file")
+    parser.add_argument("model", metavar="MODEL",
+                        help="model directory, or a __model__ / .pdmodel / Paddle 3 PIR .json file")
     parser.add_argument("--params", metavar="FILE", help="params file (or per-var directory) for a model file")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
@@ -32,6 +33,8 @@ def summarize(graph, load_seconds: float) -> dict:
                 "dtype": None if var.dtype is None else str(var.dtype)}
 
     return {
+        "format": graph.format,
+        "format_version": graph.format_version,
         "layout": graph.layout,
         "inputs": [describe(n) for n in graph.inputs],
         "outputs": [describe(n) for n in graph.outputs],
@@ -57,6 +60,7 @@ def run(args) -> int:
 def _render(report: dict, graph) -> str:
     lines = [f"model        {graph.model_path or '<buffer>'}",
              f"params       {graph.params_path or '-'}",
+             f"format       {_format_label(report)}",
              f"layout       {report['layout']}",
              f"blocks       {report['num_blocks']}",
              f"ops          {report['num_ops']}",
@@ -71,6 +75,12 @@ def _render(report: dict, graph) -> str:
     lines.append(_table(["op type", "count"], [[t, str(c)] for t, c in report["op_types"].items()],
                         right_align={1}))
     return "\n".join(lines)
+
+
+def _format_label(report: dict) -> str:
+    if report["format"] == "pir":
+        return f"pir (Paddle 3 PIR program, serialization version {report['format_version']})"
+    return "program_desc (legacy ProgramDesc protobuf)"
 
 
 def _table(header: list, rows: list, right_align=frozenset()) -> str:

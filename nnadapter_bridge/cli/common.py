@@ -34,11 +34,12 @@ class CliError(BridgeError):
 # -- options ---------------------------------------------------------------------------------------------
 def add_model_arguments(parser) -> None:
     parser.add_argument("model", metavar="MODEL",
-                        help="model directory (__model__ + __params__ or per-var files, or one .pdmodel + "
-                             ".pdiparams), or a model file (__model__, *.pdmodel)")
+                        help="model directory (__model__ + __params__ or per-var files, one .pdmodel + "
+                             ".pdiparams, or Paddle 3's one .json + .pdiparams), or a model file (__model__, "
+                             "*.pdmodel, *.json)")
     parser.add_argument("--params", metavar="FILE",
                         help="params file (or per-var directory) for a model file; default: the .pdiparams "
-                             "next to a .pdmodel")
+                             "next to a .pdmodel or .json")
 
 
 def add_device_arguments(parser) -> None:
@@ -383,21 +384,20 @@ def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
         warnings.simplefilter("ignore")  # import-time notes of paddle's own (no ccache, ...)
         import paddle.inference as paddle_infer
 
-    if os.path.isdir(model):
-        pdmodels = sorted(f for f in os.listdir(model) if f.endswith(".pdmodel"))
-        if os.path.isfile(os.path.join(model, "__model__")):
-            combined = params or os.path.join(model, "__params__")
-            config = (paddle_infer.Config(os.path.join(model, "__model__"), combined) if os.path.isfile(combined)
-                      else paddle_infer.Config(model))
-        elif len(pdmodels) == 1:
-            file = os.path.join(model, pdmodels[0])
-            config = paddle_infer.Config(file, params or file[: -len(".pdmodel")] + ".pdiparams")
-        else:
-            raise CliError(f"{model}: cannot tell which model file Paddle Inference should load")
-    else:
-        if params is None and model.endswith(".pdmodel"):
-            params = model[: -len(".pdmodel")] + ".pdiparams"
-        config = paddle_infer.Config(model, params) if params else paddle_infer.Config(model)
+    # The same layout resolution as our loader, so both sides read the same files (PIR .json included).
+    from nnadapter_bridge.loader.layout import resolve
+
+    try:
+        source = resolve(model, params)
+    except BridgeError as exc:
+        raise CliError(str(exc)) from exc
+    if source.params_is_dir:
+        config = paddle_infer.Config(source.params_path)
+    elif source.params_path is not None:
+        config = paddle_infer.Config(source.model_path, source.params_path)
+    else:  # a program without parameters
+        config = paddle_infer.Config()
+        config.set_prog_file(source.model_path)
     config.disable_gpu()
     config.disable_glog_info()
     config.disable_mkldnn()

@@ -75,6 +75,8 @@ _ELEMENTWISE = frozenset({"elementwise_add", "elementwise_sub", "elementwise_mul
 
 def parse_json(data, where: str):
     """Bytes of a `.json` model -> the decoded document (parsed once, by orjson when installed)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        data = memoryview(data)  # an mmap of a big file: parsed in place, never copied into bytes first
     try:
         if _orjson is not None:
             return _orjson.loads(data)
@@ -898,7 +900,35 @@ def _shape64(tr: _Translator, op, block: int) -> None:
     tr._emit(block, "shape", {"Input": x.names()}, {"Out": [result.name]})
 
 
+def _full_with_tensor(tr: _Translator, op, block: int) -> None:
+    """full_with_tensor(value, shape): the legacy fill_constant with ValueTensor and ShapeTensor(List)."""
+    value, shape = (tr._operands(op) + [None, None])[:2]
+    if value is None or shape is None:
+        raise tr.fail("pd_op.full_with_tensor needs (value, shape)", op)
+    code = tr._attrs(op).get("dtype", 5)
+    inputs: dict = {}
+    attrs: dict = {"dtype": int(code), "str_value": ""}
+    types: dict = {"dtype": _A.INT, "str_value": _A.STRING}
+    const_value = _constant_of(value)
+    if const_value is not None and const_value.size == 1:
+        attrs["value"] = float(const_value.reshape(-1)[0])
+        types["value"] = _A.FLOAT
+    else:
+        inputs["ValueTensor"] = value.names()
+    const_shape = _constant_of(shape)
+    if const_shape is not None:
+        attrs["shape"] = [int(d) for d in const_shape.reshape(-1)]
+        types["shape"] = _A.LONGS
+    elif shape.members is not None:
+        inputs["ShapeTensorList"] = shape.names()
+    else:
+        inputs["ShapeTensor"] = shape.names()
+    (result,) = tr._define_results(op, block, "fill_constant")
+    tr._emit(block, "fill_constant", inputs, {"Out": [result.name]}, attrs, types)
+
+
 _SPECIAL = {
+    "pd_op.full_with_tensor": _full_with_tensor,
     "pd_op.data": _data,
     "pd_op.fetch": _fetch,
     "pd_op.full": _full,
