@@ -1,11 +1,13 @@
 """Image classification with a random-weight MobileNetV1 from the model zoo, through NNAdapter with a model cache.
 
-Builds the model once (paddlepaddle needed for that), then runs two predictors on one cache dir: the first
+Builds the model once (paddlepaddle needed for that) in the format Paddle 3 users have: a PIR program,
+`mobilenet_v1.json` + `mobilenet_v1.pdiparams`, as `paddle.jit.save` writes it (`--format legacy` uses the
+legacy `.pdmodel` export of the same weights instead). Then it runs two predictors on one cache dir: the first
 converts and compiles the subgraph and writes `<cache dir>/<token>.nnc`; the second, created afterwards,
 restores the program from that file. Prints the top-5 classes, whether each predictor compiled or restored
 its program, and the match with Paddle Inference (exit status 1 when it does not match).
 
-    python demos/classify.py [--device builtin_device] [--cache-dir DIR] [--image x.npy]
+    python demos/classify.py [--device builtin_device] [--format pir|legacy] [--cache-dir DIR] [--image x.npy]
 
 The weights are random, so the classes mean nothing; the numbers are what must agree with Paddle.
 """
@@ -53,13 +55,13 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum()
 
 
-def run_predictor(model_dir: str, device: str, cache_dir: str, image: np.ndarray):
+def run_predictor(model_path: str, device: str, cache_dir: str, image: np.ndarray):
     """One predictor: create, run once, and describe how its programs were obtained."""
     import nnadapter_bridge as nb
     from nnadapter_bridge.cli.common import program_report
 
     config = nb.Config()
-    config.set_model_dir(model_dir)
+    config.set_model_file(model_path)  # its .pdiparams beside it is found by name
     config.set_nnadapter_device_names([device])
     config.set_nnadapter_model_cache_dir(cache_dir)
     predictor = nb.create_predictor(config)
@@ -77,6 +79,8 @@ def main(argv=None) -> int:
                                                  "compiling once and restoring from the model cache.")
     parser.add_argument("--device", default="builtin_device",
                         help="NNAdapter device (default: builtin_device; `nnadapter-bridge devices` lists them)")
+    parser.add_argument("--format", choices=("pir", "legacy"), default="pir",
+                        help="pir: the .json Paddle 3 writes by default (default); legacy: the .pdmodel export")
     parser.add_argument("--model-dir", default=None,
                         help=f"where the zoo model is built and kept (default: $NNADAPTER_BRIDGE_DEMO_DIR/{MODEL} "
                              f"or $TMPDIR/nnadapter-bridge-demo/{MODEL})")
@@ -95,13 +99,13 @@ def main(argv=None) -> int:
     image = load_image(args.image) if args.image else synthetic_image()
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="nnadapter-bridge-classify-")
     try:
-        zoo.ensure_model(MODEL, model_dir)
-        print(f"model      {model_dir}")
+        model_path = zoo.ensure_model(MODEL, model_dir, layout=zoo.PIR_LAYOUT if args.format == "pir" else "pdmodel")
+        print(f"model      {model_path}")
         print(f"device     {args.device}")
         print(f"cache dir  {cache_dir}")
         results = []
         for number in (1, 2):
-            logits, programs, stats = run_predictor(model_dir, args.device, cache_dir, image)
+            logits, programs, stats = run_predictor(model_path, args.device, cache_dir, image)
             results.append(logits)
             print(f"\npredictor {number}: {stats.subgraphs} subgraph(s), {stats.host_ops} host op(s)")
             for p in programs:
@@ -119,7 +123,7 @@ def main(argv=None) -> int:
         elif not common.paddle_available():
             print("Paddle Inference: skipped (paddlepaddle is not installed)")
         else:
-            want = common.paddle_outputs(model_dir, None, {"x": image})
+            want = common.paddle_outputs(model_path, None, {"x": image})
             result = common.compare(results[1], next(iter(want.values())))
             verdict = "PASS" if result["passed"] else "FAIL"
             print(f"Paddle Inference: max abs error {result['max_abs_error']:.3g}, max error relative to "

@@ -19,10 +19,24 @@ def load_demo(name: str):
     return module
 
 
-def test_classify_compiles_then_restores_and_matches_paddle(zoo_model, paddle_reference, capsys):
-    model_dir = os.path.dirname(zoo_model("mobilenet_v1"))
+def test_classify_compiles_then_restores_and_matches_paddle(pir_model, paddle_reference, capsys):
+    """The default: the PIR export (mobilenet_v1.json), the format Paddle 3 users have."""
+    model_dir = os.path.dirname(pir_model("mobilenet_v1"))
     assert load_demo("classify").main(["--model-dir", model_dir]) == 0
     out = capsys.readouterr().out
+    assert "mobilenet_v1.json" in out.splitlines()[0]
+    _check_classify_output(out)
+
+
+def test_classify_legacy_format(zoo_model, paddle_reference, capsys):
+    model_dir = os.path.dirname(zoo_model("mobilenet_v1"))
+    assert load_demo("classify").main(["--model-dir", model_dir, "--format", "legacy"]) == 0
+    out = capsys.readouterr().out
+    assert "mobilenet_v1.pdmodel" in out.splitlines()[0]
+    _check_classify_output(out)
+
+
+def _check_classify_output(out: str) -> None:
     first, second = out.split("predictor 2:")
     assert "subgraph 0 (85 ops): compiled" in first and "restored from cache" not in first
     assert "subgraph 0 (85 ops): restored from cache" in second
@@ -50,11 +64,11 @@ def test_detect_bad_partition_config_is_one_line(zoo_model, capsys):
     assert capsys.readouterr().err == "detect: error: --partition-config /no/such.txt: no such file\n"
 
 
-def test_quickstart_runs_the_classification_demo(zoo_model, paddle_reference, tmp_path):
+def test_quickstart_runs_the_classification_demo(pir_model, paddle_reference, tmp_path):
     """The README's main command, in the environment running this suite (NNADAPTER_BRIDGE_VENV)."""
     demo_dir = tmp_path / "demo"
     demo_dir.mkdir()
-    shutil.copytree(os.path.dirname(zoo_model("mobilenet_v1")), demo_dir / "mobilenet_v1")  # no zoo build
+    shutil.copytree(os.path.dirname(pir_model("mobilenet_v1")), demo_dir / "mobilenet_v1")  # no zoo build
     env = dict(os.environ, NNADAPTER_BRIDGE_DEMO_DIR=str(demo_dir), NNADAPTER_BRIDGE_PROGRESS="0",
                NNADAPTER_BRIDGE_VENV=sys.prefix)
     proc = subprocess.run([os.path.join(ROOT, "demos", "quickstart.sh"), "--no-paddle"], capture_output=True,

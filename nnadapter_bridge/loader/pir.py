@@ -40,6 +40,7 @@ try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # The serialization versions of paddle 3.0-3.3's PIR writer (base_code.version).
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
 DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "pd_dist"}
@@ -86,10 +87,37 @@ def parse_json(data, where: str):
             from None
 
 
+# What the special handlers emit (the legacy op types a PIR op with its own handler becomes).
+SPECIAL_LEGACY = {
+    "pd_op.data": "feed", "pd_op.fetch": "fetch", "pd_op.full": "fill_constant",
+    "pd_op.full_int_array": "assign_value", "pd_op.assign_value": "assign_value",
+    "pd_op.assign_value_": "assign_value", "pd_op.full_with_tensor": "fill_constant",
+    "pd_op.if": "conditional_block", "pd_op.while": "while", "pd_op.create_array": None,
+    "pd_op.array_write_": "write_to_array", "pd_op.array_read": "read_from_array",
+    "pd_op.array_length": "lod_array_length", "pd_op.shape64": "shape", "pd_op.shape": "shape",
+    "builtin.combine": None, "builtin.split": None, "builtin.slice": None, "builtin.shadow_output": None,
+    "builtin.parameter": None, "cf.yield": None,
+}
+
+
+def known_ops() -> dict:
+    """Every PIR op name the translation knows -> the legacy op type it becomes (None: it becomes no op, only
+    vars or list slots). Ops with a signature translate through op_compat; the rest have handlers here."""
+    table = {}
+    rows = compat()
+    for name, sig in signatures().items():
+        short = name.split(".", 1)[1]
+        base = short[:-1] if short.endswith("_") else short
+        row = rows.get(short) or rows.get(base)
+        table[name] = (row.legacy if row is not None else "") or sig.legacy or None
+    table.update(SPECIAL_LEGACY)
+    return table
+
+
 def looks_like_pir(data) -> bool:
     """True when a model buffer is JSON (a PIR program) rather than a serialized ProgramDesc."""
     head = bytes(data[:64]).lstrip()
-    return head[:1] == b"{"
+    return head[:1] in (b"{", b"[")  # an array is JSON too: translate() then says it is not a PIR object
 
 
 class PirProgram:
@@ -109,7 +137,7 @@ def translate(doc: Any, where: str) -> PirProgram:
         raise
     except RecursionError:
         raise ModelFormatError("the PIR program nests regions too deeply to read", path=where) from None
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         # The structure checks below name what they expect; anything that still slips through is a document
         # shaped unlike any paddle writes.
         raise ModelFormatError(f"malformed PIR program ({type(exc).__name__}: {exc}); the file is corrupt or "
@@ -119,7 +147,7 @@ def translate(doc: Any, where: str) -> PirProgram:
 class _Value:
     """One SSA value: its legacy var name(s), type and, for constants, the numpy data."""
 
-    __slots__ = ("name", "members", "dtype_code", "shape", "const", "is_intarray", "kind", "producer")
+    __slots__ = ("name", "members", "dtype_code", "shape", "const", "is_intarray", "kind", "producer", "block")
 
     def __init__(self, name=None, members=None, dtype_code=None, shape=(), kind="tensor"):
         self.name = name
@@ -130,6 +158,7 @@ class _Value:
         self.is_intarray = False  # produced by full_int_array (a list), not full (a scalar)
         self.kind = kind  # "tensor", "vec", "array" (tensor array), "none"
         self.producer = None  # the PIR op name that made it
+        self.block = 0  # the legacy block it is defined in: visible there and in the blocks nested in it
 
     def names(self) -> list:
         if self.members is not None:
@@ -149,6 +178,7 @@ class _Translator:
         self.fetch_names: dict[int, str] = {}
         self.params: dict[str, tuple] = {}
         self.feed_col = 0
+        self.current_block = 0
         self.removable: set = set()  # id(OpInfo) of ops that may go when nothing reads their outputs
         self.used_names: set = set()
         self._producer_op: dict[str, OpInfo] = {}  # var name -> the emitted op writing it
@@ -231,7 +261,7 @@ class _Translator:
             dims = data[1] if len(data) > 1 and "array" not in kind else []
             if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
                 raise self.fail(f"type {kind} has dims {dims!r}, expected a list of integers", op)
-            if any(d < -1 for d in dims) or len(dims) > 64:
+            if any(d < -1 or d >= 1 << 62 for d in dims) or len(dims) > 64:
                 raise self.fail(f"type {kind} has impossible dims {dims}", op)
             return ("array" if "array" in kind else "tensor", int(code), tuple(dims), None)
         if kind == "0.t_vec":
@@ -255,8 +285,10 @@ class _Translator:
             list_type = _LIST_ATTR_TYPES.get(elem_type, _A.INTS) if items else _A.INTS
             return [v for v, _ in items], list_type
         if kind == "1.a_intarray":
-            if not isinstance(data, list) or not all(isinstance(v, int) for v in data):
-                raise self.fail(f"attribute '{name}': int array {data!r} is not a list of integers", op)
+            if not isinstance(data, list) or not all(isinstance(v, int) and _INT64_MIN <= v <= _INT64_MAX
+                                                     for v in data):
+                raise self.fail(f"attribute '{name}': int array {str(data)[:80]} is not a list of 64-bit integers",
+                                op)
             return [int(v) for v in data], _A.LONGS
         if kind in ("1.a_dtype", "1.a_datatype"):
             code = DTYPE_NAMES.get(str(data), -1) if not str(data).startswith("Undefined") else -1
@@ -270,8 +302,9 @@ class _Translator:
         if kind in _SCALAR_ATTR_TYPES:
             t = _SCALAR_ATTR_TYPES[kind]
             if t == _A.BOOLEAN and not isinstance(data, bool) or t in (_A.INT, _A.LONG) and (
-                    not isinstance(data, int) or isinstance(data, bool)):
-                raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
+                    not isinstance(data, int) or isinstance(data, bool) or not _INT64_MIN <= data <= _INT64_MAX):
+                raise self.fail(f"attribute '{name}' of kind {kind} holds {str(data)[:80]}, not a 64-bit integer"
+                                if t in (_A.INT, _A.LONG) else f"attribute '{name}' of kind {kind} holds {data!r}", op)
             if t in (_A.FLOAT, _A.FLOAT64):
                 if isinstance(data, str):  # paddle writes non-finite floats as strings
                     data = _float_of_string(data)
@@ -320,7 +353,21 @@ class _Translator:
         if value is None:
             raise self.fail(f"uses value %{vid} before it is defined (or it is never defined); the file is corrupt",
                             op)
+        if not self._visible(value, self.current_block):
+            raise self.fail(f"uses value %{vid}, defined inside a nested region, outside that region; the file is "
+                            f"corrupt", op)
         return value
+
+    def _visible(self, value: _Value, block: int) -> bool:
+        if value.members is not None:
+            return all(self._visible(m, block) for m in value.members)
+        seen = 0
+        while block != value.block:
+            if block < 0 or seen > len(self.blocks):
+                return False
+            block = self.blocks[block]["parent"]
+            seen += 1
+        return True
 
     def _operands(self, op) -> list:
         refs = op.get("I") or []
@@ -372,6 +419,10 @@ class _Translator:
             if kind != "none":
                 self._declare(block, value, persistable)
         value.producer = op.get("#") if isinstance(op, dict) else None
+        value.block = block
+        if value.members is not None:
+            for member in value.members:
+                member.block = block
         self.values[vid] = value
         return value
 
@@ -409,6 +460,7 @@ class _Translator:
 
     def _new_tmp(self, block: int, like: _Value, name: str) -> _Value:
         value = _Value(self._unique(name), None, like.dtype_code, like.shape, like.kind)
+        value.block = block
         self._declare(block, value, False)
         return value
 
@@ -416,10 +468,13 @@ class _Translator:
     def _translate_ops(self, ops, block: int) -> None:
         if not isinstance(ops, list):
             raise self.fail(f"block {block}: 'ops' must be a list")
+        outer = self.current_block
         for op in ops:
             if not isinstance(op, dict) or not isinstance(op.get("#"), str):
                 raise self.fail(f"block {block}: an op without a name ('#')")
+            self.current_block = block
             self._translate_op(op, block)
+        self.current_block = outer
 
     def _translate_op(self, op: dict, block: int) -> None:
         short = op["#"]
@@ -778,7 +833,9 @@ def _if(tr: _Translator, op, block: int) -> None:
         sub = tr._new_block(block)
         body, yield_op = _split_yield(tr, pir_block["ops"], op)
         tr._translate_ops(body, sub)
+        tr.current_block = sub
         yielded = tr._operands(yield_op)
+        tr.current_block = block
         if len(yielded) != len(results):
             raise tr.fail(f"a branch yields {len(yielded)} values for {len(results)} results", op)
         for value, target in zip(yielded, results):
@@ -826,7 +883,9 @@ def _while(tr: _Translator, op, block: int) -> None:
         tr.values[arg["#"]] = result
     body, yield_op = _split_yield(tr, body_block["ops"], op)
     tr._translate_ops(body, sub)
+    tr.current_block = sub
     yielded = tr._operands(yield_op)
+    tr.current_block = block
     if len(yielded) != len(results) + 1 or yielded[0] is None:
         raise tr.fail(f"the loop body yields {len(yielded)} values, expected the condition and {len(results)}", op)
     new_cond, new_values = yielded[0], yielded[1:]

@@ -210,8 +210,8 @@ def parse_program_desc(data, path: str | None) -> pb.ProgramDesc:
     try:
         program.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError, TypeError) as exc:
-        raise ModelFormatError(f"not a Paddle ProgramDesc ({exc}); the file is truncated or corrupt, or it is a "
-                               f"PIR (.json) program - re-export with FLAGS_enable_pir_api=0", path=where) from exc
+        raise ModelFormatError(f"not a Paddle ProgramDesc ({exc}); the file is truncated or corrupt (nor is it a "
+                               f"Paddle 3 PIR .json program, which is recognised by its content)", path=where) from exc
     if not program.blocks:
         raise ModelFormatError("the program has no blocks; the file is corrupt or not a Paddle model", path=where)
     return program
