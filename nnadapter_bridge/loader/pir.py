@@ -1056,7 +1056,21 @@ def _fix_reduce(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
     return None
 
 
+def _fix_split_with_num(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    """pd_op.split_with_num(x, axis){num} is the legacy split with `num` (AxisTensor when axis is computed)."""
+    if "x" in inputs:  # op_compat lists no input renames for split_with_num
+        inputs["X"] = inputs.pop("x")
+    for slot in [k for k in inputs if k != "X"]:
+        inputs["AxisTensor"] = inputs.pop(slot)
+    if "out" in outputs:
+        outputs["Out"] = outputs.pop("out")
+    attrs.setdefault("sections", [])
+    types.setdefault("sections", _A.INTS)
+    return "split"
+
+
 _FIXUPS = {
+    "split_with_num": _fix_split_with_num,
     "elementwise_add": _fix_elementwise_add,
     "cast": _fix_cast,
     "reduce_sum": _fix_reduce,
