@@ -163,3 +163,112 @@ def run_opdesc(tmp_path, op_type, inputs, outputs, attrs, feeds, *, params=None,
     saved = opdesc_program(tmp_path, op_type, inputs=inputs, outputs=outputs, attrs=attrs, feeds=feeds,
                            params=params, run_paddle=want is None)
     return check_program(saved, want=want)
+
+
+# -- Paddle 3 PIR programs ------------------------------------------------------------------------------------
+#
+# `pir_program(tmp_path, build, feeds)` builds with paddle's API in PIR static mode and saves `model.json` (+
+# `model.pdiparams` when the program has parameters); the reference is Paddle Inference reading that `.json`.
+# conftest sets FLAGS_enable_pir_api=0 before paddle is imported, but `paddle.pir_utils.IrGuard()` switches the
+# static API to PIR for the duration of a block and back (checked with paddle 3.3.1: legacy static builds work
+# again afterwards, and Paddle Inference reads `.json` programs whatever the flag), so this runs in-process.
+
+
+@contextlib.contextmanager
+def paddle_pir_static():
+    """PIR static mode for the duration of the block; the legacy mode (and dygraph) come back after it."""
+    with paddle_static() as paddle:
+        from paddle import pir_utils
+
+        with pir_utils.IrGuard():
+            yield paddle
+
+
+def paddle_inference_run(model_path: str, params_path: Optional[str], feeds: dict) -> list:
+    """Paddle Inference on CPU (no IR optimization: the program as written); outputs in fetch order."""
+    import paddle.inference as paddle_infer
+
+    config = paddle_infer.Config(model_path, params_path or "")
+    config.disable_gpu()
+    config.disable_mkldnn()
+    config.switch_ir_optim(False)
+    config.set_cpu_math_library_num_threads(1)
+    config.disable_glog_info()
+    predictor = paddle_infer.create_predictor(config)
+    for name in predictor.get_input_names():
+        array = np.ascontiguousarray(feeds[name])
+        handle = predictor.get_input_handle(name)
+        handle.reshape(list(array.shape))
+        handle.copy_from_cpu(array)
+    predictor.run()
+    return [np.asarray(predictor.get_output_handle(n).copy_to_cpu()) for n in predictor.get_output_names()]
+
+
+def pir_program(tmp_path, build: Callable, feeds: dict, *, seed: int = 7, run_paddle: bool = True) -> SavedProgram:
+    """Build with paddle's API in PIR static mode, save `model.json` (+ `.pdiparams`), and (if `run_paddle`)
+    take the reference from Paddle Inference reading the saved `.json`.
+
+    `build(**inputs)` gets one `paddle.static.data` per feed (named, shaped and typed after it) and returns the
+    output value(s); parameters it creates are initialized from `seed`.
+    """
+    with paddle_pir_static() as paddle:
+        paddle.seed(seed)
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            inputs = {name: paddle.static.data(name, shape=list(np.shape(a)), dtype=str(np.asarray(a).dtype))
+                      for name, a in feeds.items()}
+            outs = build(**inputs)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        prefix = os.path.join(str(tmp_path), "model")
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            exe.run(startup)
+            paddle.static.save_inference_model(prefix, [inputs[n] for n in feeds], outs, exe, program=main)
+    json_path = prefix + ".json"
+    params_path = prefix + ".pdiparams" if os.path.exists(prefix + ".pdiparams") else None
+    want = paddle_inference_run(json_path, params_path, feeds) if run_paddle else None
+    return SavedProgram(json_path, params_path, dict(feeds), want)
+
+
+def pir_op_names(model_path: str) -> list:
+    """The `pd_op.*` names of a saved PIR program's top block, in order (what paddle wrote, for messages)."""
+    import json
+
+    with open(model_path, encoding="utf-8") as f:
+        doc = json.load(f)
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    return [op["#"].replace("1.", "pd_op.", 1) for op in ops if op.get("#", "").startswith("1.")]
+
+
+def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: Optional[list] = None, **tolerance):
+    """Build in PIR, convert + run on builtin_device, compare with Paddle Inference on the `.json` (or `want`); the
+    translated program must hold the legacy `op_type` (with `exact`, its conversion must come from that op type
+    only, like run_static). Returns (outputs by name, ConversionResult, SavedProgram)."""
+    from nnadapter_bridge.loader import load_model
+
+    saved = pir_program(tmp_path, build, feeds, run_paddle=want is None)
+    graph = load_model(saved.model_path, saved.params_path)
+    translated = {op.type for op in graph.ops() if op.type not in ("feed", "fetch")}
+    assert op_type in translated, \
+        f"the PIR program translated to {sorted(translated)}, no '{op_type}' (paddle wrote {pir_op_names(saved.model_path)})"
+    got, result = check_program(saved, want=want, **tolerance)
+    if exact:
+        converted = {origin.type for origin in result.operation_origin if origin is not None}
+        assert converted == {op_type}, f"the PIR program converted {sorted(converted)}, not only '{op_type}'"
+    return got, result, saved
+
+
+def run_pir_predictor(saved: SavedProgram, device: str) -> list:
+    """`saved` through nnadapter_bridge's predictor on `device`; the outputs in fetch order."""
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    if saved.params_path:
+        config.set_param_file(saved.params_path)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    for name in predictor.get_input_names():
+        predictor.get_input_by_name(name).from_numpy(np.asarray(saved.feeds[name]))
+    predictor.run()
+    return [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))]

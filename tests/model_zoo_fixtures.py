@@ -8,7 +8,15 @@ same model twice or see a half-written one; later sessions reuse what is there.
 
 Fixtures:
   zoo_model(name, layout="pdmodel") -> path for load_model (session scope)
+  pir_model(name) -> path of the PIR program `<name>.json` (its `.pdiparams` next to it; session scope)
   paddle_reference(model_path, feeds, params_path=None, disable_mkldnn=True) -> [outputs] from Paddle Inference
+
+PIR models (`zoo.build_pir_model`) live in `<root>/<model>-<PIR_BUILD_ID>/pir/`, built the same way (lock,
+staging directory, COMPLETE marker). A zoo model's PIR export takes its weights from the cached legacy export,
+so the PIR build id contains the legacy one. Paddle Inference reads a `.json` program in these test processes
+too, although conftest sets FLAGS_enable_pir_api=0 (checked with paddle 3.3.1: the flag governs the Python
+static-graph API, not the inference predictor, and the outputs are bit-identical to a process with the flag
+on), so `paddle_reference(json_path, feeds)` runs in-process like the legacy references.
 
 Helpers: `paddle_load(path, layout)` flattens what `paddle.static.load_inference_model` reports (ops, attrs,
 vars, feed/fetch targets, the parameters in its scope) into plain data; `ours_flat_op` / `ours_flat_var` put
@@ -69,7 +77,55 @@ def ensure_zoo_model(name: str, root: str | None = None) -> str:
 
 
 def zoo_model_path(name: str, layout: str = "pdmodel") -> str:
+    if layout == zoo.PIR_LAYOUT:
+        return pir_model_path(name)
     return zoo.model_path(name, layout, os.path.join(ensure_zoo_model(name), layout))
+
+
+# Bump the suffix when the PIR export changes; a change of the legacy export (BUILD_ID) changes it too.
+PIR_BUILD_ID = f"{BUILD_ID}-pir-v2"
+
+
+def ensure_pir_model(name: str, root: str | None = None) -> str:
+    """The directory holding `name` as a PIR program (`pir/<name>.json`), building it first if no complete
+    copy exists. A zoo model (zoo.MODELS, zoo.EXTRA_MODELS) takes the weights of its cached legacy export."""
+    root = root or fixture_root()
+    final = os.path.join(root, f"{name}-{PIR_BUILD_ID}")
+    if os.path.isfile(os.path.join(final, _MARKER)):
+        return final
+    legacy = None
+    if name not in zoo.PIR_MODELS:
+        legacy = zoo.model_path(name, "pdmodel", os.path.join(ensure_zoo_model(name, root), "pdmodel"))
+    with open(os.path.join(root, f".{name}-pir.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if os.path.isfile(os.path.join(final, _MARKER)):
+            return final
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        staging = tempfile.mkdtemp(prefix=f".{name}-pir-", dir=root)
+        try:
+            zoo.build_pir_model(name, os.path.join(staging, zoo.PIR_LAYOUT), weights_from=legacy)
+            with open(os.path.join(staging, _MARKER), "w") as f:
+                f.write(PIR_BUILD_ID + "\n" + (f"weights from {legacy}\n" if legacy else ""))
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return final
+
+
+def pir_model_path(name: str) -> str:
+    return zoo.model_path(name, zoo.PIR_LAYOUT, os.path.join(ensure_pir_model(name), zoo.PIR_LAYOUT))
+
+
+@pytest.fixture(scope="session")
+def pir_model():
+    """Factory: pir_model(name) -> path of the cached PIR export `<name>.json` of a zoo or PIR-only model."""
+    try:
+        zoo.require_paddle()
+    except zoo.ZooError as exc:
+        pytest.skip(f"model zoo unavailable: {exc}")
+    return pir_model_path
 
 
 @pytest.fixture(scope="session")
@@ -95,8 +151,10 @@ def paddle_inference_outputs(model_path: str, feeds: dict, params_path: str | No
         else:
             config = paddle_infer.Config(model_path)
     else:
-        if params_path is None and model_path.endswith(".pdmodel"):
-            params_path = model_path[: -len(".pdmodel")] + ".pdiparams"
+        if params_path is None:
+            for suffix in (".pdmodel", ".json"):  # legacy program / PIR program
+                if model_path.endswith(suffix):
+                    params_path = model_path[: -len(suffix)] + ".pdiparams"
         config = paddle_infer.Config(model_path, params_path)
     config.disable_gpu()
     if disable_mkldnn:

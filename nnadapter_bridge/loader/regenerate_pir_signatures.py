@@ -18,22 +18,29 @@ It runs two phases, each in its own interpreter (``FLAGS_enable_pir_api`` is rea
   so a crash in paddle costs one attempt, not the run.
 * **api** (``FLAGS_enable_pir_api=1``): ops that ``paddle.jit.save`` emits but that no legacy proto translates to
   (``pd_op.shape64``, ``pd_op.matmul``, inplace ``pd_op.relu_``, ``pd_op.if`` ...) are built through the Python
-  API in PIR static mode (:data:`API_CASES`); every op of the resulting program is recorded.
+  API in PIR static mode (:func:`_api_cases`, one forked child per case); every op of those programs is recorded
+  unless the legacy phase already has it.
 
 Output (deterministic: keys sorted, one entry per line)::
 
-    "pd_op.<name>": {"legacy": <legacy op type>, "legacy_aliases": [...]?, "in": [...], "attr": [...], "out": [...]}
-    "pd_op.<name>": {"legacy": ..., "noyaml": true, "num_operands": n, "num_results": m}   # no yaml op info
+    "pd_op.<name>": {"legacy": <legacy type>, "legacy_aliases": [...], "in": [...], "attr": [...], "out": [...]}
+    "pd_op.<name>": {"legacy": ..., "noyaml": true, "num_operands": n, "num_results": m, "num_regions": r,
+                     "operand_slots": [legacy input slot of each operand, null if the translator made it]}
     "_generated_by": "<this module> with paddlepaddle <version>"
-    "_no_legacy_proto": [legacy types the project knows that paddle no longer registers]
-    "_untranslated": {legacy type: paddle's reason it has no PIR twin}
+    "_no_legacy_proto": [legacy types the project converts that paddle registers no proto for]
+    "_untranslated": {legacy type: paddle's (first) error; "should have corresponding OpInfo" = no PIR twin,
+                      otherwise no dummy program here was valid for it}
 
-When several legacy types become the same PIR op, the entry's ``legacy`` is the name that Paddle's
-op_compat table (``pir_op_compat.tsv``) gives, else the most modern one; the others go to ``legacy_aliases``.
-API-built ops that no legacy proto translates to take ``legacy`` from ``pir_op_compat.tsv`` (null if absent).
+``legacy_aliases`` only appears when several legacy types become the same PIR op: ``legacy`` is then the name
+Paddle's op_compat table (``pir_op_compat.tsv``) gives, else the most modern one (``_v2`` over none). API-built
+ops that no legacy proto translates to take ``legacy`` from ``pir_op_compat.tsv`` (an inplace ``x_`` from ``x``),
+then from :data:`API_LEGACY`; null means there is no legacy counterpart (``pd_op.full_int_array``). ``noyaml``
+ops (control flow, select_input/output) have no yaml op info: their operand counts are those of the dummy
+program (``pd_op.while``: condition + loop variables, ``pd_op.if``: the condition) and ``operand_slots`` is only
+known for ops from the legacy phase. Entries of other dialects (``onednn_op.*``) are kept as paddle gives them.
 
-Requires paddlepaddle 3.3.1 (other versions work but produce a different table). Takes about a minute on two
-cores. Run from the repository root::
+Requires paddlepaddle 3.3.1 (another version runs too, but regenerate the table only with the version the
+loader targets). Takes under a minute on two cores. Run from the repository root::
 
     python -m nnadapter_bridge.loader.regenerate_pir_signatures [--out PATH]
 """
@@ -41,6 +48,7 @@ cores. Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -67,13 +75,22 @@ def _structural(op_name: str) -> bool:
     return op_name.startswith(("builtin.", "cf."))
 
 
-# Legacy types the project's converters know but paddle 3.3.1 registers no proto for (checked at run time).
-PROJECT_LEGACY_TYPES = (
-    "calib", "density_prior_box", "depthwise_conv3d", "fill_zeros_like", "flatten", "fusion_elementwise_add_activation",
-    "fusion_elementwise_div_activation", "fusion_elementwise_max_activation", "fusion_elementwise_min_activation",
-    "fusion_elementwise_mul_activation", "fusion_elementwise_sub_activation", "matmul", "mul", "pad2d", "squeeze",
-    "sync_batch_norm", "unsqueeze",
-)
+# Legacy types the project converts. Those paddle does not register (any more) are listed under "_no_legacy_proto";
+# the others must come out with an entry (or an "_untranslated" reason).
+PROJECT_LEGACY_TYPES = tuple(sorted(set("""
+    arg_max arg_min assign_value batch_norm bicubic_interp_v2 bilinear_interp bilinear_interp_v2 bmm box_coder calib
+    cast channel_shuffle clip conditional_block conv2d conv2d_transpose conv3d conv3d_transpose deformable_conv
+    deformable_conv_v1 density_prior_box depthwise_conv2d depthwise_conv2d_transpose depthwise_conv3d dropout einsum
+    expand expand_as_v2 eye fill_constant_batch_size_like fill_zeros_like flatten flatten2 flatten_contiguous_range
+    flip fusion_elementwise_add_activation fusion_elementwise_div_activation fusion_elementwise_max_activation
+    fusion_elementwise_min_activation fusion_elementwise_mul_activation fusion_elementwise_sub_activation gather
+    generate_proposals_v2 grid_sampler group_norm increment index_select instance_norm layer_norm linear_interp_v2
+    linspace lod_array_length lookup_table lrn matmul matrix_nms max_pool2d_with_index max_pool3d_with_index mul
+    multiclass_nms3 nearest_interp nearest_interp_v2 norm pad pad2d pad3d pixel_shuffle pool2d pool3d prelu prior_box
+    range read_from_array rnn roi_align roll scatter scatter_nd_add select_input select_output set_value
+    shuffle_channel slice squeeze squeeze2 strided_slice sync_batch_norm take_along_axis tensor_array_to_tensor top_k
+    transpose transpose2 trilinear_interp_v2 unique unsqueeze unsqueeze2 unstack while write_to_array yolo_box
+""".split())))
 
 # --------------------------------------------------------------------------------------------------------------
 # legacy phase: dummy programs
@@ -111,6 +128,7 @@ class SubBlock:
     def __init__(self, src: str | None = None, dst: str | None = None):
         self.src, self.dst = src, dst
 
+
 # Rungs of the retry ladder: (default input shape, create dispensable inputs, create extra outputs).
 LADDER = (
     ([2, 2], True, False),
@@ -145,7 +163,7 @@ _NORM_STATS = {"Scale": T(4), "Bias": T(4), "Mean": T(4), "Variance": T(4)}
 OVERRIDES: dict[str, dict[str, Any]] = {
     "arg_max": dict(attrs={"axis": 0, "dtype": 3}),
     "arg_min": dict(attrs={"axis": 0, "dtype": 3}),
-    "assign_value": dict(attrs={"shape": [2], "dtype": 5, "fp32_values": [1.0, 2.0]}),
+    "assign_value": dict(inputs={"ValuesTensor": None}, attrs={"shape": [2], "dtype": 5, "values": [1.0, 2.0]}),
     "batch_norm": dict(inputs={"X": NCHW, **_NORM_STATS, "MomentumTensor": None},
                        outputs={"MeanOut": "Mean", "VarianceOut": "Variance"}),
     "sync_batch_norm": dict(inputs={"X": NCHW, **_NORM_STATS},
@@ -157,16 +175,16 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "nearest_interp_v2": _INTERP2D,
     "bicubic_interp": _INTERP2D,
     "linear_interp_v2": dict(inputs={"X": T(1, 4, 4), "OutSize": None, "SizeTensor": None, "Scale": None},
-                             attrs={"out_w": 8, "data_layout": "NCHW"}),
+                             attrs={"out_w": 8, "data_layout": "NCHW", "interp_method": "linear"}),
     "linear_interp": dict(inputs={"X": T(1, 4, 4), "OutSize": None, "SizeTensor": None, "Scale": None},
-                          attrs={"out_w": 8, "data_layout": "NCHW"}),
+                          attrs={"out_w": 8, "data_layout": "NCHW", "interp_method": "linear"}),
     "trilinear_interp_v2": dict(inputs={"X": NCDHW, "OutSize": None, "SizeTensor": None, "Scale": None},
-                                attrs={"out_d": 8, "out_h": 8, "out_w": 8}),
+                                attrs={"out_d": 8, "out_h": 8, "out_w": 8, "interp_method": "trilinear"}),
     "trilinear_interp": dict(inputs={"X": NCDHW, "OutSize": None, "SizeTensor": None, "Scale": None},
-                             attrs={"out_d": 8, "out_h": 8, "out_w": 8}),
+                             attrs={"out_d": 8, "out_h": 8, "out_w": 8, "interp_method": "trilinear"}),
     "bmm": dict(inputs={"X": T(2, 2, 3), "Y": T(2, 3, 2)}),
     "box_coder": dict(inputs={"PriorBox": T(4, 4), "PriorBoxVar": T(4, 4), "TargetBox": T(4, 4)},
-                      attrs={"code_type": "decode_center_size", "box_normalized": True}),
+                      attrs={"code_type": "encode_center_size", "box_normalized": True}),
     "cast": dict(attrs={"in_dtype": 5, "out_dtype": 3}),
     "channel_shuffle": dict(inputs={"X": NCHW}, attrs={"groups": 2}),
     "shuffle_channel": dict(inputs={"X": NCHW}, attrs={"group": 2}),
@@ -252,7 +270,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
                   attrs={"axes": [0], "starts": [0], "ends": [1]}),
     "strided_slice": dict(inputs={"StartsTensor": None, "EndsTensor": None, "StridesTensor": None,
                                   "StartsTensorList": None, "EndsTensorList": None, "StridesTensorList": None},
-                          attrs={"axes": [0], "starts": [0], "ends": [1], "strides": [1]}),
+                          attrs={"axes": [0], "starts": [0], "ends": [1], "strides": [1], "infer_flags": [1]}),
     "squeeze": dict(inputs={"X": T(2, 1)}, attrs={"axes": [1]}),
     "squeeze2": dict(inputs={"X": T(2, 1)}, attrs={"axes": [1]}),
     "unsqueeze": dict(inputs={"AxesTensor": None, "AxesTensorList": None}, attrs={"axes": [0]}),
@@ -282,7 +300,10 @@ _ATTR_FILL = {0: 1, 1: 0.5, 2: "", 3: [1], 4: [1.0], 5: [""], 6: False, 7: [Fals
 
 
 def _legacy_signature_worker(proto, rung) -> dict:
-    """Build and translate one dummy program for ``proto``; return {pd_op name: signature} of what it became."""
+    """Build one dummy program for ``proto`` at ladder ``rung`` and translate it to PIR.
+
+    Returns ``{"ops": [signature, ...]}`` for the top-level ops it became, minus those standing for its inputs.
+    """
     import paddle
     import paddle.base.libpaddle as lp
     from paddle.base import core
@@ -360,7 +381,7 @@ def _operand_slots(op) -> list:
     """For each operand of a translated op, the legacy input slot it came from (None: made by the translator)."""
     slots = []
     for value in op.operands_source():
-        source = value.get_defining_op() if value.get_defining_op is not None else None
+        source = value.get_defining_op()  # None for a block argument
         name = source.attrs().get("name", "") if source is not None and source.name() == "pd_op.data" else ""
         slots.append(name.split("__")[0] if "__" in name else None)
     return slots
@@ -375,6 +396,7 @@ def _walk(block):
 
 
 def _signature(op) -> dict:
+    """``{"name", "in", "attr", "out"}`` of a PIR op, or its counts when it has no yaml op info."""
     sig: dict[str, Any] = {"name": op.name()}
     try:
         sig.update({"in": list(op.get_input_names()), "attr": list(op.get_attr_names()),
@@ -404,14 +426,16 @@ def _in_child(fn: Callable[[], Any]) -> dict:
         data = pipe.read()
     _, status = os.waitpid(pid, 0)
     if not data:
-        return {"err": f"crash (child status {status})"}
+        code = os.waitstatus_to_exitcode(status)
+        return {"err": f"crash (signal {-code})" if code < 0 else f"crash (exit {code})"}
     return json.loads(data)
 
 
 def _clean_reason(text: str) -> str:
-    """First line of paddle's message, without its hint and source location (they change between builds)."""
+    """First line of paddle's message, minus its hint, source location and unstable numbers (deterministic)."""
     text = re.sub(r"\s*\[Hint:.*$", "", text)
     text = re.sub(r"\s*\(at /[^)]*\)", "", text)
+    text = re.sub(r"0x[0-9a-fA-F]+|\d{9,}", "<garbage>", text)  # uninitialised sizes / pointers: not stable
     return text[:240]
 
 
@@ -433,6 +457,7 @@ def _main_op(legacy_type: str, ops: list[dict]) -> dict | None:
 
 
 def legacy_phase() -> dict:
+    """Translate every legacy op proto (see the module docstring); records keyed by legacy type."""
     from paddle.base import core, framework
 
     protos = {}
@@ -445,7 +470,7 @@ def legacy_phase() -> dict:
             continue
         first_error = None
         for rung in LADDER:
-            result = _in_child(lambda: _legacy_signature_worker(protos[op_type], rung))
+            result = _in_child(functools.partial(_legacy_signature_worker, protos[op_type], rung))
             main = _main_op(op_type, result["ok"]["ops"]) if "ok" in result else None
             if main is not None:
                 records[op_type] = main
@@ -659,7 +684,7 @@ _INPLACE_CASES: dict[str, Callable] = {
     "scale": lambda x: (x(2, 2), 2.0, 0.0, True),
     "pow": lambda x: (x(2, 2), 2.0),
     "round": lambda x: (x(2, 2), 0),
-    "cast": lambda x: (x(2, 2), paddle_dtype("float64")),
+    "cast": lambda x: (x(2, 2), _paddle_dtype("float64")),
     "softmax": lambda x: (x(2, 2), -1),
     "reshape": lambda x: (x(2, 2), [4]),
     "squeeze": lambda x: (x(2, 1), [1]),
@@ -672,7 +697,7 @@ _INPLACE_CASES: dict[str, Callable] = {
 }
 
 
-def paddle_dtype(name: str):
+def _paddle_dtype(name: str):
     import paddle
 
     return getattr(paddle, name)
@@ -697,13 +722,11 @@ def _api_case_worker(fn: Callable[[], None]) -> dict:
 
 
 def api_phase() -> dict:
-    import paddle
-
-    paddle.enable_static()
+    """Build every API case; records keyed by PIR op name (first case that makes it wins)."""
     cases = _api_cases()
     records, errors = {}, {}
     for name in sorted(cases):
-        result = _in_child(lambda: _api_case_worker(cases[name]))
+        result = _in_child(functools.partial(_api_case_worker, cases[name]))
         if "err" in result:
             errors[name] = result["err"]
             continue
@@ -735,12 +758,13 @@ def read_compat_tsv(path: Path = COMPAT_TSV) -> dict[str, str]:
 
 
 def _modernity(legacy: str) -> tuple:
-    """Sort key: larger is more modern (``_vN`` / trailing version digit, then name)."""
-    m = re.search(r"(?:_v)?(\d+)$", legacy)
+    """Sort key, larger is more modern: the version suffix (``fetch_v2``, ``squeeze2``; none counts 1), then name."""
+    m = re.search(r"(?:_v|(?<=[a-z]))(\d+)$", legacy)
     return (int(m.group(1)) if m else 1, legacy)
 
 
 def merge(legacy: dict, api: dict, compat: dict[str, str], paddle_version: str) -> dict:
+    """One entry per PIR op (legacy-phase records first, then API-built ones) plus the ``_`` keys, sorted."""
     by_pir: dict[str, list[tuple[str, dict]]] = {}
     for op_type, sig in legacy["records"].items():
         by_pir.setdefault(sig["name"], []).append((op_type, sig))
@@ -757,6 +781,10 @@ def merge(legacy: dict, api: dict, compat: dict[str, str], paddle_version: str) 
         entries[pir_name] = entry
     for pir_name, sig in api["records"].items():
         if pir_name in entries:
+            known = entries[pir_name]
+            if any(known.get(k) != sig.get(k) for k in ("in", "attr", "out")):
+                print(f"warning: {pir_name}: the API-built signature differs from the translated one",
+                      file=sys.stderr)
             continue
         short = pir_name.split(".", 1)[1]
         legacy_name = compat.get(short) or compat.get(short.rstrip("_")) or API_LEGACY.get(short)
@@ -775,10 +803,10 @@ def dump(table: dict, path: Path) -> None:
 
 
 def _run_phase(phase: str, pir_api: str, out_file: str) -> subprocess.Popen:
+    """Start this file as a ``--phase`` worker with ``FLAGS_enable_pir_api`` set before paddle is imported."""
     env = dict(os.environ, FLAGS_enable_pir_api=pir_api, GLOG_minloglevel="3")
-    return subprocess.Popen([sys.executable, "-m", __spec__.name if __spec__ else "regenerate_pir_signatures",
-                             "--phase", phase, "--phase-out", out_file], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = [sys.executable, os.path.abspath(__file__), "--phase", phase, "--phase-out", out_file]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def main(argv: list[str] | None = None) -> int:
