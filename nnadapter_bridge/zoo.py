@@ -693,17 +693,17 @@ def main(argv=None) -> int:
     parser.add_argument("name", choices=MODELS + EXTRA_MODELS + PIR_MODELS)
     parser.add_argument("out_dir", nargs="?", help="output directory (for one --layout)")
     parser.add_argument("--layout", choices=LAYOUTS + (PIR_LAYOUT,), default=None,
-                        help="default: pdmodel, or pir for the PIR-only models")
+                        help="default: pdmodel; pir for the PIR-only models or with --weights-from")
     parser.add_argument("--to", action="append", default=[], metavar="LAYOUT=DIR",
                         help="save in several layouts at once (repeatable); used by build_models")
     parser.add_argument("--keep-extra", action="store_true", help="clip_extra=False: keep extra op attributes")
     parser.add_argument("--weights-from", metavar="MODEL",
                         help="layout pir: the legacy export whose weights the PIR export takes (default: build it)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may come before OUT_DIR
     targets = dict(item.split("=", 1) for item in args.to)
     if args.out_dir:
-        layout = args.layout or (PIR_LAYOUT if args.name in PIR_MODELS else "pdmodel")
+        layout = args.layout or (PIR_LAYOUT if args.name in PIR_MODELS or args.weights_from else "pdmodel")
         targets[layout] = args.out_dir
     if not targets:
         parser.error("give OUT_DIR or --to LAYOUT=DIR")

@@ -293,6 +293,33 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "select_input": dict(inputs={"X": [T(2, 2), T(2, 2)], "Mask": T(1, dtype=I32)}),
     "select_output": dict(inputs={"X": T(2, 2), "Mask": T(1, dtype=I32)}, outputs={"Out": 2}),
     "array_to_tensor": dict(inputs={"X": ARRAY()}),
+    # not needed by the converters today, but cheap to have
+    "conv2d_transpose_bias": dict(_CONV, inputs={"Input": NCHW, "Filter": T(4, 4, 1, 1), "Bias": T(4)}),
+    "affine_grid": dict(inputs={"Theta": T(1, 2, 3), "OutputShape": None}, attrs={"output_shape": [1, 4, 4, 4]}),
+    "unfold": dict(inputs={"X": NCHW}, attrs={"kernel_sizes": [2, 2], "strides": [1, 1], "paddings": [0, 0, 0, 0],
+                                              "dilations": [1, 1]}),
+    "maxout": dict(inputs={"X": NCHW}, attrs={"groups": 2}),
+    "crop_tensor": dict(inputs={"Shape": None, "Offsets": None, "ShapeTensor": None, "OffsetsTensor": None},
+                        attrs={"shape": [1, 1], "offsets": [0, 0]}),
+    "mv": dict(inputs={"X": T(2, 2), "Vec": T(2)}),
+    "roi_pool": dict(inputs={"X": NCHW, "ROIs": T(1, 4), "RoisNum": T(1, dtype=I32)},
+                     attrs={"pooled_height": 2, "pooled_width": 2, "spatial_scale": 1.0}),
+    "psroi_pool": dict(inputs={"X": T(1, 8, 4, 4), "ROIs": T(1, 4), "RoisNum": T(1, dtype=I32)},
+                       attrs={"output_channels": 2, "pooled_height": 2, "pooled_width": 2, "spatial_scale": 1.0}),
+    "index_add": dict(inputs={"Index": IDX1, "AddValue": T(2, 2)}, attrs={"axis": 0}),
+    "range_v2": dict(inputs={"Start": SCALAR_F, "End": SCALAR_F, "Step": SCALAR_F}),
+    "logspace": dict(inputs={"Start": SCALAR_F, "Stop": SCALAR_F, "Num": T(1, dtype=I32), "Base": SCALAR_F},
+                     attrs={"dtype": 5}),
+    "softmax_with_cross_entropy": dict(inputs={"Logits": T(2, 4), "Label": T(2, 1, dtype=I64)}),
+    "shard_index": dict(inputs={"X": T(2, 1, dtype=I64)}, attrs={"index_num": 4, "nshards": 2, "shard_id": 0}),
+    "fold": dict(inputs={"X": T(1, 16, 9)}, attrs={"output_sizes": [4, 4], "kernel_sizes": [2, 2],
+                                                   "strides": [1, 1], "paddings": [0, 0, 0, 0], "dilations": [1, 1]}),
+    "unpool3d": dict(inputs={"X": NCDHW, "Indices": T(1, 4, 4, 4, 4, dtype=I32)},
+                     attrs={"ksize": [2, 2, 2], "strides": [2, 2, 2], "paddings": [0, 0, 0],
+                            "output_size": [8, 8, 8], "unpooling_type": "max"}),
+    "viterbi_decode": dict(inputs={"Input": T(1, 3, 4), "Transition": T(4, 4), "Length": T(1, dtype=I64)}),
+    "fractional_max_pool2d": dict(inputs={"x": NCHW}, attrs={"output_size": [2, 2]}),
+    "fractional_max_pool3d": dict(inputs={"x": NCDHW}, attrs={"output_size": [2, 2, 2]}),
 }
 
 # Default attribute values by proto AttrType, for attributes that have no default and no override.
@@ -654,6 +681,13 @@ def _api_cases() -> dict[str, Callable[[], None]]:
         paddle.tensor.array_write(x(2, 2), i, array=arr)
         paddle.tensor.array_read(arr, i), paddle.tensor.array_length(arr)
 
+    def fused_and_triangular():
+        from paddle import _C_ops
+        t, w, b = x(2, 3), x(3, 4, name="w"), x(4, name="b")
+        _C_ops.fc(t, w, b, 1, "", False)  # legacy fc translates to onednn_op.fc; inference passes make pd_op.fc
+        _C_ops.matmul_with_flatten(t, w, 1, 1)  # legacy mul translates to reshape + matmul + reshape
+        paddle.tril(t), paddle.triu(t)
+
     def batch_norm_not_inplace():
         from paddle import _C_ops
         t, mean, var = x(1, 4, 4, 4), x(4, name="m"), x(4, name="v")
@@ -741,7 +775,7 @@ def api_phase() -> dict:
 
 
 # API-built ops that neither a legacy proto nor pir_op_compat.tsv names.
-API_LEGACY = {"assign_out_": "assign"}
+API_LEGACY = {"assign_out_": "assign", "tril": "tril_triu", "triu": "tril_triu"}
 
 
 def read_compat_tsv(path: Path = COMPAT_TSV) -> dict[str, str]:
