@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
+
+from bench_loader import _median_seconds  # this directory is on sys.path when run as a script
 
 
 def _median(fn, rounds: int) -> float:
     fn()  # warm-up: page cache, imports
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return _median_seconds(fn, rounds)
 
 
 def main(argv=None) -> int:

@@ -317,38 +317,12 @@ def _fill_op(odesc, spec, pb) -> None:
 
 
 def _infer_attr_type(value, pb, BlockRef, VarRef) -> int:
-    def fits_int32(v):
-        return -(1 << 31) <= v < (1 << 31)
+    from nnadapter_bridge.loader.program import infer_attr_type
 
-    if isinstance(value, bool):
-        return pb.BOOLEAN
-    if isinstance(value, int):
-        return pb.INT if fits_int32(value) else pb.LONG
-    if isinstance(value, float):
-        return pb.FLOAT
-    if isinstance(value, str):
-        return pb.STRING
-    if isinstance(value, BlockRef):
-        return pb.BLOCK
-    if isinstance(value, VarRef):
-        return pb.VAR
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return pb.INTS
-        first = value[0]
-        if isinstance(first, bool):
-            return pb.BOOLEANS
-        if isinstance(first, int):
-            return pb.INTS if all(fits_int32(v) for v in value) else pb.LONGS
-        if isinstance(first, float):
-            return pb.FLOATS
-        if isinstance(first, str):
-            return pb.STRINGS
-        if isinstance(first, BlockRef):
-            return pb.BLOCKS
-        if isinstance(first, VarRef):
-            return pb.VARS
-    raise ZooError(f"cannot infer the AttrType of {value!r}; pass (AttrType, value)")
+    attr_type = infer_attr_type(value)
+    if attr_type is None:
+        raise ZooError(f"cannot infer the AttrType of {value!r}; pass (AttrType, value)")
+    return attr_type
 
 
 def _set_attr_value(attr, value, pb, BlockRef, VarRef) -> None:

@@ -33,7 +33,7 @@ from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.pir_tables import compat, signatures
-from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
+from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
 
 try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
     import orjson as _orjson
@@ -317,15 +317,7 @@ class _Translator:
         raise self.fail(f"attribute '{name}' has kind {kind!r}, which this reader does not know", op)
 
     def _attrs(self, op) -> dict:
-        attrs = op.get("A") or []
-        if isinstance(attrs, list) and all(isinstance(a, dict) for a in attrs):
-            out = {}
-            for a in attrs:
-                name = a.get("N")
-                if isinstance(name, str) and name not in _DROPPED_ATTRS:
-                    out[name] = self._attr_value(a.get("AT"), op, name)[0]
-            return out
-        return {}
+        return {name: value for name, (value, _) in self._typed_attrs(op).items()}
 
     def _typed_attrs(self, op) -> dict:
         attrs = op.get("A")
@@ -448,7 +440,7 @@ class _Translator:
         attrs = dict(attrs or {})
         types = dict(attr_types or {})
         for name, value in attrs.items():
-            types.setdefault(name, _guess_attr_type(value))
+            types.setdefault(name, infer_attr_type(value) or _A.STRING)
         info = OpInfo(op_type, len(ops), block, {k: list(v) for k, v in inputs.items()},
                       {k: list(v) for k, v in outputs.items()}, attrs, types)
         ops.append(info)
@@ -618,19 +610,25 @@ class _Translator:
                 types[legacy_attr] = _A.VARS
 
     # -- finishing --------------------------------------------------------------------------------------
-    def _finish(self) -> list[BlockInfo]:
-        # Drop removable ops (folded constants, reshaped conv biases) whose outputs nothing reads.
+    def _read_names(self) -> set:
+        """Every var some emitted op reads, through an input slot or a Variable-valued attribute."""
         read: set = set()
         for block in self.blocks:
             for op in block["ops"]:
                 read.update(op.input_names())
-                for v in op.attrs.values():
-                    for ref in (v if isinstance(v, list) else [v]):
-                        if hasattr(ref, "name") and not isinstance(ref, str):
+                for value in op.attrs.values():
+                    for ref in (value if isinstance(value, list) else [value]):
+                        if isinstance(ref, VarRef):
                             read.add(ref.name)
+        return read
+
+    def _finish(self) -> list[BlockInfo]:
+        # Drop removable ops (folded constants, reshaped conv biases) whose outputs nothing reads; repeat, since
+        # dropping one can leave another unread.
         changed = True
         while changed:
             changed = False
+            read = self._read_names()
             for block in self.blocks:
                 keep = []
                 for op in block["ops"]:
@@ -641,11 +639,6 @@ class _Translator:
                         continue
                     keep.append(op)
                 block["ops"] = keep
-            if changed:
-                read = set()
-                for block in self.blocks:
-                    for op in block["ops"]:
-                        read.update(op.input_names())
         result = []
         for block in self.blocks:
             for i, op in enumerate(block["ops"]):
@@ -1116,25 +1109,3 @@ def _str_value(scalar) -> str:
     if isinstance(scalar, float) and not math.isfinite(scalar):
         return "nan" if math.isnan(scalar) else ("inf" if scalar > 0 else "-inf")
     return ""
-
-
-def _guess_attr_type(value) -> int:
-    if isinstance(value, bool):
-        return _A.BOOLEAN
-    if isinstance(value, int):
-        return _A.INT if -(1 << 31) <= value < (1 << 31) else _A.LONG
-    if isinstance(value, float):
-        return _A.FLOAT
-    if isinstance(value, str):
-        return _A.STRING
-    if isinstance(value, BlockRef):
-        return _A.BLOCK
-    if isinstance(value, list):
-        if value and isinstance(value[0], float):
-            return _A.FLOATS
-        if value and isinstance(value[0], str):
-            return _A.STRINGS
-        if value and isinstance(value[0], bool):
-            return _A.BOOLEANS
-        return _A.INTS
-    return _A.STRING

@@ -151,6 +151,43 @@ def _decode_attr(attr) -> Any:
     raise ValueError(f"unknown AttrType {t}")
 
 
+def infer_attr_type(value) -> int | None:
+    """The AttrType a Python attribute value would be written as (INT, or LONG when it does not fit 32 bits;
+    lists by their first element, an empty list INTS); None for a value no AttrType holds."""
+    def fits_int32(v):
+        return -(1 << 31) <= v < (1 << 31)
+
+    if isinstance(value, bool):
+        return pb.BOOLEAN
+    if isinstance(value, int):
+        return pb.INT if fits_int32(value) else pb.LONG
+    if isinstance(value, float):
+        return pb.FLOAT
+    if isinstance(value, str):
+        return pb.STRING
+    if isinstance(value, BlockRef):
+        return pb.BLOCK
+    if isinstance(value, VarRef):
+        return pb.VAR
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return pb.INTS
+        first = value[0]
+        if isinstance(first, bool):
+            return pb.BOOLEANS
+        if isinstance(first, int):
+            return pb.INTS if all(fits_int32(v) for v in value) else pb.LONGS
+        if isinstance(first, float):
+            return pb.FLOATS
+        if isinstance(first, str):
+            return pb.STRINGS
+        if isinstance(first, BlockRef):
+            return pb.BLOCKS
+        if isinstance(first, VarRef):
+            return pb.VARS
+    return None
+
+
 def _decode_scalar(scalar) -> Any:
     """A Paddle 3 typed scalar as the Python value of its type (bool, int, float or complex)."""
     if scalar.type == pb.Scalar.BOOLEAN:
