@@ -36,3 +36,27 @@ def test_an_unknown_device_is_one_line_listing_the_available_ones(capsys):
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("nnadapter-bridge ops: error: --device nosuch: ")
     assert "no NNAdapter device named 'nosuch'; available: " in err and "builtin_device" in err
+
+
+def test_ops_pir_lists_the_readers_vocabulary_and_what_runs_each_op(capsys):
+    import converters
+    from nnadapter_bridge.host.kernels import HOST_KERNELS
+
+    assert main(["ops", "--pir", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["pir"]
+    assert data["pd_op.matmul"] == {"legacy": "matmul_v2", "runs": "converter"}
+    assert data["pd_op.add"]["legacy"] == "elementwise_add"
+    assert data["pd_op.split_with_num"] == {"legacy": "split", "runs": "converter"}  # renamed by the reader
+    assert data["pd_op.data"]["runs"] == data["builtin.combine"]["runs"] == "reader"
+    for name, entry in data.items():
+        legacy, runs = entry["legacy"], entry["runs"]
+        if runs == "converter":
+            assert legacy in converters.CONVERTERS or name in converters.CONVERTERS, name
+        elif runs == "host kernel":
+            assert legacy in HOST_KERNELS and legacy not in converters.CONVERTERS, name
+        elif runs == "nothing":
+            assert legacy not in converters.CONVERTERS and legacy not in HOST_KERNELS, name
+    assert main(["ops", "--pir"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{len(data)} PIR ops known: ")
+    assert any(line.split() == ["pd_op.matmul", "matmul_v2", "converter"] for line in out.splitlines())

@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CONVERTER_TESTS = os.path.join(HERE, "converter_tests")
 MIN_COLLECTED_CONVERTER_TESTS = 300
 
-# Paddle Lite's 122 converted op types (facts §5.1; also shared/reference/paddle_lite_nnadapter_ops.txt).
+# Paddle Lite's 122 converted op types (tests/reference/paddle_lite_nnadapter_ops.txt).
 PADDLE_LITE_OPS = """
 batch_norm bmm cast clip conv2d depthwise_conv2d deformable_conv dropout pool2d matmul matmul_v2 softmax
 cumsum conv2d_transpose reshape reshape2 unsqueeze unsqueeze2 mul lookup_table lookup_table_v2
@@ -47,9 +47,7 @@ assign_value argsort
 
 def test_paddle_lite_table_has_122_types():
     assert len(PADDLE_LITE_OPS) == len(set(PADDLE_LITE_OPS)) == 122
-    reference = os.path.join(HERE, "..", "..", "shared", "reference", "paddle_lite_nnadapter_ops.txt")
-    if not os.path.exists(reference):
-        pytest.skip(f"{reference} is not beside this checkout (CI and developers have ../shared)")
+    reference = os.path.join(HERE, "reference", "paddle_lite_nnadapter_ops.txt")
     listed = [line.split()[0] for line in open(reference) if line.strip() and not line.startswith("#")]
     assert sorted(listed) == sorted(PADDLE_LITE_OPS)
 

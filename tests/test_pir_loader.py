@@ -532,7 +532,29 @@ def _edit_bad_attr_value(doc):
     return ["'axis'", "minus one"]
 
 
+def _float_attr(doc):
+    for op in _top_ops(doc):
+        for a in op.get("A", []):
+            if a["AT"]["#"] in ("0.a_f32", "0.a_f64"):
+                return a
+    raise AssertionError("the noparam export has no float attribute")
+
+
+def _edit_bad_special_float(doc):
+    a = _float_attr(doc)
+    a["AT"] = {"#": a["AT"]["#"], "VD": "HUGE"}
+    return [f"'{a['N']}'", "HUGE", "INF"]
+
+
+def _edit_float_attr_string(doc):
+    a = _float_attr(doc)
+    a["AT"] = {"#": a["AT"]["#"], "D": "one point five"}
+    return [f"'{a['N']}'", "one point five", "not a number"]
+
+
 BAD_NOPARAM_EDITS = {
+    "special float value paddle never writes": _edit_bad_special_float,
+    "float attribute as a non-numeric string": _edit_float_attr_string,
     "wrong magic": _edit_magic,
     "unsupported version": _edit_version,
     "version as a string": _edit_version_string,

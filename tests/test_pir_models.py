@@ -62,16 +62,9 @@ def test_every_pir_model_has_cases():
         assert [sorted(feeds) for _, feeds in _cases(name)][0] == sorted(INPUT_NAMES[name])
 
 
-# crnn (conv backbone + bidirectional LSTM + softmax) differs from Paddle Inference on every device (about
-# 0.13 against 0.15 at the worst element): a translation fault of its rnn/transpose part, not found yet;
-# issue 9 stays open for it.
-KNOWN_WRONG = {"crnn": "CRNN output differs from Paddle Inference on every device (translation fault, open)"}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=KNOWN_WRONG[n]))
-                                  if n in KNOWN_WRONG else n for n in zoo.PIR_MODELS])
+@pytest.mark.parametrize("name", zoo.PIR_MODELS)
 def test_pir_model_matches_paddle_inference(name, device, pir_model, paddle_reference):
     path = pir_model(name)
     config = nb.Config()

@@ -206,17 +206,8 @@ def _attr_equal(a, b) -> bool:
     return a == b and type(a) is type(b)
 
 
-# The PIR export of these models is not op-for-op the legacy program yet (the same function: the device
-# runs below match Paddle). Left for issue 9: shufflenet's split carries `sections` where legacy has `num`;
-# mobilenet_v2 keeps one fill_constant (relu6's threshold) legacy folds; squeezenet, mobilenet_v3_small and
-# yolo_detector have flatten/reshape where legacy has reshape2/flatten. strict: a fix must remove the entry.
-STRUCTURAL_GAPS = {"mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "shufflenet_v2_x1_0", "yolo_detector"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=False, reason="PIR export not yet translated op-for-op into the legacy program")) if n in STRUCTURAL_GAPS
-    else n for n in ZOO])
+@pytest.mark.parametrize("name", ZOO)
 def test_pir_translation_is_the_legacy_program(name, zoo_model, pir_model):
     legacy_path, pir_path = _paths(name, zoo_model, pir_model)
     legacy = load_model(legacy_path)

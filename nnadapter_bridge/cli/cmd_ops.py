@@ -1,5 +1,6 @@
-"""`nnadapter-bridge ops [--json]`: the Paddle op types with a converter (and the NNAdapter operations
-each may emit), and per installed device the NNAdapter operations its driver implements."""
+"""`nnadapter-bridge ops [--json] [--pir]`: the Paddle op types with a converter (and the NNAdapter operations
+each may emit), and per installed device the NNAdapter operations its driver implements; with `--pir`, every
+PIR op name the `.json` reader translates, the legacy op it becomes and what runs that op."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,10 @@ def register(subparsers) -> None:
     parser.add_argument("--device", action="append", default=None, metavar="NAME",
                         help="only these devices (repeatable; an unknown name or a driver that fails to load "
                              "is an error; default: every device that loads)")
+    parser.add_argument("--pir", action="store_true",
+                        help="list instead every PIR op (pd_op.*, builtin.*, cf.*) a Paddle 3 .json model may hold: "
+                             "the legacy op it becomes and what runs it (a converter, a host kernel, the reader "
+                             "itself, or nothing yet, in which case a model holding it loads but cannot run)")
     parser.set_defaults(func=run)
 
 
@@ -54,7 +59,51 @@ def collect(device_names=None) -> dict:
     return result
 
 
+# What runs a translated PIR op.
+PIR_CONVERTER, PIR_HOST, PIR_READER, PIR_NOTHING = "converter", "host kernel", "reader", "nothing"
+
+
+def collect_pir() -> dict:
+    """{pir op name: {"legacy": legacy op type or None, "runs": PIR_CONVERTER | PIR_HOST | PIR_READER |
+    PIR_NOTHING}}: the reader's vocabulary, and where each op ends up."""
+    import converters
+    from nnadapter_bridge.host.kernels import HOST_KERNELS
+    from nnadapter_bridge.loader import pir
+
+    result = {}
+    for name, legacy in sorted(pir.known_ops().items()):
+        if legacy in ("feed", "fetch") or (legacy is None and name in pir.SPECIAL_LEGACY):
+            runs = PIR_READER  # the predictor's inputs/outputs, or structure (vars, list slots)
+        elif legacy in converters.CONVERTERS or name in converters.CONVERTERS:
+            runs = PIR_CONVERTER
+        elif legacy in HOST_KERNELS:
+            runs = PIR_HOST
+        else:
+            runs = PIR_NOTHING
+        result[name] = {"legacy": legacy, "runs": runs}
+    return result
+
+
+def _run_pir(args) -> int:
+    data = collect_pir()
+    if args.json:
+        print(json.dumps({"pir": data}, indent=2))
+        return 0
+    counts = {kind: sum(1 for v in data.values() if v["runs"] == kind)
+              for kind in (PIR_CONVERTER, PIR_HOST, PIR_READER, PIR_NOTHING)}
+    print(f"{len(data)} PIR ops known: {counts[PIR_CONVERTER]} reach a converter, {counts[PIR_HOST]} a host "
+          f"kernel only, {counts[PIR_READER]} are structure the reader resolves, {counts[PIR_NOTHING]} load but "
+          "nothing runs them yet")
+    width = max(len(k) for k in data)
+    for name, entry in data.items():
+        legacy = entry["legacy"] or "-"
+        print(f"  {name.ljust(width)}  {legacy.ljust(36)}  {entry['runs']}")
+    return 0
+
+
 def run(args) -> int:
+    if args.pir:
+        return _run_pir(args)
     data = collect(args.device)
     if args.json:
         print(json.dumps(data, indent=2))

@@ -32,7 +32,7 @@ import numpy as np
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
-from nnadapter_bridge.loader.pir_tables import compat, signatures
+from nnadapter_bridge.loader.pir_tables import compat, compat_by_legacy, signatures
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
 
 try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
@@ -67,7 +67,9 @@ _SCALAR_ATTR_TYPES = {"0.a_bool": _A.BOOLEAN, "0.a_i32": _A.INT, "0.a_i64": _A.L
 _LIST_ATTR_TYPES = {_A.BOOLEAN: _A.BOOLEANS, _A.INT: _A.INTS, _A.LONG: _A.LONGS, _A.FLOAT: _A.FLOATS,
                     _A.FLOAT64: _A.FLOAT64S, _A.STRING: _A.STRINGS}
 # Element types of folded mutable attributes, as op_compat names them.
-_KIND_TYPES = {"int": _A.INT, "int64_t": _A.LONG, "float": _A.FLOAT, "double": _A.FLOAT64, "bool": _A.BOOLEAN}
+_KIND_TYPES = {"int": _A.INT, "int64_t": _A.LONG, "float": _A.FLOAT, "double": _A.FLOAT64, "bool": _A.BOOLEAN,
+               # allclose/isclose keep rtol/atol as decimal strings in a ProgramDesc
+               "std::string": _A.STRING}
 # Elementwise binaries: legacy ops carry `axis` (-1: numpy broadcasting, which is PIR's only rule).
 _ELEMENTWISE = frozenset({"elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
                           "elementwise_max", "elementwise_min", "elementwise_pow", "elementwise_mod",
@@ -109,7 +111,8 @@ def known_ops() -> dict:
         short = name.split(".", 1)[1]
         base = short[:-1] if short.endswith("_") else short
         row = rows.get(short) or rows.get(base)
-        table[name] = (row.legacy if row is not None else "") or sig.legacy or None
+        legacy = (row.legacy if row is not None else "") or sig.legacy or None
+        table[name] = _RENAMED_BY_FIXUP.get(legacy, legacy)
     table.update(SPECIAL_LEGACY)
     return table
 
@@ -180,6 +183,7 @@ class _Translator:
         self.feed_col = 0
         self.current_block = 0
         self.removable: set = set()  # id(OpInfo) of ops that may go when nothing reads their outputs
+        self.const_by_name: dict = {}  # legacy var name -> np.ndarray, for full / full_int_array / assign_value
         self.used_names: set = set()
         self._producer_op: dict[str, OpInfo] = {}  # var name -> the emitted op writing it
 
@@ -306,8 +310,18 @@ class _Translator:
                 raise self.fail(f"attribute '{name}' of kind {kind} holds {str(data)[:80]}, not a 64-bit integer"
                                 if t in (_A.INT, _A.LONG) else f"attribute '{name}' of kind {kind} holds {data!r}", op)
             if t in (_A.FLOAT, _A.FLOAT64):
+                if data is None and "VD" in at:
+                    # paddle 3.3.1 writes a non-finite float as {"#": "0.a_f64", "VD": "INF" | "-INF" | "NaN"}
+                    data = at["VD"]
+                    if not isinstance(data, str) or data.upper() not in ("INF", "-INF", "NAN"):
+                        raise self.fail(f"attribute '{name}' of kind {kind} has special value {data!r}; "
+                                        f"paddle writes only INF, -INF and NaN there", op)
                 if isinstance(data, str):  # paddle writes non-finite floats as strings
-                    data = _float_of_string(data)
+                    try:
+                        data = float(data)
+                    except ValueError:
+                        raise self.fail(f"attribute '{name}' of kind {kind} holds {data[:80]!r}, not a number",
+                                        op) from None
                 if not isinstance(data, (int, float)) or isinstance(data, bool):
                     raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
                 data = float(data)
@@ -450,6 +464,40 @@ class _Translator:
             self.removable.add(id(info))
         return info
 
+    def _unstacked(self, block: int, value: _Value) -> list | None:
+        """A list of one-element tensors given for an IntArray argument reaches the PIR op as
+        stack([reshape(cast(t, int64), []), ...]); the legacy op takes the tensors themselves in its
+        `*TensorList` slot (where converters find parameters and constants). Returns their names, or None
+        when `value` is not that chain. The chain's ops go when nothing else reads them."""
+        stack = self._producer_op.get(value.name)
+        if stack is None or stack.type != "stack" or stack.attrs.get("axis", 0) != 0:
+            return None
+        names, chain = [], [stack]
+        for name in stack.input("X"):
+            reshape = self._producer_op.get(name)
+            if reshape is None or reshape.type != "reshape2" or list(reshape.attrs.get("shape", [None])) != []:
+                return None
+            chain.append(reshape)
+            src = reshape.input("X")[0]
+            cast = self._producer_op.get(src)
+            if cast is not None and cast.type == "cast" and cast.attrs.get("in_dtype") in _INDEX_DTYPES:
+                chain.append(cast)
+                src = cast.input("X")[0]
+            var = self._visible_var(block, src)
+            if var is None or var.data_type not in _INDEX_DTYPES or math.prod(var.shape) != 1:
+                return None
+            names.append(src)
+        self.removable.update(id(o) for o in chain)
+        return names
+
+    def _visible_var(self, block: int, name: str):
+        while block >= 0:
+            var = self.blocks[block]["vars"].get(name)
+            if var is not None:
+                return var
+            block = self.blocks[block]["parent"]
+        return None
+
     def _new_tmp(self, block: int, like: _Value, name: str) -> _Value:
         value = _Value(self._unique(name), None, like.dtype_code, like.shape, like.kind)
         value.block = block
@@ -531,6 +579,9 @@ class _Translator:
         base_name = name[:-1] if name.endswith("_") else name
         sig = self.sigs.get(f"pd_op.{name}") or self.sigs.get(f"pd_op.{base_name}")
         row = self.compat.get(name) or self.compat.get(base_name)
+        if row is None and sig is not None and sig.legacy:
+            # pd_op.tril and pd_op.triu share the row op_compat keys by the legacy name (tril_triu)
+            row = compat_by_legacy().get(sig.legacy)
         if sig is None:
             raise self.fail(f"pd_op.{name} has no known signature, so its operands cannot be named; "
                             f"nnadapter-bridge cannot translate this op yet (report it with the model)", op)
@@ -543,7 +594,11 @@ class _Translator:
         inputs: dict = {}
         attrs: dict = {}
         types: dict = {}
-        rename_attr = row.attrs if row is not None else {}
+        rename_attr = {}
+        if row is not None:
+            # op_compat sometimes lists an attribute rename in the inputs column (mish: lambda=threshold)
+            rename_attr.update((k, v) for k, v in row.inputs.items() if k in sig.attrs)
+            rename_attr.update(row.attrs)
         for attr_name, (value, t) in typed.items():
             legacy_name = rename_attr.get(attr_name, attr_name)
             attrs[legacy_name] = value
@@ -552,9 +607,9 @@ class _Translator:
         for pir_in, value in zip(sig.inputs, operands):
             if value is None:
                 continue
-            mutable = row.mutable.get(pir_in) if row is not None else None
+            mutable = row.mutable.get(_OPERAND_ALIASES.get((base_name, pir_in), pir_in)) if row is not None else None
             if mutable is not None:
-                self._mutable_operand(op, mutable, value, rename_attr, inputs, attrs, types)
+                self._mutable_operand(op, block, base_name, mutable, value, rename_attr, inputs, attrs, types)
                 continue
             slot = rename_in.get(pir_in, pir_in)
             inputs[slot] = value.names()
@@ -567,6 +622,10 @@ class _Translator:
             if value.kind == "none":
                 continue
             outputs[rename_out.get(pir_out, pir_out)] = value.names()
+        if base_name in _IMPLIED_ATTRS:
+            for attr_name, (attr_value, attr_type) in _IMPLIED_ATTRS[base_name].items():
+                attrs[attr_name] = attr_value
+                types[attr_name] = attr_type
         fix = _FIXUPS.get(legacy)
         if fix is not None:
             legacy = fix(self, op, block, legacy, inputs, outputs, attrs, types, operands) or legacy
@@ -575,8 +634,21 @@ class _Translator:
             types.setdefault("axis", _A.INT)
         self._emit(block, legacy, inputs, outputs, attrs, types)
 
-    def _mutable_operand(self, op, mutable, value: _Value, rename_attr, inputs, attrs, types) -> None:
+    def _mutable_operand(self, op, block: int, base_name: str, mutable, value: _Value, rename_attr, inputs, attrs,
+                         types) -> None:
         legacy_attr = rename_attr.get(mutable.name, mutable.name)
+        list_slot = mutable.list_slot or _LIST_SLOTS.get((base_name, mutable.name))
+        if list_slot and value.members is None:
+            parts = self._unstacked(block, value)
+            if parts is not None and all(n in self.const_by_name for n in parts):
+                # constants only: fold into the attribute, as when the list had been written as integers
+                items = [int(self.const_by_name[n].reshape(-1)[0]) for n in parts]
+                attrs[legacy_attr] = items
+                types[legacy_attr] = _A.INTS
+                return
+            if parts is not None:
+                inputs[list_slot] = parts
+                return
         folded = _constant_of(value)
         if folded is not None:
             scalar_type = _KIND_TYPES.get(mutable.kind, _A.FLOAT if folded.dtype.kind == "f" else _A.INT)
@@ -701,6 +773,7 @@ def _full(tr: _Translator, op, block: int) -> None:
     np_dtype = dtypes.numpy_dtype(code)
     with np.errstate(all="ignore"):
         result.const = np.full(shape, scalar, dtype=np_dtype) if np_dtype.kind != "b" else np.full(shape, bool(scalar))
+    tr.const_by_name[result.name] = result.const
     legacy_attrs = {"shape": [int(d) for d in shape], "value": float(scalar), "dtype": int(code),
                     "str_value": _str_value(scalar)}
     tr._emit(block, "fill_constant", {}, {"Out": [result.name]}, legacy_attrs,
@@ -717,6 +790,7 @@ def _full_int_array(tr: _Translator, op, block: int) -> None:
         code = 3
     (result,) = tr._define_results(op, block, "assign_value")
     result.const = np.asarray([int(v) for v in values], dtype=dtypes.numpy_dtype(code))
+    tr.const_by_name[result.name] = result.const
     result.is_intarray = True
     tr._emit(block, "assign_value", {}, {"Out": [result.name]},
              {"shape": [len(values)], "dtype": int(code), "values": [int(v) for v in values]},
@@ -735,6 +809,7 @@ def _assign_value(tr: _Translator, op, block: int) -> None:
         raise tr.fail(f"pd_op.assign_value: shape {shape} holds {math.prod(shape)} values, got {len(values)}", op)
     (result,) = tr._define_results(op, block, "assign_value")
     result.const = np.asarray(values, dtype=dtypes.numpy_dtype(code)).reshape(shape)
+    tr.const_by_name[result.name] = result.const
     inputs = {"X": operands[0].names()} if operands and operands[0] is not None else {}
     tr._emit(block, "assign_value", inputs, {"Out": [result.name]},
              {"shape": [int(d) for d in shape], "dtype": int(code), "values": values},
@@ -1062,6 +1137,18 @@ def _fix_split_with_num(tr, op, block, legacy, inputs, outputs, attrs, types, op
     return "split"
 
 
+# `*TensorList` slots of legacy ops whose op_compat row names none (it makes the argument a VAR-attr).
+_LIST_SLOTS = {("split", "sections"): "SectionsTensorList"}
+# int32 and int64 (VarType codes): the element types a legacy `*TensorList` tensor may have.
+_INDEX_DTYPES = (2, 3)
+# Operands whose PIR name differs from the name op_compat gives their mutable attribute.
+_OPERAND_ALIASES = {("one_hot", "num_classes"): "depth"}
+# Attributes a legacy op holds that the PIR op's name implies (two PIR ops, one legacy op).
+_IMPLIED_ATTRS = {"tril": {"lower": (True, _A.BOOLEAN)}, "triu": {"lower": (False, _A.BOOLEAN)}}
+
+# Legacy types a fixup turns into another legacy type.
+_RENAMED_BY_FIXUP = {"split_with_num": "split"}
+
 _FIXUPS = {
     "split_with_num": _fix_split_with_num,
     "elementwise_add": _fix_elementwise_add,
@@ -1095,14 +1182,9 @@ def _python_scalar(v, attr_type):
         return float(v)
     if attr_type == _A.BOOLEAN:
         return bool(v)
+    if attr_type == _A.STRING:
+        return repr(float(v))
     return int(v)
-
-
-def _float_of_string(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
 
 
 def _str_value(scalar) -> str:

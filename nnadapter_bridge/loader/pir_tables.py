@@ -82,7 +82,9 @@ def _pairs(cell: str) -> dict:
     return out
 
 
-_MUTABLE = re.compile(r"(\w+)\((\w+)\)=([^,]+)")
+# `name(type)=target`; the type is absent for some VAR-attr rows (dropout's `p`, eye's sizes) and C++-qualified
+# for others (`std::string`), so neither may be required.
+_MUTABLE = re.compile(r"(\w+)(?:\(([\w:]+)\))?=([^,]+)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -111,3 +113,13 @@ def compat() -> dict[str, CompatRow]:
             table[pir_name] = CompatRow(pir_name, legacy, _pairs(ins), _pairs(outs), _pairs(attrs), mutable,
                                         legacy_only)
     return table
+
+
+@functools.lru_cache(maxsize=1)
+def compat_by_legacy() -> dict[str, CompatRow]:
+    """op_compat rows by legacy op name, for the legacy names exactly one row translates to."""
+    seen: dict[str, list] = {}
+    for row in compat().values():
+        if row.legacy:
+            seen.setdefault(row.legacy, []).append(row)
+    return {legacy: rows[0] for legacy, rows in seen.items() if len(rows) == 1}

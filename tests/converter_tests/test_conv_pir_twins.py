@@ -1076,31 +1076,10 @@ def _fcwqdq():
 _SAVED: dict = {}  # op type -> SavedProgram of the builtin_device run (reused by the device runs in this worker)
 
 
-# Gaps these twins found and that are not fixed yet (issue 9 stays open for them), by test id. strict: a fix
-# turns the xfail into a failure, so its entry must then go.
-_NON_FINITE = ("paddle writes a non-finite float attribute as {'#': '0.a_f32'/'0.a_f64', 'VD': 'INF' / '-INF'} "
-               "(no 'D'); the reader reads only 'D' and refuses None")
-_STACKED = ("a list of tensors for an IntArray argument is cast(int64) -> reshape([]) -> stack in PIR; nothing folds "
-            "that chain (parameters or pd_op.full constants) back into constants for the converter")
-KNOWN_GAPS = {
-    "dropout": "pd_op.dropout's operand `p` (a pd_op.full) is not folded into `dropout_prob`: pir_op_compat.tsv writes "
-               "the mutable as 'p=VAR-attr' without '(float)', which pir_tables' pattern skips, so the op keeps an input "
-               "slot 'p' and the converter uses dropout_prob 0.5",
-    "fc": "pd_op.fc has no signature in pir_signatures.json",
-    "mul": "pd_op.matmul_with_flatten has no signature in pir_signatures.json",
-    "fill_constant:non_finite": "pd_op.full value: " + _NON_FINITE,
-    "p_norm:inf": "pd_op.p_norm porder: " + _NON_FINITE,
-    "mish": "pd_op.mish's attribute `lambda` stays `lambda` (pir_op_compat.tsv has 'lambda=threshold' in the inputs "
-            "column); the converter reads `threshold` and uses 20",
-    "one_hot_v2": "pd_op.one_hot's operand is `num_classes` in the signature but op_compat names the mutable `depth`: "
-                  "the op gets an input slot 'num_classes' and neither a `depth` attr nor `depth_tensor`",
-    "split:sections_tensor_list": _STACKED + "; `sections` becomes a VarRef attribute and the converter's int_list "
-                                  "raises TypeError",
-    "unsqueeze2:axes_tensor_list": _STACKED + "; AxesTensor is the stack output, which UNSQUEEZE needs constant",
-    "tril_triu:tril": "pd_op.tril has no signature in pir_signatures.json",
-    "tril_triu:triu": "pd_op.triu becomes tril_triu without op_compat renames (the row is keyed tril_triu): slots "
-                      "'x'/'out', and no `lower` (false for triu; the converter defaults it to true)",
-}
+# Gaps a twin finds and that are not fixed yet, by test id -> reason (a non-strict xfail). Empty today: every gap
+# these twins found (non-finite attributes, mish's lambda, one_hot's depth, tril/triu, fc, dropout's p, lists of
+# tensors for IntArray arguments) was fixed in the reader.
+KNOWN_GAPS: dict = {}
 
 
 def _case_param(case):
@@ -1141,3 +1120,31 @@ def test_pir_twin_on_device(tmp_path, case, device):
 def test_registries_name_known_cases():
     assert set(DEVICE_SUBSET) <= set(CASES)
     assert set(KNOWN_GAPS) <= set(CASES)
+
+
+# A list of tensors for an IntArray argument whose members are not all constants stays the legacy
+# AxesTensorList (a parameter member is a constant only at conversion, a fed member never): UNSQUEEZE needs
+# constant axes, so unsqueeze2 runs on the host, and the answer must still be Paddle's.
+def _unsqueeze_mixed(x):
+    return [_pd().unsqueeze(x, [param(np.array([0], np.int32)), const(-1)])]
+
+
+def _unsqueeze_fed(x, n):
+    return [_pd().unsqueeze(x, [n, const(0)])]
+
+
+@pytest.mark.parametrize("build, feeds", [(_unsqueeze_mixed, {"x": _rand((2, 3))}),
+                                          (_unsqueeze_fed, {"x": _rand((2, 3)), "n": np.array([1], np.int64)})],
+                         ids=["parameter_and_constant", "fed_and_constant"])
+def test_pir_axes_list_with_run_time_members_runs_on_the_host(tmp_path, build, feeds):
+    from nnadapter_bridge.loader import load_model
+
+    saved = pir_program(tmp_path, build, feeds)
+    graph = load_model(saved.model_path, saved.params_path)
+    (unsqueeze,) = [op for op in graph.ops() if op.type == "unsqueeze2"]
+    assert len(unsqueeze.input("AxesTensorList")) == 2 and not unsqueeze.input("AxesTensor")
+    assert not [op for op in graph.ops() if op.type in ("stack", "reshape2", "cast")]
+    got = run_pir_predictor(saved, "builtin_device")
+    assert len(got) == len(saved.outputs)
+    for g, want in zip(got, saved.outputs):
+        np.testing.assert_array_equal(g, want)
