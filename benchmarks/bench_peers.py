@@ -19,8 +19,8 @@ With --rounds K every row is measured K times, the rounds interleaved; each star
 over the rounds and the steady figures come from the round with the lowest median (the machine may be
 shared: other work only ever slows a round down).
 Each runner's first output is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
-tolerance |got - want| <= 1e-4*|want| + 1e-5*max|want|. Ratios compare steady medians with the peer on
-the same row (PEER_OF). The models are built once (zoo, clip_extra=False so Paddle Lite can read them)
+tolerance |got - want| <= 1e-4*|want| + 1e-5*max|want| (nnadapter_bridge.tolerances). Ratios compare
+steady medians with the peer on the same row (PEER_OF). The models are built once (zoo, clip_extra=False so Paddle Lite can read them)
 into ~/.cache/nnadapter-bridge/bench-peers/ (--model-dir to change); paddlepaddle is needed for that.
 """
 from __future__ import annotations
@@ -44,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from nnadapter_bridge import zoo  # noqa: E402
+from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
 RESULT_MARKER = "BENCH_PEERS_RESULT "
@@ -193,12 +194,11 @@ def check_output(got: np.ndarray, want: np.ndarray) -> str:
     """'ok' or what is wrong, at DESIGN.md's whole-model tolerance."""
     if got.shape != want.shape:
         return f"MISMATCH shape {list(got.shape)} vs {list(want.shape)}"
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    bound = 1e-4 * np.abs(want64) + 1e-5 * np.abs(want64).max()
-    excess = np.abs(got64 - want64) - bound
-    if np.all(excess <= 0):
+    bad = model_out_of_tolerance(got, want)
+    if not bad.any():
         return "ok"
-    return f"MISMATCH {int((excess > 0).sum())}/{got.size} elems, max |diff| {np.abs(got64 - want64).max():.3g}"
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    return f"MISMATCH {int(bad.sum())}/{got.size} elems, max |diff| {diff.max():.3g}"
 
 
 def measure(runner: str, model_name: str, model: str, input_path: str, threads: int, runs: int,

@@ -1,6 +1,9 @@
 """Converters: one per Paddle op type, each emitting NNAdapter operations into a Model.
 
 Importing this package registers every converter (modules `conv_<family>.py`) in `registry.CONVERTERS`.
+The family modules share: `op_view` (reading an op's slots and attrs), `attrs` (tensor-or-attr forms,
+known dims), `layout` (channel-first/last, paddings), `emit` (operation forms, broadcasting, the
+activation table) and `context` (var name -> operand, constants, `convert_subgraph`).
 """
 from __future__ import annotations
 

@@ -15,15 +15,10 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import ConversionError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import (FuseCode, OperationType, Precision, dtype_precision,
-                                              precision_dtype)
+from converters.op_view import OpView
+from nnadapter_bridge.nnadapter.codes import OperationType, Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
-
-# Paddle `act_type` values that are an NNAdapter fuse code rather than an extra operation.
-FUSE_CODES = {"": FuseCode.FUSED_NONE, "relu": FuseCode.FUSED_RELU, "relu1": FuseCode.FUSED_RELU1,
-              "relu6": FuseCode.FUSED_RELU6}
-
 
 class ConversionContext:
     def __init__(self, model: Model, params: Mapping[str, np.ndarray], graph=None, block: int = 0):
@@ -141,6 +136,7 @@ class ConversionContext:
         meaningful)."""
         dtype = precision_dtype(precision)
         var = op.output_names()[0] if op.output_names() else op.type
+        view = OpView(op)
 
         def fold(values):
             values = np.asarray(values).reshape(-1)
@@ -168,11 +164,10 @@ class ConversionContext:
 
         sources = [("list", tensor_list), ("tensor", tensor)]
         for kind, slot in (sources if list_first else sources[::-1]):
-            names = op.input(slot) if slot else []
+            names = view.inputs(slot) if slot else []
             if names:
                 return from_list(names) if kind == "list" else from_tensor(names[0])
-        value = op.attr(attr, default)
-        return fold(np.asarray(default if value is None else value, dtype=np.int64))
+        return fold(np.asarray(view.attr(attr, default), dtype=np.int64))
 
     # -- quantization -------------------------------------------------------------------------------
     def quant_scales(self, op, slot: str, index: int = 0) -> Optional[list]:
@@ -186,23 +181,6 @@ class ConversionContext:
     def error(self, message: str) -> ConversionError:
         where = self.current_op.label() if self.current_op is not None else "conversion"
         return ConversionError(f"{where}: {message}")
-
-
-def fuse_code_of(act_type: Optional[str]) -> Optional[FuseCode]:
-    """The fuse code for a Paddle activation name, or None when it needs an extra operation."""
-    return FUSE_CODES.get(act_type or "")
-
-
-# Paddle `VarType.Type` element codes (the `dtype`/`out_dtype` attrs of cast, arg_max, one_hot_v2, ...)
-# -> NNAdapter precision.
-_VAR_TYPE_PRECISIONS = {0: Precision.BOOL8, 1: Precision.INT16, 2: Precision.INT32, 3: Precision.INT64,
-                        4: Precision.FLOAT16, 5: Precision.FLOAT32, 6: Precision.FLOAT64, 20: Precision.UINT8,
-                        21: Precision.INT8}
-
-
-def precision_of_var_type(code) -> Optional[Precision]:
-    """The NNAdapter precision of a Paddle VarType element code, or None for codes without one."""
-    return _VAR_TYPE_PRECISIONS.get(int(code))
 
 
 @dataclasses.dataclass

@@ -4,78 +4,30 @@ Owns: elementwise_{add,sub,mul,div,max,min,pow,floordiv,mod}, fusion_elementwise
 equal, not_equal, greater_than, greater_equal, less_than, less_equal, logical_{not,and,or,xor}, where,
 sum, isnan_v2, isinf_v2, isfinite_v2.
 
-Paddle's `axis` broadcasting (`align_by_axis`): the lower-rank operand is aligned with the higher-rank
-one starting at dim `axis` (negative: |rank(x) - rank(y)|, numpy's trailing alignment). When that is not
-numpy's alignment the lower-rank side gets trailing 1-dims: a parameter is reshaped as a constant, a
-variable goes through UNSQUEEZE.
+Binary ops follow Paddle's `axis` broadcasting (`emit.align_by_axis`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from converters.conv_activation import (
+from converters.attrs import var_precision
+from converters.emit import (
+    FLOATS,
+    INTS,
     activation_check,
     activation_emits,
+    align_by_axis,
     binary,
     cast_to,
     compare,
     emit_activation,
-    first_input,
-    first_output,
+    fuse_code_of,
     output_for,
-    scalar_like,
-    var_precision,
 )
-from converters.context import fuse_code_of
+from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 from nnadapter_bridge.nnadapter.types import Operand
-
-_FLOATS = frozenset({Precision.FLOAT32, Precision.QUANT_INT8_SYMM_PER_LAYER})
-_INTS = frozenset({Precision.INT32, Precision.INT64})
-
-
-# -- Paddle axis broadcasting --------------------------------------------------------------------------
-
-def _aligned_dims(low_dims, high_rank: int, axis: int):
-    """The lower-rank dims placed at `axis` of a rank-`high_rank` shape, padded with 1s."""
-    low_dims = list(low_dims)
-    # Paddle drops trailing 1-dims of the lower-rank side when they would run past the higher rank.
-    while low_dims and axis + len(low_dims) > high_rank and low_dims[-1] == 1:
-        low_dims.pop()
-    return [1] * axis + low_dims + [1] * (high_rank - axis - len(low_dims)), len(low_dims)
-
-
-def align_by_axis(ctx, op, x_name: str, y_name: str, axis: int):
-    """The operands of X and Y, broadcast-compatible under numpy rules, following Paddle's `axis`."""
-    # A parameter is only looked at here: turning it into an operand before knowing whether it must be
-    # reshaped would leave an unused constant in the model.
-    def dims_of(name):
-        return tuple(ctx.param(name).shape) if ctx.is_param(name) else ctx.dims(name)
-
-    x_dims, y_dims = dims_of(x_name), dims_of(y_name)
-    rx, ry = len(x_dims), len(y_dims)
-    low_name, low_dims = (y_name, y_dims) if rx > ry else (x_name, x_dims)
-    high_rank = max(rx, ry)
-    if axis < 0:
-        axis = abs(rx - ry)
-    dims, kept = _aligned_dims(low_dims, high_rank, axis)
-    if rx == ry or min(rx, ry) == 0 or (axis + kept == high_rank and kept == len(low_dims)):
-        return ctx.input(x_name), ctx.input(y_name)  # numpy's trailing alignment already
-    if axis + kept > high_rank:
-        raise ctx.error(f"axis {axis} places the rank-{len(low_dims)} input '{low_name}' past the "
-                        f"rank-{high_rank} other input")
-    if ctx.is_param(low_name):
-        aligned = ctx.const(np.ascontiguousarray(ctx.param(low_name).reshape(dims)))
-    else:
-        low = ctx.input(low_name)
-        if kept != len(low_dims):
-            raise ctx.error(f"'{low_name}' has trailing 1-dims past the other input's rank at axis {axis}; "
-                            "only a parameter can be reshaped for that")
-        axes = list(range(axis)) + list(range(axis + kept, high_rank))
-        aligned = ctx.temp(first_output(op), f"{low_name}/unsqueeze")
-        ctx.add(T.UNSQUEEZE, [low, ctx.const_i32(axes)], [aligned])
-    return (ctx.input(x_name), aligned) if rx > ry else (aligned, ctx.input(y_name))
 
 
 # -- binary arithmetic -----------------------------------------------------------------------------------
@@ -87,20 +39,22 @@ _ARITHMETIC = {
 
 
 def _check_arithmetic(op, ctx):
-    precision = var_precision(ctx, first_input(op))
-    if precision is not None and precision not in _FLOATS | _INTS:
-        return f"{op.type} takes float32, int32 or int64 inputs, X is {precision.name}"
-    act = op.attr("act_type", "") or ""
-    if op.type.startswith("fusion_") and fuse_code_of(act) is None:
+    v = OpView(op)
+    precision = var_precision(ctx, v.optional_input("X"))
+    if precision is not None and precision not in FLOATS | INTS:
+        return f"{v.type} takes float32, int32 or int64 inputs, X is {precision.name}"
+    act = v.attr_str("act_type", "")
+    if v.type.startswith("fusion_") and fuse_code_of(act) is None:
         return activation_check(act, op)
     return None
 
 
 def _make_elementwise(kind: str, type: T, fused: bool):
     def convert(ctx, op):
-        x, y = align_by_axis(ctx, op, first_input(op), first_input(op, "Y"), int(op.attr("axis", -1)))
-        out_name = first_output(op)
-        act = (op.attr("act_type", "") or "") if fused else ""
+        v = OpView(op)
+        out_name = v.output("Out")
+        x, y = align_by_axis(ctx, out_name, v.input("X"), v.input("Y"), v.attr_int("axis", -1))
+        act = v.attr_str("act_type", "") if fused else ""
         fuse = fuse_code_of(act)
         if fuse is not None:
             binary(ctx, type, x, y, output_for(ctx, op, out_name, x), fuse)
@@ -129,8 +83,9 @@ for _kind, _type in _ARITHMETIC.items():
 def convert_elementwise_mod(ctx, op):
     """x - floor(x / y) * y: the remainder takes the divisor's sign, as Paddle's mod (exact for integers;
     for floats within a few ulps of x, see the report)."""
-    x, y = align_by_axis(ctx, op, first_input(op), first_input(op, "Y"), int(op.attr("axis", -1)))
-    out_name = first_output(op)
+    v = OpView(op)
+    x, y = align_by_axis(ctx, v.output("Out"), v.input("X"), v.input("Y"), v.attr_int("axis", -1))
+    out_name = v.output("Out")
     quotient = binary(ctx, T.FLOOR_DIV, x, y, ctx.temp(out_name, "floor_div"))
     product = binary(ctx, T.MUL, quotient, y, ctx.temp(out_name, "product"))
     binary(ctx, T.SUB, x, product, output_for(ctx, op, out_name, x))
@@ -146,11 +101,12 @@ _COMPARISONS = {
 
 def _make_comparison(type: T):
     def convert(ctx, op):
-        x, y = align_by_axis(ctx, op, first_input(op), first_input(op, "Y"), int(op.attr("axis", -1)))
+        v = OpView(op)
+        x, y = align_by_axis(ctx, v.output("Out"), v.input("X"), v.input("Y"), v.attr_int("axis", -1))
         if x.type.precision != y.type.precision:
             # Paddle compares mixed dtypes after promotion; here the right side follows the left.
-            y = cast_to(ctx, y, x.type.precision, ctx.temp(first_output(op), "y_cast"))
-        compare(ctx, type, x, y, ctx.output(first_output(op)))
+            y = cast_to(ctx, y, x.type.precision, ctx.temp(v.output("Out"), "y_cast"))
+        compare(ctx, type, x, y, ctx.output(v.output("Out")))
 
     convert.__name__ = f"convert_{type.name.lower()}"
     return convert
@@ -171,9 +127,10 @@ def _as_bool(ctx, operand: Operand, out_name: str, purpose: str) -> Operand:
 
 def _make_logical(type: T):
     def convert(ctx, op):
-        out_name = first_output(op)
-        x = _as_bool(ctx, ctx.input(first_input(op)), out_name, "x_bool")
-        y = _as_bool(ctx, ctx.input(first_input(op, "Y")), out_name, "y_bool")
+        v = OpView(op)
+        out_name = v.output("Out")
+        x = _as_bool(ctx, ctx.input(v.input("X")), out_name, "x_bool")
+        y = _as_bool(ctx, ctx.input(v.input("Y")), out_name, "y_bool")
         compare(ctx, type, x, y, ctx.output(out_name))
 
     convert.__name__ = f"convert_logical_{type.name.lower()}"
@@ -186,15 +143,17 @@ for _name, _type in {"logical_and": T.AND, "logical_or": T.OR, "logical_xor": T.
 
 @converter("logical_not", emits=[T.NOT, T.CAST])
 def convert_logical_not(ctx, op):
-    out_name = first_output(op)
-    x = _as_bool(ctx, ctx.input(first_input(op)), out_name, "x_bool")
+    v = OpView(op)
+    out_name = v.output("Out")
+    x = _as_bool(ctx, ctx.input(v.input("X")), out_name, "x_bool")
     ctx.add(T.NOT, [x], [ctx.output(out_name)])
 
 
 # -- where, sum ---------------------------------------------------------------------------------------------
 
 def _check_where(op, ctx):
-    precision = var_precision(ctx, first_input(op))
+    v = OpView(op)
+    precision = var_precision(ctx, v.optional_input("X"))
     if precision == Precision.BOOL8:
         return "NNAdapter WHERE takes float32/int32/int64 values, X is BOOL8"
     return None
@@ -203,9 +162,10 @@ def _check_where(op, ctx):
 @converter("where", emits=[T.WHERE, T.CAST], check=_check_where)
 def convert_where(ctx, op):
     """Condition ? X : Y with numpy broadcasting of all three."""
-    out_name = first_output(op)
-    condition = _as_bool(ctx, ctx.input(first_input(op, "Condition")), out_name, "condition_bool")
-    x, y = ctx.input(first_input(op)), ctx.input(first_input(op, "Y"))
+    v = OpView(op)
+    out_name = v.output("Out")
+    condition = _as_bool(ctx, ctx.input(v.input("Condition")), out_name, "condition_bool")
+    x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))
     if x.type.precision == Precision.BOOL8:
         raise ctx.error("where on bool X/Y: NNAdapter WHERE takes float32/int32/int64 values")
     ctx.add(T.WHERE, [condition, x, y], [ctx.output(out_name)])
@@ -214,11 +174,12 @@ def convert_where(ctx, op):
 @converter("sum", emits=[T.SUM])
 def convert_sum(ctx, op):
     """The sum of every X input (numpy broadcasting)."""
-    names = op.input("X")
+    v = OpView(op)
+    names = v.inputs("X")
     if not names:
         raise ctx.error("sum has no X inputs")
     inputs = [ctx.input(n) for n in names]
-    ctx.add(T.SUM, inputs, [output_for(ctx, op, first_output(op), inputs[0])])
+    ctx.add(T.SUM, inputs, [output_for(ctx, op, v.output("Out"), inputs[0])])
 
 
 # -- isnan / isinf / isfinite -------------------------------------------------------------------------------
@@ -230,9 +191,10 @@ def _constant_bool_like(ctx, x: Operand, value: bool, out: Operand) -> None:
 @converter("isnan_v2", emits=[T.NOT_EQUAL, T.FILL_LIKE])
 def convert_isnan(ctx, op):
     """x != x (only NaN differs from itself); integers are never NaN."""
-    x = ctx.input(first_input(op))
-    out = ctx.output(first_output(op))
-    if x.type.precision in _FLOATS:
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
+    if x.type.precision in FLOATS:
         compare(ctx, T.NOT_EQUAL, x, x, out)
     else:
         _constant_bool_like(ctx, x, False, out)
@@ -240,12 +202,13 @@ def convert_isnan(ctx, op):
 
 def _compare_magnitude_with_inf(ctx, op, operation, integer_answer: bool) -> None:
     """`|x| <operation> inf` for floats; a constant `integer_answer` for integers (never NaN or infinite)."""
-    x = ctx.input(first_input(op))
-    out = ctx.output(first_output(op))
-    if x.type.precision in _FLOATS:
-        magnitude = ctx.temp(first_output(op), "abs")
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
+    if x.type.precision in FLOATS:
+        magnitude = ctx.temp(v.output("Out"), "abs")
         ctx.add(T.ABS, [x], [magnitude])
-        compare(ctx, operation, magnitude, scalar_like(ctx, np.inf, x), out)
+        compare(ctx, operation, magnitude, ctx.const_like(np.inf, x), out)
     else:
         _constant_bool_like(ctx, x, integer_answer, out)
 

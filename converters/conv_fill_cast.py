@@ -3,8 +3,8 @@
 Owns: cast, assign, share_data, assign_value, fill_constant, fill_any_like, fill_zeros_like,
 fill_constant_batch_size_like.
 
-Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs); `VARTYPE_PRECISION`
-maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT32, INT32, INT64 or BOOL8; other target
+Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
+`op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT32, INT32, INT64 or BOOL8; other target
 types are filled in the nearest of those and CAST.
 """
 from __future__ import annotations
@@ -14,24 +14,12 @@ from typing import Optional
 
 import numpy as np
 
-from converters.conv_activation import cast_to, first_input, first_output
+from converters.emit import cast_to
+from converters.op_view import VARTYPE_PRECISIONS, OpView, vartype_precision
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, precision_dtype
 
-# Paddle VarType.Type element codes -> NNAdapter precisions.
-VARTYPE_PRECISION = {
-    0: Precision.BOOL8, 1: Precision.INT16, 2: Precision.INT32, 3: Precision.INT64, 4: Precision.FLOAT16,
-    5: Precision.FLOAT32, 6: Precision.FLOAT64, 20: Precision.UINT8, 21: Precision.INT8,
-}
 _FILLABLE = frozenset({Precision.FLOAT32, Precision.INT32, Precision.INT64, Precision.BOOL8})
-
-
-def vartype_precision(code, what: str = "dtype") -> Precision:
-    try:
-        return VARTYPE_PRECISION[int(code)]
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{what} {code!r} is not a Paddle element type NNAdapter can hold "
-                         f"(known VarType codes: {sorted(VARTYPE_PRECISION)})") from None
 
 
 def _fill_precision(target: Precision) -> Precision:
@@ -44,10 +32,11 @@ def _fill_precision(target: Precision) -> Precision:
 
 
 def _check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> Optional[str]:
-    code = op.attr(attr, default)
+    v = OpView(op)
+    code = v.attr(attr, default)
     if allow_same and int(code) == -1:
         return None
-    if int(code) not in VARTYPE_PRECISION:
+    if int(code) not in VARTYPE_PRECISIONS:
         return f"{attr} {code} is not a Paddle element type NNAdapter can hold"
     return None
 
@@ -61,15 +50,17 @@ def _check_cast(op, ctx):
 @converter("cast", emits=[T.CAST], check=_check_cast)
 def convert_cast(ctx, op):
     """CAST to the precision of `out_dtype` (in_dtype is implied by the input operand)."""
-    target = vartype_precision(op.attr("out_dtype", 5), "out_dtype")
-    cast_to(ctx, ctx.input(first_input(op)), target, ctx.output(first_output(op)))
+    v = OpView(op)
+    target = vartype_precision(v.attr("out_dtype", 5), "out_dtype")
+    cast_to(ctx, ctx.input(v.input("X")), target, ctx.output(v.output("Out")))
 
 
 # -- copies -----------------------------------------------------------------------------------------------
 
 @converter("assign", "share_data", emits=[T.ASSIGN])
 def convert_assign(ctx, op):
-    ctx.add(T.ASSIGN, [ctx.input(first_input(op))], [ctx.output(first_output(op))])
+    v = OpView(op)
+    ctx.add(T.ASSIGN, [ctx.input(v.input("X"))], [ctx.output(v.output("Out"))])
 
 
 _ASSIGN_VALUE_ATTRS = {
@@ -79,27 +70,29 @@ _ASSIGN_VALUE_ATTRS = {
 
 
 def _assign_value_array(op) -> np.ndarray:
-    precision = vartype_precision(op.attr("dtype", 5))
-    values = op.attr("values")  # Paddle 3: one list of scalars whatever the dtype
+    v = OpView(op)
+    precision = vartype_precision(v.attr("dtype", 5))
+    values = v.attr("values")  # Paddle 3: one list of scalars whatever the dtype
     if not values:
-        values = op.attr(_ASSIGN_VALUE_ATTRS.get(precision, ""))
+        values = v.attr(_ASSIGN_VALUE_ATTRS.get(precision, ""))
     if values is None:
         values = []
-    shape = [int(d) for d in op.attr("shape", [len(values)])]
+    shape = [int(d) for d in v.attr("shape", [len(values)])]
     array = np.asarray(values, dtype=precision_dtype(precision))
     return array.reshape(shape)
 
 
 def _check_assign_value(op, ctx):
+    v = OpView(op)
     reason = _check_dtype_attr(op, "dtype", 5)
     if reason:
         return reason
-    if first_input(op, "ValuesTensor"):
+    if v.optional_input("ValuesTensor"):
         return None
     try:
         _assign_value_array(op)
     except ValueError as exc:
-        return f"assign_value values do not fit shape {op.attr('shape', [])}: {exc}"
+        return f"assign_value values do not fit shape {v.attr('shape', [])}: {exc}"
     return None
 
 
@@ -108,12 +101,13 @@ def convert_assign_value(ctx, op):
     """The values attr as a constant, bound to Out (consumers then see a constant, as from a parameter).
 
     emits lists ASSIGN: when the constant is itself a subgraph output, the conversion copies it out."""
-    values_tensor = first_input(op, "ValuesTensor")
+    v = OpView(op)
+    values_tensor = v.optional_input("ValuesTensor")
     if values_tensor:
-        ctx.add(T.ASSIGN, [ctx.input(values_tensor)], [ctx.output(first_output(op))])
+        ctx.add(T.ASSIGN, [ctx.input(values_tensor)], [ctx.output(v.output("Out"))])
         return
     array = _assign_value_array(op)
-    ctx.bind(first_output(op), ctx.const(np.ascontiguousarray(array), name=first_output(op)))
+    ctx.bind(v.output("Out"), ctx.const(np.ascontiguousarray(array), name=v.output("Out")))
 
 
 # -- fill_constant ----------------------------------------------------------------------------------------
@@ -123,8 +117,9 @@ def _fill_value(op, precision: Precision):
 
     Paddle 3 parses str_value as a double before casting to the dtype (so int64 values past 2^53 round),
     and so does this converter."""
-    text = (op.attr("str_value", "") or "").strip()
-    value = float(text.lower()) if text else float(op.attr("value", 0.0))
+    v = OpView(op)
+    text = v.attr_str("str_value", "").strip()
+    value = float(text.lower()) if text else v.attr_float("value", 0.0)
     if precision == Precision.BOOL8:
         return value != 0.0
     if precision in (Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64):
@@ -136,8 +131,9 @@ def _fill_value(op, precision: Precision):
 
 def _fill_value_operand(ctx, op, target: Precision, out_name: str):
     """The FILL `value` operand: ValueTensor (cast to the fill precision) or a constant from the attrs."""
+    v = OpView(op)
     fill = _fill_precision(target)
-    value_name = first_input(op, "ValueTensor")
+    value_name = v.optional_input("ValueTensor")
     if value_name:
         operand = ctx.input(value_name)
         if operand.type.precision != fill:
@@ -177,12 +173,13 @@ def _shape_from_list(ctx, names, out_name: str):
 
 
 def _check_fill_constant(op, ctx):
+    v = OpView(op)
     reason = _check_dtype_attr(op, "dtype", 5)
     if reason:
         return reason
-    if not first_input(op, "ValueTensor"):
+    if not v.optional_input("ValueTensor"):
         try:
-            _fill_value(op, vartype_precision(op.attr("dtype", 5)))
+            _fill_value(op, vartype_precision(v.attr("dtype", 5)))
         except ValueError as exc:
             return f"fill value: {exc}"
     return None
@@ -191,15 +188,16 @@ def _check_fill_constant(op, ctx):
 @converter("fill_constant", emits=[T.FILL, T.CONCAT, T.CAST, T.RESHAPE], check=_check_fill_constant)
 def convert_fill_constant(ctx, op):
     """A tensor of `shape` filled with `value`; shape from ShapeTensor > ShapeTensorList > the attr."""
-    out_name = first_output(op)
-    target = vartype_precision(op.attr("dtype", 5))
-    shape_tensor, shape_list = first_input(op, "ShapeTensor"), op.input("ShapeTensorList")
+    v = OpView(op)
+    out_name = v.output("Out")
+    target = vartype_precision(v.attr("dtype", 5))
+    shape_tensor, shape_list = v.optional_input("ShapeTensor"), v.inputs("ShapeTensorList")
     if shape_tensor:
         shape = ctx.input(shape_tensor)
     elif shape_list:
         shape = _shape_from_list(ctx, shape_list, out_name)
     else:
-        shape = ctx.const(np.asarray(op.attr("shape", []), dtype=np.int64).reshape(-1))
+        shape = ctx.const(np.asarray(v.attr("shape", []), dtype=np.int64).reshape(-1))
     value = _fill_value_operand(ctx, op, target, out_name)
     _finish_fill(ctx, T.FILL, shape, value, target, out_name)
 
@@ -213,31 +211,34 @@ def _check_fill_any_like(op, ctx):
 @converter("fill_any_like", emits=[T.FILL_LIKE, T.CAST], check=_check_fill_any_like)
 def convert_fill_any_like(ctx, op):
     """X's shape filled with `value`; `dtype` -1 (the default) keeps X's element type."""
-    x = ctx.input(first_input(op))
-    code = int(op.attr("dtype", -1))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    code = v.attr_int("dtype", -1)
     target = x.type.precision if code == -1 else vartype_precision(code)
-    if target not in VARTYPE_PRECISION.values():
+    if target not in VARTYPE_PRECISIONS.values():
         target = Precision.FLOAT32  # quantized X: Paddle's tensor is float
-    value = float(op.attr("value", 0.0))
+    value = v.attr_float("value", 0.0)
     fill = _fill_precision(target)
     constant = ctx.const(np.asarray([value != 0.0 if fill == Precision.BOOL8 else value], dtype=precision_dtype(fill)))
-    _finish_fill(ctx, T.FILL_LIKE, x, constant, target, first_output(op))
+    _finish_fill(ctx, T.FILL_LIKE, x, constant, target, v.output("Out"))
 
 
 @converter("fill_zeros_like", emits=[T.FILL_LIKE, T.CAST])
 def convert_fill_zeros_like(ctx, op):
-    x = ctx.input(first_input(op))
-    target = x.type.precision if x.type.precision in VARTYPE_PRECISION.values() else Precision.FLOAT32
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    target = x.type.precision if x.type.precision in VARTYPE_PRECISIONS.values() else Precision.FLOAT32
     fill = _fill_precision(target)
-    _finish_fill(ctx, T.FILL_LIKE, x, ctx.const(np.zeros([1], dtype=precision_dtype(fill))), target, first_output(op))
+    _finish_fill(ctx, T.FILL_LIKE, x, ctx.const(np.zeros([1], dtype=precision_dtype(fill))), target, v.output("Out"))
 
 
 def _check_fill_batch(op, ctx):
+    v = OpView(op)
     reason = _check_fill_constant(op, ctx)
     if reason:
         return reason
-    shape = op.attr("shape", [])
-    out_idx = int(op.attr("output_dim_idx", 0))
+    shape = v.attr("shape", [])
+    out_idx = v.attr_int("output_dim_idx", 0)
     if not -len(shape) <= out_idx < len(shape):
         return f"output_dim_idx {out_idx} is outside shape {shape}"
     return None
@@ -247,15 +248,16 @@ def _check_fill_batch(op, ctx):
            check=_check_fill_batch)
 def convert_fill_constant_batch_size_like(ctx, op):
     """fill_constant whose shape[output_dim_idx] is Input's dim input_dim_idx (read at run time when unknown)."""
-    out_name = first_output(op)
-    x = ctx.input(first_input(op, "Input"))
-    target = vartype_precision(op.attr("dtype", 5))
-    shape = [int(d) for d in op.attr("shape", [])]
-    in_idx, out_idx = int(op.attr("input_dim_idx", 0)), int(op.attr("output_dim_idx", 0))
+    v = OpView(op)
+    out_name = v.output("Out")
+    x = ctx.input(v.input("Input"))
+    target = vartype_precision(v.attr("dtype", 5))
+    shape = [int(d) for d in v.attr("shape", [])]
+    in_idx, out_idx = v.attr_int("input_dim_idx", 0), v.attr_int("output_dim_idx", 0)
     in_idx = in_idx + x.type.rank if in_idx < 0 else in_idx
     out_idx = out_idx + len(shape) if out_idx < 0 else out_idx
     if not 0 <= in_idx < x.type.rank:
-        raise ctx.error(f"input_dim_idx {op.attr('input_dim_idx', 0)} is outside Input's rank {x.type.rank}")
+        raise ctx.error(f"input_dim_idx {v.attr('input_dim_idx', 0)} is outside Input's rank {x.type.rank}")
     batch = x.type.dims[in_idx]
     if batch != UNKNOWN and batch >= 0:
         shape[out_idx] = batch

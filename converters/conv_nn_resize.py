@@ -10,21 +10,10 @@ from typing import Optional
 
 import numpy as np
 
-from converters.conv_nn import (
-    attr_floats,
-    attr_ints,
-    attr_str,
-    channel_last_perm,
-    emit_chain,
-    first_input,
-    first_output,
-    input_dims,
-    is_channel_last,
-    known_dims,
-    layout_reason,
-    to_channel_first,
-    transpose_step,
-)
+from converters.attrs import input_dims, known_dims
+from converters.emit import emit_chain, transpose_step
+from converters.layout import channel_last_perm, is_channel_last, layout_reason, to_channel_first
+from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T, PadMode
 
@@ -35,19 +24,21 @@ _PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": 
 
 
 def _emit_pad(ctx, op, x, pads_operand, mode: str, value: float):
+    v = OpView(op)
     ctx.add(T.PAD, [x, pads_operand, ctx.const_i32(int(_PAD_MODES[mode])), ctx.const_like(value, x)],
-            [ctx.output(first_output(op, "Out"))])
+            [ctx.output(v.output("Out"))])
 
 
 def _check_pad_nd(spatial: int, default_format: str):
     def check(op, ctx) -> Optional[str]:
-        mode = attr_str(op, "mode", "constant")
+        v = OpView(op)
+        mode = v.attr_str("mode", "constant")
         if mode not in _PAD_MODES:
             return f"mode '{mode}' has no NNAdapter pad mode (constant, reflect, edge, replicate)"
         reason = layout_reason(op, "data_format", default_format)
         if reason:
             return reason
-        if not first_input(op, "Paddings") and len(attr_ints(op, "paddings", [0] * 2 * spatial)) != 2 * spatial:
+        if not v.optional_input("Paddings") and len(v.attr_ints("paddings", [0] * 2 * spatial)) != 2 * spatial:
             return f"paddings must hold {2 * spatial} values"
         dims = input_dims(ctx, op, "X")
         if dims is not None and len(dims) != spatial + 2:
@@ -60,11 +51,12 @@ def _check_pad_nd(spatial: int, default_format: str):
 def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
     """PAD's [begin, end] per axis from Paddle's paddings; `order` lists, per spatial axis in data order
     (D, H, W), the positions of its (begin, end) in Paddle's paddings."""
+    v = OpView(op)
     zeros = [0, 0]
-    runtime = first_input(op, "Paddings")
+    runtime = v.optional_input("Paddings")
     if runtime is None or ctx.is_param(runtime):
         values = (ctx.param(runtime).reshape(-1).tolist() if runtime else
-                  attr_ints(op, "paddings", [0] * 2 * spatial))
+                  v.attr_ints("paddings", [0] * 2 * spatial))
         spatial_pads = [int(values[i]) for begin_end in order for i in begin_end]
         pads = zeros + spatial_pads + zeros if channel_last else zeros + zeros + spatial_pads
         return ctx.const_i32(pads)
@@ -72,7 +64,7 @@ def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
     # the zeros of the batch and channel axes around it.
     paddings = ctx.input(runtime)
     flat_order = [i for begin_end in order for i in begin_end]
-    out_name = first_output(op, "Out")
+    out_name = v.output("Out")
     if flat_order != list(range(2 * spatial)):
         reordered = ctx.temp(out_name, "paddings")
         ctx.add(T.GATHER, [paddings, ctx.const_i32(flat_order), ctx.const_i32(0)], [reordered])
@@ -87,23 +79,26 @@ def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
 
 @converter("pad2d", emits=[T.PAD, T.CONCAT], check=_check_pad_nd(2, "NCHW"))
 def convert_pad2d(ctx, op):
+    v = OpView(op)
     # Paddle: [top, bottom, left, right].
-    x = ctx.input(first_input(op, "X"))
+    x = ctx.input(v.input("X"))
     pads = _pads_operand(ctx, op, [(0, 1), (2, 3)], is_channel_last(op, "data_format"), 2)
-    _emit_pad(ctx, op, x, pads, attr_str(op, "mode", "constant"), float(op.attr("pad_value", 0.0)))
+    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("pad_value", 0.0))
 
 
 @converter("pad3d", emits=[T.PAD, T.CONCAT, T.GATHER], check=_check_pad_nd(3, "NCDHW"))
 def convert_pad3d(ctx, op):
+    v = OpView(op)
     # Paddle: [left, right, top, bottom, front, back], i.e. W first; PAD wants D, H, W.
-    x = ctx.input(first_input(op, "X"))
+    x = ctx.input(v.input("X"))
     pads = _pads_operand(ctx, op, [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW"), 3)
-    _emit_pad(ctx, op, x, pads, attr_str(op, "mode", "constant"), float(op.attr("value", 0.0)))
+    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
 
 
 def _check_pad(op, ctx) -> Optional[str]:
+    v = OpView(op)
     dims = input_dims(ctx, op, "X")
-    paddings = attr_ints(op, "paddings", [])
+    paddings = v.attr_ints("paddings", [])
     if dims is not None and len(paddings) != 2 * len(dims):
         return f"paddings {paddings} must hold 2 * rank(X) = {2 * len(dims)} values"
     return None
@@ -111,9 +106,10 @@ def _check_pad(op, ctx) -> Optional[str]:
 
 @converter("pad", emits=[T.PAD], check=_check_pad)
 def convert_pad(ctx, op):
+    v = OpView(op)
     # The original pad op: [before_0, after_0, before_1, ...] over every axis, constant fill.
-    x = ctx.input(first_input(op, "X"))
-    _emit_pad(ctx, op, x, ctx.const_i32(attr_ints(op, "paddings", [])), "constant", float(op.attr("pad_value", 0.0)))
+    x = ctx.input(v.input("X"))
+    _emit_pad(ctx, op, x, ctx.const_i32(v.attr_ints("paddings", [])), "constant", v.attr_float("pad_value", 0.0))
 
 
 # -- resize ----------------------------------------------------------------------------------------------------
@@ -123,41 +119,43 @@ _V1 = ("nearest_interp", "bilinear_interp")
 
 def _interp_scales_attr(op) -> list:
     """v2's `scale` list (v1's float) as [scale_h, scale_w], or [] when unset / not positive."""
-    if op.type in _V1:
-        scale = float(op.attr("scale", 0.0) or 0.0)
+    v = OpView(op)
+    if v.type in _V1:
+        scale = float(v.attr("scale", 0.0) or 0.0)
         return [scale, scale] if scale > 0 else []
-    scales = attr_floats(op, "scale", [])
+    scales = v.attr_floats("scale", [])
     if len(scales) == 1:
         scales = scales * 2
     return scales if len(scales) >= 2 and scales[0] > 0 and scales[1] > 0 else []
 
 
 def _check_interp(op, ctx) -> Optional[str]:
+    v = OpView(op)
     reason = layout_reason(op, "data_layout")
     if reason:
         return reason
     dims = input_dims(ctx, op, "X")
     if dims is not None and len(dims) != 4:
         return f"only 2-D resizing of 4-D inputs is converted, X has rank {len(dims)}"
-    method = attr_str(op, "interp_method", "nearest" if op.type.startswith("nearest") else "bilinear")
-    if method != ("nearest" if op.type.startswith("nearest") else "bilinear"):
-        return f"interp_method '{method}' does not match {op.type}"
-    if first_input(op, "SizeTensor"):
+    method = v.attr_str("interp_method", "nearest" if v.type.startswith("nearest") else "bilinear")
+    if method != ("nearest" if v.type.startswith("nearest") else "bilinear"):
+        return f"interp_method '{method}' does not match {v.type}"
+    if v.optional_input("SizeTensor"):
         # Paddle 3.3.1 (v1 and v2) takes the size from SizeTensor and samples with in / out, ignoring any
         # Scale tensor or scale attribute (unlike OutSize below): RESIZE at that shape is exact.
         return None
-    has_scale = bool(first_input(op, "Scale")) or bool(_interp_scales_attr(op))
-    if first_input(op, "OutSize") and has_scale and not op.attr("align_corners", True):
+    has_scale = bool(v.optional_input("Scale")) or bool(_interp_scales_attr(op))
+    if v.optional_input("OutSize") and has_scale and not v.attr("align_corners", True):
         # Paddle (v1 and v2) then takes the size from OutSize but samples with 1 / scale; RESIZE samples
         # with in / out.
         return "OutSize together with a scale (Paddle samples with 1/scale at OutSize's size)"
-    if op.type in _V1 and not first_input(op, "OutSize") and has_scale:
-        if first_input(op, "Scale"):
+    if v.type in _V1 and not v.optional_input("OutSize") and has_scale:
+        if v.optional_input("Scale"):
             return "v1 interpolation with a Scale tensor samples with in/out after truncation; not expressible"
         if dims is None or not known_dims(dims[2:]):
             return "v1 interpolation with a scale needs known spatial dims"
-    if not first_input(op, "OutSize") and not has_scale:
-        if int(op.attr("out_h", -1)) <= 0 or int(op.attr("out_w", -1)) <= 0:
+    if not v.optional_input("OutSize") and not has_scale:
+        if v.attr_int("out_h", -1) <= 0 or v.attr_int("out_w", -1) <= 0:
             return "no output size: OutSize, SizeTensor, Scale, scale and out_h/out_w are all unset"
     return None
 
@@ -165,19 +163,20 @@ def _check_interp(op, ctx) -> Optional[str]:
 def _interp_size_and_scales(ctx, op, in_hw):
     """(shape operand or None, scales operand or None) for RESIZE_*, following Paddle's priority:
     SizeTensor > OutSize > Scale tensor > scale attribute > out_h/out_w."""
-    out_name = first_output(op, "Out")
-    size_tensors = op.input("SizeTensor")
+    v = OpView(op)
+    out_name = v.output("Out")
+    size_tensors = v.inputs("SizeTensor")
     if size_tensors:
         parts = [ctx.input(n) for n in size_tensors]
         shape = ctx.temp(out_name, "size")
         ctx.add(T.CONCAT, parts + [ctx.const_i32(0)], [shape])
         return shape, None
-    out_size = first_input(op, "OutSize")
+    out_size = v.optional_input("OutSize")
     if out_size:
         return ctx.input(out_size), None
     scales_attr = _interp_scales_attr(op)
-    scale_tensor = first_input(op, "Scale")
-    if op.type in _V1 and scales_attr:
+    scale_tensor = v.optional_input("Scale")
+    if v.type in _V1 and scales_attr:
         # v1 samples with in / out after truncating the size, which is what a fixed shape gives.
         return ctx.const_i32([int(np.float32(d) * np.float32(s)) for d, s in zip(in_hw, scales_attr)]), None
     if scale_tensor:
@@ -189,24 +188,25 @@ def _interp_size_and_scales(ctx, op, in_hw):
         return None, scales
     if scales_attr:
         return None, ctx.const_f32(scales_attr[:2])
-    return ctx.const_i32([int(op.attr("out_h", -1)), int(op.attr("out_w", -1))]), None
+    return ctx.const_i32([v.attr_int("out_h", -1), v.attr_int("out_w", -1)]), None
 
 
 @converter("nearest_interp", "nearest_interp_v2", "bilinear_interp", "bilinear_interp_v2",
            emits=[T.RESIZE_NEAREST, T.RESIZE_LINEAR, T.CONCAT, T.TRANSPOSE], check=_check_interp)
 def convert_interp(ctx, op):
-    out_name = first_output(op, "Out")
-    x = ctx.input(first_input(op, "X"))
+    v = OpView(op)
+    out_name = v.output("Out")
+    x = ctx.input(v.input("X"))
     channel_last = is_channel_last(op, "data_layout")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
     shape, scales = _interp_size_and_scales(ctx, op, x.type.dims[2:])
-    align_corners = bool(op.attr("align_corners", True))
-    if op.type.startswith("nearest"):
+    align_corners = v.attr_bool("align_corners", True)
+    if v.type.startswith("nearest"):
         resize = lambda ctx, x, out: ctx.add(  # noqa: E731
             T.RESIZE_NEAREST, [x, shape, scales, ctx.const_bool(align_corners)], [out])
     else:
-        align_mode = int(op.attr("align_mode", 1))
+        align_mode = v.attr_int("align_mode", 1)
         resize = lambda ctx, x, out: ctx.add(  # noqa: E731
             T.RESIZE_LINEAR, [x, shape, scales, ctx.const_bool(align_corners), ctx.const_i32(align_mode)], [out])
     steps = [("resize", resize)]
@@ -218,10 +218,11 @@ def convert_interp(ctx, op):
 # -- pixel_shuffle ------------------------------------------------------------------------------------------------
 
 def _check_pixel_shuffle(op, ctx) -> Optional[str]:
+    v = OpView(op)
     reason = layout_reason(op, "data_format")
     if reason:
         return reason
-    factor = int(op.attr("upscale_factor", 1))
+    factor = v.attr_int("upscale_factor", 1)
     dims = input_dims(ctx, op, "X")
     if dims is None:
         return None
@@ -235,10 +236,11 @@ def _check_pixel_shuffle(op, ctx) -> Optional[str]:
 
 @converter("pixel_shuffle", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_pixel_shuffle)
 def convert_pixel_shuffle(ctx, op):
+    v = OpView(op)
     # [N, C*r*r, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H*r, W*r] (channel-first).
-    out_name = first_output(op, "Out")
-    x = ctx.input(first_input(op, "X"))
-    r = int(op.attr("upscale_factor", 1))
+    out_name = v.output("Out")
+    x = ctx.input(v.input("X"))
+    r = v.attr_int("upscale_factor", 1)
     if is_channel_last(op, "data_format"):
         _, h, w, c = x.type.dims
         split, perm, merged = [0, h, w, c // (r * r), r, r], [0, 1, 4, 2, 5, 3], [0, h * r, w * r, c // (r * r)]

@@ -31,6 +31,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from converters.emit import binary
+from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
@@ -40,16 +42,6 @@ PER_CHANNEL_THRESHOLD = 1e-5
 # The operations a quantized product adds around its main operation.
 QUANT_EMITS = [T.QUANTIZE, T.DEQUANTIZE]
 INT8_MIN, INT8_MAX = -128, 127
-
-
-def _first(op, slot: str) -> Optional[str]:
-    names = op.input(slot)
-    return names[0] if names else None
-
-
-def _first_out(op, slot: str) -> Optional[str]:
-    names = op.output(slot)
-    return names[0] if names else None
 
 
 def collapse_scales(scales: Sequence[float]) -> list:
@@ -73,7 +65,7 @@ class ProductQuant:
 
 def has_int8_weight(ctx, op, weight_slot: str) -> bool:
     """True when the op's weight is an int8 persistable var: Paddle Lite's quant mode (facts §5.3)."""
-    name = _first(op, weight_slot)
+    name = OpView(op).optional_input(weight_slot)
     return bool(name) and ctx.is_param(name) and ctx.param(name).dtype == np.int8
 
 
@@ -83,7 +75,7 @@ def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot
     weight is not int8). `channels` is the weight's output-channel count for per-channel scales."""
     if not has_int8_weight(ctx, op, weight_slot):
         return None
-    weight = _first(op, weight_slot)
+    weight = OpView(op).optional_input(weight_slot)
     weight_scales = ctx.quant_scales(op, weight_slot, 0)
     if not weight_scales:
         return f"int8 {weight_slot} '{weight}' needs its scales in the {weight_slot}0_scale attr"
@@ -198,27 +190,29 @@ def quantized_fc_step(ctx, op, quant: ProductQuant, weight_name: str, weight_cha
 # -- quantize_linear / dequantize_linear -------------------------------------------------------------------
 
 def _bin_count(op) -> int:
-    return (1 << (int(op.attr("bit_length", 8)) - 1)) - 1
+    v = OpView(op)
+    return (1 << (v.attr_int("bit_length", 8) - 1)) - 1
 
 
 def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
-    if int(op.attr("bit_length", 8)) != 8:
-        return f"bit_length {op.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
-    if needs_test and not op.attr("is_test", False):
+    v = OpView(op)
+    if v.attr_int("bit_length", 8) != 8:
+        return f"bit_length {v.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
+    if needs_test and not v.attr("is_test", False):
         # Training mode updates the scale from each batch through InAccum/InState (Paddle fails without them).
         return "is_test=false (the training-time observer) is not converted; save the model for inference"
-    if int(op.attr("round_type", 0)) not in (0, 1):
-        return f"round_type {op.attr('round_type')} is neither 0 (ties to even) nor 1 (ties away from zero)"
-    scale = _first(op, "Scale")
+    if v.attr_int("round_type", 0) not in (0, 1):
+        return f"round_type {v.attr('round_type')} is neither 0 (ties to even) nor 1 (ties away from zero)"
+    scale = v.optional_input("Scale")
     if not scale or not ctx.is_param(scale):
         return "Scale must be a persistable var (the NNAdapter scale is a constant)"
     values = ctx.param(scale).reshape(-1)
     if values.size == 0 or np.any(values <= 0):
         return f"Scale values must be positive, got {values.tolist()}"
-    axis = int(op.attr("quant_axis", 0))
+    axis = v.attr_int("quant_axis", 0)
     if axis < 0 and values.size != 1:
         return f"quant_axis {axis} (per layer) needs one Scale value, got {values.size}"
-    x = _first(op, "X")
+    x = v.optional_input("X")
     if axis >= 0 and x and ctx.has(x):
         dims = ctx.dims(x)
         if axis >= len(dims):
@@ -231,7 +225,7 @@ def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
 
 def _steps(ctx, op, slot: str = "Scale") -> np.ndarray:
     """The quantization steps (threshold / bin count) of the op's scale input, float64."""
-    return ctx.param(_first(op, slot)).astype(np.float64).reshape(-1) / _bin_count(op)
+    return ctx.param(OpView(op).input(slot)).astype(np.float64).reshape(-1) / _bin_count(op)
 
 
 def _broadcast_shape(steps: np.ndarray, axis: int, rank: int) -> tuple:
@@ -247,17 +241,16 @@ def _quantize(ctx, x: Operand, steps: np.ndarray, axis: int, round_type: int, ou
         # Paddle's round-half-away path clips to [-127, 127] (the bin count); QUANTIZE saturates at -128.
         # Ties still round to even in QUANTIZE: an exact .5 quotient may differ by one step.
         floor = (-127.0 * steps).astype(np.float32).reshape(_broadcast_shape(steps, axis, x.type.rank))
-        clipped = ctx.temp(var, "clip_low")
-        ctx.add(T.MAX, [x, ctx.const(floor), ctx.const_i32(int(FuseCode.FUSED_NONE))], [clipped])
-        x = clipped
+        x = binary(ctx, T.MAX, x, ctx.const(floor), ctx.temp(var, "clip_low"))
     axis_operand = ctx.const_i32(axis if steps.size > 1 else 1)
     zero_points = ctx.const_i32(np.zeros(steps.size, np.int32))  # QUANTIZE wants one per scale
     ctx.add(T.QUANTIZE, [x, axis_operand, ctx.const_f32(steps.astype(np.float32)), zero_points], [out])
 
 
 def _readers_reason(op, ctx) -> Optional[str]:
+    v = OpView(op)
     graph = getattr(ctx, "graph", None)
-    y = _first_out(op, "Y")
+    y = v.optional_output("Y")
     if graph is None or not y:
         return None
     if y in graph.outputs:
@@ -269,7 +262,8 @@ def _readers_reason(op, ctx) -> Optional[str]:
 
 
 def _check_quantize_linear(op, ctx) -> Optional[str]:
-    return _linear_reason(op, ctx, needs_test=True) or (None if op.attr("only_observer", False)
+    v = OpView(op)
+    return _linear_reason(op, ctx, needs_test=True) or (None if v.attr("only_observer", False)
                                                           else _readers_reason(op, ctx))
 
 
@@ -277,13 +271,14 @@ def _check_quantize_linear(op, ctx) -> Optional[str]:
 def convert_quantize_linear(ctx, op):
     """Y = clip(round(X / step), -128 | -127, 127) with step = Scale / 127 (ZeroPoint is ignored by
     Paddle's kernel, so here too); only_observer passes X through."""
-    y = _first_out(op, "Y")
-    x = ctx.input(_first(op, "X"))
-    if op.attr("only_observer", False):
+    v = OpView(op)
+    y = v.output("Y")
+    x = ctx.input(v.input("X"))
+    if v.attr("only_observer", False):
         ctx.bind(y, x)  # the observer only records the scale; Paddle returns X unchanged
         return
-    axis = int(op.attr("quant_axis", 0))
-    _quantize(ctx, dequantized(ctx, x, y, "float"), _steps(ctx, op), axis, int(op.attr("round_type", 0)),
+    axis = v.attr_int("quant_axis", 0)
+    _quantize(ctx, dequantized(ctx, x, y, "float"), _steps(ctx, op), axis, v.attr_int("round_type", 0),
               ctx.output(y), y)
 
 
@@ -292,11 +287,12 @@ def convert_dequantize_linear(ctx, op):
     """Y = X x step (per channel along quant_axis). A persistable X (an int8 or float weight) folds into
     a float constant; a quantized operand (a quantize_linear result) is DEQUANTIZEd; a float or integer X
     (Paddle's float-held integers) is multiplied by the step."""
-    y = _first_out(op, "Y")
-    x_name = _first(op, "X")
+    v = OpView(op)
+    y = v.output("Y")
+    x_name = v.input("X")
     steps = _steps(ctx, op)
-    axis = int(op.attr("quant_axis", 0))
-    if op.attr("only_observer", False):
+    axis = v.attr_int("quant_axis", 0)
+    if v.attr("only_observer", False):
         ctx.bind(y, ctx.input(x_name))
         return
     if ctx.is_param(x_name):
@@ -316,27 +312,28 @@ def convert_dequantize_linear(ctx, op):
     elif x.type.precision != Precision.FLOAT32:
         x = ctx.cast(x, Precision.FLOAT32, y, "float")
     shape = _broadcast_shape(steps, axis, x.type.rank)
-    ctx.add(T.MUL, [x, ctx.const(steps.astype(np.float32).reshape(shape)), ctx.const_i32(int(FuseCode.FUSED_NONE))],
-            [ctx.output(y)])
+    binary(ctx, T.MUL, x, ctx.const(steps.astype(np.float32).reshape(shape)), ctx.output(y))
 
 
 # -- fake quant-dequant ops ------------------------------------------------------------------------------
 
 def _fake_reason(op, ctx, needs_test: bool) -> Optional[str]:
-    if int(op.attr("bit_length", 8)) != 8:
-        return f"bit_length {op.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
-    if int(op.attr("round_type", 1)) not in (0, 1):
-        return f"round_type {op.attr('round_type')} is neither 0 (ties to even) nor 1 (ties away from zero)"
-    if needs_test and not op.attr("is_test", False):
+    v = OpView(op)
+    if v.attr_int("bit_length", 8) != 8:
+        return f"bit_length {v.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
+    if v.attr_int("round_type", 1) not in (0, 1):
+        return f"round_type {v.attr('round_type')} is neither 0 (ties to even) nor 1 (ties away from zero)"
+    if needs_test and not v.attr("is_test", False):
         return "is_test=false (the training-time moving average) is not converted; save the model for inference"
     return None
 
 
 def _check_fake_abs_max(op, ctx) -> Optional[str]:
+    v = OpView(op)
     reason = _fake_reason(op, ctx, needs_test=False)
     if reason:
         return reason
-    x = _first(op, "X")
+    x = v.optional_input("X")
     if x and not ctx.is_param(x):
         return ("the scale is max |X| of each run; QUANTIZE needs a constant scale, so only a persistable X "
                 "(a weight, folded at conversion) is converted")
@@ -362,20 +359,24 @@ def fake_quant_dequant(values: np.ndarray, thresholds: np.ndarray, round_type: i
 @converter("fake_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_abs_max)
 def convert_fake_quantize_dequantize_abs_max(ctx, op):
     """A persistable X folds to its per-layer quant-dequant (threshold max |X|); OutScale is that threshold."""
-    value = ctx.param(_first(op, "X"))
+    v = OpView(op)
+    value = ctx.param(v.input("X"))
     threshold = np.array([np.max(np.abs(value))], dtype=np.float32)
-    out = fake_quant_dequant(value, threshold, int(op.attr("round_type", 1)))
-    ctx.bind(_first_out(op, "Out"), ctx.const(out.astype(np.float32), name=_first_out(op, "Out")))
-    if _first_out(op, "OutScale"):
-        ctx.bind(_first_out(op, "OutScale"), ctx.const(threshold, name=_first_out(op, "OutScale")))
+    out = fake_quant_dequant(value, threshold, v.attr_int("round_type", 1))
+    out_name = v.output("Out")
+    ctx.bind(out_name, ctx.const(out.astype(np.float32), name=out_name))
+    scale_name = v.optional_output("OutScale")
+    if scale_name:
+        ctx.bind(scale_name, ctx.const(threshold, name=scale_name))
 
 
 def _check_fake_channel_wise(op, ctx) -> Optional[str]:
+    v = OpView(op)
     reason = _check_fake_abs_max(op, ctx)
     if reason:
         return reason
-    x = _first(op, "X")
-    axis = int(op.attr("quant_axis", 0))
+    x = v.optional_input("X")
+    axis = v.attr_int("quant_axis", 0)
     if x and axis not in range(ctx.param(x).ndim):
         return f"quant_axis {axis} is out of range for X of rank {ctx.param(x).ndim}"
     return None
@@ -384,21 +385,25 @@ def _check_fake_channel_wise(op, ctx) -> Optional[str]:
 @converter("fake_channel_wise_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_channel_wise)
 def convert_fake_channel_wise_quantize_dequantize_abs_max(ctx, op):
     """A persistable X folds to its quant-dequant with one threshold (max |X|) per index of quant_axis."""
-    value = ctx.param(_first(op, "X"))
-    axis = int(op.attr("quant_axis", 0))
+    v = OpView(op)
+    value = ctx.param(v.input("X"))
+    axis = v.attr_int("quant_axis", 0)
     others = tuple(a for a in range(value.ndim) if a != axis)
     thresholds = np.max(np.abs(value), axis=others, keepdims=True).astype(np.float32)
-    out = fake_quant_dequant(value, thresholds, int(op.attr("round_type", 1)))
-    ctx.bind(_first_out(op, "Out"), ctx.const(out.astype(np.float32), name=_first_out(op, "Out")))
-    if _first_out(op, "OutScale"):
-        ctx.bind(_first_out(op, "OutScale"), ctx.const(thresholds.reshape(-1), name=_first_out(op, "OutScale")))
+    out = fake_quant_dequant(value, thresholds, v.attr_int("round_type", 1))
+    out_name = v.output("Out")
+    ctx.bind(out_name, ctx.const(out.astype(np.float32), name=out_name))
+    scale_name = v.optional_output("OutScale")
+    if scale_name:
+        ctx.bind(scale_name, ctx.const(thresholds.reshape(-1), name=scale_name))
 
 
 def _check_fake_moving_average(op, ctx) -> Optional[str]:
+    v = OpView(op)
     reason = _fake_reason(op, ctx, needs_test=True)
     if reason:
         return reason
-    scale = _first(op, "InScale")
+    scale = v.optional_input("InScale")
     if not scale or not ctx.is_param(scale):
         return "InScale must be a persistable var (the NNAdapter scale is a constant)"
     values = ctx.param(scale).reshape(-1)
@@ -412,8 +417,9 @@ def _check_fake_moving_average(op, ctx) -> Optional[str]:
 def convert_fake_quantize_dequantize_moving_average_abs_max(ctx, op):
     """Inference form: QUANTIZE with step InScale / 127, then DEQUANTIZE. OutScale stays unbound: Paddle
     does not write it when is_test is set."""
-    out = _first_out(op, "Out")
-    x = dequantized(ctx, ctx.input(_first(op, "X")), out, "float")
+    v = OpView(op)
+    out = v.output("Out")
+    x = dequantized(ctx, ctx.input(v.input("X")), out, "float")
     quant = ctx.temp(out, "quant")
-    _quantize(ctx, x, _steps(ctx, op, "InScale"), -1, int(op.attr("round_type", 1)), quant, out)
+    _quantize(ctx, x, _steps(ctx, op, "InScale"), -1, v.attr_int("round_type", 1), quant, out)
     ctx.add(T.DEQUANTIZE, [quant], [ctx.output(out)])

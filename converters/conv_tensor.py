@@ -2,8 +2,8 @@
 stack/unstack/unbind, slice/strided_slice/flip, expand/expand_v2/expand_as_v2/tile, shape, range, meshgrid,
 shuffle_channel, roll).
 
-Reductions, arg/top-k/cumsum live in conv_tensor_reduce.py, gather-like indexing in conv_tensor_index.py;
-both reuse the small helpers defined here. Attributes Paddle also accepts as tensors go through
+Reductions, arg/top-k/cumsum live in conv_tensor_reduce.py, gather-like indexing in conv_tensor_index.py.
+Attributes Paddle also accepts as tensors go through
 `ctx.ints_operand` (params fold into constants). Where an emitted operation needs a constant that a
 run-time tensor would supply (UNSQUEEZE axes, CONCAT axis, SPLIT sizes), the op's `check` says so and the
 op stays on the host.
@@ -14,66 +14,15 @@ from typing import Optional
 
 import numpy as np
 
-from converters.context import ConversionContext, precision_of_var_type
+from converters.attrs import known_dim, needs_constant, scalar_attr_or_tensor
+from converters.context import ConversionContext
+from converters.op_view import OpView, precision_of_var_type
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
-
-
-# -- shared helpers (also used by conv_tensor_reduce / conv_tensor_index) ------------------------------------
-
-
-def out_name(op, slot: str = "Out") -> str:
-    return op.output(slot)[0]
-
-
-def int_list(op, name: str, default=()) -> list:
-    """An int-list attr (a bare int is promoted to a one-element list); missing -> `default`."""
-    value = op.attr(name, default)
-    if value is None:
-        value = default
-    if isinstance(value, (int, np.integer)):
-        return [int(value)]
-    return [int(v) for v in value]
-
-
-def known_dim(d) -> bool:
-    return d != UNKNOWN and d >= 0
-
-
-def runtime_inputs(op, ctx, *slots) -> list:
-    """Vars in `slots` that are not parameters (their values exist only at run time)."""
-    is_param = (lambda name: ctx.is_param(name)) if ctx is not None else (lambda name: False)
-    return [name for slot in slots for name in op.input(slot) if not is_param(name)]
-
-
-def needs_constant(*slots, what: str = ""):
-    """A check: the tensor forms in `slots` must be parameters, since the emitted operation needs constants."""
-
-    def check(op, ctx):
-        late = runtime_inputs(op, ctx, *slots)
-        if late:
-            slot = next(s for s in slots if set(op.input(s)) & set(late))
-            return (f"'{slot}' ({', '.join(late)}) is computed at run time, but {what or 'the emitted operation'} "
-                    "needs it as a constant")
-        return None
-
-    return check
-
-
-def scalar_attr_or_tensor(ctx: ConversionContext, op, attr: str, slot: str, default: int) -> int:
-    """An int attr that may also come as a one-element tensor in `slot` (which must be a parameter)."""
-    names = op.input(slot)
-    if names:
-        return int(np.asarray(ctx.param(names[0])).reshape(-1)[0])
-    return int(op.attr(attr, default))
-
-
-def fuse_none(ctx: ConversionContext):
-    return ctx.const_i32(0)
 
 
 # -- reshape family ---------------------------------------------------------------------------------
@@ -83,20 +32,22 @@ def fuse_none(ctx: ConversionContext):
 def convert_reshape(ctx: ConversionContext, op):
     """Shape source priority: the `ShapeTensor` list, then the `Shape` tensor, then the `shape` attr
     (0 copies the input dim, -1 is inferred: RESHAPE's own rule). `XShape` is not produced."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     shape = ctx.ints_operand(op, "shape", tensor="Shape", tensor_list="ShapeTensor", list_first=True)
-    ctx.add(T.RESHAPE, [x, shape], [ctx.output(out_name(op))])
+    ctx.add(T.RESHAPE, [x, shape], [ctx.output(v.output("Out"))])
 
 
 @converter("flatten", "flatten2", emits=[T.RESHAPE, T.FLATTEN])
 def convert_flatten(ctx: ConversionContext, op):
     """A 2-D result [prod(dims[:axis]), prod(dims[axis:])]; `axis` (default 1) lies in [0, rank]."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     rank = ctx.rank(x)
-    axis = int(op.attr("axis", 1))
+    axis = v.attr_int("axis", 1)
     if not 0 <= axis <= rank:
         raise ctx.error(f"axis {axis} must lie in [0, {rank}] for an input of rank {rank}")
-    out = ctx.output(out_name(op))
+    out = ctx.output(v.output("Out"))
     if axis == 0:
         ctx.add(T.RESHAPE, [x, ctx.const_i32([1, -1])], [out])
     elif axis == rank:
@@ -104,41 +55,45 @@ def convert_flatten(ctx: ConversionContext, op):
     else:
         head = x
         if axis > 1:
-            head = ctx.temp(out_name(op), "flatten_head")
+            head = ctx.temp(v.output("Out"), "flatten_head")
             ctx.add(T.FLATTEN, [x, ctx.const_i32(0), ctx.const_i32(axis - 1)], [head])
         ctx.add(T.FLATTEN, [head, ctx.const_i32(1), ctx.const_i32(-1)], [out])
 
 
 @converter("flatten_contiguous_range", emits=[T.FLATTEN])
 def convert_flatten_contiguous_range(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    start, stop = int(op.attr("start_axis", 1)), int(op.attr("stop_axis", 1))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    start, stop = v.attr_int("start_axis", 1), v.attr_int("stop_axis", 1)
     if ctx.rank(x) == 0:
         start = stop = 0  # Paddle flattens a 0-D tensor to [1]; FLATTEN does the same for rank 0
-    ctx.add(T.FLATTEN, [x, ctx.const_i32(start), ctx.const_i32(stop)], [ctx.output(out_name(op))])
+    ctx.add(T.FLATTEN, [x, ctx.const_i32(start), ctx.const_i32(stop)], [ctx.output(v.output("Out"))])
 
 
 @converter("squeeze", "squeeze2", emits=[T.SQUEEZE])
 def convert_squeeze(ctx: ConversionContext, op):
     """`axes` empty (the default) removes every size-1 dim; named axes whose dim is not 1 are kept."""
-    x = ctx.input(op.input("X")[0])
-    axes = int_list(op, "axes")
-    ctx.add(T.SQUEEZE, [x, ctx.const_i32(axes) if axes else None], [ctx.output(out_name(op))])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    axes = v.attr_ints("axes")
+    ctx.add(T.SQUEEZE, [x, ctx.const_i32(axes) if axes else None], [ctx.output(v.output("Out"))])
 
 
 @converter("unsqueeze", "unsqueeze2", emits=[T.UNSQUEEZE, T.CONCAT, T.CAST],
            check=needs_constant("AxesTensor", "AxesTensorList", what="UNSQUEEZE's axes"))
 def convert_unsqueeze(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     axes = ctx.ints_operand(op, "axes", tensor="AxesTensor", tensor_list="AxesTensorList", list_first=False)
-    ctx.add(T.UNSQUEEZE, [x, axes], [ctx.output(out_name(op))])
+    ctx.add(T.UNSQUEEZE, [x, axes], [ctx.output(v.output("Out"))])
 
 
 @converter("transpose", "transpose2", emits=[T.TRANSPOSE])
 def convert_transpose(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    perm = int_list(op, "axis")
-    ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [ctx.output(out_name(op))])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    perm = v.attr_ints("axis")
+    ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [ctx.output(v.output("Out"))])
 
 
 # -- joining and splitting ---------------------------------------------------------------------------
@@ -146,9 +101,10 @@ def convert_transpose(ctx: ConversionContext, op):
 
 @converter("concat", emits=[T.CONCAT], check=needs_constant("AxisTensor", what="CONCAT's axis"))
 def convert_concat(ctx: ConversionContext, op):
+    v = OpView(op)
     axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
-    parts = [ctx.input(n) for n in op.input("X")]
-    ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(out_name(op))])
+    parts = [ctx.input(n) for n in v.inputs("X")]
+    ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(v.output("Out"))])
 
 
 @converter("split", emits=[T.SPLIT],
@@ -156,12 +112,13 @@ def convert_concat(ctx: ConversionContext, op):
 def convert_split(ctx: ConversionContext, op):
     """`num` > 0 cuts the axis into equal parts; otherwise `sections` (one -1 inferred, or the
     `SectionsTensorList` of parameters) gives the sizes."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
-    outs = op.output("Out")
-    num = int(op.attr("num", 0))
-    if op.input("SectionsTensorList"):
-        sizes = [int(np.asarray(ctx.param(n)).reshape(-1)[0]) for n in op.input("SectionsTensorList")]
+    outs = v.outputs("Out")
+    num = v.attr_int("num", 0)
+    if v.inputs("SectionsTensorList"):
+        sizes = [int(np.asarray(ctx.param(n)).reshape(-1)[0]) for n in v.inputs("SectionsTensorList")]
     elif num > 0:
         dims = ctx.dims(x)
         dim = dims[axis + len(dims) if axis < 0 else axis]
@@ -171,7 +128,7 @@ def convert_split(ctx: ConversionContext, op):
             raise ctx.error(f"axis {axis} of size {dim} does not split into {num} equal parts")
         sizes = [dim // num] * num
     else:
-        sizes = int_list(op, "sections")
+        sizes = v.attr_ints("sections")
     if len(sizes) != len(outs):
         raise ctx.error(f"{len(sizes)} sections {sizes} but {len(outs)} outputs")
     ctx.add(T.SPLIT, [x, ctx.const_i32(axis), ctx.const_i32(sizes)], [ctx.output(n) for n in outs])
@@ -179,14 +136,16 @@ def convert_split(ctx: ConversionContext, op):
 
 @converter("stack", emits=[T.STACK])
 def convert_stack(ctx: ConversionContext, op):
-    parts = [ctx.input(n) for n in op.input("X")]
-    ctx.add(T.STACK, [*parts, ctx.const_i32(int(op.attr("axis", 0)))], [ctx.output(out_name(op, "Y"))])
+    v = OpView(op)
+    parts = [ctx.input(n) for n in v.inputs("X")]
+    ctx.add(T.STACK, [*parts, ctx.const_i32(v.attr_int("axis", 0))], [ctx.output(v.output("Y"))])
 
 
 def _unstack(ctx: ConversionContext, op, out_slot: str):
-    x = ctx.input(op.input("X")[0])
-    axis = int(op.attr("axis", 0))
-    outs = op.output(out_slot)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    axis = v.attr_int("axis", 0)
+    outs = v.outputs(out_slot)
     ctx.add(T.UNSTACK, [x, ctx.const_i32(axis), ctx.const_i32(len(outs))], [ctx.output(n) for n in outs])
 
 
@@ -205,13 +164,15 @@ def convert_unbind(ctx: ConversionContext, op):
 
 def _squeeze_decreased(ctx: ConversionContext, op, sliced, decrease_axis):
     """Drop the `decrease_axis` dims (each of size 1 after slicing) into the op's output."""
+    v = OpView(op)
     if not decrease_axis:
         return
-    ctx.add(T.SQUEEZE, [sliced, ctx.const_i32(decrease_axis)], [ctx.output(out_name(op))])
+    ctx.add(T.SQUEEZE, [sliced, ctx.const_i32(decrease_axis)], [ctx.output(v.output("Out"))])
 
 
 def _slice_target(ctx: ConversionContext, op, decrease_axis):
-    return ctx.temp(out_name(op), "slice") if decrease_axis else ctx.output(out_name(op))
+    v = OpView(op)
+    return ctx.temp(v.output("Out"), "slice") if decrease_axis else ctx.output(v.output("Out"))
 
 
 @converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST])
@@ -219,13 +180,14 @@ def convert_slice(ctx: ConversionContext, op):
     """input[starts:ends] along `axes` (negative indices count from the end, out-of-range bounds clamp:
     SLICE's Python rule, which is Paddle's for step 1). Bounds come from `StartsTensor`/`EndsTensor`
     first, then the tensor lists, then the attrs; `decrease_axis` squeezes the sliced axes."""
-    x = ctx.input(op.input("Input")[0])
-    axes = int_list(op, "axes")
+    v = OpView(op)
+    x = ctx.input(v.input("Input"))
+    axes = v.attr_ints("axes")
     starts = ctx.ints_operand(op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
                               list_first=False, precision=Precision.INT64)
     ends = ctx.ints_operand(op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
                             list_first=False, precision=Precision.INT64)
-    decrease_axis = int_list(op, "decrease_axis")
+    decrease_axis = v.attr_ints("decrease_axis")
     sliced = _slice_target(ctx, op, decrease_axis)
     ctx.add(T.SLICE, [x, ctx.const_i32(axes), starts, ends, None], [sliced])
     _squeeze_decreased(ctx, op, sliced, decrease_axis)
@@ -233,13 +195,14 @@ def convert_slice(ctx: ConversionContext, op):
 
 def _constant_ints(op, ctx, attr, tensor, tensor_list):
     """An int-list attribute's values when constant (the attr, or parameters in its tensor forms), else None."""
+    v = OpView(op)
     for slot in (tensor, tensor_list):
-        names = op.input(slot)
+        names = v.inputs(slot)
         if names:
             if ctx is None or not all(ctx.is_param(n) for n in names):
                 return None
             return [int(v) for n in names for v in np.asarray(ctx.param(n)).reshape(-1)]
-    return int_list(op, attr)
+    return v.attr_ints(attr)
 
 
 def check_strided_slice(op, ctx) -> Optional[str]:
@@ -255,10 +218,11 @@ def convert_strided_slice(ctx: ConversionContext, op):
     sign (verified: x[::-1] is starts=INT32_MAX, ends=INT32_MIN; an end of -1 with a negative stride
     selects nothing), which is SLICE's. One legacy encoding differs: starts=-1, ends=0 with infer flag -1
     on a decreased axis means "the last element", not an empty range."""
-    x = ctx.input(op.input("Input")[0])
-    axes = int_list(op, "axes")
-    decrease_axis = int_list(op, "decrease_axis")
-    infer_flags = int_list(op, "infer_flags") or [1] * len(axes)
+    v = OpView(op)
+    x = ctx.input(v.input("Input"))
+    axes = v.attr_ints("axes")
+    decrease_axis = v.attr_ints("decrease_axis")
+    infer_flags = v.attr_ints("infer_flags") or [1] * len(axes)
     starts = _constant_ints(op, ctx, "starts", "StartsTensor", "StartsTensorList")
     ends = _constant_ints(op, ctx, "ends", "EndsTensor", "EndsTensorList")
     strides = _constant_ints(op, ctx, "strides", "StridesTensor", "StridesTensorList")
@@ -282,9 +246,10 @@ def convert_strided_slice(ctx: ConversionContext, op):
 @converter("flip", emits=[T.SLICE, T.ASSIGN])
 def convert_flip(ctx: ConversionContext, op):
     """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1."""
-    x = ctx.input(op.input("X")[0])
-    axes = int_list(op, "axis")
-    out = ctx.output(out_name(op))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    axes = v.attr_ints("axis")
+    out = ctx.output(v.output("Out"))
     if not axes:
         ctx.add(T.ASSIGN, [x], [out])
         return
@@ -300,37 +265,40 @@ def convert_flip(ctx: ConversionContext, op):
 def convert_expand(ctx: ConversionContext, op):
     """expand (v1) repeats each dim `expand_times[i]` times: TILE. `ExpandTimes` wins over the
     `expand_times_tensor` list, which wins over the attr."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     times = ctx.ints_operand(op, "expand_times", tensor="ExpandTimes", tensor_list="expand_times_tensor",
                              list_first=False)
-    ctx.add(T.TILE, [x, times], [ctx.output(out_name(op))])
+    ctx.add(T.TILE, [x, times], [ctx.output(v.output("Out"))])
 
 
 @converter("expand_v2", emits=[T.EXPAND, T.CONCAT, T.CAST])
 def convert_expand_v2(ctx: ConversionContext, op):
     """Broadcast to `shape` (-1 keeps the input dim): `Shape`, then `expand_shapes_tensor`, then the attr."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     shape = ctx.ints_operand(op, "shape", tensor="Shape", tensor_list="expand_shapes_tensor", list_first=False)
-    ctx.add(T.EXPAND, [x, shape], [ctx.output(out_name(op))])
+    ctx.add(T.EXPAND, [x, shape], [ctx.output(v.output("Out"))])
 
 
 @converter("expand_as_v2", emits=[T.EXPAND, T.SHAPE])
 def convert_expand_as(ctx: ConversionContext, op):
     """Broadcast X to the dims of Y when given (its static dims, else its SHAPE at run time), else to
     the `target_shape` attr."""
-    x = ctx.input(op.input("X")[0])
-    out = ctx.output(out_name(op))
-    target_names = op.input("Y") or op.input("target_tensor")
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
+    target_names = v.inputs("Y") or v.inputs("target_tensor")
     if target_names:
         target = ctx.input(target_names[0])
         dims = ctx.dims(target)
         if all(known_dim(d) for d in dims):
             shape = ctx.const_i32(list(dims))
         else:
-            shape = ctx.temp(out_name(op), "target_shape")
+            shape = ctx.temp(v.output("Out"), "target_shape")
             ctx.add(T.SHAPE, [target, ctx.const_i32(int(Precision.INT32))], [shape])
     else:
-        shape = ctx.const_i32(int_list(op, "target_shape"))
+        shape = ctx.const_i32(v.attr_ints("target_shape"))
     ctx.add(T.EXPAND, [x, shape], [out])
 
 
@@ -338,10 +306,11 @@ def convert_expand_as(ctx: ConversionContext, op):
 def convert_tile(ctx: ConversionContext, op):
     """`RepeatTimes`, then `repeat_times_tensor`, then the attr; the shorter of repeats and dims gets
     leading 1s (TILE's rule, as paddle.tile)."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     repeats = ctx.ints_operand(op, "repeat_times", tensor="RepeatTimes", tensor_list="repeat_times_tensor",
                                list_first=False)
-    ctx.add(T.TILE, [x, repeats], [ctx.output(out_name(op))])
+    ctx.add(T.TILE, [x, repeats], [ctx.output(v.output("Out"))])
 
 
 # -- shapes and generated tensors --------------------------------------------------------------------
@@ -364,8 +333,9 @@ def declared_precision(ctx: ConversionContext, name: str, default: Precision) ->
 @converter("shape", emits=[T.SHAPE])
 def convert_shape(ctx: ConversionContext, op):
     """The input's dims as a 1-D tensor; INT32 (Paddle's `shape` op) unless the program declares INT64."""
-    x = ctx.input(op.input("Input")[0])
-    out = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("Input"))
+    out = v.output("Out")
     precision = declared_precision(ctx, out, Precision.INT32)
     ctx.add(T.SHAPE, [x, ctx.const_i32(int(precision))], [ctx.output(out)])
 
@@ -373,17 +343,19 @@ def convert_shape(ctx: ConversionContext, op):
 @converter("range", emits=[T.RANGE, T.CAST])
 def convert_range(ctx: ConversionContext, op):
     """start, start + step, ... below end; the three tensors take Start's precision."""
-    start = ctx.input(op.input("Start")[0])
-    var = out_name(op)
-    end = ctx.cast(ctx.input(op.input("End")[0]), start.type.precision, var, "end")
-    step = ctx.cast(ctx.input(op.input("Step")[0]), start.type.precision, var, "step")
+    v = OpView(op)
+    start = ctx.input(v.input("Start"))
+    var = v.output("Out")
+    end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")
+    step = ctx.cast(ctx.input(v.input("Step")), start.type.precision, var, "step")
     ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
 
 
 @converter("meshgrid", emits=[T.MESHGRID])
 def convert_meshgrid(ctx: ConversionContext, op):
-    parts = [ctx.input(n) for n in op.input("X")]
-    ctx.add(T.MESHGRID, parts, [ctx.output(n) for n in op.output("Out")])
+    v = OpView(op)
+    parts = [ctx.input(n) for n in v.inputs("X")]
+    ctx.add(T.MESHGRID, parts, [ctx.output(n) for n in v.outputs("Out")])
 
 
 # -- moving elements -----------------------------------------------------------------------------------
@@ -391,12 +363,14 @@ def convert_meshgrid(ctx: ConversionContext, op):
 
 @converter("shuffle_channel", emits=[T.CHANNEL_SHUFFLE])
 def convert_shuffle_channel(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(int(op.attr("group", 1)))], [ctx.output(out_name(op))])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(v.attr_int("group", 1))], [ctx.output(v.output("Out"))])
 
 
 def check_channel_shuffle(op, ctx) -> Optional[str]:
-    layout = op.attr("data_format", "NCHW")
+    v = OpView(op)
+    layout = v.attr("data_format", "NCHW")
     if layout not in ("NCHW", "AnyLayout"):
         return f"data_format '{layout}': CHANNEL_SHUFFLE regroups axis 1 (NCHW) only"
     return None
@@ -405,14 +379,16 @@ def check_channel_shuffle(op, ctx) -> Optional[str]:
 @converter("channel_shuffle", emits=[T.CHANNEL_SHUFFLE], check=check_channel_shuffle)
 def convert_channel_shuffle(ctx: ConversionContext, op):
     """paddle.nn.functional.channel_shuffle: `groups` on an NCHW input (the same regrouping)."""
-    x = ctx.input(op.input("X")[0])
-    ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(int(op.attr("groups", 1)))], [ctx.output(out_name(op))])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(v.attr_int("groups", 1))], [ctx.output(v.output("Out"))])
 
 
 @converter("roll", emits=[T.ROLL, T.CONCAT, T.CAST])
 def convert_roll(ctx: ConversionContext, op):
     """Rotate along `axis` by `shifts` (or the `ShiftsTensor`); no axis rolls the flattened tensor."""
-    x = ctx.input(op.input("X")[0])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
     shifts = ctx.ints_operand(op, "shifts", tensor="ShiftsTensor", list_first=False, precision=Precision.INT64)
-    axes = int_list(op, "axis")
-    ctx.add(T.ROLL, [x, shifts, ctx.const_i32(axes) if axes else None], [ctx.output(out_name(op))])
+    axes = v.attr_ints("axis")
+    ctx.add(T.ROLL, [x, shifts, ctx.const_i32(axes) if axes else None], [ctx.output(v.output("Out"))])

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.context import ConversionContext, precision_of_var_type
-from converters.conv_tensor import needs_constant, out_name, scalar_attr_or_tensor
+from converters.attrs import needs_constant, scalar_attr_or_tensor
+from converters.context import ConversionContext
+from converters.emit import binary, cast_to
+from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
@@ -25,18 +27,20 @@ def _index_vector(ctx: ConversionContext, name: str, var: str):
 @converter("gather", emits=[T.GATHER, T.RESHAPE], check=needs_constant("Axis", what="GATHER's axis"))
 def convert_gather(ctx: ConversionContext, op):
     """Rows of X along `axis` (the `Axis` tensor, else the attr, default 0) at `Index` (int32/int64)."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     axis = scalar_attr_or_tensor(ctx, op, "axis", "Axis", 0)
-    index = _index_vector(ctx, op.input("Index")[0], var)
+    index = _index_vector(ctx, v.input("Index"), var)
     ctx.add(T.GATHER, [x, index, ctx.const_i32(axis)], [ctx.output(var)])
 
 
 @converter("index_select", emits=[T.GATHER])
 def convert_index_select(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    index = ctx.input(op.input("Index")[0])
-    ctx.add(T.GATHER, [x, index, ctx.const_i32(int(op.attr("dim", 0)))], [ctx.output(out_name(op))])
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    index = ctx.input(v.input("Index"))
+    ctx.add(T.GATHER, [x, index, ctx.const_i32(v.attr_int("dim", 0))], [ctx.output(v.output("Out"))])
 
 
 def _lookup(ctx: ConversionContext, op, ids):
@@ -44,9 +48,10 @@ def _lookup(ctx: ConversionContext, op, ids):
 
     A parameter table gets the padding row zeroed in its constant; a run-time table is masked with
     WHERE(ids == padding_idx, 0, W[ids])."""
-    var = out_name(op)
-    table_name = op.input("W")[0]
-    padding_idx = int(op.attr("padding_idx", -1))
+    v = OpView(op)
+    var = v.output("Out")
+    table_name = v.input("W")
+    padding_idx = v.attr_int("padding_idx", -1)
     out = ctx.output(var)
     if padding_idx == -1:
         ctx.add(T.GATHER, [ctx.input(table_name), ids, ctx.const_i32(0)], [out])
@@ -69,25 +74,28 @@ def _lookup(ctx: ConversionContext, op, ids):
 @converter("lookup_table_v2", emits=[T.GATHER, T.EQUAL, T.UNSQUEEZE, T.WHERE])
 def convert_lookup_table_v2(ctx: ConversionContext, op):
     """Embedding: output dims = Ids dims + [W dims[1]]."""
-    _lookup(ctx, op, ctx.input(op.input("Ids")[0]))
+    v = OpView(op)
+    _lookup(ctx, op, ctx.input(v.input("Ids")))
 
 
 @converter("lookup_table", emits=[T.SQUEEZE, T.GATHER, T.EQUAL, T.UNSQUEEZE, T.WHERE])
 def convert_lookup_table(ctx: ConversionContext, op):
     """v1: Ids end in a size-1 dim that the output replaces by the embedding size."""
-    ids = ctx.input(op.input("Ids")[0])
+    v = OpView(op)
+    ids = ctx.input(v.input("Ids"))
     dims = ctx.dims(ids)
     if dims and dims[-1] == 1:
-        squeezed = ctx.temp(out_name(op), "ids")
+        squeezed = ctx.temp(v.output("Out"), "ids")
         ctx.add(T.SQUEEZE, [ids, ctx.const_i32([len(dims) - 1])], [squeezed])
         ids = squeezed
     _lookup(ctx, op, ids)
 
 
 def check_one_hot(op, ctx):
-    if precision_of_var_type(int(op.attr("dtype", 5))) is None:
-        return f"dtype {op.attr('dtype')} is not a tensor element type NNAdapter has"
-    if not op.input("depth_tensor") and int(op.attr("depth", -1)) < 0:
+    v = OpView(op)
+    if v.attr_precision("dtype", 5) is None:
+        return f"dtype {v.attr('dtype')} is not a tensor element type NNAdapter has"
+    if not v.inputs("depth_tensor") and v.attr_int("depth", -1) < 0:
         return "neither a 'depth' attr nor a 'depth_tensor' input"
     return None
 
@@ -96,10 +104,11 @@ def check_one_hot(op, ctx):
 def convert_one_hot_v2(ctx: ConversionContext, op):
     """out[..., j] = (x[...] == j) for j in [0, depth), in `dtype` (default float32). Ids outside
     [0, depth) give an all-zero row (Paddle raises there unless `allow_out_of_range`)."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     precision = x.type.precision
-    names = op.input("depth_tensor")
+    names = v.inputs("depth_tensor")
     if names:
         depth = ctx.cast(ctx.input(names[0]), precision, var, "depth")
         if ctx.rank(depth) == 0:
@@ -107,15 +116,14 @@ def convert_one_hot_v2(ctx: ConversionContext, op):
             ctx.add(T.RESHAPE, [depth, ctx.const_i32([1])], [as_vector])
             depth = as_vector
     else:
-        depth = ctx.const_like(int(op.attr("depth", -1)), x)
+        depth = ctx.const_like(v.attr_int("depth", -1), x)
     classes = ctx.temp(var, "classes")
     ctx.add(T.RANGE, [ctx.const_like(0, x), depth, ctx.const_like(1, x)], [classes])
     ids = ctx.temp(var, "ids")
     ctx.add(T.UNSQUEEZE, [x, ctx.const_i32([-1])], [ids])
     hits = ctx.temp(var, "hits")
     ctx.add(T.EQUAL, [ids, classes], [hits])
-    ctx.add(T.CAST, [hits, ctx.const_i32(int(precision_of_var_type(int(op.attr("dtype", 5)))))],
-            [ctx.output(var)])
+    cast_to(ctx, hits, v.attr_precision("dtype", 5), ctx.output(var))
 
 
 @converter("tril_triu", emits=[T.SHAPE, T.SLICE, T.RANGE, T.UNSQUEEZE, T.SUB, T.LESS_EQUAL,
@@ -125,8 +133,9 @@ def convert_tril_triu(ctx: ConversionContext, op):
 
     The mask compares RANGE(rows) with RANGE(cols) taken from the input's SHAPE, so it follows the
     run-time dims."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     if ctx.rank(x) < 2:
         raise ctx.error(f"the input must have rank >= 2, got dims {list(ctx.dims(x))}")
     shape = ctx.temp(var, "shape")
@@ -143,9 +152,8 @@ def convert_tril_triu(ctx: ConversionContext, op):
     cols = axis_range(-1, np.iinfo(np.int32).max, "cols")
     row_column = ctx.temp(var, "rows_column")
     ctx.add(T.UNSQUEEZE, [rows, ctx.const_i32([1])], [row_column])
-    offset = ctx.temp(var, "offset")
-    ctx.add(T.SUB, [cols, row_column, ctx.const_i32(0)], [offset])
+    offset = binary(ctx, T.SUB, cols, row_column, ctx.temp(var, "offset"))
     keep = ctx.temp(var, "keep")
-    compare = T.LESS_EQUAL if bool(op.attr("lower", True)) else T.GREATER_EQUAL
-    ctx.add(compare, [offset, ctx.const_i32(int(op.attr("diagonal", 0)))], [keep])
+    compare = T.LESS_EQUAL if v.attr_bool("lower", True) else T.GREATER_EQUAL
+    ctx.add(compare, [offset, ctx.const_i32(v.attr_int("diagonal", 0))], [keep])
     ctx.add(T.WHERE, [keep, x, ctx.const_like(0, x)], [ctx.output(var)])

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from typing import Optional
 
-from converters.context import ConversionContext, precision_of_var_type
-from converters.conv_tensor import fuse_none, int_list, known_dim, out_name
+from converters.attrs import known_dim
+from converters.context import ConversionContext
+from converters.emit import binary, cast_to
+from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
 
 def reduce_axes(op, dim_attr: str = "dim", all_attr: str = "reduce_all", default=(0,)) -> list:
     """The axes to reduce; [] means every axis (reduce_all, or an empty list, as Paddle decides)."""
-    if bool(op.attr(all_attr, False)):
+    v = OpView(op)
+    if v.attr_bool(all_attr, False):
         return []
-    return int_list(op, dim_attr, list(default))
+    return v.attr_ints(dim_attr, list(default))
 
 
 def _axes_for(ctx: ConversionContext, x, axes: list) -> list:
@@ -34,56 +37,63 @@ def _reduce(ctx: ConversionContext, type: T, x, axes: list, keepdim: bool, out):
 
 
 def _out_dtype(op) -> Optional[Precision]:
-    code = int(op.attr("out_dtype", -1))
-    return None if code < 0 else precision_of_var_type(code)
+    v = OpView(op)
+    code = v.attr_int("out_dtype", -1)
+    return None if code < 0 else v.attr_precision("out_dtype", -1)
 
 
 def check_out_dtype(op, ctx) -> Optional[str]:
-    code = int(op.attr("out_dtype", -1))
-    if code >= 0 and precision_of_var_type(code) is None:
+    v = OpView(op)
+    code = v.attr_int("out_dtype", -1)
+    if code >= 0 and v.attr_precision("out_dtype", -1) is None:
         return f"out_dtype {code} is not a tensor element type NNAdapter has"
     return None
 
 
 def _finish(ctx: ConversionContext, op, reduced, precision: Optional[Precision]):
     """Bind `reduced` (a temp) to the output, with a CAST when `out_dtype` asks for another precision."""
+    v = OpView(op)
     if precision is None or precision == reduced.type.precision:
-        ctx.bind(out_name(op), reduced)
+        ctx.bind(v.output("Out"), reduced)
     else:
-        ctx.add(T.CAST, [reduced, ctx.const_i32(int(precision))], [ctx.output(out_name(op))])
+        cast_to(ctx, reduced, precision, ctx.output(v.output("Out")))
 
 
 def _reduce_to_output(ctx: ConversionContext, op, type: T, x, axes, keepdim):
+    v = OpView(op)
     precision = _out_dtype(op)
     if precision is None or precision == x.type.precision:
-        return _reduce(ctx, type, x, axes, keepdim, ctx.output(out_name(op)))
-    reduced = _reduce(ctx, type, x, axes, keepdim, ctx.temp(out_name(op), "reduced"))
+        return _reduce(ctx, type, x, axes, keepdim, ctx.output(v.output("Out")))
+    reduced = _reduce(ctx, type, x, axes, keepdim, ctx.temp(v.output("Out"), "reduced"))
     _finish(ctx, op, reduced, precision)
 
 
 @converter("reduce_mean", emits=[T.REDUCE_MEAN, T.CAST], check=check_out_dtype)
 def convert_reduce_mean(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    _reduce_to_output(ctx, op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    _reduce_to_output(ctx, op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False))
 
 
 @converter("reduce_max", emits=[T.REDUCE_MAX, T.CAST], check=check_out_dtype)
 def convert_reduce_max(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    _reduce_to_output(ctx, op, T.REDUCE_MAX, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    _reduce_to_output(ctx, op, T.REDUCE_MAX, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False))
 
 
 @converter("reduce_sum", emits=[T.REDUCE_SUM, T.CAST], check=check_out_dtype)
 def convert_reduce_sum(ctx: ConversionContext, op):
     """Paddle sums bool and int32 inputs into int64 unless `out_dtype` says otherwise; the input is cast
     first so the sum accumulates in the output's type, as Paddle's kernel does."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     precision = _out_dtype(op)
     if precision is None:
         precision = Precision.INT64 if x.type.precision in (Precision.BOOL8, Precision.INT32) else x.type.precision
     x = ctx.cast(x, precision, var, "sum_input")
-    _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(op)), bool(op.attr("keep_dim", False)),
+    _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False),
             ctx.output(var))
 
 
@@ -91,9 +101,9 @@ def _negate(ctx: ConversionContext, x, var: str, purpose: str):
     """An order-reversing bijection: -x for floats, the complement -1 - x for integers (no overflow)."""
     out = ctx.temp(var, purpose)
     if x.type.precision in (Precision.INT32, Precision.INT64):
-        ctx.add(T.SUB, [ctx.const_like(-1, x), x, fuse_none(ctx)], [out])
+        binary(ctx, T.SUB, ctx.const_like(-1, x), x, out)
     else:
-        ctx.add(T.MUL, [x, ctx.const_like(-1.0, x), fuse_none(ctx)], [out])
+        binary(ctx, T.MUL, x, ctx.const_like(-1.0, x), out)
     return out
 
 
@@ -113,11 +123,12 @@ def _drop_reduced(ctx: ConversionContext, kept, rank: int, axes: list, var: str,
 def convert_reduce_min(ctx: ConversionContext, op):
     """min(x) = -max(-x) (integers: -1 - max(-1 - x)). The reduction keeps its dims until the second
     negation, whose shape-[1] constant would otherwise turn a 0-D result into [1]."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     rank = ctx.rank(x)
     axes = _axes_for(ctx, x, reduce_axes(op))
-    keepdim = bool(op.attr("keep_dim", False))
+    keepdim = v.attr_bool("keep_dim", False)
     flipped = _negate(ctx, x, var, "negated")
     peak = _reduce(ctx, T.REDUCE_MAX, flipped, axes, True, ctx.temp(var, "max"))
     low = _negate(ctx, peak, var, "min_kept")
@@ -134,29 +145,31 @@ def _any(ctx: ConversionContext, x, axes, keepdim: bool, var: str, out):
         x = nonzero
     as_int = ctx.cast(x, Precision.INT32, var, "as_int")
     reduced = _reduce(ctx, T.REDUCE_MAX, as_int, _axes_for(ctx, x, axes), keepdim, ctx.temp(var, "max"))
-    ctx.add(T.CAST, [reduced, ctx.const_i32(int(Precision.BOOL8))], [out])
+    cast_to(ctx, reduced, Precision.BOOL8, out)
     return out
 
 
 @converter("reduce_any", emits=[T.NOT_EQUAL, T.CAST, T.REDUCE_MAX])
 def convert_reduce_any(ctx: ConversionContext, op):
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
-    _any(ctx, x, reduce_axes(op), bool(op.attr("keep_dim", False)), var, ctx.output(var))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    _any(ctx, x, reduce_axes(op), v.attr_bool("keep_dim", False), var, ctx.output(var))
 
 
 @converter("reduce_all", emits=[T.NOT_EQUAL, T.NOT, T.CAST, T.REDUCE_MAX])
 def convert_reduce_all(ctx: ConversionContext, op):
     """all(x) = not any(not x)."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
     if x.type.precision != Precision.BOOL8:
         nonzero = ctx.temp(var, "nonzero")
         ctx.add(T.NOT_EQUAL, [x, ctx.const_like(0, x)], [nonzero])
         x = nonzero
     inverted = ctx.temp(var, "not_x")
     ctx.add(T.NOT, [x], [inverted])
-    some_false = _any(ctx, inverted, reduce_axes(op), bool(op.attr("keep_dim", False)), var, ctx.temp(var, "any"))
+    some_false = _any(ctx, inverted, reduce_axes(op), v.attr_bool("keep_dim", False), var, ctx.temp(var, "any"))
     ctx.add(T.NOT, [some_false], [ctx.output(var)])
 
 
@@ -164,13 +177,13 @@ def convert_reduce_all(ctx: ConversionContext, op):
 def convert_logsumexp(ctx: ConversionContext, op):
     """max + log(sum(exp(x - max))) over `axis`; `reduce_all`, [] or a missing `axis` (Paddle's op
     default is []) = every axis."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
-    keepdim = bool(op.attr("keepdim", False))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    keepdim = v.attr_bool("keepdim", False)
     axes = _axes_for(ctx, x, reduce_axes(op, "axis", "reduce_all", default=()))
     peak = _reduce(ctx, T.REDUCE_MAX, x, axes, True, ctx.temp(var, "max"))
-    shifted = ctx.temp(var, "shifted")
-    ctx.add(T.SUB, [x, peak, fuse_none(ctx)], [shifted])
+    shifted = binary(ctx, T.SUB, x, peak, ctx.temp(var, "shifted"))
     exps = ctx.temp(var, "exp")
     ctx.add(T.EXP, [shifted], [exps])
     total = _reduce(ctx, T.REDUCE_SUM, exps, axes, keepdim, ctx.temp(var, "sum"))
@@ -178,7 +191,7 @@ def convert_logsumexp(ctx: ConversionContext, op):
     ctx.add(T.LOG, [total], [logs])
     if not keepdim:
         peak = _drop_reduced(ctx, peak, ctx.rank(x), axes, var, "max_squeezed")
-    ctx.add(T.ADD, [logs, peak, fuse_none(ctx)], [ctx.output(var)])
+    binary(ctx, T.ADD, logs, peak, ctx.output(var))
 
 
 # -- arg max/min, cumsum ------------------------------------------------------------------------------
@@ -186,25 +199,28 @@ def convert_logsumexp(ctx: ConversionContext, op):
 
 def _index_precision(op) -> Optional[Precision]:
     """arg_max/arg_min `dtype`: VarType 2 -> INT32, 3 (and the legacy default -1) -> INT64."""
-    code = int(op.attr("dtype", 3))
+    v = OpView(op)
+    code = v.attr_int("dtype", 3)
     return {2: Precision.INT32, 3: Precision.INT64, -1: Precision.INT64}.get(code)
 
 
 def check_arg(op, ctx) -> Optional[str]:
+    v = OpView(op)
     if _index_precision(op) is None:
-        return f"dtype {op.attr('dtype')} is neither int32 (2) nor int64 (3)"
+        return f"dtype {v.attr('dtype')} is neither int32 (2) nor int64 (3)"
     return None
 
 
 def _convert_arg(ctx: ConversionContext, op, type: T):
     """Index of the extreme along `axis` (default -1); `flatten` searches the flattened tensor
     (a 0-D result, or [1]*rank with `keepdims`)."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
-    keepdims = bool(op.attr("keepdims", False))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    keepdims = v.attr_bool("keepdims", False)
     dtype = ctx.const_i32(int(_index_precision(op)))
     out = ctx.output(var)
-    if bool(op.attr("flatten", False)):
+    if v.attr_bool("flatten", False):
         rank = ctx.rank(x)
         flat = ctx.temp(var, "flat")
         ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
@@ -215,7 +231,7 @@ def _convert_arg(ctx: ConversionContext, op, type: T):
         else:
             ctx.add(type, [flat, ctx.const_i32(0), ctx.const_bool(False), dtype], [out])
         return
-    ctx.add(type, [x, ctx.const_i32(int(op.attr("axis", -1))), ctx.const_bool(keepdims), dtype], [out])
+    ctx.add(type, [x, ctx.const_i32(v.attr_int("axis", -1)), ctx.const_bool(keepdims), dtype], [out])
 
 
 @converter("arg_max", emits=[T.ARG_MAX, T.RESHAPE], check=check_arg)
@@ -231,15 +247,16 @@ def convert_arg_min(ctx: ConversionContext, op):
 @converter("cumsum", emits=[T.CUM_SUM, T.RESHAPE])
 def convert_cumsum(ctx: ConversionContext, op):
     """Running sum along `axis` (default -1); `flatten` sums the flattened tensor (a 1-D result)."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
-    axis = int(op.attr("axis", -1))
-    if bool(op.attr("flatten", False)):
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    axis = v.attr_int("axis", -1)
+    if v.attr_bool("flatten", False):
         flat = ctx.temp(var, "flat")
         ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
         x, axis = flat, 0
-    ctx.add(T.CUM_SUM, [x, ctx.const_i32(axis), ctx.const_bool(bool(op.attr("exclusive", False))),
-                        ctx.const_bool(bool(op.attr("reverse", False)))], [ctx.output(var)])
+    ctx.add(T.CUM_SUM, [x, ctx.const_i32(axis), ctx.const_bool(v.attr_bool("exclusive", False)),
+                        ctx.const_bool(v.attr_bool("reverse", False))], [ctx.output(var)])
 
 
 # -- top-k and sorting ---------------------------------------------------------------------------------
@@ -247,36 +264,41 @@ def convert_cumsum(ctx: ConversionContext, op):
 
 def _k_operand(ctx: ConversionContext, op):
     """The `K` tensor when given (a run-time scalar is fine for TOP_K), else the `k` attr (default 1)."""
-    names = op.input("K")
+    v = OpView(op)
+    names = v.inputs("K")
     if names:
         return ctx.input(names[0])
-    return ctx.const_i32(int(op.attr("k", 1)))
+    return ctx.const_i32(v.attr_int("k", 1))
 
 
 def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: bool):
+    v = OpView(op)
     ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
                       ctx.const_i32(int(Precision.INT64))],
-            [ctx.output(out_name(op)), ctx.output(out_name(op, "Indices"))])
+            [ctx.output(v.output("Out")), ctx.output(v.output("Indices"))])
 
 
 @converter("top_k", emits=[T.TOP_K])
 def convert_top_k(ctx: ConversionContext, op):
     """The k largest along the last axis, sorted; indices INT64."""
-    _top_k(ctx, op, ctx.input(op.input("X")[0]), _k_operand(ctx, op), -1, True, True)
+    v = OpView(op)
+    _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), -1, True, True)
 
 
 @converter("top_k_v2", emits=[T.TOP_K])
 def convert_top_k_v2(ctx: ConversionContext, op):
-    _top_k(ctx, op, ctx.input(op.input("X")[0]), _k_operand(ctx, op), int(op.attr("axis", -1)),
-           bool(op.attr("largest", True)), bool(op.attr("sorted", True)))
+    v = OpView(op)
+    _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), v.attr_int("axis", -1),
+           v.attr_bool("largest", True), v.attr_bool("sorted", True))
 
 
 @converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE])
 def convert_argsort(ctx: ConversionContext, op):
     """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
-    x = ctx.input(op.input("X")[0])
-    var = out_name(op)
-    axis = int(op.attr("axis", -1))
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    axis = v.attr_int("axis", -1)
     dims = ctx.dims(x)
     size = dims[axis] if dims else 1
     if known_dim(size):
@@ -287,4 +309,4 @@ def convert_argsort(ctx: ConversionContext, op):
         k = ctx.temp(var, "k")
         stop = axis + 1 if axis != -1 else len(dims)
         ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i32([axis]), ctx.const_i32([stop]), None], [k])
-    _top_k(ctx, op, x, k, axis, bool(op.attr("descending", False)), True)
+    _top_k(ctx, op, x, k, axis, v.attr_bool("descending", False), True)

@@ -58,7 +58,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def run_predictor(model_path: str, device: str, cache_dir: str, image: np.ndarray):
     """One predictor: create, run once, and describe how its programs were obtained."""
     import nnadapter_bridge as nb
-    from nnadapter_bridge.cli.common import program_report
+    from nnadapter_bridge.cli.output import program_report
 
     config = nb.Config()
     config.set_model_file(model_path)  # its .pdiparams beside it is found by name
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-paddle", action="store_true", help="skip the comparison with Paddle Inference")
     args = parser.parse_args(argv)
 
-    from nnadapter_bridge.cli import common
+    from nnadapter_bridge.cli import output, paddle_reference
     from nnadapter_bridge.errors import BridgeError
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
             results.append(logits)
             print(f"\npredictor {number}: {stats.subgraphs} subgraph(s), {stats.host_ops} host op(s)")
             for p in programs:
-                where = f"{p['file']} ({common.human_bytes(p['bytes'])})" if p["file"] else "no .nnc file"
+                where = f"{p['file']} ({output.human_bytes(p['bytes'])})" if p["file"] else "no .nnc file"
                 print(f"  subgraph {p['subgraph']} ({p['ops']} ops): {p['source']}  token {p['token']}  {where}")
         probabilities = softmax(results[1][0].astype(np.float64))
         print("\ntop-5 classes (class id, probability):")
@@ -120,11 +120,11 @@ def main(argv=None) -> int:
         passed = same
         if args.no_paddle:
             print("Paddle Inference: skipped (--no-paddle)")
-        elif not common.paddle_available():
+        elif not paddle_reference.paddle_available():
             print("Paddle Inference: skipped (paddlepaddle is not installed)")
         else:
-            want = common.paddle_outputs(model_path, None, {"x": image})
-            result = common.compare(results[1], next(iter(want.values())))
+            want = paddle_reference.paddle_outputs(model_path, None, {"x": image})
+            result = paddle_reference.compare(results[1], next(iter(want.values())))
             verdict = "PASS" if result["passed"] else "FAIL"
             print(f"Paddle Inference: max abs error {result['max_abs_error']:.3g}, max error relative to "
                   f"max|want| {result['max_rel_error']:.3g}: {verdict} "

@@ -52,14 +52,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import nnadapter_bridge as nb
-    from nnadapter_bridge.cli import cmd_partition, common
+    from nnadapter_bridge.cli import cmd_partition, inputs, options, output, paddle_reference
     from nnadapter_bridge.errors import BridgeError
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
     try:
         zoo.ensure_model(MODEL, model_dir)
         if not os.path.isfile(args.partition_config):
-            raise common.CliError(f"--partition-config {args.partition_config}: no such file")
+            raise options.CliError(f"--partition-config {args.partition_config}: no such file")
         config = nb.Config()
         config.set_model_dir(model_dir)
         config.set_nnadapter_device_names([args.device])
@@ -71,10 +71,10 @@ def main(argv=None) -> int:
 
         predictor = nb.create_predictor(config)
         feeds = {"image": synthetic_image(args.seed), "im_shape": np.array([[SIZE, SIZE]], dtype=np.int32)}
-        common.feed(predictor, feeds)
+        inputs.feed(predictor, feeds)
         predictor.run()
-        outputs = common.outputs_of(predictor)
-        programs = common.program_report(predictor)
+        outputs = inputs.outputs_of(predictor)
+        programs = output.program_report(predictor)
         predictor.close()
     except BridgeError as exc:
         print(f"detect: error: {exc}", file=sys.stderr)
@@ -88,21 +88,21 @@ def main(argv=None) -> int:
     print(f"\n{int(count.sum())} detection(s) (class, score, box x1 y1 x2 y2), best first:")
     table = [[int(r[0]), f"{r[1]:.4f}"] + [f"{v:.1f}" for v in r[2:]] for r in rows[np.argsort(-rows[:, 1])][:10]]
     if table:
-        print(common.format_table(["class", "score", "x1", "y1", "x2", "y2"], table, right_align={0, 1, 2, 3, 4, 5}))
+        print(output.format_table(["class", "score", "x1", "y1", "x2", "y2"], table, right_align={0, 1, 2, 3, 4, 5}))
     if len(rows) > 10:
         print(f"... and {len(rows) - 10} more")
 
     if args.no_paddle:
         print("\nPaddle Inference: skipped (--no-paddle)")
         return 0
-    if not common.paddle_available():
+    if not paddle_reference.paddle_available():
         print("\nPaddle Inference: skipped (paddlepaddle is not installed)")
         return 0
-    want = common.paddle_outputs(model_dir, None, feeds)
+    want = paddle_reference.paddle_outputs(model_dir, None, feeds)
     passed = True
     print()
     for name, got in outputs.items():
-        result = common.compare(got, want[name])
+        result = paddle_reference.compare(got, want[name])
         passed = passed and result["passed"]
         detail = result.get("note") or (f"max abs error {result['max_abs_error']:.3g}, max error relative to "
                                         f"max|want| {result['max_rel_error']:.3g}")

@@ -20,6 +20,31 @@ from nnadapter_bridge.errors import (  # noqa: F401
 
 __version__ = "0.1.0"
 
-from nnadapter_bridge.config import Config, check_nnadapter_device_name  # noqa: E402,F401
-from nnadapter_bridge.predictor import Predictor, create_predictor  # noqa: E402,F401
-from nnadapter_bridge.tensor import Tensor  # noqa: E402,F401
+# The predictor API is imported on first use, so that importing a lower layer (a converter, the loader, the
+# standard) does not load the predictor, the engine and the runtime with it.
+_LAZY = {
+    "Config": "nnadapter_bridge.config",
+    "check_nnadapter_device_name": "nnadapter_bridge.config",
+    "Predictor": "nnadapter_bridge.predictor",
+    "create_predictor": "nnadapter_bridge.predictor",
+    "Tensor": "nnadapter_bridge.tensor",
+}
+
+__all__ = ["BridgeError", "ConfigError", "ConversionError", "InputError", "DeviceNotFoundError",
+           "InvalidDimensionsError", "ModelFormatError", "NNAdapterError", "OperationError", "PropertiesError",
+           "UnsupportedOpError", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nnadapter_bridge' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

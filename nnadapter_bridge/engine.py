@@ -17,156 +17,23 @@ Dynamic shapes (Config.set_nnadapter_dynamic_shape_info, facts §5.2): an input 
 model's input operand type, NNADAPTER_UNKNOWN on every axis where the current shape differs from one of
 the given shapes, and those shapes as its dynamic dims; one program then serves all of them.
 
-Cache token (32 lowercase hex chars):
-
-  Paddle Lite's string L (facts §1), concatenated without separators:
-      every device name, in context order; then for every subgraph input, sorted by name (bytewise):
-      the name, then either every dim of its current shape as a decimal integer, or, when the input
-      has dynamic shape info, every value of every dynamic shape (outer order, then inner).
-  plain token    = md5(L)                                   [paddle_lite_cache_token()]
-  extended token = md5(L + "\\n" + E), where E is the UTF-8 text of these lines joined by "\\n":
-      "nnadapter-bridge-cache-v<CACHE_FORMAT_VERSION>"
-      "dtypes:" + ",".join(name + "=" + numpy dtype name) over the sorted inputs
-      "subgraph:" + the subgraph fingerprint (64 hex, below)
-      "properties:" + the context properties string, verbatim
-      "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
-          shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
-      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device, and every
-          environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
-  fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
-      "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
-      "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
-      (sorted by name, Paddle's bookkeeping attributes such as op_callstack left out); then the lines
-      "inputs <sorted names>" and "outputs <sorted names>"; then for every weight, sorted by name, the
-      line "weight <name> <dtype> <shape>" followed by its raw bytes (C order). Every line ends in "\\n".
-      Weights are hashed once per engine, not per run.
-
-The extension makes a stale hit impossible where Paddle Lite's token collides: another subgraph with the
-same input names and shapes, changed weights, other context properties, another input dtype. The plain
-token is used instead when Config.set_paddle_lite_cache_token(True) is set (to find .nnc files Paddle
-Lite wrote).
+The cache token names a program; its recipe (and the subgraph fingerprint inside it) is owned by
+nnadapter_bridge.cache_key.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
 import warnings
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from nnadapter_bridge import cache_key
 from nnadapter_bridge.errors import ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import CacheMissError, Compilation, Context, Execution, HostBuffer
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.support import semantic_attrs
-
-CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
-_EMPTY_VAR_NAME = "@EMPTY@"
-
-
-_CODE_DIGEST: Optional[str] = None
-
-
-def code_digest() -> str:
-    """md5 (16 hex) of the source of the packages whose behaviour a cached program or verdict depends on:
-    converters, the NNAdapter standard and the in-tree drivers. Computed once per process (~1 MB read)."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        import importlib.util
-
-        digest = hashlib.md5()
-        for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
-            # Located, not imported: a warm start that restores everything never imports the converters.
-            spec = importlib.util.find_spec(package)
-            roots = list(spec.submodule_search_locations or []) if spec is not None else []
-            for root in roots:
-                for directory, subdirs, files in os.walk(root):
-                    subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-                    for name in sorted(f for f in files if f.endswith(".py")):
-                        path = os.path.join(directory, name)
-                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode("utf-8") + b"\0")
-                        with open(path, "rb") as f:
-                            digest.update(f.read())
-        _CODE_DIGEST = digest.hexdigest()[:16]
-    return _CODE_DIGEST
-
-
-# -- tokens ------------------------------------------------------------------------------------------
-def _lite_token_string(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                       dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
-    dynamic_shape_info = dynamic_shape_info or {}
-    parts = list(device_names)
-    for name in sorted(input_dims, key=lambda n: n.encode("utf-8")):
-        parts.append(name)
-        shapes = dynamic_shape_info.get(name)
-        if shapes:
-            parts.extend(str(int(d)) for shape in shapes for d in shape)
-        else:
-            parts.extend(str(int(d)) for d in input_dims[name])
-    return "".join(parts)
-
-
-def paddle_lite_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                            dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
-    """Paddle Lite's own token (facts §1): md5 of device names + sorted inputs with dims or dynamic shapes."""
-    return hashlib.md5(_lite_token_string(device_names, input_dims, dynamic_shape_info).encode("utf-8")).hexdigest()
-
-
-def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                         dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]],
-                         input_dtypes: Mapping[str, np.dtype], fingerprint: str, context_properties: str,
-                         input_types: Optional[Mapping[str, OperandType]] = None,
-                         versions: str = "") -> str:
-    """The token the engine uses (see the module docstring for the exact recipe)."""
-    names = sorted(input_dims, key=lambda n: n.encode("utf-8"))
-    lines = [
-        f"nnadapter-bridge-cache-v{CACHE_FORMAT_VERSION}",
-        "dtypes:" + ",".join(f"{name}={np.dtype(input_dtypes[name]).name}" for name in names),
-        "subgraph:" + fingerprint,
-        "properties:" + (context_properties or ""),
-    ]
-    if input_types is not None:
-        # Paddle Lite's string runs dims together ("x" + 1,23 == "x" + 12,3): the compiled input types,
-        # separated, make such shapes (and dynamic-shape programs built from different current shapes) distinct.
-        lines.append("inputs:" + ";".join(
-            f"{name}=" + ",".join(str(int(d)) for d in input_types[name].dims)
-            + "".join("|" + ",".join(str(int(d)) for d in shape) for shape in input_types[name].dynamic_dims)
-            for name in names))
-    if versions:
-        lines.append("versions:" + versions)
-    text = _lite_token_string(device_names, input_dims, dynamic_shape_info) + "\n" + "\n".join(lines)
-    return hashlib.md5(text.encode("utf-8")).hexdigest()
-
-
-def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names: Sequence[str],
-                         weight_names: Sequence[str], params: Mapping[str, np.ndarray]) -> str:
-    """sha256 (hex) of the subgraph's ops, attributes, var names and weight bytes (module docstring).
-
-    sha256 rather than md5 here: it hashes the weights (all of a model's bytes) about twice as fast where the
-    CPU has SHA instructions, and this runs at every predictor start."""
-    digest = hashlib.sha256()
-
-    def line(text: str) -> None:
-        digest.update(text.encode("utf-8") + b"\n")
-
-    for op in ops:
-        line(f"op {op.type}")
-        for slot in sorted(op.inputs):
-            line(f"in {slot}={','.join(op.inputs[slot])}")
-        for slot in sorted(op.outputs):
-            line(f"out {slot}={','.join(op.outputs[slot])}")
-        for name, value in semantic_attrs(op):
-            line(f"attr {name}={value!r}")
-    line("inputs " + ",".join(sorted(input_names)))
-    line("outputs " + ",".join(sorted(output_names)))
-    for name in sorted(weight_names):
-        array = np.ascontiguousarray(params[name])
-        line(f"weight {name} {array.dtype.name} {list(array.shape)}")
-        digest.update(memoryview(array.reshape(-1)).cast("B"))
-    return digest.hexdigest()
 
 
 # -- cache buffers -----------------------------------------------------------------------------------
@@ -251,24 +118,9 @@ class SubgraphEngine:
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = subgraph_fingerprint(self.subgraph.ops, self.input_names, self.output_names,
+            self._fingerprint = cache_key.subgraph_fingerprint(self.subgraph.ops, self.input_names, self.output_names,
                                                      self.subgraph.weight_names, self.graph.params)
         return self._fingerprint
-
-    @property
-    def versions(self) -> str:
-        """nnadapter-bridge's version, a digest of its converter/standard/driver code, and every device
-        driver's name and version: a change to what a converter or driver produces (a release, or an edit in
-        a development install) must not hit a cache or support verdict the old code wrote."""
-        from nnadapter_bridge import __version__
-
-        versions = [f"nnadapter-bridge={__version__}", f"code={code_digest()}"] + \
-            [f"{d.name}={d.version}" for d in self.context.devices]
-        # Drivers fall back to environment variables named after them (e.g. INTEL_OPENVINO_INFERENCE_NUM_THREADS)
-        # for keys the properties string leaves out: those values shape the program too.
-        prefixes = tuple(d.name.upper() + "_" for d in self.context.devices)
-        environment = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(prefixes))
-        return ",".join(versions + environment)
 
     def describe(self) -> str:
         return f"subgraph {self.index} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"
@@ -278,10 +130,11 @@ class SubgraphEngine:
         dims = {name: tuple(a.shape) for name, a in zip(self.input_names, arrays)}
         devices = self.context.device_names
         if self.paddle_lite_token:
-            return paddle_lite_cache_token(devices, dims, self.dynamic_shape_info)
+            return cache_key.paddle_lite_cache_token(devices, dims, self.dynamic_shape_info)
         dtypes = {name: a.dtype for name, a in zip(self.input_names, arrays)}
-        return extended_cache_token(devices, dims, self.dynamic_shape_info, dtypes, self.fingerprint,
-                                    self.context_properties, self.input_types_for(arrays), self.versions)
+        return cache_key.extended_cache_token(devices, dims, self.dynamic_shape_info, dtypes, self.fingerprint,
+                                              self.context_properties, self.input_types_for(arrays),
+                                              cache_key.versions(self.context))
 
     def input_types_for(self, arrays: Sequence[np.ndarray]) -> dict:
         """The model input operand types for these arrays (dynamic shape info applied, facts §5.2)."""

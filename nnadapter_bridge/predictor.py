@@ -2,10 +2,11 @@
 
 create_predictor(config):
   1. loads the model (loader.load_model) and acquires the configured devices into one Context;
-  2. partitions block 0: an op goes to a device when support.SupportDecider says so and the partition
-     config does not force it to the host; partition.detect_subgraphs clusters those ops (GLOG_v >= 5
-     prints Paddle Lite's debug dump). With a model cache dir the support verdicts are read from and
-     saved to it (support.VerdictStore), so a warm start converts nothing to decide support;
+  2. partitions block 0 (partition_plan.plan_partition): an op goes to a device when
+     support_decisions.SupportDecider says so and the partition config does not force it to the host;
+     partition.detect_subgraphs clusters those ops (GLOG_v >= 5 prints Paddle Lite's debug dump). With a
+     model cache dir the support verdicts are read from and saved to it (support_decisions.VerdictStore),
+     so a warm start converts nothing to decide support;
   3. checks, before anything runs, that every remaining op can run on the host executor; one
      UnsupportedOpError lists every op type nothing can run. In strict mode every op left off the devices
      (other than feed/fetch and ops the partition config forced there) is such an error, with reasons.
@@ -16,8 +17,6 @@ outputs. New input shapes simply run again: the engines build or reuse programs 
 from __future__ import annotations
 
 import dataclasses
-import os
-from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -28,7 +27,6 @@ from nnadapter_bridge.errors import BridgeError, ConfigError, DeviceNotFoundErro
 from nnadapter_bridge.progress import Progress
 from nnadapter_bridge.tensor import Tensor
 
-BOUNDARY_OP_TYPES = frozenset({"feed", "fetch"})  # handled by the predictor itself
 _ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/host/kernels/) for them, or choose "
            "devices that support them.")
 
@@ -63,12 +61,6 @@ def _acquire_devices(names: list):
     return devices
 
 
-def _engine_versions(context) -> str:
-    """The versions string the engines put into their tokens (SubgraphEngine.versions, which reads only the
-    context): support verdicts are reused only under the same versions as cached programs."""
-    return SubgraphEngine.versions.fget(SimpleNamespace(context=context))
-
-
 def _make_host_executor(graph, device_names):
     try:
         from nnadapter_bridge.host import HostExecutor
@@ -83,8 +75,8 @@ class Predictor:
     def __init__(self, config: Config):
         from nnadapter_bridge.loader import load_model
         from nnadapter_bridge.nnadapter.runtime import Context
-        from nnadapter_bridge.support import SupportDecider, VerdictStore
-        from partition import detect_subgraphs, print_dump_if_verbose, resolve_partition_config
+        from nnadapter_bridge.partition_plan import plan_partition
+        from partition import print_dump_if_verbose
 
         if not isinstance(config, Config):
             raise ConfigError(f"create_predictor: expected a nnadapter_bridge.Config, got {type(config).__name__}")
@@ -96,22 +88,13 @@ class Predictor:
         try:
             self._check_dynamic_shape_info()
 
-            cache_dir = config.nnadapter_model_cache_dir()
-            store = (VerdictStore.open(cache_dir, self.device_names, config.nnadapter_context_properties(),
-                                       _engine_versions(self.context)) if cache_dir else None)
-            self.support = SupportDecider(self.graph, self.context, store=store)
-            partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
-                                                        config.nnadapter_subgraph_partition_config_path() or None,
-                                                        os.environ)
-            ops = self.graph.ops()
-            forced = partition_config.match(ops) if partition_config is not None else set()
-            self.partition = detect_subgraphs(self.graph, self.support.is_supported, forced, config.min_subgraph_size)
-            if store is not None:
-                store.save()
+            plan = plan_partition(config, self.graph, self.context)
+            self.support = plan.support
+            self.partition = plan.result
             print_dump_if_verbose(self.graph, self.partition)
             self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
 
-            self.host_ops = [op for op in self.partition.host_ops if op.type not in BOUNDARY_OP_TYPES]
+            self.host_ops = plan.host_ops
             self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
             self._check_everything_runs()
 
@@ -249,7 +232,7 @@ class Predictor:
         self._progress.update(engine.index + 1, engine.subgraph.ops)
 
     def run(self) -> None:
-        from partition import Subgraph
+        from partition import HOST_ONLY_OP_TYPES, Subgraph
 
         scope = dict(self.graph.params)  # references only: params stay memory-mapped
         for tensor in self._inputs:
@@ -259,7 +242,7 @@ class Predictor:
             for step in self._steps:
                 if isinstance(step, Subgraph):
                     self.engines[step.index].run(scope)
-                elif step.type in BOUNDARY_OP_TYPES:
+                elif step.type in HOST_ONLY_OP_TYPES:
                     continue
                 else:
                     self.host.run(step, scope)

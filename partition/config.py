@@ -27,12 +27,11 @@ import warnings
 from typing import Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 
 ENV_CONFIG_FILE = "SUBGRAPH_PARTITION_CONFIG_FILE"
 ENV_CONFIG_BUFFER = "SUBGRAPH_PARTITION_CONFIG_BUFFER"
 
-# Paddle writes this name into a slot to mean "no variable"; it is never a real input or output.
-_EMPTY_VAR_NAME = "@EMPTY@"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -47,12 +46,12 @@ def op_key(op) -> tuple:
 
 def op_input_names(op) -> list[str]:
     """The op's input var names, each once, in slot order, without Paddle's empty-slot marker."""
-    return [n for n in dict.fromkeys(op.input_names()) if n != _EMPTY_VAR_NAME]
+    return [n for n in dict.fromkeys(op.input_names()) if n != EMPTY_VAR_NAME]
 
 
 def op_output_names(op) -> list[str]:
     """The op's output var names, each once, in slot order, without Paddle's empty-slot marker."""
-    return [n for n in dict.fromkeys(op.output_names()) if n != _EMPTY_VAR_NAME]
+    return [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
 
 
 @dataclasses.dataclass(frozen=True)

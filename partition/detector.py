@@ -4,11 +4,9 @@ Input: a program (anything with `ops()`, `var()`, `params`, `outputs`), a suppor
 builds it from converters and device validation; nothing here knows about devices), the op keys a
 partition config forces to the host, and a minimum subgraph size.
 
-Clustering is Paddle Lite's: mark the supported ops and their output vars, then walk the nodes in
-topological order and contract each marked node with its marked out-neighbours, union-find style, unless
-a reverse DFS from the neighbour's other in-neighbours reaches the node (another path between them runs
-outside, so merging would create a cycle). The result is acyclic between clusters, and every path
-between two ops of one cluster stays inside it.
+Clustering is Paddle Lite's: mark the supported ops and their output vars, then contract the marked
+nodes of the dependency graph (nnadapter_bridge.nnadapter.contraction, facts §4.3). The result is acyclic
+between clusters, and every path between two ops of one cluster stays inside it.
 
 The dependency graph is built here from `ops()` in program order with versioned vars, so ops that write a
 var in place (batch_norm's MeanOut, assign) cannot make a cycle. It also carries ordering edges for
@@ -21,11 +19,12 @@ program order; boundary var names are sorted.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Collection, Iterable
+from typing import Callable, Collection
 
 import networkx as nx
 
 from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.nnadapter.contraction import contract
 from partition.config import op_input_names, op_key, op_output_names
 
 # Paddle's graph-boundary ops: they have no converter and must stay on the host.
@@ -85,7 +84,6 @@ class _DependencyGraph:
     def __init__(self, ops: list):
         self.order: list[tuple] = []  # every node, topologically sorted
         self.succ: dict[tuple, dict] = {}  # node -> {out-neighbour: None}, an ordered set
-        self.pred: dict[tuple, dict] = {}
         self.producer: dict[tuple, tuple] = {}  # var node -> op key
         self.readers: dict[tuple, list] = {}  # var node -> op keys, program order
         self.inputs_of: dict[tuple, list] = {}  # op key -> var nodes read
@@ -97,11 +95,9 @@ class _DependencyGraph:
     def _add_node(self, node) -> None:
         self.order.append(node)
         self.succ[node] = {}
-        self.pred[node] = {}
 
     def _add_edge(self, a, b) -> None:
         self.succ[a][b] = None
-        self.pred[b][a] = None
 
     def _add_op(self, op) -> None:
         key = op_key(op)
@@ -137,63 +133,6 @@ class _DependencyGraph:
             writes.append(node)
         self.inputs_of[key] = reads
         self.outputs_of[key] = writes
-
-
-def _reaches_backwards(starts: Iterable, target, pred: dict) -> bool:
-    """Whether `target` is an ancestor of (or one of) `starts`, following in-links."""
-    seen = set()
-    stack = list(starts)
-    while stack:
-        node = stack.pop()
-        if node == target:
-            return True
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.extend(pred[node])
-    return False
-
-
-def _contract(graph: _DependencyGraph, marked: set) -> dict:
-    """Union-find contraction of the marked nodes (facts §4.3); returns node -> union-find parent."""
-    succ = {n: dict(s) for n, s in graph.succ.items()}
-    pred = {n: dict(p) for n, p in graph.pred.items()}
-    parent = {n: n for n in graph.order}
-
-    def find(node):
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    for src in graph.order:
-        if src not in marked:
-            continue
-        while True:
-            to_merge = []
-            for dst in succ[src]:
-                if dst not in marked:
-                    continue
-                others = [n for n in pred[dst] if n != src]
-                if not _reaches_backwards(others, src, pred):
-                    to_merge.append(dst)
-            if not to_merge:
-                break
-            for dst in to_merge:
-                parent[find(dst)] = find(src)
-                del succ[src][dst]
-                del pred[dst][src]
-                for n in pred[dst]:
-                    pred[src][n] = None
-                    del succ[n][dst]
-                    succ[n][src] = None
-                for n in succ[dst]:
-                    succ[src][n] = None
-                    del pred[n][dst]
-                    pred[n][src] = None
-                pred[dst].clear()
-                succ[dst].clear()
-    return {n: find(n) for n in graph.order}
 
 
 def _is_weight(program, name: str) -> bool:
@@ -277,7 +216,7 @@ def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_
             continue
         marked.add(key)
         marked.update(graph.outputs_of[key])  # so op -> var -> op chains can contract
-    root_of = _contract(graph, marked)
+    root_of = contract(graph.order, graph.succ, lambda node: True if node in marked else None)
 
     clusters: dict[tuple, list] = {}
     for op in ops:

@@ -118,7 +118,7 @@ def opdesc_program(tmp_path, op_type: str, *, inputs: dict, outputs: dict, attrs
 def convert_and_run(model_path: str, feeds: dict, params_path: Optional[str] = None):
     """Load, convert all of block 0 into one NNAdapter model, run it; ({var: array}, ConversionResult)."""
     from converters.context import convert_subgraph
-    from hal.builtin_device.interpreter import run_model
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader import load_model
 
     graph = load_model(model_path, params_path)

@@ -101,8 +101,8 @@ def check_inferred(model: Model, results: Sequence[np.ndarray]) -> None:
 def run_op(op_type: OperationType, inputs: Sequence, n_outputs: int = 1,
            output_types: Optional[Sequence[Optional[OperandType]]] = None,
            null_outputs: Sequence[int] = (), check_shapes: bool = True) -> list:
-    """Build, infer, run on builtin_device's interpreter; returns the output arrays."""
-    from hal.builtin_device.interpreter import run_model
+    """Build, infer, run through the standard's reference (what builtin_device runs); returns the outputs."""
+    from nnadapter_bridge.nnadapter.reference import run_model
 
     model, feeds = build_op(op_type, inputs, n_outputs, output_types, null_outputs)
     results = run_model(model, feeds)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, OperationType as T, Precision
-from hal.builtin_device.interpreter import run_model
+from nnadapter_bridge.nnadapter.reference import run_model
 from hal.builtin_device.optimize import fuse_operations
 from tolerances import assert_op_close
 

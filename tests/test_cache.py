@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.engine import paddle_lite_cache_token
+from nnadapter_bridge.cache_key import paddle_lite_cache_token
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from predictor_programs import add_relu_scale_model, reference_add_relu_scale
 

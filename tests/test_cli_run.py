@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from nnadapter_bridge.cli import common, main
+from nnadapter_bridge.cli import main, paddle_reference
 from tolerances import assert_model_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,8 +71,8 @@ def test_a_wrong_reference_fails_with_exit_1(yolo, im_shape, capsys, monkeypatch
     perturbed = rows.copy()
     perturbed[0, 1] *= 1.001  # one score off by 0.1%: beyond 1e-4*|want| + 1e-5*max|want|
     fake = {NMS_ROWS: perturbed, NMS_COUNT: count + 1}
-    monkeypatch.setattr(common, "paddle_outputs", lambda model, params, feeds: fake)
-    monkeypatch.setattr(common, "paddle_available", lambda: True)
+    monkeypatch.setattr(paddle_reference, "paddle_outputs", lambda model, params, feeds: fake)
+    monkeypatch.setattr(paddle_reference, "paddle_available", lambda: True)
     data = run_json(capsys, yolo, "--input", f"im_shape={im_shape}", "--compare-paddle", status=1)
     assert data["passed"] is False
     assert not data["compare_paddle"][NMS_ROWS]["passed"] and not data["compare_paddle"][NMS_COUNT]["passed"]
@@ -81,7 +81,7 @@ def test_a_wrong_reference_fails_with_exit_1(yolo, im_shape, capsys, monkeypatch
 
 
 def test_without_paddle_compare_is_a_clear_error(yolo, capsys, monkeypatch):
-    monkeypatch.setattr(common, "paddle_available", lambda: False)
+    monkeypatch.setattr(paddle_reference, "paddle_available", lambda: False)
     assert main(["run", yolo, "--compare-paddle"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "paddlepaddle is not installed" in err

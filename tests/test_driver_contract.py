@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from hal.builtin_device.interpreter import run_model
+from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, DeviceManager, Execution
 from op_harness import build_op

@@ -9,7 +9,7 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.engine import code_digest
+from nnadapter_bridge.cache_key import code_digest
 from nnadapter_bridge.errors import InvalidDimensionsError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
@@ -41,7 +41,7 @@ def model(tmp_path):
 
 
 def test_token_follows_the_documented_recipe(model, tmp_path):
-    """Recomputes the engine's token by hand from the recipe in engine's docstring (the README copy)."""
+    """Recomputes the engine's token by hand from the recipe in cache_key's docstring (the README copy)."""
     predictor = make_predictor(model, tmp_path / "cache")
     feed_and_check(predictor, 2)
     weight = np.linspace(-1.0, 1.0, 4).astype(np.float32)
@@ -157,11 +157,11 @@ def test_several_devices_share_one_context_and_the_runtime_splits_the_model(mode
 
 
 def test_weights_are_hashed_once_per_engine_not_per_run(model, monkeypatch):
-    import nnadapter_bridge.engine as engine_module
+    import nnadapter_bridge.cache_key as cache_key_module
 
     calls = []
-    original = engine_module.subgraph_fingerprint
-    monkeypatch.setattr(engine_module, "subgraph_fingerprint", lambda *a: calls.append(a) or original(*a))
+    original = cache_key_module.subgraph_fingerprint
+    monkeypatch.setattr(cache_key_module, "subgraph_fingerprint", lambda *a: calls.append(a) or original(*a))
     predictor = make_predictor(model)
     for batch in (1, 2, 3):
         feed_and_check(predictor, batch)

@@ -11,9 +11,10 @@ import numpy as np
 import onnx
 import pytest
 
-from hal.builtin_device.interpreter import run_model
+from nnadapter_bridge.nnadapter.reference import run_model
 from hal.microsoft_onnxruntime import DRIVER
-from hal.microsoft_onnxruntime.converter import OPSET, convert_model
+from hal.microsoft_onnxruntime.graph import OPSET, convert_model
+from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.microsoft_onnxruntime.driver import (
     EXECUTION_PROVIDERS_KEY,
     GRAPH_OPTIMIZATION_LEVEL_KEY,
@@ -156,7 +157,7 @@ def test_short_and_full_provider_names(device):
 def test_symbolic_dims_accept_any_batch(device):
     context = DRIVER.create_context(device, "")
     model = _dynamic_model()
-    graph_input = convert_model(model).graph.input[0]
+    graph_input = convert_model(model, OPERATIONS).graph.input[0]
     dims = graph_input.type.tensor_type.shape.dim
     assert dims[0].dim_param and dims[1].dim_value == 3
     program = DRIVER.create_program(context, model, Cache())
@@ -239,7 +240,7 @@ def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device
     assert any(o.version == OPSET for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     import hal.microsoft_onnxruntime.driver as driver_module
 
-    def no_conversion(_model):
+    def no_conversion(*_args):
         raise AssertionError("a restore must not convert")
 
     monkeypatch.setattr(driver_module, "convert_model", no_conversion)
@@ -401,10 +402,10 @@ def test_window_over_the_whole_plane_is_a_global_pool(op_type, onnx_op):
     tail = [False, False, int(FuseCode.FUSED_RELU)] if op_type == T.AVERAGE_POOL_2D else \
         [False, False, int(Precision.INT32), int(FuseCode.FUSED_RELU)]
     model, feeds = build_op(op_type, [x, 0, Const([0, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
-    ops = [n.op_type for n in convert_model(model).graph.node]
+    ops = [n.op_type for n in convert_model(model, OPERATIONS).graph.node]
     assert onnx_op in ops and "AveragePool" not in ops and "MaxPool" not in ops
     (want,) = run_model(model, feeds)
     assert_op_close(_run_on_onnxruntime(model, feeds)[0], want, what=onnx_op)
     # A padded window over the plane stays a plain pool.
     padded, _ = build_op(op_type, [x, 0, Const([1, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
-    assert onnx_op not in [n.op_type for n in convert_model(padded).graph.node]
+    assert onnx_op not in [n.op_type for n in convert_model(padded, OPERATIONS).graph.node]

@@ -29,9 +29,10 @@ from nnadapter_bridge.nnadapter.codes import (  # noqa: E402
 )
 from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
 from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
-from hal.builtin_device.interpreter import run_model  # noqa: E402
+from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
 from hal.intel_openvino import DRIVER  # noqa: E402
 from hal.intel_openvino.graph import operation_supported  # noqa: E402
+from hal.intel_openvino.operations import OPERATIONS  # noqa: E402
 from op_harness import Const, Quant, build_op  # noqa: E402
 from tolerances import assert_op_close  # noqa: E402
 
@@ -88,7 +89,7 @@ def check(context, op_type, inputs, n_outputs=1, *, atol=None, rtol=None, null_o
 
 def rejected(op_type, inputs, n_outputs=1):
     model, _ = build_op(op_type, inputs, n_outputs)
-    return not operation_supported(model.operations[0])
+    return not operation_supported(model.operations[0], OPERATIONS)
 
 
 # -- elementwise -----------------------------------------------------------------------------------------------
@@ -509,7 +510,7 @@ def test_prior_box_with_unknown_spatial_dims_is_rejected():
     model.add_operation(T.PRIOR_BOX, [x, image] + attrs, [boxes, variances])
     model.identify_inputs_and_outputs([x, image], [boxes, variances])
     model.finish()
-    assert operation_supported(model.operations[0]) is False
+    assert operation_supported(model.operations[0], OPERATIONS) is False
 
 
 @pytest.mark.parametrize("iou_aware", [False, True])
@@ -554,7 +555,7 @@ def test_run_time_attribute_is_answered_false():
     model.add_operation(T.REDUCE_SUM, [x, axes, model.add_constant(np.array([True]))], [out])
     model.identify_inputs_and_outputs([x, axes], [out])
     model.finish()
-    assert operation_supported(model.operations[0]) is False
+    assert operation_supported(model.operations[0], OPERATIONS) is False
 
 
 # -- properties -----------------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from nnadapter_bridge.nnadapter.runtime import (
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 from hal.builtin_device import DRIVER as BUILTIN
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from hal.builtin_device.interpreter import run_model
+from nnadapter_bridge.nnadapter.reference import run_model
 from hal.protocol import Argument, Cache
 
 TOKEN = "5f0c2a5e4b6d8c1e9a7b3d2f1e0c4b6a"

@@ -32,7 +32,7 @@ from nnadapter_bridge.nnadapter.nnc import (
 )
 from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.support import VerdictStore, signature_text
+from nnadapter_bridge.support_decisions import VerdictStore, signature_text
 from predictor_programs import add_relu_scale_model
 
 X = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)

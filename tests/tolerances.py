@@ -1,21 +1,9 @@
-"""The tolerances of DESIGN.md, as assertion helpers used by every test."""
+"""Assertion helpers over the tolerances of DESIGN.md (nnadapter_bridge.tolerances), used by every test."""
 from __future__ import annotations
 
 import numpy as np
 
-# One operation (NNAPI CTS): |got - want| <= atol + rtol * |want| on inputs of magnitude ~1.
-OP_ATOL = 1e-5
-OP_RTOL = 5 * 2.0 ** -23
-
-
-def _out_of_bound(got64: np.ndarray, want64: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Elements that fail: finite expectations by |got - want| > bound (a NaN result fails), and
-    non-finite expectations unless matched exactly (the same infinity, or NaN for NaN)."""
-    finite = np.isfinite(want64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        within = np.abs(got64 - want64) <= bound
-    exact = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
-    return np.where(finite, ~within, ~exact)
+from nnadapter_bridge.tolerances import OP_ATOL, OP_RTOL, model_bound, model_scale, op_bound, out_of_bound
 
 
 def assert_op_close(got, want, *, atol: float = OP_ATOL, rtol: float = OP_RTOL, what: str = "") -> None:
@@ -30,8 +18,8 @@ def assert_op_close(got, want, *, atol: float = OP_ATOL, rtol: float = OP_RTOL, 
         return
     got64 = got.astype(np.float64)
     want64 = want.astype(np.float64)
-    bound = atol + rtol * np.abs(np.where(np.isfinite(want64), want64, 0.0))
-    bad = _out_of_bound(got64, want64, bound)
+    bound = op_bound(want64, atol, rtol)
+    bad = out_of_bound(got64, want64, bound)
     if bad.any():
         with np.errstate(invalid="ignore"):
             excess = np.where(bad, np.nan_to_num(np.abs(got64 - want64) - bound, nan=np.inf, posinf=np.inf), -np.inf)
@@ -50,10 +38,8 @@ def assert_model_close(got, want, *, what: str = "") -> None:
         return
     got64 = got.astype(np.float64)
     want64 = want.astype(np.float64)
-    finite = np.isfinite(want64)
-    scale = float(np.max(np.abs(want64[finite]))) if finite.any() else 0.0
-    bound = 1e-4 * np.abs(np.where(finite, want64, 0.0)) + 1e-5 * scale
-    bad = _out_of_bound(got64, want64, bound)
+    scale = model_scale(want64)
+    bad = out_of_bound(got64, want64, model_bound(want64, scale))
     if bad.any():
         with np.errstate(invalid="ignore"):
             err = np.where(bad, np.nan_to_num(np.abs(got64 - want64), nan=np.inf, posinf=np.inf), -np.inf)

@@ -1,17 +1,18 @@
-"""The builtin_device HAL driver: the HAL protocol around the numpy interpreter (facts §6.5).
+"""The builtin_device HAL driver: the HAL protocol around the NNAdapter standard's numpy reference
+(nnadapter_bridge.nnadapter.reference), which interprets the model (facts §6.5).
 
 * Programs compiled from a model keep a reference to the (finished) model; when the cache has a token
   and a dir, the program bytes (the serialized model, nnadapter.serialization) go into cache.buffer.
   A model is first fused (hal.builtin_device.optimize: conv+batch norm, conv/fc+relu), as Paddle Lite's
   builtin device does; the stored program is the fused model.
   Programs restored from a cache deserialize those bytes; nothing else is ever read from them.
-* validate_program is truthful per operation: a kernel exists, its `supports(op)` (if any) accepts,
-  and the operation's signature check (plus its extra validation, if registered) passes.
+* validate_program is truthful per operation: the standard's reference can run it (a reference exists,
+  its `supports(op)` (if any) accepts, and the operation's signature check passes).
 * execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
 * Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
   it caps the BLAS thread pool (through `threadpoolctl`, a dependency) while a program runs (numpy's
-  matmul/einsum paths are the only multi-threaded parts of the kernels). Should threadpoolctl be missing,
-  the value is validated and kept on the context but has no effect.
+  matmul/einsum paths are the only multi-threaded parts of the references). Should threadpoolctl be
+  missing, the value is validated and kept on the context but has no effect.
 """
 from __future__ import annotations
 
@@ -21,15 +22,14 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, OperationError
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
+from nnadapter_bridge.nnadapter.operations import REFERENCES
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
-from nnadapter_bridge.nnadapter.types import OperandType, Operation
-from hal.builtin_device.interpreter import run_model
-from hal.builtin_device.kernels import KERNELS
+from nnadapter_bridge.nnadapter.reference import run_model, supports as operation_supported
+from nnadapter_bridge.nnadapter.types import OperandType
 from hal.builtin_device.optimize import fuse_operations
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
@@ -63,23 +63,6 @@ class BuiltinProgram:
     output_types: list
 
 
-def operation_supported(op: Operation) -> bool:
-    """True iff builtin_device can run `op` as given (see the module docstring)."""
-    kernel = KERNELS.get(op.type)
-    if kernel is None:
-        return False
-    try:
-        if kernel.supports is not None and not kernel.supports(op):
-            return False
-        spec = get_spec(op.type)
-        check_signature(op, spec)
-        if spec.validate is not None:
-            spec.validate(op)
-    except (OperationError, NNAdapterError, ValueError, TypeError, IndexError):
-        return False
-    return True
-
-
 def _thread_limit(num_threads: int):
     if num_threads > 0 and _threadpoolctl is not None:
         return _threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")
@@ -88,7 +71,7 @@ def _thread_limit(num_threads: int):
 
 def _check_restored(model: Model, cache: Cache) -> None:
     """Program bytes that deserialize are still checked like a new model: every operation must pass its
-    signature check and have a kernel, and the I/O must match the types the cache record declares. A
+    signature check and have a reference, and the I/O must match the types the cache record declares. A
     failure is INVALID_PARAMETER, which the runtime turns into a cache miss."""
     bad = [op.label() for op in model.operations if not operation_supported(op)]
     if bad:
@@ -126,7 +109,7 @@ class BuiltinDeviceDriver(Driver):
         context.callback = None
 
     def operation_types(self) -> list:
-        return sorted(KERNELS)
+        return sorted(REFERENCES)
 
     def validate_program(self, context: BuiltinContext, model: Model) -> list:
         return [operation_supported(op) for op in model.operations]

@@ -2,8 +2,8 @@
 
 `DRIVER` is what the entry point `intel_openvino = "hal.intel_openvino:DRIVER"` names. Importing this
 package never imports `openvino` (so `nnadapter-bridge devices` lists the driver on machines without
-it); the package is loaded when the device is opened. The protocol glue lives in `driver`, the
-NNAdapter -> OpenVINO graph translation in `graph` (builder, quantization, validation) and
-`operations` (one converter per NNAdapter operation).
+it); the package is loaded when the device is opened. The protocol glue lives in `driver`, which
+wires the NNAdapter -> OpenVINO graph builder `graph` (builder, quantization, validation) to the table
+`operations.OPERATIONS` (one implementation per NNAdapter operation).
 """
 from hal.intel_openvino.driver import DRIVER, IntelOpenVinoDriver  # noqa: F401

@@ -6,7 +6,8 @@
   an unavailable list is an error naming the available devices) and INTEL_OPENVINO_INFERENCE_NUM_THREADS
   (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config). On CPU the inference precision is
   pinned to f32 (the plugin would otherwise pick bf16 on hardware that has it).
-* create_program compiles the model with `Core.compile_model`; with a cache token and dir the program
+* create_program lowers the model (hal.common.lower: PRIOR_BOX folded, YOLO_BOX decomposed) and
+  compiles it with `Core.compile_model`; with a cache token and dir the program
   bytes are `CompiledModel.export_model()`, restored by `Core.import_model` from an ov.Tensor holding
   one copy of the cache buffer (no recompilation). Input and
   output metadata at restore time come from the cache's input_types/output_types.
@@ -28,6 +29,7 @@ from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType
+from hal.common import LOWERED_TYPES, lower
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
@@ -162,14 +164,15 @@ class IntelOpenVinoDriver(Driver):
         context.callback = None
 
     def operation_types(self) -> list:
-        from hal.intel_openvino.operations import CONVERTERS
+        from hal.intel_openvino.operations import OPERATIONS
 
-        return sorted(CONVERTERS)
+        return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
     def validate_program(self, context: OpenVinoContext, model: Model) -> list:
         from hal.intel_openvino.graph import operation_supported
+        from hal.intel_openvino.operations import OPERATIONS
 
-        return [operation_supported(op) for op in model.operations]
+        return [operation_supported(op, OPERATIONS) for op in model.operations]
 
     def create_program(self, context: OpenVinoContext, model: Optional[Model], cache: Cache) -> OpenVinoProgram:
         core = context.device.core
@@ -194,12 +197,14 @@ class IntelOpenVinoDriver(Driver):
             restored = True
         else:
             from hal.intel_openvino.graph import build_ov_model, operation_supported
+            from hal.intel_openvino.operations import OPERATIONS
 
-            unsupported = [op.label() for op in model.operations if not operation_supported(op)]
+            model = lower(model, OPERATIONS)
+            unsupported = [op.label() for op in model.operations if not operation_supported(op, OPERATIONS)]
             if unsupported:
                 raise NNAdapterError(f"intel_openvino cannot run {', '.join(unsupported)}",
                                      ResultCode.FEATURE_NOT_SUPPORTED)
-            compiled = core.compile_model(build_ov_model(model), context.device_name, context.config)
+            compiled = core.compile_model(build_ov_model(model, OPERATIONS), context.device_name, context.config)
             if cache.wants_program_bytes:
                 # getbuffer(): a view of the stream, so the program bytes are copied once, into the cache.
                 cache.buffer[:] = compiled.export_model().getbuffer()

@@ -1,19 +1,21 @@
 """NNAdapter Model -> `openvino.Model`: the graph builder, quantization at operand boundaries, and the
 per-operation support check that `validate_program` answers with.
 
-Every operand becomes one OpenVINO output. Quantized operands are stored as their integers (model
-inputs and outputs keep the NNAdapter storage type) and every converter sees real values: the builder
-dequantizes a quantized operand where an operation reads it and quantizes a converter's real result
-into the output's storage type (round half to even, saturate), exactly what builtin_device's kernel
-registry does around its kernels. QUANTIZE and DEQUANTIZE therefore reduce to the identity.
+The operation implementations live in `operations.OPERATIONS`; the driver passes that table in (this
+module never imports it). Every operand becomes one OpenVINO output. Quantized operands are stored as
+their integers (model inputs and outputs keep the NNAdapter storage type) and every implementation sees
+real values: the builder dequantizes a quantized operand where an operation reads it and quantizes an
+implementation's real result into the output's storage type (round half to even, saturate), exactly
+what builtin_device's kernel registry does around its kernels. QUANTIZE and DEQUANTIZE therefore reduce
+to the identity.
 
-Attribute-like operands (axes, pads, strides, flags) must be constants unless a converter says
-otherwise; anything a converter cannot express faithfully raises `Unsupported`, which makes
+Attribute-like operands (axes, pads, strides, flags) must be constants unless an implementation says
+otherwise; anything an implementation cannot express faithfully raises `Unsupported`, which makes
 `operation_supported` answer False for that operation, so the partitioner sends it elsewhere.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 import openvino as ov
@@ -21,8 +23,8 @@ import openvino as ov
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
+from hal.common import OperationTable, Unsupported, unsupported_reason as trial_reason
 
 try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
     from openvino import opset16 as opset
@@ -47,10 +49,6 @@ ELEMENT_TYPES = {
 
 # The dtype of the real values an operand carries inside the graph.
 _REAL_ELEMENT = {t: ov.Type.f32 for t in ELEMENT_TYPES if t.name.startswith("QUANT_")}
-
-
-class Unsupported(Exception):
-    """This operation (with these operands and attributes) has no faithful OpenVINO form."""
 
 
 def partial_shape(dims) -> ov.PartialShape:
@@ -147,7 +145,7 @@ class GraphBuilder:
         return node
 
     def value(self, operand: Operand) -> ov.Output:
-        """The operand's real values (what every converter computes with)."""
+        """The operand's real values (what every implementation computes with)."""
         node = self.real.get(operand.index)
         if node is None:
             raw = self.raw_value(operand)
@@ -156,7 +154,7 @@ class GraphBuilder:
         return node
 
     def set_result(self, operand: Operand, real: ov.Output) -> None:
-        """Store a converter's real-valued result for `operand`, quantizing it when the type says so."""
+        """Store an implementation's real-valued result for `operand`, quantizing it when the type says so."""
         t = operand.type
         if t.is_quantized:
             if real.get_element_type() != ov.Type.f32:
@@ -173,34 +171,6 @@ class GraphBuilder:
             self.real[operand.index] = real
         _check_shape(operand, real)
 
-    # -- constant attributes ---------------------------------------------------------------------
-    @staticmethod
-    def has(op: Operation, i: int) -> bool:
-        return i < len(op.inputs) and op.inputs[i] is not None
-
-    def const(self, op: Operation, i: int, name: str, default=None) -> Optional[np.ndarray]:
-        """Input i's constant value; `default` when absent; Unsupported when computed at run time."""
-        if not self.has(op, i):
-            if default is None:
-                raise Unsupported(f"{op.label()}: '{name}' is required")
-            return np.asarray(default)
-        value = op.input_value(i)
-        if value is None:
-            raise Unsupported(f"{op.label()}: '{name}' computed at run time is not supported")
-        return np.asarray(value)
-
-    def const_ints(self, op: Operation, i: int, name: str, default=None) -> list:
-        return [int(v) for v in self.const(op, i, name, default).reshape(-1)]
-
-    def const_int(self, op: Operation, i: int, name: str, default=None) -> int:
-        return int(self.const(op, i, name, default).reshape(-1)[0])
-
-    def const_float(self, op: Operation, i: int, name: str, default=None) -> float:
-        return float(self.const(op, i, name, default).reshape(-1)[0])
-
-    def const_bool(self, op: Operation, i: int, name: str, default=None) -> bool:
-        return bool(self.const(op, i, name, default).reshape(-1)[0])
-
     def index_tensor(self, op: Operation, i: int) -> ov.Output:
         """An integer operand (constant or computed) as int64, the type OpenVINO's shape inputs take."""
         node = self.value(op.inputs[i])
@@ -210,7 +180,7 @@ class GraphBuilder:
 
 
 def _check_shape(operand: Operand, node: ov.Output) -> None:
-    """The converter's result must agree with every dim shape inference knows (a cheap truthfulness net)."""
+    """The implementation's result must agree with every dim shape inference knows (a cheap truthfulness net)."""
     shape = node.get_partial_shape()
     dims = operand.type.dims
     if shape.rank.is_dynamic:
@@ -224,15 +194,13 @@ def _check_shape(operand: Operand, node: ov.Output) -> None:
 
 
 # -- conversion ---------------------------------------------------------------------------------------
-def convert_operation(builder: GraphBuilder, op: Operation) -> None:
-    from hal.intel_openvino.operations import CONVERTERS
-
-    convert = CONVERTERS.get(op.type)
-    if convert is None:
-        raise Unsupported(f"{op.type.name} has no OpenVINO converter")
-    results = convert(builder, op)
+def convert_operation(builder: GraphBuilder, op: Operation, operations: OperationTable) -> None:
+    implementation = operations.get(op.type)
+    if implementation is None:
+        raise Unsupported(f"{op.type.name} has no OpenVINO implementation")
+    results = implementation(builder, op)
     if len(results) != len(op.outputs):
-        raise NNAdapterError(f"intel_openvino: the {op.type.name} converter gave {len(results)} results for "
+        raise NNAdapterError(f"intel_openvino: the {op.type.name} implementation gave {len(results)} results for "
                              f"{len(op.outputs)} outputs")
     for operand, node in zip(op.outputs, results):
         if operand is not None:
@@ -241,13 +209,13 @@ def convert_operation(builder: GraphBuilder, op: Operation) -> None:
             builder.set_result(operand, node)
 
 
-def build_ov_model(model: Model) -> ov.Model:
+def build_ov_model(model: Model, operations: OperationTable) -> ov.Model:
     """The whole NNAdapter model as an openvino.Model (inputs and outputs in model order)."""
     builder = GraphBuilder()
     for k, operand in enumerate(model.input_operands):
         builder.add_parameter(operand, f"input{k}")
     for op in model.topological_operations():
-        convert_operation(builder, op)
+        convert_operation(builder, op, operations)
     results = []
     for k, operand in enumerate(model.output_operands):
         node = builder.raw_value(operand)
@@ -259,32 +227,25 @@ def build_ov_model(model: Model) -> ov.Model:
     return ov_model
 
 
-def unsupported_reason(op: Operation) -> str:
+def _trial_conversion(op: Operation, operations: OperationTable) -> None:
+    """Convert `op` alone, with model inputs for its non-constant operands."""
+    builder = GraphBuilder()
+    for k, operand in enumerate(op.inputs):
+        if operand is not None and not operand.is_constant and operand.index not in builder.raw:
+            builder.add_parameter(operand, f"trial{k}")
+    for operand in op.outputs:
+        if operand is not None:
+            element_type(operand.type)
+    convert_operation(builder, op, operations)
+
+
+def unsupported_reason(op: Operation, operations: OperationTable) -> str:
     """Why intel_openvino cannot run `op` as given, or "" when it can: its signature must hold and a trial
-    conversion of the operation alone (model inputs for its non-constant operands) must succeed and agree
-    with shape inference."""
-    from hal.intel_openvino.operations import CONVERTERS
-
-    if op.type not in CONVERTERS:
-        return f"{op.type.name} has no OpenVINO converter"
-    try:
-        spec = get_spec(op.type)
-        check_signature(op, spec)
-        if spec.validate is not None:
-            spec.validate(op)
-        builder = GraphBuilder()
-        for k, operand in enumerate(op.inputs):
-            if operand is not None and not operand.is_constant and operand.index not in builder.raw:
-                builder.add_parameter(operand, f"trial{k}")
-        for operand in op.outputs:
-            if operand is not None:
-                element_type(operand.type)
-        convert_operation(builder, op)
-    except Exception as exc:  # noqa: BLE001 - any failure (ours or OpenVINO's node validation) means "not here"
-        return f"{type(exc).__name__}: {exc}"
-    return ""
+    conversion of the operation alone must succeed and agree with shape inference (any failure, ours or
+    OpenVINO's node validation, means "not here")."""
+    return trial_reason(op, operations, lambda o: _trial_conversion(o, operations))
 
 
-def operation_supported(op: Operation) -> bool:
+def operation_supported(op: Operation, operations: OperationTable) -> bool:
     """True iff intel_openvino runs `op` as given (see unsupported_reason)."""
-    return not unsupported_reason(op)
+    return not unsupported_reason(op, operations)

@@ -1,10 +1,10 @@
-"""One converter per NNAdapter operation: NNAdapter operation -> OpenVINO opset nodes.
+"""The intel_openvino operation table: one implementation per NNAdapter operation, as OpenVINO opset nodes.
 
-A converter takes the GraphBuilder and the Operation and returns one real-valued `ov.Output` (or None
-for an absent optional output) per operation output; the builder handles quantized storage. Operand
-orders follow nnadapter_bridge.nnadapter.operations (ops_*.py). A converter raises `Unsupported` for
-every attribute combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels
-are the reference), so validate_program answers False for it. NON_MAX_SUPPRESSION has no converter:
+An implementation takes the GraphBuilder and the Operation and returns one real-valued `ov.Output` (or None
+for an absent optional output) per operation output; the builder handles quantized storage. Attributes are read by the signature's
+slot names (`hal.common.unpack`). An implementation raises `Unsupported` for every attribute
+combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels are the
+reference), so validate_program answers False for it. NON_MAX_SUPPRESSION has no implementation:
 MulticlassNms-9 keeps scores equal to score_threshold (Paddle keeps only greater ones), orders keep_top_k
 ties across classes differently, and cannot list the second (LoD) form's survivors by box index.
 """
@@ -25,9 +25,9 @@ from nnadapter_bridge.nnadapter.codes import (
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
 from nnadapter_bridge.nnadapter.operations.ops_nn import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.operations.ops_tensor import squeeze_axes
+from hal.common import Operands, OperationTable, Unsupported, unpack
 from hal.intel_openvino.graph import (
-    GraphBuilder,
-    Unsupported,
+    ELEMENT_TYPES,
     f32,
     i64,
     like,
@@ -35,18 +35,7 @@ from hal.intel_openvino.graph import (
     to_scalar,
 )
 
-CONVERTERS: dict = {}
-
-
-def converts(*types):
-    def register(fn):
-        for t in types:
-            if t in CONVERTERS:
-                raise ValueError(f"intel_openvino: {t.name} has two converters")
-            CONVERTERS[t] = fn
-        return fn
-
-    return register
+OPERATIONS = OperationTable("intel_openvino")
 
 
 def _out(node) -> ov.Output:
@@ -65,9 +54,9 @@ def _known(d: int) -> bool:
     return d != UNKNOWN and d >= 0
 
 
-def fuse(b: GraphBuilder, op, index: int, x: ov.Output) -> ov.Output:
-    """Apply the fused activation of operand `index` (absent: none)."""
-    code = b.const_int(op, index, "fuse_code", 0) if b.has(op, index) else 0
+def fuse(args: Operands, x: ov.Output) -> ov.Output:
+    """Apply the operation's fused activation (its fuse_code; absent: none)."""
+    code = args.int("fuse_code", 0)
     if code == FuseCode.FUSED_NONE:
         return x
     if code == FuseCode.FUSED_RELU:
@@ -76,7 +65,7 @@ def fuse(b: GraphBuilder, op, index: int, x: ov.Output) -> ov.Output:
         return _out(opset.minimum(opset.maximum(x, like(-1, x)), like(1, x)))
     if code == FuseCode.FUSED_RELU6:
         return _out(opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))
-    raise Unsupported(f"{op.label()}: fuse_code {code}")
+    raise Unsupported(f"{args.operation.label()}: fuse_code {code}")
 
 
 # -- elementwise binary arithmetic -----------------------------------------------------------------------
@@ -112,8 +101,9 @@ _BINARY = {
 }
 
 
-@converts(T.ADD, T.SUB, T.MUL, T.DIV, T.MAX, T.MIN, T.POW, T.FLOOR_DIV)
+@OPERATIONS.implements(T.ADD, T.SUB, T.MUL, T.DIV, T.MAX, T.MIN, T.POW, T.FLOOR_DIV)
 def binary_arithmetic(b, op):
+    args = unpack(op)
     x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
     if op.type in _BINARY:
         out = _out(_BINARY[op.type](x, y))
@@ -125,10 +115,10 @@ def binary_arithmetic(b, op):
         if not _is_float(x):
             raise Unsupported("POW on integers (negative exponents truncate in NNAdapter)")
         out = _out(opset.power(x, y))
-    return [fuse(b, op, 2, out)]
+    return [fuse(args, out)]
 
 
-@converts(T.SUM)
+@OPERATIONS.implements(T.SUM)
 def sum_inputs(b, op):
     total = b.value(op.inputs[0])
     for operand in op.inputs[1:]:
@@ -149,17 +139,17 @@ _COMPARE = {
 }
 
 
-@converts(*_COMPARE)
+@OPERATIONS.implements(*_COMPARE)
 def compare(b, op):
     return [_out(_COMPARE[op.type](b.value(op.inputs[0]), b.value(op.inputs[1])))]
 
 
-@converts(T.NOT)
+@OPERATIONS.implements(T.NOT)
 def logical_not(b, op):
     return [_out(opset.logical_not(b.value(op.inputs[0])))]
 
 
-@converts(T.WHERE)
+@OPERATIONS.implements(T.WHERE)
 def where(b, op):
     return [_out(opset.select(b.value(op.inputs[0]), b.value(op.inputs[1]), b.value(op.inputs[2])))]
 
@@ -178,12 +168,12 @@ _UNARY = {
 }
 
 
-@converts(*_UNARY)
+@OPERATIONS.implements(*_UNARY)
 def unary(b, op):
     return [_out(_UNARY[op.type](b.value(op.inputs[0])))]
 
 
-@converts(T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.ASSIGN)
+@OPERATIONS.implements(T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.ASSIGN)
 def simple_activation(b, op):
     x = b.value(op.inputs[0])
     if op.type == T.RELU:
@@ -197,11 +187,10 @@ def simple_activation(b, op):
     return [x]  # ASSIGN
 
 
-@converts(T.CAST)
+@OPERATIONS.implements(T.CAST)
 def cast(b, op):
-    from hal.intel_openvino.graph import ELEMENT_TYPES
-
-    code = b.const_int(op, 1, "dtype")
+    args = unpack(op)
+    code = args.int("dtype")
     target = ELEMENT_TYPES.get(Precision(code)) if code in {int(p) for p in Precision} else None
     if target is None or Precision(code).name.startswith("QUANT_"):
         raise Unsupported(f"CAST to precision code {code}")
@@ -210,7 +199,7 @@ def cast(b, op):
     return [_out(opset.convert(b.value(op.inputs[0]), target))]
 
 
-@converts(T.CLIP)
+@OPERATIONS.implements(T.CLIP)
 def clip(b, op):
     x = b.value(op.inputs[0])
     low, high = to_scalar(b.value(op.inputs[1])), to_scalar(b.value(op.inputs[2]))
@@ -218,37 +207,41 @@ def clip(b, op):
     return [_out(opset.minimum(opset.maximum(x, low), high))]
 
 
-@converts(T.GELU)
+@OPERATIONS.implements(T.GELU)
 def gelu(b, op):
-    approximate = b.const_bool(op, 1, "approximate", False) if b.has(op, 1) else False
+    args = unpack(op)
+    approximate = args.bool("approximate", False)
     return [_out(opset.gelu(b.value(op.inputs[0]), "tanh" if approximate else "erf"))]
 
 
-def _hard_sigmoid(b, op, x):
-    alpha = b.const_float(op, 1, "alpha")
-    beta = b.const_float(op, 2, "beta")
+def _hard_sigmoid(args: Operands, x):
+    alpha = args.float("alpha")
+    beta = args.float("beta")
     return _out(opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
 
 
-@converts(T.HARD_SIGMOID)
+@OPERATIONS.implements(T.HARD_SIGMOID)
 def hard_sigmoid(b, op):
-    return [_hard_sigmoid(b, op, b.value(op.inputs[0]))]
+    args = unpack(op)
+    return [_hard_sigmoid(args, b.value(op.inputs[0]))]
 
 
-@converts(T.HARD_SWISH)
+@OPERATIONS.implements(T.HARD_SWISH)
 def hard_swish(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    return [_out(opset.multiply(x, _hard_sigmoid(b, op, x)))]
+    return [_out(opset.multiply(x, _hard_sigmoid(args, x)))]
 
 
-@converts(T.LEAKY_RELU)
+@OPERATIONS.implements(T.LEAKY_RELU)
 def leaky_relu(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    alpha = f32(np.float32(b.const_float(op, 1, "alpha")))
+    alpha = f32(np.float32(args.float("alpha")))
     return [_out(opset.select(opset.greater_equal(x, like(0, x)), x, opset.multiply(x, alpha)))]
 
 
-@converts(T.PRELU)
+@OPERATIONS.implements(T.PRELU)
 def prelu(b, op):
     x = b.value(op.inputs[0])
     slope = b.value(op.inputs[1])
@@ -261,11 +254,12 @@ def prelu(b, op):
     return [_out(opset.select(opset.greater_equal(x, like(0, x)), x, opset.multiply(x, slope)))]
 
 
-@converts(T.SOFTPLUS)
+@OPERATIONS.implements(T.SOFTPLUS)
 def softplus(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    beta = b.const_float(op, 1, "beta")
-    threshold = b.const_float(op, 2, "threshold")
+    beta = args.float("beta")
+    threshold = args.float("threshold")
     if beta == 0:
         raise Unsupported("SOFTPLUS with beta 0")
     scaled = _out(opset.multiply(x, f32(beta)))
@@ -274,70 +268,72 @@ def softplus(b, op):
 
 
 # -- convolution and pooling --------------------------------------------------------------------------------
-def _spatial_known(op) -> bool:
-    return all(_known(d) for d in op.inputs[0].type.dims[2:])
+def _spatial_known(args: Operands) -> bool:
+    return all(_known(d) for d in args.input.type.dims[2:])
 
 
-def _window(b, op, auto_pad_index, kernel, strides, dilations, pads_index):
+def _window(args: Operands, kernel, strides, dilations):
     """(pads_begin, pads_end, dilations, ov auto_pad) with NNAdapter's meaning of auto_pad.
 
     SAME pads like Paddle (odd element after, dilations reset to 1): explicit when the spatial dims are
     known, OpenVINO's same_upper (the same rule) otherwise. VALID is zero padding."""
-    auto_pad = b.const_int(op, auto_pad_index, "auto_pad", int(AutoPad.AUTO_PAD_NONE))
-    pads = b.const_ints(op, pads_index, "pads") if b.has(op, pads_index) else None
+    auto_pad = args.int("auto_pad", int(AutoPad.AUTO_PAD_NONE))
+    pads = args.ints("pads", None)
     if pads is not None and len(pads) != 4:
         raise Unsupported("pads must hold 4 values")
-    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(op):
+    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(args):
         return [0, 0], [0, 0], [1, 1], "same_upper"
-    in_hw = [d if _known(d) else 1 for d in op.inputs[0].type.dims[2:]]
+    in_hw = [d if _known(d) else 1 for d in args.input.type.dims[2:]]
     (top, bottom, left, right), dil = resolve_window(auto_pad, pads, in_hw, kernel, strides, dilations)
     return [top, left], [bottom, right], list(dil), "explicit"
 
 
-def _add_channel_bias(b, op, index, out):
-    if not b.has(op, index):
+def _add_channel_bias(b, args: Operands, out):
+    if not args.has("bias"):
         return out
-    bias = b.value(op.inputs[index])
+    bias = b.value(args.bias)
     return _out(opset.add(out, opset.reshape(bias, i64([1, -1, 1, 1]), False)))
 
 
-@converts(T.CONV_2D)
+@OPERATIONS.implements(T.CONV_2D)
 def conv_2d(b, op):
+    args = unpack(op)
     x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
     filt = op.inputs[1].type.dims
     if not all(_known(d) for d in filt):
         raise Unsupported("CONV_2D with a filter of unknown dims")
-    group = b.const_int(op, 6, "group", 1)
-    strides = b.const_ints(op, 5, "strides", [1, 1])
-    dilations = b.const_ints(op, 7, "dilations", [1, 1])
-    begin, end, dil, auto_pad = _window(b, op, 3, filt[2:], strides, dilations, 4)
+    group = args.int("group", 1)
+    strides = args.ints("strides", [1, 1])
+    dilations = args.ints("dilations", [1, 1])
+    begin, end, dil, auto_pad = _window(args, filt[2:], strides, dilations)
     if group == 1:
         out = opset.convolution(x, w, strides, begin, end, dil, auto_pad)
     else:
         grouped = opset.reshape(w, i64([group, filt[0] // group] + list(filt[1:])), False)
         out = opset.group_convolution(x, grouped, strides, begin, end, dil, auto_pad)
-    out = _add_channel_bias(b, op, 2, _out(out))
-    return [fuse(b, op, 8, out)]
+    out = _add_channel_bias(b, args, _out(out))
+    return [fuse(args, out)]
 
 
-@converts(T.CONV_2D_TRANSPOSE)
+@OPERATIONS.implements(T.CONV_2D_TRANSPOSE)
 def conv_2d_transpose(b, op):
+    args = unpack(op)
     x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
     filt = op.inputs[1].type.dims
     if not all(_known(d) for d in filt):
         raise Unsupported("CONV_2D_TRANSPOSE with a filter of unknown dims")
-    group = b.const_int(op, 6, "group", 1)
-    strides = b.const_ints(op, 5, "strides", [1, 1])
-    dilations = b.const_ints(op, 7, "dilations", [1, 1])
-    auto_pad = b.const_int(op, 3, "auto_pad", int(AutoPad.AUTO_PAD_NONE))
-    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(op):
+    group = args.int("group", 1)
+    strides = args.ints("strides", [1, 1])
+    dilations = args.ints("dilations", [1, 1])
+    auto_pad = args.int("auto_pad", int(AutoPad.AUTO_PAD_NONE))
+    if auto_pad == AutoPad.AUTO_PAD_SAME and not _spatial_known(args):
         raise Unsupported("CONV_2D_TRANSPOSE SAME padding needs known spatial dims")
-    begin, end, dil, _ = _window(b, op, 3, filt[2:], strides, dilations, 4)
-    output_padding = b.const_ints(op, 8, "output_padding") if b.has(op, 8) else [0, 0]
-    if b.has(op, 9):
+    begin, end, dil, _ = _window(args, filt[2:], strides, dilations)
+    output_padding = args.ints("output_padding", [0, 0])
+    if args.has("output_shape"):
         # An explicit output size: express it as the output padding of the computed size.
-        shape = b.const_ints(op, 9, "output_shape")
-        if not _spatial_known(op):
+        shape = args.ints("output_shape")
+        if not _spatial_known(args):
             raise Unsupported("CONV_2D_TRANSPOSE output_shape needs known spatial dims")
         in_hw = op.inputs[0].type.dims[2:]
         output_padding = [shape[a] - transpose_out_size(in_hw[a], filt[2 + a], strides[a], begin[a], end[a], dil[a])
@@ -350,163 +346,175 @@ def conv_2d_transpose(b, op):
         grouped = opset.reshape(w, i64([group, filt[0] // group] + list(filt[1:])), False)
         out = opset.group_convolution_backprop_data(x, grouped, strides, None, begin, end, dil, "explicit",
                                                     output_padding)
-    out = _add_channel_bias(b, op, 2, _out(out))
-    return [fuse(b, op, 10, out)]
+    out = _add_channel_bias(b, args, _out(out))
+    return [fuse(args, out)]
 
 
-def _pool_window(b, op):
-    kernel = b.const_ints(op, 3, "kernel_shape")
-    strides = b.const_ints(op, 4, "strides")
-    ceil_mode = b.const_bool(op, 5, "ceil_mode", False) if b.has(op, 5) else False
-    begin, end, _, auto_pad = _window(b, op, 1, kernel, strides, [1, 1], 2)
+def _pool_window(args: Operands):
+    kernel = args.ints("kernel_shape")
+    strides = args.ints("strides")
+    ceil_mode = args.bool("ceil_mode", False)
+    begin, end, _, auto_pad = _window(args, kernel, strides, [1, 1])
     return kernel, strides, begin, end, auto_pad, ceil_mode
 
 
-@converts(T.AVERAGE_POOL_2D)
+@OPERATIONS.implements(T.AVERAGE_POOL_2D)
 def average_pool_2d(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(b, op)
-    include_pad = b.const_bool(op, 6, "count_include_pad", False) if b.has(op, 6) else False
+    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(args)
+    include_pad = args.bool("count_include_pad", False)
     if ceil_mode and include_pad:
         # OpenVINO counts the ceil_mode overhang in the divisor; NNAdapter counts only explicit pads.
         raise Unsupported("AVERAGE_POOL_2D with ceil_mode and count_include_pad")
     # Dilations passed explicitly: AvgPool-16 built with none crashes the CPU plugin at compile time.
     out = opset.avg_pool(x, strides, begin, end, kernel, not include_pad, "ceil" if ceil_mode else "floor",
                          auto_pad, [1, 1])
-    return [fuse(b, op, 7, _out(out))]
+    return [fuse(args, _out(out))]
 
 
-def _index_type(b, op, index):
-    code = b.const_int(op, index, "return_indices_dtype", int(Precision.INT32)) if b.has(op, index) else int(Precision.INT32)
+def _index_type(args: Operands):
+    code = args.int("return_indices_dtype", int(Precision.INT32))
     return "i64" if code == Precision.INT64 else "i32"
 
 
-@converts(T.MAX_POOL_2D)
+@OPERATIONS.implements(T.MAX_POOL_2D)
 def max_pool_2d(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(b, op)
+    kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(args)
     # axis=2: indices count positions within each (H, W) plane, h * W + w, as NNAdapter defines them.
     node = opset.max_pool(x, strides, [1, 1], begin, end, kernel, "ceil" if ceil_mode else "floor", auto_pad,
-                          _index_type(b, op, 7), 2)
-    out = fuse(b, op, 8, node.output(0))
+                          _index_type(args), 2)
+    out = fuse(args, node.output(0))
     if len(op.outputs) < 2:
         return [out]
     return [out, node.output(1) if op.outputs[1] is not None else None]
 
 
-@converts(T.ADAPTIVE_AVERAGE_POOL_2D)
+@OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D)
 def adaptive_average_pool_2d(b, op):
     return [_out(opset.adaptive_avg_pool(b.value(op.inputs[0]), b.index_tensor(op, 1)))]
 
 
-@converts(T.ADAPTIVE_MAX_POOL_2D)
+@OPERATIONS.implements(T.ADAPTIVE_MAX_POOL_2D)
 def adaptive_max_pool_2d(b, op):
-    node = opset.adaptive_max_pool(b.value(op.inputs[0]), b.index_tensor(op, 1), _index_type(b, op, 3))
+    args = unpack(op)
+    node = opset.adaptive_max_pool(b.value(op.inputs[0]), b.index_tensor(op, 1), _index_type(args))
     if len(op.outputs) < 2:
         return [node.output(0)]
     return [node.output(0), node.output(1) if op.outputs[1] is not None else None]
 
 
 # -- normalization ------------------------------------------------------------------------------------------
-def _epsilon(b, op, index):
-    return b.const_float(op, index, "epsilon", 1e-5) if b.has(op, index) else 1e-5
+def _epsilon(args: Operands):
+    return args.float("epsilon", 1e-5)
 
 
 def _per_channel(node, rank):
     return opset.reshape(node, i64([1, -1] + [1] * (rank - 2)), False)
 
 
-@converts(T.BATCH_NORMALIZATION)
+@OPERATIONS.implements(T.BATCH_NORMALIZATION)
 def batch_normalization(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     scale, bias, mean, var = (b.value(op.inputs[i]) for i in range(1, 5))
-    return [_out(opset.batch_norm_inference(x, scale, bias, mean, var, _epsilon(b, op, 5)))]
+    return [_out(opset.batch_norm_inference(x, scale, bias, mean, var, _epsilon(args)))]
 
 
-@converts(T.GROUP_NORMALIZATION)
+@OPERATIONS.implements(T.GROUP_NORMALIZATION)
 def group_normalization(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    groups = b.const_int(op, 4, "groups")
+    groups = args.int("groups")
     return [_out(opset.group_normalization(x, b.value(op.inputs[1]), b.value(op.inputs[2]), groups,
-                                           _epsilon(b, op, 3)))]
+                                           _epsilon(args)))]
 
 
-@converts(T.INSTANCE_NORMALIZATION)
+@OPERATIONS.implements(T.INSTANCE_NORMALIZATION)
 def instance_normalization(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
     if rank < 3:
         raise Unsupported("INSTANCE_NORMALIZATION needs spatial axes")
-    normalized = opset.mvn(x, i64(list(range(2, rank))), True, _epsilon(b, op, 3), "inside_sqrt")
+    normalized = opset.mvn(x, i64(list(range(2, rank))), True, _epsilon(args), "inside_sqrt")
     out = opset.multiply(normalized, _per_channel(b.value(op.inputs[1]), rank))
     return [_out(opset.add(out, _per_channel(b.value(op.inputs[2]), rank)))]
 
 
-@converts(T.LAYER_NORMALIZATION)
+@OPERATIONS.implements(T.LAYER_NORMALIZATION)
 def layer_normalization(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
-    axis = normalize_axis(b.const_int(op, 3, "begin_norm_axis"), rank)
+    axis = normalize_axis(args.int("begin_norm_axis"), rank)
     tail = op.inputs[0].type.dims[axis:]
     if not all(_known(d) for d in tail):
         raise Unsupported("LAYER_NORMALIZATION over axes of unknown size")
-    normalized = opset.mvn(x, i64(list(range(axis, rank))), True, _epsilon(b, op, 4), "inside_sqrt")
+    normalized = opset.mvn(x, i64(list(range(axis, rank))), True, _epsilon(args), "inside_sqrt")
     scale = opset.reshape(b.value(op.inputs[1]), i64(tail), False)
     bias = opset.reshape(b.value(op.inputs[2]), i64(tail), False)
     return [_out(opset.add(opset.multiply(normalized, scale), bias))]
 
 
-@converts(T.LP_NORMALIZATION)
+@OPERATIONS.implements(T.LP_NORMALIZATION)
 def lp_normalization(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    axis = b.const_int(op, 1, "axis", 1) if b.has(op, 1) else 1
-    p = b.const_int(op, 2, "p", 2) if b.has(op, 2) else 2
+    axis = args.int("axis", 1)
+    p = args.int("p", 2)
     reduce = {1: opset.reduce_l1, 2: opset.reduce_l2}.get(p)
     if reduce is None:
         raise Unsupported(f"LP_NORMALIZATION p={p}")
     norm = reduce(x, i64([axis]), True)
-    return [_out(opset.divide(x, opset.add(norm, f32(_epsilon(b, op, 3)))))]
+    return [_out(opset.divide(x, opset.add(norm, f32(_epsilon(args)))))]
 
 
-@converts(T.LRN)
+@OPERATIONS.implements(T.LRN)
 def lrn(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    size = b.const_int(op, 1, "size", 5) if b.has(op, 1) else 5
+    size = args.int("size", 5)
     if size % 2 == 0:
         # OpenVINO centres an even window differently from NNAdapter ((size-1)//2 before, the rest after).
         raise Unsupported("LRN with an even size")
-    bias = b.const_float(op, 2, "bias", 1.0) if b.has(op, 2) else 1.0
-    alpha = b.const_float(op, 3, "alpha", 1e-4) if b.has(op, 3) else 1e-4
-    beta = b.const_float(op, 4, "beta", 0.75) if b.has(op, 4) else 0.75
+    bias = args.float("bias", 1.0)
+    alpha = args.float("alpha", 1e-4)
+    beta = args.float("beta", 0.75)
     # OpenVINO's LRN divides alpha by size; NNAdapter's (Paddle's) does not.
     return [_out(opset.lrn(x, i64([1]), alpha * size, beta, bias, size))]
 
 
 # -- matrix products and softmax -----------------------------------------------------------------------------
-@converts(T.FULLY_CONNECTED)
+@OPERATIONS.implements(T.FULLY_CONNECTED)
 def fully_connected(b, op):
+    args = unpack(op)
     x, w = b.value(op.inputs[0]), b.value(op.inputs[1])
     input_size = op.inputs[1].type.dims[1]
     rows = opset.reshape(x, i64([-1, input_size]), False)
     out = _out(opset.matmul(rows, w, False, True))
-    if b.has(op, 2):
+    if args.has("bias"):
         out = _out(opset.add(out, b.value(op.inputs[2])))
-    return [fuse(b, op, 3, out)]
+    return [fuse(args, out)]
 
 
-@converts(T.MAT_MUL)
+@OPERATIONS.implements(T.MAT_MUL)
 def mat_mul(b, op):
-    tx = b.const_bool(op, 2, "transpose_x", False) if b.has(op, 2) else False
-    ty = b.const_bool(op, 3, "transpose_y", False) if b.has(op, 3) else False
+    args = unpack(op)
+    tx = args.bool("transpose_x", False)
+    ty = args.bool("transpose_y", False)
     # Transposes of a 1-D operand are no-ops in NNAdapter; say so explicitly.
     tx = tx and _rank(op, 0) >= 2
     ty = ty and _rank(op, 1) >= 2
     return [_out(opset.matmul(b.value(op.inputs[0]), b.value(op.inputs[1]), tx, ty))]
 
 
-@converts(T.SOFTMAX, T.LOG_SOFTMAX)
+@OPERATIONS.implements(T.SOFTMAX, T.LOG_SOFTMAX)
 def softmax(b, op):
-    axis = b.const_int(op, 1, "axis", 1) if b.has(op, 1) else 1
+    args = unpack(op)
+    axis = args.int("axis", 1)
     axis = normalize_axis(axis, _rank(op))
     fn = opset.softmax if op.type == T.SOFTMAX else opset.log_softmax
     return [_out(fn(b.value(op.inputs[0]), axis))]
@@ -517,26 +525,28 @@ _PAD_MODES = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.
               PadMode.EDGE: "edge"}
 
 
-@converts(T.PAD)
+@OPERATIONS.implements(T.PAD)
 def pad(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    pads = b.const_ints(op, 1, "pads")
-    mode = PadMode(b.const_int(op, 2, "mode"))
+    pads = args.ints("pads")
+    mode = PadMode(args.int("mode"))
     if mode not in _PAD_MODES:
         raise Unsupported(f"PAD mode {mode.name}")
     value = None
     if mode == PadMode.CONSTANT:
-        value = to_scalar(b.value(op.inputs[3])) if b.has(op, 3) else like(0, x)
+        value = to_scalar(b.value(op.inputs[3])) if args.has("value") else like(0, x)
     elif any(p < 0 for p in pads):
         raise Unsupported("PAD with negative amounts outside CONSTANT mode")
     return [_out(opset.pad(x, i64(pads[0::2]), i64(pads[1::2]), _PAD_MODES[mode], value))]
 
 
-@converts(T.RESIZE_NEAREST, T.RESIZE_LINEAR)
+@OPERATIONS.implements(T.RESIZE_NEAREST, T.RESIZE_LINEAR)
 def resize(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
-    align_corners = b.const_bool(op, 3, "align_corners", False) if b.has(op, 3) else False
+    align_corners = args.bool("align_corners", False)
     if op.type == T.RESIZE_NEAREST:
         mode = "nearest"
         # Paddle: floor(ratio * k), or floor(ratio * k + 0.5) with align_corners.
@@ -544,22 +554,22 @@ def resize(b, op):
         transform = "align_corners" if align_corners else "asymmetric"
     else:
         mode, nearest = "linear_onnx", "floor"
-        align_mode = b.const_int(op, 4, "align_mode", 1) if b.has(op, 4) else 1
+        align_mode = args.int("align_mode", 1)
         # align_mode 0 is half-pixel with negative source coordinates clamped to 0, which is what
         # pytorch_half_pixel computes (and a single output row reads row 0).
         transform = "align_corners" if align_corners else ("pytorch_half_pixel" if align_mode == 0 else "asymmetric")
     axes = i64([rank - 2, rank - 1])
-    if b.has(op, 1):
+    if args.has("shape"):
         sizes = b.index_tensor(op, 1)
         node = opset.interpolate(x, sizes, mode, "sizes", None, None, transform, nearest, False, -0.75, axes)
     else:
-        scales = b.const(op, 2, "scales").astype(np.float32).reshape(-1)
+        scales = args.constant("scales").astype(np.float32).reshape(-1)
         node = opset.interpolate(x, f32(scales), mode, "scales", None, None, transform, nearest, False, -0.75, axes)
     return [_out(node)]
 
 
 # -- reshaping -------------------------------------------------------------------------------------------------
-@converts(T.RESHAPE)
+@OPERATIONS.implements(T.RESHAPE)
 def reshape(b, op):
     # special_zero: a 0 copies the input dim at that position, as in NNAdapter.
     return [_out(opset.reshape(b.value(op.inputs[0]), b.index_tensor(op, 1), True))]
@@ -570,14 +580,15 @@ def _dims_of(x, positions):
     return _out(opset.gather(shape, i64(positions), i64([0]))) if positions else None
 
 
-@converts(T.FLATTEN)
+@OPERATIONS.implements(T.FLATTEN)
 def flatten(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
     if rank == 0:
         return [_out(opset.reshape(x, i64([1]), False))]
-    start = normalize_axis(b.const_int(op, 1, "start_axis"), rank)
-    end = normalize_axis(b.const_int(op, 2, "end_axis"), rank)
+    start = normalize_axis(args.int("start_axis"), rank)
+    end = normalize_axis(args.int("end_axis"), rank)
     parts = []
     head = _dims_of(x, list(range(start)))
     if head is not None:
@@ -590,10 +601,11 @@ def flatten(b, op):
     return [_out(opset.reshape(x, shape, False))]
 
 
-@converts(T.SQUEEZE)
+@OPERATIONS.implements(T.SQUEEZE)
 def squeeze(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    axes = b.const_ints(op, 1, "axes") if b.has(op, 1) else None
+    axes = args.ints("axes", None)
     # The axes shape inference removed (decided on the declared dims), so the result matches them.
     removed = squeeze_axes(op.inputs[0].type.dims, axes)
     if not removed:
@@ -601,46 +613,50 @@ def squeeze(b, op):
     return [_out(opset.squeeze(x, i64(removed)))]
 
 
-@converts(T.UNSQUEEZE)
+@OPERATIONS.implements(T.UNSQUEEZE)
 def unsqueeze(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
-    for a in b.const_ints(op, 1, "axes"):
+    for a in args.ints("axes"):
         # Paddle's rule: one axis at a time, each counted in the rank reached so far.
         x = _out(opset.unsqueeze(x, i64([a + rank + 1 if a < 0 else a])))
         rank += 1
     return [x]
 
 
-@converts(T.TRANSPOSE)
+@OPERATIONS.implements(T.TRANSPOSE)
 def transpose(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    perm = b.const_ints(op, 1, "perm") or list(range(rank))[::-1]
+    perm = args.ints("perm") or list(range(rank))[::-1]
     return [_out(opset.transpose(b.value(op.inputs[0]), i64([normalize_axis(p, rank) for p in perm])))]
 
 
-@converts(T.CHANNEL_SHUFFLE)
+@OPERATIONS.implements(T.CHANNEL_SHUFFLE)
 def channel_shuffle(b, op):
-    return [_out(opset.shuffle_channels(b.value(op.inputs[0]), 1, b.const_int(op, 1, "group")))]
+    args = unpack(op)
+    return [_out(opset.shuffle_channels(b.value(op.inputs[0]), 1, args.int("group")))]
 
 
 # -- slicing, joining, splitting --------------------------------------------------------------------------------
-@converts(T.SLICE)
+@OPERATIONS.implements(T.SLICE)
 def slice_(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     starts = b.index_tensor(op, 2)
     ends = b.index_tensor(op, 3)
     count = op.inputs[2].type.dims[0] if op.inputs[2].type.rank == 1 else 1
-    if b.has(op, 4):
+    if args.has("steps"):
         steps = b.index_tensor(op, 4)
-        step_values = op.input_value(4)
+        step_values = args.value("steps")
         if step_values is not None and np.any(np.asarray(step_values) == 0):
             raise Unsupported("SLICE with a step of 0")
     else:
         if not _known(count):
             raise Unsupported("SLICE with starts of unknown length and no steps")
         steps = i64([1] * count)
-    if b.has(op, 1):
+    if args.has("axes"):
         axes = b.index_tensor(op, 1)
     else:
         if not _known(count):
@@ -649,38 +665,42 @@ def slice_(b, op):
     return [_out(opset.slice(x, starts, ends, steps, axes))]
 
 
-@converts(T.CONCAT)
+@OPERATIONS.implements(T.CONCAT)
 def concat(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    axis = normalize_axis(b.const_int(op, len(op.inputs) - 1, "axis"), rank)
+    axis = normalize_axis(args.int("axis"), rank)
     return [_out(opset.concat([b.value(o) for o in op.inputs[:-1]], axis))]
 
 
-@converts(T.STACK)
+@OPERATIONS.implements(T.STACK)
 def stack(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    axis = normalize_axis(b.const_int(op, len(op.inputs) - 1, "axis"), rank + 1)
+    axis = normalize_axis(args.int("axis"), rank + 1)
     parts = [_out(opset.unsqueeze(b.value(o), i64([axis]))) for o in op.inputs[:-1]]
     return [_out(opset.concat(parts, axis))]
 
 
-@converts(T.SPLIT)
+@OPERATIONS.implements(T.SPLIT)
 def split(b, op):
-    axis = normalize_axis(b.const_int(op, 1, "axis"), _rank(op))
-    sizes = b.const_ints(op, 2, "split")
+    args = unpack(op)
+    axis = normalize_axis(args.int("axis"), _rank(op))
+    sizes = args.ints("split")
     node = opset.variadic_split(b.value(op.inputs[0]), opset.constant(np.int64(axis)), i64(sizes))
     return [node.output(k) for k in range(len(sizes))]
 
 
-@converts(T.UNSTACK)
+@OPERATIONS.implements(T.UNSTACK)
 def unstack(b, op):
-    axis = normalize_axis(b.const_int(op, 1, "axis"), _rank(op))
-    num = b.const_int(op, 2, "num")
+    args = unpack(op)
+    axis = normalize_axis(args.int("axis"), _rank(op))
+    num = args.int("num")
     node = opset.split(b.value(op.inputs[0]), opset.constant(np.int64(axis)), num)
     return [_out(opset.squeeze(node.output(k), i64([axis]))) for k in range(num)]
 
 
-@converts(T.MESHGRID)
+@OPERATIONS.implements(T.MESHGRID)
 def meshgrid(b, op):
     values = [b.value(o) for o in op.inputs]
     n = len(values)
@@ -693,17 +713,19 @@ def meshgrid(b, op):
 
 
 # -- broadcasting, gathering, moving -----------------------------------------------------------------------------
-@converts(T.TILE)
+@OPERATIONS.implements(T.TILE)
 def tile(b, op):
-    if op.input_value(1) is not None and any(r < 0 for r in b.const_ints(op, 1, "repeats")):
+    args = unpack(op)
+    if args.value("repeats") is not None and any(r < 0 for r in args.ints("repeats")):
         raise Unsupported("TILE with negative repeats")
     return [_out(opset.tile(b.value(op.inputs[0]), b.index_tensor(op, 1)))]
 
 
-@converts(T.EXPAND)
+@OPERATIONS.implements(T.EXPAND)
 def expand(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
-    shape = op.input_value(1)
+    shape = args.value("shape")
     if shape is None:
         raise Unsupported("EXPAND with a shape computed at run time (-1 needs the input's dims)")
     # -1 keeps the input dim: as 1 in a bidirectional broadcast it yields the input's dim.
@@ -711,18 +733,20 @@ def expand(b, op):
     return [_out(opset.broadcast(x, i64(target), None, "BIDIRECTIONAL"))]
 
 
-@converts(T.GATHER)
+@OPERATIONS.implements(T.GATHER)
 def gather(b, op):
-    axis = normalize_axis(b.const_int(op, 2, "axis"), _rank(op))
+    args = unpack(op)
+    axis = normalize_axis(args.int("axis"), _rank(op))
     # Gather-8 accepts negative indices counted from the end, as NNAdapter's GATHER does.
     return [_out(opset.gather(b.value(op.inputs[0]), b.value(op.inputs[1]), i64([axis])))]
 
 
-@converts(T.ROLL)
+@OPERATIONS.implements(T.ROLL)
 def roll(b, op):
+    args = unpack(op)
     x = b.value(op.inputs[0])
     shifts = b.index_tensor(op, 1)
-    axes = b.const_ints(op, 2, "axes") if b.has(op, 2) else []
+    axes = args.ints("axes", [])
     if axes:
         return [_out(opset.roll(x, shifts, i64(axes)))]
     # No axes: the flattened tensor rolls, then takes the input's shape back.
@@ -732,8 +756,8 @@ def roll(b, op):
 
 
 # -- shapes and generated tensors -------------------------------------------------------------------------------
-def _dtype_name(b, op, index, name):
-    code = b.const_int(op, index, name)
+def _dtype_name(args: Operands, name):
+    code = args.int(name)
     if code == Precision.INT32:
         return "i32"
     if code == Precision.INT64:
@@ -741,26 +765,28 @@ def _dtype_name(b, op, index, name):
     raise Unsupported(f"{name} {code}")
 
 
-@converts(T.SHAPE)
+@OPERATIONS.implements(T.SHAPE)
 def shape(b, op):
-    return [_out(opset.shape_of(b.raw_value(op.inputs[0]), _dtype_name(b, op, 1, "dtype")))]
+    args = unpack(op)
+    return [_out(opset.shape_of(b.raw_value(op.inputs[0]), _dtype_name(args, "dtype")))]
 
 
-@converts(T.FILL)
+@OPERATIONS.implements(T.FILL)
 def fill(b, op):
     return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), b.index_tensor(op, 0)))]
 
 
-@converts(T.FILL_LIKE)
+@OPERATIONS.implements(T.FILL_LIKE)
 def fill_like(b, op):
     target = opset.shape_of(b.raw_value(op.inputs[0]), "i64")
     return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), target))]
 
 
-@converts(T.RANGE)
+@OPERATIONS.implements(T.RANGE)
 def range_(b, op):
+    args = unpack(op)
     start, end, step = (to_scalar(b.value(o)) for o in op.inputs[:3])
-    step_value = op.input_value(2)
+    step_value = args.value("step")
     if step_value is not None and np.asarray(step_value).reshape(-1)[0] == 0:
         raise Unsupported("RANGE with step 0")
     return [_out(opset.range(start, end, step, start.get_element_type().get_type_name()))]
@@ -770,33 +796,36 @@ def range_(b, op):
 _REDUCE = {T.REDUCE_MEAN: opset.reduce_mean, T.REDUCE_MAX: opset.reduce_max, T.REDUCE_SUM: opset.reduce_sum}
 
 
-@converts(*_REDUCE)
+@OPERATIONS.implements(*_REDUCE)
 def reduce(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    axes = b.const_ints(op, 1, "axes")
+    axes = args.ints("axes")
     # NNAdapter: no axes means every axis (OpenVINO would reduce none).
     axes = sorted({normalize_axis(a, rank) for a in axes}) if axes else list(range(rank))
-    keepdim = b.const_bool(op, 2, "keepdim")
+    keepdim = args.bool("keepdim")
     return [_out(_REDUCE[op.type](b.value(op.inputs[0]), i64(axes), keepdim))]
 
 
-@converts(T.CUM_SUM)
+@OPERATIONS.implements(T.CUM_SUM)
 def cum_sum(b, op):
+    args = unpack(op)
     rank = _rank(op)
     if rank == 0:
         raise Unsupported("CUM_SUM of a scalar")
-    axis = normalize_axis(b.const_int(op, 1, "axis", -1) if b.has(op, 1) else -1, rank)
-    exclusive = b.const_bool(op, 2, "exclusive", False) if b.has(op, 2) else False
-    reverse = b.const_bool(op, 3, "reverse", False) if b.has(op, 3) else False
+    axis = normalize_axis(args.int("axis", -1), rank)
+    exclusive = args.bool("exclusive", False)
+    reverse = args.bool("reverse", False)
     return [_out(opset.cum_sum(b.value(op.inputs[0]), opset.constant(np.int64(axis)), exclusive, reverse))]
 
 
-@converts(T.ARG_MAX, T.ARG_MIN)
+@OPERATIONS.implements(T.ARG_MAX, T.ARG_MIN)
 def arg_max_min(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    axis = normalize_axis(b.const_int(op, 1, "axis"), rank)
-    keepdim = b.const_bool(op, 2, "keepdim")
-    index_type = _dtype_name(b, op, 3, "dtype") if b.has(op, 3) else "i64"
+    axis = normalize_axis(args.int("axis"), rank)
+    keepdim = args.bool("keepdim")
+    index_type = _dtype_name(args, "dtype") if args.has("dtype") else "i64"
     mode = "max" if op.type == T.ARG_MAX else "min"
     # stable: among equal extremes the first index wins, as numpy and Paddle pick it.
     node = opset.topk(b.value(op.inputs[0]), opset.constant(np.int64(1)), axis, mode, "value", index_type, True)
@@ -806,12 +835,13 @@ def arg_max_min(b, op):
     return [indices]
 
 
-@converts(T.TOP_K)
+@OPERATIONS.implements(T.TOP_K)
 def top_k(b, op):
+    args = unpack(op)
     rank = _rank(op)
-    axis = normalize_axis(b.const_int(op, 2, "axis"), rank)
-    largest = b.const_bool(op, 3, "largest")
-    index_type = _dtype_name(b, op, 5, "return_indices_dtype")
+    axis = normalize_axis(args.int("axis"), rank)
+    largest = args.bool("largest")
+    index_type = _dtype_name(args, "return_indices_dtype")
     k = to_scalar(b.index_tensor(op, 1))
     # Always sorted by value with ties in index order (what builtin_device returns for either `sorted`).
     node = opset.topk(b.value(op.inputs[0]), k, axis, "max" if largest else "min", "value", index_type, True)
@@ -819,7 +849,7 @@ def top_k(b, op):
 
 
 # -- quantization ------------------------------------------------------------------------------------------------
-@converts(T.QUANTIZE, T.DEQUANTIZE)
+@OPERATIONS.implements(T.QUANTIZE, T.DEQUANTIZE)
 def quantize_dequantize(b, op):
     # The builder dequantizes quantized inputs and quantizes quantized outputs with their types'
     # params (which prepare derived from the scale / zero_point operands), so both are the identity.
@@ -835,11 +865,12 @@ _GRID_PADDING = {PadMode.NONE: "zeros", PadMode.CONSTANT: "zeros", PadMode.REPLI
                  PadMode.EDGE: "border", PadMode.REFLECT: "reflection"}
 
 
-@converts(T.GRID_SAMPLE)
+@OPERATIONS.implements(T.GRID_SAMPLE)
 def grid_sample(b, op):
-    align_corners = b.const_bool(op, 2, "align_corners")
-    mode_code = b.const_int(op, 3, "mode")
-    pad_code = b.const_int(op, 4, "pad_mode")
+    args = unpack(op)
+    align_corners = args.bool("align_corners")
+    mode_code = args.int("mode")
+    pad_code = args.int("pad_mode")
     if mode_code not in {int(m) for m in InterpolateMode}:
         raise Unsupported(f"GRID_SAMPLE mode {mode_code}")
     if pad_code not in {int(m) for m in _GRID_PADDING}:
@@ -855,13 +886,14 @@ def grid_sample(b, op):
     return [_out(opset.grid_sample(b.value(op.inputs[0]), b.value(op.inputs[1]), attrs))]
 
 
-@converts(T.ROI_ALIGN)
+@OPERATIONS.implements(T.ROI_ALIGN)
 def roi_align(b, op):
-    out_h = b.const_int(op, 3, "output_height")
-    out_w = b.const_int(op, 4, "output_width")
-    sampling_ratio = b.const_int(op, 5, "sampling_ratio")
-    spatial_scale = b.const_float(op, 6, "spatial_scale")
-    aligned = b.const_bool(op, 7, "aligned")
+    args = unpack(op)
+    out_h = args.int("output_height")
+    out_w = args.int("output_width")
+    sampling_ratio = args.int("sampling_ratio")
+    spatial_scale = args.float("spatial_scale")
+    aligned = args.bool("aligned")
     if out_h < 1 or out_w < 1:
         raise Unsupported(f"ROI_ALIGN output size {out_h}x{out_w}")
     # Paddle's roi_align: aligned shifts the scaled box by -0.5 pixel (ROIAlign-9's half_pixel_for_nn,
@@ -884,123 +916,25 @@ def roi_align(b, op):
     return [node]
 
 
-@converts(T.DEFORMABLE_CONV_2D)
+@OPERATIONS.implements(T.DEFORMABLE_CONV_2D)
 def deformable_conv_2d(b, op):
+    args = unpack(op)
     x, offset, w = b.value(op.inputs[0]), b.value(op.inputs[1]), b.value(op.inputs[3])
     filt = op.inputs[3].type.dims
     if not all(_known(d) for d in filt):
         raise Unsupported("DEFORMABLE_CONV_2D with a filter of unknown dims")
-    pads = b.const_ints(op, 5, "pads") if b.has(op, 5) else [0, 0, 0, 0]
-    strides = b.const_ints(op, 6, "strides")
-    group = b.const_int(op, 7, "group")
-    deformable_group = b.const_int(op, 8, "deformable_group")
-    dilations = b.const_ints(op, 9, "dilations")
+    pads = args.ints("pads", [0, 0, 0, 0])
+    strides = args.ints("strides")
+    group = args.int("group")
+    deformable_group = args.int("deformable_group")
+    dilations = args.ints("dilations")
     if len(pads) != 4 or len(strides) != 2 or len(dilations) != 2:
         raise Unsupported("DEFORMABLE_CONV_2D pads must hold 4 values, strides and dilations 2")
-    mask = b.value(op.inputs[2]) if b.has(op, 2) else None
+    mask = b.value(op.inputs[2]) if args.has("mask") else None
     # Offsets per deformable group and kernel tap as (dy, dx), the layout Paddle uses. With
     # bilinear_interpolation_pad a sample point between -1 and 0 (or size-1 and size) still reads its
     # in-image neighbours, the others counting zero: Paddle's (and builtin_device's) rule.
     node = opset.deformable_convolution(x, offset, w, strides, [pads[0], pads[2]], [pads[1], pads[3]], dilations,
                                         mask, "explicit", group, deformable_group, True)
-    out = _add_channel_bias(b, op, 4, _out(node))
-    return [fuse(b, op, 10, out)]
-
-
-# -- detection: PRIOR_BOX, YOLO_BOX ------------------------------------------------------------------------------
-@converts(T.PRIOR_BOX)
-def prior_box(b, op):
-    """The boxes depend only on the input/image dims and constant attributes: with known spatial dims they
-    are computed here by builtin_device's kernel (the reference) and become constants."""
-    from hal.builtin_device.interpreter import run_operation
-
-    arrays = []
-    for i, operand in enumerate(op.inputs):
-        if operand is None:
-            arrays.append(None)
-        elif i < 2:
-            dims = operand.type.dims
-            if not all(_known(d) for d in dims[2:]):
-                raise Unsupported("PRIOR_BOX needs the input and image heights and widths at conversion time")
-            # Only the spatial dims matter to the kernel.
-            arrays.append(np.zeros((1, 1) + tuple(int(d) for d in dims[2:]), dtype=np.float32))
-        else:
-            value = op.input_value(i)
-            if value is None:
-                raise Unsupported(f"{op.label()}: PRIOR_BOX attributes computed at run time are not supported")
-            arrays.append(np.asarray(value))
-    boxes, variances = run_operation(op, arrays)
-    return [_out(opset.constant(np.ascontiguousarray(boxes, dtype=np.float32))),
-            _out(opset.constant(np.ascontiguousarray(variances, dtype=np.float32)))]
-
-
-@converts(T.YOLO_BOX)
-def yolo_box(b, op):
-    """YOLOv3 head decoding composed from opset ops, in builtin_device's (Paddle's) formula order."""
-    x = b.value(op.inputs[0])
-    anchors = np.asarray(b.const_ints(op, 2, "anchors"), dtype=np.float32).reshape(-1, 2)
-    class_num = b.const_int(op, 3, "class_num")
-    conf_thresh = b.const_float(op, 4, "conf_thresh")
-    downsample = b.const_int(op, 5, "downsample_ratio")
-    clip_bbox = b.const_bool(op, 6, "clip_bbox")
-    scale = b.const_float(op, 7, "scale_x_y")
-    iou_aware = b.const_bool(op, 8, "iou_aware")
-    h, w = op.inputs[0].type.dims[2:]
-    if not (_known(h) and _known(w)):
-        raise Unsupported("YOLO_BOX needs the input's height and width at conversion time")
-    if class_num < 1 or downsample < 1:
-        raise Unsupported(f"YOLO_BOX class_num {class_num}, downsample_ratio {downsample}")
-    a = anchors.shape[0]
-    iou = None
-    if iou_aware:
-        parts = opset.variadic_split(x, opset.constant(np.int64(1)), i64([a, -1]))
-        iou = _out(opset.unsqueeze(opset.sigmoid(parts.output(0)), i64([2])))  # [N, A, 1, H, W]
-        x = parts.output(1)
-    pred = opset.reshape(x, i64([0, a, 5 + class_num, h, w]), True)
-    t = opset.variadic_split(pred, opset.constant(np.int64(2)), i64([1, 1, 1, 1, 1, class_num]))
-    tx, ty, tw, th, tobj, tcls = (t.output(k) for k in range(6))  # [N, A, 1|K, H, W]
-    conf = _out(opset.sigmoid(tobj))
-    if iou is not None:
-        factor = b.const_float(op, 9, "iou_aware_factor")
-        conf = _out(opset.multiply(opset.power(conf, f32(np.float32(1.0 - factor))),
-                                   opset.power(iou, f32(np.float32(factor)))))
-    size = opset.convert(b.value(op.inputs[1]), ov.Type.f32)  # [N, 2]: height, width
-    img_h = opset.reshape(opset.gather(size, i64([0]), i64([1])), i64([-1, 1, 1, 1, 1]), False)
-    img_w = opset.reshape(opset.gather(size, i64([1]), i64([1])), i64([-1, 1, 1, 1, 1]), False)
-    grid_x = f32(np.arange(w, dtype=np.float32).reshape(1, 1, 1, 1, w))
-    grid_y = f32(np.arange(h, dtype=np.float32).reshape(1, 1, 1, h, 1))
-    bias = f32(np.float32(-0.5 * (scale - 1.0)))
-    s = f32(np.float32(scale))
-
-    def center(grid, logits, image, cells):
-        shifted = opset.add(opset.add(grid, opset.multiply(opset.sigmoid(logits), s)), bias)
-        return _out(opset.divide(opset.multiply(shifted, image), f32(np.float32(cells))))
-
-    def extent(logits, anchor, image, cells):
-        prior = f32(anchor.reshape(1, a, 1, 1, 1))
-        size_ = opset.multiply(opset.multiply(opset.exp(logits), prior), image)
-        return _out(opset.divide(size_, f32(np.float32(downsample * cells))))
-
-    cx, cy = center(grid_x, tx, img_w, w), center(grid_y, ty, img_h, h)
-    half_w = _out(opset.divide(extent(tw, anchors[:, 0], img_w, w), f32(np.float32(2.0))))
-    half_h = _out(opset.divide(extent(th, anchors[:, 1], img_h, h), f32(np.float32(2.0))))
-    x1, y1 = _out(opset.subtract(cx, half_w)), _out(opset.subtract(cy, half_h))
-    x2, y2 = _out(opset.add(cx, half_w)), _out(opset.add(cy, half_h))
-    if clip_bbox:
-        one = f32(np.float32(1.0))
-        x1, y1 = _out(opset.maximum(x1, like(0, x1))), _out(opset.maximum(y1, like(0, y1)))
-        x2 = _out(opset.minimum(x2, opset.subtract(img_w, one)))
-        y2 = _out(opset.minimum(y2, opset.subtract(img_h, one)))
-    # Below the threshold boxes and scores are multiplied by 0 (as builtin_device does).
-    keep = opset.convert(opset.greater_equal(conf, f32(np.float32(conf_thresh))), ov.Type.f32)
-    boxes = opset.multiply(opset.concat([x1, y1, x2, y2], 2), keep)  # [N, A, 4, H, W]
-    boxes = opset.reshape(opset.transpose(boxes, i64([0, 1, 3, 4, 2])), i64([0, -1, 4]), True)
-    outputs = [_out(boxes)]
-    if len(op.outputs) > 1:
-        scores = None
-        if op.outputs[1] is not None:
-            scores = opset.multiply(opset.sigmoid(tcls), opset.multiply(conf, keep))  # [N, A, K, H, W]
-            scores = _out(opset.reshape(opset.transpose(scores, i64([0, 1, 3, 4, 2])), i64([0, -1, class_num]),
-                                        True))
-        outputs.append(scores)
-    return outputs
+    out = _add_channel_bias(b, args, _out(node))
+    return [fuse(args, out)]

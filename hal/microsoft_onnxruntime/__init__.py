@@ -1,8 +1,9 @@
 """microsoft_onnxruntime: the HAL driver that runs NNAdapter models through ONNX Runtime.
 
 `DRIVER` is what the entry point `microsoft_onnxruntime = "hal.microsoft_onnxruntime:DRIVER"` names.
-`converter` turns an NNAdapter Model into ONNX (and answers validate_program), `driver` holds the HAL
-protocol glue (contexts, properties, sessions, program bytes, execution).
+`graph` is the ONNX graph builder (model -> onnx.ModelProto, and the trial build validate_program
+answers with), `operations` the table of one implementation per NNAdapter operation, `driver` the HAL
+protocol glue (contexts, properties, sessions, program bytes, execution) that wires the two.
 
 onnx and onnxruntime are optional dependencies: without them this package fails to import with an
 ImportError that says what to install, and the device manager reports that as the reason the device

@@ -5,7 +5,8 @@
   MICROSOFT_ONNXRUNTIME_EXECUTION_PROVIDERS (comma list, full names or short ones such as `cuda`,
   `tensorrt`, `cpu`; each must be in onnxruntime.get_available_providers()),
   MICROSOFT_ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL (disable / basic / extended / all; default all).
-* create_program converts the model (converter.convert_model) and opens a session. With a cache token
+* create_program lowers the model (hal.common.lower: PRIOR_BOX folded to constants), converts
+  it (graph.convert_model with the operations.OPERATIONS table) and opens a session. With a cache token
   and dir, the program bytes are the ONNX model after onnxruntime's basic-level optimizations (those
   are hardware independent, unlike the extended/layout ones), and the session is built from exactly
   those bytes; a program restored from a cache opens a session on them without converting anything.
@@ -28,7 +29,9 @@ from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType
-from hal.microsoft_onnxruntime.converter import Unsupported, convert_model, operation_supported
+from hal.common import LOWERED_TYPES, Unsupported, lower
+from hal.microsoft_onnxruntime.graph import convert_model, operation_supported
+from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "MICROSOFT_ONNXRUNTIME_NUM_THREADS"
@@ -160,12 +163,10 @@ class OnnxRuntimeDriver(Driver):
         context.callback = None
 
     def operation_types(self) -> list:
-        from hal.microsoft_onnxruntime.converter import CONVERTERS
-
-        return sorted(CONVERTERS)
+        return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
     def validate_program(self, context: OnnxRuntimeContext, model: Model) -> list:
-        return [operation_supported(op) for op in model.operations]
+        return [operation_supported(op, OPERATIONS) for op in model.operations]
 
     # -- programs -----------------------------------------------------------------------------------
     def create_program(self, context: OnnxRuntimeContext, model: Optional[Model], cache: Cache) -> OnnxRuntimeProgram:
@@ -177,7 +178,7 @@ class OnnxRuntimeDriver(Driver):
             output_types = [t.copy() for t in cache.output_types]
         else:
             try:
-                model_bytes = convert_model(model).SerializeToString()
+                model_bytes = convert_model(lower(model, OPERATIONS), OPERATIONS).SerializeToString()
             except Unsupported as exc:
                 raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
             input_types = [o.type.copy() for o in model.input_operands]
@@ -217,7 +218,7 @@ class OnnxRuntimeDriver(Driver):
         if len(session_outputs) != len(output_types) or len(session_inputs) > len(input_types):
             raise _fail(f"the program has {len(session_inputs)} inputs and {len(session_outputs)} outputs, the "
                         f"model {len(input_types)} and {len(output_types)}", ResultCode.INVALID_PARAMETER)
-        # The converter names graph inputs input<k> (k = model input position); one the optimizer found
+        # The graph builder names graph inputs input<k> (k = model input position); one the optimizer found
         # unused may be missing from the session, and is then not fed.
         names = [f"input{k}" for k in range(len(input_types))]
         unknown = set(session_inputs) - set(names)

@@ -26,7 +26,8 @@ import time
 
 import numpy as np
 
-from nnadapter_bridge.cli import common
+from nnadapter_bridge.cli import inputs, model_config, options, output
+from nnadapter_bridge.cli.options import CliError
 
 # The context property each device reads its thread count from.
 THREAD_PROPERTIES = {
@@ -42,11 +43,11 @@ def register(subparsers) -> None:
         description="Benchmark a model: load time; cold start (create_predictor + first run with an empty model "
                     "cache: partition, convert, compile, run); warm start (the same in a fresh process with the "
                     "cache filled by the cold start); steady-state median and p90 over --runs runs.")
-    common.add_model_arguments(parser)
-    common.add_device_arguments(parser)
-    common.add_partition_arguments(parser)
-    common.add_input_arguments(parser, files=True)
-    common.add_dynamic_shape_argument(
+    options.add_model_arguments(parser)
+    options.add_device_arguments(parser)
+    options.add_partition_arguments(parser)
+    options.add_input_arguments(parser, files=True)
+    options.add_dynamic_shape_argument(
         parser, help_tail="The cold and warm starts and the steady runs use it as `run --dynamic-shape` does: "
                           "NAME gets its --input file, else its --input-shape, else the first of these shapes")
     parser.add_argument("--runs", metavar="N", type=int, default=20, help="timed steady-state runs (default: 20)")
@@ -61,7 +62,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-fresh-process", action="store_true",
                         help="skip the warm start in a fresh process")
     parser.add_argument("--warm-probe", action="store_true", help=argparse.SUPPRESS)  # the child of a bench
-    common.add_json_argument(parser)
+    options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -71,8 +72,8 @@ def with_threads(args) -> str:
     if args.threads is None:
         return properties
     if args.threads < 1:
-        raise common.CliError(f"--threads {args.threads}: must be at least 1")
-    extra = [f"{THREAD_PROPERTIES[d]}={args.threads}" for d in common.device_names(args) if d in THREAD_PROPERTIES]
+        raise CliError(f"--threads {args.threads}: must be at least 1")
+    extra = [f"{THREAD_PROPERTIES[d]}={args.threads}" for d in options.device_names(args) if d in THREAD_PROPERTIES]
     if properties and not properties.rstrip().endswith(";"):
         properties += ";"
     return properties + "".join(e + ";" for e in extra)
@@ -82,13 +83,13 @@ def start_predictor(args, cache_dir: str) -> tuple:
     """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`."""
     from nnadapter_bridge.predictor import create_predictor
 
-    dynamic = common.dynamic_shape_info(args)
-    config = common.build_config(args, cache_dir=cache_dir, dynamic_shape_info=dynamic or None)
+    dynamic = options.dynamic_shape_info(args)
+    config = model_config.build_config(args, cache_dir=cache_dir, dynamic_shape_info=dynamic or None)
     start = time.perf_counter()
     predictor = create_predictor(config)
     created = time.perf_counter()
-    arrays, _ = common.make_inputs(predictor, args, shapes=common.dynamic_run_shapes(args, dynamic))
-    common.feed(predictor, arrays)
+    arrays, _ = inputs.make_inputs(predictor, args, shapes=options.dynamic_run_shapes(args, dynamic))
+    inputs.feed(predictor, arrays)
     fed = time.perf_counter()
     predictor.run()
     done = time.perf_counter()
@@ -99,7 +100,7 @@ def probe(args) -> int:
     """The child of a bench: a warm start only, reported as JSON."""
     predictor, create, first = start_predictor(args, args.cache_dir)
     stats = predictor.stats
-    common.print_json({"create_seconds": create, "first_run_seconds": first, "builds": stats.builds,
+    output.print_json({"create_seconds": create, "first_run_seconds": first, "builds": stats.builds,
                        "cache_hits": stats.cache_hits_file + stats.cache_hits_buffer, "subgraphs": stats.subgraphs})
     predictor.close()
     return 0
@@ -110,7 +111,7 @@ def child_command(args, cache_dir: str) -> list:
            "--seed", str(args.seed), "--min-subgraph-size", str(args.min_subgraph_size)]
     if args.params:
         cmd += ["--params", args.params]
-    for device in common.device_names(args):
+    for device in options.device_names(args):
         cmd += ["--device", device]
     if args.context_properties:
         cmd += ["--context-properties", args.context_properties]
@@ -132,8 +133,8 @@ def warm_start(args, cache_dir: str) -> dict:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise common.CliError("the warm start in a fresh process failed (exit "
-                              f"{proc.returncode}): {tail[-1] if tail else 'no output'}")
+        raise CliError("the warm start in a fresh process failed (exit "
+                       f"{proc.returncode}): {tail[-1] if tail else 'no output'}")
     child = json.loads(proc.stdout)
     child["process_seconds"] = wall
     return child
@@ -141,29 +142,29 @@ def warm_start(args, cache_dir: str) -> dict:
 
 def run(args) -> int:
     if args.runs < 1:
-        raise common.CliError(f"--runs {args.runs}: must be at least 1")
+        raise CliError(f"--runs {args.runs}: must be at least 1")
     if args.warmup < 0:
-        raise common.CliError(f"--warmup {args.warmup}: must be 0 or more")
+        raise CliError(f"--warmup {args.warmup}: must be 0 or more")
     args.context_properties = with_threads(args)
     args.threads = None  # folded into the properties, which the child receives as they are
     if args.warm_probe:
         if not args.cache_dir:
-            raise common.CliError("--warm-probe needs --cache-dir")
-        with common.one_line_warnings("bench"):
+            raise CliError("--warm-probe needs --cache-dir")
+        with output.one_line_warnings("bench"):
             return probe(args)
     owned = not args.cache_dir
     if args.cache_dir:
         if os.path.isdir(args.cache_dir) and os.listdir(args.cache_dir):
-            raise common.CliError(f"--cache-dir {args.cache_dir}: not empty; the cold start needs an empty cache "
-                                  "dir (give a new one, or leave it out for a temporary one)")
+            raise CliError(f"--cache-dir {args.cache_dir}: not empty; the cold start needs an empty cache "
+                           "dir (give a new one, or leave it out for a temporary one)")
         if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
-            raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+            raise CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
     # Check the paths and options before anything is timed.
-    dynamic = common.dynamic_shape_info(args)
-    common.dynamic_run_shapes(args, dynamic)
-    common.build_config(args, dynamic_shape_info=dynamic or None)
+    dynamic = options.dynamic_shape_info(args)
+    options.dynamic_run_shapes(args, dynamic)
+    model_config.build_config(args, dynamic_shape_info=dynamic or None)
     if args.cache_dir:
-        common.make_dir(args.cache_dir, "--cache-dir")
+        options.make_dir(args.cache_dir, "--cache-dir")
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="nnadapter-bridge-bench-")
     try:
         data = measure(args, cache_dir)
@@ -171,7 +172,7 @@ def run(args) -> int:
         if owned:
             shutil.rmtree(cache_dir, ignore_errors=True)
     if args.json:
-        common.print_json(data)
+        output.print_json(data)
     else:
         print(render(data))
     return 0
@@ -180,8 +181,8 @@ def run(args) -> int:
 def measure(args, cache_dir: str) -> dict:
     from nnadapter_bridge.loader import load_model
 
-    with common.one_line_warnings("bench"):
-        config = common.build_config(args)
+    with output.one_line_warnings("bench"):
+        config = model_config.build_config(args)
         start = time.perf_counter()
         load_model(**config.model_source())
         load_seconds = time.perf_counter() - start
@@ -243,4 +244,4 @@ def render(data: dict) -> str:
                                                            if data["context_properties"] else ""),
             f"partition    {data['subgraphs']} subgraph(s), {data['host_ops']} host op(s)",
             ""]
-    return "\n".join(head + [common.format_table(["measure", "time", "details"], rows, right_align={1})])
+    return "\n".join(head + [output.format_table(["measure", "time", "details"], rows, right_align={1})])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import time
 
-from nnadapter_bridge.cli import common
+from nnadapter_bridge.cli import inputs, model_config, options, output
+from nnadapter_bridge.cli.options import CliError
 
 
 def register(subparsers) -> None:
@@ -24,35 +25,35 @@ def register(subparsers) -> None:
                     "--dynamic-shape it also needs the same dynamic shape info "
                     "(Config.set_nnadapter_dynamic_shape_info, or `run`/`bench --dynamic-shape` with the same "
                     "values), because the cache token is computed from it.")
-    common.add_model_arguments(parser)
-    common.add_device_arguments(parser)
+    options.add_model_arguments(parser)
+    options.add_device_arguments(parser)
     parser.add_argument("--cache-dir", metavar="DIR", required=True,
                         help="where the compiled programs go, as <DIR>/<token>.nnc (created if missing)")
-    common.add_partition_arguments(parser)
-    common.add_input_arguments(parser, files=False)
-    common.add_dynamic_shape_argument(
+    options.add_partition_arguments(parser)
+    options.add_input_arguments(parser, files=False)
+    options.add_dynamic_shape_argument(
         parser, help_tail="To restore the programs, a later predictor needs the same dynamic shape info "
                           "(`run`/`bench --dynamic-shape` with the same values). The run uses --input-shape if "
                           "given, else the first of these shapes")
-    common.add_json_argument(parser)
+    options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from nnadapter_bridge.predictor import create_predictor
 
-    dynamic = common.dynamic_shape_info(args)
-    given = common.dynamic_run_shapes(args, dynamic)
+    dynamic = options.dynamic_shape_info(args)
+    given = options.dynamic_run_shapes(args, dynamic)
     if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
-        raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
-    with common.one_line_warnings("convert"):
-        config = common.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
-        common.make_dir(args.cache_dir, "--cache-dir")
+        raise CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+    with output.one_line_warnings("convert"):
+        config = model_config.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
+        options.make_dir(args.cache_dir, "--cache-dir")
         start = time.perf_counter()
         predictor = create_predictor(config)
         prepared = time.perf_counter()
-        arrays, _ = common.make_inputs(predictor, args, shapes=given)
-        common.feed(predictor, arrays)
+        arrays, _ = inputs.make_inputs(predictor, args, shapes=given)
+        inputs.feed(predictor, arrays)
         predictor.run()
         finished = time.perf_counter()
     stats = predictor.stats
@@ -66,13 +67,13 @@ def run(args) -> int:
         "num_host_ops": stats.host_ops,
         "compiled": stats.builds,
         "restored": stats.cache_hits_file + stats.cache_hits_buffer,
-        "programs": common.program_report(predictor),
+        "programs": output.program_report(predictor),
         "prepare_seconds": prepared - start,
         "run_seconds": finished - prepared,
     }
     predictor.close()
     if args.json:
-        common.print_json(data)
+        output.print_json(data)
         return 0
     print(render(data))
     return 0
@@ -91,8 +92,8 @@ def render(data: dict) -> str:
     if not data["programs"]:
         lines.append("no device subgraphs: nothing to compile")
         return "\n".join(lines)
-    rows = [[p["subgraph"], p["ops"], p["token"], p["source"], common.human_bytes(p["bytes"]),
+    rows = [[p["subgraph"], p["ops"], p["token"], p["source"], output.human_bytes(p["bytes"]),
              p["file"] or "(no .nnc: the device does not support the model cache)"] for p in data["programs"]]
-    lines.append(common.format_table(["subgraph", "ops", "token", "program", "size", "file"], rows,
+    lines.append(output.format_table(["subgraph", "ops", "token", "program", "size", "file"], rows,
                                      right_align={0, 1, 4}))
     return "\n".join(lines)

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 def check_device_names(manager, device_names) -> None:
     """CliError naming the available devices when a requested device is unknown or its driver fails to load."""
-    from nnadapter_bridge.cli.common import CliError
+    from nnadapter_bridge.cli.options import CliError
     from nnadapter_bridge.errors import DeviceNotFoundError
 
     for name in device_names or []:

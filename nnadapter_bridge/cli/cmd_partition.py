@@ -6,18 +6,20 @@ spec, the support decision's reason, or a cluster below --min-subgraph-size), an
 can run it. `--dump` prints Paddle Lite's debug dump instead (`subgraph clusters: N`, DOT, `subgraph
 operators:`), whose op lines are valid partition config specs. `--dot/--svg/--png` write the graph.
 
-The partition is computed the way create_predictor does it (same support decision, partition config
-and detector), but without requiring every host op to be runnable, so it also explains models the
-predictor refuses.
+The partition is the one create_predictor computes (nnadapter_bridge.partition_plan: same support
+decision, partition config and detector), but without requiring every host op to be runnable, so it
+also explains models the predictor refuses.
 """
 from __future__ import annotations
 
 import collections
-import os
+from typing import TYPE_CHECKING
 
-from nnadapter_bridge.cli import common
+from nnadapter_bridge.cli import model_config, options, output
+from nnadapter_bridge.cli.options import CliError
 
-BOUNDARY_OP_TYPES = ("feed", "fetch")
+if TYPE_CHECKING:  # the partition machinery is imported when a command runs, not when the parser is built
+    from nnadapter_bridge.partition_plan import PartitionPlan
 
 
 def register(subparsers) -> None:
@@ -26,9 +28,9 @@ def register(subparsers) -> None:
         description="Partition a Paddle model for the given NNAdapter devices, as create_predictor does, and "
                     "show the subgraphs and the host ops with the reason each one is not on a device. Nothing "
                     "is compiled or run.")
-    common.add_model_arguments(parser)
-    common.add_device_arguments(parser)
-    common.add_partition_arguments(parser)
+    options.add_model_arguments(parser)
+    options.add_device_arguments(parser)
+    options.add_partition_arguments(parser)
     parser.add_argument("--dump", action="store_true",
                         help="print Paddle Lite's exact debug dump (subgraph clusters, DOT, subgraph operators) "
                              "instead of the summary; with --json it is the 'dump' field")
@@ -36,88 +38,44 @@ def register(subparsers) -> None:
     render = parser.add_mutually_exclusive_group()
     render.add_argument("--svg", metavar="F", help="render the partition graph to F as SVG (needs graphviz's dot)")
     render.add_argument("--png", metavar="F", help="render the partition graph to F as PNG (needs graphviz's dot)")
-    common.add_json_argument(parser)
+    options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
 
-class Analysis:
-    """The partition of a model for some devices, with the support decisions behind it."""
-
-    def __init__(self, graph, result, support, partition_config, min_subgraph_size: int, device_names: list):
-        self.graph = graph
-        self.result = result
-        self.support = support
-        self.partition_config = partition_config
-        self.min_subgraph_size = min_subgraph_size
-        self.device_names = device_names
-
-    def forced_by(self) -> dict:
-        """op key -> the first config spec that forced it to the host ('source:line: text')."""
-        found = {}
-        if self.partition_config is None:
-            return found
-        for match in self.partition_config.match_specs(self.result.ops):
-            where = f"{self.partition_config.source}:{match.spec.line}: '{match.spec.text}'"
-            for key in match.op_keys:
-                found.setdefault(key, where)
-        return found
-
-    def host_reason(self, op, forced: dict) -> str:
-        from partition import op_key
-
-        if op.type in BOUNDARY_OP_TYPES:
-            return "feed/fetch: the predictor handles it"
-        key = op_key(op)
-        if key in forced:
-            return f"forced to the host by the partition config ({forced[key]})"
-        reason = self.support.reason(op)
-        if reason:
-            return reason
-        return f"supported, but its cluster has fewer than {self.min_subgraph_size} ops (--min-subgraph-size)"
-
-
-def analyze(config):
+def analyze(config) -> PartitionPlan:
     """Partition the model named by `config` (a Config) the way create_predictor does."""
-    from nnadapter_bridge.loader import load_model
     from nnadapter_bridge.errors import DeviceNotFoundError
+    from nnadapter_bridge.loader import load_model
     from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
-    from nnadapter_bridge.support import SupportDecider
-    from partition import detect_subgraphs, resolve_partition_config
+    from nnadapter_bridge.partition_plan import plan_partition
 
     graph = load_model(**config.model_source())
-    names = config.nnadapter_device_names()
     devices = []
-    for name in names:
+    for name in config.nnadapter_device_names():
         try:
             devices.append(acquire_device(name))
         except DeviceNotFoundError as exc:
             reason = str(exc).rsplit(" [", 1)[0]  # without the result code
-            raise common.CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
-                                  "drivers") from exc
+            raise CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
+                           "drivers") from exc
     context = Context(devices, config.nnadapter_context_properties())
     try:
-        support = SupportDecider(graph, context)
-        partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
-                                                    config.nnadapter_subgraph_partition_config_path() or None,
-                                                    os.environ)
-        forced = partition_config.match(graph.ops()) if partition_config is not None else set()
-        result = detect_subgraphs(graph, support.is_supported, forced, config.min_subgraph_size)
-        for op in result.host_ops:  # decide every host op now, while the context is open
-            if op.type not in BOUNDARY_OP_TYPES:
-                support.verdict(op)
+        plan = plan_partition(config, graph, context)
+        for op in plan.host_ops:  # decide every host op now (forced ones too), while the context is open
+            plan.support.verdict(op)
     finally:
         context.destroy()
-    return Analysis(graph, result, support, partition_config, config.min_subgraph_size, names)
+    return plan
 
 
-def report(analysis: Analysis) -> dict:
+def report(plan: PartitionPlan) -> dict:
     """The summary as plain data (the --json output)."""
     from partition import op_key
     from partition.dump import operator_lines
 
-    graph, result = analysis.graph, analysis.result
-    no_host_kernel = _no_host_kernel(analysis)
-    forced = analysis.forced_by()
+    graph, result = plan.graph, plan.result
+    no_host_kernel = _no_host_kernel(plan)
+    forced = plan.forced_by()
     spec_lines = dict(zip((id(op) for op in result.ops), operator_lines(graph)))
     subgraphs = []
     for s in result.subgraphs:
@@ -137,73 +95,73 @@ def report(analysis: Analysis) -> dict:
             "index": op.index,
             "type": op.type,
             "spec": spec_lines[id(op)],
-            "reason": analysis.host_reason(op, forced),
+            "reason": plan.host_reason(op, forced),
             "forced": op_key(op) in forced,
             "host_kernel": op.type not in no_host_kernel,
         })
     return {
         "model": graph.model_path or "<buffer>",
-        "devices": list(analysis.device_names),
-        "partition_config": analysis.partition_config.source if analysis.partition_config is not None else None,
+        "devices": list(plan.device_names),
+        "partition_config": plan.partition_config.source if plan.partition_config is not None else None,
         "num_ops": len(result.ops),
         "num_subgraphs": len(result.subgraphs),
         "ops_on_devices": sum(len(s.ops) for s in result.subgraphs),
-        "num_host_ops": sum(1 for op in result.host_ops if op.type not in BOUNDARY_OP_TYPES),
+        "num_host_ops": len(plan.host_ops),
         "subgraphs": subgraphs,
         "host_ops": host_ops,
     }
 
 
-def _no_host_kernel(analysis: Analysis) -> set:
+def _no_host_kernel(plan: PartitionPlan) -> set:
     """The op types among the host ops that nothing on the host can run."""
-    ops = [op for op in analysis.result.host_ops if op.type not in BOUNDARY_OP_TYPES]
+    ops = plan.host_ops
     if not ops:
         return set()
     try:
         from nnadapter_bridge.host import HostExecutor
     except ImportError:
         return {op.type for op in ops}
-    return set(HostExecutor(analysis.graph, analysis.device_names).unsupported_op_types(ops))
+    return set(HostExecutor(plan.graph, plan.device_names).unsupported_op_types(ops))
 
 
-def write_files(args, analysis: Analysis) -> list:
+def write_files(args, plan: PartitionPlan) -> list:
     from partition import render, write_dot
 
     written = []
     if args.dot:
         try:
-            write_dot(analysis.graph, analysis.result, args.dot)
+            write_dot(plan.graph, plan.result, args.dot)
         except OSError as exc:
-            raise common.CliError(f"--dot {args.dot}: {exc.strerror or exc}") from exc
+            raise CliError(f"--dot {args.dot}: {exc.strerror or exc}") from exc
         written.append(args.dot)
     for fmt in ("svg", "png"):
         path = getattr(args, fmt)
         if path:
-            render(analysis.graph, analysis.result, path, fmt)
+            render(plan.graph, plan.result, path, fmt)
             written.append(path)
     return written
 
 
 def run(args) -> int:
-    with common.one_line_warnings("partition"):
-        config = common.build_config(args)
-        analysis = analyze(config)
-        written = write_files(args, analysis)
+    with output.one_line_warnings("partition"):
+        config = model_config.build_config(args)
+        plan = analyze(config)
+        written = write_files(args, plan)
     if args.json:
-        data = report(analysis)
+        data = report(plan)
         if args.dump:
             from partition import dump_text
 
-            data["dump"] = dump_text(analysis.graph, analysis.result)
+            data["dump"] = dump_text(plan.graph, plan.result)
         data["files"] = written
-        common.print_json(data)
+        output.print_json(data)
         return 0
     if args.dump:
         from partition import dump_text
 
-        print(dump_text(analysis.graph, analysis.result), end="")
+        print(dump_text(plan.graph, plan.result), end="")
     else:
-        print(render_summary(report(analysis)))
+        print(render_summary(report(plan)))
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -224,6 +182,8 @@ def _op_types(histogram: dict, limit: int = 5) -> str:
 
 def render_summary(data: dict) -> str:
     """The readable form of report(): a header, the subgraph table, the host-op table."""
+    from partition import HOST_ONLY_OP_TYPES
+
     lines = [f"model        {data['model']}",
              f"devices      {', '.join(data['devices'])}",
              f"config       {data['partition_config'] or '-'}",
@@ -234,15 +194,15 @@ def render_summary(data: dict) -> str:
     if data["subgraphs"]:
         rows = [[s["index"], s["num_ops"], _op_types(s["op_types"]), _names(s["inputs"]), _names(s["outputs"])]
                 for s in data["subgraphs"]]
-        lines.append(common.format_table(["subgraph", "ops", "op types", "inputs", "outputs"], rows,
+        lines.append(output.format_table(["subgraph", "ops", "op types", "inputs", "outputs"], rows,
                                          right_align={0, 1}))
     else:
         lines.append("no subgraphs: every op runs on the host")
-    host = [h for h in data["host_ops"] if h["type"] not in BOUNDARY_OP_TYPES]
+    host = [h for h in data["host_ops"] if h["type"] not in HOST_ONLY_OP_TYPES]
     lines.append("")
     if host:
         rows = [[h["index"], h["type"], "yes" if h["host_kernel"] else "NO", h["reason"]] for h in host]
-        lines.append(common.format_table(["op", "host op type", "host kernel", "why not on a device"], rows,
+        lines.append(output.format_table(["op", "host op type", "host kernel", "why not on a device"], rows,
                                          right_align={0}))
     else:
         lines.append("no host ops: everything but feed/fetch runs on the devices")

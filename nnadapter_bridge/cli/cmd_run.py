@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from nnadapter_bridge.cli import common
+from nnadapter_bridge.cli import inputs, model_config, options, output, paddle_reference
+from nnadapter_bridge.cli.options import CliError
 
 
 def register(subparsers) -> None:
@@ -26,14 +27,14 @@ def register(subparsers) -> None:
                     "with --input are seeded random data. With --compare-paddle the exit status is 1 when an "
                     "output differs from Paddle Inference beyond |got-want| <= 1e-4*|want| + 1e-5*max|want| "
                     "(integer outputs must match exactly).")
-    common.add_model_arguments(parser)
-    common.add_device_arguments(parser)
-    common.add_input_arguments(parser, files=True)
+    options.add_model_arguments(parser)
+    options.add_device_arguments(parser)
+    options.add_input_arguments(parser, files=True)
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="model cache dir (created if missing): restore compiled programs from "
                              "<DIR>/<token>.nnc, write new ones")
-    common.add_partition_arguments(parser)
-    common.add_dynamic_shape_argument(
+    options.add_partition_arguments(parser)
+    options.add_dynamic_shape_argument(
         parser, help_tail="Give the same values as `convert --dynamic-shape` to restore its programs. The run "
                           "feeds NAME its --input file, else its --input-shape, else the first of these shapes")
     parser.add_argument("--output-dir", metavar="DIR",
@@ -42,7 +43,7 @@ def register(subparsers) -> None:
     parser.add_argument("--compare-paddle", action="store_true",
                         help="also run Paddle Inference (paddlepaddle, CPU) on the same inputs and report max abs "
                              "error, max error relative to max|want|, and PASS/FAIL per output")
-    common.add_json_argument(parser)
+    options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,30 +54,30 @@ def output_file_name(name: str) -> str:
 def run(args) -> int:
     from nnadapter_bridge.predictor import create_predictor
 
-    if args.compare_paddle and not common.paddle_available():
-        raise common.CliError("--compare-paddle: paddlepaddle is not installed, so there is no Paddle Inference to "
-                              "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
+    if args.compare_paddle and not paddle_reference.paddle_available():
+        raise CliError("--compare-paddle: paddlepaddle is not installed, so there is no Paddle Inference to "
+                       "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
     if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
-        raise common.CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
+        raise CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
     if args.cache_dir and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
-        raise common.CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
-    dynamic = common.dynamic_shape_info(args)
-    shapes = common.dynamic_run_shapes(args, dynamic)
-    with common.one_line_warnings("run"):
-        config = common.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
+        raise CliError(f"--cache-dir {args.cache_dir}: exists and is not a directory")
+    dynamic = options.dynamic_shape_info(args)
+    shapes = options.dynamic_run_shapes(args, dynamic)
+    with output.one_line_warnings("run"):
+        config = model_config.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
         if args.cache_dir:
-            common.make_dir(args.cache_dir, "--cache-dir")
+            options.make_dir(args.cache_dir, "--cache-dir")
         if args.output_dir:  # before the run, so a bad dir costs no compile
-            common.make_dir(args.output_dir, "--output-dir")
+            options.make_dir(args.output_dir, "--output-dir")
         predictor = create_predictor(config)
-        arrays, origin = common.make_inputs(predictor, args, shapes=shapes)
-        common.feed(predictor, arrays)
+        arrays, origin = inputs.make_inputs(predictor, args, shapes=shapes)
+        inputs.feed(predictor, arrays)
         start = time.perf_counter()
         predictor.run()
         seconds = time.perf_counter() - start
-        outputs = common.outputs_of(predictor)
+        outputs = inputs.outputs_of(predictor)
         stats = predictor.stats
-        programs = common.program_report(predictor)
+        programs = output.program_report(predictor)
         predictor.close()
 
     data = {
@@ -85,7 +86,7 @@ def run(args) -> int:
         "inputs": {name: {"shape": list(a.shape), "dtype": str(a.dtype), "from": origin[name]}
                    for name, a in arrays.items()},
         "dynamic_shapes": dynamic,
-        "outputs": {name: common.array_summary(a) for name, a in outputs.items()},
+        "outputs": {name: output.array_summary(a) for name, a in outputs.items()},
         "run_seconds": seconds,
         "num_subgraphs": stats.subgraphs,
         "num_host_ops": stats.host_ops,
@@ -99,23 +100,23 @@ def run(args) -> int:
             try:
                 np.save(path, array)
             except OSError as exc:
-                raise common.CliError(f"--output-dir {args.output_dir}: cannot write {path}: "
-                                      f"{exc.strerror or exc}") from exc
+                raise CliError(f"--output-dir {args.output_dir}: cannot write {path}: "
+                               f"{exc.strerror or exc}") from exc
             data["outputs"][name]["file"] = path
     status = 0
     if args.compare_paddle:
-        want = common.paddle_outputs(args.model, args.params, arrays)
+        want = paddle_reference.paddle_outputs(args.model, args.params, arrays)
         comparison = {}
         for name, got in outputs.items():
             if name not in want:
                 comparison[name] = {"passed": False, "note": "Paddle Inference has no output of this name"}
                 continue
-            comparison[name] = common.compare(got, want[name])
+            comparison[name] = paddle_reference.compare(got, want[name])
         data["compare_paddle"] = comparison
         data["passed"] = all(c["passed"] for c in comparison.values())
         status = 0 if data["passed"] else 1
     if args.json:
-        common.print_json(data)
+        output.print_json(data)
     else:
         print(render(data))
     return status
@@ -128,15 +129,15 @@ def render(data: dict) -> str:
              f"subgraphs    {data['num_subgraphs']} ({data['compiled']} compiled, {data['restored']} restored from "
              f"the cache); {data['num_host_ops']} host ops",
              ""]
-    lines.append(common.format_table(
+    lines.append(output.format_table(
         ["input", "shape", "dtype", "from"],
         [[n, str(i["shape"]), i["dtype"], i["from"]] for n, i in data["inputs"].items()]))
     lines.append("")
     rows = []
     for name, s in data["outputs"].items():
-        rows.append([name, str(s["shape"]), s["dtype"]] + [common.format_number(s.get(k))
+        rows.append([name, str(s["shape"]), s["dtype"]] + [output.format_number(s.get(k))
                                                             for k in ("min", "max", "mean", "std")])
-    lines.append(common.format_table(["output", "shape", "dtype", "min", "max", "mean", "std"], rows,
+    lines.append(output.format_table(["output", "shape", "dtype", "min", "max", "mean", "std"], rows,
                                      right_align={3, 4, 5, 6}))
     saved = [s["file"] for s in data["outputs"].values() if "file" in s]
     if saved:
@@ -144,7 +145,7 @@ def render(data: dict) -> str:
         lines.extend(f"saved {path}" for path in saved)
     if data["programs"]:
         lines.append("")
-        lines.append(common.format_table(
+        lines.append(output.format_table(
             ["subgraph", "ops", "token", "program"],
             [[p["subgraph"], p["ops"], p["token"], p["source"]] for p in data["programs"]], right_align={0, 1}))
     if "compare_paddle" in data:
@@ -154,9 +155,9 @@ def render(data: dict) -> str:
             verdict = "PASS" if c["passed"] else "FAIL"
             if c.get("note"):
                 verdict += f" ({c['note']})"
-            rows.append([name, common.format_number(c.get("max_abs_error")),
-                         common.format_number(c.get("max_rel_error")), verdict])
-        lines.append(common.format_table(["vs Paddle Inference", "max abs error", "max rel error", "result"], rows,
+            rows.append([name, output.format_number(c.get("max_abs_error")),
+                         output.format_number(c.get("max_rel_error")), verdict])
+        lines.append(output.format_table(["vs Paddle Inference", "max abs error", "max rel error", "result"], rows,
                                          right_align={1, 2}))
         lines.append("")
         lines.append("PASS: every output matches Paddle Inference" if data["passed"]

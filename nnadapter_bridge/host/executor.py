@@ -1,7 +1,8 @@
 """HostExecutor: runs single Paddle ops on the host, converter first, numpy host kernel otherwise.
 
 An op with a converter is converted alone (`convert_subgraph([op], ...)`, input types taken from the actual
-scope arrays) and run on builtin_device's interpreter: that is the path every converter test exercises.
+scope arrays) and run through the NNAdapter standard's reference (nnadapter.reference, the semantics
+builtin_device also runs): that is the path every converter test exercises.
 The converted model is a plan, cached per (op, input-shape/dtype signature), so a loop or a second
 `Predictor.run` with the same shapes converts nothing. When the converter refuses the op with its inputs as
 model inputs (a reshape whose shape comes from a computed tensor, say), the op is converted once more with
@@ -9,8 +10,8 @@ every input frozen as a constant; such a plan depends on the input values too, s
 digest. Ops whose inputs are tensor arrays (Python lists in the scope), ops carrying sub-blocks, and ops the
 converter still refuses go to their host kernel.
 
-Host execution always uses builtin_device (the numpy reference driver): `device_names` is kept for the
-error messages and for the predictor's bookkeeping; it does not change how a host op runs.
+Host execution always uses the numpy reference: `device_names` is kept for the error messages and for the
+predictor's bookkeeping; it does not change how a host op runs.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from nnadapter_bridge.errors import BridgeError, ConversionError, UnsupportedOpE
 from nnadapter_bridge.host.kernels import HOST_KERNELS, OpScope
 from nnadapter_bridge.host.kernels.registry import EMPTY_VAR_NAME
 from nnadapter_bridge.loader.program import BlockRef
+from nnadapter_bridge.nnadapter.reference import run_model
 
 # The predictor handles these; they are never "unsupported" and never run here.
 FEED_FETCH = ("feed", "fetch")
@@ -210,13 +212,12 @@ class HostExecutor:
         return np.asarray(value)
 
     def _execute(self, op, scope: dict, conversion) -> None:
-        from hal.builtin_device.interpreter import run_model
-
         arrays = [self._read(op, scope, name) for name in conversion.input_names]
         try:
             outputs = run_model(conversion.model, arrays)
         except BridgeError as exc:
-            raise HostExecutionError(f"{op.label()}: running its converted model on builtin_device: {exc}") from exc
+            raise HostExecutionError(f"{op.label()}: running its converted model through the NNAdapter reference: "
+                                     f"{exc}") from exc
         for name, array in zip(conversion.output_names, outputs):
             scope[name] = self._as_declared_dtype(op, name, np.asarray(array))
 

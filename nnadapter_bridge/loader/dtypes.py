@@ -87,11 +87,6 @@ def numpy_dtype(code: int) -> np.dtype:
     return _NUMPY_DTYPES[code]
 
 
-def element_size(code: int) -> int:
-    """Bytes per element of a VarType.Type element type, as stored in params files."""
-    return _NUMPY_DTYPES[code].itemsize
-
-
 def type_name(code: int) -> str:
     """`FP32`, `LOD_TENSOR`, ...; `UNKNOWN(<n>)` for a value outside the enum."""
     try:

@@ -51,10 +51,6 @@ class VarInfo:
     is_parameter: bool = False
     stop_gradient: bool = False
 
-    @property
-    def is_tensor(self) -> bool:
-        return self.data_type is not None
-
 
 class OpInfo:
     """One OpDesc with slots and attributes decoded; `index` is its position in block `block_idx`."""

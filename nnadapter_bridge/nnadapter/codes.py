@@ -159,11 +159,6 @@ def precision_dtype(precision: Precision) -> np.dtype:
         raise ValueError(f"NNAdapter precision {precision!r} has no storage type") from None
 
 
-def precision_size(precision: Precision) -> int:
-    """Bytes per element, as GetOperandPrecisionDataLength."""
-    return precision_dtype(precision).itemsize
-
-
 _DTYPE_PRECISIONS = {
     np.dtype(np.bool_): Precision.BOOL8,
     np.dtype(np.int8): Precision.INT8,

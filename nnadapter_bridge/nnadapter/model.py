@@ -6,7 +6,7 @@ precision and dims as soon as the operation is added.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -191,7 +191,3 @@ class Model:
     def __repr__(self) -> str:
         return (f"Model({len(self.operands)} operands, {len(self.operations)} operations, "
                 f"{len(self.input_operands)} inputs, {len(self.output_operands)} outputs)")
-
-
-def iter_constants(model: Model) -> Iterable[Operand]:
-    return (o for o in model.operands if o.is_constant)

@@ -1,10 +1,9 @@
 """Splitting one NNAdapter Model across the devices of a context (facts §4.7 and §6.3).
 
 1. `assign_devices`: each operation goes to the first device (context order) that supports it.
-2. `cluster_operations`: union-find contraction over the operation graph, visiting operations in
-   topological order and merging a node with an out-neighbour of the same device unless a reverse
-   DFS from the neighbour's other producers reaches it (that merge would create a cycle between
-   clusters). The result is acyclic, and every path between two operations of one cluster stays in it.
+2. `cluster_operations`: Paddle Lite's contraction (nnadapter.contraction) over the operation graph,
+   merging operations of the same device. The result is acyclic, and every path between two
+   operations of one cluster stays in it.
 3. `build_submodels`: one submodel per cluster, operands copied shallowly (constant arrays shared),
    inputs/outputs numbered as in NNAdapter: -k-1 for the whole model's input/output k, 0,1,2,... for
    buffers shared between submodels, allocated in order of first encounter.
@@ -19,11 +18,13 @@ model output (-k-1), once as a shared buffer, so the .nnc indexes can describe i
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from typing import Sequence
+
+import networkx as nx
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import Lifetime, ResultCode
+from nnadapter_bridge.nnadapter.contraction import contract
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, Operation
 
@@ -42,15 +43,14 @@ def assign_devices(model: Model, supported: Sequence[Sequence[bool]], device_nam
     return assignment
 
 
-def _operation_graph(model: Model, order: list):
-    """Successor and predecessor lists (ordered, duplicate-free) between operations via operands."""
+def _operation_successors(order: list) -> dict:
+    """id(operation) -> ids of the operations reading its outputs (ordered, duplicate-free)."""
     producers = {}
     for op in order:
         for o in op.outputs:
             if o is not None:
                 producers[o.index] = op
     successors = {id(op): {} for op in order}
-    predecessors = {id(op): {} for op in order}
     for op in order:
         for o in op.inputs:
             if o is None or o.is_constant:
@@ -58,99 +58,39 @@ def _operation_graph(model: Model, order: list):
             producer = producers.get(o.index)
             if producer is not None and producer is not op:
                 successors[id(producer)][id(op)] = None
-                predecessors[id(op)][id(producer)] = None
-    return successors, predecessors
+    return successors
 
 
 def cluster_operations(model: Model, assignment: Sequence[int]) -> list:
     """[(device_index, [operations in topological order])] with no cycle between clusters."""
     order = model.topological_operations()
     position = {id(op): k for k, op in enumerate(order)}
-    by_id = {id(op): op for op in order}
     list_position = {id(op): i for i, op in enumerate(model.operations)}
     device_of = {id(op): assignment[list_position[id(op)]] for op in order}
-    out_links, in_links = _operation_graph(model, order)
-    parent = {k: k for k in by_id}
-
-    def find(node):
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    def reaches(sources, target) -> bool:
-        stack = list(sources)
-        seen = set(stack)
-        while stack:
-            node = stack.pop()
-            if node == target:
-                return True
-            for previous in in_links[node]:
-                if previous not in seen:
-                    seen.add(previous)
-                    stack.append(previous)
-        return False
-
-    for op in order:
-        src = id(op)
-        changed = True
-        while changed:
-            changed = False
-            contract = []
-            for dst in list(out_links[src]):
-                if device_of[dst] != device_of[src]:
-                    continue
-                others = [n for n in in_links[dst] if n != src]
-                if reaches(others, src):
-                    continue  # an outside path src -> ... -> dst exists; merging would close a cycle
-                contract.append(dst)
-            for dst in contract:
-                parent[find(dst)] = find(src)
-                for n in in_links[dst]:
-                    if n != src:
-                        in_links[src][n] = None
-                        out_links[n].pop(dst, None)
-                        out_links[n][src] = None
-                out_links[src].pop(dst, None)
-                for n in out_links[dst]:
-                    out_links[src][n] = None
-                    in_links[n].pop(dst, None)
-                    in_links[n][src] = None
-                in_links[dst] = {}
-                out_links[dst] = {}
-                changed = True
-
+    successors = _operation_successors(order)
+    root_of = contract([id(op) for op in order], successors, device_of.__getitem__)
     clusters: dict = {}
     for op in order:
-        clusters.setdefault(find(id(op)), []).append(op)
-    return _order_clusters(model, order, position, clusters, device_of)
+        clusters.setdefault(root_of[id(op)], []).append(op)
+    return _order_clusters(successors, position, clusters, device_of)
 
 
-def _order_clusters(model: Model, order, position, clusters: dict, device_of: dict) -> list:
+def _order_clusters(successors: dict, position: dict, clusters: dict, device_of: dict) -> list:
+    """The clusters in a topological order of the cluster graph, the earliest first operation first."""
     root_of = {id(op): root for root, ops in clusters.items() for op in ops}
     first = {root: position[id(ops[0])] for root, ops in clusters.items()}
-    successors, _ = _operation_graph(model, order)
-    edges = {root: set() for root in clusters}
-    indegree = {root: 0 for root in clusters}
+    cluster_graph = nx.DiGraph()
+    cluster_graph.add_nodes_from(clusters)
     for node, targets in successors.items():
         for target in targets:
-            a, b = root_of[node], root_of[target]
-            if a != b and b not in edges[a]:
-                edges[a].add(b)
-                indegree[b] += 1
-    ready = [(first[root], root) for root in clusters if indegree[root] == 0]
-    heapq.heapify(ready)
-    result = []
-    while ready:
-        _, root = heapq.heappop(ready)
-        result.append((device_of[root], clusters[root]))
-        for target in edges[root]:
-            indegree[target] -= 1
-            if indegree[target] == 0:
-                heapq.heappush(ready, (first[target], target))
-    if len(result) != len(clusters):  # cannot happen when the contraction is correct
-        raise NNAdapterError("partitioning produced a cycle between submodels", ResultCode.DEVICE_INTERNAL_ERROR)
-    return result
+            if root_of[node] != root_of[target]:
+                cluster_graph.add_edge(root_of[node], root_of[target])
+    try:
+        roots = list(nx.lexicographical_topological_sort(cluster_graph, key=first.__getitem__))
+    except nx.NetworkXUnfeasible:  # cannot happen when the contraction is correct
+        raise NNAdapterError("partitioning produced a cycle between submodels",
+                             ResultCode.DEVICE_INTERNAL_ERROR) from None
+    return [(device_of[root], clusters[root]) for root in roots]
 
 
 @dataclasses.dataclass

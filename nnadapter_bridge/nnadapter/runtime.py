@@ -10,7 +10,7 @@
   CacheMissError when that cache is absent or unusable (one warning for an unusable one), so the
   caller builds the model instead. The .nnc is written after the first successful compute, only for
   a compiled model with token and dir set, and only when every device filled its program bytes.
-* `Execution(compilation)`: `set_input`/`set_output` with access functions (hal.protocol), `compute()`
+* `Execution(compilation)`: `set_input`/`set_output` with access functions (driver_protocol), `compute()`
   runs the device programs in order, passing shared buffers between them; `run(arrays)` is the numpy
   shortcut. Failures raise NNAdapterError carrying the result code; INVALID_DIMENSIONS raises
   InvalidDimensionsError ("recompile for these shapes").
@@ -21,6 +21,7 @@ a cache hit from a compile; `Compilation.restored_from_cache` says it per compil
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.metadata
 import threading
 import warnings
@@ -30,6 +31,7 @@ import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, DeviceNotFoundError, InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.driver_protocol import ENTRY_POINT_GROUP, Argument, Cache, check_driver
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
     CompilationRecord,
@@ -44,8 +46,10 @@ from nnadapter_bridge.nnadapter.nnc import (
 from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model
 from nnadapter_bridge.nnadapter.types import OperandType
 
-ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
 BUILTIN_DEVICE_NAME = "builtin_device"
+# The module holding builtin_device's DRIVER: loaded by name, as a plugin, when no entry point provides it
+# (a source checkout that was never pip-installed), so the standard never imports the HAL.
+BUILTIN_DEVICE_MODULE = "hal.builtin_device"
 
 
 # -- statistics --------------------------------------------------------------------------------------
@@ -165,8 +169,6 @@ class DeviceManager:
 
     def _load(self, name: str) -> Optional[Any]:
         """The driver called `name`, loading its entry point on first use; None if unavailable."""
-        from hal.protocol import check_driver
-
         if name in self._drivers:
             return self._drivers[name]
         ep = self._entry_point_map().get(name)
@@ -183,17 +185,14 @@ class DeviceManager:
                 self._sources[name] = f"entry point {ep.value}"
                 return driver
         if name == BUILTIN_DEVICE_NAME:
-            from hal.builtin_device import DRIVER
-
-            self._drivers[name] = DRIVER
+            driver = importlib.import_module(BUILTIN_DEVICE_MODULE).DRIVER
+            self._drivers[name] = driver
             self._sources[name] = "built in"
-            return DRIVER
+            return driver
         return None
 
     def register(self, driver: Any, name: Optional[str] = None, *, replace: bool = False) -> None:
         """Make `driver` available under `name` (default: driver.name) in this process."""
-        from hal.protocol import check_driver
-
         check_driver(driver)
         name = name or driver.name
         with self._lock:
@@ -380,7 +379,7 @@ class Program:
 
     device: Device
     device_context: Any
-    cache: Any  # hal.protocol.Cache
+    cache: Any  # driver_protocol.Cache
     input_indexes: list
     output_indexes: list
     input_types: list
@@ -431,8 +430,6 @@ class Compilation:
         self.finished = True
 
     def _finish_from_cache(self) -> None:
-        from hal.protocol import Cache
-
         record = self._record
         if record is None:
             STATS.cache_misses += 1
@@ -463,8 +460,6 @@ class Compilation:
         STATS.cache_restores += 1
 
     def _finish_from_model(self) -> None:
-        from hal.protocol import Cache
-
         model = self.model
         if len(self.context.devices) == 1:
             submodels = [Submodel(0, model, [-k - 1 for k in range(len(model.input_operands))],
@@ -630,8 +625,6 @@ class Execution:
         self._outputs[index] = _Binding(memory, access)
 
     def compute(self) -> None:
-        from hal.protocol import Argument
-
         shared: dict = {}
         for number, program in enumerate(self.compilation.programs):
             inputs = []

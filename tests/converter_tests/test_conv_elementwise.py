@@ -266,7 +266,7 @@ def test_is_tests(tmp_path, op_type, dtype):
 
 def test_elementwise_add_quantized_output_scale():
     from converters.context import convert_subgraph
-    from hal.builtin_device.interpreter import run_model
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
     from nnadapter_bridge.nnadapter.codes import Precision
     from nnadapter_bridge.nnadapter.types import OperandType

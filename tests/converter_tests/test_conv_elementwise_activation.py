@@ -160,7 +160,7 @@ def test_emit_activation_reads_prefixed_attrs():
 
 def test_relu_with_quant_scales_keeps_output_quantized():
     from converters.context import convert_subgraph
-    from hal.builtin_device.interpreter import run_model
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
     from nnadapter_bridge.nnadapter.types import OperandType
 
@@ -308,7 +308,7 @@ def _quantized_single_op(op, in_scale, shape=(2, 6)):
 
 @pytest.mark.parametrize("scale,bias", [(2.0, 0.0), (-0.5, 0.3)])
 def test_scale_quantized_input_uses_int8_constants(scale, bias):
-    from hal.builtin_device.interpreter import run_model
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
 
     op = OpInfo("scale", 0, 0, {"X": ["x"]}, {"Out": ["out"]},

@@ -177,7 +177,7 @@ def test_fill_constant_batch_size_like(tmp_path, in_idx, out_idx, shape, dtype):
 def test_fill_constant_batch_size_like_unknown_batch_reads_shape(out_idx, shape):
     """With an unknown batch dim the shape is assembled at run time (SHAPE, SLICE, CONCAT)."""
     from converters.context import convert_subgraph
-    from hal.builtin_device.interpreter import run_model
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
     from nnadapter_bridge.nnadapter.types import OperandType
 

@@ -9,7 +9,7 @@ import pytest
 
 from converters.context import convert_subgraph
 from converters.registry import get_converter
-from hal.builtin_device.interpreter import run_model
+from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge import zoo
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.nnadapter.codes import dtype_precision

@@ -1,4 +1,5 @@
-"""builtin_device against independent expectations: elementwise, comparison, logic, unary, activations.
+"""The standard's references (what builtin_device runs) against independent expectations: elementwise,
+comparison, logic, unary, activations.
 
 Expectations come from Paddle's dygraph ops where Paddle has the same operation, else from a numpy
 formula written from the NNAdapter spec. Shape inference (prepare) is checked by the harness on every
@@ -492,7 +493,7 @@ def test_gelu_extreme_inputs():
 
 
 def test_erf_helper_against_math_erf():
-    from hal.builtin_device.kernels.k_elementwise import erf
+    from nnadapter_bridge.nnadapter.operations.reference_elementwise import erf
 
     z = np.concatenate([np.linspace(-7, 7, 4001), [0.0, -0.0, 1e-300, 30.0, -30.0]])
     want = np.array([math.erf(v) for v in z])

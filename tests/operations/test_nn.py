@@ -1,8 +1,8 @@
-"""builtin_device against independent expectations: convolution, pooling, normalization, matmul / fully
-connected, softmax, pad and resize (ops_nn + k_nn).
+"""The standard's references (what builtin_device runs) against independent expectations: convolution,
+pooling, normalization, matmul / fully connected, softmax, pad and resize (ops_nn + reference_nn).
 
 The expectation is Paddle's dygraph op wherever one exists with the same meaning; otherwise a numpy formula
-written from the NNAdapter spec (never from the kernel). Inputs have magnitude ~1 so the DESIGN.md
+written from the NNAdapter spec (never from the reference). Inputs have magnitude ~1 so the DESIGN.md
 single-operation tolerance applies unchanged.
 """
 from __future__ import annotations

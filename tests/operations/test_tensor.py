@@ -1,5 +1,5 @@
-"""builtin_device against independent expectations: shape and tensor manipulation, reductions,
-cumulative sum, arg max/min and top-k.
+"""The standard's references (what builtin_device runs) against independent expectations: shape and
+tensor manipulation, reductions, cumulative sum, arg max/min and top-k.
 
 Expectations come from Paddle's dygraph ops; where Paddle has no matching op (GATHER with a rank-2
 index, FILL_LIKE's typed output, RANGE computed at run time...) a numpy formula written from the spec.

@@ -1,6 +1,6 @@
-"""builtin_device against independent expectations: QUANTIZE and DEQUANTIZE (hand-computed integers
-from the spec's formulas), and DEFORMABLE_CONV_2D, GRID_SAMPLE, PRIOR_BOX, ROI_ALIGN,
-NON_MAX_SUPPRESSION and YOLO_BOX against the Paddle ops the converters map from."""
+"""The standard's references (what builtin_device runs) against independent expectations: QUANTIZE and
+DEQUANTIZE (hand-computed integers from the spec's formulas), and DEFORMABLE_CONV_2D, GRID_SAMPLE,
+PRIOR_BOX, ROI_ALIGN, NON_MAX_SUPPRESSION and YOLO_BOX against the Paddle ops the converters map from."""
 from __future__ import annotations
 
 import numpy as np

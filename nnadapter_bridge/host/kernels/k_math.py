@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hal.builtin_device.kernels.k_elementwise import erf as erf_float64
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
+from nnadapter_bridge.nnadapter.operations.reference_elementwise import erf as erf_float64
 
 _UNARY = {"acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "tan": np.tan, "cosh": np.cosh,
           "sinh": np.sinh}

@@ -1,16 +1,26 @@
-"""The registry of NNAdapter operation signatures and their "prepare" (type and shape inference).
+"""The registries of the NNAdapter operations: signatures with their "prepare" (type and shape inference),
+and numpy reference implementations (the semantics).
 
-Each operation module declares its signature with `@operation(OperationType.X, inputs=[...], outputs=[...])`
-on its prepare function. `check_signature` is generic: operand count and order, optional (null) operands,
-variadic lists, allowed precisions; errors name the operation and the operand.
+Each `ops_<family>` module declares a signature with `@operation(OperationType.X, inputs=[...], outputs=[...])`
+on its prepare function; the sibling `reference_<family>` module registers the numpy semantics of the same
+operations with `@reference(OperationType.X)`. `check_signature` is generic: operand count and order,
+optional (null) operands, variadic lists, allowed precisions; errors name the operation and the operand.
 
 A prepare function receives the Operation (inputs known, outputs possibly untyped) and returns one
 OperandType (or None, for an absent optional output) per output. Unknown dims are NNADAPTER_UNKNOWN.
+
+A reference is `fn(op, inputs) -> outputs`: `op` is the Operation (for its operand types), `inputs` the
+input arrays in signature order (None for a null operand), the result one array (or None) per output.
+Unless registered with `raw_quant=True`, a reference never sees quantized integers: the caller
+(nnadapter.reference.run_operation) dequantizes quantized inputs to float32 first and requantizes outputs
+whose operand type is quantized (dequantize -> float -> requantize with saturation).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Callable, Iterable, Optional
+
+import numpy as np
 
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, QUANT_PRECISIONS
@@ -165,3 +175,59 @@ def merge_output_type(current: OperandType, inferred: OperandType) -> None:
     current.layout = inferred.layout
     if inferred.dynamic_dims:
         current.dynamic_dims = inferred.dynamic_dims
+
+
+# -- references ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """The numpy semantics of one operation."""
+
+    type: OperationType
+    fn: Callable[[Operation, list], list]
+    raw_quant: bool = False  # the function takes and returns quantized storage arrays itself
+    # Optional finer answer: False when this reference cannot run `op` as given.
+    supports: Optional[Callable[[Operation], bool]] = None
+
+
+REFERENCES: dict[OperationType, Reference] = {}
+
+
+def reference(type: OperationType, *, raw_quant: bool = False, supports: Optional[Callable[[Operation], bool]] = None):
+    """Register the decorated function as the numpy reference of `type`."""
+    def register(fn):
+        if type in REFERENCES:
+            raise ValueError(f"reference for {type.name} registered twice")
+        REFERENCES[type] = Reference(type, fn, raw_quant, supports)
+        return fn
+
+    return register
+
+
+def dequantize(array: np.ndarray, t: OperandType) -> np.ndarray:
+    """Real values of a quantized array: (q - zero_point) * scale (per channel along channel_dim)."""
+    if not t.is_quantized:
+        return array
+    values = array.astype(np.float32)
+    if t.is_per_channel:
+        scales = np.asarray(t.scales, dtype=np.float32)
+        shape = [1] * values.ndim
+        if values.ndim:
+            shape[t.channel_dim] = -1
+        return values * scales.reshape(shape)
+    return (values - np.float32(t.zero_point)) * np.float32(t.scale)
+
+
+def quantize(values: np.ndarray, t: OperandType) -> np.ndarray:
+    """Quantize real values into the storage type of `t`, rounding to nearest and saturating."""
+    info = np.iinfo(t.dtype)
+    values = np.asarray(values, dtype=np.float32)
+    if t.is_per_channel:
+        scales = np.asarray(t.scales, dtype=np.float32)
+        shape = [1] * values.ndim
+        if values.ndim:
+            shape[t.channel_dim] = -1
+        q = np.rint(values / scales.reshape(shape))
+    else:
+        q = np.rint(values / np.float32(t.scale)) + t.zero_point
+    return np.clip(q, info.min, info.max).astype(t.dtype)

@@ -13,10 +13,10 @@ Every "no" keeps its reason, which the partition output and strict-mode errors s
 With a model cache dir the verdicts also persist (VerdictStore): `<cache_dir>/support-<key>.json` maps each
 signature's canonical JSON text (`signature_text`) to its verdict, so a warm start converts and validates
 nothing. The key is the md5 of the signature format version, the device names in context order, the
-context properties and the engine's versions string (nnadapter-bridge's and every driver's version and the
-devices' environment variables): other devices, properties or versions use another file. The file is JSON
-(never code), written atomically, and checked in full when read; a file that fails any check is ignored
-with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
+context properties and the versions string of the cache key (`cache_key.versions`: nnadapter-bridge's and
+every driver's version and the devices' environment variables): other devices, properties or versions use
+another file. The file is JSON (never code), written atomically, and checked in full when read; a file
+that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
 """
 from __future__ import annotations
 
@@ -27,38 +27,14 @@ import os
 import warnings
 from typing import Any, Optional
 
+from nnadapter_bridge.cache_key import semantic_attrs
 from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.types import OperandType
 
-# Attributes Paddle writes for bookkeeping; no converter reads them, so they must not split signatures.
-BOOKKEEPING_ATTRS = frozenset({
-    "op_callstack", "op_device", "op_namescope", "op_role", "op_role_var", "with_quant_attr",
-    "use_mkldnn", "use_cudnn", "use_quantizer", "mkldnn_data_type",
-})
-EMPTY_VAR_NAME = "@EMPTY@"
 SIGNATURE_FORMAT_VERSION = 1  # bump when signature(), signature_text() or the verdict file layout changes
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
-
-
-def freeze(value) -> Any:
-    """A hashable, deterministic stand-in for an attribute value (lists become tuples, refs tagged)."""
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
-    if isinstance(value, (bool, int, float, str, bytes)) or value is None:
-        return value
-    if dataclasses.is_dataclass(value):  # BlockRef / VarRef
-        return (type(value).__name__,) + tuple(freeze(getattr(value, f.name)) for f in dataclasses.fields(value))
-    if hasattr(value, "tolist"):
-        return freeze(value.tolist())
-    return (type(value).__name__, repr(value))
-
-
-def semantic_attrs(op) -> tuple:
-    """The op's attributes that can change its meaning, sorted by name and frozen."""
-    return tuple(sorted((name, freeze(value)) for name, value in op.attrs.items() if name not in BOOKKEEPING_ATTRS))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""Runs an NNAdapter Model on numpy: operations in topological order through the kernel registry.
+"""Runs NNAdapter operations and models on numpy through the standard's reference implementations.
 
-This is the execution core of builtin_device; the driver (hal.builtin_device.driver) wraps it with
-the HAL protocol (contexts, programs, caching, shape checks).
+This is the executable definition of the standard: `run_operation` applies one operation's registered
+reference (`operations.REFERENCES`), dequantizing quantized inputs first and requantizing quantized outputs
+unless the reference handles quantized storage itself; `run_model` runs a whole model in topological order.
+builtin_device, the host executor and the lowering passes (nnadapter.lowering) all compute through here.
 """
 from __future__ import annotations
 
@@ -12,21 +14,40 @@ import numpy as np
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import ResultCode
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import REFERENCES, check_signature, dequantize, get_spec, quantize
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.builtin_device.kernels import KERNELS, dequantize, quantize
+
+
+def supports(op: Operation) -> bool:
+    """True iff the reference can run `op` as given: a reference exists, its `supports(op)` (if any)
+    accepts, and the operation's signature check (plus its extra validation, if registered) passes."""
+    ref = REFERENCES.get(op.type)
+    if ref is None:
+        return False
+    try:
+        if ref.supports is not None and not ref.supports(op):
+            return False
+        spec = get_spec(op.type)
+        check_signature(op, spec)
+        if spec.validate is not None:
+            spec.validate(op)
+    except (OperationError, NNAdapterError, ValueError, TypeError, IndexError):
+        return False
+    return True
 
 
 def run_operation(op: Operation, inputs: list) -> list:
     """Run one operation on concrete input arrays; returns one array (or None) per output."""
-    kern = KERNELS.get(op.type)
-    if kern is None:
-        raise NNAdapterError(f"builtin_device has no kernel for {op.type.name}", ResultCode.FEATURE_NOT_SUPPORTED)
-    if not kern.raw_quant:
+    ref = REFERENCES.get(op.type)
+    if ref is None:
+        raise NNAdapterError(f"the NNAdapter standard has no reference for {op.type.name}",
+                             ResultCode.FEATURE_NOT_SUPPORTED)
+    if not ref.raw_quant:
         inputs = [a if (a is None or o is None) else dequantize(a, o.type) for a, o in zip(inputs, op.inputs)]
-    outputs = kern.fn(op, inputs)
+    outputs = ref.fn(op, inputs)
     if len(outputs) != len(op.outputs):
-        raise OperationError(f"{op.label()}: kernel returned {len(outputs)} outputs, expected {len(op.outputs)}")
-    if not kern.raw_quant:
+        raise OperationError(f"{op.label()}: reference returned {len(outputs)} outputs, expected {len(op.outputs)}")
+    if not ref.raw_quant:
         outputs = [
             quantize(a, o.type) if (a is not None and o is not None and o.type.is_quantized) else a
             for a, o in zip(outputs, op.outputs)
@@ -35,7 +56,8 @@ def run_operation(op: Operation, inputs: list) -> list:
 
 
 def run_model(model: Model, inputs: Sequence[np.ndarray], order: Optional[list] = None) -> list:
-    """Execute `model` on `inputs` (one array per model input); returns the model's output arrays."""
+    """Execute `model` on `inputs` (one array per model input); returns the model's output arrays.
+    `order` is the operations in topological order, when the caller has it already."""
     if len(inputs) != len(model.input_operands):
         raise NNAdapterError(f"the model has {len(model.input_operands)} inputs, got {len(inputs)} arrays",
                              ResultCode.INVALID_PARAMETER)

@@ -1,7 +1,8 @@
-"""builtin_device kernels: elementwise binary arithmetic, comparisons, logic, unary math, activations.
+"""Reference semantics (numpy) of the elementwise operations: binary arithmetic, comparisons, logic, unary
+math, activations.
 
 Quantized operands arrive dequantized (float32) and leave requantized through the registry, so every
-kernel here is written for float32, integer or bool arrays. Float results are computed in float32, or
+function here is written for float32, integer or bool arrays. Float results are computed in float32, or
 in float64 where a composite formula would otherwise accumulate rounding, and always returned in the
 input's dtype.
 """
@@ -12,7 +13,7 @@ from functools import reduce
 import numpy as np
 
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision, precision_dtype
-from hal.builtin_device.kernels.registry import kernel
+from nnadapter_bridge.nnadapter.operations.registry import reference
 
 
 def _scalar(array):
@@ -104,14 +105,14 @@ def _register_arithmetic(type, fn):
         return [apply_fuse_code(_like(out, a), fuse, in_place=out is not a and out is not b)]
 
     run.__name__ = type.name.lower()
-    kernel(type)(run)
+    reference(type)(run)
 
 
 for _type, _fn in _ARITHMETIC.items():
     _register_arithmetic(_type, _fn)
 
 
-@kernel(T.SUM)
+@reference(T.SUM)
 def sum_inputs(op, inputs):
     return [_like(reduce(np.add, inputs), inputs[0])]
 
@@ -137,19 +138,19 @@ def _register_to_bool(type, fn):
         return [np.asarray(fn(a, b), dtype=np.bool_)]
 
     run.__name__ = type.name.lower()
-    kernel(type)(run)
+    reference(type)(run)
 
 
 for _type, _fn in _TO_BOOL.items():
     _register_to_bool(_type, _fn)
 
 
-@kernel(T.NOT)
+@reference(T.NOT)
 def logical_not(op, inputs):
     return [np.logical_not(inputs[0])]
 
 
-@kernel(T.WHERE)
+@reference(T.WHERE)
 def where(op, inputs):
     condition, a, b = inputs
     return [_like(np.where(condition, a, b), a)]
@@ -188,14 +189,14 @@ def _register_unary(type, fn):
             return [_like(fn(x), x)]
 
     run.__name__ = type.name.lower()
-    kernel(type)(run)
+    reference(type)(run)
 
 
 for _type, _fn in _UNARY.items():
     _register_unary(_type, _fn)
 
 
-@kernel(T.CAST)
+@reference(T.CAST)
 def cast(op, inputs):
     x, code = inputs
     target = precision_dtype(Precision(int(_scalar(code))))
@@ -211,7 +212,7 @@ def cast(op, inputs):
 
 # -- activations with parameters ---------------------------------------------------------------------------
 
-@kernel(T.CLIP)
+@reference(T.CLIP)
 def clip(op, inputs):
     x, low, high = inputs
     low = _scalar(low).astype(x.dtype)
@@ -246,7 +247,7 @@ def erf(z: np.ndarray) -> np.ndarray:
 _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 
 
-@kernel(T.GELU)
+@reference(T.GELU)
 def gelu(op, inputs):
     x, approximate = inputs
     x64 = x.astype(np.float64)
@@ -261,25 +262,25 @@ def _hard_sigmoid64(x, alpha, beta):
     return np.clip(float(_scalar(alpha)) * x.astype(np.float64) + float(_scalar(beta)), 0.0, 1.0)
 
 
-@kernel(T.HARD_SIGMOID)
+@reference(T.HARD_SIGMOID)
 def hard_sigmoid(op, inputs):
     x, alpha, beta = inputs
     return [_like(_hard_sigmoid64(x, alpha, beta), x)]
 
 
-@kernel(T.HARD_SWISH)
+@reference(T.HARD_SWISH)
 def hard_swish(op, inputs):
     x, alpha, beta = inputs
     return [_like(x.astype(np.float64) * _hard_sigmoid64(x, alpha, beta), x)]
 
 
-@kernel(T.LEAKY_RELU)
+@reference(T.LEAKY_RELU)
 def leaky_relu(op, inputs):
     x, alpha = inputs
     return [_like(np.where(x >= 0, x, x * _scalar(alpha).astype(x.dtype)), x)]
 
 
-@kernel(T.PRELU)
+@reference(T.PRELU)
 def prelu(op, inputs):
     x, slope = inputs
     slope = np.asarray(slope, dtype=x.dtype).reshape(-1)
@@ -291,7 +292,7 @@ def prelu(op, inputs):
     return [_like(np.where(x >= 0, x, x * slope), x)]
 
 
-@kernel(T.SOFTPLUS)
+@reference(T.SOFTPLUS)
 def softplus(op, inputs):
     x, beta, threshold = inputs
     beta = float(_scalar(beta))

@@ -1,10 +1,11 @@
-"""builtin_device kernels: shape and tensor manipulation, reductions, cumulative sum, arg max/min, top-k.
+"""Reference semantics (numpy) of the tensor operations: shape and tensor manipulation, reductions, cumulative
+sum, arg max/min, top-k.
 
-Parameters arrive as arrays (constant or computed at run time), so every kernel reads them from
+Parameters arrive as arrays (constant or computed at run time), so every reference reads them from
 `inputs`, never from the prepare step; the dim rules come from ops_tensor so both sides agree.
 Results are fresh C-ordered arrays (`.copy()`, not np.ascontiguousarray, which turns a 0-d result
-into shape [1]). Quantized inputs reach these kernels already dequantized (see the registry), which is exact for the
-data-movement operations when the output carries the input's scale.
+into shape [1]). Quantized inputs reach these references already dequantized (see the registry), which is
+exact for the data-movement operations when the output carries the input's scale.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from nnadapter_bridge.nnadapter.operations.ops_tensor import (
     tile_dims,
     unsqueeze_dims,
 )
-from hal.builtin_device.kernels.registry import kernel
+from nnadapter_bridge.nnadapter.operations.registry import reference
 
 
 def _ints(array) -> list:
@@ -49,21 +50,21 @@ def _reduce_axes(op, axes_array, rank: int):
     return tuple(sorted({normalize_axis(a, rank, op) for a in axes}))
 
 
-@kernel(T.REDUCE_MEAN)
+@reference(T.REDUCE_MEAN)
 def reduce_mean(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
     return [np.mean(x, axis=axes, keepdims=_flag(keepdim, False)).astype(x.dtype, copy=False)]
 
 
-@kernel(T.REDUCE_MAX)
+@reference(T.REDUCE_MAX)
 def reduce_max(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
     return [np.asarray(np.max(x, axis=axes, keepdims=_flag(keepdim, False)))]
 
 
-@kernel(T.REDUCE_SUM)
+@reference(T.REDUCE_SUM)
 def reduce_sum(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
@@ -79,17 +80,17 @@ def _arg(op, inputs, fn):
     return [np.asarray(result).astype(op.outputs[0].type.dtype)]
 
 
-@kernel(T.ARG_MAX)
+@reference(T.ARG_MAX)
 def arg_max(op, inputs):
     return _arg(op, inputs, np.argmax)
 
 
-@kernel(T.ARG_MIN)
+@reference(T.ARG_MIN)
 def arg_min(op, inputs):
     return _arg(op, inputs, np.argmin)
 
 
-@kernel(T.CUM_SUM)
+@reference(T.CUM_SUM)
 def cum_sum(op, inputs):
     x = inputs[0]
     padded = list(inputs) + [None] * (4 - len(inputs))
@@ -107,7 +108,7 @@ def cum_sum(op, inputs):
     return [np.flip(total, axis) if reverse else total]
 
 
-@kernel(T.TOP_K)
+@reference(T.TOP_K)
 def top_k(op, inputs):
     x, k, axis, largest, _sorted, _dtype = inputs
     axis = normalize_axis(_int(axis), x.ndim, op)
@@ -131,19 +132,19 @@ def top_k(op, inputs):
 # -- reshaping ----------------------------------------------------------------------------------------
 
 
-@kernel(T.RESHAPE)
+@reference(T.RESHAPE)
 def reshape(op, inputs):
     x, shape = inputs
     return [x.reshape(reshape_dims(x.shape, _ints(shape), op))]
 
 
-@kernel(T.FLATTEN)
+@reference(T.FLATTEN)
 def flatten(op, inputs):
     x, start, end = inputs
     return [x.reshape(flatten_dims(x.shape, _int(start), _int(end), op))]
 
 
-@kernel(T.SQUEEZE)
+@reference(T.SQUEEZE)
 def squeeze(op, inputs):
     x = inputs[0]
     axes = _ints(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
@@ -156,20 +157,20 @@ def squeeze(op, inputs):
     return [np.squeeze(x, axis=tuple(removed)) if removed else x]
 
 
-@kernel(T.UNSQUEEZE)
+@reference(T.UNSQUEEZE)
 def unsqueeze(op, inputs):
     x, axes = inputs
     return [x.reshape(unsqueeze_dims(x.shape, _ints(axes), op))]
 
 
-@kernel(T.TRANSPOSE)
+@reference(T.TRANSPOSE)
 def transpose(op, inputs):
     x, perm = inputs
     perm = _ints(perm) or list(range(x.ndim))[::-1]
     return [np.transpose(x, [normalize_axis(p, x.ndim, op) for p in perm]).copy()]
 
 
-@kernel(T.CHANNEL_SHUFFLE)
+@reference(T.CHANNEL_SHUFFLE)
 def channel_shuffle(op, inputs):
     x, group = inputs
     group = _int(group)
@@ -183,7 +184,7 @@ def channel_shuffle(op, inputs):
 # -- slicing, joining, splitting -----------------------------------------------------------------------
 
 
-@kernel(T.SLICE)
+@reference(T.SLICE)
 def slice_(op, inputs):
     x, axes, starts, ends = inputs[:4]
     steps = inputs[4] if len(inputs) > 4 else None
@@ -198,19 +199,19 @@ def slice_(op, inputs):
     return [x[tuple(index)].copy()]
 
 
-@kernel(T.CONCAT)
+@reference(T.CONCAT)
 def concat(op, inputs):
     *parts, axis = inputs
     return [np.concatenate(parts, axis=normalize_axis(_int(axis), parts[0].ndim, op))]
 
 
-@kernel(T.STACK)
+@reference(T.STACK)
 def stack(op, inputs):
     *parts, axis = inputs
     return [np.stack(parts, axis=normalize_axis(_int(axis), parts[0].ndim + 1, op))]
 
 
-@kernel(T.SPLIT)
+@reference(T.SPLIT)
 def split(op, inputs):
     x, axis, sections = inputs
     axis = normalize_axis(_int(axis), x.ndim, op)
@@ -219,14 +220,14 @@ def split(op, inputs):
     return [part.copy() for part in np.split(x, bounds, axis=axis)]
 
 
-@kernel(T.UNSTACK)
+@reference(T.UNSTACK)
 def unstack(op, inputs):
     x, axis, _num = inputs
     axis = normalize_axis(_int(axis), x.ndim, op)
     return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
 
 
-@kernel(T.MESHGRID)
+@reference(T.MESHGRID)
 def meshgrid(op, inputs):
     return [g.copy() for g in np.meshgrid(*inputs, indexing="ij")]
 
@@ -234,7 +235,7 @@ def meshgrid(op, inputs):
 # -- broadcasting, gathering, moving ---------------------------------------------------------------------
 
 
-@kernel(T.TILE)
+@reference(T.TILE)
 def tile(op, inputs):
     x, repeats = inputs
     repeats = _ints(repeats)
@@ -242,13 +243,13 @@ def tile(op, inputs):
     return [np.tile(x, repeats)]
 
 
-@kernel(T.EXPAND)
+@reference(T.EXPAND)
 def expand(op, inputs):
     x, shape = inputs
     return [np.broadcast_to(x, expand_dims(x.shape, _ints(shape), op)).copy()]
 
 
-@kernel(T.GATHER)
+@reference(T.GATHER)
 def gather(op, inputs):
     x, indices, axis = inputs
     axis = normalize_axis(_int(axis), x.ndim, op)
@@ -258,7 +259,7 @@ def gather(op, inputs):
     return [np.take(x, indices, axis=axis)]
 
 
-@kernel(T.ROLL)
+@reference(T.ROLL)
 def roll(op, inputs):
     x, shifts = inputs[:2]
     axes = _ints(inputs[2]) if len(inputs) > 2 and inputs[2] is not None else []
@@ -272,27 +273,27 @@ def roll(op, inputs):
 # -- shapes and generated tensors ------------------------------------------------------------------------
 
 
-@kernel(T.SHAPE, raw_quant=True)
+@reference(T.SHAPE, raw_quant=True)
 def shape(op, inputs):
     x, dtype = inputs
     return [np.array(x.shape, dtype=precision_dtype(Precision(_int(dtype))))]
 
 
-@kernel(T.FILL)
+@reference(T.FILL)
 def fill(op, inputs):
     shape_, value = inputs
     value = np.asarray(value).reshape(-1)
     return [np.full(_ints(shape_), value[0], dtype=value.dtype)]
 
 
-@kernel(T.FILL_LIKE, raw_quant=True)
+@reference(T.FILL_LIKE, raw_quant=True)
 def fill_like(op, inputs):
     x, value = inputs
     value = np.asarray(value).reshape(-1)
     return [np.full(x.shape, value[0], dtype=value.dtype)]
 
 
-@kernel(T.RANGE)
+@reference(T.RANGE)
 def range_(op, inputs):
     start, end, step = (np.asarray(v).reshape(-1)[0] for v in inputs)
     dtype = np.asarray(inputs[0]).dtype

@@ -1,8 +1,8 @@
-"""builtin_device kernels: QUANTIZE, DEQUANTIZE, DEFORMABLE_CONV_2D, GRID_SAMPLE, ROI_ALIGN, PRIOR_BOX,
+"""Reference semantics (numpy) of QUANTIZE, DEQUANTIZE, DEFORMABLE_CONV_2D, GRID_SAMPLE, ROI_ALIGN, PRIOR_BOX,
 NON_MAX_SUPPRESSION and YOLO_BOX.
 
-The sampling kernels follow the coordinate conventions of the Paddle ops the converters map from
-(deformable_conv, grid_sampler, roi_align), and the detection kernels those of prior_box, yolo_box and
+The sampling references follow the coordinate conventions of the Paddle ops the converters map from
+(deformable_conv, grid_sampler, roi_align), and the detection references those of prior_box, yolo_box and
 multiclass_nms3, so a converted model reproduces Paddle's numbers.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from nnadapter_bridge.nnadapter.operations.ops_vision import (
     expand_aspect_ratios,
     nms_is_lod_form,
 )
-from hal.builtin_device.kernels.k_elementwise import apply_fuse_code
-from hal.builtin_device.kernels.registry import dequantize, kernel, quantize
+from nnadapter_bridge.nnadapter.operations.reference_elementwise import apply_fuse_code
+from nnadapter_bridge.nnadapter.operations.registry import dequantize, quantize, reference
 
 
 def _scalar(array, cast=float):
@@ -30,16 +30,16 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 # -- quantization ------------------------------------------------------------------------------------
 
-@kernel(T.QUANTIZE, raw_quant=True)
-def quantize_kernel(op, inputs):
+@reference(T.QUANTIZE, raw_quant=True)
+def quantize_reference(op, inputs):
     # The output type carries the params prepare derived from scale/zero_point; the shared helper
     # rounds half to even (as ONNX QuantizeLinear, which the other drivers lower to) and saturates.
     x = np.asarray(inputs[0], dtype=np.float32)
     return [quantize(x, op.outputs[0].type)]
 
 
-@kernel(T.DEQUANTIZE, raw_quant=True)
-def dequantize_kernel(op, inputs):
+@reference(T.DEQUANTIZE, raw_quant=True)
+def dequantize_reference(op, inputs):
     return [dequantize(inputs[0], op.inputs[0].type).astype(np.float32, copy=False)]
 
 
@@ -83,7 +83,7 @@ def nearest_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.n
 
 # -- DEFORMABLE_CONV_2D ------------------------------------------------------------------------------
 
-@kernel(T.DEFORMABLE_CONV_2D)
+@reference(T.DEFORMABLE_CONV_2D)
 def deformable_conv_2d(op, inputs):
     x, offset, mask, weight, bias, _pads, _strides, _group, _dgroup, _dilations, fuse = inputs
     a = deformable_conv_attrs(op)
@@ -152,7 +152,7 @@ def _grid_to_pixels(coord: np.ndarray, size: int, align_corners: bool, pad_mode:
     return pixels
 
 
-@kernel(T.GRID_SAMPLE)
+@reference(T.GRID_SAMPLE)
 def grid_sample(op, inputs):
     x, grid, align_corners, mode, pad_mode = inputs
     align_corners = _scalar(align_corners, bool)
@@ -199,7 +199,7 @@ def _roi_axis_weights(start, bin_size, grid, pooled: int, size: int) -> np.ndarr
     return weights / grid[:, None, None]
 
 
-@kernel(T.ROI_ALIGN)
+@reference(T.ROI_ALIGN)
 def roi_align(op, inputs):
     x, rois, batch_indices, out_h, out_w, sampling_ratio, spatial_scale, aligned = inputs
     out_h, out_w = _scalar(out_h, int), _scalar(out_w, int)
@@ -236,7 +236,7 @@ def roi_align(op, inputs):
 
 # -- PRIOR_BOX ---------------------------------------------------------------------------------------
 
-@kernel(T.PRIOR_BOX)
+@reference(T.PRIOR_BOX)
 def prior_box(op, inputs):
     (feature, image, min_sizes, max_sizes, aspect_ratios, variances, flip, clip, step_w, step_h,
      offset, min_max_order) = inputs
@@ -346,11 +346,11 @@ def _nms_image(boxes_of_class, scores: np.ndarray, attrs: dict, lod_form: bool) 
 
 
 def _nms_supports(op) -> bool:
-    # Polygon boxes (8..32 coordinates) need polygon clipping, which this kernel does not do.
+    # Polygon boxes (8..32 coordinates) need polygon clipping, which this reference does not do.
     return op.inputs[0].type.dims[-1] == 4
 
 
-@kernel(T.NON_MAX_SUPPRESSION, supports=_nms_supports)
+@reference(T.NON_MAX_SUPPRESSION, supports=_nms_supports)
 def non_max_suppression(op, inputs):
     bboxes, scores, rois_num = inputs[0], inputs[1], inputs[2]
     attrs = {"background": _scalar(inputs[3], int), "score_threshold": _scalar(inputs[4]),
@@ -358,7 +358,7 @@ def non_max_suppression(op, inputs):
              "eta": _scalar(inputs[7]), "keep_top_k": _scalar(inputs[8], int),
              "normalized": _scalar(inputs[9], bool)}
     if bboxes.shape[-1] != 4:
-        raise OperationError(f"{op.label()}: builtin_device handles 4-coordinate boxes only, got {bboxes.shape[-1]}")
+        raise OperationError(f"{op.label()}: the reference handles 4-coordinate boxes only, got {bboxes.shape[-1]}")
     bboxes = bboxes.astype(np.float64)
     scores64 = scores.astype(np.float64)
     lod_form = nms_is_lod_form(op)
@@ -392,7 +392,7 @@ def non_max_suppression(op, inputs):
 
 # -- YOLO_BOX ----------------------------------------------------------------------------------------
 
-@kernel(T.YOLO_BOX)
+@reference(T.YOLO_BOX)
 def yolo_box(op, inputs):
     x, imgsize, anchors, class_num, conf_thresh, downsample, clip_bbox, scale_x_y, iou_aware, iou_factor = inputs
     anchors = np.asarray(anchors, dtype=np.float64).reshape(-1, 2)

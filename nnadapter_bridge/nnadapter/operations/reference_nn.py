@@ -1,10 +1,10 @@
-"""builtin_device kernels: convolution, transposed convolution, pooling, normalization, fully connected,
-matmul, softmax, pad and resize.
+"""Reference semantics (numpy) of the network operations: convolution, transposed convolution, pooling,
+normalization, fully connected, matmul, softmax, pad and resize.
 
 These carry whole CNNs, so they stay in float32 and go through BLAS: convolution is im2col built with one
 strided copy per kernel tap plus one (batched) matmul for all groups; depthwise convolution accumulates one
 multiply-add per tap; pooling reduces tap by tap over strided views. No loop ever runs per pixel or per
-channel. Window arithmetic (output sizes, SAME pads) comes from ops_nn so prepare and kernel agree.
+channel. Window arithmetic (output sizes, SAME pads) comes from ops_nn so prepare and reference agree.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from nnadapter_bridge.nnadapter.operations.ops_nn import (
     transpose_out_size,
     window_out_size,
 )
-from hal.builtin_device.kernels.k_elementwise import apply_fuse_code
-from hal.builtin_device.kernels.registry import kernel
+from nnadapter_bridge.nnadapter.operations.reference_elementwise import apply_fuse_code
+from nnadapter_bridge.nnadapter.operations.registry import reference
 
 _F32 = np.float32
 
@@ -154,7 +154,7 @@ def _conv_window(op, inputs, x, kh, kw):
     return resolve_window(auto_pad, _ints(inputs[4]), x.shape[2:], (kh, kw), strides, dilations), strides
 
 
-@kernel(T.CONV_2D)
+@reference(T.CONV_2D)
 def conv_2d(op, inputs):
     x, w, bias = inputs[0], inputs[1], inputs[2]
     (pads, dilations), strides = _conv_window(op, inputs, x, w.shape[2], w.shape[3])
@@ -162,7 +162,7 @@ def conv_2d(op, inputs):
     return [_fuse(out, inputs[8] if len(inputs) > 8 else None, in_place=True)]  # conv2d's result is fresh
 
 
-@kernel(T.CONV_2D_TRANSPOSE)
+@reference(T.CONV_2D_TRANSPOSE)
 def conv_2d_transpose(op, inputs):
     x, w, bias = inputs[0], inputs[1], inputs[2]
     kh, kw = w.shape[2:]
@@ -215,7 +215,7 @@ def _many_taps(kernel, out_hw) -> bool:
     return kernel[0] * kernel[1] > 64 and kernel[0] * kernel[1] > out_hw[0] * out_hw[1]
 
 
-@kernel(T.AVERAGE_POOL_2D)
+@reference(T.AVERAGE_POOL_2D)
 def average_pool_2d(op, inputs):
     x = _as_f32(inputs[0])
     ceil_mode = _bool(inputs[5] if len(inputs) > 5 else None)
@@ -276,7 +276,7 @@ def _wants_indices(op) -> bool:
     return len(op.outputs) > 1 and op.outputs[1] is not None
 
 
-@kernel(T.MAX_POOL_2D)
+@reference(T.MAX_POOL_2D)
 def max_pool_2d(op, inputs):
     x = _as_f32(inputs[0])
     ceil_mode = _bool(inputs[5] if len(inputs) > 5 else None)
@@ -305,7 +305,7 @@ def _adaptive_reduce(x: np.ndarray, out_hw, reduce) -> np.ndarray:
     return np.stack([reduce(rows[:, :, :, a:b], axis=3) for a, b in zip(ws, we)], axis=3)
 
 
-@kernel(T.ADAPTIVE_AVERAGE_POOL_2D)
+@reference(T.ADAPTIVE_AVERAGE_POOL_2D)
 def adaptive_average_pool_2d(op, inputs):
     x = _as_f32(inputs[0])
     oh, ow = _ints(inputs[1])
@@ -316,7 +316,7 @@ def adaptive_average_pool_2d(op, inputs):
     return [out]
 
 
-@kernel(T.ADAPTIVE_MAX_POOL_2D)
+@reference(T.ADAPTIVE_MAX_POOL_2D)
 def adaptive_max_pool_2d(op, inputs):
     x = _as_f32(inputs[0])
     oh, ow = _ints(inputs[1])
@@ -353,7 +353,7 @@ def _standardize(v: np.ndarray, epsilon: float) -> np.ndarray:
     return centered
 
 
-@kernel(T.BATCH_NORMALIZATION)
+@reference(T.BATCH_NORMALIZATION)
 def batch_normalization(op, inputs):
     x, scale, bias, mean, var = (_as_f32(a) for a in inputs[:5])
     eps = _F32(_float(inputs[5] if len(inputs) > 5 else None, 1e-5))
@@ -365,7 +365,7 @@ def batch_normalization(op, inputs):
     return [out]
 
 
-@kernel(T.GROUP_NORMALIZATION)
+@reference(T.GROUP_NORMALIZATION)
 def group_normalization(op, inputs):
     x, scale, bias = (_as_f32(a) for a in inputs[:3])
     eps = _float(inputs[3], 1e-5)
@@ -377,7 +377,7 @@ def group_normalization(op, inputs):
     return [out]
 
 
-@kernel(T.INSTANCE_NORMALIZATION)
+@reference(T.INSTANCE_NORMALIZATION)
 def instance_normalization(op, inputs):
     x, scale, bias = (_as_f32(a) for a in inputs[:3])
     eps = _float(inputs[3] if len(inputs) > 3 else None, 1e-5)
@@ -387,7 +387,7 @@ def instance_normalization(op, inputs):
     return [out]
 
 
-@kernel(T.LAYER_NORMALIZATION)
+@reference(T.LAYER_NORMALIZATION)
 def layer_normalization(op, inputs):
     x, scale, bias = (_as_f32(a) for a in inputs[:3])
     axis = _int(inputs[3])
@@ -400,7 +400,7 @@ def layer_normalization(op, inputs):
     return [out]
 
 
-@kernel(T.LP_NORMALIZATION)
+@reference(T.LP_NORMALIZATION)
 def lp_normalization(op, inputs):
     x = _as_f32(inputs[0])
     axis = _int(inputs[1] if len(inputs) > 1 else None, 1)
@@ -413,7 +413,7 @@ def lp_normalization(op, inputs):
     return [x / (norm + eps)]
 
 
-@kernel(T.LRN)
+@reference(T.LRN)
 def lrn(op, inputs):
     x = _as_f32(inputs[0])
     size = _int(inputs[1] if len(inputs) > 1 else None, 5)
@@ -435,7 +435,7 @@ def lrn(op, inputs):
 
 
 # -- matrix products ---------------------------------------------------------------------------------------------
-@kernel(T.FULLY_CONNECTED)
+@reference(T.FULLY_CONNECTED)
 def fully_connected(op, inputs):
     x, w, bias = _as_f32(inputs[0]), _as_f32(inputs[1]), inputs[2]
     out = np.matmul(x.reshape(-1, w.shape[1]), w.T)  # w.T is a view; BLAS reads it transposed
@@ -444,7 +444,7 @@ def fully_connected(op, inputs):
     return [_fuse(out, inputs[3] if len(inputs) > 3 else None, in_place=True)]  # the matmul result is fresh
 
 
-@kernel(T.MAT_MUL)
+@reference(T.MAT_MUL)
 def mat_mul(op, inputs):
     x, y = _as_f32(inputs[0]), _as_f32(inputs[1])
     if _bool(inputs[2] if len(inputs) > 2 else None) and x.ndim >= 2:
@@ -455,7 +455,7 @@ def mat_mul(op, inputs):
 
 
 # -- softmax ---------------------------------------------------------------------------------------------------------
-@kernel(T.SOFTMAX)
+@reference(T.SOFTMAX)
 def softmax(op, inputs):
     x = _as_f32(inputs[0])
     axis = _int(inputs[1] if len(inputs) > 1 else None, 1)
@@ -464,7 +464,7 @@ def softmax(op, inputs):
     return [e]
 
 
-@kernel(T.LOG_SOFTMAX)
+@reference(T.LOG_SOFTMAX)
 def log_softmax(op, inputs):
     x = _as_f32(inputs[0])
     axis = _int(inputs[1] if len(inputs) > 1 else None, 1)
@@ -478,7 +478,7 @@ _NUMPY_PAD_MODES = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", Pa
                     PadMode.EDGE: "edge"}
 
 
-@kernel(T.PAD)
+@reference(T.PAD)
 def pad(op, inputs):
     x, pads = inputs[0], _ints(inputs[1])
     mode = PadMode(_int(inputs[2]))
@@ -517,7 +517,7 @@ def _resize_plan(op, inputs):
     return plan, align_corners
 
 
-@kernel(T.RESIZE_NEAREST)
+@reference(T.RESIZE_NEAREST)
 def resize_nearest(op, inputs):
     x = inputs[0]
     plan, align_corners = _resize_plan(op, inputs)
@@ -546,7 +546,7 @@ def _linear_taps(size, out, ratio, half_pixel):
     return lo, hi, frac.astype(_F32)
 
 
-@kernel(T.RESIZE_LINEAR)
+@reference(T.RESIZE_LINEAR)
 def resize_linear(op, inputs):
     x = _as_f32(inputs[0])
     plan, align_corners = _resize_plan(op, inputs)

@@ -1,0 +1,81 @@
+"""What converters and checks of several families read beyond the op view: attributes Paddle also accepts
+as tensors (and the checks that keep an op on the host when such a tensor is only known at run time),
+whether dims are known at conversion time, and a var's precision or dims before it is converted.
+
+Checks run with a context during conversion; during partitioning there may be none (ctx is None).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from converters.op_view import OpView
+from nnadapter_bridge.errors import BridgeError, ConversionError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, dtype_precision
+
+
+def known_dim(d) -> bool:
+    return d != UNKNOWN and d >= 0
+
+
+def known_dims(dims) -> bool:
+    return all(known_dim(d) for d in dims)
+
+
+def input_dims(ctx, op, slot: str) -> Optional[tuple]:
+    """Dims of the op's first `slot` input, or None when it has no operand yet (check before conversion)."""
+    name = OpView(op).optional_input(slot)
+    if name is None or not ctx.has(name):
+        return None
+    return tuple(ctx.dims(name))
+
+
+def var_precision(ctx, name: Optional[str]) -> Optional[Precision]:
+    """The precision of var `name` when it is already known (an operand or a declared var), else None."""
+    if ctx is None or not name:
+        return None
+    try:
+        if ctx.has(name):
+            return ctx.input(name).type.precision
+    except ConversionError:  # an unmapped var: fall back to the program's declaration
+        pass
+    graph = getattr(ctx, "graph", None)
+    if graph is None:
+        return None
+    try:
+        dtype = graph.var(name).dtype
+        return dtype_precision(dtype) if dtype is not None else None
+    except (BridgeError, KeyError, ValueError):  # undeclared var, or a dtype with no NNAdapter precision
+        return None
+
+
+def runtime_inputs(op, ctx, *slots) -> list:
+    """Vars in `slots` that are not parameters (their values exist only at run time)."""
+    is_param = (lambda name: ctx.is_param(name)) if ctx is not None else (lambda name: False)
+    view = OpView(op)
+    return [name for slot in slots for name in view.inputs(slot) if not is_param(name)]
+
+
+def needs_constant(*slots, what: str = ""):
+    """A check: the tensor forms in `slots` must be parameters, since the emitted operation needs constants."""
+
+    def check(op, ctx):
+        late = runtime_inputs(op, ctx, *slots)
+        if late:
+            view = OpView(op)
+            slot = next(s for s in slots if set(view.inputs(s)) & set(late))
+            return (f"'{slot}' ({', '.join(late)}) is computed at run time, but {what or 'the emitted operation'} "
+                    "needs it as a constant")
+        return None
+
+    return check
+
+
+def scalar_attr_or_tensor(ctx, op, attr: str, slot: str, default: int) -> int:
+    """An int attr that may also come as a one-element tensor in `slot` (which must be a parameter)."""
+    view = OpView(op)
+    name = view.optional_input(slot)
+    if name is not None:
+        return int(np.asarray(ctx.param(name)).reshape(-1)[0])
+    return int(view.attr(attr, default))

@@ -1,0 +1,145 @@
+"""The typed view of one Paddle op that converters and their checks read: its vars by slot, its attributes
+with Paddle's defaults, and the NNAdapter precision of a VarType element-type code.
+
+`OpView(op)` wraps a loader `OpInfo` without copying it. A slot holding nothing, or only Paddle's
+`@EMPTY@` placeholder, is an absent slot: `input` / `output` raise a ConversionError naming the op,
+`optional_input` / `optional_output` return None.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import ConversionError
+from nnadapter_bridge.loader.dtypes import TENSOR_ELEMENT_TYPES, VarTypeCode, numpy_dtype
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
+from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision
+
+
+def _vartype_precisions() -> dict:
+    """VarType element code -> NNAdapter precision, from the loader's VarType -> numpy table.
+
+    SIZE_T is an index type no op attr names; BF16 has no NNAdapter precision (without ml_dtypes the
+    loader holds it as raw uint16 patterns, which are not UINT16 values); complex types have none either."""
+    table = {}
+    for code in sorted(TENSOR_ELEMENT_TYPES):
+        if code in (VarTypeCode.SIZE_T, VarTypeCode.BF16):
+            continue
+        try:
+            table[int(code)] = dtype_precision(numpy_dtype(code))
+        except ValueError:  # complex64/complex128
+            continue
+    return table
+
+
+# Paddle `VarType.Type` element codes (the `dtype`/`out_dtype` attrs of cast, fill_constant, arg_max,
+# one_hot_v2, ...) -> NNAdapter precision.
+VARTYPE_PRECISIONS: dict = _vartype_precisions()
+
+
+def precision_of_var_type(code) -> Optional[Precision]:
+    """The NNAdapter precision of a Paddle VarType element code, or None for codes without one."""
+    try:
+        return VARTYPE_PRECISIONS.get(int(code))
+    except (TypeError, ValueError):
+        return None
+
+
+def vartype_precision(code, what: str = "dtype") -> Precision:
+    """Like precision_of_var_type, but a ValueError naming `what` for a code without a precision."""
+    precision = precision_of_var_type(code)
+    if precision is None:
+        raise ValueError(f"{what} {code!r} is not a Paddle element type NNAdapter can hold "
+                         f"(known VarType codes: {sorted(VARTYPE_PRECISIONS)})")
+    return precision
+
+
+def _present(names: Sequence[str]) -> list:
+    return [name for name in names if name and name != EMPTY_VAR_NAME]
+
+
+class OpView:
+    """Slots and attributes of one Paddle op (a loader OpInfo), read the way converters need them."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    @property
+    def type(self) -> str:
+        return self.op.type
+
+    def label(self) -> str:
+        return self.op.label()
+
+    def _missing(self, kind: str, slot: str) -> ConversionError:
+        return ConversionError(f"{self.op.label()}: {kind} slot '{slot}' is empty")
+
+    # -- vars -----------------------------------------------------------------------------------------
+    def inputs(self, slot: str) -> list:
+        """Every var of input `slot` (none when the slot is absent)."""
+        return _present(self.op.input(slot))
+
+    def optional_input(self, slot: str) -> Optional[str]:
+        """The first var of input `slot`, or None when the slot is absent or empty."""
+        names = self.inputs(slot)
+        return names[0] if names else None
+
+    def input(self, slot: str) -> str:
+        """The first var of input `slot`; a ConversionError naming the op when there is none."""
+        name = self.optional_input(slot)
+        if name is None:
+            raise self._missing("input", slot)
+        return name
+
+    def outputs(self, slot: str) -> list:
+        return _present(self.op.output(slot))
+
+    def optional_output(self, slot: str) -> Optional[str]:
+        names = self.outputs(slot)
+        return names[0] if names else None
+
+    def output(self, slot: str) -> str:
+        name = self.optional_output(slot)
+        if name is None:
+            raise self._missing("output", slot)
+        return name
+
+    # -- attributes -------------------------------------------------------------------------------------
+    def attr(self, name: str, default=None):
+        """Attr `name`, or `default` when the op lacks it (or holds None)."""
+        value = self.op.attr(name)
+        return default if value is None else value
+
+    def attr_int(self, name: str, default: int) -> int:
+        return int(self.attr(name, default))
+
+    def attr_float(self, name: str, default: float) -> float:
+        return float(self.attr(name, default))
+
+    def attr_bool(self, name: str, default: bool = False) -> bool:
+        return bool(self.attr(name, default))
+
+    def attr_str(self, name: str, default: str) -> str:
+        return str(self.attr(name, default))
+
+    def attr_ints(self, name: str, default: Sequence[int] = ()) -> list:
+        """An int-list attr (a bare number becomes one element); `default` when the op lacks it."""
+        return self._attr_list(name, default, int)
+
+    def attr_floats(self, name: str, default: Sequence[float] = ()) -> list:
+        return self._attr_list(name, default, float)
+
+    def _attr_list(self, name: str, default: Sequence, cast) -> list:
+        value = self.op.attr(name)
+        if value is None:
+            return list(default)
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            return [cast(value)]
+        return [cast(v) for v in value]
+
+    def attr_precision(self, name: str, default: int) -> Optional[Precision]:
+        """The NNAdapter precision of a VarType-code attr (`dtype`, `out_dtype`), None for other codes."""
+        return precision_of_var_type(self.attr(name, default))

@@ -1,0 +1,244 @@
+"""What the SDK drivers (intel_openvino, microsoft_onnxruntime) share: the operation table, the
+validation-by-trial answer of `validate_program`, and reading an operation's operands by slot name.
+
+* `OperationTable` maps each NNAdapter operation a driver implements to the function that expresses
+  it in the SDK's graph (`@OPERATIONS.implements(T.ADD, T.SUB)`).
+* `unsupported_reason` / `validate_by_trial`: an operation is supported iff its signature holds and a
+  trial build of that operation alone succeeds, so the claim and the build can never disagree.
+* `unpack(operation)` gives the operands by the names of the standard's signature slots
+  (`args.input`, `args.axis_value`, `args.int("group", 1)`) instead of by position.
+* `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
+* `lower(model, table)` applies the standard's lowering before a build to the operations the table
+  does not implement: PRIOR_BOX folds to constants, YOLO_BOX decomposes into simpler operations;
+  `unsupported_reason` answers for those operations by lowering them alone and trying the result.
+
+Only the NNAdapter standard and numpy are imported here, never an SDK.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterator, Optional
+
+import numpy as np
+
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import OperationType
+from nnadapter_bridge.nnadapter.lowering import decompose, fold_prior_box
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
+from nnadapter_bridge.nnadapter.types import Operation
+
+
+class Unsupported(Exception):
+    """This operation (with these operands and attributes) has no faithful form on the device."""
+
+
+class OperationTable:
+    """The NNAdapter operations one driver implements, each with the function that builds it."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._entries: Dict[OperationType, Callable] = {}
+
+    def implements(self, *types: OperationType):
+        """Decorator: register the function as the implementation of every type in `types`."""
+        def register(fn):
+            for t in types:
+                if t in self._entries:
+                    raise ValueError(f"{self.device}: {t.name} is implemented twice")
+                self._entries[t] = fn
+            return fn
+
+        return register
+
+    def get(self, type: OperationType) -> Optional[Callable]:
+        return self._entries.get(type)
+
+    def types(self) -> list:
+        return sorted(self._entries)
+
+    def __contains__(self, type) -> bool:
+        return type in self._entries
+
+    def __iter__(self) -> Iterator[OperationType]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+# -- lowering ----------------------------------------------------------------------------------------------
+# Operations the standard can lower: a driver whose table lacks one gets it lowered by `lower`.
+LOWERED_TYPES = frozenset({OperationType.PRIOR_BOX, OperationType.YOLO_BOX})
+
+
+def lower(model: Model, table: OperationTable) -> Model:
+    """`model` with the LOWERED_TYPES operations `table` does not implement lowered: PRIOR_BOX folded to
+    constants (where its spatial dims are known), YOLO_BOX decomposed (NNAdapterError naming one that
+    cannot be)."""
+    if OperationType.PRIOR_BOX not in table:
+        model = fold_prior_box(model)
+    if OperationType.YOLO_BOX not in table:
+        model = decompose(model, [OperationType.YOLO_BOX])
+    return model
+
+
+def _alone(op: Operation) -> Model:
+    """A model holding `op` only: its constant inputs stay constants, the others become model inputs."""
+    model = Model()
+    copies: Dict[int, object] = {}  # operand index -> its copy (an operand read twice is one input)
+    model_inputs = []
+    for operand in op.inputs:
+        if operand is None or operand.index in copies:
+            continue
+        copy = copies[operand.index] = model.add_operand(operand.type, operand.name)
+        if operand.is_constant:
+            model.set_operand_value(copy, operand.value)
+        else:
+            model_inputs.append(copy)
+    inputs = [None if o is None else copies[o.index] for o in op.inputs]
+    outputs = [None if o is None else model.add_operand(o.type, o.name) for o in op.outputs]
+    model.add_operation(op.type, inputs, outputs)
+    model.identify_inputs_and_outputs(model_inputs, [o for o in outputs if o is not None])
+    model.finish()
+    return model
+
+
+def _lowered_reason(op: Operation, table: OperationTable, trial: Callable[[Operation], None],
+                    errors: tuple) -> str:
+    try:
+        lowered = lower(_alone(op), table)
+    except (NNAdapterError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    for part in lowered.operations:
+        if part.type in LOWERED_TYPES and part.type not in table:
+            return f"{op.label()}: the lowering keeps {part.type.name} (its dims or attributes are not known)"
+        reason = unsupported_reason(part, table, trial, errors)
+        if reason:
+            return f"{op.label()} lowers to {part.label()}: {reason}"
+    return ""
+
+
+def unsupported_reason(op: Operation, table: OperationTable, trial: Callable[[Operation], None],
+                       errors: tuple = (Exception,)) -> str:
+    """Why the driver cannot run `op` as given, or "" when it can: the table must implement it, its
+    signature (and the standard's validation) must hold, and `trial(op)` (building the operation alone)
+    must not raise one of `errors`. An operation `lower` replaces is answered for what it lowers to."""
+    if op.type in LOWERED_TYPES and op.type not in table:
+        try:
+            spec = get_spec(op.type)
+            check_signature(op, spec)
+        except errors as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return _lowered_reason(op, table, trial, errors)
+    if op.type not in table:
+        return f"{op.type.name} has no {table.device} implementation"
+    try:
+        spec = get_spec(op.type)
+        check_signature(op, spec)
+        if spec.validate is not None:
+            spec.validate(op)
+        trial(op)
+    except errors as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def validate_by_trial(model: Model, table: OperationTable, trial: Callable[[Operation], None],
+                      errors: tuple = (Exception,)) -> list:
+    """validate_program's answer: one bool per operation of `model` (see unsupported_reason)."""
+    return [not unsupported_reason(op, table, trial, errors) for op in model.operations]
+
+
+# -- operands by slot name -------------------------------------------------------------------------------
+REQUIRED = object()  # the `default` of a constant that must be given
+
+
+class Operands:
+    """One operation's input operands, addressed by the slot names of its signature.
+
+    `args.<slot>` is the operand (None when absent; the list of operands for a variadic slot) and
+    `args.<slot>_value` its constant value (None when absent or computed at run time). The readers
+    (`constant`, `ints`, `int`, `float`, `bool`) return a slot's constant value, `default` when the
+    operand is absent, and raise Unsupported when it is computed at run time or absent without a default.
+    """
+
+    def __init__(self, op: Operation):
+        self.operation = op
+        self._positions: Dict[str, int] = {}
+        self._variadic: Dict[str, tuple] = {}
+        slots = get_spec(op.type).inputs
+        n_variadic = len(op.inputs) - sum(1 for s in slots if not s.variadic)
+        position = 0
+        for slot in slots:
+            if slot.variadic:
+                self._variadic[slot.name] = (position, position + n_variadic)
+                self._positions[slot.name] = position
+                position += n_variadic
+            else:
+                self._positions[slot.name] = position
+                position += 1
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name.endswith("_value") and name not in self._positions and name[:-6] in self._positions:
+            return self.value(name[:-6])
+        if name in self._variadic:
+            begin, end = self._variadic[name]
+            return self.operation.inputs[begin:end]
+        if name in self._positions:
+            return self._operand(name)
+        raise AttributeError(f"{self.operation.type.name} has no input slot '{name}'")
+
+    def position(self, slot: str) -> int:
+        """The slot's index in operation.inputs (its first operand for a variadic slot)."""
+        try:
+            return self._positions[slot]
+        except KeyError:
+            raise AttributeError(f"{self.operation.type.name} has no input slot '{slot}'") from None
+
+    def _operand(self, slot: str):
+        i = self.position(slot)
+        inputs = self.operation.inputs
+        return inputs[i] if i < len(inputs) else None
+
+    def has(self, slot: str) -> bool:
+        """The operand is given (not omitted, not null)."""
+        return self._operand(slot) is not None
+
+    def value(self, slot: str) -> Optional[np.ndarray]:
+        """The constant value, None when the operand is absent or computed at run time."""
+        operand = self._operand(slot)
+        return operand.value if operand is not None and operand.is_constant else None
+
+    def constant(self, slot: str, default=REQUIRED) -> Optional[np.ndarray]:
+        operand = self._operand(slot)
+        if operand is None:
+            if default is REQUIRED:
+                raise Unsupported(f"{self.operation.label()}: '{slot}' is required")
+            return None if default is None else np.asarray(default)
+        if not operand.is_constant:
+            raise Unsupported(f"{self.operation.label()}: '{slot}' computed at run time is not supported")
+        return np.asarray(operand.value)
+
+    def ints(self, slot: str, default=REQUIRED) -> Optional[list]:
+        values = self.constant(slot, default)
+        return None if values is None else [int(v) for v in values.reshape(-1)]
+
+    def int(self, slot: str, default=REQUIRED) -> Optional[int]:
+        values = self.constant(slot, default)
+        return None if values is None else int(values.reshape(-1)[0])
+
+    def float(self, slot: str, default=REQUIRED) -> Optional[float]:
+        values = self.constant(slot, default)
+        return None if values is None else float(values.reshape(-1)[0])
+
+    def bool(self, slot: str, default=REQUIRED) -> Optional[bool]:
+        values = self.constant(slot, default)
+        return None if values is None else bool(values.reshape(-1)[0])
+
+
+def unpack(op: Operation) -> Operands:
+    """`op`'s input operands by the slot names of its signature."""
+    return Operands(op)
+

@@ -1,0 +1,303 @@
+"""NNAdapter Model -> ONNX ModelProto (opset 19) for the microsoft_onnxruntime driver: the graph builder.
+
+`GraphBuilder` names tensors, holds initializers and appends nodes; each operation's implementation
+(in `operations.OPERATIONS`, which the driver passes in: this module never imports it) appends the
+nodes of one NNAdapter operation through it. The same implementation answers validate_program: it runs
+against a throw-away builder, and an `Unsupported` raised anywhere in it (a parameter that must be
+constant, an unknown dim the mapping needs, an attribute combination ONNX cannot express faithfully, a
+missing mapping) means "False for this operation". So the claim and the conversion can never disagree.
+
+Quantized operands follow builtin_device's rule: the operation computes on dequantized float32
+values and requantizes its quantized outputs (DequantizeLinear / QuantizeLinear around the float
+nodes; constants are dequantized here, in numpy, with the same float32 formula). SHAPE, FILL_LIKE,
+QUANTIZE and DEQUANTIZE read raw values instead.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from nnadapter_bridge.errors import NNAdapterError, OperationError
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations.common import known
+from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
+from hal.common import OperationTable, Unsupported, unsupported_reason
+
+OPSET = 19  # DeformConv needs 19; nothing used here changed meaning between 18 and 19
+# The IR version every onnxruntime >= 1.17 reads (an opset-19 model needs IR >= 9).
+IR_VERSION = 9
+
+_ONNX_TYPES = {
+    np.dtype(np.bool_): TensorProto.BOOL,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.uint64): TensorProto.UINT64,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+}
+
+# Operations whose kernels read quantized values raw (no dequantize/requantize around them).
+# Operations whose kernels read quantized values raw (no dequantize/requantize around them).
+RAW_QUANT_OPERATIONS = frozenset({T.SHAPE, T.FILL_LIKE, T.QUANTIZE, T.DEQUANTIZE})
+
+
+def onnx_type(dtype) -> int:
+    try:
+        return _ONNX_TYPES[np.dtype(dtype)]
+    except KeyError:
+        raise Unsupported(f"dtype {np.dtype(dtype)} has no ONNX tensor type") from None
+
+
+def dequantize_array(values: np.ndarray, t: OperandType) -> np.ndarray:
+    """The float32 real values of a quantized constant, computed as builtin_device computes them."""
+    real = np.asarray(values).astype(np.float32)
+    if t.is_per_channel:
+        shape = [1] * real.ndim
+        if real.ndim:
+            shape[t.channel_dim] = -1
+        return real * np.asarray(t.scales, dtype=np.float32).reshape(shape)
+    return (real - np.float32(t.zero_point)) * np.float32(t.scale)
+
+
+class GraphBuilder:
+    """Collects the ONNX nodes and initializers of one model; names every tensor uniquely."""
+
+    def __init__(self):
+        self.nodes: list = []
+        self.initializers: list = []
+        self._counter = 0
+        self._float_views: Dict[int, str] = {}  # operand index -> name of its dequantized float tensor
+        self._constants: Dict[int, str] = {}    # operand index -> initializer name
+        self.current: Optional[Operation] = None
+        self._float_outputs: Dict[int, str] = {}  # output position -> float temporary (current op)
+        self.boundary_names: Dict[int, str] = {}  # operand index -> graph input/output name
+
+    # -- names and constants --------------------------------------------------------------------
+    def fresh(self, hint: str = "t") -> str:
+        self._counter += 1
+        label = self.current.label() if self.current is not None else "graph"
+        return f"{label}/{hint}{self._counter}"
+
+    def const(self, value, dtype=None, hint: str = "c") -> str:
+        array = np.asarray(value, dtype=dtype)
+        name = self.fresh(hint)
+        # np.array(order="C"), not np.ascontiguousarray: the latter turns a 0-d array into shape [1].
+        self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))
+        return name
+
+    def i64(self, values) -> str:
+        return self.const(np.asarray(values, dtype=np.int64).reshape(-1))
+
+    def scalar(self, value, dtype) -> str:
+        """A 0-d constant (what Clip, Pad's constant_value and Range need)."""
+        return self.const(np.asarray(value, dtype=dtype).reshape(()))
+
+    def operand_name(self, operand: Operand) -> str:
+        """Model inputs and outputs are input<k> / output<k> (their position); the rest operand<index>."""
+        return self.boundary_names.get(operand.index) or f"operand{operand.index}"
+
+    def node(self, op_type: str, inputs: Sequence[Optional[str]], outputs=1, **attrs) -> List[str]:
+        """Append a node; `outputs` is a count (fresh names) or a list of names. Returns the outputs."""
+        names = [self.fresh(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
+        self.nodes.append(helper.make_node(op_type, ["" if i is None else i for i in inputs], names,
+                                           name=self.fresh("node"), **attrs))
+        return names
+
+    def one(self, op_type: str, inputs: Sequence[Optional[str]], output: Optional[str] = None, **attrs) -> str:
+        return self.node(op_type, inputs, 1 if output is None else [output], **attrs)[0]
+
+    # -- operands of the current operation ------------------------------------------------------
+    def raw(self, op: Operation, i: int) -> Optional[str]:
+        """The tensor holding input i exactly as stored (quantized integers stay integers)."""
+        if i >= len(op.inputs) or op.inputs[i] is None:
+            return None
+        operand = op.inputs[i]
+        if operand.is_constant:
+            if operand.index not in self._constants:
+                self._constants[operand.index] = self.const(operand.value, hint="w")
+            return self._constants[operand.index]
+        return self.operand_name(operand)
+
+    def x(self, op: Operation, i: int) -> Optional[str]:
+        """Input i as the operation computes on it: quantized operands as dequantized float32."""
+        if i >= len(op.inputs) or op.inputs[i] is None:
+            return None
+        operand = op.inputs[i]
+        if not operand.type.is_quantized or op.type in RAW_QUANT_OPERATIONS:
+            return self.raw(op, i)
+        if operand.index not in self._float_views:
+            if operand.is_constant:
+                name = self.const(dequantize_array(operand.value, operand.type), hint="dq")
+            else:
+                name = self.dequantize(self.raw(op, i), operand.type)
+            self._float_views[operand.index] = name
+        return self._float_views[operand.index]
+
+    def dequantize(self, name: str, t: OperandType) -> str:
+        """(q - zero_point) * scale in float32, per channel along channel_dim when the type says so."""
+        dtype = t.dtype
+        if t.is_per_channel:
+            if dtype not in (np.int8, np.int32):
+                raise Unsupported(f"per-channel dequantization of {t.precision.name}")
+            zero = self.const(np.zeros(len(t.scales), dtype=dtype))
+            return self.one("DequantizeLinear", [name, self.const(np.float32(t.scales)), zero], axis=t.channel_dim)
+        if dtype in (np.int8, np.uint8) or (dtype == np.int32 and t.zero_point == 0):
+            return self.one("DequantizeLinear", [name, self.scalar(t.scale, np.float32),
+                                                 self.scalar(t.zero_point, dtype)])
+        # int16 / uint16 / uint32 storage: DequantizeLinear takes them only from opset 21 on.
+        real = self.one("Cast", [name], to=TensorProto.FLOAT)
+        if t.zero_point:
+            real = self.one("Sub", [real, self.scalar(t.zero_point, np.float32)])
+        return self.one("Mul", [real, self.scalar(t.scale, np.float32)])
+
+    def quantize(self, name: str, t: OperandType, output: str) -> str:
+        """round-half-even(x / scale) + zero_point, saturated: ONNX QuantizeLinear."""
+        if t.dtype not in (np.int8, np.uint8):
+            raise Unsupported(f"requantizing to {t.precision.name}")
+        if t.is_per_channel:
+            zero = self.const(np.zeros(len(t.scales), dtype=t.dtype))
+            return self.one("QuantizeLinear", [name, self.const(np.float32(t.scales)), zero], output,
+                            axis=t.channel_dim)
+        return self.one("QuantizeLinear", [name, self.scalar(t.scale, np.float32), self.scalar(t.zero_point, t.dtype)],
+                        output)
+
+    def out(self, op: Operation, j: int = 0) -> Optional[str]:
+        """The name the mapping writes output j to (a float temporary when the output is quantized;
+        `finish_operation` quantizes it into the output operand)."""
+        if j >= len(op.outputs) or op.outputs[j] is None:
+            return None
+        operand = op.outputs[j]
+        if operand.type.is_quantized and op.type not in RAW_QUANT_OPERATIONS:
+            if j not in self._float_outputs:
+                self._float_outputs[j] = self.fresh("float_out")
+            return self._float_outputs[j]
+        return self.operand_name(operand)
+
+    def convert(self, op: Operation, implementation: "Implementation") -> None:
+        """Append the nodes of one operation (raises Unsupported when it has no faithful form)."""
+        self.current = op
+        self._float_outputs = {}
+        try:
+            for operand in op.inputs + op.outputs:
+                if operand is not None:
+                    onnx_type(operand.type.dtype)  # every tensor needs an ONNX element type
+            implementation(self, op)
+            for j, name in sorted(self._float_outputs.items()):
+                self.quantize(name, op.outputs[j].type, self.operand_name(op.outputs[j]))
+        finally:
+            self.current = None
+
+    # -- parameters that must be known at conversion time --------------------------------------
+    @staticmethod
+    def value(op: Operation, i: int):
+        if i >= len(op.inputs) or op.inputs[i] is None:
+            return None
+        operand = op.inputs[i]
+        return operand.value if operand.is_constant else None
+
+    @staticmethod
+    def dims(op: Operation, i: int) -> tuple:
+        return tuple(op.inputs[i].type.dims)
+
+    @staticmethod
+    def known_dims(op: Operation, i: int, what: str = "input") -> tuple:
+        dims = tuple(op.inputs[i].type.dims)
+        if not all(known(d) for d in dims):
+            raise Unsupported(f"{what} dims {dims} must be known")
+        return dims
+
+    def as_i64(self, op: Operation, i: int) -> str:
+        """Input i as an int64 1-D tensor (ONNX shape/axes/index inputs are int64)."""
+        v = self.value(op, i)
+        if v is not None:
+            return self.i64(np.asarray(v).reshape(-1))
+        name = self.raw(op, i)
+        if op.inputs[i].type.dtype != np.int64:
+            name = self.one("Cast", [name], to=TensorProto.INT64)
+        return name
+
+    def as_scalar(self, op: Operation, i: int, dtype) -> str:
+        """Input i (a shape-[1] parameter) as a 0-d tensor of `dtype`."""
+        v = self.value(op, i)
+        operand = op.inputs[i]
+        if v is not None:
+            array = dequantize_array(v, operand.type) if operand.type.is_quantized else np.asarray(v)
+            return self.scalar(array.reshape(-1)[0], dtype)
+        name = self.one("Reshape", [self.x(op, i), self.i64([])])
+        if np.dtype(dtype) != (np.float32 if operand.type.is_quantized else operand.type.dtype):
+            name = self.one("Cast", [name], to=onnx_type(dtype))
+        return name
+
+    def fuse(self, name: str, fuse_code: Optional[int], dtype, output: str) -> str:
+        """The fused activation (NNAdapter fuse_code) as a Clip; FUSED_NONE as an Identity."""
+        code = FuseCode(int(fuse_code or 0))
+        if code == FuseCode.FUSED_NONE:
+            return self.one("Identity", [name], output)
+        low, high = {FuseCode.FUSED_RELU: (0, None), FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
+        return self.one("Clip", [name, self.scalar(low, dtype), None if high is None else self.scalar(high, dtype)],
+                        output)
+
+
+Implementation = Callable[[GraphBuilder, Operation], None]
+
+
+# The errors a trial conversion may raise for an operation ONNX cannot express: answered False.
+TRIAL_ERRORS = (Unsupported, OperationError, NNAdapterError, ValueError, TypeError, IndexError, KeyError)
+
+
+def operation_supported(op: Operation, operations: OperationTable) -> bool:
+    """True iff `op` passes its signature check and converts without Unsupported."""
+    return not unsupported_reason(op, operations, lambda o: GraphBuilder().convert(o, operations.get(o.type)),
+                                  TRIAL_ERRORS)
+
+
+def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: bool = True):
+    if not with_shape:
+        return helper.make_tensor_value_info(name, onnx_type(t.dtype), None)
+    shape = [d if known(d) else f"{symbolic_prefix}_d{k}" for k, d in enumerate(t.dims)]
+    return helper.make_tensor_value_info(name, onnx_type(t.dtype), shape)
+
+
+def convert_model(model: Model, operations: OperationTable) -> onnx.ModelProto:
+    """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert."""
+    g = GraphBuilder()
+    for k, operand in enumerate(model.input_operands):
+        g.boundary_names[operand.index] = f"input{k}"
+    for k, operand in enumerate(model.output_operands):
+        g.boundary_names.setdefault(operand.index, f"output{k}")
+    for op in model.topological_operations():
+        implementation = operations.get(op.type)
+        if implementation is None:
+            raise Unsupported(f"{op.label()}: no ONNX mapping")
+        try:
+            g.convert(op, implementation)
+        except Unsupported as exc:
+            raise Unsupported(f"{op.label()}: {exc}") from None
+            raise Unsupported(f"{op.label()}: {exc}") from None
+    inputs = []
+    for k, operand in enumerate(model.input_operands):
+        inputs.append(_value_info(g.operand_name(operand), operand.type, f"input{k}"))
+    outputs = []
+    for k, operand in enumerate(model.output_operands):
+        name = g.operand_name(operand)
+        if operand.is_constant:
+            name = f"output{k}"
+            g.one("Identity", [g.const(operand.value)], name)
+        elif name != f"output{k}":  # a model input (or an earlier output) passed straight through
+            name = g.one("Identity", [name], f"output{k}")
+        outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
+    graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)
+    proto = helper.make_model(graph, producer_name="nnadapter-bridge",
+                              opset_imports=[helper.make_operatorsetid("", OPSET)])
+    proto.ir_version = IR_VERSION
+    return proto

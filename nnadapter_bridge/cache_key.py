@@ -1,0 +1,191 @@
+"""The model cache key: what makes a compiled program (and a support verdict) reusable.
+
+Owns the cache token of a subgraph program, the subgraph fingerprint inside it, the versions string
+(nnadapter-bridge, a digest of its code, the drivers and their environment) that both the token and the
+support verdict store are keyed by, and the semantic attributes of an op (those that can change its
+meaning) that the fingerprint and the support signature read.
+
+Cache token (32 lowercase hex chars):
+
+  Paddle Lite's string L (facts §1), concatenated without separators:
+      every device name, in context order; then for every subgraph input, sorted by name (bytewise):
+      the name, then either every dim of its current shape as a decimal integer, or, when the input
+      has dynamic shape info, every value of every dynamic shape (outer order, then inner).
+  plain token    = md5(L)                                   [paddle_lite_cache_token()]
+  extended token = md5(L + "\\n" + E), where E is the UTF-8 text of these lines joined by "\\n":
+      "nnadapter-bridge-cache-v<CACHE_FORMAT_VERSION>"
+      "dtypes:" + ",".join(name + "=" + numpy dtype name) over the sorted inputs
+      "subgraph:" + the subgraph fingerprint (64 hex, below)
+      "properties:" + the context properties string, verbatim
+      "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
+          shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
+      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device, and every
+          environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
+  fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
+      "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
+      "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
+      (sorted by name, Paddle's bookkeeping attributes such as op_callstack left out); then the lines
+      "inputs <sorted names>" and "outputs <sorted names>"; then for every weight, sorted by name, the
+      line "weight <name> <dtype> <shape>" followed by its raw bytes (C order). Every line ends in "\\n".
+      Weights are hashed once per engine, not per run.
+
+The extension makes a stale hit impossible where Paddle Lite's token collides: another subgraph with the
+same input names and shapes, changed weights, other context properties, another input dtype. The plain
+token is used instead when Config.set_paddle_lite_cache_token(True) is set (to find .nnc files Paddle
+Lite wrote).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.nnadapter.types import OperandType
+
+CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
+
+# Attributes Paddle writes for bookkeeping; no converter reads them, so they must not split signatures.
+BOOKKEEPING_ATTRS = frozenset({
+    "op_callstack", "op_device", "op_namescope", "op_role", "op_role_var", "with_quant_attr",
+    "use_mkldnn", "use_cudnn", "use_quantizer", "mkldnn_data_type",
+})
+
+
+def freeze(value) -> Any:
+    """A hashable, deterministic stand-in for an attribute value (lists become tuples, refs tagged)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, (bool, int, float, str, bytes)) or value is None:
+        return value
+    if dataclasses.is_dataclass(value):  # BlockRef / VarRef
+        return (type(value).__name__,) + tuple(freeze(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if hasattr(value, "tolist"):
+        return freeze(value.tolist())
+    return (type(value).__name__, repr(value))
+
+
+def semantic_attrs(op) -> tuple:
+    """The op's attributes that can change its meaning, sorted by name and frozen."""
+    return tuple(sorted((name, freeze(value)) for name, value in op.attrs.items() if name not in BOOKKEEPING_ATTRS))
+
+
+_CODE_DIGEST: Optional[str] = None
+
+
+def code_digest() -> str:
+    """md5 (16 hex) of the source of the packages whose behaviour a cached program or verdict depends on:
+    converters, the NNAdapter standard and the in-tree drivers. Computed once per process (~1 MB read)."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        import importlib.util
+
+        digest = hashlib.md5()
+        for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
+            # Located, not imported: a warm start that restores everything never imports the converters.
+            spec = importlib.util.find_spec(package)
+            roots = list(spec.submodule_search_locations or []) if spec is not None else []
+            for root in roots:
+                for directory, subdirs, files in os.walk(root):
+                    subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+                    for name in sorted(f for f in files if f.endswith(".py")):
+                        path = os.path.join(directory, name)
+                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode("utf-8") + b"\0")
+                        with open(path, "rb") as f:
+                            digest.update(f.read())
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return _CODE_DIGEST
+
+
+def versions(context) -> str:
+    """nnadapter-bridge's version, a digest of its converter/standard/driver code, and every device driver's
+    name and version of `context`: a change to what a converter or driver produces (a release, or an edit in
+    a development install) must not hit a cache or support verdict the old code wrote."""
+    from nnadapter_bridge import __version__
+
+    parts = [f"nnadapter-bridge={__version__}", f"code={code_digest()}"] + \
+        [f"{d.name}={d.version}" for d in context.devices]
+    # Drivers fall back to environment variables named after them (e.g. INTEL_OPENVINO_INFERENCE_NUM_THREADS)
+    # for keys the properties string leaves out: those values shape the program too.
+    prefixes = tuple(d.name.upper() + "_" for d in context.devices)
+    environment = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(prefixes))
+    return ",".join(parts + environment)
+
+
+# -- tokens ------------------------------------------------------------------------------------------
+def _lite_token_string(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
+                       dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
+    dynamic_shape_info = dynamic_shape_info or {}
+    parts = list(device_names)
+    for name in sorted(input_dims, key=lambda n: n.encode("utf-8")):
+        parts.append(name)
+        shapes = dynamic_shape_info.get(name)
+        if shapes:
+            parts.extend(str(int(d)) for shape in shapes for d in shape)
+        else:
+            parts.extend(str(int(d)) for d in input_dims[name])
+    return "".join(parts)
+
+
+def paddle_lite_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
+                            dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
+    """Paddle Lite's own token (facts §1): md5 of device names + sorted inputs with dims or dynamic shapes."""
+    return hashlib.md5(_lite_token_string(device_names, input_dims, dynamic_shape_info).encode("utf-8")).hexdigest()
+
+
+def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
+                         dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]],
+                         input_dtypes: Mapping[str, np.dtype], fingerprint: str, context_properties: str,
+                         input_types: Optional[Mapping[str, OperandType]] = None,
+                         versions: str = "") -> str:
+    """The token the engine uses (see the module docstring for the exact recipe)."""
+    names = sorted(input_dims, key=lambda n: n.encode("utf-8"))
+    lines = [
+        f"nnadapter-bridge-cache-v{CACHE_FORMAT_VERSION}",
+        "dtypes:" + ",".join(f"{name}={np.dtype(input_dtypes[name]).name}" for name in names),
+        "subgraph:" + fingerprint,
+        "properties:" + (context_properties or ""),
+    ]
+    if input_types is not None:
+        # Paddle Lite's string runs dims together ("x" + 1,23 == "x" + 12,3): the compiled input types,
+        # separated, make such shapes (and dynamic-shape programs built from different current shapes) distinct.
+        lines.append("inputs:" + ";".join(
+            f"{name}=" + ",".join(str(int(d)) for d in input_types[name].dims)
+            + "".join("|" + ",".join(str(int(d)) for d in shape) for shape in input_types[name].dynamic_dims)
+            for name in names))
+    if versions:
+        lines.append("versions:" + versions)
+    text = _lite_token_string(device_names, input_dims, dynamic_shape_info) + "\n" + "\n".join(lines)
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names: Sequence[str],
+                         weight_names: Sequence[str], params: Mapping[str, np.ndarray]) -> str:
+    """sha256 (hex) of the subgraph's ops, attributes, var names and weight bytes (module docstring).
+
+    sha256 rather than md5 here: it hashes the weights (all of a model's bytes) about twice as fast where the
+    CPU has SHA instructions, and this runs at every predictor start."""
+    digest = hashlib.sha256()
+
+    def line(text: str) -> None:
+        digest.update(text.encode("utf-8") + b"\n")
+
+    for op in ops:
+        line(f"op {op.type}")
+        for slot in sorted(op.inputs):
+            line(f"in {slot}={','.join(op.inputs[slot])}")
+        for slot in sorted(op.outputs):
+            line(f"out {slot}={','.join(op.outputs[slot])}")
+        for name, value in semantic_attrs(op):
+            line(f"attr {name}={value!r}")
+    line("inputs " + ",".join(sorted(input_names)))
+    line("outputs " + ",".join(sorted(output_names)))
+    for name in sorted(weight_names):
+        array = np.ascontiguousarray(params[name])
+        line(f"weight {name} {array.dtype.name} {list(array.shape)}")
+        digest.update(memoryview(array.reshape(-1)).cast("B"))
+    return digest.hexdigest()

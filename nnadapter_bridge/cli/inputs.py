@@ -1,0 +1,96 @@
+"""The input arrays a command feeds: from .npy files, or seeded random data of the given shapes; feeding
+them to a predictor and fetching its outputs."""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.cli.options import (RANDOM_INT_HIGH, CliError, check_file, parse_input_file,
+                                          parse_input_shape)
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"  # an .npz archive
+
+
+def load_npy(path: str, what: str) -> np.ndarray:
+    check_file(path, f"{what}: {path}")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError as exc:
+        raise CliError(f"{what}: {path}: cannot read it: {exc.strerror or exc}") from exc
+    if magic.startswith(ZIP_MAGIC):
+        raise CliError(f"{what}: {path}: holds several arrays (.npz); save one array with numpy.save")
+    if magic != NPY_MAGIC:
+        raise CliError(f"{what}: {path}: not a .npy file (no NumPy header); save the array with numpy.save")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise CliError(f"{what}: {path}: not a readable .npy array ({exc})") from exc
+    return array
+
+
+def _check_names(given: Iterable[str], known: Sequence[str], option: str) -> None:
+    for name in given:
+        if name not in known:
+            raise CliError(f"{option}: the model has no input '{name}'; its inputs are {', '.join(known) or 'none'}")
+
+
+def random_array(rng: np.random.Generator, shape: Sequence[int], dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(tuple(shape)).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, RANDOM_INT_HIGH, size=tuple(shape)).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=tuple(shape)).astype(bool)
+    raise CliError(f"cannot make random data of dtype {dtype}; pass the input with --input NAME=FILE.npy")
+
+
+def default_shape(name: str, declared: Sequence[int]) -> list:
+    """The declared shape with a -1 batch axis set to 1; CliError when another axis is unknown."""
+    shape = list(declared)
+    if shape and shape[0] < 0:
+        shape[0] = 1
+    if any(d < 0 for d in shape):
+        shown = ",".join("N" if d < 0 else str(d) for d in declared)
+        raise CliError(f"input '{name}' has unknown dimensions ([{shown}]); give its shape with "
+                       f"--input-shape {name}:{','.join(str(d if d >= 0 else 1) for d in shape)}")
+    return shape
+
+
+def make_inputs(predictor, args, shapes: Optional[dict] = None) -> tuple:
+    """Arrays for every model input and how each was made: ({name: array}, {name: "file F" | "random"}).
+
+    `shapes` (name -> dims) overrides --input-shape (convert uses it for --dynamic-shape)."""
+    names = predictor.get_input_names()
+    files = dict(parse_input_file(s) for s in getattr(args, "inputs", []) or [])
+    shape_of = dict(parse_input_shape(s) for s in getattr(args, "input_shapes", []) or [])
+    shape_of.update(shapes or {})
+    _check_names(files, names, "--input")
+    _check_names(shape_of, names, "--input-shape")
+    rng = np.random.default_rng(getattr(args, "seed", 0))
+    arrays, origin = {}, {}
+    for name in names:
+        tensor = predictor.get_input_by_name(name)
+        if name in files:
+            array = load_npy(files[name], f"--input {name}")
+            if name in shape_of and list(array.shape) != list(shape_of[name]):
+                raise CliError(f"--input {name}: {files[name]} has shape {list(array.shape)}, but --input-shape "
+                               f"says {shape_of[name]}")
+            arrays[name], origin[name] = array, f"file {files[name]}"
+            continue
+        shape = shape_of.get(name) or default_shape(name, tensor.declared_shape or ())
+        dtype = tensor.declared_dtype if tensor.declared_dtype is not None else np.float32
+        arrays[name], origin[name] = random_array(rng, shape, dtype), "random"
+    return arrays, origin
+
+
+def feed(predictor, arrays: dict) -> None:
+    for name, array in arrays.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+
+
+def outputs_of(predictor) -> dict:
+    return {name: predictor.get_output(i).numpy() for i, name in enumerate(predictor.get_output_names())}

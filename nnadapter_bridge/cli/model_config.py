@@ -1,0 +1,51 @@
+"""The Config a command builds from its model, device and partition options (paths checked first)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from nnadapter_bridge.cli.options import (CliError, check_file, check_min_subgraph_size, check_seed,
+                                          device_names)
+
+
+def check_model_path(args) -> None:
+    if not os.path.exists(args.model):
+        raise CliError(f"{args.model}: no such model file or directory")
+    if args.params and not os.path.exists(args.params):
+        raise CliError(f"--params {args.params}: no such file or directory")
+
+
+def check_partition_config_path(args) -> None:
+    path = getattr(args, "partition_config", None)
+    if path:
+        check_file(path, f"--partition-config {path}")
+
+
+def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: Optional[dict] = None):
+    """A Config from the model, device and partition options in `args` (checks paths first)."""
+    from nnadapter_bridge.config import Config
+
+    check_model_path(args)
+    check_partition_config_path(args)
+    check_min_subgraph_size(args)
+    check_seed(args)
+    config = Config()
+    if os.path.isdir(args.model):
+        config.set_model_dir(args.model)
+        if args.params:
+            config.set_param_file(args.params)
+    else:
+        config.set_model_file(args.model)
+        if args.params:
+            config.set_param_file(args.params)
+    config.set_nnadapter_device_names(device_names(args))
+    if args.context_properties:
+        config.set_nnadapter_context_properties(args.context_properties)
+    if cache_dir:
+        config.set_nnadapter_model_cache_dir(cache_dir)
+    if getattr(args, "partition_config", None):
+        config.set_nnadapter_subgraph_partition_config_path(args.partition_config)
+    config.set_min_subgraph_size(getattr(args, "min_subgraph_size", 1))
+    if dynamic_shape_info:
+        config.set_nnadapter_dynamic_shape_info(dynamic_shape_info)
+    return config

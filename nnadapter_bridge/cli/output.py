@@ -1,0 +1,97 @@
+"""What the commands print: JSON, plain-text tables, numbers and byte sizes, one-line warnings, output
+array summaries, and the per-subgraph program report (token, compiled or restored, .nnc file)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+
+def print_json(data) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: Iterable[int] = ()) -> str:
+    right = set(right_align)
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def line(row):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def human_bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_number(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str):
+    """Show Python warnings (cache misses, partition config specs that match nothing) as one line each."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"nnadapter-bridge {command}: warning: {message}", file=file or sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        yield
+
+
+def array_summary(array: np.ndarray) -> dict:
+    """Shape, dtype and a few statistics (as Python numbers) of an output."""
+    summary = {"shape": list(array.shape), "dtype": str(array.dtype)}
+    if array.size and array.dtype.kind in "biuf":
+        values = array.astype(np.float64)
+        summary.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()),
+                       std=float(values.std()))
+    return summary
+
+
+# -- compiled programs -----------------------------------------------------------------------------------
+SOURCE_WORDS = {"build": "compiled", "file": "restored from cache", "buffer": "restored from cache buffer"}
+
+
+def program_report(predictor) -> list:
+    """One entry per program each subgraph engine built or restored: subgraph index, ops count, token,
+    how it was obtained, and its .nnc file (path and size) when one exists."""
+    from nnadapter_bridge.nnadapter.nnc import cache_file_path
+
+    cache_dir = predictor.config.nnadapter_model_cache_dir()
+    entries = []
+    for index in sorted(predictor.engines):
+        engine = predictor.engines[index]
+        for program in engine.programs:
+            path = cache_file_path(cache_dir, program.token) if cache_dir else None
+            exists = bool(path) and os.path.isfile(path)
+            entries.append({
+                "subgraph": index,
+                "ops": len(engine.subgraph.ops),
+                "token": program.token,
+                "source": SOURCE_WORDS.get(program.source, program.source),
+                "file": path if exists else None,
+                "bytes": os.path.getsize(path) if exists else None,
+            })
+    return entries

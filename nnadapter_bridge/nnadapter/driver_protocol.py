@@ -1,0 +1,126 @@
+"""The HAL driver protocol: NNAdapter's `driver::Device` struct in Python (NNAdapter's driver.h).
+
+It lives in the standard (the ground) because both sides use it: the runtime calls drivers through it, and
+drivers (`hal.*`, the roof of this protocol) implement it; `hal.protocol` hands the same names on to drivers.
+
+A driver is any object with the attributes and methods of `Driver`; subclassing it is optional but
+gives the documented defaults. Drivers see only NNAdapter Models (nnadapter_bridge.nnadapter), never
+Paddle. They report failures by raising NNAdapterError (or a subclass) with a result code; a driver
+that prefers C style may instead return a non-zero ResultCode from `execute_program`, and the runtime
+raises it for the driver. INVALID_DIMENSIONS from `execute_program` means "recompile for these shapes".
+
+Drivers are found by name through the entry-point group `nnadapter_bridge.devices`; the entry point's
+name must equal the driver's `name`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.types import OperandType
+
+ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
+
+# access(memory, operand_type) -> ndarray.
+#   input:  the callee writes the array's real dims into operand_type and returns the array;
+#   output: the driver has written the real output dims (and precision) into operand_type; the callee
+#           returns a writable array of exactly those dims and dtype, which the driver fills.
+AccessFunction = Callable[[Any, OperandType], np.ndarray]
+# callback(event_id, user_data) -> int, passed through to the driver unchanged (NNAdapterContext_create).
+ContextCallback = Optional[Callable[..., int]]
+
+
+@dataclasses.dataclass
+class Argument:
+    """One model input or output of an execution: position `index`, opaque `memory`, its `access`."""
+
+    index: int
+    memory: Any
+    access: AccessFunction
+
+
+@dataclasses.dataclass
+class Cache:
+    """core::Cache: what a driver needs to restore a program or to store one.
+
+    A non-empty `buffer` given to `create_program(ctx, None, cache)` means "restore from it"; it is then
+    a read-only bytes-like object (a memoryview into the .nnc data, not a copy), which the driver reads
+    and must not modify or keep. When a driver compiles a model and both `token` and `dir` are set,
+    `buffer` is an empty bytearray that it fills with its program bytes (an empty buffer afterwards means
+    "this device cannot cache"); the runtime wraps them into the .nnc file."""
+
+    token: str = ""
+    dir: str = ""
+    input_types: List[OperandType] = dataclasses.field(default_factory=list)
+    output_types: List[OperandType] = dataclasses.field(default_factory=list)
+    buffer: Any = dataclasses.field(default_factory=bytearray)  # bytearray, or read-only bytes-like
+
+    @property
+    def wants_program_bytes(self) -> bool:
+        return bool(self.token) and bool(self.dir)
+
+
+class Driver:
+    """Base class of HAL drivers; override every method except `validate_program` (optional)."""
+
+    name: str = ""
+    vendor: str = ""
+    type: DeviceType = DeviceType.CPU
+    version: int = 1
+
+    def operation_types(self) -> List[OperationType]:
+        """The NNAdapter operations this driver implements at all (validate_program may still refuse some
+        attribute combinations). `nnadapter-bridge ops` lists them; an empty list means "not declared"."""
+        return []
+
+    def open_device(self) -> Any:
+        """Open the device once per process; the returned handle is passed back to create_context."""
+        raise NotImplementedError
+
+    def close_device(self, device: Any) -> None:
+        raise NotImplementedError
+
+    def create_context(self, device: Any, properties: str, callback: ContextCallback = None) -> Any:
+        """A context for `device`; `properties` is the whole KEY=value; string (parse the keys you know)."""
+        raise NotImplementedError
+
+    def destroy_context(self, context: Any) -> None:
+        raise NotImplementedError
+
+    def validate_program(self, context: Any, model: Model) -> List[bool]:
+        """One flag per operation of `model.operations` (list order): can this device run it?
+
+        The default says "cannot tell" (FEATURE_NOT_SUPPORTED), as a NULL hook does in NNAdapter."""
+        raise NNAdapterError(f"device '{self.name}' cannot tell which operations it supports",
+                             ResultCode.FEATURE_NOT_SUPPORTED)
+
+    def create_program(self, context: Any, model: Optional[Model], cache: Cache) -> Any:
+        """Compile `model`, or restore from `cache.buffer` when `model` is None."""
+        raise NotImplementedError
+
+    def destroy_program(self, program: Any) -> None:
+        raise NotImplementedError
+
+    def execute_program(self, program: Any, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> Optional[int]:
+        """Run once: read every input through its access, write every output through its access."""
+        raise NotImplementedError
+
+
+REQUIRED_ATTRIBUTES = ("name", "vendor", "type", "version")
+REQUIRED_METHODS = ("open_device", "close_device", "create_context", "destroy_context", "create_program",
+                    "destroy_program", "execute_program")
+
+
+def check_driver(driver: Any) -> None:
+    """Raise TypeError naming what `driver` lacks to satisfy the protocol."""
+    missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(driver, a)]
+    missing += [m for m in REQUIRED_METHODS if not callable(getattr(driver, m, None))]
+    if missing:
+        raise TypeError(f"{driver!r} is not a HAL driver: missing {', '.join(missing)}")
+    if not isinstance(driver.name, str) or not driver.name:
+        raise TypeError(f"{driver!r} is not a HAL driver: 'name' must be a non-empty string")

@@ -1,0 +1,73 @@
+"""The partition plan of a model for a Config: which ops run on the devices, which on the host, and why.
+
+One computation serves create_predictor and `nnadapter-bridge partition`: the support decision (its
+verdicts persisted in the model cache dir when one is set), the partition config (API buffer, API path,
+then the environment), and the detector with the Config's minimum subgraph size. The plan also says why
+each host op is not on a device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from nnadapter_bridge import cache_key
+from nnadapter_bridge.support_decisions import SupportDecider, VerdictStore
+from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, detect_subgraphs, op_key,
+                       resolve_partition_config)
+
+
+@dataclasses.dataclass
+class PartitionPlan:
+    """The partition of a model for some devices, with the support decisions behind it."""
+
+    graph: object
+    result: PartitionResult
+    support: SupportDecider
+    partition_config: PartitionConfig | None
+    min_subgraph_size: int
+    device_names: list
+
+    @property
+    def host_ops(self) -> list:
+        """The ops of block 0 left on the host, feed/fetch excluded (the predictor handles those)."""
+        return [op for op in self.result.host_ops if op.type not in HOST_ONLY_OP_TYPES]
+
+    def forced_by(self) -> dict:
+        """op key -> the first config spec that forced it to the host ('source:line: text')."""
+        found = {}
+        if self.partition_config is None:
+            return found
+        for match in self.partition_config.match_specs(self.result.ops):
+            where = f"{self.partition_config.source}:{match.spec.line}: '{match.spec.text}'"
+            for key in match.op_keys:
+                found.setdefault(key, where)
+        return found
+
+    def host_reason(self, op, forced: dict) -> str:
+        """Why `op` is on the host; `forced` is forced_by()."""
+        if op.type in HOST_ONLY_OP_TYPES:
+            return "feed/fetch: the predictor handles it"
+        key = op_key(op)
+        if key in forced:
+            return f"forced to the host by the partition config ({forced[key]})"
+        reason = self.support.reason(op)
+        if reason:
+            return reason
+        return f"supported, but its cluster has fewer than {self.min_subgraph_size} ops (--min-subgraph-size)"
+
+
+def plan_partition(config, graph, context) -> PartitionPlan:
+    """Partition `graph` (loaded from `config`) for the devices of the open `context`, as `config` says."""
+    device_names = config.nnadapter_device_names()
+    cache_dir = config.nnadapter_model_cache_dir()
+    store = (VerdictStore.open(cache_dir, device_names, config.nnadapter_context_properties(),
+                               cache_key.versions(context)) if cache_dir else None)
+    support = SupportDecider(graph, context, store=store)
+    partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
+                                                config.nnadapter_subgraph_partition_config_path() or None,
+                                                os.environ)
+    forced = partition_config.match(graph.ops()) if partition_config is not None else set()
+    result = detect_subgraphs(graph, support.is_supported, forced, config.min_subgraph_size)
+    if store is not None:
+        store.save()
+    return PartitionPlan(graph, result, support, partition_config, config.min_subgraph_size, device_names)
