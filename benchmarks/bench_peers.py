@@ -72,7 +72,7 @@ PEER_OF = {"ours_openvino": "openvino_paddle", "ours_onnxruntime": "paddle2onnx_
            "ours_builtin": "paddle_inference"}
 OUR_DEVICES = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
                "ours_builtin": "builtin_device"}
-# Goals of issue 6: (column label, what, our runner, peer runner, figure, allowed ratio ours / peer)
+# The speed goals set against the peers: (column label, what, our runner, peer runner, figure, allowed ratio ours / peer)
 GOALS = [
     ("steady ov ≤1.05", "steady latency on intel_openvino <= 1.05x OpenVINO reading the model itself",
      "ours_openvino", "openvino_paddle", "steady_median_s", 1.05),

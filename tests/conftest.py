@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 # Paddle reads this flag at import: the legacy ProgramDesc format this project reads needs it off.
 os.environ.setdefault("FLAGS_enable_pir_api", "0")
 os.environ.setdefault("GLOG_minloglevel", "2")
@@ -15,4 +17,16 @@ for sub in ("tests",):
     p = os.path.join(ROOT, sub)
     if p not in sys.path:
         sys.path.insert(0, p)
-pytest_plugins = ["model_zoo_fixtures"]
+pytest_plugins = ["support.model_zoo_fixtures"]
+
+
+@pytest.fixture(autouse=True)
+def _paddle_mode_restored():
+    """A test (or fixture) that switches paddle to static mode must not leave it there for the next test of
+    the same worker: tests comparing with eager paddle would then fail depending on test order."""
+    paddle = sys.modules.get("paddle")
+    was_dynamic = paddle.in_dynamic_mode() if paddle is not None else True
+    yield
+    paddle = sys.modules.get("paddle")
+    if paddle is not None and was_dynamic and not paddle.in_dynamic_mode():
+        paddle.disable_static()

@@ -9,10 +9,10 @@ import contextlib
 import numpy as np
 import pytest
 
-from converter_harness import static_program
+from support.converter_harness import static_program
 from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.loader import load_model
-from tolerances import assert_op_close
+from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(23)
 

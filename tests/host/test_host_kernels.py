@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter_harness import opdesc_program, static_program
+from support.converter_harness import opdesc_program, static_program
 from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import AttrType
-from tolerances import assert_op_close
+from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(5)
 
@@ -107,7 +107,7 @@ def test_eye(tmp_path, rows, cols, dtype):
     from nnadapter_bridge.zoo import write_program
     import os
 
-    from converter_harness import _run_saved, paddle_static
+    from support.converter_harness import _run_saved, paddle_static
 
     np_dtype = {5: "float32", 3: "int64"}[dtype]
     write_program(os.path.join(tmp_path, "__model__"), [{
@@ -147,7 +147,7 @@ def test_random(tmp_path, op_type, attrs):
     Paddle's own output for the same op, and check the values are deterministic for a given seed."""
     import os
 
-    from converter_harness import _run_saved, paddle_static
+    from support.converter_harness import _run_saved, paddle_static
     from nnadapter_bridge.zoo import write_program
 
     np_dtype = {5: "float32", 6: "float64"}[attrs["dtype"]]

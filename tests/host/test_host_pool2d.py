@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from converter_harness import opdesc_program
+from support.converter_harness import opdesc_program
 from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.zoo import write_program
-from tolerances import assert_op_close
+from support.tolerances import assert_op_close
 
 POOL_ATTRS = {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0], "ceil_mode": True,
               "exclusive": False, "global_pooling": False, "adaptive": False, "data_format": "NCHW",
@@ -53,7 +53,7 @@ def test_same_attrs_different_dims_are_decided_separately(tmp_path):
            {"type": "pool2d", "inputs": {"X": ["b"]}, "outputs": {"Out": ["ob"]}, "attrs": POOL_ATTRS}]
     path = os.path.join(str(tmp_path), "__model__")
     write_program(path, [{"vars": vars_, "ops": ops}], feeds=["a", "b"], fetches=["oa", "ob"])
-    from converter_harness import _run_saved, paddle_static
+    from support.converter_harness import _run_saved, paddle_static
 
     with paddle_static() as paddle:
         want = _run_saved(paddle, str(tmp_path), "__model__", None, {"a": a, "b": b})

@@ -1,0 +1,181 @@
+"""`nnadapter-bridge run`: .npy and seeded random inputs, output summaries and files, cache reporting,
+--compare-paddle (PASS on the real model, FAIL and exit 1 on a wrong reference, a clear message without
+paddle), one-line errors, and one real subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from nnadapter_bridge.cli import main, paddle_reference
+from support.tolerances import assert_model_close
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+YOLO_CONFIG = os.path.join(ROOT, "configs", "partition_yolo_detector.txt")
+NMS_ROWS, NMS_COUNT = "multiclass_nms3_0.tmp_0", "multiclass_nms3_0.tmp_2"
+
+
+@pytest.fixture(scope="module")
+def yolo(zoo_model):
+    return zoo_model("yolo_detector")
+
+
+@pytest.fixture
+def im_shape(tmp_path):
+    path = tmp_path / "im_shape.npy"
+    np.save(path, np.array([[64, 64]], dtype=np.int32))
+    return str(path)
+
+
+def run_json(capsys, *argv, status=0):
+    assert main(["run", *argv, "--json"]) == status
+    return json.loads(capsys.readouterr().out)
+
+
+def test_compare_paddle_passes_and_outputs_are_saved(yolo, im_shape, capsys, tmp_path, paddle_reference):
+    image = np.random.default_rng(7).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    np.save(tmp_path / "image.npy", image)
+    out_dir = tmp_path / "out"
+    data = run_json(capsys, yolo, "--input", f"image={tmp_path / 'image.npy'}", "--input", f"im_shape={im_shape}",
+                    "--partition-config", YOLO_CONFIG, "--compare-paddle", "--output-dir", str(out_dir))
+    assert data["passed"] is True
+    assert set(data["compare_paddle"]) == {NMS_ROWS, NMS_COUNT}
+    assert all(c["passed"] for c in data["compare_paddle"].values())
+    assert data["inputs"]["image"]["from"] == f"file {tmp_path / 'image.npy'}"
+    # The saved files hold what the model produced: check them against Paddle Inference ourselves.
+    want = paddle_reference(yolo, {"image": image, "im_shape": np.array([[64, 64]], dtype=np.int32)})
+    rows = np.load(out_dir / f"{NMS_ROWS}.npy")
+    count = np.load(out_dir / f"{NMS_COUNT}.npy")
+    assert list(rows.shape) == data["outputs"][NMS_ROWS]["shape"]
+    assert data["outputs"][NMS_ROWS]["max"] == pytest.approx(float(rows.max()))
+    assert_model_close(rows, want[0], what=NMS_ROWS)
+    np.testing.assert_array_equal(count, want[1])
+
+
+def test_compare_paddle_table(yolo, im_shape, capsys):
+    assert main(["run", yolo, "--input", f"im_shape={im_shape}", "--compare-paddle"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: every output matches Paddle Inference" in out
+    assert next(line for line in out.splitlines() if line.startswith(NMS_COUNT) and "PASS" in line)
+
+
+def test_a_wrong_reference_fails_with_exit_1(yolo, im_shape, capsys, monkeypatch, tmp_path):
+    assert main(["run", yolo, "--input", f"im_shape={im_shape}", "--output-dir", str(tmp_path), "--json"]) == 0
+    capsys.readouterr()
+    rows = np.load(tmp_path / f"{NMS_ROWS}.npy")
+    count = np.load(tmp_path / f"{NMS_COUNT}.npy")
+    perturbed = rows.copy()
+    perturbed[0, 1] *= 1.001  # one score off by 0.1%: beyond 1e-4*|want| + 1e-5*max|want|
+    fake = {NMS_ROWS: perturbed, NMS_COUNT: count + 1}
+    monkeypatch.setattr(paddle_reference, "paddle_outputs", lambda model, params, feeds: fake)
+    monkeypatch.setattr(paddle_reference, "paddle_available", lambda: True)
+    data = run_json(capsys, yolo, "--input", f"im_shape={im_shape}", "--compare-paddle", status=1)
+    assert data["passed"] is False
+    assert not data["compare_paddle"][NMS_ROWS]["passed"] and not data["compare_paddle"][NMS_COUNT]["passed"]
+    assert data["compare_paddle"][NMS_ROWS]["max_abs_error"] == pytest.approx(abs(rows[0, 1]) * 1e-3, rel=1e-3)
+    assert data["compare_paddle"][NMS_COUNT]["max_abs_error"] == 1.0
+
+
+def test_without_paddle_compare_is_a_clear_error(yolo, capsys, monkeypatch):
+    monkeypatch.setattr(paddle_reference, "paddle_available", lambda: False)
+    assert main(["run", yolo, "--compare-paddle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "paddlepaddle is not installed" in err
+
+
+def test_random_inputs_follow_the_seed(yolo, capsys):
+    a = run_json(capsys, yolo, "--seed", "3")
+    b = run_json(capsys, yolo, "--seed", "3")
+    c = run_json(capsys, yolo, "--seed", "4")
+    assert a["outputs"] == b["outputs"]
+    assert a["outputs"][NMS_ROWS] != c["outputs"][NMS_ROWS]
+    assert a["inputs"]["im_shape"] == {"shape": [1, 2], "dtype": "int32", "from": "random"}
+
+
+def test_second_run_restores_from_the_cache(yolo, capsys, tmp_path):
+    argv = [yolo, "--cache-dir", str(tmp_path), "--partition-config", YOLO_CONFIG]
+    first = run_json(capsys, *argv)
+    second = run_json(capsys, *argv)
+    assert (first["compiled"], first["restored"]) == (2, 0)
+    assert (second["compiled"], second["restored"]) == (0, 2)
+    assert [p["source"] for p in second["programs"]] == ["restored from cache"] * 2
+    assert second["outputs"] == first["outputs"]
+    assert main(["run", *argv]) == 0
+    assert "restored from cache" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make_argv, message", [
+    (lambda d: ["--input", f"im_shape={d}/missing.npy"], "--input im_shape: {d}/missing.npy: no such file"),
+    (lambda d: ["--input", "im_shape"], "--input 'im_shape': expected NAME=FILE.npy"),
+    (lambda d: ["--input", f"boxes={d}/i64.npy"], "--input: the model has no input 'boxes'"),
+    (lambda d: ["--input", f"im_shape={d}/i64.npy"], "input 'im_shape' expects int32 with shape [-1, 2]"),
+    (lambda d: ["--input", f"im_shape={d}/bad.npy"], "--input im_shape: {d}/bad.npy: not a .npy file"),
+    (lambda d: ["--input", f"im_shape={d}/shape.txt"], "--input im_shape: {d}/shape.txt: not a .npy file"),
+    (lambda d: ["--input", f"im_shape={d}/cut.npy"], "--input im_shape: {d}/cut.npy: not a readable .npy array"),
+    (lambda d: ["--input", f"im_shape={d}/two.npz"], "{d}/two.npz: holds several arrays (.npz)"),
+    (lambda d: ["--input", f"im_shape={d}"], "--input im_shape: {d}: is a directory, not a file"),
+    (lambda d: ["--partition-config", str(d)], "--partition-config {d}: is a directory, not a file"),
+    (lambda d: ["--input", f"im_shape={d}/i64.npy", "--input-shape", "im_shape:2,2"], "has shape [1, 2], but"),
+    (lambda d: ["--seed", "-1"], "--seed -1: must be 0 or more"),
+    (lambda d: ["--cache-dir", "/proc/nnadapter-bridge-test"], "--cache-dir /proc/nnadapter-bridge-test: cannot "
+                                                               "create the directory: "),
+    (lambda d: ["--output-dir", f"{d}/i64.npy/out"], "--output-dir {d}/i64.npy/out: cannot create the directory: "),
+    (lambda d: ["--output-dir", f"{d}/i64.npy"], "--output-dir {d}/i64.npy: exists and is not a directory"),
+    (lambda d: ["--cache-dir", f"{d}/i64.npy"], "--cache-dir {d}/i64.npy: exists and is not a directory"),
+    (lambda d: ["--dynamic-shape", "image:-1,3,64,64"], "--dynamic-shape image: the first shape [-1, 3, 64, 64] "
+                                                        "has -1 axes"),
+    (lambda d: ["--dynamic-shape", "image:1,3,64,64", "--dynamic-shape", "image:2,3,64,64"],
+     "--dynamic-shape image: given twice"),
+    (lambda d: ["--dynamic-shape", "photo:1,3,64,64"], "'photo'"),
+])
+def test_errors_are_one_line(yolo, capsys, tmp_path, make_argv, message):
+    np.save(tmp_path / "i64.npy", np.array([[64, 64]], dtype=np.int64))
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    (tmp_path / "shape.txt").write_text("64 64\n")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "i64.npy").read_bytes()[:-4])  # the header, not all the data
+    np.savez(tmp_path / "two.npz", a=np.zeros(2), b=np.ones(2))
+    assert main(["run", yolo, *make_argv(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(d=tmp_path) in err, err
+
+
+def test_dynamic_shape_restores_what_convert_wrote(yolo, capsys, tmp_path):
+    dynamic = ["--dynamic-shape", "image:1,3,64,64;2,3,64,64"]
+    assert main(["convert", yolo, "--cache-dir", str(tmp_path), *dynamic, "--json"]) == 0
+    converted = json.loads(capsys.readouterr().out)
+    assert converted["compiled"] == 1
+    # The second listed shape, fed as random data and from a file: the program convert wrote serves both.
+    data = run_json(capsys, yolo, "--cache-dir", str(tmp_path), *dynamic, "--input-shape", "image:2,3,64,64")
+    assert data["inputs"]["image"]["shape"] == [2, 3, 64, 64]
+    assert data["dynamic_shapes"] == {"image": [[1, 3, 64, 64], [2, 3, 64, 64]]}
+    assert (data["compiled"], data["restored"]) == (0, 1)
+    assert [p["token"] for p in data["programs"]] == [converted["programs"][0]["token"]]
+    np.save(tmp_path / "image.npy", np.zeros((2, 3, 64, 64), dtype=np.float32))
+    image = f"image={tmp_path / 'image.npy'}"
+    assert main(["run", yolo, "--cache-dir", str(tmp_path), *dynamic, "--input", image]) == 0
+    assert "restored from cache" in capsys.readouterr().out
+    # Without the dynamic shape info the token differs, so the program is compiled anew.
+    plain = run_json(capsys, yolo, "--cache-dir", str(tmp_path))
+    assert (plain["compiled"], plain["restored"]) == (1, 0)
+
+
+def test_output_dir_is_created_before_the_run(yolo, capsys, tmp_path):
+    out = tmp_path / "a" / "b"
+    data = run_json(capsys, yolo, "--output-dir", str(out))
+    assert sorted(os.listdir(out)) == sorted(f"{name}.npy" for name in data["outputs"])
+
+
+def test_subprocess_smoke(yolo, tmp_path):
+    env = dict(os.environ, NNADAPTER_BRIDGE_PROGRESS="0")
+    proc = subprocess.run([sys.executable, "-m", "nnadapter_bridge", "run", yolo, "--json"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outputs"][NMS_COUNT]["dtype"] == "int32"
+    proc = subprocess.run([sys.executable, "-m", "nnadapter_bridge", "run", str(tmp_path / "none")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == f"nnadapter-bridge run: error: {tmp_path / 'none'}: no such model file or directory\n"

@@ -1,0 +1,411 @@
+"""microsoft_onnxruntime beyond the shared contract: context properties (threads, execution providers,
+graph optimization level, environment fallback), symbolic dims, INVALID_DIMENSIONS, truthful
+validate_program, program bytes, and the message when onnxruntime is not installed."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+from nnadapter_bridge.nnadapter.reference import run_model
+from hal.microsoft_onnxruntime import DRIVER
+from hal.microsoft_onnxruntime.graph import OPSET, convert_model
+from hal.microsoft_onnxruntime.operations import OPERATIONS
+from hal.microsoft_onnxruntime.driver import (
+    EXECUTION_PROVIDERS_KEY,
+    GRAPH_OPTIMIZATION_LEVEL_KEY,
+    NUM_THREADS_KEY,
+)
+from hal.protocol import Argument, Cache
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.runtime import (
+    Compilation,
+    Context,
+    DeviceManager,
+    Execution,
+    array_input_access,
+    host_buffer_output_access,
+    HostBuffer,
+)
+from nnadapter_bridge.nnadapter.types import OperandType
+from support.op_harness import Const, build_op
+from support.tolerances import assert_op_close
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def device():
+    return DRIVER.open_device()
+
+
+def _dynamic_model():
+    """y = softmax(relu(x) + [1, 2, 3]) with x of dims [?, 3]."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (UNKNOWN, 3)), "x")
+    relu = model.add_output("relu")
+    model.add_operation(T.RELU, [x], [relu])
+    added = model.add_output("added")
+    model.add_operation(T.ADD, [relu, model.add_constant(np.float32([1, 2, 3])), model.add_constant(np.int32([0]))],
+                        [added])
+    out = model.add_output("out")
+    model.add_operation(T.SOFTMAX, [added, model.add_constant(np.int32([1]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+def _reference(x):
+    z = np.maximum(x, 0) + np.float32([1, 2, 3])
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _run(program, *arrays):
+    holders = [HostBuffer() for _ in program.output_types]
+    DRIVER.execute_program(program, [Argument(k, a, array_input_access) for k, a in enumerate(arrays)],
+                           [Argument(k, h, host_buffer_output_access) for k, h in enumerate(holders)])
+    return [h.array for h in holders]
+
+
+# -- properties ---------------------------------------------------------------------------------------
+def test_default_context_uses_cpu_and_all_optimizations(device):
+    import onnxruntime as ort
+
+    context = DRIVER.create_context(device, "")
+    assert context.providers == ["CPUExecutionProvider"]
+    assert context.num_threads == 0
+    assert context.optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+
+def test_num_threads_reaches_the_session(device):
+    context = DRIVER.create_context(device, f"{NUM_THREADS_KEY}=1;")
+    program = DRIVER.create_program(context, _dynamic_model(), Cache())
+    assert program.session.get_session_options().intra_op_num_threads == 1
+    x = np.float32([[1, -2, 3], [0.5, 0, -1]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_negative_or_malformed_thread_count_is_rejected(device):
+    with pytest.raises(NNAdapterError, match=NUM_THREADS_KEY) as info:
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=-2")
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+    with pytest.raises(PropertiesError, match="not an integer"):
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=many")
+
+
+def test_properties_fall_back_to_the_environment(device, monkeypatch):
+    monkeypatch.setenv(NUM_THREADS_KEY, "3")
+    monkeypatch.setenv(GRAPH_OPTIMIZATION_LEVEL_KEY, "basic")
+    import onnxruntime as ort
+
+    context = DRIVER.create_context(device, "")
+    assert context.num_threads == 3
+    assert context.optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # The properties string wins over the environment.
+    assert DRIVER.create_context(device, f"{NUM_THREADS_KEY}=2").num_threads == 2
+
+
+@pytest.mark.parametrize("level", ["disable", "basic", "extended", "all", "ALL"])
+def test_every_optimization_level_compiles_and_runs(device, level):
+    context = DRIVER.create_context(device, f"{GRAPH_OPTIMIZATION_LEVEL_KEY}={level}")
+    program = DRIVER.create_program(context, _dynamic_model(), Cache())
+    x = np.float32([[1, -2, 3]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_unknown_optimization_level_lists_the_choices(device):
+    with pytest.raises(NNAdapterError, match="disable, basic, extended, all"):
+        DRIVER.create_context(device, f"{GRAPH_OPTIMIZATION_LEVEL_KEY}=maximum")
+
+
+def test_unavailable_provider_error_lists_the_available_ones(device):
+    import onnxruntime as ort
+
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=NoSuchExecutionProvider")
+    message = str(info.value)
+    assert "NoSuchExecutionProvider" in message
+    for available in ort.get_available_providers():
+        assert available in message
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+
+
+def test_gpu_provider_is_rejected_clearly_or_used_when_present(device):
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        context = DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cuda")
+        assert context.providers == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    else:
+        with pytest.raises(NNAdapterError, match="'cuda' is not available"):
+            DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cuda")
+
+
+def test_short_and_full_provider_names(device):
+    context = DRIVER.create_context(device, f"{EXECUTION_PROVIDERS_KEY}=cpu, CPUExecutionProvider")
+    assert context.providers == ["CPUExecutionProvider"]
+
+
+# -- dims -------------------------------------------------------------------------------------------------
+def test_symbolic_dims_accept_any_batch(device):
+    context = DRIVER.create_context(device, "")
+    model = _dynamic_model()
+    graph_input = convert_model(model, OPERATIONS).graph.input[0]
+    dims = graph_input.type.tensor_type.shape.dim
+    assert dims[0].dim_param and dims[1].dim_value == 3
+    program = DRIVER.create_program(context, model, Cache())
+    for batch in (1, 4, 7):
+        x = np.random.default_rng(batch).standard_normal((batch, 3)).astype(np.float32)
+        (got,) = _run(program, x)
+        assert got.shape == (batch, 3)
+        assert_op_close(got, _reference(x))
+
+
+def test_rank_change_is_invalid_dimensions(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(InvalidDimensionsError) as info:
+        _run(program, np.zeros((2, 3, 1), np.float32))
+    assert info.value.code == ResultCode.INVALID_DIMENSIONS
+
+
+def test_other_value_on_a_fixed_axis_is_invalid_dimensions(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(InvalidDimensionsError):
+        _run(program, np.zeros((2, 4), np.float32))
+
+
+def test_static_model_rejects_other_dims_through_the_runtime():
+    model, (x,) = build_op(T.RELU, [np.float32([[1, -1], [2, -2]])])
+    context = Context([DeviceManager.instance().acquire("microsoft_onnxruntime")])
+    compilation = Compilation(model, context=context)
+    compilation.finish()
+    execution = Execution(compilation)
+    np.testing.assert_array_equal(execution.run([x])[0], np.maximum(x, 0))
+    with pytest.raises(InvalidDimensionsError):
+        execution.run([np.zeros((3, 2), np.float32)])
+    context.destroy()
+
+
+def test_wrong_dtype_is_invalid_parameter(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    with pytest.raises(NNAdapterError, match="dtype") as info:
+        _run(program, np.zeros((2, 3), np.float64))
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+
+
+# -- validate_program ------------------------------------------------------------------------------------
+def test_validate_is_false_for_operations_onnx_cannot_express(device):
+    context = DRIVER.create_context(device, "")
+    boxes = np.zeros((1, 4, 4), np.float32)
+    nms, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.zeros((1, 2, 4), np.float32), None, -1, 0.0, -1, 0.5, 1.0, -1,
+                                              True, False], n_outputs=2)
+    assert DRIVER.validate_program(context, nms) == [False]
+    uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
+    divisible, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])
+    assert DRIVER.validate_program(context, uneven) == [False]
+    assert DRIVER.validate_program(context, divisible) == [True]
+    runtime_alpha, _ = build_op(T.LEAKY_RELU, [np.zeros((2, 2), np.float32), np.float32([0.1])])
+    assert DRIVER.validate_program(context, runtime_alpha) == [False]
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_program(context, nms, Cache())
+    assert info.value.code == ResultCode.FEATURE_NOT_SUPPORTED
+
+
+def test_same_padding_with_unknown_spatial_dims_is_not_claimed(device):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 2, UNKNOWN, UNKNOWN)), "x")
+    out = model.add_output("out")
+    model.add_operation(T.MAX_POOL_2D, [x, model.add_constant(np.int32([int(AutoPad.AUTO_PAD_SAME)])), None,
+                                        model.add_constant(np.int32([3, 3])), model.add_constant(np.int32([2, 2]))],
+                        [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.validate_program(DRIVER.create_context(device, ""), model) == [False]
+
+
+# -- programs ------------------------------------------------------------------------------------------------
+def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device, monkeypatch):
+    context = DRIVER.create_context(device, "")
+    cache = Cache(token="0" * 32, dir="/unused", input_types=[], output_types=[])
+    model = _dynamic_model()
+    DRIVER.create_program(context, model, cache)
+    proto = onnx.load_from_string(bytes(cache.buffer))
+    assert any(o.version == OPSET for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    import hal.microsoft_onnxruntime.driver as driver_module
+
+    def no_conversion(*_args):
+        raise AssertionError("a restore must not convert")
+
+    monkeypatch.setattr(driver_module, "convert_model", no_conversion)
+    restore = Cache(cache.token, cache.dir, [o.type.copy() for o in model.input_operands],
+                    [o.type.copy() for o in model.output_operands], bytearray(cache.buffer))
+    program = DRIVER.create_program(context, None, restore)
+    x = np.float32([[3, -1, 0], [1, 1, 1]])
+    assert_op_close(_run(program, x)[0], _reference(x))
+
+
+def test_garbage_program_bytes_are_rejected(device):
+    context = DRIVER.create_context(device, "")
+    t = OperandType(Precision.FLOAT32, (1, 3))
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.create_program(context, None, Cache("0" * 32, "", [t], [t], bytearray(b"not an onnx model")))
+    assert info.value.code == ResultCode.DEVICE_INTERNAL_ERROR
+    with pytest.raises(NNAdapterError):
+        DRIVER.create_program(context, None, Cache())
+
+
+def test_destroyed_program_cannot_run(device):
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), _dynamic_model(), Cache())
+    DRIVER.destroy_program(program)
+    with pytest.raises(NNAdapterError, match="destroyed"):
+        _run(program, np.zeros((1, 3), np.float32))
+
+
+# -- installation --------------------------------------------------------------------------------------------
+def test_missing_onnxruntime_says_what_to_install():
+    # A child process where importing onnxruntime fails, as without the optional extra.
+    script = (
+        "import sys, json\n"
+        "sys.modules['onnxruntime'] = None\n"
+        "from nnadapter_bridge.nnadapter.runtime import DeviceManager\n"
+        "infos = {i.name: i for i in DeviceManager().list_devices()}\n"
+        "info = infos['microsoft_onnxruntime']\n"
+        "print(json.dumps([info.loaded, info.error, infos['builtin_device'].loaded]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    loaded, error, builtin_loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded is False and builtin_loaded is True
+    assert "install nnadapter-bridge[onnxruntime]" in error
+
+
+# -- YOLO_BOX (composed from ONNX ops in float64) ---------------------------------------------------------------
+def _run_on_onnxruntime(model, feeds):
+    context = Context([DeviceManager.instance().acquire("microsoft_onnxruntime")])
+    try:
+        assert context.validate(model, 0) == [True]
+        compilation = Compilation(model, context=context)
+        compilation.finish()
+        return Execution(compilation).run(feeds)
+    finally:
+        context.destroy()
+
+
+def _yolo_inputs(seed, n=2, anchors=(10, 13, 16, 30, 33, 23), class_num=3, h=4, w=5, conf_thresh=0.01,
+                 downsample=32, clip_bbox=True, scale_x_y=1.0, iou_aware=False, iou_factor=0.5, spread=2.0):
+    a = len(anchors) // 2
+    channels = a * (5 + class_num) + (a if iou_aware else 0)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, channels, h, w)) * spread).astype(np.float32)
+    imgsize = rng.integers(32, 640, size=(n, 2)).astype(np.int32)
+    return [x, imgsize, Const(np.int32(anchors)), class_num, conf_thresh, downsample, clip_bbox, scale_x_y,
+            iou_aware, iou_factor]
+
+
+_YOLO_CASES = {
+    "defaults": {},
+    "no_clip": dict(clip_bbox=False),
+    "scale_x_y": dict(scale_x_y=1.05),
+    "scale_x_y_no_clip": dict(scale_x_y=1.2, clip_bbox=False),
+    "high_threshold": dict(conf_thresh=0.6),
+    "zero_threshold": dict(conf_thresh=0.0),
+    "iou_aware": dict(iou_aware=True, iou_factor=0.5),
+    "iou_aware_factor_0_4": dict(iou_aware=True, iou_factor=0.4, scale_x_y=1.1, clip_bbox=False),
+    "one_anchor_one_class": dict(anchors=(7, 9), class_num=1),
+    "many_classes": dict(class_num=11, downsample=8, h=3, w=7),
+    "downsample_16_square": dict(downsample=16, h=6, w=6, n=1),
+    "wide_logits": dict(spread=8.0, conf_thresh=0.3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_YOLO_CASES))
+def test_yolo_box_matches_builtin_device(case):
+    inputs = _yolo_inputs(sum(map(ord, case)), **_YOLO_CASES[case])
+    model, feeds = build_op(T.YOLO_BOX, inputs, n_outputs=2)
+    want = run_model(model, feeds)
+    got = _run_on_onnxruntime(model, feeds)
+    assert want[0].any(), "every box under the threshold: the case checks nothing"
+    if case in ("high_threshold", "wide_logits"):
+        assert (want[1] == 0).all(axis=-1).any(), "no box under the threshold: the case checks less than it says"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_op_close(g, w, what=f"YOLO_BOX {case} output {k}")
+
+
+def test_yolo_box_without_scores_output():
+    model, feeds = build_op(T.YOLO_BOX, _yolo_inputs(5, iou_aware=True, iou_factor=0.3), n_outputs=2,
+                            null_outputs=[1])
+    (want,) = run_model(model, feeds)
+    (got,) = _run_on_onnxruntime(model, feeds)
+    assert_op_close(got, want, what="YOLO_BOX boxes only")
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_yolo_box_overflowing_logits_match_including_nan_and_inf():
+    # exp of a huge w/h logit overflows to inf in both; unclipped, a box under the threshold is inf * 0 = NaN.
+    inputs = _yolo_inputs(9, clip_bbox=False)
+    inputs[0][:, 2] = 800.0
+    model, feeds = build_op(T.YOLO_BOX, inputs, n_outputs=2)
+    want = run_model(model, feeds)
+    assert not np.isfinite(want[0]).all()
+    for k, (g, w) in enumerate(zip(_run_on_onnxruntime(model, feeds), want)):
+        assert_op_close(g, w, what=f"YOLO_BOX overflow output {k}")
+
+
+def _yolo_model(dims):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, dims), "x")
+    imgsize = model.add_operand(OperandType(Precision.INT32, (dims[0], 2)), "imgsize")
+    params = [model.add_constant(np.int32([10, 13, 16, 30])), model.add_constant(np.int32([2])),
+              model.add_constant(np.float32([0.05])), model.add_constant(np.int32([32])),
+              model.add_constant(np.bool_([True])), model.add_constant(np.float32([1.0])),
+              model.add_constant(np.bool_([False])), model.add_constant(np.float32([0.5]))]
+    boxes, scores = model.add_output("boxes"), model.add_output("scores")
+    model.add_operation(T.YOLO_BOX, [x, imgsize] + params, [boxes, scores])
+    model.identify_inputs_and_outputs([x, imgsize], [boxes, scores])
+    model.finish()
+    return model
+
+
+def test_yolo_box_symbolic_batch_runs_any_batch_and_unknown_grid_is_not_claimed(device):
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.validate_program(context, _yolo_model((1, 14, UNKNOWN, 5))) == [False]
+    assert DRIVER.validate_program(context, _yolo_model((1, 14, 4, UNKNOWN))) == [False]
+    model = _yolo_model((UNKNOWN, 14, 3, 4))
+    assert DRIVER.validate_program(context, model) == [True]
+    program = DRIVER.create_program(context, model, Cache())
+    for batch in (1, 3):
+        rng = np.random.default_rng(batch)
+        x = rng.standard_normal((batch, 14, 3, 4)).astype(np.float32)
+        imgsize = rng.integers(100, 500, size=(batch, 2)).astype(np.int32)
+        fixed, feeds = build_op(T.YOLO_BOX, [x, imgsize, Const(np.int32([10, 13, 16, 30])), 2, 0.05, 32, True,
+                                             1.0, False, 0.5], n_outputs=2)
+        got = _run(program, x, imgsize)
+        for k, (g, w) in enumerate(zip(got, run_model(fixed, feeds))):
+            assert g.shape == (batch, 2 * 3 * 4, 4 if k == 0 else 2)
+            assert_op_close(g, w, what=f"YOLO_BOX batch {batch} output {k}")
+
+
+# -- pooling over the whole plane --------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type, onnx_op", [(T.AVERAGE_POOL_2D, "GlobalAveragePool"),
+                                              (T.MAX_POOL_2D, "GlobalMaxPool")], ids=["average", "max"])
+def test_window_over_the_whole_plane_is_a_global_pool(op_type, onnx_op):
+    x = np.random.default_rng(3).standard_normal((1, 4, 5, 6)).astype(np.float32)
+    tail = [False, False, int(FuseCode.FUSED_RELU)] if op_type == T.AVERAGE_POOL_2D else \
+        [False, False, int(Precision.INT32), int(FuseCode.FUSED_RELU)]
+    model, feeds = build_op(op_type, [x, 0, Const([0, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
+    ops = [n.op_type for n in convert_model(model, OPERATIONS).graph.node]
+    assert onnx_op in ops and "AveragePool" not in ops and "MaxPool" not in ops
+    (want,) = run_model(model, feeds)
+    assert_op_close(_run_on_onnxruntime(model, feeds)[0], want, what=onnx_op)
+    # A padded window over the plane stays a plain pool.
+    padded, _ = build_op(op_type, [x, 0, Const([1, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
+    assert onnx_op not in [n.op_type for n in convert_model(padded, OPERATIONS).graph.node]
