@@ -34,6 +34,7 @@ from converters.layout import (
     explicit_pads,
     is_channel_last,
     layout_reason,
+    padding_reason,
     to_channel_first,
 )
 from converters.op_view import OpView
@@ -68,12 +69,9 @@ def conv_act_type(op) -> str:
 
 def _check_conv(op, ctx) -> Optional[str]:
     v = OpView(op)
-    paddings = v.attr_ints("paddings", [0, 0])
-    if explicit_pads(paddings) is None:
-        return f"paddings {paddings} must hold 2 or 4 values"
-    algorithm = v.attr_str("padding_algorithm", "EXPLICIT")
-    if algorithm not in AUTO_PAD_OF:
-        return f"padding_algorithm '{algorithm}' is not EXPLICIT, SAME or VALID"
+    reason = padding_reason(op)
+    if reason:
+        return reason
     for name in ("strides", "dilations"):
         if len(v.attr_ints(name, [1, 1])) != 2:
             return f"{name} {v.attr_ints(name, [1, 1])} must hold 2 values"
@@ -201,12 +199,9 @@ def _pool_geometry(op, dims):
 
 def _pool_check_common(op, ctx) -> Optional[str]:
     v = OpView(op)
-    paddings = v.attr_ints("paddings", [0, 0])
-    if explicit_pads(paddings) is None:
-        return f"paddings {paddings} must hold 2 or 4 values"
-    algorithm = v.attr_str("padding_algorithm", "EXPLICIT")
-    if algorithm not in AUTO_PAD_OF:
-        return f"padding_algorithm '{algorithm}' is not EXPLICIT, SAME or VALID"
+    reason = padding_reason(op)
+    if reason:
+        return reason
     if len(v.attr_ints("ksize", [1, 1])) != 2 or len(v.attr_ints("strides", [1, 1])) != 2:
         return "ksize and strides must hold 2 values"
     dims = input_dims(ctx, op, "X")

@@ -25,6 +25,18 @@ def explicit_pads(paddings: Sequence[int]) -> Optional[list]:
     return None
 
 
+def padding_reason(op) -> Optional[str]:
+    """Why a conv/pool op's `paddings` / `padding_algorithm` cannot be converted (None when they can)."""
+    v = OpView(op)
+    paddings = v.attr_ints("paddings", [0, 0])
+    if explicit_pads(paddings) is None:
+        return f"paddings {paddings} must hold 2 or 4 values"
+    algorithm = v.attr_str("padding_algorithm", "EXPLICIT")
+    if algorithm not in AUTO_PAD_OF:
+        return f"padding_algorithm '{algorithm}' is not EXPLICIT, SAME or VALID"
+    return None
+
+
 def layout_reason(op, name: str, default: str = "NCHW") -> Optional[str]:
     """Why the layout attr `name` is neither channel-first nor channel-last (None when it is one of them)."""
     layout = OpView(op).attr_str(name, default)

@@ -311,6 +311,14 @@ def _yolo_inputs(seed, n=2, anchors=(10, 13, 16, 30, 33, 23), class_num=3, h=4, 
             iou_aware, iou_factor]
 
 
+def _yolo_atol(inputs) -> float:
+    """YOLO_BOX runs as the standard's decomposition, in float32 as Paddle's yolo_box does, while the
+    reference decodes in float64: a corner x1 = cx - w / 2 that nearly cancels keeps float32's absolute
+    rounding of the image-scale operands (a few ulp of the largest image side), which the one-operation atol
+    cannot absorb."""
+    return 16 * float(np.spacing(np.float32(np.max(inputs[1]))))
+
+
 _YOLO_CASES = {
     "defaults": {},
     "no_clip": dict(clip_bbox=False),
@@ -337,15 +345,15 @@ def test_yolo_box_matches_builtin_device(case):
     if case in ("high_threshold", "wide_logits"):
         assert (want[1] == 0).all(axis=-1).any(), "no box under the threshold: the case checks less than it says"
     for k, (g, w) in enumerate(zip(got, want)):
-        assert_op_close(g, w, what=f"YOLO_BOX {case} output {k}")
+        assert_op_close(g, w, what=f"YOLO_BOX {case} output {k}", atol=_yolo_atol(inputs))
 
 
 def test_yolo_box_without_scores_output():
-    model, feeds = build_op(T.YOLO_BOX, _yolo_inputs(5, iou_aware=True, iou_factor=0.3), n_outputs=2,
-                            null_outputs=[1])
+    inputs = _yolo_inputs(5, iou_aware=True, iou_factor=0.3)
+    model, feeds = build_op(T.YOLO_BOX, inputs, n_outputs=2, null_outputs=[1])
     (want,) = run_model(model, feeds)
     (got,) = _run_on_onnxruntime(model, feeds)
-    assert_op_close(got, want, what="YOLO_BOX boxes only")
+    assert_op_close(got, want, what="YOLO_BOX boxes only", atol=_yolo_atol(inputs))
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")

@@ -35,6 +35,21 @@ class Sample:
     null_outputs: Sequence[int] = ()
 
 
+# YOLO_BOX attribute combinations, shared by the reference's test against Paddle and the lowering's test
+# against the reference.
+YOLO_BOX_CASES = [
+    # (anchors, class_num, conf_thresh, downsample, clip_bbox, scale_x_y, iou_aware, iou_aware_factor)
+    ([10, 13, 16, 30, 33, 23], 2, 0.01, 32, True, 1.0, False, 0.5),
+    ([10, 13, 16, 30], 3, 0.5, 16, False, 1.0, False, 0.5),
+    ([10, 13, 16, 30, 33, 23], 1, 0.3, 8, True, 1.2, False, 0.5),
+    ([116, 90], 4, 0.0, 32, False, 1.05, False, 0.5),
+    ([10, 13, 16, 30, 33, 23], 2, 0.2, 32, True, 1.0, True, 0.5),
+    ([30, 61, 62, 45], 3, 0.4, 16, False, 1.1, True, 0.3),
+    ([30, 61], 2, 0.6, 8, True, 1.0, True, 0.8),
+    ([30, 61], 5, 0.9, 8, True, 1.3, True, 0.0),
+]
+
+
 def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 

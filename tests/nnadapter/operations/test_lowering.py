@@ -15,6 +15,7 @@ from nnadapter_bridge.nnadapter.operations import dequantize
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.types import OperandType
 from support.op_harness import Const, build_op
+from support.operation_samples import YOLO_BOX_CASES
 
 rng = np.random.default_rng(29)
 
@@ -35,17 +36,7 @@ def _snapshot(model: Model):
 
 # -- YOLO_BOX -----------------------------------------------------------------------------------------------
 
-YOLO_CASES = [
-    # (anchors, class_num, conf_thresh, downsample, clip_bbox, scale_x_y, iou_aware, iou_aware_factor)
-    ([10, 13, 16, 30, 33, 23], 2, 0.01, 32, True, 1.0, False, 0.5),
-    ([10, 13, 16, 30], 3, 0.5, 16, False, 1.0, False, 0.5),
-    ([10, 13, 16, 30, 33, 23], 1, 0.3, 8, True, 1.2, False, 0.5),
-    ([116, 90], 4, 0.0, 32, False, 1.05, False, 0.5),
-    ([10, 13, 16, 30, 33, 23], 2, 0.2, 32, True, 1.0, True, 0.5),
-    ([30, 61, 62, 45], 3, 0.4, 16, False, 1.1, True, 0.3),
-    ([30, 61], 2, 0.6, 8, True, 1.0, True, 0.8),
-    ([30, 61], 5, 0.9, 8, True, 1.3, True, 0.0),
-]
+YOLO_CASES = YOLO_BOX_CASES
 
 
 def _yolo_model(case, n=2, h=5, w=6, with_scores=True, batch_known=True):

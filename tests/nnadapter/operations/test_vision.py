@@ -9,6 +9,7 @@ import pytest
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, InterpolateMode, OperationType as T, PadMode, Precision
 from support.op_harness import Const, Quant, build_op, run_op
+from support.operation_samples import YOLO_BOX_CASES
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(7)
@@ -465,16 +466,7 @@ def test_nms_return_index_needs_the_index_output():
 
 # -- YOLO_BOX ---------------------------------------------------------------------------------------
 
-YOLO_CASES = [
-    # (anchors, class_num, conf_thresh, downsample, clip_bbox, scale_x_y, iou_aware, iou_aware_factor)
-    ([10, 13, 16, 30, 33, 23], 2, 0.01, 32, True, 1.0, False, 0.5),
-    ([10, 13, 16, 30], 3, 0.5, 16, False, 1.0, False, 0.5),
-    ([10, 13, 16, 30, 33, 23], 1, 0.3, 8, True, 1.2, False, 0.5),
-    ([116, 90], 4, 0.0, 32, False, 1.05, False, 0.5),
-    ([10, 13, 16, 30, 33, 23], 2, 0.2, 32, True, 1.0, True, 0.5),
-    ([30, 61, 62, 45], 3, 0.4, 16, False, 1.1, True, 0.3),
-    ([30, 61], 2, 0.6, 8, True, 1.0, True, 0.8),
-]
+YOLO_CASES = YOLO_BOX_CASES
 
 
 @pytest.mark.parametrize("case", YOLO_CASES)
