@@ -23,8 +23,8 @@ from nnadapter_bridge.nnadapter.codes import (
     Precision,
 )
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
-from nnadapter_bridge.nnadapter.operations.ops_nn import resolve_window, transpose_out_size
-from nnadapter_bridge.nnadapter.operations.ops_tensor import squeeze_axes
+from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
+from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from hal.common import Operands, OperationTable, Unsupported, unpack
 from hal.intel_openvino.graph import (
     ELEMENT_TYPES,

@@ -21,8 +21,9 @@ from nnadapter_bridge.nnadapter.codes import (
     precision_dtype,
 )
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
-from nnadapter_bridge.nnadapter.operations.ops_nn import resolve_window, transpose_out_size
-from nnadapter_bridge.nnadapter.operations.ops_tensor import split_sections, squeeze_axes
+from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
+from nnadapter_bridge.nnadapter.operations.tensor import split_sections
+from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.types import Operation
 from hal.common import Operands, OperationTable, Unsupported, unpack
 from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-import networkx as nx
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import Lifetime, ResultCode
@@ -77,6 +76,12 @@ def cluster_operations(model: Model, assignment: Sequence[int]) -> list:
 
 def _order_clusters(successors: dict, position: dict, clusters: dict, device_of: dict) -> list:
     """The clusters in a topological order of the cluster graph, the earliest first operation first."""
+    if len(clusters) == 1:  # the common case: one device; no graph to order
+        ((root, ops),) = clusters.items()
+        return [(device_of[root], ops)]
+    # Imported here: the runtime imports this module on every start, and networkx costs ~40 ms to import.
+    import networkx as nx
+
     root_of = {id(op): root for root, ops in clusters.items() for op in ops}
     first = {root: position[id(ops[0])] for root, ops in clusters.items()}
     cluster_graph = nx.DiGraph()

@@ -1,6 +1,7 @@
 """Coverage of the NNAdapter standard: every one of the 96 operation codes has a signature, a prepare
-(shape inference) step, a numpy reference in the standard that builtin_device runs, and at least one test
-that runs it; and the number of collected operation tests stays above a floor."""
+(shape inference) step and a numpy reference, all three in one family module of the standard, that
+builtin_device runs, and at least one test that runs it; and the number of collected operation tests
+stays above a floor."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 from nnadapter_bridge.nnadapter.codes import OperationType
-from nnadapter_bridge.nnadapter.operations import OPERATIONS, REFERENCES
+from nnadapter_bridge.nnadapter.operations import FAMILY_MODULES, OPERATIONS, REFERENCES
 from hal.builtin_device import DRIVER as BUILTIN_DEVICE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,11 @@ def test_operation_has_signature_prepare_and_reference(op):
     assert reference is not None and callable(reference.fn), f"{op.name} has no reference in the standard"
     assert reference.fn.__module__.startswith("nnadapter_bridge.nnadapter.operations."), \
         f"{op.name}'s reference lives outside the standard ({reference.fn.__module__})"
+    # The standard owns each operation whole: one family module holds its signature, prepare and reference.
+    assert reference.fn.__module__ == spec.prepare.__module__, \
+        f"{op.name}: reference in {reference.fn.__module__}, signature in {spec.prepare.__module__}"
+    family = reference.fn.__module__.rsplit(".", 1)[1]
+    assert family in FAMILY_MODULES, f"{op.name} is registered from {family}, which is not a family module"
     assert op in BUILTIN_DEVICE.operation_types(), f"builtin_device does not run {op.name}"
 
 

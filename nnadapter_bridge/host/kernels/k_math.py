@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
-from nnadapter_bridge.nnadapter.operations.reference_elementwise import erf as erf_float64
+from nnadapter_bridge.nnadapter.operations.activation import erf as erf_float64
 
 _UNARY = {"acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "tan": np.tan, "cosh": np.cosh,
           "sinh": np.sinh}

@@ -1,4 +1,8 @@
-"""Helpers shared by the prepare (shape inference) functions of every operation group."""
+"""Helpers shared by the operation family modules.
+
+Shape inference: derived result types, broadcasting, axis normalization, constant-operand readers and
+the checks several families make on parameter operands. References: readers of parameter arrays (the
+values a reference receives in `inputs`), float32 conversion and the fused activation (fuse_code)."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
@@ -6,7 +10,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, Lifetime, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, Precision
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 
 
@@ -110,3 +114,125 @@ def const_ints(op: Operation, i: int) -> Optional[list]:
 
 def unknown_dims(rank: int) -> tuple:
     return (UNKNOWN,) * rank
+
+
+def all_known(dims: Sequence[int]) -> bool:
+    return all(known(d) for d in dims)
+
+
+# -- checks on parameter operands (shape inference) -----------------------------------------------------
+
+_INDEX_DTYPES = (Precision.INT32, Precision.INT64)
+
+
+def operation_error(op: Optional[Operation], message: str) -> OperationError:
+    """An OperationError whose message starts with the operation's name (when there is an operation)."""
+    where = f"{op.type.name}: " if op is not None else ""
+    return OperationError(where + message)
+
+
+def scalar_param(op: Operation, i: int, name: str, default=None):
+    """The value of a shape-[1] parameter that shape inference needs; None operand -> default.
+
+    Parameters like keepdim or dtype decide the output rank or precision, so they must be constants."""
+    if i >= len(op.inputs) or op.inputs[i] is None:
+        if default is None:
+            raise operation_error(op, f"parameter '{name}' is required")
+        return default
+    value = op.input_value(i)
+    if value is None:
+        raise operation_error(op, f"parameter '{name}' must be a constant operand (it decides the output type)")
+    flat = np.asarray(value).reshape(-1)
+    if flat.size != 1:
+        raise operation_error(op, f"parameter '{name}' must hold one value, got {flat.size}")
+    return flat[0].item()
+
+
+def index_precision(op: Operation, code: int, name: str) -> Precision:
+    """The INT32/INT64 precision an index-dtype parameter names; OperationError for any other code."""
+    try:
+        precision = Precision(int(code))
+    except ValueError:
+        precision = None
+    if precision not in _INDEX_DTYPES:
+        raise operation_error(op, f"'{name}' must be the precision code of INT32 ({int(Precision.INT32)}) or "
+                                  f"INT64 ({int(Precision.INT64)}), got {code}")
+    return precision
+
+
+def operand_length(operand) -> int:
+    """Number of values in a 1-D parameter operand, or UNKNOWN."""
+    dims = operand.type.dims
+    if len(dims) == 0:
+        return 1
+    if len(dims) == 1 and known(dims[0]):
+        return dims[0]
+    return UNKNOWN
+
+
+def check_same_precision(op, types):
+    """All `types` share the precision of the first; OperationError naming the first that does not."""
+    first = types[0].precision
+    for i, other in enumerate(types[1:], 1):
+        if other.precision != first:
+            raise operation_error(op, f"input {i} has precision {other.precision.name}, input 0 has {first.name}")
+
+
+def hw_pair(values: Optional[list], what: str, op) -> Optional[list]:
+    """A (height, width) parameter: None stays None, anything but 2 values is an OperationError."""
+    if values is not None and len(values) != 2:
+        raise OperationError(f"{op.type.name}: {what} must hold 2 values (height, width), got {values}")
+    return values
+
+
+# -- readers of parameter arrays (references) -------------------------------------------------------------
+
+def first_value(array):
+    """The single value of a shape-[1] parameter operand, as a numpy scalar of its dtype."""
+    return np.asarray(array).reshape(-1)[0]
+
+
+def param_int(value, default: Optional[int] = None) -> Optional[int]:
+    return default if value is None else int(np.asarray(value).reshape(-1)[0])
+
+
+def param_float(value, default: Optional[float] = None) -> Optional[float]:
+    return default if value is None else float(np.asarray(value).reshape(-1)[0])
+
+
+def param_bool(value, default: bool = False) -> bool:
+    return default if value is None else bool(np.asarray(value).reshape(-1)[0])
+
+
+def param_ints(value, default=None) -> Optional[list]:
+    return default if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def as_float32(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype == np.float32 else x.astype(np.float32)
+
+
+def in_dtype_of(result, x: np.ndarray) -> np.ndarray:
+    """`result` in x's dtype (float64 intermediates back to float32, numpy scalars back to arrays)."""
+    return np.asarray(result).astype(x.dtype, copy=False)
+
+
+def apply_fuse_code(x: np.ndarray, fuse_code, in_place: bool = False) -> np.ndarray:
+    """The fused activation of `fuse_code` applied to x. `in_place=True` clamps x itself, for callers
+    whose x is a result they just computed (never an input array: that would change the caller's data)."""
+    code = FuseCode(int(first_value(fuse_code)))
+    if code == FuseCode.FUSED_NONE:
+        return x
+    low, high = {FuseCode.FUSED_RELU: (0, None), FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
+    if in_place and x.flags.writeable and x.ndim:
+        if high is None:
+            return np.maximum(x, low, out=x)
+        return np.clip(x, low, high, out=x)
+    if high is None:
+        return np.maximum(x, low).astype(x.dtype, copy=False)
+    return np.clip(x, low, high).astype(x.dtype, copy=False)
+
+
+def apply_optional_fuse_code(x: np.ndarray, fuse_code, in_place: bool = False) -> np.ndarray:
+    """apply_fuse_code for an optional fuse_code operand: a null one leaves x as it is."""
+    return x if fuse_code is None else apply_fuse_code(x, fuse_code, in_place)

@@ -1,9 +1,9 @@
 """The registries of the NNAdapter operations: signatures with their "prepare" (type and shape inference),
 and numpy reference implementations (the semantics).
 
-Each `ops_<family>` module declares a signature with `@operation(OperationType.X, inputs=[...], outputs=[...])`
-on its prepare function; the sibling `reference_<family>` module registers the numpy semantics of the same
-operations with `@reference(OperationType.X)`. `check_signature` is generic: operand count and order,
+Each operation family module declares a signature with `@operation(OperationType.X, inputs=[...],
+outputs=[...])` on its prepare function and registers the numpy semantics of the same operation with
+`@reference(OperationType.X)`, next to it. `check_signature` is generic: operand count and order,
 optional (null) operands, variadic lists, allowed precisions; errors name the operation and the operand.
 
 A prepare function receives the Operation (inputs known, outputs possibly untyped) and returns one
@@ -39,6 +39,12 @@ NUMERIC = frozenset({
     Precision.INT16, Precision.INT32, Precision.INT64,
 }) | QUANT_PRECISIONS
 ANY = None  # no precision constraint
+# Filters and weights may be quantized per layer or per output channel; biases then are int32 with
+# scale = input_scale * filter_scale (per channel when the filter is).
+FILTER = F32_Q8 | {Precision.QUANT_INT8_SYMM_PER_CHANNEL}
+BIAS = F32 | {Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL}
+# Pure data movement: any value survives it unchanged.
+DATA_MOVEMENT = F32_Q8 | {Precision.INT32, Precision.INT64, Precision.BOOL8}
 
 
 @dataclasses.dataclass(frozen=True)

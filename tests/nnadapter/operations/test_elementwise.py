@@ -493,7 +493,7 @@ def test_gelu_extreme_inputs():
 
 
 def test_erf_helper_against_math_erf():
-    from nnadapter_bridge.nnadapter.operations.reference_elementwise import erf
+    from nnadapter_bridge.nnadapter.operations.activation import erf
 
     z = np.concatenate([np.linspace(-7, 7, 4001), [0.0, -0.0, 1e-300, 30.0, -30.0]])
     want = np.array([math.erf(v) for v in z])

@@ -1,5 +1,6 @@
 """The standard's references (what builtin_device runs) against independent expectations: convolution,
-pooling, normalization, matmul / fully connected, softmax, pad and resize (ops_nn + reference_nn).
+pooling, normalization, matmul / fully connected, softmax, pad and resize (the conv, pool, normalization,
+matmul, activation, tensor and resize modules).
 
 The expectation is Paddle's dygraph op wherever one exists with the same meaning; otherwise a numpy formula
 written from the NNAdapter spec (never from the reference). Inputs have magnitude ~1 so the DESIGN.md
