@@ -55,16 +55,22 @@ _CONV_INPUTS = [
 ]
 
 
+def _group(op):
+    """The constant `group` operand (None when computed at run time); it must be positive."""
+    group = const_int(op, 6, 1)
+    if group is not None and group <= 0:
+        raise OperationError(f"{op.type.name}: group must be positive, got {group}")
+    return group
+
+
 @operation(T.CONV_2D, inputs=_CONV_INPUTS + [Slot("fuse_code", INT32, optional=True)], outputs=[Slot("output")])
 def prepare_conv_2d(op):
     """2-D convolution; filter [C_out, C_in/group, kh, kw] (depthwise: group = C_in, C_out = k * C_in)."""
     check_4d(op)
     check_4d(op, 1, "filter")
     filt = op.inputs[1].type.dims
-    group = const_int(op, 6, 1)
+    group = _group(op)
     c_in = op.inputs[0].type.dims[1]
-    if group is not None and group <= 0:
-        raise OperationError(f"{op.type.name}: group must be positive, got {group}")
     if group is not None and known(c_in) and known(filt[1]) and filt[1] * group != c_in:
         raise OperationError(f"{op.type.name}: filter {list(filt)} with group {group} needs {filt[1] * group} "
                              f"input channels, input has {c_in}")
@@ -86,10 +92,8 @@ def prepare_conv_2d_transpose(op):
     check_4d(op)
     check_4d(op, 1, "filter")
     filt = op.inputs[1].type.dims
-    group = const_int(op, 6, 1)
+    group = _group(op)
     c_in = op.inputs[0].type.dims[1]
-    if group is not None and group <= 0:
-        raise OperationError(f"{op.type.name}: group must be positive, got {group}")
     if known(c_in) and known(filt[0]) and filt[0] != c_in:
         raise OperationError(f"{op.type.name}: filter {list(filt)} expects {filt[0]} input channels "
                              f"(layout [C_in, C_out/group, kh, kw]), input has {c_in}")
