@@ -3,7 +3,7 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
 
 * `OperationTable` maps each NNAdapter operation a driver implements to the function that expresses
   it in the SDK's graph (`@OPERATIONS.implements(T.ADD, T.SUB)`).
-* `unsupported_reason` / `validate_by_trial`: an operation is supported iff its signature holds and a
+* `unsupported_reason`: an operation is supported iff its signature holds and a
   trial build of that operation alone succeeds, so the claim and the build can never disagree.
 * `unpack(operation)` gives the operands by the names of the standard's signature slots
   (`args.input`, `args.axis_value`, `args.int("group", 1)`) instead of by position.
@@ -141,12 +141,6 @@ def unsupported_reason(op: Operation, table: OperationTable, trial: Callable[[Op
     except errors as exc:
         return f"{type(exc).__name__}: {exc}"
     return ""
-
-
-def validate_by_trial(model: Model, table: OperationTable, trial: Callable[[Operation], None],
-                      errors: tuple = (Exception,)) -> list:
-    """validate_program's answer: one bool per operation of `model` (see unsupported_reason)."""
-    return [not unsupported_reason(op, table, trial, errors) for op in model.operations]
 
 
 # -- operands by slot name -------------------------------------------------------------------------------

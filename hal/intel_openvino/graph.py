@@ -47,9 +47,6 @@ ELEMENT_TYPES = {
     Precision.QUANT_INT32_SYMM_PER_CHANNEL: ov.Type.i32,
 }
 
-# The dtype of the real values an operand carries inside the graph.
-_REAL_ELEMENT = {t: ov.Type.f32 for t in ELEMENT_TYPES if t.name.startswith("QUANT_")}
-
 
 def partial_shape(dims) -> ov.PartialShape:
     """NNAdapter dims -> PartialShape; NNADAPTER_UNKNOWN (or any negative) is a dynamic dimension."""
@@ -61,10 +58,6 @@ def element_type(t: OperandType) -> ov.Type:
         return ELEMENT_TYPES[t.precision]
     except KeyError:
         raise Unsupported(f"precision {t.precision.name} is not supported by intel_openvino") from None
-
-
-def real_element_type(t: OperandType) -> ov.Type:
-    return _REAL_ELEMENT.get(t.precision) or element_type(t)
 
 
 def i64(values) -> ov.Output:

@@ -283,7 +283,6 @@ def convert_model(model: Model, operations: OperationTable) -> onnx.ModelProto:
             g.convert(op, implementation)
         except Unsupported as exc:
             raise Unsupported(f"{op.label()}: {exc}") from None
-            raise Unsupported(f"{op.label()}: {exc}") from None
     inputs = []
     for k, operand in enumerate(model.input_operands):
         inputs.append(_value_info(g.operand_name(operand), operand.type, f"input{k}"))

@@ -91,13 +91,6 @@ def const_int(op: Operation, i: int, default: Optional[int] = None) -> Optional[
     return int(np.asarray(v).reshape(-1)[0])
 
 
-def const_float(op: Operation, i: int, default: Optional[float] = None) -> Optional[float]:
-    v = op.input_value(i)
-    if v is None:
-        return default
-    return float(np.asarray(v).reshape(-1)[0])
-
-
 def const_bool(op: Operation, i: int, default: Optional[bool] = None) -> Optional[bool]:
     v = op.input_value(i)
     if v is None:
