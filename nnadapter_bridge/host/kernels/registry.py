@@ -17,9 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from nnadapter_bridge.errors import BridgeError
-
-# Paddle writes this name into a slot to mean "no variable".
-EMPTY_VAR_NAME = "@EMPTY@"
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME  # noqa: F401  (kernels import it from here)
 
 
 class HostKernelError(BridgeError):
