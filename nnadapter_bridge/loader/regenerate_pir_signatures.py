@@ -596,6 +596,7 @@ def _api_cases() -> dict[str, Callable[[], None]]:
                                                                       x(2, 2, name="u2"))
         F.one_hot(i, 4), F.embedding(i, x(10, 4, name="w")), paddle.masked_select(t, t > 0)
         paddle.nonzero(t), paddle.unique(i), paddle.index_sample(t, x(4, 1, dtype="int64", name="k2"))
+        paddle.repeat_interleave(t, x(2, dtype="int64", name="r"), axis=1)  # pd_op.repeat_interleave_with_tensor_index
 
     def matmuls():
         a, b = x(2, 2, 3, name="a"), x(2, 3, 2, name="b")

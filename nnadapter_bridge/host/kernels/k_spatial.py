@@ -1,0 +1,96 @@
+"""Spatial rearrangements of NCHW/NHWC images with no NNAdapter operation: unfold (im2col),
+temporal_shift, pixel_unshuffle and maxout."""
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+
+
+def pair(io: OpScope, name: str, default) -> list:
+    values = [int(v) for v in io.attr(name, default)]
+    return values * 2 if len(values) == 1 else values
+
+
+@host_kernel("unfold")
+def unfold(io: OpScope) -> None:
+    x = io.input("X")
+    if x.ndim != 4:
+        raise io.error(f"X must be 4-D [N, C, H, W], got shape {list(x.shape)}")
+    kh, kw = pair(io, "kernel_sizes", [1, 1])
+    sh, sw = pair(io, "strides", [1, 1])
+    dh, dw = pair(io, "dilations", [1, 1])
+    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0, 0])]
+    if len(paddings) == 1:
+        paddings *= 4
+    elif len(paddings) == 2:
+        paddings = paddings * 2
+    top, left, bottom, right = paddings  # Paddle's order: [top, left, bottom, right]
+    n, c, h, w = x.shape
+    out_h = (h + top + bottom - (dh * (kh - 1) + 1)) // sh + 1
+    out_w = (w + left + right - (dw * (kw - 1) + 1)) // sw + 1
+    if out_h <= 0 or out_w <= 0:
+        raise io.error(f"the sliding blocks do not fit: output spatial size {out_h}x{out_w} for input "
+                       f"{h}x{w}, kernel {kh}x{kw}, paddings {paddings}")
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    cols = np.empty((n, c, kh, kw, out_h, out_w), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = padded[:, :, i * dh: i * dh + sh * (out_h - 1) + 1: sh,
+                                      j * dw: j * dw + sw * (out_w - 1) + 1: sw]
+    io.set_output("Y", cols.reshape(n, c * kh * kw, out_h * out_w))
+
+
+@host_kernel("temporal_shift")
+def temporal_shift(io: OpScope) -> None:
+    x = io.input("X")
+    seg_num = int(io.attr("seg_num"))
+    shift_ratio = float(io.attr("shift_ratio", 0.25))
+    channels_last = io.attr("data_format", "NCHW") == "NHWC"
+    if x.ndim != 4 or x.shape[0] % seg_num:
+        raise io.error(f"X must be 4-D with a batch divisible by seg_num={seg_num}, got {list(x.shape)}")
+    if channels_last:
+        x = x.transpose(0, 3, 1, 2)
+    nt, c, h, w = x.shape
+    frames = x.reshape(nt // seg_num, seg_num, c, h, w)
+    c1, c2 = int(c * shift_ratio), int(c * 2 * shift_ratio)
+    out = np.zeros_like(frames)
+    # channels [0, c1) take the previous frame, [c1, c2) the next one, the rest stay; a frame shifted in
+    # from outside the segment is zeros
+    out[:, 1:, :c1] = frames[:, :-1, :c1]
+    out[:, :-1, c1:c2] = frames[:, 1:, c1:c2]
+    out[:, :, c2:] = frames[:, :, c2:]
+    out = out.reshape(nt, c, h, w)
+    io.set_output("Out", out.transpose(0, 2, 3, 1).copy() if channels_last else out)
+
+
+@host_kernel("pixel_unshuffle")
+def pixel_unshuffle(io: OpScope) -> None:
+    x = io.input("X")
+    r = int(io.attr("downscale_factor"))
+    channels_last = io.attr("data_format", "NCHW") == "NHWC"
+    if channels_last:
+        x = x.transpose(0, 3, 1, 2)
+    n, c, h, w = x.shape
+    if h % r or w % r:
+        raise io.error(f"height {h} and width {w} must be divisible by downscale_factor {r}")
+    out = x.reshape(n, c, h // r, r, w // r, r).transpose(0, 1, 3, 5, 2, 4).reshape(n, c * r * r, h // r, w // r)
+    io.set_output("Out", out.transpose(0, 2, 3, 1).copy() if channels_last else np.ascontiguousarray(out))
+
+
+@host_kernel("maxout")
+def maxout(io: OpScope) -> None:
+    x = io.input("X")
+    groups = int(io.attr("groups"))
+    axis = int(io.attr("axis", 1)) % x.ndim
+    channels = x.shape[axis]
+    if channels % groups:
+        raise io.error(f"the channel count {channels} must be divisible by groups {groups}")
+    shape = x.shape[:axis] + (channels // groups, groups) + x.shape[axis + 1:]
+    grouped = np.moveaxis(x.reshape(shape), axis + 1, 0)
+    # Paddle's running max starts at -FLT_MAX and keeps `max > value ? max : value`: a NaN replaces the max
+    # and is itself replaced by the next element, and a group of -inf gives -FLT_MAX
+    out = np.full(grouped.shape[1:], -np.finfo(np.float32).max, dtype=x.dtype)
+    for value in grouped:
+        out = np.where(out > value, out, value)
+    io.set_output("Out", out)
