@@ -185,7 +185,7 @@ def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names
     line("inputs " + ",".join(sorted(input_names)))
     line("outputs " + ",".join(sorted(output_names)))
     for name in sorted(weight_names):
-        array = np.ascontiguousarray(params[name])
+        array = np.asarray(params[name], order="C")  # keeps a 0-d weight 0-d (np.ascontiguousarray would not)
         line(f"weight {name} {array.dtype.name} {list(array.shape)}")
         digest.update(memoryview(array.reshape(-1)).cast("B"))
     return digest.hexdigest()

@@ -17,6 +17,13 @@ Dynamic shapes (Config.set_nnadapter_dynamic_shape_info, facts §5.2): an input 
 model's input operand type, NNADAPTER_UNKNOWN on every axis where the current shape differs from one of
 the given shapes, and those shapes as its dynamic dims; one program then serves all of them.
 
+Declared shapes are hints: Paddle runs whatever shape is fed (a [1] into a var declared [], 300x300 into
+one declared [-1, 3, 224, 224]), so programs are compiled for the actual input shapes and dtypes only.
+The support decision was made for the declared shapes, though; when the inputs contradict a declared shape
+(another rank, or another size on an axis declared with one) and the converters refuse the subgraph for the
+actual shapes, the engine runs the subgraph's ops one by one on the host (`host_fallback`, given by the
+predictor outside strict mode) for that input signature from then on, with one warning.
+
 The cache token names a program; its recipe (and the subgraph fingerprint inside it) is owned by
 nnadapter_bridge.cache_key.
 """
@@ -29,11 +36,20 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge import cache_key
-from nnadapter_bridge.errors import ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, InvalidDimensionsError,
+                                     NNAdapterError)
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import CacheMissError, Compilation, Context, Execution, HostBuffer
 from nnadapter_bridge.nnadapter.types import OperandType
+
+
+class ShapeFallbackWarning(UserWarning):
+    """A subgraph runs on the host for input shapes its declared shapes did not foresee (module docstring)."""
+
+
+def _signature(arrays: Sequence[np.ndarray]) -> tuple:
+    return tuple((a.shape, a.dtype.str) for a in arrays)
 
 
 # -- cache buffers -----------------------------------------------------------------------------------
@@ -60,6 +76,7 @@ class EngineStats:
     cache_misses: int = 0         # lookups (file or buffer) that found nothing usable
     runs: int = 0                 # successful executions
     shape_mismatches: int = 0     # programs skipped because they could not take the input shapes
+    host_runs: int = 0            # runs done op by op on the host: no program for shapes beyond the declared
 
     def add(self, other: "EngineStats") -> None:
         for field in dataclasses.fields(self):
@@ -94,7 +111,8 @@ class SubgraphEngine:
                  cache_buffers: Optional[CacheBufferStore] = None,
                  dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None,
                  context_properties: str = "", paddle_lite_token: bool = False,
-                 on_build: Optional[Callable[["SubgraphEngine"], None]] = None):
+                 on_build: Optional[Callable[["SubgraphEngine"], None]] = None,
+                 host_fallback: Optional[Callable[[Sequence, dict], None]] = None):
         self.subgraph = subgraph
         self.graph = graph
         self.context = context
@@ -103,6 +121,8 @@ class SubgraphEngine:
         self.context_properties = context_properties or ""
         self.paddle_lite_token = paddle_lite_token
         self.on_build = on_build
+        self.host_fallback = host_fallback  # host_fallback(ops, scope) runs ops on the host (module docstring)
+        self.host_signatures: set = set()  # input signatures that run on the host
         self.input_names = sorted(subgraph.input_names, key=lambda n: n.encode("utf-8"))
         self.output_names = sorted(subgraph.output_names, key=lambda n: n.encode("utf-8"))
         info = dynamic_shape_info or {}
@@ -165,6 +185,9 @@ class SubgraphEngine:
             except KeyError:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
+        if self.host_signatures and _signature(arrays) in self.host_signatures:
+            self._run_on_host(scope)
+            return
         for program in self.programs:
             if not program.accepts(arrays):
                 self.stats.shape_mismatches += 1
@@ -176,10 +199,41 @@ class SubgraphEngine:
                 continue
             break
         else:
-            outputs = self._run_new_program(arrays)
+            try:
+                outputs = self._run_new_program(arrays)
+            except ConversionError as exc:
+                contradicted = self.contradicted_declarations(arrays)
+                if self.host_fallback is None or not contradicted:
+                    raise
+                self._run_on_host(scope)  # an error here is the run's error: the shapes fit nowhere
+                self.host_signatures.add(_signature(arrays))
+                warnings.warn(f"{self.describe()} cannot be converted for its actual input shapes ({exc}); "
+                              f"{'; '.join(contradicted)}: its ops run on the host for these shapes",
+                              ShapeFallbackWarning, stacklevel=2)
+                return
         for name, array in zip(self.output_names, outputs):
             scope[name] = array
         self.stats.runs += 1
+
+    def contradicted_declarations(self, arrays: Sequence[np.ndarray]) -> list:
+        """'name declared [..], given [..]' for each input whose shape contradicts its VarDesc (another rank,
+        or another size on an axis declared with a size): the support decision did not see these shapes."""
+        found = []
+        for name, array in zip(self.input_names, arrays):
+            try:
+                var = self.graph.var(name)
+            except BridgeError:
+                continue
+            if var.dtype is None:  # not a dense tensor: it declares no shape
+                continue
+            declared = tuple(int(d) for d in var.shape)
+            if len(declared) != array.ndim or any(d >= 0 and d != s for d, s in zip(declared, array.shape)):
+                found.append(f"'{name}' declared {list(declared)}, given {list(array.shape)}")
+        return found
+
+    def _run_on_host(self, scope: dict) -> None:
+        self.host_fallback(self.subgraph.ops, scope)
+        self.stats.host_runs += 1
 
     def _execute(self, program: EngineProgram, arrays: Sequence[np.ndarray]) -> list:
         execution = Execution(program.compilation)

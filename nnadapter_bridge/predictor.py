@@ -13,6 +13,11 @@ create_predictor(config):
 Predictor.run() feeds the input tensors into a scope (params included, zero-copy), walks the partition's
 steps (a subgraph runs on its engine.SubgraphEngine, a host op on the host executor) and fetches the
 outputs. New input shapes simply run again: the engines build or reuse programs per shape signature.
+
+A feed var's declared shape is a hint, as in Paddle: any shape runs (a [1] into a var declared [], 300x300
+into [-1, 3, 224, 224]); only the dtype must match. When a run fails on inputs that contradict their declared
+shapes, the error says so (InputError naming the input). Outside strict mode, an engine that cannot convert its
+subgraph for such shapes runs its ops on the host executor instead (engine.SubgraphEngine.host_fallback).
 """
 from __future__ import annotations
 
@@ -43,9 +48,14 @@ class PredictorStats:
     cache_misses: int = 0
     subgraph_runs: int = 0
     shape_mismatches: int = 0
+    subgraph_host_runs: int = 0  # subgraph runs done on the host for shapes the declared ones did not foresee
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _expected(tensor: Tensor) -> str:
+    return f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
 
 
 def _acquire_devices(names: list):
@@ -105,7 +115,8 @@ class Predictor:
                                         cache_buffers=cache_buffers,
                                         dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
                                         context_properties=config.nnadapter_context_properties(),
-                                        paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build)
+                                        paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
+                                        host_fallback=None if config.strict else self._run_on_host)
                 for s in self.partition.subgraphs}
             self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
             self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
@@ -213,17 +224,33 @@ class Predictor:
         if array is None:
             raise InputError(f"input '{tensor.name}' was not set: call get_input_by_name('{tensor.name}')"
                              ".from_numpy(array) before run()")
-        def expected() -> str:  # formatted only for an error: run() is a hot path
-            return f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
-
+        # The declared shape is not checked: Paddle runs any shape (module docstring).
         if tensor.declared_dtype is not None and array.dtype != tensor.declared_dtype:
-            raise InputError(f"input '{tensor.name}' expects {expected()}; got {array.dtype} {list(array.shape)}. "
-                             f"Convert it with array.astype('{tensor.declared_dtype}')")
-        declared = tensor.declared_shape
-        if declared:
-            if array.ndim != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, array.shape)):
-                raise InputError(f"input '{tensor.name}' expects {expected()}; got shape {list(array.shape)}")
+            raise InputError(f"input '{tensor.name}' expects {_expected(tensor)}; got {array.dtype} "
+                             f"{list(array.shape)}. Convert it with array.astype('{tensor.declared_dtype}')")
         return array
+
+    def _contradicted_inputs(self) -> list:
+        """The input tensors whose shapes contradict their declared shapes (another rank, or another size on an
+        axis declared with a size)."""
+        found = []
+        for tensor in self._inputs:
+            array, declared = tensor._value(), tensor.declared_shape
+            if array is None or tensor.declared_dtype is None:
+                continue
+            if array.ndim != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, array.shape)):
+                found.append(tensor)
+        return found
+
+    def _run_on_host(self, ops, scope: dict) -> None:
+        """An engine's fallback for input shapes its subgraph cannot be converted for: its ops on the host."""
+        if self.host is None:
+            self.host = _make_host_executor(self.graph, self.device_names)
+            if self.host is None:
+                raise UnsupportedOpError("the host executor (nnadapter_bridge.host) is not available to run a "
+                                         "subgraph its devices cannot take for these input shapes")
+        for op in ops:
+            self.host.run(op, scope)
 
     def _on_build(self, engine: SubgraphEngine) -> None:
         # Created on the first build of a run only: most runs build nothing and need no display.
@@ -247,6 +274,15 @@ class Predictor:
                 else:
                     self.host.run(step, scope)
                     self._host_op_runs += 1
+        except (BridgeError, ValueError, IndexError) as exc:
+            contradicted = self._contradicted_inputs()
+            if not contradicted or isinstance(exc, InputError):
+                raise
+            # Paddle would run these shapes if the model could; say which inputs the model was not made for.
+            tensor = contradicted[0]
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"input '{tensor.name}' expects {_expected(tensor)}; got shape "
+                             f"{list(tensor._value().shape)}, and the model fails on it: {reason}") from exc
         finally:
             if self._progress is not None:
                 self._progress.done()
@@ -275,7 +311,7 @@ class Predictor:
                               host_op_runs=self._host_op_runs, builds=totals.builds,
                               cache_hits_file=totals.cache_hits_file, cache_hits_buffer=totals.cache_hits_buffer,
                               cache_misses=totals.cache_misses, subgraph_runs=totals.runs,
-                              shape_mismatches=totals.shape_mismatches)
+                              shape_mismatches=totals.shape_mismatches, subgraph_host_runs=totals.host_runs)
 
     def cache_tokens(self) -> list:
         """The tokens of every program built or restored so far (engine order, then build order)."""

@@ -2,8 +2,8 @@
 
 A Tensor holds one numpy array (host memory). Inputs copy what `from_numpy` / `set_*_data` give them, so
 the caller may reuse its array; `numpy()` returns a copy, as Paddle Lite's does. An input tensor knows the
-dtype and shape its feed var declares and checks them when the predictor runs (not before: Paddle Lite
-scripts often `resize` first and fill later).
+dtype and shape its feed var declares; the predictor checks the dtype when it runs (not before: Paddle Lite
+scripts often `resize` first and fill later). The declared shape is only a hint, as in Paddle: any shape runs.
 """
 from __future__ import annotations
 

@@ -427,7 +427,7 @@ def _set_weights_from_legacy(net, legacy_path: str) -> None:
         if tuple(tensor.shape) != value.shape or str(tensor.numpy().dtype) != str(value.dtype):
             raise ZooError(f"weight '{var_name}': dygraph {tuple(tensor.shape)} {tensor.numpy().dtype} != legacy "
                            f"{value.shape} {value.dtype} ({legacy_path})")
-        tensor.set_value(np.ascontiguousarray(value))
+        tensor.set_value(np.asarray(value, order="C"))  # keeps a 0-d weight 0-d
         if not np.array_equal(tensor.numpy(), value):
             raise ZooError(f"weight '{var_name}' did not take the legacy value")
 

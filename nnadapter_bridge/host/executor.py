@@ -238,7 +238,7 @@ class HostExecutor:
         for name in sorted(_names(op.input_names())):
             if name in self.graph.params:
                 continue
-            value = np.ascontiguousarray(self._read(op, scope, name))
+            value = self._read(op, scope, name)  # not np.ascontiguousarray: it makes a 0-d value shape [1]
             digest.update(name.encode() + b"\0" + value.dtype.str.encode() + repr(value.shape).encode())
             digest.update(value.tobytes())
         return digest.hexdigest()

@@ -173,7 +173,7 @@ def read_combined(buf, path: str | None, specs) -> dict[str, np.ndarray]:
 
 def encode_lod_tensor(array: np.ndarray, data_type: int | None = None) -> bytes:
     """The §7.2 record of `array` (no LoD). `data_type` overrides the element code (e.g. BF16 as uint16)."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # a 0-d array keeps dims [] (np.ascontiguousarray would write [1])
     code = dtypes.var_type_of_dtype(array.dtype) if data_type is None else int(data_type)
     desc = pb.VarType.TensorDesc(data_type=code, dims=list(array.shape))
     desc_bytes = desc.SerializeToString()

@@ -562,7 +562,9 @@ class HostBuffer:
 
 def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
     """Input access for a numpy array: report its dims, hand it over."""
-    array = np.ascontiguousarray(memory)
+    # np.asarray(order="C"), not np.ascontiguousarray: the latter turns a 0-d array into shape [1], and a
+    # program compiled for a 0-d input would then refuse it.
+    array = np.asarray(memory, order="C")
     operand_type.dims = tuple(int(d) for d in array.shape)
     return array
 

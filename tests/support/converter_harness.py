@@ -196,7 +196,7 @@ def paddle_inference_run(model_path: str, params_path: Optional[str], feeds: dic
     config.disable_glog_info()
     predictor = paddle_infer.create_predictor(config)
     for name in predictor.get_input_names():
-        array = np.ascontiguousarray(feeds[name])
+        array = np.asarray(feeds[name], order="C")  # a 0-d feed stays 0-d (np.ascontiguousarray gives [1])
         handle = predictor.get_input_handle(name)
         handle.reshape(list(array.shape))
         handle.copy_from_cpu(array)

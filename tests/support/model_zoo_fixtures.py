@@ -164,7 +164,7 @@ def paddle_inference_outputs(model_path: str, feeds: dict, params_path: str | No
     predictor = paddle_infer.create_predictor(config)
     for name in predictor.get_input_names():
         handle = predictor.get_input_handle(name)
-        array = np.ascontiguousarray(feeds[name])
+        array = np.asarray(feeds[name], order="C")  # a 0-d feed stays 0-d (np.ascontiguousarray gives [1])
         handle.reshape(list(array.shape))
         handle.copy_from_cpu(array)
     predictor.run()
