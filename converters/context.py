@@ -92,10 +92,12 @@ class ConversionContext:
         return self.model.add_constant(np.asarray(value, dtype=np.bool_).reshape(-1))
 
     def const_like(self, value, like: Operand, name: str = "") -> Operand:
-        """A constant with the plain precision of `like` (float32/int32/int64...)."""
-        dtype = like.type.dtype if not like.type.is_quantized else np.float32
+        """A constant with the plain precision of `like` (float32/float64/int32/int64...)."""
+        precision = like.type.precision if not like.type.is_quantized else Precision.FLOAT32
+        dtype = precision_dtype(precision)
+        # The precision is passed on: left to itself the model would store a float64 array as float32.
         return self.model.add_constant(np.asarray(value, dtype=dtype).reshape(-1) if np.ndim(value) == 0
-                                       else np.asarray(value, dtype=dtype), name=name)
+                                       else np.asarray(value, dtype=dtype), precision, name=name)
 
     # -- operations ------------------------------------------------------------------------------
     def add(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]]):

@@ -25,7 +25,7 @@ from converters.emit import (
 )
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision
 from nnadapter_bridge.nnadapter.types import Operand
 
 
@@ -64,9 +64,9 @@ def _make_activation_check(act_type):
                 return reason
         precision = var_precision(ctx, v.optional_input("X"))
         if spec.float_only and precision is not None and precision not in FLOATS:
-            return f"{act_type} is emitted with operations that take float32 input, X is {precision.name}"
+            return f"{act_type} is emitted with operations that take float input, X is {precision.name}"
         if not spec.float_only and precision is not None and precision not in FLOATS | INTS:
-            return f"{act_type} takes float32, int32 or int64 input, X is {precision.name}"
+            return f"{act_type} takes float, int32 or int64 input, X is {precision.name}"
         return None
 
     return check
@@ -93,7 +93,7 @@ def _check_prelu(op, ctx):
         return f"prelu mode '{mode}' is not one of all/channel/element"
     precision = var_precision(ctx, v.optional_input("X"))
     if precision is not None and precision not in FLOATS:
-        return f"prelu takes float32 input, X is {precision.name}"
+        return f"prelu takes float input, X is {precision.name}"
     return None
 
 
@@ -108,16 +108,18 @@ def convert_prelu(ctx, op):
     channels_last = v.attr("data_format", "NCHW") in ("NHWC", "NLC", "NDHWC")
     rank = x.type.rank
     if ctx.is_param(alpha_name):
-        alpha = ctx.param(alpha_name).astype(np.float32)
+        # Alpha in x's float width (a float64 prelu has a float64 Alpha).
+        alpha = ctx.param(alpha_name).astype(np.float64 if x.type.precision == Precision.FLOAT64 else np.float32)
         if mode == "all" or (mode == "channel" and not channels_last and rank >= 2):
             slope = alpha.reshape(-1)
             if mode == "all":
                 slope = slope[:1]
-            ctx.add(T.PRELU, [x, ctx.const(np.ascontiguousarray(slope))], [out])
+            ctx.add(T.PRELU, [x, ctx.const(np.ascontiguousarray(slope), dtype_precision(slope.dtype))], [out])
             return
         # Channels-last channel mode ([C] on the last axis) and element mode ([1, ...x.shape[1:]] or
         # x.shape[1:]) line up with x under numpy's trailing alignment as they are.
-        slope = ctx.const(np.ascontiguousarray(alpha.reshape(-1) if mode == "channel" else alpha))
+        slope = ctx.const(np.ascontiguousarray(alpha.reshape(-1) if mode == "channel" else alpha),
+                          dtype_precision(alpha.dtype))
     else:
         slope = ctx.input(alpha_name)
         if mode == "channel" and not channels_last and slope.type.rank == 1 and rank > 2:
@@ -137,7 +139,7 @@ def _check_pow(op, ctx):
     if precision is None:
         return None
     if precision not in FLOATS | INTS:
-        return f"pow takes float32, int32 or int64 input, X is {precision.name}"
+        return f"pow takes float, int32 or int64 input, X is {precision.name}"
     factor = v.attr_float("factor", 1.0)
     if precision in INTS and not v.optional_input("FactorTensor") and factor != int(factor):
         # Paddle computes pow(x, 1.5) in floating point before truncating; POW on integers cannot.
@@ -168,7 +170,7 @@ def _check_clip(op, ctx):
     v = OpView(op)
     precision = var_precision(ctx, v.optional_input("X"))
     if precision is not None and precision not in FLOATS | INTS:
-        return f"clip takes float32, int32 or int64 input, X is {precision.name}"
+        return f"clip takes float, int32 or int64 input, X is {precision.name}"
     return None
 
 
@@ -215,7 +217,7 @@ def _check_scale(op, ctx):
     v = OpView(op)
     precision = var_precision(ctx, v.optional_input("X"))
     if precision is not None and precision not in FLOATS | INTS:
-        return f"scale takes float32, int32 or int64 input, X is {precision.name}"
+        return f"scale takes float, int32 or int64 input, X is {precision.name}"
     return None
 
 

@@ -42,7 +42,7 @@ def _check_arithmetic(op, ctx):
     v = OpView(op)
     precision = var_precision(ctx, v.optional_input("X"))
     if precision is not None and precision not in FLOATS | INTS:
-        return f"{v.type} takes float32, int32 or int64 inputs, X is {precision.name}"
+        return f"{v.type} takes float, int32 or int64 inputs, X is {precision.name}"
     act = v.attr_str("act_type", "")
     if v.type.startswith("fusion_") and fuse_code_of(act) is None:
         return activation_check(act, op)

@@ -4,8 +4,8 @@ Owns: cast, assign, share_data, assign_value, fill_constant, fill_any_like, fill
 fill_constant_batch_size_like.
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
-`op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT32, INT32, INT64 or BOOL8; other target
-types are filled in the nearest of those and CAST.
+`op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
+INT64 or BOOL8; other target types are filled in the nearest of those and CAST.
 """
 from __future__ import annotations
 
@@ -17,17 +17,16 @@ import numpy as np
 from converters.emit import cast_to
 from converters.op_view import VARTYPE_PRECISIONS, OpView, vartype_precision
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, dtype_precision, precision_dtype
 
-_FILLABLE = frozenset({Precision.FLOAT32, Precision.INT32, Precision.INT64, Precision.BOOL8})
+_FILLABLE = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64, Precision.INT32, Precision.INT64,
+                       Precision.BOOL8})
 
 
 def _fill_precision(target: Precision) -> Precision:
     """The FILL precision to produce before a CAST to `target` (itself when FILL can produce it)."""
     if target in _FILLABLE:
         return target
-    if target in (Precision.FLOAT16, Precision.FLOAT64):
-        return Precision.FLOAT32
     return Precision.INT64 if target == Precision.UINT64 else Precision.INT32
 
 
@@ -107,7 +106,9 @@ def convert_assign_value(ctx, op):
         ctx.add(T.ASSIGN, [ctx.input(values_tensor)], [ctx.output(v.output("Out"))])
         return
     array = _assign_value_array(op)
-    ctx.bind(v.output("Out"), ctx.const(np.ascontiguousarray(array), name=v.output("Out")))
+    # The precision is explicit: fp64_values stay float64 (and int64 values int64).
+    ctx.bind(v.output("Out"), ctx.const(np.ascontiguousarray(array), dtype_precision(array.dtype),
+                                        name=v.output("Out")))
 
 
 # -- fill_constant ----------------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def _fill_value_operand(ctx, op, target: Precision, out_name: str):
         if operand.type.precision != fill:
             operand = cast_to(ctx, operand, fill, ctx.temp(out_name, "value_cast"))
         return operand
-    return ctx.const(np.asarray([_fill_value(op, target)], dtype=precision_dtype(fill)))
+    return ctx.const(np.asarray([_fill_value(op, target)], dtype=precision_dtype(fill)), fill)
 
 
 def _finish_fill(ctx, type: T, first, value, target: Precision, out_name: str) -> None:
@@ -219,7 +220,8 @@ def convert_fill_any_like(ctx, op):
         target = Precision.FLOAT32  # quantized X: Paddle's tensor is float
     value = v.attr_float("value", 0.0)
     fill = _fill_precision(target)
-    constant = ctx.const(np.asarray([value != 0.0 if fill == Precision.BOOL8 else value], dtype=precision_dtype(fill)))
+    constant = ctx.const(np.asarray([value != 0.0 if fill == Precision.BOOL8 else value], dtype=precision_dtype(fill)),
+                         fill)
     _finish_fill(ctx, T.FILL_LIKE, x, constant, target, v.output("Out"))
 
 
@@ -229,7 +231,8 @@ def convert_fill_zeros_like(ctx, op):
     x = ctx.input(v.input("X"))
     target = x.type.precision if x.type.precision in VARTYPE_PRECISIONS.values() else Precision.FLOAT32
     fill = _fill_precision(target)
-    _finish_fill(ctx, T.FILL_LIKE, x, ctx.const(np.zeros([1], dtype=precision_dtype(fill))), target, v.output("Out"))
+    _finish_fill(ctx, T.FILL_LIKE, x, ctx.const(np.zeros([1], dtype=precision_dtype(fill)), fill), target,
+                 v.output("Out"))
 
 
 def _check_fill_batch(op, ctx):

@@ -1,5 +1,5 @@
 """Converters for the neural-network layer ops: convolutions (conv2d, depthwise_conv2d, conv2d_transpose,
-depthwise_conv2d_transpose), pooling (pool2d, max_pool2d_with_index), normalizations (batch_norm,
+depthwise_conv2d_transpose), pooling (pool2d, max_pool2d_with_index), normalizations (batch_norm, affine_channel,
 sync_batch_norm, instance_norm, layer_norm, group_norm, lrn, norm, p_norm), matrix products (fc, mul,
 matmul, matmul_v2, bmm, dot), softmax, log_softmax and dropout.
 
@@ -39,19 +39,33 @@ from converters.layout import (
 )
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import (
+    UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, dtype_precision, precision_dtype,
+)
+from nnadapter_bridge.nnadapter.types import Operand
 
 # -- family helpers --------------------------------------------------------------------------------------
 
-def _bias_vector(ctx, op, slot: str, size: int, like_name: str):
-    """The op's bias as a 1-D operand of `size` values (a zero constant when the slot is empty)."""
+def _param_float(like: Optional[Operand]) -> Precision:
+    """The precision of a float parameter that goes with `like`: float64 for a float64 input (Paddle's
+    double kernels take double parameters), float32 otherwise (float32, float16 and quantized inputs)."""
+    return Precision.FLOAT64 if like is not None and like.type.precision == Precision.FLOAT64 else Precision.FLOAT32
+
+
+def _float_param_const(ctx, value: np.ndarray, like: Optional[Operand], name: str):
+    precision = _param_float(like)
+    return ctx.const(np.asarray(value).astype(precision_dtype(precision)), precision, name=name)
+
+
+def _bias_vector(ctx, op, slot: str, size: int, like_name: str, like: Optional[Operand] = None):
+    """The op's bias as a 1-D operand of `size` values (a zero constant when the slot is empty), in the
+    float precision that goes with the input `like`."""
     v = OpView(op)
     name = v.optional_input(slot)
     if name is None:
-        return ctx.const(np.zeros(size, dtype=np.float32), name=f"{like_name}/zero_bias")
+        return _float_param_const(ctx, np.zeros(size), like, f"{like_name}/zero_bias")
     if ctx.is_param(name):
-        value = ctx.param(name).astype(np.float32).reshape(-1)
-        return ctx.const(value, name=name)
+        return _float_param_const(ctx, ctx.param(name).reshape(-1), like, name)
     return ctx.input(name)
 
 
@@ -119,7 +133,7 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
     filter_operand = ctx.input(v.input("Filter"))
     quant = conv_quant.product_quant(ctx, op, "Input", "Filter", "Output")
     if quant is None:
-        bias = _bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name)
+        bias = _bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name, x)
     else:  # quantized path (conv_quant): int8 filter, int32 bias, quantized input and output
         filter_operand = conv_quant.quantized_weight(ctx, v.input("Filter"), quant.weight_scales,
                                                      filter_channel_dim)
@@ -314,15 +328,17 @@ def convert_max_pool2d_with_index(ctx, op):
 
 # -- normalization ---------------------------------------------------------------------------------------------
 
-def _param_or_default(ctx, op, slot: str, size: Optional[int], fill: float, out_name: str, purpose: str):
-    """The op's per-channel/per-element parameter operand, or a constant `fill` of `size` values."""
+def _param_or_default(ctx, op, slot: str, size: Optional[int], fill: float, out_name: str, purpose: str,
+                      like: Optional[Operand] = None):
+    """The op's per-channel/per-element parameter operand, or a constant `fill` of `size` values, in the
+    float precision that goes with the input `like`."""
     v = OpView(op)
     name = v.optional_input(slot)
     if name is not None:
         if ctx.is_param(name):
-            return ctx.const(ctx.param(name).astype(np.float32).reshape(-1), name=name)
+            return _float_param_const(ctx, ctx.param(name).reshape(-1), like, name)
         return ctx.input(name)
-    return ctx.const(np.full(size, fill, dtype=np.float32), name=f"{out_name}/{purpose}")
+    return _float_param_const(ctx, np.full(size, fill), like, f"{out_name}/{purpose}")
 
 
 def _check_channel_norm(layout_attr: str, default_layout: str = "NCHW", needs_affine_dims: bool = False):
@@ -376,8 +392,8 @@ def convert_instance_norm(ctx, op):
     def emit(ctx, x, out):
         channels = x.type.dims[1]
         out_name = v.output("Y")
-        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale")
-        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias")
+        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale", x)
+        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias", x)
         ctx.add(T.INSTANCE_NORMALIZATION, [x, scale, bias, ctx.const_f32(v.attr_float("epsilon", 1e-5))], [out])
 
     _channel_norm(ctx, op, "data_format", "NCHW", emit)
@@ -399,12 +415,48 @@ def convert_group_norm(ctx, op):
     def emit(ctx, x, out):
         channels = x.type.dims[1]
         out_name = v.output("Y")
-        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale")
-        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias")
+        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale", x)
+        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias", x)
         ctx.add(T.GROUP_NORMALIZATION, [x, scale, bias, ctx.const_f32(v.attr_float("epsilon", 1e-5)),
                                         ctx.const_i32(v.attr_int("groups", 1))], [out])
 
     _channel_norm(ctx, op, "data_layout", "NCHW", emit)
+
+
+def _check_affine_channel(op, ctx) -> Optional[str]:
+    reason = layout_reason(op, "data_layout", "NCHW")
+    if reason:
+        return reason
+    dims = input_dims(ctx, op, "X")
+    if dims is not None and len(dims) < 2:
+        return f"X must have a channel axis, got rank {len(dims)}"
+    return None
+
+
+@converter("affine_channel", emits=[T.MUL, T.ADD, T.UNSQUEEZE], check=_check_affine_channel)
+def convert_affine_channel(ctx, op):
+    """x * scale + bias with one scale and bias per channel (axis 1, or the last axis for NHWC)."""
+    v = OpView(op)
+    out_name = v.output("Out")
+    x = ctx.input(v.input("X"))
+    rank = x.type.rank
+    channel_last = is_channel_last(op, "data_layout")
+    trailing = 0 if channel_last else rank - 2  # 1-dims after the channel so it lines up with axis 1
+
+    def per_channel(slot):
+        name = v.input(slot)
+        if ctx.is_param(name):
+            value = ctx.param(name).reshape((-1,) + (1,) * trailing)
+            return _float_param_const(ctx, value, x, name)
+        operand = ctx.input(name)
+        if trailing:
+            unsqueezed = ctx.temp(out_name, f"{slot.lower()}_per_channel")
+            ctx.add(T.UNSQUEEZE, [operand, ctx.const_i32(list(range(1, trailing + 1)))], [unsqueezed])
+            operand = unsqueezed
+        return operand
+
+    scaled = binary(ctx, T.MUL, x, per_channel("Scale"), ctx.temp(out_name, "scaled"))
+    binary(ctx, T.ADD, scaled, per_channel("Bias"), ctx.output(out_name))
 
 
 def _check_layer_norm(op, ctx) -> Optional[str]:
@@ -428,8 +480,8 @@ def convert_layer_norm(ctx, op):
     axis = v.attr_int("begin_norm_axis", 1)
     axis = axis + len(x.type.dims) if axis < 0 else axis
     size = int(np.prod(x.type.dims[axis:])) if known_dims(x.type.dims[axis:]) else None
-    scale = _param_or_default(ctx, op, "Scale", size, 1.0, out_name, "scale")
-    bias = _param_or_default(ctx, op, "Bias", size, 0.0, out_name, "bias")
+    scale = _param_or_default(ctx, op, "Scale", size, 1.0, out_name, "scale", x)
+    bias = _param_or_default(ctx, op, "Bias", size, 0.0, out_name, "bias", x)
     epsilon = ctx.const_f32(v.attr_float("epsilon", 1e-5))
     ctx.add(T.LAYER_NORMALIZATION, [x, scale, bias, ctx.const_i32(axis), epsilon], [ctx.output(out_name)])
 
@@ -644,7 +696,7 @@ def convert_fc(ctx, op):
                                     num_col_dims)
         emit_chain(ctx, out_name, x, steps + fused_activation_steps(op, act_type))
         return
-    bias = _bias_vector(ctx, op, "Bias", n, out_name)
+    bias = _bias_vector(ctx, op, "Bias", n, out_name, x)
     steps = []
     if len(x.type.dims) != num_col_dims + 1:
         # Rows are the first in_num_col_dims dims; the rest flatten into the K columns.
@@ -684,7 +736,8 @@ def convert_mul(ctx, op):
     y_dims = ctx.dims(y_name)
     rows, cols = int(np.prod(y_dims[:yk])), int(np.prod(y_dims[yk:]))
     if ctx.is_param(y_name):
-        y = ctx.const(ctx.param(y_name).reshape(rows, cols), name=y_name)
+        matrix = ctx.param(y_name).reshape(rows, cols)
+        y = ctx.const(matrix, dtype_precision(matrix.dtype), name=y_name)  # a float64 weight stays float64
     elif len(y_dims) != 2:
         y = ctx.temp(out_name, "y_matrix")
         ctx.add(T.RESHAPE, [ctx.input(y_name), ctx.const_i32([rows, cols])], [y])

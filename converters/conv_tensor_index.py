@@ -10,7 +10,7 @@ from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision
 
 
 def _index_vector(ctx: ConversionContext, name: str, var: str):
@@ -60,7 +60,7 @@ def _lookup(ctx: ConversionContext, op, ids):
         table = np.array(ctx.param(table_name), copy=True)
         if 0 <= padding_idx < table.shape[0]:
             table[padding_idx] = 0
-        ctx.add(T.GATHER, [ctx.const(table), ids, ctx.const_i32(0)], [out])
+        ctx.add(T.GATHER, [ctx.const(table, dtype_precision(table.dtype)), ids, ctx.const_i32(0)], [out])
         return
     rows = ctx.temp(var, "rows")
     ctx.add(T.GATHER, [ctx.input(table_name), ids, ctx.const_i32(0)], [rows])

@@ -1,4 +1,4 @@
-"""Converters: reductions (reduce_mean/max/min/sum/any/all, logsumexp), arg_max/arg_min, cumsum,
+"""Converters: reductions (reduce_mean/max/min/sum/any/all, mean, logsumexp), arg_max/arg_min, cumsum,
 top_k/top_k_v2 and argsort.
 
 NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the bitwise complement
@@ -73,6 +73,14 @@ def convert_reduce_mean(ctx: ConversionContext, op):
     v = OpView(op)
     x = ctx.input(v.input("X"))
     _reduce_to_output(ctx, op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False))
+
+
+@converter("mean", emits=[T.REDUCE_MEAN])
+def convert_mean(ctx: ConversionContext, op):
+    """The mean of every element: a 0-D result, as Paddle 3's mean op."""
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    _reduce(ctx, T.REDUCE_MEAN, x, [], False, ctx.output(v.output("Out")))
 
 
 @converter("reduce_max", emits=[T.REDUCE_MAX, T.CAST], check=check_out_dtype)

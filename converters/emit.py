@@ -18,10 +18,12 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision, dtype_precision
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
-FLOATS = frozenset({Precision.FLOAT32, Precision.QUANT_INT8_SYMM_PER_LAYER})
+# The float precisions Paddle's kernels take (float64 as well as float32; float16 where Paddle has the
+# kernel), plus the quantized form of float32 that Paddle Lite's quantized models carry.
+FLOATS = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64, Precision.QUANT_INT8_SYMM_PER_LAYER})
 INTS = frozenset({Precision.INT32, Precision.INT64})
 
 
@@ -105,7 +107,8 @@ def align_by_axis(ctx, out_name: str, x_name: str, y_name: str, axis: int):
         raise ctx.error(f"axis {axis} places the rank-{len(low_dims)} input '{low_name}' past the "
                         f"rank-{high_rank} other input")
     if ctx.is_param(low_name):
-        aligned = ctx.const(np.ascontiguousarray(ctx.param(low_name).reshape(dims)))
+        value = ctx.param(low_name).reshape(dims)
+        aligned = ctx.const(np.ascontiguousarray(value), dtype_precision(value.dtype))  # float64 stays float64
     else:
         low = ctx.input(low_name)
         if kept != len(low_dims):
@@ -191,7 +194,8 @@ class ActivationAttrs:
         return default
 
     def f(self, name: str, default: float) -> float:
-        return float(self.get(name, default))
+        # Paddle's activation attrs are 32-bit floats (a default too): a float64 kernel sees that value.
+        return float(np.float32(self.get(name, default)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +204,7 @@ class Activation:
     emits: tuple
     emit: Callable  # (ctx, attrs, x, out) -> None
     check: Optional[Callable] = None  # (attrs) -> reason | None
-    float_only: bool = True  # the emitted operations take FLOAT32 / QUANT_INT8 inputs only
+    float_only: bool = True  # the emitted operations take float (FLOAT16/32/64, QUANT_INT8) inputs only
 
 
 ACTIVATIONS: dict[str, Activation] = {}
@@ -230,7 +234,7 @@ def emit_activation(ctx, act_type: str, attrs_source, input_operand: Operand, ou
         if reason:
             raise ctx.error(f"activation '{act_type}': {reason}")
     if spec.float_only and input_operand.type.precision not in FLOATS:
-        raise ctx.error(f"activation '{act_type}' takes float32 input, got {input_operand.type.describe()}")
+        raise ctx.error(f"activation '{act_type}' takes float input, got {input_operand.type.describe()}")
     spec.emit(ctx, attrs, input_operand, output_operand)
     return output_operand
 
@@ -261,7 +265,8 @@ def _register_one_operation(name, type):
     def emit(ctx, attrs, x, out):
         unary(ctx, type, x, out)
 
-    _activation(name, [type])(emit)
+    # Paddle's abs and square kernels take int32/int64 as well.
+    _activation(name, [type], float_only=name not in ("abs", "square"))(emit)
 
 
 for _name, _type in _ONE_OPERATION.items():
@@ -311,7 +316,8 @@ def _emit_hard_swish(ctx, attrs, x, out):
     threshold = attrs.f("threshold", 6.0)
     scale = attrs.f("scale", 6.0)
     offset = attrs.f("offset", 3.0)
-    alpha, beta = ctx.const_f32(1.0 / threshold), ctx.const_f32(offset / threshold)
+    # In x's precision: float32 constants would round 1/threshold below a float64 x's precision.
+    alpha, beta = ctx.const_like(1.0 / threshold, x), ctx.const_like(offset / threshold, x)
     factor = threshold / scale
     if abs(factor - 1.0) < 1e-6:
         ctx.add(T.HARD_SWISH, [x, alpha, beta], [out])
@@ -492,7 +498,8 @@ def _emit_round(ctx, attrs, x, out):
     odd = compare(ctx, T.NOT_EQUAL, unary(ctx, T.FLOOR, halved, t("halved_floor")), halved, t("odd"))
     tie_to_even = compare(ctx, T.AND, tie, odd, t("tie_up"))
     up = compare(ctx, T.OR, above_half, tie_to_even, t("up"))
-    rounded = binary(ctx, T.ADD, whole, cast_to(ctx, up, Precision.FLOAT32, t("step")), t("rounded"))
+    plain = x.type.precision if not x.type.is_quantized else Precision.FLOAT32
+    rounded = binary(ctx, T.ADD, whole, cast_to(ctx, up, plain, t("step")), t("rounded"))
     negative = compare(ctx, T.LESS, x, ctx.const_like(0.0, x), t("negative"))
     mirrored = binary(ctx, T.MUL, rounded, ctx.const_like(-1.0, x), t("mirrored"))
     ctx.add(T.WHERE, [negative, mirrored, rounded], [out])

@@ -82,8 +82,9 @@ def lower(model: Model, table: OperationTable) -> Model:
     return model
 
 
-def _alone(op: Operation) -> Model:
-    """A model holding `op` only: its constant inputs stay constants, the others become model inputs."""
+def operation_alone(op: Operation) -> Model:
+    """A model holding `op` only: its constant inputs stay constants, the others become model inputs
+    (what a trial build of one operation compiles)."""
     model = Model()
     copies: Dict[int, object] = {}  # operand index -> its copy (an operand read twice is one input)
     model_inputs = []
@@ -106,7 +107,7 @@ def _alone(op: Operation) -> Model:
 def _lowered_reason(op: Operation, table: OperationTable, trial: Callable[[Operation], None],
                     errors: tuple) -> str:
     try:
-        lowered = lower(_alone(op), table)
+        lowered = lower(operation_alone(op), table)
     except (NNAdapterError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
     for part in lowered.operations:

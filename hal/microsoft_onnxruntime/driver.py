@@ -10,6 +10,10 @@
   and dir, the program bytes are the ONNX model after onnxruntime's basic-level optimizations (those
   are hardware independent, unlike the extended/layout ones), and the session is built from exactly
   those bytes; a program restored from a cache opens a session on them without converting anything.
+* validate_program: an operation is claimed when it converts (graph.operation_supported) and, when it
+  reads or writes float64 or float16, when onnxruntime also opens a session on it alone: onnxruntime has
+  float64 kernels for some operators only (Conv, Erf, Softplus, ... are float32-only on CPU), and an
+  operation without its kernel goes to builtin_device or the host instead of failing at compile time.
 * execute_program: known dims of the compiled inputs are fixed, unknown ones symbolic. A rank change
   or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes").
 """
@@ -24,12 +28,12 @@ import numpy as np
 import onnxruntime as ort
 
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.codes import DeviceType, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.properties import Properties
-from nnadapter_bridge.nnadapter.types import OperandType
-from hal.common import LOWERED_TYPES, Unsupported, lower
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
+from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.microsoft_onnxruntime.graph import convert_model, operation_supported
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
@@ -51,6 +55,14 @@ PROVIDER_ALIASES = {
     "tensorrt": "TensorrtExecutionProvider",
     "trt": "TensorrtExecutionProvider",
 }
+
+
+# Precisions whose onnxruntime kernels exist for some operators only: an operation using one is tried.
+KERNEL_TRIAL_PRECISIONS = frozenset({Precision.FLOAT64, Precision.FLOAT16})
+
+
+def _needs_kernel_trial(op: Operation) -> bool:
+    return any(o is not None and o.type.precision in KERNEL_TRIAL_PRECISIONS for o in [*op.inputs, *op.outputs])
 
 
 def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAdapterError:
@@ -166,7 +178,19 @@ class OnnxRuntimeDriver(Driver):
         return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
     def validate_program(self, context: OnnxRuntimeContext, model: Model) -> list:
-        return [operation_supported(op, OPERATIONS) for op in model.operations]
+        return [operation_supported(op, OPERATIONS)
+                and (not _needs_kernel_trial(op) or self._kernels_exist(context, op))
+                for op in model.operations]
+
+    @staticmethod
+    def _kernels_exist(context: OnnxRuntimeContext, op: Operation) -> bool:
+        """onnxruntime opens a session on `op` alone (its kernels exist for these element types)."""
+        try:
+            model_bytes = convert_model(lower(operation_alone(op), OPERATIONS), OPERATIONS).SerializeToString()
+            ort.InferenceSession(model_bytes, context.session_options(), providers=context.providers)
+        except Exception:  # Unsupported, or onnxruntime's own errors (NOT_IMPLEMENTED: no kernel for the type)
+            return False
+        return True
 
     # -- programs -----------------------------------------------------------------------------------
     def create_program(self, context: OnnxRuntimeContext, model: Optional[Model], cache: Cache) -> OnnxRuntimeProgram:

@@ -52,7 +52,22 @@ def run_operation(op: Operation, inputs: list) -> list:
             quantize(a, o.type) if (a is not None and o is not None and o.type.is_quantized) else a
             for a, o in zip(outputs, op.outputs)
         ]
-    return outputs
+    return [_in_declared_float(a, o) for a, o in zip(outputs, op.outputs)]
+
+
+def _in_declared_float(array, operand):
+    """A float result in its operand's float width: references compute float16 in float32 (as Paddle's CPU
+    kernels do) and round once here."""
+    if array is None or operand is None or operand.type.is_quantized:
+        return array
+    array = np.asarray(array)
+    if array.dtype.kind != "f":
+        return array
+    try:
+        dtype = operand.type.dtype
+    except (ValueError, KeyError):
+        return array
+    return array.astype(dtype) if dtype.kind == "f" and dtype != array.dtype else array
 
 
 def run_model(model: Model, inputs: Sequence[np.ndarray], order: Optional[list] = None) -> list:

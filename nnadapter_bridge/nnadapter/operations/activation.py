@@ -6,8 +6,9 @@ signatures, shape inference and numpy references.
 The output has the input's shape. Where the spec appendix is known to be wrong (SOFTPLUS lists an
 `alpha`; nnadapter.h has `beta`, `threshold`) the header's order is used; ASSIGN accepts the integer
 types Paddle models route through it. Quantized operands reach the references dequantized (float32).
-Float results are computed in float32, or in float64 where a composite formula would otherwise
-accumulate rounding, and always returned in the input's dtype.
+Float results are computed in float32, or in float64 for float64 inputs and where a composite formula would
+otherwise accumulate rounding, and always returned in the input's dtype. ABS and SQUARE take int32/int64 as
+Paddle's kernels do.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, precision_dtype
 from nnadapter_bridge.nnadapter.operations.common import (
-    as_float32,
+    as_compute_float,
     const_int,
     first_value,
     in_dtype_of,
@@ -28,8 +29,9 @@ from nnadapter_bridge.nnadapter.operations.common import (
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
     BOOL,
-    F32,
-    F32_Q8,
+    DATA_MOVEMENT,
+    FLOATS,
+    FLOATS_Q8,
     INT32,
     INT32_64,
     Slot,
@@ -37,17 +39,16 @@ from nnadapter_bridge.nnadapter.operations.registry import (
     reference,
 )
 
-_F32 = np.float32
 _CASTABLE = frozenset({
     Precision.BOOL8, Precision.INT8, Precision.UINT8, Precision.INT16, Precision.INT32, Precision.INT64,
     Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64,
 })
-_ASSIGNABLE = F32_Q8 | INT32_64 | BOOL
+_ASSIGNABLE = DATA_MOVEMENT
 
 
 # -- unary math and parameterless activations ----------------------------------------------------------
 
-def _register_unary_signature(type, formula, precisions=F32_Q8):
+def _register_unary_signature(type, formula, precisions=FLOATS_Q8):
     def prepare(op):
         return [same_as_input(op)]
 
@@ -71,7 +72,9 @@ for _type, _formula in [
     (T.SWISH, "input / (1 + e ^ -input)"),
     (T.TANH, "tanh(input)"),
 ]:
-    _register_unary_signature(_type, _formula)
+    # Paddle's abs and square kernels take int32/int64 too; the other math kernels take floats only.
+    _register_unary_signature(_type, _formula,
+                              FLOATS_Q8 | INT32_64 if _type in (T.ABS, T.SQUARE) else FLOATS_Q8)
 
 _register_unary_signature(T.ASSIGN, "a copy of input", _ASSIGNABLE)
 
@@ -145,34 +148,34 @@ def cast(op, inputs):
 
 # -- activations with parameters ---------------------------------------------------------------------
 
-@operation(T.CLIP, inputs=[Slot("input", F32_Q8), Slot("min", F32_Q8), Slot("max", F32_Q8)],
+@operation(T.CLIP, inputs=[Slot("input", FLOATS_Q8), Slot("min", FLOATS_Q8), Slot("max", FLOATS_Q8)],
            outputs=[Slot("output")])
 def prepare_clip(op):
     """min(max(input, min), max); output has the input's type and shape."""
     return [same_as_input(op)]
 
 
-@operation(T.GELU, inputs=[Slot("input", F32_Q8), Slot("approximate", BOOL)], outputs=[Slot("output")])
+@operation(T.GELU, inputs=[Slot("input", FLOATS_Q8), Slot("approximate", BOOL)], outputs=[Slot("output")])
 def prepare_gelu(op):
     """input * Phi(input) (erf form), or its tanh approximation when `approximate` is true."""
     return [same_as_input(op)]
 
 
-@operation(T.HARD_SIGMOID, inputs=[Slot("input", F32_Q8), Slot("alpha", F32), Slot("beta", F32)],
+@operation(T.HARD_SIGMOID, inputs=[Slot("input", FLOATS_Q8), Slot("alpha", FLOATS), Slot("beta", FLOATS)],
            outputs=[Slot("output")])
 def prepare_hard_sigmoid(op):
     """max(0, min(1, alpha * input + beta)); output has the input's type and shape."""
     return [same_as_input(op)]
 
 
-@operation(T.HARD_SWISH, inputs=[Slot("input", F32_Q8), Slot("alpha", F32), Slot("beta", F32)],
+@operation(T.HARD_SWISH, inputs=[Slot("input", FLOATS_Q8), Slot("alpha", FLOATS), Slot("beta", FLOATS)],
            outputs=[Slot("output")])
 def prepare_hard_swish(op):
     """input * max(0, min(1, alpha * input + beta)); output has the input's type and shape."""
     return [same_as_input(op)]
 
 
-@operation(T.LEAKY_RELU, inputs=[Slot("input", F32_Q8), Slot("alpha", F32)], outputs=[Slot("output")])
+@operation(T.LEAKY_RELU, inputs=[Slot("input", FLOATS_Q8), Slot("alpha", FLOATS)], outputs=[Slot("output")])
 def prepare_leaky_relu(op):
     """input if input >= 0 else alpha * input; output has the input's type and shape."""
     return [same_as_input(op)]
@@ -194,14 +197,14 @@ def _validate_prelu(op):
                              f"has {data.dims[1]} channels on axis 1")
 
 
-@operation(T.PRELU, inputs=[Slot("input", F32_Q8), Slot("slope", F32)], outputs=[Slot("output")],
+@operation(T.PRELU, inputs=[Slot("input", FLOATS_Q8), Slot("slope", FLOATS)], outputs=[Slot("output")],
            validate=_validate_prelu)
 def prepare_prelu(op):
     """input if input >= 0 else slope * input, slope shared ([1]) or per channel on axis 1 ([C])."""
     return [same_as_input(op)]
 
 
-@operation(T.SOFTPLUS, inputs=[Slot("input", F32_Q8), Slot("beta", F32), Slot("threshold", F32)],
+@operation(T.SOFTPLUS, inputs=[Slot("input", FLOATS_Q8), Slot("beta", FLOATS), Slot("threshold", FLOATS)],
            outputs=[Slot("output")])
 def prepare_softplus(op):
     """log(1 + e ^ (beta * input)) / beta, or input where beta * input > threshold."""
@@ -305,13 +308,14 @@ def _softmax_prepare(op):
     return [same_as_input(op)]
 
 
-@operation(T.SOFTMAX, inputs=[Slot("input", F32_Q8), Slot("axis", INT32, optional=True)], outputs=[Slot("output")])
+@operation(T.SOFTMAX, inputs=[Slot("input", FLOATS_Q8), Slot("axis", INT32, optional=True)], outputs=[Slot("output")])
 def prepare_softmax(op):
     """exp(x) / sum(exp(x)) along axis (default 1)."""
     return _softmax_prepare(op)
 
 
-@operation(T.LOG_SOFTMAX, inputs=[Slot("input", F32_Q8), Slot("axis", INT32, optional=True)], outputs=[Slot("output")])
+@operation(T.LOG_SOFTMAX, inputs=[Slot("input", FLOATS_Q8), Slot("axis", INT32, optional=True)],
+           outputs=[Slot("output")])
 def prepare_log_softmax(op):
     """log(softmax(x)) along axis (default 1)."""
     return _softmax_prepare(op)
@@ -319,17 +323,17 @@ def prepare_log_softmax(op):
 
 @reference(T.SOFTMAX)
 def softmax(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     axis = param_int(inputs[1] if len(inputs) > 1 else None, 1)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    e /= e.sum(axis=axis, keepdims=True, dtype=_F32)
+    e /= e.sum(axis=axis, keepdims=True, dtype=x.dtype)
     return [e]
 
 
 @reference(T.LOG_SOFTMAX)
 def log_softmax(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     axis = param_int(inputs[1] if len(inputs) > 1 else None, 1)
     shifted = x - x.max(axis=axis, keepdims=True)
-    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True, dtype=_F32))
+    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True, dtype=x.dtype))
     return [shifted]

@@ -201,8 +201,18 @@ def param_ints(value, default=None) -> Optional[list]:
     return default if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def as_float32(x: np.ndarray) -> np.ndarray:
-    return x if x.dtype == np.float32 else x.astype(np.float32)
+def compute_dtype(*arrays) -> np.dtype:
+    """The float precision a reference computes in: float64 when any input is float64 (Paddle's double
+    kernels), else float32 (float32 itself, float16 as Paddle's CPU kernels widen it, dequantized values)."""
+    if any(a is not None and np.asarray(a).dtype == np.float64 for a in arrays):
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def as_compute_float(x: np.ndarray, dtype=None) -> np.ndarray:
+    """x in `dtype` (default: compute_dtype(x)), not copied when it has it already."""
+    dtype = compute_dtype(x) if dtype is None else np.dtype(dtype)
+    return x if x.dtype == dtype else x.astype(dtype)
 
 
 def in_dtype_of(result, x: np.ndarray) -> np.ndarray:

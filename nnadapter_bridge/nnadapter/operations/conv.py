@@ -1,10 +1,11 @@
 """CONV_2D and CONV_2D_TRANSPOSE: signatures, shape inference and numpy references.
 
 Layout is NCHW. Spatial parameters (pads, strides, dilations) are read from constant operands; when one
-is computed at run time the affected output dims become NNADAPTER_UNKNOWN. The references stay in float32
-and go through BLAS: convolution is im2col built with one strided copy per kernel tap plus one (batched)
-matmul for all groups; depthwise convolution accumulates one multiply-add per tap; no loop runs per pixel
-or per channel. Window arithmetic comes from `window`, so prepare and reference agree.
+is computed at run time the affected output dims become NNADAPTER_UNKNOWN. The references compute in float32
+(float64 for float64 operands) and go through BLAS: convolution is im2col built with one strided copy per
+kernel tap plus one (batched) matmul for all groups; depthwise convolution accumulates one multiply-add per
+tap; no loop runs per pixel or per channel. Window arithmetic comes from `window`, so prepare and reference
+agree.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
-    as_float32,
+    as_compute_float,
+    compute_dtype,
     const_int,
     const_ints,
     hw_pair,
@@ -27,7 +29,7 @@ from nnadapter_bridge.nnadapter.operations.common import (
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
     BIAS,
-    F32_Q8,
+    FLOATS_Q8,
     FILTER,
     INT32,
     INT32_64,
@@ -45,12 +47,11 @@ from nnadapter_bridge.nnadapter.operations.window import (
     window_tap,
 )
 
-_F32 = np.float32
 
 
 # -- signatures and shape inference ------------------------------------------------------------------
 _CONV_INPUTS = [
-    Slot("input", F32_Q8), Slot("filter", FILTER), Slot("bias", BIAS, optional=True), Slot("auto_pad", INT32),
+    Slot("input", FLOATS_Q8), Slot("filter", FILTER), Slot("bias", BIAS, optional=True), Slot("auto_pad", INT32),
     Slot("pads", INT32, optional=True), Slot("strides", INT32), Slot("group", INT32), Slot("dilations", INT32),
 ]
 
@@ -114,7 +115,8 @@ def prepare_conv_2d_transpose(op):
 # -- references ------------------------------------------------------------------------------------------
 def conv2d(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], pads, strides, dilations, group: int) -> np.ndarray:
     """NCHW convolution with explicit (top, bottom, left, right) pads; filter [C_out, C_in/group, kh, kw]."""
-    x, w = as_float32(x), as_float32(w)
+    ft = compute_dtype(x, w)
+    x, w = as_compute_float(x, ft), as_compute_float(w, ft)
     n, c_in, h, wd = x.shape
     c_out, c_in_g, kh, kw = w.shape
     top, bottom, left, right = pads
@@ -129,7 +131,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], pads, strid
         cols = window_tap(xp, 0, 0, oh, ow, sh, sw).reshape(n, c_in, oh * ow)  # a copy only when strided
         out = np.matmul(w.reshape(c_out, c_in), cols)
     else:
-        cols = np.empty((n, c_in, kh, kw, oh, ow), dtype=_F32)
+        cols = np.empty((n, c_in, kh, kw, oh, ow), dtype=ft)
         for i in range(kh):
             for j in range(kw):
                 cols[:, :, i, j] = window_tap(xp, i * dh, j * dw, oh, ow, sh, sw)
@@ -141,7 +143,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], pads, strid
             out = np.matmul(w.reshape(group, c_out // group, k), cols.reshape(n, group, k, oh * ow))
     out = out.reshape(n, c_out, oh, ow)
     if bias is not None:
-        out += as_float32(bias).reshape(c_out, 1, 1)
+        out += as_compute_float(bias, ft).reshape(c_out, 1, 1)
     return out
 
 
@@ -153,7 +155,7 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, oh: int, ow: int, strides, dilatio
     sh, sw = strides
     dh, dw = dilations
     coef = w.reshape(c_in, mult, kh, kw)
-    out = np.zeros((n, c_in, mult, oh, ow), dtype=_F32)
+    out = np.zeros((n, c_in, mult, oh, ow), dtype=xp.dtype)
     scratch = np.empty_like(out)
     for i in range(kh):
         for j in range(kw):
@@ -167,7 +169,8 @@ def conv2d_transpose(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], p
                      group: int, out_hw) -> np.ndarray:
     """Transposed convolution (filter [C_in, C_out/group, kh, kw]): one matmul to the per-tap
     contributions, then col2im as one strided accumulate per tap, cropped to the output window."""
-    x, w = as_float32(x), as_float32(w)
+    ft = compute_dtype(x, w)
+    x, w = as_compute_float(x, ft), as_compute_float(w, ft)
     n, c_in, h, wd = x.shape
     _, c_out_g, kh, kw = w.shape
     c_in_g = c_in // group
@@ -180,13 +183,13 @@ def conv2d_transpose(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], p
     contrib = np.matmul(wt, x.reshape(n, group, c_in_g, h * wd)).reshape(n, c_out, kh, kw, h, wd)
     full_h = max((h - 1) * sh + dh * (kh - 1) + 1, top + oh)
     full_w = max((wd - 1) * sw + dw * (kw - 1) + 1, left + ow)
-    buf = np.zeros((n, c_out, full_h, full_w), dtype=_F32)
+    buf = np.zeros((n, c_out, full_h, full_w), dtype=ft)
     for i in range(kh):
         for j in range(kw):
             window_tap(buf, i * dh, j * dw, h, wd, sh, sw)[...] += contrib[:, :, i, j]
     out = buf[:, :, top:top + oh, left:left + ow]
     if bias is not None:
-        out = out + as_float32(bias).reshape(c_out, 1, 1)
+        out = out + as_compute_float(bias, ft).reshape(c_out, 1, 1)
     return np.ascontiguousarray(out)
 
 

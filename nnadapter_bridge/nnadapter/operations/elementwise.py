@@ -23,11 +23,11 @@ from nnadapter_bridge.nnadapter.operations.common import (
     result_type,
     same_as_input,
 )
-from nnadapter_bridge.nnadapter.operations.registry import BOOL, F32_Q8, INT32, INT32_64, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import BOOL, FLOATS_Q8, INT32, INT32_64, Slot, operation, reference
 
-_ARITH = F32_Q8 | INT32_64
-_COMPARABLE = F32_Q8 | INT32_64 | BOOL
-_WHERE_VALUES = F32_Q8 | INT32_64
+_ARITH = FLOATS_Q8 | INT32_64
+_COMPARABLE = FLOATS_Q8 | INT32_64 | BOOL
+_WHERE_VALUES = FLOATS_Q8 | INT32_64
 
 
 # -- shared checks and shape rules ------------------------------------------------------------------

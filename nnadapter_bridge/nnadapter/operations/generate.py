@@ -20,11 +20,13 @@ from nnadapter_bridge.nnadapter.operations.common import (
     scalar_param,
     unknown_dims,
 )
-from nnadapter_bridge.nnadapter.operations.registry import INT32, INT32_64, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import FLOATS, INT32, INT32_64, Slot, operation, reference
 from nnadapter_bridge.nnadapter.types import Operation
 
-_FILL_VALUE = frozenset({Precision.FLOAT32, Precision.INT32, Precision.INT64, Precision.BOOL8})
-_RANGE = frozenset({Precision.FLOAT32, Precision.INT32, Precision.INT64})
+# Paddle's full / full_like / arange kernels produce every float width and the integer types.
+_FILL_VALUE = FLOATS | {Precision.INT8, Precision.UINT8, Precision.INT16, Precision.INT32, Precision.INT64,
+                        Precision.BOOL8}
+_RANGE = FLOATS | {Precision.INT32, Precision.INT64}
 
 
 def range_length(start, end, step, op: Optional[Operation] = None) -> int:

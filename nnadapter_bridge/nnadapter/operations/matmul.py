@@ -1,6 +1,6 @@
 """The matrix products FULLY_CONNECTED and MAT_MUL: signatures, shape inference and numpy references.
 
-The references compute in float32 through BLAS (numpy.matmul).
+The references compute in float32 (float64 for float64 operands) through BLAS (numpy.matmul).
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
-    as_float32,
+    as_compute_float,
+    compute_dtype,
     broadcast_dims,
     const_bool,
     known,
@@ -20,14 +21,15 @@ from nnadapter_bridge.nnadapter.operations.common import (
     param_bool,
     result_type,
 )
-from nnadapter_bridge.nnadapter.operations.registry import BIAS, BOOL, F32_Q8, FILTER, INT32, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import (
+    BIAS, BOOL, FILTER, FLOATS_Q8, INT32, Slot, operation, reference,
+)
 
-_F32 = np.float32
 
 
 # -- signatures and shape inference ------------------------------------------------------------------
 @operation(T.FULLY_CONNECTED,
-           inputs=[Slot("input", F32_Q8), Slot("weight", FILTER), Slot("bias", BIAS, optional=True),
+           inputs=[Slot("input", FLOATS_Q8), Slot("weight", FILTER), Slot("bias", BIAS, optional=True),
                    Slot("fuse_code", INT32, optional=True)],
            outputs=[Slot("output")])
 def prepare_fully_connected(op):
@@ -80,7 +82,7 @@ def matmul_dims(x: Sequence[int], y: Sequence[int], transpose_x: bool, transpose
 
 
 @operation(T.MAT_MUL,
-           inputs=[Slot("x", F32_Q8), Slot("y", F32_Q8), Slot("transpose_x", BOOL, optional=True),
+           inputs=[Slot("x", FLOATS_Q8), Slot("y", FLOATS_Q8), Slot("transpose_x", BOOL, optional=True),
                    Slot("transpose_y", BOOL, optional=True)],
            outputs=[Slot("output")])
 def prepare_mat_mul(op):
@@ -99,19 +101,21 @@ def prepare_mat_mul(op):
 # -- references ------------------------------------------------------------------------------------------
 @reference(T.FULLY_CONNECTED)
 def fully_connected(op, inputs):
-    x, w, bias = as_float32(inputs[0]), as_float32(inputs[1]), inputs[2]
+    ft = compute_dtype(inputs[0], inputs[1])
+    x, w, bias = as_compute_float(inputs[0], ft), as_compute_float(inputs[1], ft), inputs[2]
     out = np.matmul(x.reshape(-1, w.shape[1]), w.T)  # w.T is a view; BLAS reads it transposed
     if bias is not None:
-        out += as_float32(bias)
+        out += as_compute_float(bias, ft)
     # The matmul result is fresh, so the activation may clamp it in place.
     return [apply_optional_fuse_code(out, inputs[3] if len(inputs) > 3 else None, in_place=True)]
 
 
 @reference(T.MAT_MUL)
 def mat_mul(op, inputs):
-    x, y = as_float32(inputs[0]), as_float32(inputs[1])
+    ft = compute_dtype(inputs[0], inputs[1])
+    x, y = as_compute_float(inputs[0], ft), as_compute_float(inputs[1], ft)
     if param_bool(inputs[2] if len(inputs) > 2 else None) and x.ndim >= 2:
         x = np.swapaxes(x, -1, -2)
     if param_bool(inputs[3] if len(inputs) > 3 else None) and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
-    return [np.asarray(np.matmul(x, y), dtype=_F32)]
+    return [np.asarray(np.matmul(x, y), dtype=ft)]

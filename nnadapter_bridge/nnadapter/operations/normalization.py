@@ -1,8 +1,9 @@
 """BATCH_NORMALIZATION, GROUP_NORMALIZATION, INSTANCE_NORMALIZATION, LAYER_NORMALIZATION,
 LP_NORMALIZATION and LRN: signatures, shape inference and numpy references.
 
-Channels are axis 1 (NCHW). The references compute in float32; mean and variance are reduced in float32
-too, with the standardized values written in place.
+Channels are axis 1 (NCHW). The references compute in float32 (float64 for a float64 input, whose
+parameters Paddle also holds in float64); mean and variance are reduced in that precision too, with the
+standardized values written in place.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
-    as_float32,
+    as_compute_float,
+    compute_dtype,
     const_int,
     known,
     normalize_axis,
@@ -21,9 +23,8 @@ from nnadapter_bridge.nnadapter.operations.common import (
     param_int,
     same_as_input,
 )
-from nnadapter_bridge.nnadapter.operations.registry import F32, F32_Q8, INT32, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import FLOATS, FLOATS_Q8, INT32, Slot, operation, reference
 
-_F32 = np.float32
 
 
 # -- signatures and shape inference ------------------------------------------------------------------
@@ -40,8 +41,8 @@ def _check_channels(op, indices: Sequence[int]) -> None:
 
 
 @operation(T.BATCH_NORMALIZATION,
-           inputs=[Slot("input", F32_Q8), Slot("scale", F32), Slot("bias", F32), Slot("mean", F32),
-                   Slot("variance", F32), Slot("epsilon", F32, optional=True)],
+           inputs=[Slot("input", FLOATS_Q8), Slot("scale", FLOATS), Slot("bias", FLOATS), Slot("mean", FLOATS),
+                   Slot("variance", FLOATS), Slot("epsilon", FLOATS, optional=True)],
            outputs=[Slot("output")])
 def prepare_batch_normalization(op):
     """(x - mean) / sqrt(variance + epsilon) * scale + bias, per channel (axis 1)."""
@@ -50,7 +51,8 @@ def prepare_batch_normalization(op):
 
 
 @operation(T.GROUP_NORMALIZATION,
-           inputs=[Slot("input", F32_Q8), Slot("scale", F32), Slot("bias", F32), Slot("epsilon", F32, optional=True),
+           inputs=[Slot("input", FLOATS_Q8), Slot("scale", FLOATS), Slot("bias", FLOATS),
+                   Slot("epsilon", FLOATS, optional=True),
                    Slot("groups", INT32)],
            outputs=[Slot("output")])
 def prepare_group_normalization(op):
@@ -64,7 +66,8 @@ def prepare_group_normalization(op):
 
 
 @operation(T.INSTANCE_NORMALIZATION,
-           inputs=[Slot("input", F32_Q8), Slot("scale", F32), Slot("bias", F32), Slot("epsilon", F32, optional=True)],
+           inputs=[Slot("input", FLOATS_Q8), Slot("scale", FLOATS), Slot("bias", FLOATS),
+                   Slot("epsilon", FLOATS, optional=True)],
            outputs=[Slot("output")])
 def prepare_instance_normalization(op):
     """Normalize every (sample, channel) plane, then the per-channel affine."""
@@ -73,8 +76,9 @@ def prepare_instance_normalization(op):
 
 
 @operation(T.LAYER_NORMALIZATION,
-           inputs=[Slot("input", F32_Q8), Slot("scale", F32), Slot("bias", F32), Slot("begin_norm_axis", INT32),
-                   Slot("epsilon", F32, optional=True)],
+           inputs=[Slot("input", FLOATS_Q8), Slot("scale", FLOATS), Slot("bias", FLOATS),
+                   Slot("begin_norm_axis", INT32),
+                   Slot("epsilon", FLOATS, optional=True)],
            outputs=[Slot("output")])
 def prepare_layer_normalization(op):
     """Normalize over axes begin_norm_axis..R-1; scale and bias cover those axes (any shape of that size)."""
@@ -94,8 +98,8 @@ def prepare_layer_normalization(op):
 
 
 @operation(T.LP_NORMALIZATION,
-           inputs=[Slot("input", F32_Q8), Slot("axis", INT32, optional=True), Slot("p", INT32, optional=True),
-                   Slot("epsilon", F32, optional=True)],
+           inputs=[Slot("input", FLOATS_Q8), Slot("axis", INT32, optional=True), Slot("p", INT32, optional=True),
+                   Slot("epsilon", FLOATS, optional=True)],
            outputs=[Slot("output")])
 def prepare_lp_normalization(op):
     """p=1: x / (sum|x| + eps); p=2: x / (sqrt(sum x^2) + eps), along axis."""
@@ -107,8 +111,8 @@ def prepare_lp_normalization(op):
 
 
 @operation(T.LRN,
-           inputs=[Slot("input", F32), Slot("size", INT32, optional=True), Slot("bias", F32, optional=True),
-                   Slot("alpha", F32, optional=True), Slot("beta", F32, optional=True)],
+           inputs=[Slot("input", FLOATS), Slot("size", INT32, optional=True), Slot("bias", FLOATS, optional=True),
+                   Slot("alpha", FLOATS, optional=True), Slot("beta", FLOATS, optional=True)],
            outputs=[Slot("output")])
 def prepare_lrn(op):
     """x / (bias + alpha * sum of x^2 over `size` neighbouring channels)^beta (AlexNet's form)."""
@@ -125,19 +129,26 @@ def _channel_shape(x: np.ndarray) -> tuple:
     return (-1,) + (1,) * (x.ndim - 2)
 
 
+def _floats(arrays) -> list:
+    """The arrays in their compute precision (float64 when x is, else float32)."""
+    ft = compute_dtype(arrays[0])
+    return [None if a is None else as_compute_float(a, ft) for a in arrays]
+
+
 def _standardize(v: np.ndarray, epsilon: float) -> np.ndarray:
-    """(v - mean) / sqrt(var + eps) over the last axis, in float32."""
-    mean = v.mean(axis=-1, keepdims=True, dtype=_F32)
+    """(v - mean) / sqrt(var + eps) over the last axis, in v's (compute) precision."""
+    ft = v.dtype.type
+    mean = v.mean(axis=-1, keepdims=True, dtype=ft)
     centered = v - mean
-    var = np.mean(np.square(centered), axis=-1, keepdims=True, dtype=_F32)
-    centered /= np.sqrt(var + _F32(epsilon))
+    var = np.mean(np.square(centered), axis=-1, keepdims=True, dtype=ft)
+    centered /= np.sqrt(var + ft(epsilon))
     return centered
 
 
 @reference(T.BATCH_NORMALIZATION)
 def batch_normalization(op, inputs):
-    x, scale, bias, mean, var = (as_float32(a) for a in inputs[:5])
-    eps = _F32(param_float(inputs[5] if len(inputs) > 5 else None, 1e-5))
+    x, scale, bias, mean, var = _floats(inputs[:5])
+    eps = x.dtype.type(param_float(inputs[5] if len(inputs) > 5 else None, 1e-5))
     # Fold into one multiply-add per element: x * a + b.
     a = scale / np.sqrt(var + eps)
     b = bias - mean * a
@@ -148,7 +159,7 @@ def batch_normalization(op, inputs):
 
 @reference(T.GROUP_NORMALIZATION)
 def group_normalization(op, inputs):
-    x, scale, bias = (as_float32(a) for a in inputs[:3])
+    x, scale, bias = _floats(inputs[:3])
     eps = param_float(inputs[3], 1e-5)
     groups = param_int(inputs[4])
     n = x.shape[0]
@@ -160,7 +171,7 @@ def group_normalization(op, inputs):
 
 @reference(T.INSTANCE_NORMALIZATION)
 def instance_normalization(op, inputs):
-    x, scale, bias = (as_float32(a) for a in inputs[:3])
+    x, scale, bias = _floats(inputs[:3])
     eps = param_float(inputs[3] if len(inputs) > 3 else None, 1e-5)
     out = _standardize(x.reshape(x.shape[0], x.shape[1], -1), eps).reshape(x.shape)
     out *= scale.reshape(_channel_shape(x))
@@ -170,7 +181,7 @@ def instance_normalization(op, inputs):
 
 @reference(T.LAYER_NORMALIZATION)
 def layer_normalization(op, inputs):
-    x, scale, bias = (as_float32(a) for a in inputs[:3])
+    x, scale, bias = _floats(inputs[:3])
     axis = param_int(inputs[3])
     axis = axis + x.ndim if axis < 0 else axis
     eps = param_float(inputs[4] if len(inputs) > 4 else None, 1e-5)
@@ -183,24 +194,26 @@ def layer_normalization(op, inputs):
 
 @reference(T.LP_NORMALIZATION)
 def lp_normalization(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
+    ft = x.dtype.type
     axis = param_int(inputs[1] if len(inputs) > 1 else None, 1)
     p = param_int(inputs[2] if len(inputs) > 2 else None, 2)
-    eps = _F32(param_float(inputs[3] if len(inputs) > 3 else None, 1e-5))
+    eps = ft(param_float(inputs[3] if len(inputs) > 3 else None, 1e-5))
     if p == 1:
-        norm = np.abs(x).sum(axis=axis, keepdims=True, dtype=_F32)
+        norm = np.abs(x).sum(axis=axis, keepdims=True, dtype=ft)
     else:
-        norm = np.sqrt(np.square(x).sum(axis=axis, keepdims=True, dtype=_F32))
+        norm = np.sqrt(np.square(x).sum(axis=axis, keepdims=True, dtype=ft))
     return [x / (norm + eps)]
 
 
 @reference(T.LRN)
 def lrn(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
+    ft = x.dtype.type
     size = param_int(inputs[1] if len(inputs) > 1 else None, 5)
-    bias = _F32(param_float(inputs[2] if len(inputs) > 2 else None, 1.0))
-    alpha = _F32(param_float(inputs[3] if len(inputs) > 3 else None, 1e-4))
-    beta = _F32(param_float(inputs[4] if len(inputs) > 4 else None, 0.75))
+    bias = ft(param_float(inputs[2] if len(inputs) > 2 else None, 1.0))
+    alpha = ft(param_float(inputs[3] if len(inputs) > 3 else None, 1e-4))
+    beta = ft(param_float(inputs[4] if len(inputs) > 4 else None, 0.75))
     # Channel window [c - (size-1)//2, c + size//2], zeros beyond the edges (Paddle's lrn op).
     before = (size - 1) // 2
     after = size - 1 - before

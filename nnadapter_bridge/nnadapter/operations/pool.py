@@ -13,7 +13,7 @@ from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
-    as_float32,
+    as_compute_float,
     const_bool,
     const_int,
     const_ints,
@@ -24,7 +24,7 @@ from nnadapter_bridge.nnadapter.operations.common import (
     param_ints,
     result_type,
 )
-from nnadapter_bridge.nnadapter.operations.registry import BOOL, F32_Q8, INT32, INT32_64, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import BOOL, FLOATS_Q8, INT32, INT32_64, Slot, operation, reference
 from nnadapter_bridge.nnadapter.operations.window import (
     check_4d,
     pad_spatial,
@@ -46,12 +46,13 @@ def _indices_precision(op, i: int) -> Precision:
 
 
 # -- signatures and shape inference ------------------------------------------------------------------
-_POOL_HEAD = [Slot("input", F32_Q8), Slot("auto_pad", INT32), Slot("pads", INT32, optional=True),
+_POOL_HEAD = [Slot("input", FLOATS_Q8), Slot("auto_pad", INT32), Slot("pads", INT32, optional=True),
               Slot("kernel_shape", INT32), Slot("strides", INT32), Slot("ceil_mode", BOOL, optional=True)]
 
 
 @operation(T.AVERAGE_POOL_2D,
-           inputs=_POOL_HEAD + [Slot("count_include_pad", BOOL, optional=True), Slot("fuse_code", INT32, optional=True)],
+           inputs=_POOL_HEAD + [Slot("count_include_pad", BOOL, optional=True),
+                                Slot("fuse_code", INT32, optional=True)],
            outputs=[Slot("output")])
 def prepare_average_pool_2d(op):
     """2-D average pooling; count_include_pad counts the explicit pads (never the ceil_mode overhang)."""
@@ -92,7 +93,7 @@ def _adaptive_prepare(op):
     return map_shapes(op.inputs[0].type, lambda d: (d[0], d[1]) + hw)
 
 
-@operation(T.ADAPTIVE_AVERAGE_POOL_2D, inputs=[Slot("input", F32_Q8), Slot("output_shape", INT32_64)],
+@operation(T.ADAPTIVE_AVERAGE_POOL_2D, inputs=[Slot("input", FLOATS_Q8), Slot("output_shape", INT32_64)],
            outputs=[Slot("output")])
 def prepare_adaptive_average_pool_2d(op):
     """Output cell i averages input rows floor(i*H/H_out) .. ceil((i+1)*H/H_out) (same for columns)."""
@@ -100,7 +101,7 @@ def prepare_adaptive_average_pool_2d(op):
 
 
 @operation(T.ADAPTIVE_MAX_POOL_2D,
-           inputs=[Slot("input", F32_Q8), Slot("output_shape", INT32_64), Slot("return_indices", BOOL, optional=True),
+           inputs=[Slot("input", FLOATS_Q8), Slot("output_shape", INT32_64), Slot("return_indices", BOOL, optional=True),
                    Slot("return_indices_dtype", INT32, optional=True)],
            outputs=[Slot("output"), Slot("indices", optional=True)])
 def prepare_adaptive_max_pool_2d(op):
@@ -151,15 +152,15 @@ def _many_taps(kernel, out_hw) -> bool:
 
 @reference(T.AVERAGE_POOL_2D)
 def average_pool_2d(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     ceil_mode = param_bool(inputs[5] if len(inputs) > 5 else None)
     include_pad = param_bool(inputs[6] if len(inputs) > 6 else None)
     kernel_hw, strides, pads, out_hw = _pool_geometry(x, inputs, ceil_mode)
     xp = pad_spatial(x, *_overhang_pads(x, kernel_hw, strides, pads, out_hw))
     if _many_taps(kernel_hw, out_hw):
-        out = _windows(xp, kernel_hw, strides, out_hw).sum(axis=(-2, -1), dtype=_F32)
+        out = _windows(xp, kernel_hw, strides, out_hw).sum(axis=(-2, -1), dtype=x.dtype)
     else:
-        out = np.zeros(x.shape[:2] + tuple(out_hw), dtype=_F32)
+        out = np.zeros(x.shape[:2] + tuple(out_hw), dtype=x.dtype)
         for i in range(kernel_hw[0]):
             for j in range(kernel_hw[1]):
                 out += window_tap(xp, i, j, out_hw[0], out_hw[1], strides[0], strides[1])
@@ -212,7 +213,7 @@ def _wants_indices(op) -> bool:
 
 @reference(T.MAX_POOL_2D)
 def max_pool_2d(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     ceil_mode = param_bool(inputs[5] if len(inputs) > 5 else None)
     kernel_hw, strides, pads, out_hw = _pool_geometry(x, inputs, ceil_mode)
     out, indices = _max_pool(x, kernel_hw, strides, pads, out_hw, _wants_indices(op))
@@ -241,9 +242,9 @@ def _adaptive_reduce(x: np.ndarray, out_hw, reduce) -> np.ndarray:
 
 @reference(T.ADAPTIVE_AVERAGE_POOL_2D)
 def adaptive_average_pool_2d(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     oh, ow = param_ints(inputs[1])
-    out = _adaptive_reduce(x, (oh, ow), lambda a, axis: a.sum(axis=axis, dtype=_F32))
+    out = _adaptive_reduce(x, (oh, ow), lambda a, axis: a.sum(axis=axis, dtype=x.dtype))
     hs, he = _adaptive_bounds(x.shape[2], oh)
     ws, we = _adaptive_bounds(x.shape[3], ow)
     out /= ((he - hs)[:, None] * (we - ws)[None, :]).astype(_F32)
@@ -252,7 +253,7 @@ def adaptive_average_pool_2d(op, inputs):
 
 @reference(T.ADAPTIVE_MAX_POOL_2D)
 def adaptive_max_pool_2d(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])
     oh, ow = param_ints(inputs[1])
     if not _wants_indices(op):
         out = _adaptive_reduce(x, (oh, ow), np.max)
@@ -260,7 +261,7 @@ def adaptive_max_pool_2d(op, inputs):
     n, c, h, w = x.shape
     hs, he = _adaptive_bounds(h, oh)
     ws, we = _adaptive_bounds(w, ow)
-    out = np.empty((n, c, oh, ow), dtype=_F32)
+    out = np.empty((n, c, oh, ow), dtype=x.dtype)
     indices = np.empty((n, c, oh, ow), dtype=np.int64)
     # One vectorized argmax per output cell (adaptive outputs are small, e.g. 1x1 or 7x7).
     for a in range(oh):

@@ -28,11 +28,11 @@ from nnadapter_bridge.nnadapter.operations.common import (
     scalar_param,
     unknown_dims,
 )
-from nnadapter_bridge.nnadapter.operations.registry import BOOL, F32_Q8, INT32, INT32_64, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import BOOL, FLOATS_Q8, INT32, INT32_64, Slot, operation, reference
 from nnadapter_bridge.nnadapter.types import Operation
 
 # Values with an order (comparisons, sums).
-_ORDERED = F32_Q8 | {Precision.INT32, Precision.INT64}
+_ORDERED = FLOATS_Q8 | {Precision.INT32, Precision.INT64}
 
 
 def reduce_dims(dims: Sequence[int], axes: Sequence[int], keepdim: bool, op: Optional[Operation] = None) -> tuple:
@@ -85,7 +85,7 @@ def _prepare_reduce(op):
 
 
 _REDUCE_OUTPUTS = [Slot("output")]
-operation(T.REDUCE_MEAN, inputs=[Slot("input", F32_Q8), Slot("axes", INT32), Slot("keepdim", BOOL)],
+operation(T.REDUCE_MEAN, inputs=[Slot("input", _ORDERED), Slot("axes", INT32), Slot("keepdim", BOOL)],
           outputs=_REDUCE_OUTPUTS)(_prepare_reduce)
 operation(T.REDUCE_MAX, inputs=[Slot("input", _ORDERED), Slot("axes", INT32), Slot("keepdim", BOOL)],
           outputs=_REDUCE_OUTPUTS)(_prepare_reduce)
@@ -141,7 +141,14 @@ def _reduce_axes(op, axes_array, rank: int):
 def reduce_mean(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
-    return [np.mean(x, axis=axes, keepdims=param_bool(keepdim, False)).astype(x.dtype, copy=False)]
+    keep = param_bool(keepdim, False)
+    if x.dtype.kind in "iu":
+        # Paddle's integer mean is the integer sum divided by the count, truncated toward zero.
+        total = np.asarray(np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype))
+        count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+        quotient = np.abs(total) // max(count, 1)
+        return [np.where(total < 0, -quotient, quotient).astype(x.dtype, copy=False)]
+    return [np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype).astype(x.dtype, copy=False)]
 
 
 @reference(T.REDUCE_MAX)

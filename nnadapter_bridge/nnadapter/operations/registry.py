@@ -26,14 +26,17 @@ from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, QUANT_PRECISIONS
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 
-# Precision sets that signatures share.
-F32 = frozenset({Precision.FLOAT32})
+# Precision sets that signatures share. Paddle's CPU kernels take float64 (and most float16) wherever they
+# take float32, so float operations accept every float width; the references compute in the input's own
+# precision (float16 through float32, as Paddle's kernels do).
+F32 = frozenset({Precision.FLOAT32})  # operations whose references are float32-only (detection, sampling)
 F32_Q8 = frozenset({Precision.FLOAT32, Precision.QUANT_INT8_SYMM_PER_LAYER})
+FLOATS = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64})
+FLOATS_Q8 = FLOATS | {Precision.QUANT_INT8_SYMM_PER_LAYER}
 INT32 = frozenset({Precision.INT32})
 INT64 = frozenset({Precision.INT64})
 INT32_64 = frozenset({Precision.INT32, Precision.INT64})
 BOOL = frozenset({Precision.BOOL8})
-FLOAT = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64})
 NUMERIC = frozenset({
     Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64, Precision.INT8, Precision.UINT8,
     Precision.INT16, Precision.INT32, Precision.INT64,
@@ -41,10 +44,11 @@ NUMERIC = frozenset({
 ANY = None  # no precision constraint
 # Filters and weights may be quantized per layer or per output channel; biases then are int32 with
 # scale = input_scale * filter_scale (per channel when the filter is).
-FILTER = F32_Q8 | {Precision.QUANT_INT8_SYMM_PER_CHANNEL}
-BIAS = F32 | {Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL}
+FILTER = FLOATS_Q8 | {Precision.QUANT_INT8_SYMM_PER_CHANNEL}
+BIAS = FLOATS | {Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL}
 # Pure data movement: any value survives it unchanged.
-DATA_MOVEMENT = F32_Q8 | {Precision.INT32, Precision.INT64, Precision.BOOL8}
+DATA_MOVEMENT = FLOATS_Q8 | {Precision.INT8, Precision.UINT8, Precision.INT16, Precision.INT32, Precision.INT64,
+                             Precision.BOOL8}
 
 
 @dataclasses.dataclass(frozen=True)

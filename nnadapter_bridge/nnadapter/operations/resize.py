@@ -11,7 +11,7 @@ import numpy as np
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
-    as_float32,
+    as_compute_float,
     const_array,
     const_int,
     const_ints,
@@ -24,8 +24,8 @@ from nnadapter_bridge.nnadapter.operations.common import (
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
     BOOL,
-    F32,
-    F32_Q8,
+    FLOATS,
+    FLOATS_Q8,
     INT32,
     INT32_64,
     Slot,
@@ -70,7 +70,8 @@ def _resize_prepare(op):
 
 
 @operation(T.RESIZE_NEAREST,
-           inputs=[Slot("input", F32_Q8), Slot("shape", INT32_64, optional=True), Slot("scales", F32, optional=True),
+           inputs=[Slot("input", FLOATS_Q8), Slot("shape", INT32_64, optional=True),
+                   Slot("scales", FLOATS, optional=True),
                    Slot("align_corners", BOOL, optional=True)],
            outputs=[Slot("output")])
 def prepare_resize_nearest(op):
@@ -79,7 +80,8 @@ def prepare_resize_nearest(op):
 
 
 @operation(T.RESIZE_LINEAR,
-           inputs=[Slot("input", F32_Q8), Slot("shape", INT32_64, optional=True), Slot("scales", F32, optional=True),
+           inputs=[Slot("input", FLOATS_Q8), Slot("shape", INT32_64, optional=True),
+                   Slot("scales", FLOATS, optional=True),
                    Slot("align_corners", BOOL, optional=True), Slot("align_mode", INT32, optional=True)],
            outputs=[Slot("output")])
 def prepare_resize_linear(op):
@@ -145,7 +147,7 @@ def _linear_taps(size, out, ratio, half_pixel):
 
 @reference(T.RESIZE_LINEAR)
 def resize_linear(op, inputs):
-    x = as_float32(inputs[0])
+    x = as_compute_float(inputs[0])  # float64 values keep float64; the ratios stay float32 as Paddle's
     plan, align_corners = _resize_plan(op, inputs)
     align_mode = param_int(inputs[4] if len(inputs) > 4 else None, 1)
     half_pixel = align_mode == 0 and not align_corners

@@ -32,7 +32,7 @@ from nnadapter_bridge.nnadapter.operations.common import (
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
     DATA_MOVEMENT,
-    F32_Q8,
+    FLOATS_Q8,
     INT32,
     INT32_64,
     Slot,
@@ -41,7 +41,7 @@ from nnadapter_bridge.nnadapter.operations.registry import (
 )
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 
-_PAD_INPUT = F32_Q8 | {Precision.INT32, Precision.INT64}
+_PAD_INPUT = FLOATS_Q8 | {Precision.INT32, Precision.INT64}
 
 
 # -- dim rules ------------------------------------------------------------------------------------------
