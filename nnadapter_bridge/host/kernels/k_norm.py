@@ -1,0 +1,72 @@
+"""Norms with no NNAdapter operation: squared_l2_norm, l1_norm, frobenius_norm, clip_by_norm and renorm.
+
+float32 and float64 (l1_norm and clip_by_norm float32 only), as Paddle 3.3.1's CPU kernels take them; the result keeps the input dtype. Sums run in
+the input dtype, so a float32 result may differ from Paddle's Eigen reduction order in the last bits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+
+FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
+
+
+def float_input(io: OpScope, slot: str = "X") -> np.ndarray:
+    x = io.input(slot)
+    if x.dtype not in FLOATS:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32, float64)")
+    return x
+
+
+@host_kernel("squared_l2_norm")
+def squared_l2_norm(io: OpScope) -> None:
+    x = float_input(io)
+    io.set_output("Out", np.asarray([np.sum(x * x)], dtype=x.dtype))
+
+
+@host_kernel("l1_norm")
+def l1_norm(io: OpScope) -> None:
+    x = io.input("X")
+    if x.dtype != np.float32:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32)")
+    io.set_output("Out", np.asarray(np.sum(np.abs(x)), dtype=x.dtype))
+
+
+@host_kernel("frobenius_norm")
+def frobenius_norm(io: OpScope) -> None:
+    x = float_input(io)
+    dims = io.attr("dim", [])
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if io.attr("reduce_all", False) or not dims or x.ndim == 0:
+        axes = tuple(range(x.ndim))
+    else:
+        axes = tuple(sorted({d % x.ndim for d in dims}))
+    out = np.sqrt(np.sum(x * x, axis=axes, keepdims=bool(io.attr("keep_dim", False))))
+    io.set_output("Out", np.asarray(out, dtype=x.dtype))
+
+
+@host_kernel("clip_by_norm")
+def clip_by_norm(io: OpScope) -> None:
+    x = io.input("X")
+    if x.dtype != np.float32:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32)")
+    max_norm = x.dtype.type(io.attr("max_norm"))
+    norm = np.sqrt(np.sum(x * x, dtype=x.dtype))
+    # Paddle scales only when the norm exceeds max_norm (a NaN norm leaves x as it is)
+    out = x * (max_norm / norm) if norm > max_norm else x.copy()
+    io.set_output("Out", np.asarray(out, dtype=x.dtype))
+
+
+@host_kernel("renorm")
+def renorm(io: OpScope) -> None:
+    x = float_input(io)
+    p, max_norm = float(io.attr("p", 2.0)), float(io.attr("max_norm", 1.0))
+    data = x.reshape(1) if x.ndim == 0 else x
+    axis = int(io.attr("axis", 0)) % data.ndim
+    others = tuple(d for d in range(data.ndim) if d != axis)
+    with np.errstate(all="ignore"):
+        norm = np.power(np.sum(np.power(np.abs(data.astype(np.float64)), p), axis=others, keepdims=True), 1.0 / p)
+        # Paddle's kernel: slices whose p-norm exceeds max_norm are scaled by max_norm / (norm + 1e-7)
+        scale = np.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
+    io.set_output("Out", (data * scale.astype(x.dtype)).astype(x.dtype).reshape(x.shape))

@@ -1,0 +1,274 @@
+"""Special functions and float-bit elementwise ops with no NNAdapter operation: lgamma, digamma, polygamma,
+erfinv, the modified Bessel functions i0 / i0e / i1 / i1e, copysign, nextafter and trunc_divide.
+
+Paddle 3.3.1's CPU kernels take float32 and float64 for the special functions (the result keeps the input
+dtype); they are evaluated here in float64 and rounded once, so a float32 result may differ from Paddle's
+float32 arithmetic in the last bits. copysign and trunc_divide also take the integer types, nextafter only
+float32/float64.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.nnadapter.operations.activation import erf as erf_float64
+
+FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
+INTS = frozenset(np.dtype(t) for t in ("uint8", "int8", "int16", "int32", "int64"))
+
+
+def require(io: OpScope, x: np.ndarray, allowed) -> None:
+    if x.dtype not in allowed:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes {sorted(map(str, allowed))})")
+
+
+def float_input(io: OpScope, slot: str) -> np.ndarray:
+    x = io.input(slot)
+    require(io, x, FLOATS)
+    return x
+
+
+def slot(io: OpScope, legacy: str, new: str) -> str:
+    """The slot name the op uses: ops absent from the compat table keep their PIR (lower-case) names."""
+    return legacy if io.input_names(legacy) or io.output_names(legacy) else new
+
+
+# -- gamma family -----------------------------------------------------------------------------------------
+def lgamma_float64(x: np.ndarray) -> np.ndarray:
+    def one(v: float) -> float:
+        if math.isnan(v):
+            return v
+        if math.isinf(v) or (v <= 0 and v == math.floor(v)):
+            return math.inf  # the poles and both infinities, as std::lgamma
+        return math.lgamma(v)
+
+    return np.vectorize(one, otypes=[np.float64])(x) if x.size else x.astype(np.float64)
+
+
+def digamma_float64(x: np.ndarray) -> np.ndarray:
+    """Cephes' psi (Eigen's digamma, which Paddle calls): reflection for x <= 0, recurrence up to 10,
+    asymptotic series after; NaN at the poles."""
+    x = np.array(x, dtype=np.float64)
+    out = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        pole = (x <= 0) & (x == np.floor(x))
+        negative = x <= 0
+        q = x
+        p = np.floor(q)
+        nz = q - p
+        p = np.where(nz > 0.5, p + 1, p)
+        nz = np.where(nz > 0.5, q - p, nz)
+        reflect = np.where(nz == 0.5, 0.0, np.pi / np.tan(np.pi * nz))
+        s = np.where(negative, 1.0 - x, x)
+        w = np.zeros_like(s)
+        while True:
+            small = s < 10
+            if not small.any():
+                break
+            w = np.where(small, w + 1.0 / s, w)
+            s = np.where(small, s + 1.0, s)
+        z = 1.0 / (s * s)
+        coeffs = (8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+                  -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                  8.33333333333333333333E-2)
+        poly = np.zeros_like(s)
+        for c in coeffs:
+            poly = poly * z + c
+        poly = np.where(s < 1e17, z * poly, 0.0)
+        y = np.log(s) - 0.5 / s - poly - w
+        out[...] = np.where(negative, y - reflect, y)
+        out[pole] = np.nan
+        # at zero Paddle answers the one-sided limit, -inf for +0 and +inf for -0 (at the other poles NaN)
+        zero = x == 0
+        out[zero] = -np.copysign(np.inf, x[zero])
+    return out
+
+
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def hurwitz_zeta(s: float, q: float) -> float:
+    """Cephes' zeta(s, q) = sum_k (k + q)^-s by Euler-Maclaurin summation (Eigen's zeta)."""
+    eps = 1.11022302462515654042e-16
+    if s == 1.0:
+        return math.inf
+    if s < 1.0 or math.isnan(s) or math.isnan(q):
+        return math.nan
+    if q == math.inf:
+        return math.nan  # Paddle answers NaN at +inf (the limit would be 0)
+    if q <= 0:
+        if q == math.floor(q):
+            return math.inf
+        if s != math.floor(s):
+            return math.nan  # q^-s is not real
+    total = q ** -s
+    a, i, b = q, 0, 0.0
+    while i < 9 or a <= 9.0:
+        i += 1
+        a += 1.0
+        b = a ** -s
+        total += b
+        if total == 0 or abs(b / total) < eps:
+            return total
+    w = a
+    total += b * w / (s - 1.0)
+    total -= 0.5 * b
+    a, k = 1.0, 0.0
+    for coeff in _ZETA_A:
+        a *= s + k
+        b /= w
+        t = a * b / coeff
+        total += t
+        if abs(t / total) < eps:
+            return total
+        k += 1.0
+        a *= s + k
+        b /= w
+        k += 1.0
+    return total
+
+
+@host_kernel("lgamma")
+def lgamma(io: OpScope) -> None:
+    x = float_input(io, "X")
+    io.set_output("Out", lgamma_float64(x.astype(np.float64)).astype(x.dtype))
+
+
+@host_kernel("digamma")
+def digamma(io: OpScope) -> None:
+    x = float_input(io, "X")
+    io.set_output("Out", digamma_float64(x).astype(x.dtype))
+
+
+@host_kernel("polygamma")
+def polygamma(io: OpScope) -> None:
+    x = float_input(io, slot(io, "X", "x"))
+    n = int(io.attr("n", 0))
+    if n < 0:
+        raise io.error(f"n must be non-negative, got {n}")
+    if n == 0:
+        out = digamma_float64(x)
+    else:
+        # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x), as Paddle's kernel
+        factor = (-1.0) ** (n + 1) * math.exp(math.lgamma(n + 1.0))
+        zeta = np.vectorize(lambda v: hurwitz_zeta(n + 1.0, float(v)), otypes=[np.float64])
+        with np.errstate(all="ignore"):
+            out = factor * (zeta(x) if x.size else x.astype(np.float64))
+    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype))
+
+
+@host_kernel("erfinv")
+def erfinv(io: OpScope) -> None:
+    x = float_input(io, "X")
+    v = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        # Giles' single-precision approximation as the start, then Newton steps on erf in float64
+        w = -np.log((1.0 - v) * (1.0 + v))
+        central = w < 5.0
+        wc, wt = w - 2.5, np.sqrt(w) - 3.0
+        pc = np.full_like(v, 2.81022636e-08)
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941):
+            pc = c + pc * wc
+        pt = np.full_like(v, -0.000200214257)
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                  0.00943887047, 1.00167406, 2.83297682):
+            pt = c + pt * wt
+        y = np.where(central, pc, pt) * v
+        for _ in range(3):
+            y = y - (erf_float64(y) - v) / (2.0 / np.sqrt(np.pi) * np.exp(-y * y))
+        y = np.where(v == 1.0, np.inf, np.where(v == -1.0, -np.inf, y))
+        # Paddle computes ndtri((x + 1) / 2) / sqrt(2), and Cephes' ndtri saturates: +-inf beyond +-1
+        y = np.where(v > 1.0, np.inf, np.where(v < -1.0, -np.inf, y))
+    io.set_output("Out", y.astype(x.dtype))
+
+
+# -- modified Bessel functions --------------------------------------------------------------------------
+def bessel_scaled(x: np.ndarray, order: int) -> np.ndarray:
+    """exp(-|x|) I_order(|x|) for order 0 or 1, in float64: the power series (positive terms, no
+    cancellation) below 50, the asymptotic expansion above."""
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    out = np.empty_like(a)
+    low = a <= 50.0
+    if low.any():
+        v = a[low]
+        half_sq = (v / 2.0) ** 2
+        term = np.ones_like(v) if order == 0 else v / 2.0
+        total = term.copy()
+        for k in range(1, 200):
+            term = term * half_sq / (k * (k + order))
+            total = total + term
+        out[low] = total * np.exp(-v)
+    high = ~low
+    if high.any():
+        v = a[high]
+        mu = 4.0 * order * order
+        term = np.ones_like(v)
+        total = term.copy()
+        with np.errstate(all="ignore"):
+            for k in range(1, 30):
+                term = term * -(mu - (2 * k - 1) ** 2) / (k * 8.0 * v)
+                total = total + term
+            out[high] = np.where(np.isinf(v), 0.0, total / np.sqrt(2.0 * np.pi * v))
+    out[np.isnan(a)] = np.nan
+    return out
+
+
+@host_kernel("i0", "i0e", "i1", "i1e")
+def bessel(io: OpScope) -> None:
+    x = float_input(io, slot(io, "X", "x"))
+    op = io.op.type
+    order = 1 if op.startswith("i1") else 0
+    out = bessel_scaled(x, order)
+    if order == 1:
+        out = np.sign(x.astype(np.float64)) * out  # I1 is odd
+        out[np.isnan(x)] = np.nan
+    if not op.endswith("e"):
+        with np.errstate(over="ignore"):
+            half = np.exp(np.abs(x.astype(np.float64)) / 2.0)  # in two halves: I0(710) is finite, exp(710) not
+            out = out * half * half
+        # Paddle's Chebyshev form computes exp(|x|) * c / sqrt(|x|), inf / inf at the infinities
+        out = np.where(np.isinf(x), np.nan, out)
+    io.set_output(slot(io, "Out", "out"), out.astype(x.dtype))
+
+
+# -- float bits and integer division ----------------------------------------------------------------------
+@host_kernel("copysign")
+def copysign(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS | INTS | {np.dtype(bool)})
+    if x.dtype.kind == "f":
+        out = np.copysign(x, y.astype(x.dtype, copy=False))
+    else:
+        # Paddle computes std::copysign in double and casts back to the integer type
+        out = np.copysign(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
+    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))
+
+
+@host_kernel("nextafter")
+def nextafter(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS)
+    if y.dtype != x.dtype:
+        raise io.error(f"x and y must have one dtype, got {x.dtype} and {y.dtype}")
+    io.set_output(slot(io, "Out", "out"), np.asarray(np.nextafter(x, y)))
+
+
+@host_kernel("trunc_divide")
+def trunc_divide(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS | INTS)
+    y = y.astype(x.dtype, copy=False)
+    if x.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            out = np.trunc(x / y)
+    else:
+        if (y == 0).any():
+            raise io.error("integer division by zero")
+        q = np.abs(x.astype(np.int64)) // np.abs(y.astype(np.int64))
+        out = np.where((x < 0) != (y < 0), -q, q).astype(x.dtype)
+    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))

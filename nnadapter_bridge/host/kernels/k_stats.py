@@ -1,0 +1,252 @@
+"""Order statistics and counting with no NNAdapter operation: median, nanmedian, kthvalue, mode, searchsorted,
+bincount, unique_consecutive and reduce_amax / reduce_amin.
+
+Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
+skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
+std::nth_element / std::sort and is not a documented order; these kernels give the stable-order pick (first of
+equal elements for median and kthvalue, last for mode, which is what Paddle's insertion sort gives on rows of
+up to 16 elements), so indices of tied values can differ from Paddle's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
+
+NUMERIC = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+
+
+def require(io: OpScope, x: np.ndarray, allowed) -> None:
+    if x.dtype not in allowed:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes {sorted(map(str, allowed))})")
+
+
+def slot(io: OpScope, legacy: str, new: str) -> str:
+    """The slot name the op uses: ops absent from the compat table keep their PIR (lower-case) names."""
+    return legacy if io.input_names(legacy) or io.output_names(legacy) else new
+
+
+def rows_along(x: np.ndarray, axes) -> tuple[np.ndarray, tuple]:
+    """`x` with the reduced `axes` flattened into the last dimension, and the kept shape."""
+    kept = [d for d in range(x.ndim) if d not in axes]
+    moved = np.transpose(x, kept + list(axes))
+    kept_shape = tuple(x.shape[d] for d in kept)
+    return moved.reshape(kept_shape + (-1,)), kept_shape
+
+
+def reduced_shape(x: np.ndarray, axes, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    return tuple(n for d, n in enumerate(x.shape) if d not in axes)
+
+
+def normalized_axes(io: OpScope, x: np.ndarray, axis) -> tuple:
+    axis = [axis] if isinstance(axis, int) else list(axis or [])
+    if not axis or x.ndim == 0:
+        return tuple(range(x.ndim))
+    for a in axis:
+        if not -x.ndim <= a < x.ndim:
+            raise io.error(f"axis {a} is out of range for a rank-{x.ndim} input")
+    return tuple(sorted({a % x.ndim for a in axis}))
+
+
+def median_rows(rows: np.ndarray, skip_nan: bool, mode: str):
+    """Per row: the median and the index (avg: the two middle indices) of Paddle's median / nanmedian."""
+    order = np.argsort(rows, axis=-1, kind="stable")  # NaN sorts last
+    ordered = np.take_along_axis(rows, order, axis=-1)
+    nan_count = np.isnan(rows).sum(axis=-1) if rows.dtype.kind == "f" else np.zeros(rows.shape[:-1], int)
+    n = rows.shape[-1] - (nan_count if skip_nan else np.zeros_like(nan_count))
+    valid = np.maximum(n, 1)
+    low_pos, high_pos = (valid - 1) // 2, valid // 2
+    low = np.take_along_axis(ordered, low_pos[..., None], -1)[..., 0]
+    high = np.take_along_axis(ordered, high_pos[..., None], -1)[..., 0]
+    low_index = np.take_along_axis(order, low_pos[..., None], -1)[..., 0]
+    high_index = np.take_along_axis(order, high_pos[..., None], -1)[..., 0]
+    if mode == "avg":
+        value = ((low + high) / 2).astype(rows.dtype) if rows.dtype.kind == "f" else (low + high) / 2
+        index = np.stack([low_index, high_index], axis=-1)
+    else:
+        value, index = low, low_index
+    has_nan = nan_count > 0
+    all_nan = n == 0
+    if rows.dtype.kind == "f":
+        if skip_nan:
+            value = np.where(all_nan, np.nan, value).astype(value.dtype)
+        else:
+            # median of a row holding NaN is NaN, indexed at its first NaN
+            value = np.where(has_nan, np.nan, value).astype(value.dtype)
+            first_nan = np.argmax(np.isnan(rows), axis=-1)
+            index = np.where(has_nan[..., None] if mode == "avg" else has_nan,
+                             first_nan[..., None] if mode == "avg" else first_nan, index)
+    return value, index.astype(np.int64)
+
+
+@host_kernel("median", "nanmedian")
+def median(io: OpScope) -> None:
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, NUMERIC | {np.dtype("float16")})
+    mode = str(io.attr("mode", "avg"))
+    if mode not in ("avg", "min"):
+        raise io.error(f"mode must be 'avg' or 'min', got {mode!r}")
+    axes = normalized_axes(io, x, io.attr("axis", []))
+    if x.size == 0:
+        raise io.error("the input is empty (Paddle's kernel takes no empty input)")
+    rows, _ = rows_along(x, axes)
+    value, index = median_rows(rows, io.op.type == "nanmedian", mode)
+    out_shape = reduced_shape(x, axes, bool(io.attr("keepdim", False)))
+    if mode == "avg" and x.dtype.kind != "f":
+        value = value.astype(np.float64 if x.dtype == np.int64 else np.float32)
+    io.set_output(slot(io, "Out", "out"), np.asarray(value).reshape(out_shape))
+    index_shape = out_shape + ((2,) if mode == "avg" else ())
+    index_slot = "MedianIndex" if io.has_output("MedianIndex") else "medians"
+    io.set_output(index_slot, index.reshape(index_shape))
+
+
+@host_kernel("kthvalue")
+def kthvalue(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, NUMERIC | {np.dtype("float16")})
+    k, axis, keepdim = int(io.attr("k", 1)), int(io.attr("axis", -1)), bool(io.attr("keepdim", False))
+    data = x.reshape(1) if x.ndim == 0 else x
+    axis = normalized_axes(io, data, axis)[0]
+    if not 1 <= k <= data.shape[axis]:
+        raise io.error(f"k must be in [1, {data.shape[axis]}] (the size of axis {axis}), got {k}")
+    order = np.argsort(data, axis=axis, kind="stable")
+    index = np.take(order, [k - 1], axis=axis)
+    value = np.take_along_axis(data, index, axis=axis)
+    if not keepdim:
+        value, index = value.squeeze(axis), index.squeeze(axis)
+    shape = x.shape if x.ndim == 0 else value.shape
+    io.set_output("Out", value.reshape(shape))
+    io.set_output("Indices", index.astype(np.int64).reshape(shape))
+
+
+@host_kernel("mode")
+def mode(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, NUMERIC)
+    axis, keepdim = int(io.attr("axis", -1)), bool(io.attr("keepdim", False))
+    data = x.reshape(1) if x.ndim == 0 else x
+    axis = normalized_axes(io, data, axis)[0]
+    rows = np.moveaxis(data, axis, -1)
+    flat = rows.reshape(-1, rows.shape[-1])
+    values = np.empty(flat.shape[0], dtype=x.dtype)
+    indices = np.empty(flat.shape[0], dtype=np.int64)
+    for r, row in enumerate(flat):
+        order = np.argsort(row, kind="stable")
+        best_value, best_index, best_count, count = None, -1, 0, 0
+        for pos, i in enumerate(order):
+            # a new run starts where the value changes (NaN != NaN, so each NaN is its own run)
+            count = 1 if pos == 0 or row[i] != row[order[pos - 1]] else count + 1
+            if count > best_count:
+                best_value, best_index, best_count = row[i], i, count
+        values[r], indices[r] = best_value, best_index
+    shape = rows.shape[:-1]
+    values, indices = values.reshape(shape), indices.reshape(shape)
+    if keepdim and x.ndim:
+        values, indices = np.expand_dims(values, axis), np.expand_dims(indices, axis)
+    io.set_output("Out", values)
+    io.set_output("Indices", indices)
+
+
+def bound_search(sequence: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
+    """std::lower_bound / std::upper_bound per row, step for step (so NaN compares as the C++ code does)."""
+    n = sequence.shape[-1]
+    first = np.zeros(values.shape, dtype=np.int64)
+    count = np.full(values.shape, n, dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        while (count > 0).any():
+            step = count // 2
+            probe = np.minimum(first + step, max(n - 1, 0))
+            item = np.take_along_axis(sequence, probe, axis=-1) if n else np.zeros(values.shape, sequence.dtype)
+            go_right = (~(values < item)) if right else (item < values)
+            go_right &= count > 0
+            first = np.where(go_right, first + step + 1, first)
+            count = np.where(go_right, count - step - 1, np.where(count > 0, step, count))
+    return first
+
+
+@host_kernel("searchsorted")
+def searchsorted(io: OpScope) -> None:
+    sequence, values = io.input("SortedSequence"), io.input("Values")
+    require(io, sequence, NUMERIC)
+    if sequence.ndim == 0:
+        raise io.error("SortedSequence must have at least one dimension")
+    if sequence.ndim > 1 and sequence.shape[:-1] != values.shape[:-1]:
+        raise io.error(f"SortedSequence {list(sequence.shape)} and Values {list(values.shape)} must match in all "
+                       f"but the last dimension")
+    # Paddle's kernel answers the sequence length for a NaN or infinite value, without searching
+    not_finite = ~np.isfinite(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    vals = values.astype(np.result_type(sequence, values), copy=False)
+    seq = sequence.astype(vals.dtype, copy=False)
+    if seq.ndim == 1:
+        flat = vals.reshape(1, -1)
+        out = bound_search(np.broadcast_to(seq, (1, seq.size)), flat, bool(io.attr("right", False)))
+    else:
+        flat = vals.reshape(-1, vals.shape[-1] if vals.ndim else 1)
+        out = bound_search(seq.reshape(-1, seq.shape[-1]), flat, bool(io.attr("right", False)))
+    out = np.where(not_finite, sequence.shape[-1], out.reshape(values.shape))
+    out_dtype = np.int32 if io.attr("out_int32", False) else np.int64
+    io.set_output("Out", out.astype(out_dtype))
+
+
+@host_kernel("bincount")
+def bincount(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, frozenset(np.dtype(t) for t in ("int32", "int64")))
+    weights = io.input("Weights", None)
+    minlength = io.input("MinLength", None) if io.has_input("MinLength") else io.attr("minlength", 0)
+    minlength = int(np.asarray(minlength).reshape(-1)[0]) if np.ndim(minlength) else int(minlength)
+    if minlength < 0:
+        raise io.error(f"minlength must be non-negative, got {minlength}")
+    flat = x.reshape(-1)
+    if flat.size and flat.min() < 0:
+        raise io.error("the input holds negative values (bincount counts non-negative integers)")
+    if weights is None:
+        out = np.bincount(flat, minlength=minlength).astype(np.int64)
+    else:
+        require(io, weights, NUMERIC)
+        if weights.shape != x.shape:
+            raise io.error(f"Weights {list(weights.shape)} must have the shape of X {list(x.shape)}")
+        # float weights keep their dtype; integer weights are summed into float64, as Paddle's kernel does
+        out_dtype = weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64)
+        out = np.zeros(max(minlength, int(flat.max()) + 1 if flat.size else 0), dtype=out_dtype)
+        np.add.at(out, flat, weights.reshape(-1).astype(out_dtype))
+    io.set_output("Out", out)
+
+
+@host_kernel("unique_consecutive")
+def unique_consecutive(io: OpScope) -> None:
+    x = io.input("X")
+    axis = io.attr("axis", [])
+    axis = [axis] if isinstance(axis, int) else list(axis or [])
+    index_dtype = paddle_dtype(io.attr("dtype", 3), "int64")
+    if not axis:
+        data = x.reshape(-1)
+        change = data[1:] != data[:-1]
+        ax = 0
+    else:
+        ax = axis[0] % max(x.ndim, 1)
+        data = x
+        moved = np.moveaxis(x, ax, 0).reshape(x.shape[ax], -1)
+        change = (moved[1:] != moved[:-1]).any(axis=1)
+    n = data.shape[ax] if data.ndim else 1
+    starts = np.concatenate([[True], change]) if n else np.zeros(0, bool)
+    keep = np.flatnonzero(starts)
+    io.set_output("Out", np.take(data, keep, axis=ax))
+    io.set_output("Index", (np.cumsum(starts) - 1).astype(index_dtype))
+    io.set_output("Counts", np.diff(np.append(keep, n)).astype(index_dtype))
+
+
+@host_kernel("reduce_amax", "reduce_amin")
+def reduce_amax_amin(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, NUMERIC)
+    dims = io.attr("dim", [])
+    axes = None if io.attr("reduce_all", False) else normalized_axes(io, x, dims)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    if x.size == 0 and any(x.shape[a] == 0 for a in axes):
+        raise io.error("cannot reduce an empty axis (Paddle's kernel has no identity for max/min)")
+    fn = np.max if io.op.type == "reduce_amax" else np.min
+    out = fn(x, axis=axes, keepdims=bool(io.attr("keep_dim", False))) if x.ndim else x.copy()
+    io.set_output("Out", np.asarray(out, dtype=x.dtype))
