@@ -2,8 +2,9 @@
 
 It maps Paddle var names to operands (a stack per name, so a later producer of the same name shadows
 the earlier one, as Paddle Lite's converter does), turns parameters into constant operands (referenced,
-not copied), makes scalar constants as shape-[1] tensors, names synthesized operands `<var>/<purpose>`,
-and records which Paddle op emitted each operation.
+not copied; a 0-d parameter stays 0-d), makes scalar parameters as shape-[1] tensors and scalar values
+that combine with an operand (`const_like`) 0-d next to a 0-d operand, names synthesized operands
+`<var>/<purpose>`, and records which Paddle op emitted each operation.
 
 `convert_subgraph` drives a list of Paddle ops through their converters into one finished Model.
 """
@@ -95,9 +96,13 @@ class ConversionContext:
         """A constant with the plain precision of `like` (float32/float64/int32/int64...)."""
         precision = like.type.precision if not like.type.is_quantized else Precision.FLOAT32
         dtype = precision_dtype(precision)
+        # A scalar is 0-d next to a 0-d `like` (so x op c keeps x's rank, as Paddle's result does), else
+        # [1]: the form drivers and existing caches know, and the same broadcast for any rank >= 1.
+        array = np.asarray(value, dtype=dtype)
+        if array.ndim == 0 and like.type.rank != 0:
+            array = array.reshape(1)
         # The precision is passed on: left to itself the model would store a float64 array as float32.
-        return self.model.add_constant(np.asarray(value, dtype=dtype).reshape(-1) if np.ndim(value) == 0
-                                       else np.asarray(value, dtype=dtype), precision, name=name)
+        return self.model.add_constant(array, precision, name=name)
 
     # -- operations ------------------------------------------------------------------------------
     def add(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]]):

@@ -107,7 +107,8 @@ def convert_assign_value(ctx, op):
         return
     array = _assign_value_array(op)
     # The precision is explicit: fp64_values stay float64 (and int64 values int64).
-    ctx.bind(v.output("Out"), ctx.const(np.ascontiguousarray(array), dtype_precision(array.dtype),
+    # np.asarray(order="C"), not np.ascontiguousarray: that one turns a shape-[] value into [1].
+    ctx.bind(v.output("Out"), ctx.const(np.asarray(array, order="C"), dtype_precision(array.dtype),
                                         name=v.output("Out")))
 
 

@@ -585,18 +585,37 @@ def convert_p_norm(ctx, op):
 
 # -- softmax -----------------------------------------------------------------------------------------------------
 
-@converter("softmax", emits=[T.SOFTMAX])
+def _softmax(ctx, op, operation: T, scalar_result: float) -> None:
+    """SOFTMAX / LOG_SOFTMAX along `axis`. On a 0-d X Paddle's kernel does not compute: it writes 1 (0 for
+    log_softmax) into a 0-d Out, even for a NaN or inf X, so a FILL_LIKE of that value is the exact form
+    (and every driver takes it, where onnxruntime refuses a rank-0 Softmax)."""
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
+    if x.type.rank == 0:
+        precision = x.type.precision if not x.type.is_quantized else Precision.FLOAT32
+        value = ctx.const(np.asarray([scalar_result], dtype=precision_dtype(precision)), precision)
+        ctx.add(T.FILL_LIKE, [x, value], [out])
+        return
+    ctx.add(operation, [x, ctx.const_i32(v.attr_int("axis", -1))], [out])
+
+
+def _check_softmax(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    x = v.optional_input("X")
+    if x and ctx.has(x) and ctx.rank(x) == 0 and v.attr_int("axis", -1) not in (-1, 0):
+        return f"axis {v.attr('axis')} is out of range for a 0-d X (Paddle takes -1 or 0)"
+    return None
+
+
+@converter("softmax", emits=[T.SOFTMAX, T.FILL_LIKE], check=_check_softmax)
 def convert_softmax(ctx, op):
-    v = OpView(op)
-    x = ctx.input(v.input("X"))
-    ctx.add(T.SOFTMAX, [x, ctx.const_i32(v.attr_int("axis", -1))], [ctx.output(v.output("Out"))])
+    _softmax(ctx, op, T.SOFTMAX, 1.0)
 
 
-@converter("log_softmax", emits=[T.LOG_SOFTMAX])
+@converter("log_softmax", emits=[T.LOG_SOFTMAX, T.FILL_LIKE], check=_check_softmax)
 def convert_log_softmax(ctx, op):
-    v = OpView(op)
-    x = ctx.input(v.input("X"))
-    ctx.add(T.LOG_SOFTMAX, [x, ctx.const_i32(v.attr_int("axis", -1))], [ctx.output(v.output("Out"))])
+    _softmax(ctx, op, T.LOG_SOFTMAX, 0.0)
 
 
 # -- dropout -----------------------------------------------------------------------------------------------------

@@ -6,8 +6,13 @@ facts §3):
 - Paddle Lite's `<Slot><i>_scale` attributes (facts §5.2) hold the quantization *step*: Paddle Lite hands
   them to NNAdapter unchanged as operand scales, and its bias rule (int32 bias with scale
   in_scale x filter_scale[i], facts §5.3) is only right when the scales are steps.
-- quantize_linear / dequantize_linear and the fake_* ops carry the *threshold* (max |x|); the step is
-  threshold / (2^(bit_length-1) - 1), which Paddle 3.3.1 executing these ops confirms (tests).
+- quantize_linear / dequantize_linear carry the *threshold* (max |x|); the step is threshold / qmax: Paddle
+  3.3.1's kernels take the bin count from the `qmax` attr (default 127) and never read bit_length. Nor does
+  quantize_linear read `qmin`: it clips its integers to [-qmax - 1, qmax] (round_type 0) or x to
+  [-threshold, threshold] (round_type 1), as running the op with qmin -4 / qmax 100, qmin 0 / qmax 7 and
+  qmin -127 / qmax 127 shows (tests). With qmax <= 127 a MAX/MIN on x before the int8 QUANTIZE expresses
+  either; a larger qmax is declined (the host kernel runs it).
+- the fake_* ops carry the threshold too, with step threshold / (2^(bit_length-1) - 1).
 
 Quantized products (conv2d, depthwise_conv2d, conv2d_transpose, fc, mul, matmul, matmul_v2 with an int8
 persistable weight and its scales): the input is QUANTIZEd to the per-layer input scale (unless it
@@ -190,14 +195,28 @@ def quantized_fc_step(ctx, op, quant: ProductQuant, weight_name: str, weight_cha
 # -- quantize_linear / dequantize_linear -------------------------------------------------------------------
 
 def _bin_count(op) -> int:
+    """quantize_linear / dequantize_linear: the `qmax` attr (Paddle 3.3.1 ignores bit_length); the fake ops:
+    2^(bit_length-1) - 1."""
     v = OpView(op)
+    if op.type in ("quantize_linear", "dequantize_linear"):
+        return v.attr_int("qmax", INT8_MAX)
     return (1 << (v.attr_int("bit_length", 8) - 1)) - 1
+
+
+def _qrange_reason(op) -> Optional[str]:
+    qmax = OpView(op).attr_int("qmax", INT8_MAX)
+    if qmax <= 0:
+        return f"qmax {qmax}: the bin count must be positive"
+    if op.type == "quantize_linear" and qmax > INT8_MAX:
+        return f"qmax {qmax}: the integers [-qmax - 1, qmax] must fit QUANTIZE's int8 (qmax <= 127)"
+    return None
 
 
 def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
     v = OpView(op)
-    if v.attr_int("bit_length", 8) != 8:
-        return f"bit_length {v.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
+    reason = _qrange_reason(op)
+    if reason:
+        return reason
     if needs_test and not v.attr("is_test", False):
         # Training mode updates the scale from each batch through InAccum/InState (Paddle fails without them).
         return "is_test=false (the training-time observer) is not converted; save the model for inference"
@@ -229,19 +248,29 @@ def _steps(ctx, op, slot: str = "Scale") -> np.ndarray:
 
 
 def _broadcast_shape(steps: np.ndarray, axis: int, rank: int) -> tuple:
-    """A shape putting `steps` on `axis` of a rank-`rank` tensor (a scalar [1] for one step)."""
+    """A shape putting `steps` on `axis` of a rank-`rank` tensor (one step: [1], or [] for a 0-d tensor, so
+    the result keeps its rank)."""
     if steps.size == 1 or axis < 0:
-        return (1,)
+        return (1,) * min(rank, 1)
     return (steps.size,) + (1,) * (rank - 1 - axis)
 
 
-def _quantize(ctx, x: Operand, steps: np.ndarray, axis: int, round_type: int, out: Operand, var: str) -> None:
-    """QUANTIZE `x` to int8 with `steps`, saturating as Paddle does for `round_type`."""
-    if round_type == 1:
-        # Paddle's round-half-away path clips to [-127, 127] (the bin count); QUANTIZE saturates at -128.
-        # Ties still round to even in QUANTIZE: an exact .5 quotient may differ by one step.
-        floor = (-127.0 * steps).astype(np.float32).reshape(_broadcast_shape(steps, axis, x.type.rank))
+def _quantize(ctx, x: Operand, steps: np.ndarray, axis: int, round_type: int, out: Operand, var: str,
+              qmax: int = INT8_MAX) -> None:
+    """QUANTIZE `x` to int8 with `steps` (threshold / qmax), saturating as Paddle does for `round_type`:
+    0 clips the integers to [-qmax - 1, qmax], 1 clips x to [-threshold, threshold], so the integers to
+    [-qmax, qmax]. QUANTIZE itself saturates to [-128, 127]; a tighter range is a MAX / MIN on x at the
+    bound x step (the quotient then rounds to the bound exactly)."""
+    low, high = (-qmax, qmax) if round_type == 1 else (-qmax - 1, qmax)
+    # round_type 1 rounds ties away from zero in Paddle, QUANTIZE to even: an exact .5 quotient may differ by
+    # one step.
+    shape = _broadcast_shape(steps, axis, x.type.rank)
+    if low > INT8_MIN:
+        floor = (low * steps).astype(np.float32).reshape(shape)
         x = binary(ctx, T.MAX, x, ctx.const(floor), ctx.temp(var, "clip_low"))
+    if high < INT8_MAX:
+        ceiling = (high * steps).astype(np.float32).reshape(shape)
+        x = binary(ctx, T.MIN, x, ctx.const(ceiling), ctx.temp(var, "clip_high"))
     axis_operand = ctx.const_i32(axis if steps.size > 1 else 1)
     zero_points = ctx.const_i32(np.zeros(steps.size, np.int32))  # QUANTIZE wants one per scale
     ctx.add(T.QUANTIZE, [x, axis_operand, ctx.const_f32(steps.astype(np.float32)), zero_points], [out])
@@ -267,10 +296,11 @@ def _check_quantize_linear(op, ctx) -> Optional[str]:
                                                           else _readers_reason(op, ctx))
 
 
-@converter("quantize_linear", emits=[T.QUANTIZE, T.MAX], check=_check_quantize_linear)
+@converter("quantize_linear", emits=[T.QUANTIZE, T.MAX, T.MIN], check=_check_quantize_linear)
 def convert_quantize_linear(ctx, op):
-    """Y = clip(round(X / step), -128 | -127, 127) with step = Scale / 127 (ZeroPoint is ignored by
-    Paddle's kernel, so here too); only_observer passes X through."""
+    """Y = clip(round(X / step), -qmax - 1, qmax) (round_type 0) or round(clip(X, -Scale, Scale) / step)
+    (round_type 1) with step = Scale / qmax (ZeroPoint and qmin are ignored by Paddle's kernel, so here
+    too); only_observer passes X through."""
     v = OpView(op)
     y = v.output("Y")
     x = ctx.input(v.input("X"))
@@ -279,7 +309,7 @@ def convert_quantize_linear(ctx, op):
         return
     axis = v.attr_int("quant_axis", 0)
     _quantize(ctx, dequantized(ctx, x, y, "float"), _steps(ctx, op), axis, v.attr_int("round_type", 0),
-              ctx.output(y), y)
+              ctx.output(y), y, v.attr_int("qmax", INT8_MAX))
 
 
 @converter("dequantize_linear", emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=lambda op, ctx: _linear_reason(op, ctx, False))

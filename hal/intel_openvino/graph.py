@@ -133,7 +133,7 @@ class GraphBuilder:
             if not operand.is_constant:
                 raise NNAdapterError(f"intel_openvino: {operand.label()} is read before any operation produced it")
             element_type(operand.type)  # rejects precisions OpenVINO cannot hold
-            node = opset.constant(np.ascontiguousarray(operand.value)).output(0)
+            node = opset.constant(np.asarray(operand.value, order="C")).output(0)  # a 0-d constant stays 0-d
             self.raw[operand.index] = node
         return node
 

@@ -6,7 +6,9 @@ Inputs come from .npy files (`--input name=file.npy`) or are seeded random data 
 (`--cache-dir`; programs `convert --dynamic-shape` wrote are restored only with the same `--dynamic-shape`).
 `--compare-paddle` runs Paddle Inference (CPU, oneDNN and IR optimization off) on the same inputs and
 checks every output at DESIGN.md's whole-model tolerance, `|got-want| <= 1e-4*|want| + 1e-5*max|want|`
-(integers exact); the exit status is 1 when an output fails.
+(integers exact; an infinity or NaN only by the same value, max|want| over the finite values); the exit
+status is 1 when an output fails. A model Paddle Inference itself cannot run is one error line ("Paddle
+Inference could not run this model: ...", exit status 2), never Paddle's traceback.
 """
 from __future__ import annotations
 

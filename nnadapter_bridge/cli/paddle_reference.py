@@ -1,5 +1,9 @@
 """Paddle Inference as the reference: running a model on it and comparing our outputs with its outputs at
-the whole-model tolerance (nnadapter_bridge.tolerances)."""
+the whole-model tolerance (nnadapter_bridge.tolerances).
+
+When Paddle Inference itself cannot load or run the model (an op it does not know, an input it rejects), the
+CLI says so in one line (CliError "Paddle Inference could not run this model: ..."), never with Paddle's
+C++ traceback."""
 from __future__ import annotations
 
 import os
@@ -10,7 +14,7 @@ import numpy as np
 
 from nnadapter_bridge.cli.options import CliError
 from nnadapter_bridge.errors import BridgeError
-from nnadapter_bridge.tolerances import model_out_of_tolerance
+from nnadapter_bridge.tolerances import model_out_of_tolerance, model_scale
 
 
 def paddle_available() -> bool:
@@ -21,7 +25,8 @@ def paddle_available() -> bool:
 
 def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
     """Run the model with Paddle Inference on CPU (oneDNN and IR optimization off, one thread) on `feeds`;
-    returns {output name: array}. CliError when paddlepaddle is not installed."""
+    returns {output name: array}. CliError when paddlepaddle is not installed, or (one line) when Paddle
+    Inference cannot load or run the model."""
     if not paddle_available():
         raise CliError("paddlepaddle is not installed, so there is no Paddle Inference to compare with: "
                        "pip install paddlepaddle (or nnadapter-bridge[paddle])")
@@ -37,6 +42,13 @@ def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
         source = resolve(model, params)
     except BridgeError as exc:
         raise CliError(str(exc)) from exc
+    try:
+        return _run_paddle_inference(paddle_infer, source, feeds)
+    except Exception as exc:  # noqa: BLE001 - whatever Paddle raises, the user gets one line, not its traceback
+        raise CliError(f"Paddle Inference could not run this model: {paddle_error_summary(exc)}") from exc
+
+
+def _run_paddle_inference(paddle_infer, source, feeds: dict) -> dict:
     if source.params_is_dir:
         config = paddle_infer.Config(source.params_path)
     elif source.params_path is not None:
@@ -51,17 +63,33 @@ def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
     config.set_cpu_math_library_num_threads(1)
     predictor = paddle_infer.create_predictor(config)
     for name in predictor.get_input_names():
+        if name not in feeds:
+            raise KeyError(f"Paddle Inference wants an input '{name}' the model has no feed for "
+                           f"(inputs: {', '.join(sorted(feeds))})")
         handle = predictor.get_input_handle(name)
-        array = np.ascontiguousarray(feeds[name])
+        array = np.asarray(feeds[name], order="C")  # np.ascontiguousarray would make a 0-d feed shape [1]
         handle.reshape(list(array.shape))
         handle.copy_from_cpu(array)
     predictor.run()
     return {name: predictor.get_output_handle(name).copy_to_cpu() for name in predictor.get_output_names()}
 
 
+def paddle_error_summary(exc: BaseException) -> str:
+    """One line from a Paddle exception: its `(Kind) message` line when there is one (Paddle's C++ errors
+    carry a traceback and hints around it), else its first non-empty line."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("(") and ")" in line[:40]:
+            return line.split("  [Hint:")[0].split(" [Hint:")[0]
+    summary = next((line for line in lines if not line.startswith(("C++ Traceback", "---", "Error Message"))), "")
+    return f"{type(exc).__name__}: {summary}" if summary else type(exc).__name__
+
+
 def compare(got: np.ndarray, want: np.ndarray) -> dict:
-    """max abs error, max error relative to max|want|, and PASS/FAIL at the whole-model tolerance
-    (integers and booleans exact; a shape or dtype-kind difference fails)."""
+    """max abs error, max error relative to max|want| (over finite expectations), and PASS/FAIL at the
+    whole-model tolerance (integers and booleans exact; an infinity or NaN only by the same value; a shape
+    difference fails)."""
     entry = {"shape": list(got.shape), "want_shape": list(want.shape), "max_abs_error": None,
              "max_rel_error": None, "passed": False}
     if got.shape != want.shape:
@@ -71,10 +99,15 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict:
         entry.update(max_abs_error=0.0, max_rel_error=0.0, passed=True)
         return entry
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    err = np.abs(got64 - want64)
-    scale = float(np.max(np.abs(want64)))
-    entry["max_abs_error"] = float(err.max())
-    entry["max_rel_error"] = float(err.max() / scale) if scale > 0 else (0.0 if err.max() == 0 else float("inf"))
+    # Equal values (the same infinity, NaN for NaN included) differ by 0, a non-finite mismatch by inf:
+    # inf - inf would be NaN and hide the difference from max().
+    same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(same, 0.0, np.nan_to_num(np.abs(got64 - want64), nan=np.inf, posinf=np.inf))
+    scale = model_scale(want64)  # over the finite expectations, as the tolerance itself
+    max_err = float(err.max())
+    entry["max_abs_error"] = max_err
+    entry["max_rel_error"] = max_err / scale if scale > 0 else (0.0 if max_err == 0 else float("inf"))
     if want.dtype.kind in "biu" or got.dtype.kind in "biu":
         entry["passed"] = bool(np.array_equal(got, want))
     else:

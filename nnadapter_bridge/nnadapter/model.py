@@ -117,9 +117,14 @@ class Model:
     def add_constant(self, value, precision: Optional[Precision] = None, name: str = "", *,
                      copy: bool = True, scale: Optional[float] = None, scales=None,
                      channel_dim: int = 0, zero_point: int = 0) -> Operand:
-        """Add a constant operand holding `value` (a scalar becomes a shape-[1] tensor)."""
+        """Add a constant operand holding `value`.
+
+        A Python or numpy scalar becomes a shape-[1] tensor: NNAdapter's scalar parameters (axis, epsilon,
+        fuse code...) are [1]. A 0-d ndarray stays 0-d: it is a value (a 0-d parameter, or a constant that
+        combines with a 0-d operand), and Paddle keeps such results 0-d where a [1] would broadcast them
+        to [1]."""
         array = np.asarray(value)
-        if array.ndim == 0:
+        if array.ndim == 0 and not isinstance(value, np.ndarray):
             array = array.reshape(1)
         if precision is None:
             if array.dtype == np.float64:

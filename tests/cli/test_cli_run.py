@@ -179,3 +179,80 @@ def test_subprocess_smoke(yolo, tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr == f"nnadapter-bridge run: error: {tmp_path / 'none'}: no such model file or directory\n"
+
+
+# -- non-finite outputs and Paddle-side failures -------------------------------------------------------------
+
+
+@pytest.fixture
+def division(tmp_path):
+    """x / y saved by paddle (legacy static), with inputs making +inf, -inf and NaN (0/0) outputs."""
+    from support.converter_harness import static_program
+
+    x = np.array([[1.0, -2.0, 0.0, 3.0]], np.float32)
+    y = np.array([[0.0, 0.0, 0.0, 2.0]], np.float32)
+    saved = static_program(tmp_path / "model", lambda x, y: x / y, {"x": x, "y": y})
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return saved.model_path, ["--input", f"x={tmp_path / 'x.npy'}", "--input", f"y={tmp_path / 'y.npy'}"]
+
+
+def test_compare_paddle_passes_identical_infinities_and_nans(division, capsys):
+    model, inputs = division
+    data = run_json(capsys, model, *inputs, "--compare-paddle")
+    (name, entry), = data["compare_paddle"].items()
+    assert np.isposinf(data["outputs"][name]["max"]) or np.isnan(data["outputs"][name]["max"])
+    assert data["passed"] is True and entry["passed"] is True
+    # the same inf, -inf and NaN differ by 0 (inf - inf would be NaN)
+    assert entry["max_abs_error"] == 0.0 and entry["max_rel_error"] == 0.0
+
+
+@pytest.mark.parametrize("got, want", [
+    ([np.inf, 1.0], [-np.inf, 1.0]),   # the other infinity
+    ([np.nan, 1.0], [np.inf, 1.0]),    # NaN where inf is expected
+    ([2.0, 1.0], [np.nan, 1.0]),       # a number where NaN is expected
+    ([np.inf, 1.0], [3.0, 1.0]),       # inf where a number is expected
+])
+def test_compare_fails_on_a_non_finite_mismatch(got, want):
+    entry = paddle_reference.compare(np.array(got, np.float32), np.array(want, np.float32))
+    assert entry["passed"] is False
+    assert entry["max_abs_error"] == np.inf
+
+
+def test_compare_measures_errors_beside_matching_infinities():
+    entry = paddle_reference.compare(np.array([np.inf, 1.5, -np.inf], np.float32),
+                                     np.array([np.inf, 1.0, -np.inf], np.float32))
+    assert entry["passed"] is False
+    assert entry["max_abs_error"] == pytest.approx(0.5)
+    assert entry["max_rel_error"] == pytest.approx(0.5)  # relative to max|want| over the finite values
+
+
+def test_paddle_inference_failure_is_one_line(tmp_path, capsys):
+    """A model Paddle Inference cannot run (a Paddle Lite fused op that Paddle itself does not register) while
+    we can: one line naming Paddle Inference and its reason, exit status 2, no traceback."""
+    from support.converter_harness import opdesc_program
+
+    x = np.array([[1.0, -2.0, 0.5]], np.float32)
+    saved = opdesc_program(tmp_path, "fusion_elementwise_add_activation", inputs={"X": ["x"], "Y": ["y"]},
+                           outputs={"Out": ["out"]}, attrs={"axis": -1, "act_type": "relu"},
+                           feeds={"x": x, "y": x}, run_paddle=False)
+    np.save(tmp_path / "x.npy", x)
+    inputs = ["--input", f"x={tmp_path / 'x.npy'}", "--input", f"y={tmp_path / 'x.npy'}"]
+    assert main(["run", saved.model_path, *inputs]) == 0  # we run it
+    capsys.readouterr()
+    assert main(["run", saved.model_path, *inputs, "--compare-paddle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("nnadapter-bridge run: error: Paddle Inference could not run this model: ")
+    assert "fusion_elementwise_add_activation" in err and "not registered" in err
+
+
+def test_paddle_reference_keeps_a_0d_input_0d(tmp_path):
+    """np.ascontiguousarray would feed a 0-d input as shape [1], and Paddle would answer for that shape."""
+    from support.converter_harness import static_program
+
+    x = np.array(3.0, np.float32)
+    saved = static_program(tmp_path, lambda x: x * 2.0, {"x": x})
+    assert saved.outputs[0].shape == ()  # Paddle's executor keeps it 0-d
+    out, = paddle_reference.paddle_outputs(saved.model_path, saved.params_path, {"x": x}).values()
+    assert out.shape == () and float(out) == 6.0

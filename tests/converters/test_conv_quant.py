@@ -281,6 +281,42 @@ def test_quantize_then_dequantize_linear(tmp_path, round_type, quant_axis):
     assert (T.MAX in operation_types(result)) == (round_type == 1)
 
 
+@pytest.mark.parametrize("round_type", [0, 1])
+@pytest.mark.parametrize("qmin, qmax", [(-8, 7), (0, 7), (-128, 127), (-127, 127), (-4, 100)])
+@pytest.mark.parametrize("quant_axis", [-1, 1])
+def test_quantize_linear_qmin_qmax(tmp_path, round_type, qmin, qmax, quant_axis):
+    # Paddle 3.3.1: step = Scale / qmax (bit_length and qmin unread); round_type 0 clips the integers to
+    # [-qmax - 1, qmax], 1 clips x to [-Scale, Scale]. bit_length 4 with qmax 7 is the 4-bit form; 8 would
+    # be read the same.
+    thresholds = np.array([1.5], np.float32) if quant_axis < 0 else np.array([0.5, 2.0, 1.0], np.float32)
+    steps = (thresholds / qmax).reshape((1, -1, 1) if quant_axis >= 0 else (1,))
+    x = _off_ties(randn(2, 3, 5, scale=1.5), steps)  # |x| past the threshold exercises both clips
+    attrs = {"quant_axis": quant_axis, "round_type": round_type, "qmin": qmin, "qmax": qmax,
+             "bit_length": 4 if qmax == 7 else 8}
+    ops = [_linear_op("quantize_linear", "x", "s", "z", "q", **attrs),
+           _linear_op("dequantize_linear", "q", "s", "z", "y", **attrs)]
+    zero = np.zeros(thresholds.shape, np.float32)
+    saved = _write_ops(tmp_path, ops, {"x": x}, {"s": thresholds, "z": zero}, ["y"])
+    integers = np.rint(saved.outputs[0] / steps)
+    low = -qmax if round_type == 1 else -qmax - 1
+    assert integers.min() == low and integers.max() == qmax  # Paddle saturated at both ends
+    got, result = check_program(saved)
+    assert operation_types(result)[-2:] == [T.QUANTIZE, T.DEQUANTIZE]
+    assert (T.MAX in operation_types(result)) == (low > -128)
+    assert (T.MIN in operation_types(result)) == (qmax < 127)
+
+
+@pytest.mark.parametrize("attrs, reason", [({"qmax": 255, "qmin": 0}, "qmax 255"),
+                                           ({"qmax": 0}, "qmax 0")])
+def test_quantize_linear_qmin_qmax_past_int8_is_declined(tmp_path, attrs, reason):
+    ops = [_linear_op("quantize_linear", "x", "s", "z", "q", **attrs),
+           _linear_op("dequantize_linear", "q", "s", "z", "y", **attrs)]
+    saved = _write_ops(tmp_path, ops, {"x": randn(2, 3)}, {"s": np.array([1.0], np.float32),
+                                                         "z": np.zeros([1], np.float32)}, ["y"], run_paddle=False)
+    with pytest.raises(ConversionError, match=reason):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
 @pytest.mark.parametrize("quant_axis", [-1, 0])
 def test_dequantize_linear_of_float_integers(tmp_path, quant_axis):
     # Paddle's quantize_linear output is float integers; a subgraph input of that kind is multiplied.

@@ -138,17 +138,12 @@ SWAPS = [
     ("elementwise_add", _add, {"x": [1], "y": []}, {"x": [], "y": []}),
     ("elementwise_add", _add, {"x": [1], "y": [1]}, {"x": [], "y": []}),
 ]
-# The scale converter emits MUL/ADD with shape-[1] constants, which broadcast a 0-d x to [1]; Paddle keeps 0-d.
-KNOWN_0D = {("scale", "x", ())}
 
 
 @pytest.mark.parametrize("pir", [True, False], ids=["pir", "legacy"])
 @pytest.mark.parametrize("name, build, declared, fed", SWAPS,
                          ids=[f"{n}-{d}-fed-{f}" for n, _, d, f in SWAPS])
-def test_a_0d_var_fed_1_and_back_runs_as_paddle_runs_it(request, tmp_path, pir, name, build, declared, fed):
-    if any((name, var, tuple(shape)) in KNOWN_0D for var, shape in fed.items()):
-        request.applymarker(pytest.mark.xfail(reason=f"{name} on a 0-d input gives [1] (the converter's [1] "
-                                                     "constants); Paddle gives 0-d", strict=False))
+def test_a_0d_var_fed_1_and_back_runs_as_paddle_runs_it(tmp_path, pir, name, build, declared, fed):
     model, params = _save(tmp_path, build, declared, pir=pir)
     feeds = {var: _value(shape, k) for k, (var, shape) in enumerate(fed.items())}
     want = _paddle_run(model, params, feeds)
@@ -173,7 +168,8 @@ def test_conv_pool_declared_224_fed_300(tmp_path, device):
     assert want[0].shape == (1, 4, 150, 150)
     predictor = _predictor(model, params, device)
     _assert_same(_run(predictor, feeds), want)
-    assert predictor.stats.subgraph_host_runs == 0
+    stats = predictor.stats
+    assert (stats.subgraphs, stats.host_ops, stats.subgraph_host_runs) == (1, 0, 0)
 
 
 @pytest.mark.parametrize("device", PADDLE_DEVICES)
@@ -234,7 +230,7 @@ def _ops_0d():
         "greater_than": lambda x: x > 0.4, "isnan": paddle.isnan, "cumsum": paddle.cumsum,
         "expand": lambda x: paddle.expand(x, [2, 3]), "tile": lambda x: paddle.tile(x, [2]),
         "stack": lambda x: paddle.stack([x, x]),
-        # These give [1] here, Paddle 0-d: their converters' scalar constants are shape [1] (see KNOWN_1).
+        # Their converters combine x with scalar constants (or, softmax, write a constant): Paddle keeps 0-d.
         "scale": lambda x: paddle.scale(x, 2.0, 0.5), "sqrt": paddle.sqrt, "sign": paddle.sign, "elu": F.elu,
         "selu": F.selu, "reciprocal": paddle.reciprocal, "log1p": paddle.log1p,
         "pow": lambda x: paddle.pow(x, 2.0), "round": paddle.round, "ceil": paddle.ceil,
@@ -242,9 +238,10 @@ def _ops_0d():
     }
 
 
-# Ops whose 0-d result is [1] here (the reason is in the report of the converter they come from).
-KNOWN_1 = {"scale", "sqrt", "sign", "elu", "selu", "reciprocal", "log1p", "pow", "round", "ceil", "softmax",
-           "log_softmax"}
+# Ops whose converters add scalar constants (or, softmax/log_softmax, a FILL_LIKE) around x: the constants
+# must be 0-d next to a 0-d x, else the result broadcasts to [1].
+WITH_SCALARS = ["ceil", "elu", "log1p", "log_softmax", "pow", "reciprocal", "round", "scale", "selu", "sign",
+                "softmax", "sqrt"]
 
 
 def _op_names():
@@ -252,18 +249,42 @@ def _op_names():
             "square", "rsqrt", "gelu", "silu", "softplus", "relu6", "leaky_relu", "hardswish", "hardsigmoid",
             "mish", "swish", "clip", "cast", "sum", "mean", "max", "prod", "logsumexp", "argmax", "numel",
             "unsqueeze", "reshape_1", "flatten", "squeeze", "assign", "full_like", "add_self", "greater_than",
-            "isnan", "cumsum", "expand", "tile", "stack", *sorted(KNOWN_1)]
+            "isnan", "cumsum", "expand", "tile", "stack", *WITH_SCALARS]
 
 
 @pytest.mark.parametrize("op", _op_names())
-def test_0d_feed_gives_paddles_output_shape(request, tmp_path, op):
-    if op in KNOWN_1:
-        request.applymarker(pytest.mark.xfail(reason=f"{op} on a 0-d input gives [1] here, 0-d in Paddle",
-                                              strict=False))
+def test_0d_feed_gives_paddles_output_shape(tmp_path, op):
     model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
     feeds = {"x": np.asarray(0.3, dtype=np.float32)}
     want = _paddle_run(model, params, feeds)
     _assert_same(_run(_predictor(model, params), feeds), want)
+
+
+@pytest.mark.parametrize("device", PADDLE_DEVICES[1:])
+@pytest.mark.parametrize("op", WITH_SCALARS)
+def test_0d_feed_with_scalar_constants_on_the_sdk_drivers(tmp_path, op, device):
+    # Whether the driver takes the 0-d constants or leaves the op to the host, the result is Paddle's.
+    model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
+    feeds = {"x": np.asarray(0.3, dtype=np.float32)}
+    want = _paddle_run(model, params, feeds)
+    _assert_same(_run(_predictor(model, params, device), feeds), want)
+
+
+@pytest.mark.parametrize("device", PADDLE_DEVICES[1:])
+@pytest.mark.parametrize("op", [op for op in WITH_SCALARS if op not in ("softmax", "log_softmax")])
+def test_0d_scalar_constants_run_on_the_sdk_driver(tmp_path, op, device):
+    model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
+    stats = _predictor(model, params, device).stats
+    assert (stats.subgraphs, stats.host_ops) == (1, 0)
+
+
+@pytest.mark.parametrize("device", PADDLE_DEVICES[1:])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_0d_softmax_runs_on_the_sdk_driver(tmp_path, op, device):
+    # A FILL_LIKE with a [1] value: no 0-d constant, so both drivers take it.
+    model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
+    stats = _predictor(model, params, device).stats
+    assert (stats.subgraphs, stats.host_ops) == (1, 0)
 
 
 # -- the program cache across signatures -------------------------------------------------------------------

@@ -336,7 +336,8 @@ def test_repeat_interleave_tensor_pir(tmp_path):
 @pytest.mark.parametrize("round_type", [0, 1])
 @pytest.mark.parametrize("quant_axis,scale", [(-1, [127.0]), (-1, [0.8]), (0, [0.8, 1.6]),
                                               (1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])])
-@pytest.mark.parametrize("qrange", [{}, {"qmin": -8, "qmax": 7, "bit_length": 4}])
+@pytest.mark.parametrize("qrange", [{}, {"qmin": -8, "qmax": 7, "bit_length": 4}, {"qmin": 0, "qmax": 7},
+                                    {"qmin": -4, "qmax": 100}])
 def test_quantize_linear_standalone(tmp_path, round_type, quant_axis, scale, qrange):
     x = np.array([[0.5, 1.5, 2.5, -0.5, -2.5, 0.05, np.nan, np.inf],
                   [0.35, -0.25, 0.0, 200.0, -200.0, 0.1, -np.inf, 63.5]], np.float32)

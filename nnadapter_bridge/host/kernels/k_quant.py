@@ -3,7 +3,8 @@ does (for an inference program: is_test=True), so a fetched Y matches Paddle's.
 
 What Paddle 3.3.1 does (checked by running the op):
 - the bin count is the `qmax` attr (default 127), not 2^(bit_length-1)-1: bit_length is not read;
-- round_type 0: q = rint(qmax / s * x) (ties to even), clipped to [qmin, qmax] (default [-128, 127]);
+- round_type 0: q = rint(qmax / s * x) (ties to even), clipped to [-qmax - 1, qmax]: the `qmin` attr is not
+  read either (qmin 0 / qmax 7 gives -8);
 - round_type 1: x is first clipped to [-s, s], then q = round(qmax / s * x) with ties away from zero, so
   q stays in [-qmax, qmax];
 - quant_axis < 0 uses one scale, quant_axis 0 or 1 one scale per index of that axis; ZeroPoint is not read;
@@ -36,7 +37,7 @@ def quantize_linear(io: OpScope) -> None:
                        "InState); save the model for inference")
     scale = io.input("Scale").astype(x.dtype).reshape(-1)
     axis = int(io.attr("quant_axis", 0))
-    qmin, qmax = int(io.attr("qmin", -128)), int(io.attr("qmax", 127))
+    qmax = int(io.attr("qmax", 127))
     if axis >= 0:
         if axis >= x.ndim or x.shape[axis] != scale.size:
             raise io.error(f"quant_axis {axis} of X {list(x.shape)} needs one Scale value per index, "
@@ -49,7 +50,7 @@ def quantize_linear(io: OpScope) -> None:
     factor = (x.dtype.type(qmax) * inverse_scale(scale)).astype(x.dtype)
     with np.errstate(invalid="ignore"):
         if int(io.attr("round_type", 0)) == 0:
-            q = np.clip(np.rint(factor * x), qmin, qmax)
+            q = np.clip(np.rint(factor * x), -qmax - 1, qmax)
         else:
             scaled = factor * np.clip(x, -scale, scale)
             whole = np.trunc(scaled)  # std::round, exactly: floor(|v| + 0.5) would round 0.49999997 up

@@ -72,11 +72,14 @@ def broadcast_dims(a: Sequence[int], b: Sequence[int], op: Optional[Operation] =
 
 
 def normalize_axis(axis: int, rank: int, op: Optional[Operation] = None, what: str = "axis") -> int:
-    """Map axis in [-rank, rank) to [0, rank); raise OperationError outside."""
-    if not -rank <= axis < max(rank, 1):
+    """Map axis in [-rank, rank) to [0, rank); raise OperationError outside.
+
+    A 0-d tensor takes axis 0 or -1 (both mean its one element), as Paddle's ops on 0-d inputs do."""
+    span = max(rank, 1)
+    if not -span <= axis < span:
         where = f"{op.type.name}: " if op is not None else ""
         raise OperationError(f"{where}{what} {axis} is out of range for rank {rank}")
-    return axis + rank if axis < 0 else axis
+    return axis + span if axis < 0 else axis
 
 
 def const_array(op: Operation, i: int) -> Optional[np.ndarray]:
