@@ -78,4 +78,4 @@ def scalar_attr_or_tensor(ctx, op, attr: str, slot: str, default: int) -> int:
     name = view.optional_input(slot)
     if name is not None:
         return int(np.asarray(ctx.param(name)).reshape(-1)[0])
-    return int(view.attr(attr, default))
+    return view.attr_int(attr, default)

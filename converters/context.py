@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import ConversionError, NNAdapterError
-from converters.op_view import OpView
+from converters.op_view import OpView, has_var_attrs, resolve_var_attrs
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
@@ -59,6 +59,23 @@ class ConversionContext:
 
     def is_param(self, name: str) -> bool:
         return name in self.params and name not in self._operands
+
+    def constant_value(self, name: str) -> Optional[np.ndarray]:
+        """The value of var `name` when it is known at conversion time (a parameter, or a constant operand an
+        earlier op of this subgraph made), else None."""
+        if self.is_param(name):
+            return np.asarray(self.params[name])
+        stack = self._operands.get(name)
+        if stack:
+            return np.asarray(stack[-1].value) if stack[-1].is_constant else None
+        if self.graph is not None and self.current_op is not None:
+            return graph_constant(self.graph, self.params, name, self.current_op)
+        return None
+
+    def resolved(self, op):
+        """`op` with its Variable-valued attributes folded wherever their tensors are known now (see
+        `constant_value`); the others stay references, which OpView refuses with a ConversionError."""
+        return resolve_var_attrs(op, self.constant_value) if has_var_attrs(op) else op
 
     def bind(self, name: str, operand: Operand) -> Operand:
         """Map var `name` to `operand` (shadowing any earlier one)."""
@@ -190,6 +207,53 @@ class ConversionContext:
         return ConversionError(f"{where}: {message}")
 
 
+# How far back `graph_constant` follows producers (shape arithmetic is a few ops deep).
+MAX_CONSTANT_DEPTH = 8
+# Ops whose output is no constant however constant their inputs are.
+_NOT_CONSTANT = frozenset({"feed", "fetch", "gaussian_random", "uniform_random", "randint", "randperm",
+                           "dropout", "bernoulli", "multinomial", "empty", "while", "conditional_block"})
+
+
+def graph_constant(graph, params: Mapping[str, np.ndarray], name: str, reader, depth: int = 0) -> Optional[np.ndarray]:
+    """The value of var `name` as op `reader` reads it, when it is computable at conversion time: a parameter,
+    or the output of ops (fill_constant, assign_value, shape arithmetic on them) whose inputs are all such
+    values, found by converting each producer alone and running it through the NNAdapter reference. None when
+    any producer depends on a run-time value (a feed, a random op) or cannot be converted."""
+    if name in params:
+        return np.asarray(params[name])
+    if depth >= MAX_CONSTANT_DEPTH:
+        return None
+    try:
+        writers = [w for w in graph.writers(name, reader.block_idx) if w.index < reader.index]
+    except Exception:  # an unknown block or var: not a constant we can see
+        return None
+    if not writers or reader.block_idx != writers[-1].block_idx:
+        return None
+    producer = writers[-1]
+    if producer.type in _NOT_CONSTANT or any(isinstance(v, list) and v and type(v[0]).__name__ == "BlockRef"
+                                             for v in producer.attrs.values()):
+        return None
+    known = {}
+    for input_name in dict.fromkeys(producer.input_names()):
+        if input_name == "@EMPTY@":
+            continue
+        value = graph_constant(graph, params, input_name, producer, depth + 1)
+        if value is None:
+            return None
+        known[input_name] = value
+    from nnadapter_bridge.nnadapter.reference import run_model
+
+    try:
+        producer = resolve_var_attrs(producer, lambda n: graph_constant(graph, params, n, producer, depth + 1))
+        outputs = [n for n in dict.fromkeys(producer.output_names()) if n != "@EMPTY@"]
+        result = convert_subgraph([producer], {**params, **known}, {}, outputs, graph)
+        values = dict(zip(result.output_names, run_model(result.model, [])))
+    except Exception:  # no converter, or one that cannot take this op: not foldable here
+        return None
+    value = values.get(name)
+    return None if value is None else np.asarray(value)
+
+
 @dataclasses.dataclass
 class ConversionResult:
     model: Model
@@ -215,11 +279,13 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
         if spec is None:
             raise ConversionError(f"{op.label()}: Paddle op '{op.type}' has no converter")
         ctx.current_op = op
+        # Converters read the op with its tensor-valued attributes folded (operation_origin keeps `op`).
+        view = ctx.resolved(op)
         if spec.check is not None:
-            reason = spec.check(op, ctx)
+            reason = spec.check(view, ctx)
             if reason:
                 raise ctx.error(f"cannot be converted: {reason}")
-        spec.fn(ctx, op)
+        spec.fn(ctx, view)
     ctx.current_op = None
     outputs, names = [], []
     for name in output_names:

@@ -19,7 +19,7 @@ from converters.context import ConversionContext
 from converters.op_view import OpView, precision_of_var_type
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, precision_dtype
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -342,10 +342,20 @@ def convert_shape(ctx: ConversionContext, op):
 
 @converter("range", emits=[T.RANGE, T.CAST])
 def convert_range(ctx: ConversionContext, op):
-    """start, start + step, ... below end; the three tensors take Start's precision."""
+    """start, start + step, ... below end; the three tensors take Start's precision.
+
+    PIR's `range` holds start/end/step as attributes (constants folded by the loader, run-time tensors as
+    Variable-valued attributes, read here once resolved); they take the op's `dtype`."""
     v = OpView(op)
-    start = ctx.input(v.input("Start"))
     var = v.output("Out")
+    if v.optional_input("Start") is None:
+        precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
+        dtype = precision_dtype(precision)
+        values = [np.asarray(v._scalar(a, None), dtype=dtype).reshape(1) for a in ("start", "end", "step")]
+        start, end, step = (ctx.const(value, precision) for value in values)
+        ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
+        return
+    start = ctx.input(v.input("Start"))
     end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")
     step = ctx.cast(ctx.input(v.input("Step")), start.type.precision, var, "step")
     ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])

@@ -357,15 +357,19 @@ def _emit_mish(ctx, attrs, x, out):
     binary(ctx, T.MUL, x, unary(ctx, T.TANH, soft, _temp(ctx, out, "tanh")), out)
 
 
-@_activation("logsigmoid", [T.MUL, T.SOFTPLUS])
+@_activation("logsigmoid", [T.MUL, T.RELU, T.SUB, T.EXP, T.ADD, T.LOG])
 def _emit_logsigmoid(ctx, attrs, x, out):
-    # log(sigmoid(x)) = -softplus(-x): stays finite where sigmoid underflows (SOFTPLUS returns its input
-    # past the threshold, as Paddle's stable formula does).
+    # Paddle's max-shifted formula, m = max(-x, 0): -m - log(exp(-m) + exp(-x - m)). It stays finite
+    # where sigmoid underflows, and gives NaN for -inf (inf - inf) as Paddle's kernel does.
     minus_one = ctx.const_like(-1.0, x)
     negated = binary(ctx, T.MUL, x, minus_one, _temp(ctx, out, "neg"))
-    soft = _temp(ctx, out, "softplus")
-    ctx.add(T.SOFTPLUS, [negated, ctx.const_f32(1.0), ctx.const_f32(20.0)], [soft])
-    binary(ctx, T.MUL, soft, minus_one, out)
+    shift = unary(ctx, T.RELU, negated, _temp(ctx, out, "shift"))
+    minus_shift = binary(ctx, T.MUL, shift, minus_one, _temp(ctx, out, "minus_shift"))
+    first = unary(ctx, T.EXP, minus_shift, _temp(ctx, out, "exp_shift"))
+    second = unary(ctx, T.EXP, binary(ctx, T.SUB, negated, shift, _temp(ctx, out, "neg_shifted")),
+                   _temp(ctx, out, "exp_neg_shifted"))
+    total = binary(ctx, T.ADD, first, second, _temp(ctx, out, "sum"))
+    binary(ctx, T.SUB, minus_shift, unary(ctx, T.LOG, total, _temp(ctx, out, "log")), out)
 
 
 def emit_where_positive(ctx, x, out, negative_branch: Operand):
@@ -412,28 +416,49 @@ def _emit_tanh_shrink(ctx, attrs, x, out):
     binary(ctx, T.SUB, x, unary(ctx, T.TANH, x, _temp(ctx, out, "tanh")), out)
 
 
-@_activation("thresholded_relu", [T.GREATER, T.WHERE])
+def _mask(ctx, type: T, a: Operand, b: Operand, out: Operand, purpose: str) -> Operand:
+    """The comparison `a <type> b` as 0/1 in a's float precision (Paddle's `(cond).cast<T>()`)."""
+    test = compare(ctx, type, a, b, _temp(ctx, out, purpose))
+    plain = a.type.precision if not a.type.is_quantized else Precision.FLOAT32
+    return cast_to(ctx, test, plain, _temp(ctx, out, purpose + "_mask"))
+
+
+# The shrinks and thresholded_relu multiply by 0/1 masks as Paddle's kernels do, so NaN, and an infinity
+# the mask zeroes, give NaN there (a select would give 0).
+
+@_activation("thresholded_relu", [T.GREATER, T.LESS_EQUAL, T.CAST, T.MUL, T.ADD])
 def _emit_thresholded_relu(ctx, attrs, x, out):
-    # Paddle: x > threshold ? x : value.
-    above = compare(ctx, T.GREATER, x, ctx.const_like(attrs.f("threshold", 1.0), x), _temp(ctx, out, "above"))
-    ctx.add(T.WHERE, [above, x, ctx.const_like(attrs.f("value", 0.0), x)], [out])
+    # Paddle: (x > threshold) * x + (x <= threshold) * value.
+    threshold = ctx.const_like(attrs.f("threshold", 1.0), x)
+    value = attrs.f("value", 0.0)
+    above = _mask(ctx, T.GREATER, x, threshold, out, "above")
+    if value == 0.0:
+        binary(ctx, T.MUL, above, x, out)
+        return
+    kept = binary(ctx, T.MUL, above, x, _temp(ctx, out, "kept"))
+    below = _mask(ctx, T.LESS_EQUAL, x, threshold, out, "below")
+    filled = binary(ctx, T.MUL, below, ctx.const_like(value, x), _temp(ctx, out, "filled"))
+    binary(ctx, T.ADD, kept, filled, out)
 
 
-@_activation("hard_shrink", [T.ABS, T.GREATER, T.WHERE])
+@_activation("hard_shrink", [T.ABS, T.GREATER_EQUAL, T.CAST, T.MUL])
 def _emit_hard_shrink(ctx, attrs, x, out):
-    # Paddle: (x < -t || x > t) ? x : 0, i.e. |x| > t ? x : 0.
+    # Paddle: x * (x <= -t || x >= t), i.e. x * (|x| >= t): |x| == t keeps x.
     magnitude = unary(ctx, T.ABS, x, _temp(ctx, out, "abs"))
-    keep = compare(ctx, T.GREATER, magnitude, ctx.const_like(attrs.f("threshold", 0.5), x), _temp(ctx, out, "keep"))
-    ctx.add(T.WHERE, [keep, x, ctx.const_like(0.0, x)], [out])
+    keep = _mask(ctx, T.GREATER_EQUAL, magnitude, ctx.const_like(attrs.f("threshold", 0.5), x), out, "keep")
+    binary(ctx, T.MUL, x, keep, out)
 
 
-@_activation("softshrink", [T.CLIP, T.SUB])
+@_activation("softshrink", [T.GREATER, T.LESS, T.CAST, T.SUB, T.ADD, T.MUL])
 def _emit_softshrink(ctx, attrs, x, out):
-    # x > l ? x - l : x < -l ? x + l : 0  ==  x - clip(x, -l, l).
+    # Paddle: (x > l) * (x - l) + (x < -l) * (x + l).
     lam = attrs.f("lambda", 0.5)
-    clipped = _temp(ctx, out, "clip")
-    ctx.add(T.CLIP, [x, ctx.const_f32(-lam), ctx.const_f32(lam)], [clipped])
-    binary(ctx, T.SUB, x, clipped, out)
+    low, high = ctx.const_like(-lam, x), ctx.const_like(lam, x)
+    upper = binary(ctx, T.MUL, _mask(ctx, T.GREATER, x, high, out, "above"),
+                   binary(ctx, T.SUB, x, high, _temp(ctx, out, "minus_l")), _temp(ctx, out, "upper"))
+    lower = binary(ctx, T.MUL, _mask(ctx, T.LESS, x, low, out, "below"),
+                   binary(ctx, T.ADD, x, high, _temp(ctx, out, "plus_l")), _temp(ctx, out, "lower"))
+    binary(ctx, T.ADD, upper, lower, out)
 
 
 @_activation("reciprocal", [T.DIV])

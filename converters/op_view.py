@@ -4,6 +4,14 @@ with Paddle's defaults, and the NNAdapter precision of a VarType element-type co
 `OpView(op)` wraps a loader `OpInfo` without copying it. A slot holding nothing, or only Paddle's
 `@EMPTY@` placeholder, is an absent slot: `input` / `output` raise a ConversionError naming the op,
 `optional_input` / `optional_output` return None.
+
+Paddle lets some attributes hold a Variable (a VAR/VARS attribute, a loader `VarRef`: `reduce_sum`'s `dim`,
+`cumsum`'s `axis`, `fill_any_like`'s `value`, PIR `range`'s `start`, ...): the value is a tensor. Whoever
+knows that tensor's value replaces the reference with it first (`resolve_var_attrs`: the conversion context
+with parameters and constant operands, the host executor with the run-time scope). A reference still
+unresolved when a converter reads the attribute is a tensor computed at run time: the readers raise a
+ConversionError naming the op and the attribute, so the op is refused (and runs where the value is known),
+never a TypeError from int(VarRef).
 """
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ import numpy as np
 
 from nnadapter_bridge.errors import ConversionError
 from nnadapter_bridge.loader.dtypes import TENSOR_ELEMENT_TYPES, VarTypeCode, numpy_dtype
-from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, OpInfo, VarRef
 from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision
 
 
@@ -53,6 +61,59 @@ def vartype_precision(code, what: str = "dtype") -> Precision:
         raise ValueError(f"{what} {code!r} is not a Paddle element type NNAdapter can hold "
                          f"(known VarType codes: {sorted(VARTYPE_PRECISIONS)})")
     return precision
+
+
+def var_attr_names(value) -> list:
+    """The var names an attribute value refers to (a VarRef, or a list holding VarRefs); [] for plain values."""
+    if isinstance(value, VarRef):
+        return [value.name]
+    if isinstance(value, (list, tuple)):
+        return [v.name for v in value if isinstance(v, VarRef)]
+    return []
+
+
+def has_var_attrs(op) -> bool:
+    return any(var_attr_names(v) for v in op.attrs.values())
+
+
+def tensor_attr_value(array):
+    """An attribute value read from a tensor: a Python scalar for a 0-d tensor, else a flat list (the readers
+    below take a one-element list where a scalar is expected, and a scalar where a list is)."""
+    array = np.asarray(array)
+    items = array.reshape(-1).tolist()
+    return items[0] if array.ndim == 0 and items else items
+
+
+def resolve_var_attrs(op, value_of):
+    """`op`, or a copy of it whose Variable-valued attributes `value_of(var name)` knows (an array, or None when
+    the value is not known) are replaced by those values; references it does not know stay. A VARS list (one
+    tensor per element) becomes the flat list of every element's values."""
+    replaced = {}
+    for name, value in op.attrs.items():
+        refs = var_attr_names(value)
+        if not refs:
+            continue
+        if isinstance(value, VarRef):
+            known = value_of(value.name)
+            if known is not None:
+                replaced[name] = tensor_attr_value(known)
+            continue
+        items, complete = [], True
+        for v in value:
+            if isinstance(v, VarRef):
+                known = value_of(v.name)
+                if known is None:
+                    complete = False
+                    break
+                items.extend(np.asarray(known).reshape(-1).tolist())
+            else:
+                items.append(v)
+        if complete:
+            replaced[name] = items
+    if not replaced:
+        return op
+    return OpInfo(op.type, op.index, op.block_idx, op.inputs, op.outputs, {**op.attrs, **replaced},
+                  op.attr_types, op.is_target)
 
 
 def _present(names: Sequence[str]) -> list:
@@ -109,18 +170,34 @@ class OpView:
 
     # -- attributes -------------------------------------------------------------------------------------
     def attr(self, name: str, default=None):
-        """Attr `name`, or `default` when the op lacks it (or holds None)."""
+        """Attr `name`, or `default` when the op lacks it (or holds None); a ConversionError when it still
+        refers to a tensor (its value is computed at run time)."""
         value = self.op.attr(name)
+        refs = var_attr_names(value)
+        if refs:
+            raise ConversionError(f"{self.op.label()}: attribute '{name}' comes from tensor "
+                                  f"{', '.join(repr(r) for r in refs)}, which is computed at run time; "
+                                  "its value is not known at conversion time")
         return default if value is None else value
 
+    def _scalar(self, name: str, default):
+        value = self.attr(name, default)
+        if isinstance(value, (list, tuple, np.ndarray)):  # a one-element tensor read into the attribute
+            flat = list(np.asarray(value).reshape(-1))
+            if len(flat) != 1:
+                raise ConversionError(f"{self.op.label()}: attribute '{name}' holds {len(flat)} values, "
+                                      "expected one")
+            value = flat[0]
+        return value
+
     def attr_int(self, name: str, default: int) -> int:
-        return int(self.attr(name, default))
+        return int(self._scalar(name, default))
 
     def attr_float(self, name: str, default: float) -> float:
-        return float(self.attr(name, default))
+        return float(self._scalar(name, default))
 
     def attr_bool(self, name: str, default: bool = False) -> bool:
-        return bool(self.attr(name, default))
+        return bool(self._scalar(name, default))
 
     def attr_str(self, name: str, default: str) -> str:
         return str(self.attr(name, default))
@@ -133,7 +210,7 @@ class OpView:
         return self._attr_list(name, default, float)
 
     def _attr_list(self, name: str, default: Sequence, cast) -> list:
-        value = self.op.attr(name)
+        value = self.attr(name)
         if value is None:
             return list(default)
         if isinstance(value, (int, float, np.integer, np.floating)):
@@ -142,4 +219,4 @@ class OpView:
 
     def attr_precision(self, name: str, default: int) -> Optional[Precision]:
         """The NNAdapter precision of a VarType-code attr (`dtype`, `out_dtype`), None for other codes."""
-        return precision_of_var_type(self.attr(name, default))
+        return precision_of_var_type(self._scalar(name, default))

@@ -10,6 +10,10 @@ every input frozen as a constant; such a plan depends on the input values too, s
 digest. Ops whose inputs are tensor arrays (Python lists in the scope), ops carrying sub-blocks, and ops the
 converter still refuses go to their host kernel.
 
+Attributes Paddle lets an op take from a tensor (Variable-valued attributes, `VarRef`s: `reduce_sum`'s `dim`,
+`cumsum`'s `axis`, PIR `range`'s `start`, ...) are read from the scope before anything else, so the converter
+and the host kernel both see plain values; the plan is then cached per those values too.
+
 Host execution always uses the numpy reference: `device_names` is kept for the error messages and for the
 predictor's bookkeeping; it does not change how a host op runs.
 """
@@ -21,6 +25,7 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from converters.op_view import has_var_attrs, resolve_var_attrs, var_attr_names
 from nnadapter_bridge.errors import BridgeError, ConversionError, UnsupportedOpError
 from nnadapter_bridge.host.kernels import HOST_KERNELS, OpScope
 from nnadapter_bridge.host.kernels.registry import EMPTY_VAR_NAME
@@ -104,14 +109,46 @@ class HostExecutor:
 
     def plan_for(self, op, scope: dict) -> Optional[HostPlan]:
         """The cached plan `op` would use with the current scope's input shapes (None before its first run)."""
-        return self._plans.get(self._signature(op, scope))
+        return self._plans.get(self._key(op, scope)[1])
+
+    def _key(self, op, scope: dict) -> tuple:
+        """(the op with its tensor-valued attributes read from the scope, its plan key): those values are part
+        of the op the plan was made for."""
+        resolved = self._resolved(op, scope)
+        read = tuple((name, repr(resolved.attrs[name])) for name, value in op.attrs.items() if var_attr_names(value))
+        return resolved, self._signature(resolved, scope) + (read,)
+
+    def _resolved(self, op, scope: dict):
+        """`op` with every Variable-valued attribute replaced by its tensor's value in the scope (or the params)."""
+        if not has_var_attrs(op):
+            return op
+
+        def value_of(name):
+            value = scope.get(name)
+            if value is None:
+                value = self.graph.params.get(name)
+            if value is None:
+                # Not in the scope (a device subgraph made it and only this attribute reads it): a value
+                # computable at conversion time (fill_constant, assign_value, shape arithmetic) is computed.
+                from converters.context import graph_constant
+
+                value = graph_constant(self.graph, self.graph.params, name, op)
+            return None if value is None or isinstance(value, list) else np.asarray(value)
+
+        resolved = resolve_var_attrs(op, value_of)
+        missing = sorted({n for name, v in resolved.attrs.items() for n in var_attr_names(v)})
+        if missing:
+            raise HostExecutionError(f"{op.label()}: its attribute(s) "
+                                     f"{', '.join(n for n, v in resolved.attrs.items() if var_attr_names(v))} "
+                                     f"come from tensor(s) {', '.join(missing)}, which have no value in the scope")
+        return resolved
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, op, scope: dict) -> None:
         """Run `op`: read its inputs from `scope`, write its outputs into `scope`."""
         if op.type in FEED_FETCH:
             raise HostExecutionError(f"{op.label()}: feed/fetch ops are the predictor's, not the host executor's")
-        key = self._signature(op, scope)
+        op, key = self._key(op, scope)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = self._make_plan(op, scope)

@@ -652,7 +652,8 @@ class _Translator:
         folded = _constant_of(value)
         if folded is not None:
             scalar_type = _KIND_TYPES.get(mutable.kind, _A.FLOAT if folded.dtype.kind == "f" else _A.INT)
-            if value.is_intarray or value.members is not None:
+            # A list argument may also come as a 1-D constant tensor (paddle.reshape(x, paddle.assign([4, 6]))).
+            if value.is_intarray or value.members is not None or (folded.ndim == 1 and folded.size != 1):
                 items = [_python_scalar(v, scalar_type) for v in folded.reshape(-1)]
                 attrs[legacy_attr] = items
                 types[legacy_attr] = _LIST_ATTR_TYPES.get(scalar_type, _A.INTS)

@@ -81,8 +81,9 @@ def linspace(io: OpScope) -> None:
 
 @host_kernel("eye")
 def eye(io: OpScope) -> None:
-    rows = int(io.attr("num_rows"))
-    cols = int(io.attr("num_columns", -1))
+    # Either may come from a one-element tensor (a Variable-valued attribute, read as a list).
+    rows = int(np.asarray(io.attr("num_rows", 0)).reshape(-1)[0])
+    cols = int(np.asarray(io.attr("num_columns", -1)).reshape(-1)[0])
     cols = rows if cols < 0 else cols
     io.set_output("Out", np.eye(rows, cols, dtype=paddle_dtype(io.attr("dtype"), "float32")))
 

@@ -63,7 +63,29 @@ class OpScope:
 
     # -- attributes ----------------------------------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
-        return self.op.attr(name, default)
+        """Attr `name`; one Paddle let come from a tensor (a Variable-valued attribute) is read from the scope:
+        a list when `default` is a list, a scalar when `default` is a scalar and the tensor holds one value
+        (the executor normally resolves these before the kernel runs; this serves direct kernel calls)."""
+        from converters.op_view import tensor_attr_value, var_attr_names
+
+        value = self.op.attr(name, default)
+        refs = var_attr_names(value)
+        if not refs:
+            return value
+        arrays = []
+        for ref in refs:
+            known = self.value(ref)
+            if isinstance(known, list):
+                raise self.error(f"attribute '{name}' comes from '{ref}', a tensor array, not a tensor")
+            arrays.append(np.asarray(known))
+        if isinstance(value, list):  # VARS: one tensor per element
+            return [v for a in arrays for v in a.reshape(-1).tolist()]
+        resolved = tensor_attr_value(arrays[0])
+        if isinstance(default, (list, tuple)):
+            return resolved if isinstance(resolved, list) else [resolved]
+        if default is not None and isinstance(resolved, list) and len(resolved) == 1:
+            return resolved[0]
+        return resolved
 
     # -- inputs --------------------------------------------------------------------------------------
     def input_names(self, slot: str) -> list[str]:

@@ -9,6 +9,11 @@ types Paddle models route through it. Quantized operands reach the references de
 Float results are computed in float32, or in float64 for float64 inputs and where a composite formula would
 otherwise accumulate rounding, and always returned in the input's dtype. ABS and SQUARE take int32/int64 as
 Paddle's kernels do.
+
+NaN, infinities and overflow follow Paddle's CPU kernels (checked against Paddle 3.3.1): RELU is
+`x > 0 ? x : 0`, so NaN gives 0 (the other clamps propagate NaN); float32 exact GELU forms
+x * (1 + erf(x / sqrt2)) and HARD_SWISH forms min(max(x + offset, 0), threshold) * x before scaling, so
+a huge input overflows to inf there; SOFTMAX and LOG_SOFTMAX clip the max-shifted input at -64.
 """
 from __future__ import annotations
 
@@ -90,7 +95,8 @@ _UNARY = {
     T.EXP: np.exp,
     T.FLOOR: np.floor,
     T.LOG: np.log,
-    T.RELU: lambda x: np.maximum(x, 0),
+    # Paddle's CPU relu is `x > 0 ? x : 0`: NaN gives 0.
+    T.RELU: lambda x: np.where(x > 0, x, np.zeros((), x.dtype)),
     T.RELU6: lambda x: np.minimum(np.maximum(x, 0), 6),
     T.RSQRT: lambda x: 1.0 / np.sqrt(x.astype(np.float64)),
     T.SIGMOID: _sigmoid64,
@@ -253,8 +259,20 @@ def gelu(op, inputs):
     if approximate is not None and bool(first_value(approximate)):
         out = 0.5 * x64 * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x64 + 0.044715 * x64 ** 3)))
     else:
-        out = 0.5 * x64 * (1.0 + erf(x64 / np.sqrt(2.0)))
+        doubled = x64 * (1.0 + erf(x64 / np.sqrt(2.0)))
+        # Paddle forms x * (1 + erf(x / sqrt2)) in the input's type before halving: past half the
+        # type's maximum it overflows to inf.
+        out = 0.5 * _overflowing(doubled, x.dtype)
     return [in_dtype_of(out, x)]
+
+
+def _overflowing(values64, dtype):
+    """float64 `values64` as the input's float type would hold them: beyond its range, +-inf."""
+    if np.dtype(dtype).kind != "f" or np.dtype(dtype) == np.float64:
+        return values64
+    limit = float(np.finfo(dtype).max)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(values64) > limit, np.copysign(np.inf, values64), values64)
 
 
 def _hard_sigmoid64(x, alpha, beta):
@@ -270,7 +288,14 @@ def hard_sigmoid(op, inputs):
 @reference(T.HARD_SWISH)
 def hard_swish(op, inputs):
     x, alpha, beta = inputs
-    return [in_dtype_of(x.astype(np.float64) * _hard_sigmoid64(x, alpha, beta), x)]
+    gate = _hard_sigmoid64(x, alpha, beta)
+    # Paddle computes min(max(x + offset, 0), threshold) * x (threshold = 1 / alpha) before dividing by
+    # the scale, so a float32 product past FLT_MAX is inf.
+    alpha = float(first_value(alpha))
+    with np.errstate(all="ignore"):
+        scaled = _overflowing(x.astype(np.float64) * gate / alpha, x.dtype) if alpha != 0 else None
+        out = x.astype(np.float64) * gate if scaled is None else scaled * alpha
+    return [in_dtype_of(out, x)]
 
 
 @reference(T.LEAKY_RELU)
@@ -321,11 +346,21 @@ def prepare_log_softmax(op):
     return _softmax_prepare(op)
 
 
+# Paddle's softmax kernels clip the max-shifted input from below at -64 (exp(-64) ~ 1.6e-28).
+_SHIFT_FLOOR = -64.0
+
+
+def _shifted(x, axis):
+    with np.errstate(invalid="ignore"):
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return np.where(shifted < _SHIFT_FLOOR, x.dtype.type(_SHIFT_FLOOR), shifted)
+
+
 @reference(T.SOFTMAX)
 def softmax(op, inputs):
     x = as_compute_float(inputs[0])
     axis = param_int(inputs[1] if len(inputs) > 1 else None, 1)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    e = np.exp(_shifted(x, axis))
     e /= e.sum(axis=axis, keepdims=True, dtype=x.dtype)
     return [e]
 
@@ -334,6 +369,6 @@ def softmax(op, inputs):
 def log_softmax(op, inputs):
     x = as_compute_float(inputs[0])
     axis = param_int(inputs[1] if len(inputs) > 1 else None, 1)
-    shifted = x - x.max(axis=axis, keepdims=True)
+    shifted = _shifted(x, axis)
     shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True, dtype=x.dtype))
     return [shifted]

@@ -4,6 +4,12 @@ signatures, shape inference and numpy references.
 Layout is NCHW. The references reduce tap by tap over strided views of the padded input (or over the
 whole window view when there are more taps than outputs); max pooling's indices are flat positions
 h * W_in + w within each input plane. Window arithmetic comes from `window`.
+
+Max pooling follows Paddle's CPU kernels (checked against Paddle 3.3.1), float64 included: the running
+maximum starts at -FLT_MAX, so a window of -inf gives -3.4e38. Without indices it is
+`y = y > v ? y : v` over the window in row-major order, so a NaN replaces the maximum and the next element
+replaces the NaN (only a NaN scanned last survives); with indices (max_pool2d_with_index) it is
+`if (y < v) y = v`, which never takes a NaN.
 """
 from __future__ import annotations
 
@@ -172,8 +178,45 @@ def average_pool_2d(op, inputs):
     return [apply_optional_fuse_code(out, inputs[7] if len(inputs) > 7 else None)]
 
 
+# Paddle's max pool kernels start every window at -FLT_MAX, in float64 too.
+_MAX_POOL_START = -float(np.finfo(np.float32).max)
+
+
+def _scan_max(out, value, valid=None):
+    """Paddle's `out = out > value ? out : value` (NaN is taken, then replaced by the next element)."""
+    take = ~(out > value)
+    if valid is not None:
+        take &= valid
+    np.copyto(out, value, where=take)
+
+
 def _max_pool(x, kernel_hw, strides, pads, out_hw, with_indices: bool):
     """Max over each window; with indices, the first maximum's flat position h * W + w in the input."""
+    if not with_indices and np.isnan(x).any():
+        return _max_pool_scan(x, kernel_hw, strides, pads, out_hw), None
+    if with_indices:
+        x = np.where(np.isnan(x), x.dtype.type(-np.inf), x)  # `if (y < v)` never takes a NaN
+    out, indices = _max_pool_taps(x, kernel_hw, strides, pads, out_hw, with_indices)
+    # Windows of -inf (or wholly in the padding) keep the -FLT_MAX start.
+    np.maximum(out, x.dtype.type(_MAX_POOL_START), out=out)
+    return out, indices
+
+
+def _max_pool_scan(x, kernel_hw, strides, pads, out_hw):
+    """Paddle's running maximum tap by tap in row-major window order, padding skipped (NaN inputs)."""
+    overhang = _overhang_pads(x, kernel_hw, strides, pads, out_hw)
+    xp = pad_spatial(x, *overhang)
+    inside = pad_spatial(np.ones((1, 1) + x.shape[2:], dtype=np.float32), *overhang) > 0
+    oh, ow = out_hw
+    out = np.full(x.shape[:2] + (oh, ow), _MAX_POOL_START, dtype=x.dtype)
+    for i in range(kernel_hw[0]):
+        for j in range(kernel_hw[1]):
+            _scan_max(out, window_tap(xp, i, j, oh, ow, strides[0], strides[1]),
+                      window_tap(inside, i, j, oh, ow, strides[0], strides[1]))
+    return out
+
+
+def _max_pool_taps(x, kernel_hw, strides, pads, out_hw, with_indices: bool):
     xp = pad_spatial(x, *_overhang_pads(x, kernel_hw, strides, pads, out_hw), fill=-np.inf)
     top, _, left, _ = pads
     oh, ow = out_hw
@@ -255,20 +298,32 @@ def adaptive_average_pool_2d(op, inputs):
 def adaptive_max_pool_2d(op, inputs):
     x = as_compute_float(inputs[0])
     oh, ow = param_ints(inputs[1])
-    if not _wants_indices(op):
-        out = _adaptive_reduce(x, (oh, ow), np.max)
-        return [out] + ([None] if len(op.outputs) > 1 else [])
+    start = x.dtype.type(_MAX_POOL_START)
     n, c, h, w = x.shape
     hs, he = _adaptive_bounds(h, oh)
     ws, we = _adaptive_bounds(w, ow)
+    if not _wants_indices(op):
+        if not np.isnan(x).any():
+            out = np.maximum(_adaptive_reduce(x, (oh, ow), np.max), start)
+        else:
+            out = np.full((n, c, oh, ow), start, dtype=x.dtype)
+            for a in range(oh):
+                for b in range(ow):
+                    cell = x[:, :, hs[a]:he[a], ws[b]:we[b]].reshape(n, c, -1)
+                    peak = out[:, :, a, b].copy()
+                    for k in range(cell.shape[-1]):
+                        _scan_max(peak, cell[:, :, k])
+                    out[:, :, a, b] = peak
+        return [out] + ([None] if len(op.outputs) > 1 else [])
     out = np.empty((n, c, oh, ow), dtype=x.dtype)
     indices = np.empty((n, c, oh, ow), dtype=np.int64)
     # One vectorized argmax per output cell (adaptive outputs are small, e.g. 1x1 or 7x7).
     for a in range(oh):
         for b in range(ow):
             cell = x[:, :, hs[a]:he[a], ws[b]:we[b]].reshape(n, c, -1)
-            pos = cell.argmax(axis=-1)
-            out[:, :, a, b] = np.take_along_axis(cell, pos[..., None], axis=-1)[..., 0]
+            # argmax takes a NaN; Paddle's `if (y < v)` from -FLT_MAX never does.
+            pos = np.where(np.isnan(cell), -np.inf, cell).argmax(axis=-1)
+            out[:, :, a, b] = np.fmax(np.take_along_axis(cell, pos[..., None], axis=-1)[..., 0], start)
             span = we[b] - ws[b]
             indices[:, :, a, b] = (hs[a] + pos // span) * w + ws[b] + pos % span
     return [out, indices.astype(op.outputs[1].type.dtype)]

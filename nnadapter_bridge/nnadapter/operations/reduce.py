@@ -155,7 +155,10 @@ def reduce_mean(op, inputs):
 def reduce_max(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
-    return [np.asarray(np.max(x, axis=axes, keepdims=param_bool(keepdim, False)))]
+    # Over an empty axis the result is the identity of max (-inf; the type's minimum for integers), which
+    # makes a composed logsumexp -inf there as Paddle's is (Paddle's own reduce_max refuses such axes).
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return [np.asarray(np.max(x, axis=axes, keepdims=param_bool(keepdim, False), initial=lowest))]
 
 
 @reference(T.REDUCE_SUM)
