@@ -79,10 +79,21 @@ for _kind, _type in _ARITHMETIC.items():
               check=_check_arithmetic)(_make_elementwise(_kind, _type, True))
 
 
-@converter("elementwise_mod", emits=[T.FLOOR_DIV, T.MUL, T.SUB, T.UNSQUEEZE], check=_check_arithmetic)
+def _check_mod(op, ctx):
+    reason = _check_arithmetic(op, ctx)
+    if reason:
+        return reason
+    precision = var_precision(ctx, OpView(op).optional_input("X"))
+    if precision is None or precision in FLOATS:
+        # Paddle computes fmod with a sign fix; x - floor(x / y) * y is not that for huge x or y = +-inf, and
+        # NNAdapter has no remainder operation: the host kernel computes it exactly.
+        return "a float remainder is exact only as fmod, which NNAdapter cannot express (the host computes it)"
+    return None
+
+
+@converter("elementwise_mod", emits=[T.FLOOR_DIV, T.MUL, T.SUB, T.UNSQUEEZE], check=_check_mod)
 def convert_elementwise_mod(ctx, op):
-    """x - floor(x / y) * y: the remainder takes the divisor's sign, as Paddle's mod (exact for integers;
-    for floats within a few ulps of x, see the report)."""
+    """Integers: x - floor(x / y) * y, the remainder with the divisor's sign, as Paddle's mod (exact)."""
     v = OpView(op)
     x, y = align_by_axis(ctx, v.output("Out"), v.input("X"), v.input("Y"), v.attr_int("axis", -1))
     out_name = v.output("Out")

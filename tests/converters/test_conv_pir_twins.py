@@ -154,9 +154,12 @@ _arith("minimum", "elementwise_min")
 _arith("floor_divide", "elementwise_floordiv",
        {"x": randn(2, 3, 4, 5, scale=3.0), "y": (np.sign(_BIN["y"]) * (np.abs(_BIN["y"]) + 0.3)).astype(np.float32),
         "z": (np.sign(_BIN["z"]) * (np.abs(_BIN["z"]) + 0.3)).astype(np.float32)})
-_arith("remainder", "elementwise_mod",
-       {"x": randn(2, 3, 4, 5, scale=3.0), "y": (np.sign(_BIN["y"]) * (np.abs(_BIN["y"]) + 0.3)).astype(np.float32),
-        "z": (np.sign(_BIN["z"]) * (np.abs(_BIN["z"]) + 0.3)).astype(np.float32)})
+
+
+# paddle.remainder: the converter takes integers (float remainders run on the host, as fmod).
+@twin("elementwise_mod", {k: _BIN[k] for k in ("xi", "yi", "xl", "yl")})
+def _remainder_ints(xi, yi, xl, yl):
+    return [_pd().remainder(xi, yi), _pd().remainder(xl, yl)]
 _arith("pow", "elementwise_pow",
        {"x": positive(2, 3, 4, 5), "y": randn(4, 5), "z": randn(2, 3, 4, 5)},
        {"xi": ints(3, 4, low=-3, high=4), "yi": ints(4, low=0, high=4), "xl": ints(3, 4, low=-3, high=4, dtype="int64"),

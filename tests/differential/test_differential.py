@@ -81,12 +81,6 @@ KNOWN_DIFFERENCES: list = [
           "onnxruntime's MaxPool gives -inf"),
     Known("conv2d", "float32", "special", ALL,
           "a window with +-3e38 and NaN or both infinities: Paddle's accumulation gives NaN, ours +inf"),
-    Known("elementwise_mod", "float32", "special", ALL,
-          "mod by +-inf: Paddle returns x (Python semantics), we NaN; a huge dividend: Paddle uses fmod, our "
-          "x - floor(x/y)*y loses the remainder"),
-    Known("elementwise_mod", "float64", "special", ALL,
-          "mod by +-inf: Paddle returns x (Python semantics), we NaN; a huge dividend: Paddle uses fmod, our "
-          "x - floor(x/y)*y loses the remainder"),
     Known("exp", "float32", "special", (OPENVINO,), "OpenVINO's Exp returns +inf for NaN"),
     Known("gelu", "float32", "special", (OPENVINO, ORT),
           "gelu(+inf) is NaN on OpenVINO (erf form) and gelu(3e38) +inf on onnxruntime (tanh form overflows); "

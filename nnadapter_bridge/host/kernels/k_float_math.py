@@ -86,3 +86,19 @@ def heaviside(io: OpScope) -> None:
     y = aligned(io, x, y)
     # Paddle's functor: x == 0 ? y : (x > 0), so a NaN x gives 0 (numpy's heaviside would give NaN)
     io.set_output("Out", np.where(x == 0, y, x > 0).astype(x.dtype))
+
+
+@host_kernel("elementwise_mod")
+def elementwise_mod(io: OpScope) -> None:
+    """Paddle's remainder: r = fmod(x, y), then r += y where r != 0 and r's sign differs from y's (so the result
+    takes the divisor's sign). fmod is exact, which x - floor(x / y) * y is not for huge x or y = +-inf (the
+    converter composes that form only for integers). Integer division by zero raises, as Paddle does."""
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, FLOATS | INTS)
+    y = aligned(io, x, y).astype(x.dtype, copy=False)
+    if x.dtype.kind in "iu" and (y == 0).any():
+        raise io.error("integer division by zero")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.fmod(x, y)
+        fix = (r != 0) & ((r < 0) != (y < 0))
+        io.set_output("Out", np.where(fix, r + y, r).astype(x.dtype, copy=False))
