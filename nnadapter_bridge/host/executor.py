@@ -115,6 +115,8 @@ class HostExecutor:
         """(the op with its tensor-valued attributes read from the scope, its plan key): those values are part
         of the op the plan was made for."""
         resolved = self._resolved(op, scope)
+        if resolved is op:  # no tensor-valued attribute: nothing more to key on (the common case, every run)
+            return op, self._signature(op, scope)
         read = tuple((name, repr(resolved.attrs[name])) for name, value in op.attrs.items() if var_attr_names(value))
         return resolved, self._signature(resolved, scope) + (read,)
 

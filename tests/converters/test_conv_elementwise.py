@@ -102,9 +102,8 @@ def test_float_elementwise_mod_is_declined_and_runs_exactly_on_the_host(tmp_path
     y = np.array([[2.0, 2.0, 7.0, 3.0, np.inf, -np.inf], [3.0, 3.0, -np.inf, np.inf, 2.0, 2.0]], np.float32)
     saved = one_op(tmp_path, "elementwise_mod", feeds={"x": x, "y": y}, attrs={"axis": -1})
     config = nb.Config()
-    config.set_model_dir(saved.model_dir) if getattr(saved, "model_dir", None) else config.set_model_file(
-        saved.model_path)
-    if getattr(saved, "params_path", None):
+    config.set_model_file(saved.model_path)
+    if saved.params_path:
         config.set_param_file(saved.params_path)
     config.set_nnadapter_device_names(["builtin_device"])
     predictor = nb.create_predictor(config)

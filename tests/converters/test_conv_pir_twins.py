@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import pytest
 
-from support.converter_harness import pir_program, run_pir, run_pir_predictor
+from support.converter_harness import pir_program, run_pir, run_predictor
 from support.tolerances import assert_model_close
 
 rng = np.random.default_rng(20261124)  # feeds at import; each build reseeds it (its parameters)
@@ -1114,7 +1114,7 @@ def test_pir_twin_on_device(tmp_path, case, device):
         build, feeds, _ = CASES[case]
         saved = pir_program(tmp_path, build, feeds)
         _SAVED[case] = saved
-    got = run_pir_predictor(saved, device)
+    got = run_predictor(saved, device)
     assert len(got) == len(saved.outputs)
     for k, (g, want) in enumerate(zip(got, saved.outputs)):
         assert_model_close(g, want, what=f"{case} output {k} on {device}")
@@ -1147,7 +1147,7 @@ def test_pir_axes_list_with_run_time_members_runs_on_the_host(tmp_path, build, f
     (unsqueeze,) = [op for op in graph.ops() if op.type == "unsqueeze2"]
     assert len(unsqueeze.input("AxesTensorList")) == 2 and not unsqueeze.input("AxesTensor")
     assert not [op for op in graph.ops() if op.type in ("stack", "reshape2", "cast")]
-    got = run_pir_predictor(saved, "builtin_device")
+    got = run_predictor(saved, "builtin_device")
     assert len(got) == len(saved.outputs)
     for g, want in zip(got, saved.outputs):
         np.testing.assert_array_equal(g, want)

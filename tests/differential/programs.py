@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from differential.cases import CASES_PER_OP, GENERATOR_VERSION, generate_cases
+from support.converter_harness import paddle_inference_run
 
 BATCH_SIZE = 48
 _MARKER = "COMPLETE"
@@ -125,24 +126,8 @@ def load_feeds(directory: str) -> dict:
 
 def paddle_inference(directory: str, record: dict) -> list:
     """Paddle Inference on a saved batch: its outputs in fetch order."""
-    import paddle.inference as paddle_infer
-
-    params = os.path.join(directory, record["params"]) if record["params"] else ""
-    config = paddle_infer.Config(os.path.join(directory, record["model"]), params)
-    config.disable_gpu()
-    config.disable_mkldnn()
-    config.switch_ir_optim(False)
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    predictor = paddle_infer.create_predictor(config)
-    feeds = load_feeds(directory)
-    for name in predictor.get_input_names():
-        handle = predictor.get_input_handle(name)
-        array = np.asarray(feeds[name], order="C")  # np.ascontiguousarray would make a 0-d feed shape [1]
-        handle.reshape(list(array.shape))
-        handle.copy_from_cpu(array)
-    predictor.run()
-    return [np.asarray(predictor.get_output_handle(n).copy_to_cpu()) for n in predictor.get_output_names()]
+    params = os.path.join(directory, record["params"]) if record["params"] else None
+    return paddle_inference_run(os.path.join(directory, record["model"]), params, load_feeds(directory))
 
 
 # -- the cache -----------------------------------------------------------------------------------------------

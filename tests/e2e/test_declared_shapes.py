@@ -16,30 +16,10 @@ import pytest
 
 import nnadapter_bridge as nb
 from nnadapter_bridge.engine import ShapeFallbackWarning
-from support.converter_harness import paddle_pir_static, paddle_static
+from support.converter_harness import paddle_inference_run, paddle_pir_static, paddle_static
 from support.tolerances import assert_model_close
 
 PADDLE_DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-
-
-def _paddle_run(model_path: str, params_path, feeds: dict) -> list:
-    """Paddle Inference on CPU, the program as written; 0-d feeds stay 0-d."""
-    import paddle.inference as paddle_infer
-
-    config = paddle_infer.Config(model_path, params_path or "")
-    config.disable_gpu()
-    config.disable_mkldnn()
-    config.switch_ir_optim(False)
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    predictor = paddle_infer.create_predictor(config)
-    for name in predictor.get_input_names():
-        array = np.asarray(feeds[name], order="C")
-        handle = predictor.get_input_handle(name)
-        handle.reshape(list(array.shape))
-        handle.copy_from_cpu(array)
-    predictor.run()
-    return [np.asarray(predictor.get_output_handle(n).copy_to_cpu()) for n in predictor.get_output_names()]
 
 
 def _save(tmp_path, build, declared: dict, *, pir: bool = True, seed: int = 7):
@@ -146,7 +126,7 @@ SWAPS = [
 def test_a_0d_var_fed_1_and_back_runs_as_paddle_runs_it(tmp_path, pir, name, build, declared, fed):
     model, params = _save(tmp_path, build, declared, pir=pir)
     feeds = {var: _value(shape, k) for k, (var, shape) in enumerate(fed.items())}
-    want = _paddle_run(model, params, feeds)
+    want = paddle_inference_run(model, params, feeds)
     predictor = _predictor(model, params)
     _assert_same(_run(predictor, feeds), want)
     assert predictor.stats.builds == 1 and predictor.stats.subgraph_host_runs == 0
@@ -164,7 +144,7 @@ def _conv_pool(x):
 def test_conv_pool_declared_224_fed_300(tmp_path, device):
     model, params = _save(tmp_path, _conv_pool, {"x": [-1, 3, 224, 224]})
     feeds = {"x": _value([1, 3, 300, 300])}
-    want = _paddle_run(model, params, feeds)
+    want = paddle_inference_run(model, params, feeds)
     assert want[0].shape == (1, 4, 150, 150)
     predictor = _predictor(model, params, device)
     _assert_same(_run(predictor, feeds), want)
@@ -205,7 +185,7 @@ def test_declared_2x3_fed_4x3_then_2x3(tmp_path, pir):
     predictor = _predictor(model, params)
     for shape in ([4, 3], [2, 3], [4, 3]):
         feeds = {"x": _value(shape, len(shape))}
-        _assert_same(_run(predictor, feeds), _paddle_run(model, params, feeds))
+        _assert_same(_run(predictor, feeds), paddle_inference_run(model, params, feeds))
     assert predictor.stats.builds == 2  # one program per signature, the [4, 3] one reused
 
 
@@ -256,7 +236,7 @@ def _op_names():
 def test_0d_feed_gives_paddles_output_shape(tmp_path, op):
     model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
     feeds = {"x": np.asarray(0.3, dtype=np.float32)}
-    want = _paddle_run(model, params, feeds)
+    want = paddle_inference_run(model, params, feeds)
     _assert_same(_run(_predictor(model, params), feeds), want)
 
 
@@ -266,7 +246,7 @@ def test_0d_feed_with_scalar_constants_on_the_sdk_drivers(tmp_path, op, device):
     # Whether the driver takes the 0-d constants or leaves the op to the host, the result is Paddle's.
     model, params = _save(tmp_path, _ops_0d()[op], {"x": []})
     feeds = {"x": np.asarray(0.3, dtype=np.float32)}
-    want = _paddle_run(model, params, feeds)
+    want = paddle_inference_run(model, params, feeds)
     _assert_same(_run(_predictor(model, params, device), feeds), want)
 
 
@@ -296,7 +276,7 @@ def test_a_program_compiled_for_one_signature_never_runs_another_and_warm_starts
     cold = _predictor(model, params, cache_dir=cache)
     for k, (xs, ys) in enumerate(signatures):
         feeds = {"x": _value(xs, k), "y": _value(ys, k + 10)}
-        _assert_same(_run(cold, feeds), _paddle_run(model, params, feeds))
+        _assert_same(_run(cold, feeds), paddle_inference_run(model, params, feeds))
     assert cold.stats.builds == 4 and len(set(cold.cache_tokens())) == 4
     assert len([f for f in os.listdir(cache) if f.endswith(".nnc")]) == 4
 
@@ -304,7 +284,7 @@ def test_a_program_compiled_for_one_signature_never_runs_another_and_warm_starts
     assert warm.support.conversions == 0
     for k, (xs, ys) in enumerate(reversed(signatures)):
         feeds = {"x": _value(xs, k), "y": _value(ys, k + 10)}
-        _assert_same(_run(warm, feeds), _paddle_run(model, params, feeds))
+        _assert_same(_run(warm, feeds), paddle_inference_run(model, params, feeds))
     assert (warm.stats.builds, warm.stats.cache_hits_file) == (0, 4)
 
 
@@ -328,7 +308,7 @@ def test_a_subgraph_the_actual_shapes_cannot_convert_runs_on_the_host(tmp_path):
                 got = _run(predictor, feeds)
         else:
             got = _run(predictor, feeds)
-        _assert_same(got, _paddle_run(model, params, feeds))
+        _assert_same(got, paddle_inference_run(model, params, feeds))
     assert (predictor.stats.builds, predictor.stats.subgraph_host_runs) == (1, 2)
 
     strict = _predictor(model, params, strict=True)

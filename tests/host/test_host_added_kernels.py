@@ -11,7 +11,7 @@ import pytest
 from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
 from nnadapter_bridge.host.kernels.registry import HostKernelError
 from nnadapter_bridge.loader import load_model
-from support.converter_harness import opdesc_program, pir_program, run_pir_predictor
+from support.converter_harness import opdesc_program, pir_program, run_predictor
 from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(11)
@@ -50,20 +50,8 @@ def check(saved, expect_ops=(), *, exact=False, **tolerance):
 
 
 def check_predictor(saved):
-    got = run_pir_predictor(saved, "builtin_device") if saved.model_path.endswith(".json") else None
-    if got is None:
-        import nnadapter_bridge as nb
-
-        config = nb.Config()
-        config.set_model_file(saved.model_path)
-        if saved.params_path:
-            config.set_param_file(saved.params_path)
-        config.set_nnadapter_device_names(["builtin_device"])
-        predictor = nb.create_predictor(config)
-        for name in predictor.get_input_names():
-            predictor.get_input_by_name(name).from_numpy(np.asarray(saved.feeds[name]))
-        predictor.run()
-        got = [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))]
+    got = run_predictor(saved, "builtin_device")
+    assert len(got) == len(saved.outputs)
     for g, w in zip(got, saved.outputs):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, equal_nan=True)

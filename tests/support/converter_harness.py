@@ -258,8 +258,8 @@ def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: Optio
     return got, result, saved
 
 
-def run_pir_predictor(saved: SavedProgram, device: str) -> list:
-    """`saved` through nnadapter_bridge's predictor on `device`; the outputs in fetch order."""
+def run_predictor(saved: SavedProgram, device: str) -> list:
+    """`saved` (legacy or PIR) through nnadapter_bridge's predictor on `device`; the outputs in fetch order."""
     import nnadapter_bridge as nb
 
     config = nb.Config()
