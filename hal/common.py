@@ -7,6 +7,7 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
   trial build of that operation alone succeeds, so the claim and the build can never disagree.
 * `unpack(operation)` gives the operands by the names of the standard's signature slots
   (`args.input`, `args.axis_value`, `args.int("group", 1)`) instead of by position.
+* `reduces_an_empty_axis(op)`: the reduction cases the SDKs answer differently from Paddle.
 * `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
 * `lower(model, table)` applies the standard's lowering before a build to the operations the table
   does not implement: PRIOR_BOX folds to constants, YOLO_BOX decomposes into simpler operations;
@@ -236,4 +237,16 @@ class Operands:
 def unpack(op: Operation) -> Operands:
     """`op`'s input operands by the slot names of its signature."""
     return Operands(op)
+
+
+def reduces_an_empty_axis(op: Operation) -> bool:
+    """True when a REDUCE_* operation reduces an axis whose size is statically 0 (axes constant, or none: all).
+    Paddle's mean over nothing is NaN (0/0) where the SDKs' ReduceMean gives 0: such a case goes elsewhere."""
+    dims = list(op.inputs[0].type.dims)
+    axes_operand = op.inputs[1] if len(op.inputs) > 1 else None
+    if axes_operand is not None and not axes_operand.is_constant:
+        return False
+    axes = [] if axes_operand is None else [int(a) for a in np.asarray(axes_operand.value).reshape(-1)]
+    axes = [a + len(dims) if a < 0 else a for a in axes] if axes else range(len(dims))
+    return any(0 <= a < len(dims) and dims[a] == 0 for a in axes)
 

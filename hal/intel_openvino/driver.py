@@ -100,6 +100,7 @@ class OpenVinoProgram:
     seconds_to_build: float  # compile_model or import_model wall time
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
+    checks: list = dataclasses.field(default_factory=list)  # (output position, message): graph.check_outputs
 
 
 def select_device(core, names: Sequence[str]) -> str:
@@ -190,7 +191,10 @@ class IntelOpenVinoDriver(Driver):
                                      f"{exc}", ResultCode.INVALID_PARAMETER) from exc
             input_types = [t.copy() for t in cache.input_types]
             output_types = [t.copy() for t in cache.output_types]
-            if len(compiled.inputs) != len(input_types) or len(compiled.outputs) != len(output_types):
+            from hal.intel_openvino.graph import check_outputs
+
+            checks = check_outputs(compiled.outputs)
+            if len(compiled.inputs) != len(input_types) or len(compiled.outputs) - len(checks) != len(output_types):
                 raise NNAdapterError(f"intel_openvino: the cached program has {len(compiled.inputs)} inputs and "
                                      f"{len(compiled.outputs)} outputs, the cache record {len(input_types)} and "
                                      f"{len(output_types)}", ResultCode.INVALID_PARAMETER)
@@ -204,7 +208,10 @@ class IntelOpenVinoDriver(Driver):
             if unsupported:
                 raise NNAdapterError(f"intel_openvino cannot run {', '.join(unsupported)}",
                                      ResultCode.FEATURE_NOT_SUPPORTED)
+            from hal.intel_openvino.graph import check_outputs
+
             compiled = core.compile_model(build_ov_model(model, OPERATIONS), context.device_name, context.config)
+            checks = check_outputs(compiled.outputs)
             if cache.wants_program_bytes:
                 # getbuffer(): a view of the stream, so the program bytes are copied once, into the cache.
                 cache.buffer[:] = compiled.export_model().getbuffer()
@@ -216,7 +223,7 @@ class IntelOpenVinoDriver(Driver):
 
         return OpenVinoProgram(context, compiled, compiled.create_infer_request(),
                                [_input_slot(t) for t in input_types], output_types,
-                               [t.copy() for t in output_types], seconds, restored, Tensor)
+                               [t.copy() for t in output_types], seconds, restored, Tensor, checks)
 
     def destroy_program(self, program: OpenVinoProgram) -> None:
         for slot in program.inputs:
@@ -257,6 +264,9 @@ class IntelOpenVinoDriver(Driver):
             request.set_input_tensor(arg.index, program.tensor_class(array, shared_memory=True))
             slot.bound_array, slot.bound_shape = array, shape
         request.infer()
+        for position, message in program.checks:
+            if request.get_output_tensor(position).data.item():
+                raise NNAdapterError(f"intel_openvino: {message}", ResultCode.INVALID_PARAMETER)
         for arg in outputs:
             if not 0 <= arg.index < len(program.output_types):
                 raise NNAdapterError(f"intel_openvino: output {arg.index} does not exist (the program has "

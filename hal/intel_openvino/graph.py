@@ -120,6 +120,9 @@ class GraphBuilder:
         self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
         self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
         self.parameters: List = []
+        # (boolean scalar, what it says when true): run-time checks that Paddle makes and OpenVINO does not
+        # (an out-of-range gather index gives zeros there); each becomes an extra model output.
+        self.checks: List = []
 
     # -- operands --------------------------------------------------------------------------------
     def add_parameter(self, operand: Operand, name: str) -> None:
@@ -214,10 +217,28 @@ def build_ov_model(model: Model, operations: OperationTable) -> ov.Model:
         node = builder.raw_value(operand)
         result = opset.result(node, name=f"output{k}")
         results.append(result)
+    names = [f"output{k}" for k in range(len(results))]
+    for k, (flag, message) in enumerate(builder.checks):
+        results.append(opset.result(flag, name=f"check{k}"))
+        names.append(f"{CHECK_PREFIX}{k}:{message}")  # the name survives export_model/import_model
     ov_model = ov.Model(results, builder.parameters, "nnadapter")
-    for k, output in enumerate(ov_model.outputs):
-        output.get_tensor().set_names({f"output{k}"})
+    for name, output in zip(names, ov_model.outputs):
+        output.get_tensor().set_names({name})
     return ov_model
+
+
+# Tensor-name prefix of the extra boolean outputs that carry run-time checks (GraphBuilder.checks).
+CHECK_PREFIX = "nnadapter_bridge_check"
+
+
+def check_outputs(compiled_outputs) -> List:
+    """(output position, message) of every run-time check output of a compiled model, in order."""
+    found = []
+    for position, output in enumerate(compiled_outputs):
+        for name in output.get_names():
+            if name.startswith(CHECK_PREFIX):
+                found.append((position, name.split(":", 1)[1] if ":" in name else "a run-time check failed"))
+    return found
 
 
 def _trial_conversion(op: Operation, operations: OperationTable) -> None:

@@ -25,7 +25,7 @@ from nnadapter_bridge.nnadapter.codes import (
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
 from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
-from hal.common import Operands, OperationTable, Unsupported, unpack
+from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
 from hal.intel_openvino.graph import (
     ELEMENT_TYPES,
     f32,
@@ -194,9 +194,19 @@ def cast(b, op):
     target = ELEMENT_TYPES.get(Precision(code)) if code in {int(p) for p in Precision} else None
     if target is None or Precision(code).name.startswith("QUANT_"):
         raise Unsupported(f"CAST to precision code {code}")
-    # Convert truncates float -> integer toward zero and wraps modulo 2^bits, and maps non-zero to true,
-    # as builtin_device's cast does.
-    return [_out(opset.convert(b.value(op.inputs[0]), target))]
+    x = b.value(op.inputs[0])
+    source = op.inputs[0].type
+    if not source.is_quantized and source.dtype.kind == "f":
+        if target == ov.Type.boolean:
+            # Paddle: x != 0, so NaN is true; Convert gives false for NaN.
+            return [_out(opset.not_equal(x, opset.constant(np.zeros((), source.dtype))))]
+        if target in (ov.Type.i64, ov.Type.u64):
+            # The CPU plugin computes i64 in i32: 3e9 or NaN cast to int64 gives INT32_MIN (Paddle: 3e9 and
+            # INT64_MIN).
+            raise Unsupported("CAST float -> int64: the CPU plugin converts through int32")
+    # Convert truncates float -> integer toward zero (INT_MIN for NaN, inf and out of range) and keeps the low
+    # bits for a narrower type, as Paddle's static_cast does.
+    return [_out(opset.convert(x, target))]
 
 
 @OPERATIONS.implements(T.CLIP)
@@ -737,8 +747,18 @@ def expand(b, op):
 def gather(b, op):
     args = unpack(op)
     axis = normalize_axis(args.int("axis"), _rank(op))
+    x, indices = b.value(op.inputs[0]), b.value(op.inputs[1])
+    if not op.inputs[1].is_constant:
+        # Gather-8 gives zeros for an index outside [-size, size); Paddle raises. The range check becomes a
+        # run-time check output that execute_program turns into an error (constant indices were checked when
+        # the operation was built).
+        size = opset.convert(opset.gather(opset.shape_of(x, "i64"), i64([axis]), i64([0])), indices.get_element_type())
+        bad = opset.logical_or(opset.less(indices, opset.negative(size)), opset.greater_equal(indices, size))
+        flat = opset.reshape(bad, i64([-1]), False)
+        b.checks.append((opset.reduce_logical_or(flat, i64([0]), False).output(0),
+                         f"{op.label()}: an index lies outside [-size, size) of axis {axis} of the input"))
     # Gather-8 accepts negative indices counted from the end, as NNAdapter's GATHER does.
-    return [_out(opset.gather(b.value(op.inputs[0]), b.value(op.inputs[1]), i64([axis])))]
+    return [_out(opset.gather(x, indices, i64([axis])))]
 
 
 @OPERATIONS.implements(T.ROLL)
@@ -804,6 +824,8 @@ def reduce(b, op):
         # REDUCE_MEAN's rounding is not specified either. Integer reductions go elsewhere.
         raise Unsupported(f"{op.type.name} of {op.inputs[0].type.precision.name} is not computed exactly "
                           "by the CPU plugin")
+    if op.type == T.REDUCE_MEAN and reduces_an_empty_axis(op):
+        raise Unsupported("a mean over an empty axis (ReduceMean gives 0, Paddle NaN)")
     args = unpack(op)
     rank = _rank(op)
     axes = args.ints("axes")

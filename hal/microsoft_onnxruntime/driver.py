@@ -101,7 +101,9 @@ class OnnxRuntimeContext:
         options.graph_optimization_level = self.optimization_level if level is None else level
         if self.num_threads > 0:
             options.intra_op_num_threads = self.num_threads
-        options.log_severity_level = 3  # errors only: warnings would go to stderr on every compile
+        # fatal only: warnings would go to stderr on every compile, and a failing run prints a raw colored
+        # line before the error that we raise with the same message anyway
+        options.log_severity_level = 4
         # NNAdapter quantized operations compute in float between a dequantize and a requantize; the
         # QDQ fusions would turn them into integer kernels whose rounding differs by a few steps.
         options.add_session_config_entry("session.disable_quant_qdq", "1")

@@ -238,12 +238,20 @@ class GraphBuilder:
             name = self.one("Cast", [name], to=onnx_type(dtype))
         return name
 
+    def relu(self, name: str, dtype, output: Optional[str] = None) -> str:
+        """Paddle's relu, `x > 0 ? x : 0`: NaN becomes 0. ONNX Relu, Clip and Max all keep NaN, so one NaN pixel
+        would spread to every output (Paddle, OpenVINO and builtin_device give finite results)."""
+        zero = self.scalar(0, dtype)
+        return self.one("Where", [self.one("Greater", [name, zero]), name, zero], output)
+
     def fuse(self, name: str, fuse_code: Optional[int], dtype, output: str) -> str:
         """The fused activation (NNAdapter fuse_code) as a Clip; FUSED_NONE as an Identity."""
         code = FuseCode(int(fuse_code or 0))
         if code == FuseCode.FUSED_NONE:
             return self.one("Identity", [name], output)
-        low, high = {FuseCode.FUSED_RELU: (0, None), FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
+        if code == FuseCode.FUSED_RELU:
+            return self.relu(name, dtype, output)
+        low, high = {FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
         return self.one("Clip", [name, self.scalar(low, dtype), None if high is None else self.scalar(high, dtype)],
                         output)
 

@@ -25,7 +25,7 @@ from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.common import Operands, OperationTable, Unsupported, unpack
+from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
 from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type
 
 OPERATIONS = OperationTable("microsoft_onnxruntime")
@@ -130,16 +130,18 @@ def _where(g: GraphBuilder, op: Operation):
     g.one("Where", [g.x(op, 0), g.x(op, 1), g.x(op, 2)], g.out(op))
 
 
-_UNARY = {T.ABS: "Abs", T.COS: "Cos", T.EXP: "Exp", T.FLOOR: "Floor", T.LOG: "Log", T.RELU: "Relu",
+_UNARY = {T.ABS: "Abs", T.COS: "Cos", T.EXP: "Exp", T.FLOOR: "Floor", T.LOG: "Log",
           T.SIGMOID: "Sigmoid", T.SIN: "Sin", T.TANH: "Tanh", T.ASSIGN: "Identity"}
 
 
-@OPERATIONS.implements(*_UNARY, T.RELU6, T.RSQRT, T.SQUARE, T.SWISH)
+@OPERATIONS.implements(*_UNARY, T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.SWISH)
 def _unary(g: GraphBuilder, op: Operation):
     x, out = g.x(op, 0), g.out(op)
     dtype = _compute_dtype(op)
     if op.type in _UNARY:
         g.one(_UNARY[op.type], [x], out)
+    elif op.type == T.RELU:
+        g.relu(x, dtype, out)
     elif op.type == T.RELU6:
         g.one("Clip", [x, g.scalar(0, dtype), g.scalar(6, dtype)], out)
     elif op.type == T.RSQRT:
@@ -156,9 +158,10 @@ def _cast(g: GraphBuilder, op: Operation):
     target = precision_dtype(Precision(args.int("dtype")))
     x = g.x(op, 0)
     source = _compute_dtype(op)
-    if source.kind == "f" and target.kind in "iu" and target != np.int64:
-        # builtin_device truncates to int64 first, then wraps into the narrower type (a C cast chain).
-        x = g.one("Cast", [x], to=TensorProto.INT64)
+    if source.kind == "f" and target.kind in "iu" and target.itemsize < 4:
+        # Paddle's static_cast truncates into int32 (INT_MIN for NaN, inf and out of range), then keeps the
+        # low bits for a narrower type; onnxruntime's Cast to int32/int64 is that static_cast itself.
+        x = g.one("Cast", [x], to=TensorProto.INT32)
     g.one("Cast", [x], g.out(op), to=onnx_type(target))
 
 
@@ -340,15 +343,25 @@ def _max_pool(g: GraphBuilder, op: Operation):
     with_indices = len(op.outputs) > 1 and op.outputs[1] is not None
     code = _fuse_code(args)
     if not with_indices and _is_global_window(g, op, kernel, pads):
-        g.fuse(g.one("GlobalMaxPool", [g.x(op, 0)]), code, np.float32, g.out(op))
+        g.fuse(_from_lowest(g, op, g.one("GlobalMaxPool", [g.x(op, 0)])), code, np.float32, g.out(op))
         return
     if ceil_mode:
         _check_no_empty_window(g, op, kernel, strides, pads)
     outputs = g.node("MaxPool", [g.x(op, 0)], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
                      pads=_onnx_pads(pads), ceil_mode=int(ceil_mode))
-    g.fuse(outputs[0], code, np.float32, g.out(op))
+    g.fuse(_from_lowest(g, op, outputs[0]), code, np.float32, g.out(op))
     if with_indices:
         _plane_indices(g, op, outputs[1])
+
+
+def _from_lowest(g: GraphBuilder, op: Operation, pooled: str) -> str:
+    """Paddle's max pool starts every window at -FLT_MAX (float64 too), so a window of -inf gives -FLT_MAX
+    where MaxPool gives -inf. Paddle's scan `x > v ? x : v` never takes NaN; onnxruntime's float32 MaxPool
+    does the same, its float64 MaxPool returns NaN, so float64 goes elsewhere."""
+    if _compute_dtype(op) == np.float64:
+        raise Unsupported("onnxruntime's float64 MaxPool propagates NaN (Paddle's max pool skips it)")
+    lowest = -float(np.finfo(np.float32).max)
+    return g.one("Max", [pooled, g.scalar(lowest, _compute_dtype(op))])
 
 
 def _plane_indices(g: GraphBuilder, op: Operation, flat: str):
@@ -366,7 +379,10 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
     h, w = g.dims(op, 0)[2:]
     x = g.x(op, 0)
     if (out_h, out_w) == (1, 1) and not with_indices:
-        g.one("GlobalAveragePool" if op.type == T.ADAPTIVE_AVERAGE_POOL_2D else "GlobalMaxPool", [x], g.out(op))
+        if op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
+            g.one("GlobalAveragePool", [x], g.out(op))
+        else:
+            g.one("Identity", [_from_lowest(g, op, g.one("GlobalMaxPool", [x]))], g.out(op))
         return
     if not (known(h) and known(w)) or h % out_h or w % out_w:
         raise Unsupported(f"adaptive pooling {h}x{w} -> {out_h}x{out_w} is not a regular window")
@@ -375,7 +391,7 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
         g.one("AveragePool", [x], g.out(op), kernel_shape=kernel, strides=kernel)
         return
     outputs = g.node("MaxPool", [x], 2 if with_indices else 1, kernel_shape=kernel, strides=kernel)
-    g.one("Identity", [outputs[0]], g.out(op))
+    g.one("Identity", [_from_lowest(g, op, outputs[0])], g.out(op))
     if with_indices:
         _plane_indices(g, op, outputs[1])
 
@@ -592,6 +608,8 @@ def _reduce(g: GraphBuilder, op: Operation):
     onnx_op = {T.REDUCE_MEAN: "ReduceMean", T.REDUCE_MAX: "ReduceMax", T.REDUCE_SUM: "ReduceSum"}[op.type]
     if op.type == T.REDUCE_MEAN and _compute_dtype(op).kind != "f":
         raise Unsupported("integer mean")
+    if op.type == T.REDUCE_MEAN and reduces_an_empty_axis(op):
+        raise Unsupported("a mean over an empty axis (ReduceMean gives 0, Paddle NaN)")
     g.one(onnx_op, [g.x(op, 0), g.as_i64(op, 1)], g.out(op), keepdims=int(keepdim))
 
 

@@ -137,9 +137,11 @@ def render(data: dict) -> str:
     lines.append("")
     rows = []
     for name, s in data["outputs"].items():
+        nonfinite = ", ".join(f"{s[k]} {k}" for k in ("nan", "posinf", "neginf") if s.get(k))
         rows.append([name, str(s["shape"]), s["dtype"]] + [output.format_number(s.get(k))
-                                                            for k in ("min", "max", "mean", "std")])
-    lines.append(output.format_table(["output", "shape", "dtype", "min", "max", "mean", "std"], rows,
+                                                            for k in ("min", "max", "mean", "std")]
+                    + [nonfinite or "-"])
+    lines.append(output.format_table(["output", "shape", "dtype", "min", "max", "mean", "std", "non-finite"], rows,
                                      right_align={3, 4, 5, 6}))
     saved = [s["file"] for s in data["outputs"].values() if "file" in s]
     if saved:

@@ -65,6 +65,15 @@ def array_summary(array: np.ndarray) -> dict:
     summary = {"shape": list(array.shape), "dtype": str(array.dtype)}
     if array.size and array.dtype.kind in "biuf":
         values = array.astype(np.float64)
+        finite = np.isfinite(values)
+        if not finite.all():
+            # Statistics of the finite values, and the non-finite ones counted: a mean over inf is inf or
+            # NaN and hides everything else (and numpy warns about it).
+            summary.update(nan=int(np.isnan(values).sum()), posinf=int(np.isposinf(values).sum()),
+                           neginf=int(np.isneginf(values).sum()))
+            values = values[finite]
+            if not values.size:
+                return summary
         summary.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()),
                        std=float(values.std()))
     return summary

@@ -201,10 +201,25 @@ def test_compare_paddle_passes_identical_infinities_and_nans(division, capsys):
     model, inputs = division
     data = run_json(capsys, model, *inputs, "--compare-paddle")
     (name, entry), = data["compare_paddle"].items()
-    assert np.isposinf(data["outputs"][name]["max"]) or np.isnan(data["outputs"][name]["max"])
+    # statistics of the finite values; the non-finite ones counted (1/0, -2/0, 0/0)
+    assert data["outputs"][name] == {"shape": [1, 4], "dtype": "float32", "nan": 1, "posinf": 1, "neginf": 1,
+                                     "min": 1.5, "max": 1.5, "mean": 1.5, "std": 0.0}
     assert data["passed"] is True and entry["passed"] is True
     # the same inf, -inf and NaN differ by 0 (inf - inf would be NaN)
     assert entry["max_abs_error"] == 0.0 and entry["max_rel_error"] == 0.0
+
+
+def test_run_table_counts_non_finite_outputs_beside_finite_statistics(division, capsys):
+    import warnings
+
+    model, inputs = division
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "invalid value in subtract" from the statistics
+        assert main(["run", model, *inputs]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "[1, 4]" in line and "nan" in line)
+    assert row.endswith("1 nan, 1 posinf, 1 neginf"), row
+    assert row.split()[4:8] == ["1.5", "1.5", "1.5", "0"], row  # min, max, mean, std of the finite values
 
 
 @pytest.mark.parametrize("got, want", [

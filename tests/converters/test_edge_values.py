@@ -106,3 +106,36 @@ def test_logsumexp_over_an_empty_axis_is_minus_inf_like_paddle(tmp_path, dtype):
     check_program(opdesc_program(tmp_path, "logsumexp", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
                                  attrs={"axis": [-1], "keepdim": False, "reduce_all": False}, feeds={"x": x},
                                  extra_vars=[{"name": "out", "dtype": dtype, "shape": []}]))
+
+
+CAST_EDGES = [0.5, 1.5, 2.5, -0.5, -1.5, -2.7, 2.7, NAN, INF, -INF, 3e9, -3e9, 1e20, -1e20, 255.9, 256.0, -129.0,
+              65535.0, 40000.0]
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+@pytest.mark.parametrize("source", ["float32", "float64"])
+def test_cast_of_nan_inf_and_out_of_range_to_integers_matches_paddle(tmp_path, source, device):
+    """Paddle's static_cast on x86: truncation into int32 (int64 for int64), INT_MIN for NaN/inf/out of range,
+    the low bits for narrower types; NaN is true as a bool."""
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    targets = ["int8", "int32", "int64", "uint8", "bool"]  # Paddle Inference cannot hand back int16 outputs
+    x = np.array(CAST_EDGES, dtype=source)
+    saved = pir_program(tmp_path, lambda x: [paddle.cast(x, t) for t in targets], {"x": x})
+    got = run_predictor(saved, device)
+    for target, g, want in zip(targets, got, saved.outputs):
+        assert g.dtype == want.dtype, f"{target}: dtype {g.dtype}, Paddle {want.dtype}"
+        np.testing.assert_array_equal(g, want, err_msg=f"cast {source} -> {target} on {device}")
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_round_ties_go_away_from_zero_like_paddle(tmp_path, device):
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, NAN, INF, -INF, 3e9, 0.49999997, -0.0], np.float32)
+    saved = pir_program(tmp_path, lambda x: paddle.round(x), {"x": x})
+    np.testing.assert_array_equal(run_predictor(saved, device)[0], saved.outputs[0])

@@ -76,9 +76,6 @@ KNOWN_DIFFERENCES: list = [
     Known("log_softmax", "float32", "special", (OPENVINO, ORT),
           "Paddle's softmax kernels clip the max-shifted input at -64, so a row holding a huge value gives -64 "
           "where the SDK's LogSoftmax gives about -3e38 (builtin_device clips as Paddle does)"),
-    Known("pool2d", "float64", "special", (ORT,),
-          "Paddle's float64 adaptive max pool starts from -FLT_MAX, so a window of -inf gives -3.4e38; "
-          "onnxruntime's MaxPool gives -inf"),
     Known("conv2d", "float32", "special", ALL,
           "a window with +-3e38 and NaN or both infinities: Paddle's accumulation gives NaN, ours +inf"),
     Known("exp", "float32", "special", (OPENVINO,), "OpenVINO's Exp returns +inf for NaN"),
@@ -87,8 +84,6 @@ KNOWN_DIFFERENCES: list = [
           "Paddle gives inf and 3e38"),
     Known("reduce_min", "float64", "special", (ORT,), "onnxruntime's ReduceMin drops NaN (returns -inf)"),
     # empty tensors
-    Known("reduce_mean", "float32", "empty", (OPENVINO, ORT), EMPTY_REDUCE + ": the mean is 0, Paddle's NaN"),
-    Known("reduce_mean", "float64", "empty", (ORT,), EMPTY_REDUCE + ": the mean is 0, Paddle's NaN"),
 ]
 
 # Found by more seeds (--deep), where other cases of the same groups are drawn: used only by --deep runs.

@@ -138,15 +138,25 @@ def prepare_cast(op):
     return [result_type(op.inputs[0].type, precision=Precision(code))]
 
 
+def float_to_integer(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Paddle's `static_cast<T>(float)` on x86: truncation toward zero by cvttss2si/cvttsd2si into int32 (int64
+    for 64-bit targets); NaN, +-inf and values outside that range give the "integer indefinite" INT_MIN; a
+    narrower target keeps the low bits (paddle.cast(-1.5, uint8) == 255, paddle.cast(3e9, int32) == INT_MIN)."""
+    wide = np.dtype(np.int64 if target.itemsize == 8 else np.int32)
+    lowest = np.iinfo(wide).min
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(np.float32) if x.dtype == np.float16 else x)
+        valid = (t >= lowest) & (t < -float(lowest))  # False for NaN
+        ints = np.where(valid, t, 0).astype(wide)
+    return np.where(valid, ints, wide.type(lowest)).astype(target)
+
+
 @reference(T.CAST)
 def cast(op, inputs):
     x, code = inputs
     target = precision_dtype(Precision(int(first_value(code))))
     if x.dtype.kind == "f" and target.kind in "iu":
-        # Float to integer truncates toward zero, then wraps modulo 2^bits like a C cast through int64
-        # (paddle.cast(-1.5, uint8) == 255); NaN/inf have no defined result.
-        with np.errstate(invalid="ignore"):
-            return [np.trunc(x).astype(np.int64).astype(target)]
+        return [float_to_integer(x, target)]
     if target.kind == "b":
         return [x != 0]
     return [x.astype(target)]

@@ -230,12 +230,14 @@ def apply_fuse_code(x: np.ndarray, fuse_code, in_place: bool = False) -> np.ndar
     if code == FuseCode.FUSED_NONE:
         return x
     low, high = {FuseCode.FUSED_RELU: (0, None), FuseCode.FUSED_RELU1: (-1, 1), FuseCode.FUSED_RELU6: (0, 6)}[code]
+    # FUSED_RELU is Paddle's relu `x > 0 ? x : 0`: fmax, not maximum, so that NaN becomes 0 (a NaN pixel
+    # must not spread to every logit).
     if in_place and x.flags.writeable and x.ndim:
         if high is None:
-            return np.maximum(x, low, out=x)
+            return np.fmax(x, low, out=x)
         return np.clip(x, low, high, out=x)
     if high is None:
-        return np.maximum(x, low).astype(x.dtype, copy=False)
+        return np.fmax(x, low).astype(x.dtype, copy=False)
     return np.clip(x, low, high).astype(x.dtype, copy=False)
 
 
