@@ -19,9 +19,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import ConversionError
+from nnadapter_bridge.errors import ConversionError, ModelFormatError
+from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.dtypes import TENSOR_ELEMENT_TYPES, VarTypeCode, numpy_dtype
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, OpInfo, VarRef
+from nnadapter_bridge.loader.validate import type_words
 from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision
 
 
@@ -116,6 +118,10 @@ def resolve_var_attrs(op, value_of):
                   op.attr_types, op.is_target)
 
 
+# Attribute types an integer reader refuses: a float (1.5 would silently become 1) or a string.
+_NON_INTEGER_TYPES = frozenset({pb.FLOAT, pb.FLOAT64, pb.FLOATS, pb.FLOAT64S, pb.STRING, pb.STRINGS})
+
+
 def _present(names: Sequence[str]) -> list:
     return [name for name in names if name and name != EMPTY_VAR_NAME]
 
@@ -190,7 +196,19 @@ class OpView:
             value = flat[0]
         return value
 
+    def _refuse_non_integer(self, name: str) -> None:
+        """A float or string attribute read as an int is a malformed op (Paddle: "Cannot get attribute (axis) by
+        type int, its type is float"): a ModelFormatError naming the op and the attribute, never a silent
+        int(1.5) == 1. The loader's validation refuses these for every op Paddle declares; this catches the
+        rest (and ops built in memory)."""
+        stored = getattr(self.op, "attr_types", {}).get(name)
+        if stored in _NON_INTEGER_TYPES and name in self.op.attrs:
+            raise ModelFormatError(f"{self.op.label()}: attribute '{name}' is {type_words(stored)} "
+                                   f"({self.op.attrs[name]!r:.60}) where an integer is expected; Paddle refuses "
+                                   f"the op")
+
     def attr_int(self, name: str, default: int) -> int:
+        self._refuse_non_integer(name)
         return int(self._scalar(name, default))
 
     def attr_float(self, name: str, default: float) -> float:
@@ -204,6 +222,7 @@ class OpView:
 
     def attr_ints(self, name: str, default: Sequence[int] = ()) -> list:
         """An int-list attr (a bare number becomes one element); `default` when the op lacks it."""
+        self._refuse_non_integer(name)
         return self._attr_list(name, default, int)
 
     def attr_floats(self, name: str, default: Sequence[float] = ()) -> list:

@@ -61,6 +61,7 @@ class Config:
         self._context_callback: Optional[Callable] = None
         self._model_cache_dir = ""
         self._model_cache_buffers: dict[str, bytes] = {}
+        self._model_cache_key: Optional[bytes] = None
         self._partition_config_path = ""
         self._partition_config_buffer = ""
         self._mixed_precision_config_path = ""
@@ -212,6 +213,23 @@ class Config:
     def nnadapter_model_cache_buffers(self) -> dict[str, bytes]:
         return dict(self._model_cache_buffers)
 
+    def set_nnadapter_model_cache_key(self, key) -> None:
+        """A secret (str or bytes) that signs and checks every model cache record (files and buffers) with
+        HMAC-SHA256: a record without a valid MAC is a miss. None: NNADAPTER_BRIDGE_CACHE_KEY from the
+        environment, if set (docs/cache.md)."""
+        if key is None:
+            self._model_cache_key = None
+            return
+        if isinstance(key, str):
+            key = key.encode("utf-8")
+        if not isinstance(key, (bytes, bytearray, memoryview)) or not len(key):
+            raise ConfigError("set_nnadapter_model_cache_key: expected a non-empty str or bytes (or None)")
+        self._model_cache_key = bytes(key)
+
+    def nnadapter_model_cache_key(self) -> Optional[bytes]:
+        """The key given with set_nnadapter_model_cache_key (None: the environment's, if any, applies)."""
+        return self._model_cache_key
+
     # -- partitioning and precision ----------------------------------------------------------------------
     def set_nnadapter_subgraph_partition_config_path(self, path) -> None:
         """A file of `op_type:inputs:outputs` lines naming ops to keep on the host (partition.config)."""
@@ -222,7 +240,12 @@ class Config:
 
     def set_nnadapter_subgraph_partition_config_buffer(self, text) -> None:
         if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8")
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"set_nnadapter_subgraph_partition_config_buffer: the buffer is not UTF-8 text "
+                                  f"(byte {exc.start}: {bytes(text)[exc.start:exc.start + 1]!r}); a partition "
+                                  f"config is lines of 'op_type:inputs:outputs'") from None
         if not isinstance(text, str):
             raise ConfigError("set_nnadapter_subgraph_partition_config_buffer: expected a string")
         self._partition_config_buffer = text

@@ -11,7 +11,8 @@ also answer INVALID_DIMENSIONS) is skipped. When none fits, a program is obtaine
      Model and compiled; the runtime writes `<cache_dir>/<token>.nnc` after the first successful run.
 
 A cache that fails any check is a miss (one warning) and the model is compiled instead, which rewrites
-the file. With several device names, one Context spans all of them and the runtime splits the model.
+the file. A record must name this token and this subgraph's fingerprint, and with an integrity key carry a
+valid HMAC (docs/cache.md). With several device names, one Context spans all of them and the runtime splits the model.
 
 Dynamic shapes (Config.set_nnadapter_dynamic_shape_info, facts §5.2): an input named there gets, in the
 model's input operand type, NNADAPTER_UNKNOWN on every axis where the current shape differs from one of
@@ -26,10 +27,28 @@ predictor outside strict mode) for that input signature from then on, with one w
 
 The cache token names a program; its recipe (and the subgraph fingerprint inside it) is owned by
 nnadapter_bridge.cache_key.
+
+Faults degrade, they do not fail (outside strict mode, i.e. when the engine has a host fallback): a device
+whose driver fails to compile (or, after the cache miss that a failed restore is, to compile) this subgraph
+is dropped for the subgraph; a program whose execution fails with a device fault (runtime.is_device_fault)
+is run once more at once, and when it fails again is dropped for that input signature. Either way the part
+runs on the context without that device (the next listed device takes it, ContextPool), else on the host,
+with one DeviceFallbackWarning naming the device and the error, and is not rebuilt on later runs. An error
+that is the caller's (INVALID_PARAMETER, INVALID_DIMENSIONS, a conversion error) stays an error. A compile
+fault is recorded at once (it is never the caller's); a run fault only once the part ran elsewhere: when that
+also fails, with the caller's error, the program stays and the error is raised.
+
+Threads: an engine is run by one thread at a time (its predictor's lock). The engines of a predictor and of
+its clones (Predictor.clone) share one ProgramPool per subgraph: the compiled programs ("originals", built
+once, under the pool's lock, by whichever engine needs them first, which also runs them), the faults
+recorded, and the host signatures; every other engine runs its own copy of an original
+(Compilation.clone: shared compiled model, own execution state).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 import warnings
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -40,7 +59,8 @@ from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, 
                                      NNAdapterError)
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
-from nnadapter_bridge.nnadapter.runtime import CacheMissError, Compilation, Context, Execution, HostBuffer
+from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
+                                                Execution, HostBuffer, fault_device, is_device_fault)
 from nnadapter_bridge.nnadapter.types import OperandType
 
 
@@ -55,16 +75,98 @@ def _signature(arrays: Sequence[np.ndarray]) -> tuple:
 # -- cache buffers -----------------------------------------------------------------------------------
 class CacheBufferStore:
     """Config.set_nnadapter_model_cache_buffers, shared by a predictor's engines: each buffer is handed
-    out once and then dropped (Paddle Lite empties the scope variable to free the memory)."""
+    out once and then dropped (Paddle Lite empties the scope variable to free the memory). It also carries
+    the model cache's integrity key (Config.set_nnadapter_model_cache_key; None: NNADAPTER_BRIDGE_CACHE_KEY
+    from the environment, see docs/cache.md) to the engines, for buffers and files alike."""
 
-    def __init__(self, buffers: Optional[Mapping[str, bytes]] = None):
+    def __init__(self, buffers: Optional[Mapping[str, bytes]] = None, key=None):
         self._buffers = dict(buffers or {})
+        self.key = key
 
     def take(self, token: str) -> Optional[bytes]:
         return self._buffers.pop(token, None)
 
     def __len__(self) -> int:
         return len(self._buffers)
+
+    def __bool__(self) -> bool:
+        return True  # a store without buffers still carries the key (`cache_buffers or ...` must keep it)
+
+
+# -- what a predictor shares with its clones ----------------------------------------------------------
+class ContextPool:
+    """The contexts a predictor and its clones run subgraphs on: the predictor's own, and one per subset of
+    its devices, made when devices fail (module docstring), shared and destroyed together."""
+
+    def __init__(self, base: Context):
+        self.base = base
+        self._lock = threading.Lock()
+        self._subsets: dict = {}  # tuple of device names -> Context
+
+    def without(self, excluded) -> Optional[Context]:
+        """The context over the base's devices not in `excluded` (same order); None when none is left."""
+        names = [n for n in self.base.device_names if n not in excluded]
+        if not names:
+            return None
+        if len(names) == len(self.base.device_names):
+            return self.base
+        key = tuple(names)
+        with self._lock:
+            context = self._subsets.get(key)
+            if context is None:
+                context = self._subsets[key] = self.base.subset(names)
+        return context
+
+    def destroy(self) -> None:
+        """Destroy the subset contexts (the base belongs to the predictor)."""
+        with self._lock:
+            subsets, self._subsets = self._subsets, {}
+        for context in subsets.values():
+            context.destroy()
+
+
+class ProgramPool:
+    """One subgraph's programs and fault records, shared by the engines of a predictor and its clones
+    (module docstring). Engines `attach` and `release`; the last release destroys the originals."""
+
+    def __init__(self):
+        self.lock = threading.RLock()  # held while a program is obtained (restored or built) and first run
+        self.originals: list = []      # EngineProgram, in build order
+        self.retired: list = []        # originals dropped after faults (copies may still share their handles)
+        self.host_signatures: set = set()  # input signatures whose ops run on the host
+        self.failed_devices: set = set()   # devices that failed to compile this subgraph
+        self.failed_for: dict = {}         # input signature -> devices whose program failed to run it
+        self.fingerprint: Optional[str] = None
+        self._users = 0
+
+    def excluded(self, signature) -> set:
+        return self.failed_devices | self.failed_for.get(signature, set())
+
+    def attach(self) -> None:
+        with self.lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self.lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            programs = self.originals + self.retired
+            self.originals, self.retired = [], []
+        for program in programs:
+            program.compilation.destroy()
+
+
+class _DeviceFault(Exception):
+    """Internal: a device failed at `stage` ("context", "compile" or "run"); its part must run elsewhere."""
+
+    def __init__(self, devices, error: BaseException, stage: str, program=None, new: bool = False):
+        super().__init__(str(error))
+        self.devices = tuple(devices)
+        self.error = error
+        self.stage = stage
+        self.program = program  # the EngineProgram that failed to run, if any
+        self.new = new          # that program was built by this run and is in no list yet
 
 
 # -- the engine ---------------------------------------------------------------------------------------
@@ -83,7 +185,7 @@ class EngineStats:
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # compared by identity: engines and pools hold the very objects
 class EngineProgram:
     """One compiled (or restored) program and the input types it was compiled for."""
 
@@ -91,6 +193,7 @@ class EngineProgram:
     token: str
     source: str  # "build", "file" or "buffer"
     input_types: list
+    original: Optional["EngineProgram"] = None  # for a copy made from a ProgramPool original: that original
 
     def accepts(self, arrays: Sequence[np.ndarray]) -> bool:
         """Whether the inputs fit the compiled types: same count, dtype, rank, and every known axis."""
@@ -112,17 +215,25 @@ class SubgraphEngine:
                  dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None,
                  context_properties: str = "", paddle_lite_token: bool = False,
                  on_build: Optional[Callable[["SubgraphEngine"], None]] = None,
-                 host_fallback: Optional[Callable[[Sequence, dict], None]] = None):
+                 host_fallback: Optional[Callable[[Sequence, dict], None]] = None,
+                 degrade: Optional[bool] = None, pool: Optional[ProgramPool] = None,
+                 contexts: Optional[ContextPool] = None):
         self.subgraph = subgraph
         self.graph = graph
         self.context = context
+        # Faults degrade (module docstring) unless told otherwise; by default when there is a host fallback.
+        self.degrade = host_fallback is not None if degrade is None else bool(degrade)
+        self.pool = pool if pool is not None else ProgramPool()
+        self.pool.attach()
+        self._released = False
+        self.contexts = contexts if contexts is not None else ContextPool(context)
         self.cache_dir = cache_dir or ""
         self.cache_buffers = cache_buffers or CacheBufferStore()
         self.context_properties = context_properties or ""
         self.paddle_lite_token = paddle_lite_token
         self.on_build = on_build
         self.host_fallback = host_fallback  # host_fallback(ops, scope) runs ops on the host (module docstring)
-        self.host_signatures: set = set()  # input signatures that run on the host
+        self.host_signatures: set = self.pool.host_signatures  # input signatures that run on the host
         self.input_names = sorted(subgraph.input_names, key=lambda n: n.encode("utf-8"))
         self.output_names = sorted(subgraph.output_names, key=lambda n: n.encode("utf-8"))
         info = dynamic_shape_info or {}
@@ -138,8 +249,11 @@ class SubgraphEngine:
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = cache_key.subgraph_fingerprint(self.subgraph.ops, self.input_names, self.output_names,
-                                                     self.subgraph.weight_names, self.graph.params)
+            if self.pool.fingerprint is None:  # hashed once for a predictor and its clones
+                self.pool.fingerprint = cache_key.subgraph_fingerprint(
+                    self.subgraph.ops, self.input_names, self.output_names, self.subgraph.weight_names,
+                    self.graph.params)
+            self._fingerprint = self.pool.fingerprint
         return self._fingerprint
 
     def describe(self) -> str:
@@ -185,35 +299,165 @@ class SubgraphEngine:
             except KeyError:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
-        if self.host_signatures and _signature(arrays) in self.host_signatures:
+        signature = _signature(arrays)
+        if self.host_signatures and signature in self.host_signatures:
             self._run_on_host(scope)
             return
-        for program in self.programs:
+        outputs = self._run_on_devices(arrays, signature, scope)
+        if outputs is None:  # it ran on the host, which wrote the scope
+            return
+        for name, array in zip(self.output_names, outputs):
+            scope[name] = array
+        self.stats.runs += 1
+
+    def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict) -> Optional[list]:
+        """Run on the context without the devices that failed (module docstring), falling back device by
+        device, then to the host; None when the host ran it. Faults are committed once a fallback ran."""
+        faults: list = []  # run faults of this run, committed once a fallback ran (module docstring)
+        try:
+            while True:
+                excluded = self.pool.excluded(signature).union(*(f.devices for f in faults))
+                try:
+                    context = self.contexts.without(excluded)
+                except NNAdapterError as exc:  # a context over the remaining devices cannot be created
+                    if not (self.degrade and fault_device(exc) and is_device_fault(exc)):
+                        raise
+                    self._commit(_DeviceFault([fault_device(exc)], exc, "context"), signature, excluded)
+                    continue
+                try:
+                    if context is None:
+                        if self.host_fallback is None or not self.degrade:
+                            raise faults[-1].error if faults else NNAdapterError(
+                                f"{self.describe()}: no device is left to run it")
+                        self._run_on_host(scope)
+                        outputs = None
+                    else:
+                        outputs = self._run_with(context, arrays, signature, scope)
+                except _DeviceFault as fault:
+                    if not set(fault.devices) & set(context.device_names):
+                        fault.devices = tuple(context.device_names)  # always progress towards the host
+                    if fault.stage == "run":
+                        faults.append(fault)
+                    else:  # a compile fault is never the caller's: committed at once
+                        self._commit(fault, signature, excluded)
+                    continue
+                for fault in faults:
+                    self._commit(fault, signature, excluded)
+                return outputs
+        except BaseException:
+            for fault in faults:  # the fallback failed too, with the caller's error: keep what was not dropped
+                if fault.program is not None and fault.new:
+                    self._adopt(fault.program)
+            raise
+
+    def _run_with(self, context: Context, arrays: Sequence[np.ndarray], signature, scope: dict) -> Optional[list]:
+        allowed = set(context.device_names)
+        for program in list(self.programs):
+            if not allowed.issuperset(program.compilation.device_names):
+                continue
             if not program.accepts(arrays):
                 self.stats.shape_mismatches += 1
                 continue
             try:
-                outputs = self._execute(program, arrays)
+                return self._execute_checked(program, arrays)
             except InvalidDimensionsError:
                 self.stats.shape_mismatches += 1
-                continue
-            break
-        else:
+        try:
+            return self._obtain_and_run(context, arrays)
+        except ConversionError as exc:
+            contradicted = self.contradicted_declarations(arrays)
+            if self.host_fallback is None or not contradicted:
+                raise
+            self._run_on_host(scope)  # an error here is the run's error: the shapes fit nowhere
+            self.host_signatures.add(signature)
+            warnings.warn(f"{self.describe()} cannot be converted for its actual input shapes ({exc}); "
+                          f"{'; '.join(contradicted)}: its ops run on the host for these shapes",
+                          ShapeFallbackWarning, stacklevel=4)
+            return None
+
+    def _obtain_and_run(self, context: Context, arrays: Sequence[np.ndarray]) -> list:
+        """No program of this engine takes the inputs: copy one of the pool's originals that does (another
+        engine of the predictor or a clone built it), else restore or build one."""
+        with self.pool.lock:
+            allowed = set(context.device_names)
+            mine = {id(p.original if p.original is not None else p) for p in self.programs}
+            for original in list(self.pool.originals):
+                if id(original) in mine or not allowed.issuperset(original.compilation.device_names):
+                    continue
+                if not original.accepts(arrays):
+                    continue
+                copy = EngineProgram(original.compilation.clone(), original.token, original.source,
+                                     original.input_types, original=original)
+                self.programs.append(copy)
+                try:
+                    return self._execute_checked(copy, arrays)
+                except InvalidDimensionsError:
+                    self.stats.shape_mismatches += 1
+            with self._using(context):
+                return self._run_new_program(arrays)
+
+    @contextlib.contextmanager
+    def _using(self, context: Context):
+        """Obtain programs on `context` (the token and the compilation read self.context)."""
+        saved, self.context = self.context, context
+        try:
+            yield
+        finally:
+            self.context = saved
+
+    def _execute_checked(self, program: EngineProgram, arrays: Sequence[np.ndarray], new: bool = False) -> list:
+        """_execute; a device fault is retried once at once, and a second one in a row is a _DeviceFault
+        (when faults degrade). The caller's errors propagate unchanged."""
+        for attempt in (1, 2):
             try:
-                outputs = self._run_new_program(arrays)
-            except ConversionError as exc:
-                contradicted = self.contradicted_declarations(arrays)
-                if self.host_fallback is None or not contradicted:
+                return self._execute(program, arrays)
+            except NNAdapterError as exc:
+                if not (self.degrade and is_device_fault(exc)):
                     raise
-                self._run_on_host(scope)  # an error here is the run's error: the shapes fit nowhere
-                self.host_signatures.add(_signature(arrays))
-                warnings.warn(f"{self.describe()} cannot be converted for its actual input shapes ({exc}); "
-                              f"{'; '.join(contradicted)}: its ops run on the host for these shapes",
-                              ShapeFallbackWarning, stacklevel=2)
-                return
-        for name, array in zip(self.output_names, outputs):
-            scope[name] = array
-        self.stats.runs += 1
+                if attempt == 2:
+                    devices = [fault_device(exc)] if fault_device(exc) else program.compilation.device_names
+                    raise _DeviceFault(devices, exc, "run", program, new) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _adopt(self, program: EngineProgram) -> None:
+        """A program this engine obtained (restored or built) and ran: it runs it, the others copy it."""
+        self.programs.append(program)
+        with self.pool.lock:
+            self.pool.originals.append(program)
+
+    def _commit(self, fault: _DeviceFault, signature, excluded) -> None:
+        """Record a fault (its devices joining `excluded`, those already left out) and say so, once."""
+        left = [n for n in self.contexts.base.device_names if n not in set(excluded) | set(fault.devices)]
+        where = ", ".join(left) if left else "the host"
+        with self.pool.lock:
+            if fault.stage == "run":
+                self.pool.failed_for.setdefault(signature, set()).update(fault.devices)
+                shapes = ", ".join(str(list(shape)) for shape, _ in signature)
+                what = f"failed twice in a row to run its program for input shapes {shapes}"
+                scope = "for these shapes"
+            else:
+                self.pool.failed_devices.update(fault.devices)
+                what = "failed to compile it" if fault.stage == "compile" else "failed to create a context"
+                scope = "from now on"
+            if fault.program is not None:
+                self._drop(fault.program)
+        devices = ", ".join(f"'{d}'" for d in fault.devices)
+        warnings.warn(f"{self.describe()}: device {devices} {what} ({fault.error}); it runs on {where} {scope}",
+                      DeviceFallbackWarning, stacklevel=5)
+
+    def _drop(self, program: EngineProgram) -> None:
+        """Stop using a program that failed: this engine's copy is destroyed, an original is retired (other
+        engines' copies may share its handle) and destroyed with the pool."""
+        if program in self.programs:
+            self.programs.remove(program)
+        original = program.original if program.original is not None else program
+        if original in self.pool.originals:
+            self.pool.originals.remove(original)
+            self.pool.retired.append(original)
+        elif program.original is None and program not in self.pool.retired:
+            program.compilation.destroy()  # a new program that never made it into the pool: nobody copied it
+        if program.original is not None:
+            program.compilation.destroy()
 
     def contradicted_declarations(self, arrays: Sequence[np.ndarray]) -> list:
         """'name declared [..], given [..]' for each input whose shape contradicts its VarDesc (another rank,
@@ -269,11 +513,20 @@ class SubgraphEngine:
                 warnings.warn(f"model cache for token {token} failed to run ({exc}); compiling the model "
                               "instead", NncCacheWarning, stacklevel=3)
             else:
-                self.programs.append(program)
+                self._adopt(program)
                 return outputs
-        program = self._build(token, arrays)
         try:
-            outputs = self._execute(program, arrays)
+            program = self._build(token, arrays)
+        except NNAdapterError as exc:
+            if not (self.degrade and is_device_fault(exc)):
+                raise
+            # Untold which device failed (e.g. the split found no device for an operation): all of them.
+            devices = [fault_device(exc)] if fault_device(exc) else self.context.device_names
+            raise _DeviceFault(devices, exc, "compile") from exc
+        try:
+            outputs = self._execute_checked(program, arrays, new=True)
+        except _DeviceFault:
+            raise  # committed (the program destroyed with the pool) or kept by _run_on_devices
         except InvalidDimensionsError as exc:
             program.compilation.destroy()
             shapes = {n: list(a.shape) for n, a in zip(self.input_names, arrays)}
@@ -283,8 +536,15 @@ class SubgraphEngine:
         except BaseException:
             program.compilation.destroy()  # never keep (or leak) a program whose first run failed
             raise
-        self.programs.append(program)
+        self._adopt(program)
         return outputs
+
+    def _cache_options(self) -> dict:
+        """The identity and integrity settings of this engine's cache records (docs/cache.md): a record must
+        name this token and this subgraph's fingerprint (Paddle Lite token mode also accepts Lite's own
+        files, which name nothing) and, with a key, carry a valid HMAC."""
+        return {"fingerprint": self.fingerprint, "cache_key": self.cache_buffers.key,
+                "accept_unidentified_cache": self.paddle_lite_token}
 
     def _restore(self, token: str) -> Optional[EngineProgram]:
         buffer = self.cache_buffers.take(token)
@@ -294,7 +554,7 @@ class SubgraphEngine:
             source = "file"
         else:
             return None
-        compilation = Compilation(None, token, buffer, self.cache_dir, self.context)
+        compilation = Compilation(None, token, buffer, self.cache_dir, self.context, **self._cache_options())
         try:
             compilation.finish()
         except CacheMissError:
@@ -325,13 +585,19 @@ class SubgraphEngine:
         if missing:
             raise ConversionError(f"{self.describe()}: the converters produced no value for output var(s) "
                                   f"{', '.join(missing)}, which later ops or the fetch list read")
-        compilation = Compilation(result.model, token, None, self.cache_dir, self.context)
+        compilation = Compilation(result.model, token, None, self.cache_dir, self.context,
+                                  **(self._cache_options() if self.cache_dir else {}))
         compilation.finish()
         self.stats.builds += 1
         inputs, _ = compilation.query_inputs_and_outputs()
         return EngineProgram(compilation, token, "build", inputs)
 
     def destroy(self) -> None:
+        """Destroy this engine's copies; the originals go with the pool's last user."""
         programs, self.programs = self.programs, []
         for program in programs:
-            program.compilation.destroy()
+            if program.original is not None:
+                program.compilation.destroy()
+        if not self._released:
+            self._released = True
+            self.pool.release()

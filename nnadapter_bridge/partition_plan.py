@@ -4,6 +4,10 @@ One computation serves create_predictor and `nnadapter-bridge partition`: the su
 verdicts persisted in the model cache dir when one is set), the partition config (API buffer, API path,
 then the environment), and the detector with the Config's minimum subgraph size. The plan also says why
 each host op is not on a device.
+
+Verdicts are not saved when a device's validate_program failed while deciding (Context.validation_faults:
+its answer was replaced by "none" for this start only). Without a context (no listed device could be opened:
+the predictor degraded) every op is on the host, with that reason.
 """
 from __future__ import annotations
 
@@ -14,6 +18,23 @@ from nnadapter_bridge import cache_key
 from nnadapter_bridge.support_decisions import SupportDecider, VerdictStore
 from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, detect_subgraphs, op_key,
                        resolve_partition_config)
+
+
+class NoDeviceSupport:
+    """The support decision when no listed device could be opened: nothing is supported."""
+
+    def __init__(self, device_names):
+        self.reason_text = f"none of the devices {', '.join(device_names) or '(none listed)'} could be opened"
+        self.reasons: dict = {}
+        self.conversions = 0
+        self.restored = 0
+
+    def is_supported(self, op) -> bool:
+        self.reasons.setdefault(op.type, self.reason_text)
+        return False
+
+    def reason(self, op) -> str:
+        return self.reason_text
 
 
 @dataclasses.dataclass
@@ -60,14 +81,15 @@ def plan_partition(config, graph, context) -> PartitionPlan:
     """Partition `graph` (loaded from `config`) for the devices of the open `context`, as `config` says."""
     device_names = config.nnadapter_device_names()
     cache_dir = config.nnadapter_model_cache_dir()
-    store = (VerdictStore.open(cache_dir, device_names, config.nnadapter_context_properties(),
-                               cache_key.versions(context)) if cache_dir else None)
-    support = SupportDecider(graph, context, store=store)
+    # The context's devices, not the listed ones: a device left out (degraded start) changes the verdicts.
+    store = (VerdictStore.open(cache_dir, context.device_names, config.nnadapter_context_properties(),
+                               cache_key.versions(context)) if cache_dir and context is not None else None)
+    support = SupportDecider(graph, context, store=store) if context is not None else NoDeviceSupport(device_names)
     partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
                                                 config.nnadapter_subgraph_partition_config_path() or None,
                                                 os.environ)
     forced = partition_config.match(graph.ops()) if partition_config is not None else set()
     result = detect_subgraphs(graph, support.is_supported, forced, config.min_subgraph_size)
-    if store is not None:
+    if store is not None and not getattr(context, "validation_faults", 0):
         store.save()
     return PartitionPlan(graph, result, support, partition_config, config.min_subgraph_size, device_names)

@@ -14,6 +14,21 @@ Predictor.run() feeds the input tensors into a scope (params included, zero-copy
 steps (a subgraph runs on its engine.SubgraphEngine, a host op on the host executor) and fetches the
 outputs. New input shapes simply run again: the engines build or reuse programs per shape signature.
 
+Threads: one predictor, one thread at a time. Concurrent run() calls are serialised by a lock (never
+computed on shared state), but a predictor's input and output tensors belong to one thread at a time: two
+threads filling inputs and reading outputs of one predictor would see each other's data. For parallel runs,
+`clone()` (Paddle Lite's and Paddle Inference's name) gives a predictor sharing everything immutable (the
+loaded graph and weights, the partition, the support decisions, the device contexts, and the compiled
+programs: each engine's ProgramPool, through Compilation.clone) with its own tensors, engine copies, host
+executor and lock; N clones run on N threads at once.
+
+Faults degrade (outside strict mode, Config.set_strict): a listed device whose driver fails to load or open
+(its SDK missing, say), or to create its context, is left out with one DeviceFallbackWarning naming it and
+the error, and the next listed device, else the host, takes its part; the engines do the same for devices
+that fail to validate, compile or run their part (engine module docstring). A name that no driver declares
+is still an error (a typo), as are errors that are the caller's (bad properties, inputs, shapes). Unknown
+context-property keys get one UnknownPropertyWarning each, naming the nearest known key.
+
 A feed var's declared shape is a hint, as in Paddle: any shape runs (a [1] into a var declared [], 300x300
 into [-1, 3, 224, 224]); only the dtype must match. When a run fails on inputs that contradict their declared
 shapes, the error says so (InputError naming the input). Outside strict mode, an engine that cannot convert its
@@ -22,13 +37,16 @@ subgraph for such shapes runs its ops on the host executor instead (engine.Subgr
 from __future__ import annotations
 
 import dataclasses
+import threading
+import warnings
 from typing import Optional
 
 import numpy as np
 
 from nnadapter_bridge.config import Config
-from nnadapter_bridge.engine import CacheBufferStore, EngineStats, SubgraphEngine
-from nnadapter_bridge.errors import BridgeError, ConfigError, DeviceNotFoundError, InputError, UnsupportedOpError
+from nnadapter_bridge.engine import CacheBufferStore, ContextPool, EngineStats, ProgramPool, SubgraphEngine
+from nnadapter_bridge.errors import (BridgeError, ConfigError, DeviceNotFoundError, InputError, NNAdapterError,
+                                     UnsupportedOpError)
 from nnadapter_bridge.progress import Progress
 from nnadapter_bridge.tensor import Tensor
 
@@ -58,17 +76,101 @@ def _expected(tensor: Tensor) -> str:
     return f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
 
 
-def _acquire_devices(names: list):
-    from nnadapter_bridge.nnadapter.runtime import acquire_device
+def _reason(exc: BaseException) -> str:
+    return str(exc).rsplit(" [", 1)[0] if isinstance(exc, NNAdapterError) else f"{type(exc).__name__}: {exc}"
 
-    devices = []
+
+def _acquire_devices(names: list, strict: bool = True) -> tuple:
+    """(devices acquired, [(name, why not)] for the devices left out). A name no driver declares is an error;
+    a declared driver that fails to load or open is left out (module docstring), unless `strict`."""
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager, acquire_device, is_device_fault
+
+    manager = DeviceManager.instance()
+    devices, failed = [], []
     for name in names:
         try:
             devices.append(acquire_device(name))
         except DeviceNotFoundError as exc:
-            raise DeviceNotFoundError(f"set_nnadapter_device_names: {exc.args[0].rsplit(' [', 1)[0]}; "
-                                      "`nnadapter-bridge devices` lists the installed drivers") from exc
-    return devices
+            if strict or not manager.is_declared(name):
+                raise DeviceNotFoundError(f"set_nnadapter_device_names: {exc.args[0].rsplit(' [', 1)[0]}; "
+                                          "`nnadapter-bridge devices` lists the installed drivers") from exc
+            hint = manager.unavailable_reason(name)
+            failed.append((name, f"is unavailable: {hint}" if hint else f"fails to load ({_reason(exc)})"))
+        except NNAdapterError as exc:
+            if strict or not is_device_fault(exc):
+                raise
+            failed.append((name, f"cannot be opened ({_reason(exc)})"))
+    return devices, failed
+
+
+def _open_context(config: Config, device_names: list):
+    """The Context over the listed devices that open (module docstring); None when none does (every op then
+    runs on the host). One DeviceFallbackWarning per device left out."""
+    from nnadapter_bridge.nnadapter.runtime import Context, DeviceFallbackWarning, fault_device, is_device_fault
+
+    strict = config.strict
+    devices, failed = _acquire_devices(device_names, strict)
+    context = None
+    while devices:
+        try:
+            context = Context(devices, config.nnadapter_context_properties(), config.nnadapter_context_callback(),
+                              strict=strict)
+            break
+        except NNAdapterError as exc:
+            name = fault_device(exc)
+            if strict or name is None or not is_device_fault(exc) or name not in [d.name for d in devices]:
+                raise
+            failed.append((name, f"cannot create a context ({_reason(exc)})"))
+            devices = [d for d in devices if d.name != name]
+    where = ", ".join(d.name for d in devices) or "the host"
+    for name, why in failed:
+        warnings.warn(f"device '{name}' {why}; its part of the model runs on {where}", DeviceFallbackWarning,
+                      stacklevel=4)
+    return context
+
+
+def _warn_unknown_properties(config: Config, device_names: list) -> None:
+    from nnadapter_bridge.nnadapter.properties import UnknownPropertyWarning
+    from nnadapter_bridge.nnadapter.runtime import unknown_property_keys
+
+    for key, nearest in unknown_property_keys(config.nnadapter_context_properties(), device_names):
+        hint = f"; did you mean {nearest}?" if nearest else ""
+        warnings.warn(f"context property '{key}' is read by no device (devices: {', '.join(device_names)}), so it "
+                      f"has no effect{hint}", UnknownPropertyWarning, stacklevel=4)
+
+
+@dataclasses.dataclass(eq=False)
+class _Shared:
+    """What a predictor shares with its clones: everything but the execution state (module docstring)."""
+
+    config: Config
+    graph: object
+    device_names: list
+    context: object  # runtime.Context, None when no device opened
+    contexts: Optional[ContextPool]
+    support: object
+    partition: object
+    steps: list
+    host_ops: list
+    cache_buffers: CacheBufferStore
+    pools: dict  # subgraph index -> engine.ProgramPool
+    users: int = 0
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def attach(self) -> None:
+        with self.lock:
+            self.users += 1
+
+    def release(self) -> None:
+        """The last user destroys the contexts (the engines released their programs before)."""
+        with self.lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+        if self.contexts is not None:
+            self.contexts.destroy()
+        if self.context is not None:
+            self.context.destroy()
 
 
 def _make_host_executor(graph, device_names):
@@ -84,7 +186,6 @@ class Predictor:
 
     def __init__(self, config: Config):
         from nnadapter_bridge.loader import load_model
-        from nnadapter_bridge.nnadapter.runtime import Context
         from nnadapter_bridge.partition_plan import plan_partition
         from partition import print_dump_if_verbose
 
@@ -93,38 +194,69 @@ class Predictor:
         self.config = config
         self.graph = load_model(**config.model_source())
         self.device_names = config.nnadapter_device_names()
-        self.context = Context(_acquire_devices(self.device_names), config.nnadapter_context_properties(),
-                               config.nnadapter_context_callback())
+        self.context = _open_context(config, self.device_names)  # None: no device opened (module docstring)
         try:
             self._check_dynamic_shape_info()
+            _warn_unknown_properties(config, self.device_names)
 
             plan = plan_partition(config, self.graph, self.context)
-            self.support = plan.support
-            self.partition = plan.result
-            print_dump_if_verbose(self.graph, self.partition)
-            self._steps = list(self.partition.steps())  # the run order, fixed once: run() only walks it
-
-            self.host_ops = plan.host_ops
-            self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
-            self._check_everything_runs()
-
-            cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers())
-            self._progress: Optional[Progress] = None
-            self.engines = {
-                s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
-                                        cache_buffers=cache_buffers,
-                                        dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
-                                        context_properties=config.nnadapter_context_properties(),
-                                        paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
-                                        host_fallback=None if config.strict else self._run_on_host)
-                for s in self.partition.subgraphs}
-            self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
-            self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
-            self._runs = 0
-            self._host_op_runs = 0
+            print_dump_if_verbose(self.graph, plan.result)
+            # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
+            cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers(),
+                                             key=config.nnadapter_model_cache_key())
+            shared = _Shared(config, self.graph, self.device_names, self.context,
+                             None if self.context is None else ContextPool(self.context), plan.support, plan.result,
+                             list(plan.result.steps()),  # the run order, fixed once: run() only walks it
+                             plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs})
+            self._attach(shared, check=True)
         except BaseException:
-            self.context.destroy()  # the drivers' contexts must not outlive a predictor that failed to build
+            if self.context is not None:
+                self.context.destroy()  # the drivers' contexts must not outlive a predictor that failed to build
             raise
+
+    def _attach(self, shared: _Shared, check: bool = False) -> None:
+        """Take the shared parts and make this predictor's own execution state (module docstring)."""
+        self._shared = shared
+        self.config = shared.config
+        self.graph = shared.graph
+        self.device_names = shared.device_names
+        self.context = shared.context
+        self.support = shared.support
+        self.partition = shared.partition
+        self._steps = shared.steps
+        self.host_ops = shared.host_ops
+        self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
+        if check:
+            self._check_everything_runs()
+        config = shared.config
+        self._progress: Optional[Progress] = None
+        self._run_lock = threading.Lock()
+        self._closed = False
+        self.engines = {
+            s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
+                                    cache_buffers=shared.cache_buffers,
+                                    dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
+                                    context_properties=config.nnadapter_context_properties(),
+                                    paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
+                                    host_fallback=None if config.strict else self._run_on_host,
+                                    pool=shared.pools[s.index], contexts=shared.contexts)
+            for s in self.partition.subgraphs}
+        shared.attach()
+        self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
+        self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
+        self._runs = 0
+        self._host_op_runs = 0
+
+    def clone(self) -> "Predictor":
+        """A predictor for another thread (Paddle Lite's and Paddle Inference's clone()): it shares this one's
+        graph, weights, partition, contexts and compiled programs, and has its own input and output tensors
+        (empty), engines' execution state, host executor and run lock (module docstring). Close each clone
+        with close(); the shared parts go with the last one."""
+        if self._closed:
+            raise ConfigError("clone() of a closed predictor")
+        twin = Predictor.__new__(Predictor)
+        twin._attach(self._shared)
+        return twin
 
     # -- construction checks -------------------------------------------------------------------------
 
@@ -259,11 +391,27 @@ class Predictor:
         self._progress.update(engine.index + 1, engine.subgraph.ops)
 
     def run(self) -> None:
+        """Run the model on the input tensors; concurrent calls on one predictor are serialised (module
+        docstring: for parallel runs, clone())."""
+        with self._run_lock:
+            if self._closed:
+                raise ConfigError("run() on a closed predictor")
+            for tensor in self._inputs:
+                tensor._hold()  # a from_numpy meanwhile (another thread) fills a new buffer, never this run's
+            try:
+                self._run()
+            finally:
+                for tensor in self._inputs:
+                    tensor._release()
+
+    def _run(self) -> None:
         from partition import HOST_ONLY_OP_TYPES, Subgraph
 
         scope = dict(self.graph.params)  # references only: params stay memory-mapped
+        inputs = []
         for tensor in self._inputs:
-            scope[tensor.name] = self._checked_input(tensor)
+            scope[tensor.name] = array = self._checked_input(tensor)
+            inputs.append(array)
         self._progress = None
         try:
             for step in self._steps:
@@ -287,7 +435,6 @@ class Predictor:
             if self._progress is not None:
                 self._progress.done()
             self._progress = None
-        inputs = [tensor._value() for tensor in self._inputs]
         for tensor in self._outputs:
             if tensor.name not in scope:
                 raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
@@ -322,9 +469,15 @@ class Predictor:
         return dict(self.support.reasons)
 
     def close(self) -> None:
-        for engine in self.engines.values():
-            engine.destroy()
-        self.context.destroy()
+        """Release this predictor's programs; the shared ones (and the device contexts) go with the last of
+        a predictor and its clones to close."""
+        with self._run_lock:
+            if self._closed:
+                return
+            self._closed = True
+            for engine in self.engines.values():
+                engine.destroy()
+            self._shared.release()
 
     def __repr__(self) -> str:
         return (f"Predictor(devices={self.device_names}, subgraphs={len(self.engines)}, "

@@ -17,6 +17,9 @@ context properties and the versions string of the cache key (`cache_key.versions
 every driver's version and the devices' environment variables): other devices, properties or versions use
 another file. The file is JSON (never code), written atomically, and checked in full when read; a file
 that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
+It is read like a `.nnc` (nnc.read_cache_file: no symlinks followed, never blocking, regular files only) and
+at most MAX_STORE_BYTES; its nesting is measured before parsing (at most MAX_STORE_DEPTH levels, the
+format needs 3), so a hostile file can neither exhaust memory nor the parser's recursion.
 """
 from __future__ import annotations
 
@@ -24,17 +27,39 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import warnings
+
+import numpy as np
 from typing import Any, Optional
 
 from nnadapter_bridge.cache_key import semantic_attrs
-from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.errors import BridgeError, ModelFormatError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.types import OperandType
 
 SIGNATURE_FORMAT_VERSION = 1  # bump when signature(), signature_text() or the verdict file layout changes
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
+MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
+MAX_STORE_DEPTH = 16  # the document nests 3 levels (document, verdicts, verdict)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET_STEPS = np.zeros(256, dtype=np.int8)
+_BRACKET_STEPS[[0x5B, 0x7B]] = 1  # [ {
+_BRACKET_STEPS[[0x5D, 0x7D]] = -1  # ] }
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of arrays/objects in JSON text, measured without recursion: strings are cut out
+    by a regular expression, then brackets are counted (numpy). For text that is not valid JSON the value
+    may be off, but then the parser rejects it anyway."""
+    codes = np.frombuffer(_JSON_STRING.sub(b'""', data), dtype=np.uint8)
+    deepest = depth = 0
+    for start in range(0, len(codes), 1 << 20):  # in chunks: a few MB of scratch whatever the file's size
+        levels = np.cumsum(_BRACKET_STEPS[codes[start:start + (1 << 20)]], dtype=np.int64) + depth
+        deepest = max(deepest, int(levels.max()))
+        depth = int(levels[-1])
+    return deepest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,20 +109,22 @@ class VerdictStore:
     def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> "VerdictStore":
         """The store for these devices, properties and versions in `cache_dir`, with what its file holds (a
         missing file is an empty store; an unreadable or invalid one too, with one warning)."""
+        from nnadapter_bridge.nnadapter.nnc import CacheFileError, clean_stale_temp_files, read_cache_file
+
+        clean_stale_temp_files(cache_dir)  # the first use of the dir in this process (once per dir)
         key = cls.store_key(device_names, context_properties, versions)
         path = os.path.join(cache_dir, f"support-{key}.json")
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_cache_file(path, MAX_STORE_BYTES)
         except FileNotFoundError:
             return cls(path, key, {})
         except OSError as exc:
-            cls._warn(path, f"cannot read it: {exc}")
+            cls._warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
             return cls(path, key, {})
         try:
             verdicts = cls._parse(data, key)
-        except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            cls._warn(path, str(exc))
+        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            cls._warn(path, str(exc) if isinstance(exc, ValueError) else "nested too deeply")
             return cls(path, key, {})
         return cls(path, key, verdicts)
 
@@ -110,6 +137,9 @@ class VerdictStore:
 
     @staticmethod
     def _parse(data: bytes, key: str) -> dict:
+        depth = json_depth(data)
+        if depth > MAX_STORE_DEPTH:
+            raise ValueError(f"it nests {depth} levels deep, more than {MAX_STORE_DEPTH}")
         document = json.loads(data.decode("utf-8"))
         if not isinstance(document, dict) or document.get("format") != _STORE_FORMAT:
             raise ValueError(f"not a {_STORE_FORMAT} file")
@@ -247,6 +277,8 @@ class SupportDecider:
         self.conversions += 1
         try:
             result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)
+        except ModelFormatError:
+            raise  # a malformed op (an int attribute stored as a float, ...) is refused, not run elsewhere
         except Exception as exc:  # any converter failure means "not on a device"; the reason is kept
             return SupportVerdict(False, f"conversion failed: {type(exc).__name__}: {exc}")
         model = result.model

@@ -1,13 +1,15 @@
 """Predictor input/output tensors with Paddle Lite's Python Tensor methods, plus Lite's place enums.
 
 A Tensor holds one numpy array (host memory). Inputs copy what `from_numpy` / `set_*_data` give them, so
-the caller may reuse its array; `numpy()` returns a copy, as Paddle Lite's does. An input tensor knows the
+the caller may reuse its array (from_numpy refills the same buffer when the shape and dtype stay, except
+while a run reads it: then it takes a new one, so a run never sees a half-written input); `numpy()` returns a copy, as Paddle Lite's does. An input tensor knows the
 dtype and shape its feed var declares; the predictor checks the dtype when it runs (not before: Paddle Lite
 scripts often `resize` first and fill later). The declared shape is only a hint, as in Paddle: any shape runs.
 """
 from __future__ import annotations
 
 import enum
+import threading
 from typing import Optional, Sequence
 
 import numpy as np
@@ -98,6 +100,8 @@ class Tensor:
         self._array: Optional[np.ndarray] = None
         self._shape: Optional[tuple] = None
         self._lod: list = []
+        self._lock = threading.Lock()
+        self._readers = 0  # runs reading the current buffer (Predictor.run): from_numpy must not refill it
 
     # -- data in -------------------------------------------------------------------------------------
     def from_numpy(self, array, place=TargetType.Host) -> None:
@@ -106,15 +110,17 @@ class Tensor:
         if array.dtype not in _PRECISION_OF_DTYPE:
             raise InputError(f"input '{self.name}': numpy dtype {array.dtype} is not supported; use one of "
                              f"{', '.join(sorted(d.name for d in _PRECISION_OF_DTYPE))}")
-        current = self._array
-        if current is not None and current.shape == array.shape and current.dtype == array.dtype \
-                and current.flags.writeable and current.flags.c_contiguous and current is not array:
-            # Same shape and dtype as the last call: refill the same buffer. Saves an allocation per run,
-            # and devices that bind input memory (intel_openvino) see the same address again.
-            np.copyto(current, array)
-        else:
-            self._array = np.array(array, copy=True, order="C")
-        self._shape = tuple(self._array.shape)
+        with self._lock:
+            current = self._array
+            if current is not None and current.shape == array.shape and current.dtype == array.dtype \
+                    and current.flags.writeable and current.flags.c_contiguous and current is not array \
+                    and not self._readers:
+                # Same shape and dtype as the last call: refill the same buffer. Saves an allocation per run,
+                # and devices that bind input memory (intel_openvino) see the same address again.
+                np.copyto(current, array)
+            else:
+                self._array = np.array(array, copy=True, order="C")
+            self._shape = tuple(self._array.shape)
 
     def resize(self, shape: Sequence[int]) -> None:
         shape = tuple(int(d) for d in shape)
@@ -162,6 +168,15 @@ class Tensor:
 
     def _value(self) -> Optional[np.ndarray]:
         return self._array
+
+    def _hold(self) -> None:
+        """A run starts reading this input: from_numpy takes a new buffer until _release."""
+        with self._lock:
+            self._readers += 1
+
+    def _release(self) -> None:
+        with self._lock:
+            self._readers -= 1
 
     # -- data out ------------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:

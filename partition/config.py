@@ -54,6 +54,35 @@ def op_output_names(op) -> list[str]:
     return [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
 
 
+# What the syntax gives a meaning to: a name holding one of these (or a line break, or space at either end,
+# which is trimmed) cannot be written in a spec. Paddle Lite's format has no escaping, so such an op cannot be
+# named field by field (a spec with only its op type still matches it, with every other op of that type).
+SPECIAL_CHARACTERS = ":,-#"
+
+
+def unwritable_reason(op_type: str, inputs, outputs) -> str | None:
+    """Why `op_type:inputs:outputs` cannot be written as a config line that reads back as the same spec, or
+    None when it can."""
+    if not op_type:
+        return "an empty op type"
+    for what, name in [("op type", op_type)] + [("var", n) for n in list(inputs) + list(outputs) if n]:
+        special = sorted({c for c in name if c in SPECIAL_CHARACTERS})
+        if special:
+            return f"{what} {name!r} holds {', '.join(repr(c) for c in special)}"
+        if _LINE_BREAK.search(name) or name != name.strip():
+            return f"{what} {name!r} holds a line break or starts or ends with white space"
+    return None
+
+
+def config_line(op_type: str, inputs, outputs) -> str | None:
+    """The spec naming an op with these inputs and outputs (`op_type:in1,in2:out1`), or None when one of the
+    names cannot be written in the syntax (unwritable_reason). Empty names are left out: the parser drops them
+    too, and a spec's names are a subset test."""
+    if unwritable_reason(op_type, inputs, outputs) is not None:
+        return None
+    return f"{op_type}:{','.join(n for n in inputs if n)}:{','.join(n for n in outputs if n)}"
+
+
 @dataclasses.dataclass(frozen=True)
 class PartitionSpec:
     """One `op_type[:inputs[:outputs]]` spec; `line` is 1-based within its source."""

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from nnadapter_bridge.errors import ConfigError
-from partition.config import op_input_names, op_output_names
+from partition.config import config_line, op_input_names, op_output_names, unwritable_reason
 
 # Paddle Lite's subgraph colours, in its order: subgraph i gets SUBGRAPH_COLORS[i % 48].
 SUBGRAPH_COLORS = (
@@ -91,8 +91,19 @@ def dot_text(graph, result) -> str:
 
 
 def operator_lines(graph) -> list[str]:
-    """Every op of block 0 in partition-config syntax, `op_type:inputs:outputs`, in program order."""
-    return [f"{op.type}:{','.join(op_input_names(op))}:{','.join(op_output_names(op))}" for op in graph.ops()]
+    """Every op of block 0 in partition-config syntax, `op_type:inputs:outputs`, in program order. An op whose
+    names the syntax cannot hold (a var called 'a:b' or 'a,b'; Paddle Lite's format has no escaping) gets a
+    `#` comment line saying so instead: the config parser skips it, and no line names another op by mistake."""
+    lines = []
+    for op in graph.ops():
+        inputs, outputs = op_input_names(op), op_output_names(op)
+        line = config_line(op.type, inputs, outputs)
+        if line is None:
+            reason = unwritable_reason(op.type, inputs, outputs)
+            line = (f"# {op.type!r} op #{op.index}: {reason}, which a partition config line cannot hold; "
+                    f"this op cannot be named by its vars")
+        lines.append(line)
+    return lines
 
 
 def dump_text(graph, result) -> str:

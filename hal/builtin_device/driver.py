@@ -9,15 +9,19 @@
 * validate_program is truthful per operation: the standard's reference can run it (a reference exists,
   its `supports(op)` (if any) accepts, and the operation's signature check passes).
 * execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
+* clone_program shares the model and its operation order (nothing in them changes while a program runs).
 * Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
   it caps the BLAS thread pool (through `threadpoolctl`, a dependency) while a program runs (numpy's
   matmul/einsum paths are the only multi-threaded parts of the references). Should threadpoolctl be
-  missing, the value is validated and kept on the context but has no effect.
+  missing, the value is validated and kept on the context but has no effect. The BLAS pool is global to
+  the process: while programs run on several threads at once, the limit of the first one to start holds
+  until the last one ends, and the original limits are restored then (never left capped).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from typing import Optional, Sequence
 
 import numpy as np
@@ -63,9 +67,39 @@ class BuiltinProgram:
     output_types: list
 
 
+_LIMIT_LOCK = threading.Lock()
+_limit_state = {"users": 0, "limits": None, "controller": None}  # the BLAS limit while capped programs run
+
+
+def _controller():
+    """One ThreadpoolController for the process: it finds the BLAS libraries once (threadpool_limits would
+    scan them on every run, about 0.4 ms)."""
+    if _limit_state["controller"] is None:
+        _limit_state["controller"] = _threadpoolctl.ThreadpoolController()
+    return _limit_state["controller"]
+
+
+@contextlib.contextmanager
+def _shared_thread_limit(num_threads: int):
+    """threadpool_limits entered by the first concurrent run and restored by the last: nested entries from
+    several threads would restore each other's limits out of order and could leave the pool capped."""
+    with _LIMIT_LOCK:
+        if _limit_state["users"] == 0:
+            _limit_state["limits"] = _controller().limit(limits=num_threads, user_api="blas")
+        _limit_state["users"] += 1
+    try:
+        yield
+    finally:
+        with _LIMIT_LOCK:
+            _limit_state["users"] -= 1
+            if _limit_state["users"] == 0:
+                limits, _limit_state["limits"] = _limit_state["limits"], None
+                limits.restore_original_limits()
+
+
 def _thread_limit(num_threads: int):
     if num_threads > 0 and _threadpoolctl is not None:
-        return _threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")
+        return _shared_thread_limit(num_threads)
     return contextlib.nullcontext()
 
 
@@ -90,6 +124,7 @@ class BuiltinDeviceDriver(Driver):
     vendor = "Paddle"
     type = DeviceType.CPU
     version = 1
+    property_keys = (NUM_THREADS_KEY,)
 
     def open_device(self) -> BuiltinDeviceHandle:
         return BuiltinDeviceHandle()
@@ -136,6 +171,10 @@ class BuiltinDeviceDriver(Driver):
 
     def destroy_program(self, program: BuiltinProgram) -> None:
         program.order = []
+
+    def clone_program(self, program: BuiltinProgram) -> BuiltinProgram:
+        """Programs hold no execution state: a clone is a second handle on the same model and order."""
+        return dataclasses.replace(program)
 
     def execute_program(self, program: BuiltinProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
         by_index = {arg.index: arg for arg in inputs}

@@ -4,7 +4,10 @@
 * Context properties (the project's parser, so environment variables of the same names apply too):
   INTEL_OPENVINO_SELECT_DEVICE_NAMES (comma list, default CPU; the first one OpenVINO has is used,
   an unavailable list is an error naming the available devices) and INTEL_OPENVINO_INFERENCE_NUM_THREADS
-  (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config). On CPU the inference precision is
+  (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config, the compiled model's total thread
+  budget) and INTEL_OPENVINO_NUM_STREAMS (0 = one stream, OpenVINO's LATENCY hint; N: N streams sharing
+  that budget, so N requests of one compiled model, e.g. N predictor clones on N threads, run at once;
+  with one stream they queue). On CPU the inference precision is
   pinned to f32 (the plugin would otherwise pick bf16 on hardware that has it).
 * create_program lowers the model (hal.common.lower: PRIOR_BOX folded, YOLO_BOX decomposed) and
   compiles it with `Core.compile_model`; with a cache token and dir the program
@@ -14,6 +17,9 @@
 * execute_program keeps one InferRequest per program, hands the input arrays to OpenVINO without copying
   (`ov.Tensor(array, shared_memory=True)`), and copies each output once into the buffer its access
   function returns. A rank change or a dim that differs from a static compiled dim is INVALID_DIMENSIONS.
+* clone_program shares the CompiledModel and gives the clone its own InferRequest and input slots, so
+  predictor clones run one compiled program from several threads at once.
+* unavailable_reason() says what to install when `openvino` cannot be imported.
 * destroy_program, destroy_context and close_device are idempotent.
 """
 from __future__ import annotations
@@ -34,6 +40,7 @@ from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
 INFERENCE_NUM_THREADS_KEY = "INTEL_OPENVINO_INFERENCE_NUM_THREADS"
+NUM_STREAMS_KEY = "INTEL_OPENVINO_NUM_STREAMS"
 DEFAULT_DEVICE_NAMES = ["CPU"]
 INSTALL_HINT = "install nnadapter-bridge[openvino]"
 
@@ -114,7 +121,7 @@ def select_device(core, names: Sequence[str]) -> str:
                          f"available; OpenVINO offers: {', '.join(available) or 'none'}", ResultCode.DEVICE_NOT_FOUND)
 
 
-def compile_config(core, device_name: str, num_threads: int) -> dict:
+def compile_config(core, device_name: str, num_threads: int, num_streams: int = 0) -> dict:
     supported = set(core.get_property(device_name, "SUPPORTED_PROPERTIES"))
     config = {}
     if num_threads > 0:
@@ -122,9 +129,14 @@ def compile_config(core, device_name: str, num_threads: int) -> dict:
             raise NNAdapterError(f"intel_openvino: device {device_name} has no INFERENCE_NUM_THREADS setting "
                                  f"({INFERENCE_NUM_THREADS_KEY}={num_threads})", ResultCode.INVALID_PARAMETER)
         config["INFERENCE_NUM_THREADS"] = num_threads
+    if num_streams > 0:
+        if "NUM_STREAMS" not in supported:
+            raise NNAdapterError(f"intel_openvino: device {device_name} has no NUM_STREAMS setting "
+                                 f"({NUM_STREAMS_KEY}={num_streams})", ResultCode.INVALID_PARAMETER)
+        config["NUM_STREAMS"] = num_streams
     if device_name == "CPU" and "INFERENCE_PRECISION_HINT" in supported:
         config["INFERENCE_PRECISION_HINT"] = "f32"
-    if "PERFORMANCE_HINT" in supported:
+    if "PERFORMANCE_HINT" in supported and num_streams <= 0:  # the LATENCY hint means one stream
         config["PERFORMANCE_HINT"] = "LATENCY"
     return config
 
@@ -139,6 +151,14 @@ class IntelOpenVinoDriver(Driver):
     vendor = "Intel"
     type = DeviceType.CPU
     version = 1
+    property_keys = (SELECT_DEVICE_NAMES_KEY, INFERENCE_NUM_THREADS_KEY, NUM_STREAMS_KEY)
+
+    def unavailable_reason(self) -> str:
+        try:
+            _import_openvino()
+        except NNAdapterError:
+            return INSTALL_HINT
+        return ""
 
     def open_device(self) -> OpenVinoDevice:
         ov = _import_openvino()
@@ -157,9 +177,13 @@ class IntelOpenVinoDriver(Driver):
         if num_threads < 0:
             raise NNAdapterError(f"{INFERENCE_NUM_THREADS_KEY}={num_threads}: expected 0 (OpenVINO's default) or a "
                                  "positive thread count", ResultCode.INVALID_PARAMETER)
+        num_streams = parsed.get_int(NUM_STREAMS_KEY, 0)
+        if num_streams < 0:
+            raise NNAdapterError(f"{NUM_STREAMS_KEY}={num_streams}: expected 0 (one stream) or a positive stream "
+                                 "count", ResultCode.INVALID_PARAMETER)
         device_name = select_device(device.core, names)
-        return OpenVinoContext(device, parsed, device_name, compile_config(device.core, device_name, num_threads),
-                               callback)
+        return OpenVinoContext(device, parsed, device_name,
+                               compile_config(device.core, device_name, num_threads, num_streams), callback)
 
     def destroy_context(self, context: OpenVinoContext) -> None:
         context.callback = None
@@ -224,6 +248,15 @@ class IntelOpenVinoDriver(Driver):
         return OpenVinoProgram(context, compiled, compiled.create_infer_request(),
                                [_input_slot(t) for t in input_types], output_types,
                                [t.copy() for t in output_types], seconds, restored, Tensor, checks)
+
+    def clone_program(self, program: OpenVinoProgram) -> OpenVinoProgram:
+        """The same CompiledModel with a new InferRequest and fresh input slots (OpenVINO runs several
+        requests of one compiled model at once; one request runs one inference at a time)."""
+        if program.compiled_model is None:
+            raise NNAdapterError("intel_openvino: the program was destroyed", ResultCode.INVALID_PARAMETER)
+        return dataclasses.replace(program, request=program.compiled_model.create_infer_request(),
+                                   inputs=[_input_slot(slot.type) for slot in program.inputs],
+                                   output_scratch=[t.copy() for t in program.output_types])
 
     def destroy_program(self, program: OpenVinoProgram) -> None:
         for slot in program.inputs:

@@ -15,7 +15,10 @@
   float64 kernels for some operators only (Conv, Erf, Softplus, ... are float32-only on CPU), and an
   operation without its kernel goes to builtin_device or the host instead of failing at compile time.
 * execute_program: known dims of the compiled inputs are fixed, unknown ones symbolic. A rank change
-  or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes").
+  or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes"). onnxruntime's
+  InvalidArgument from a run (e.g. gather indices out of range) is the caller's INVALID_PARAMETER; its other
+  failures are DEVICE_INTERNAL_ERROR (the runtime may then run the part elsewhere).
+* clone_program shares the InferenceSession (its run() is thread-safe) and the program's immutable slots.
 """
 from __future__ import annotations
 
@@ -144,11 +147,18 @@ def _shallow_copy(t: OperandType) -> OperandType:
     return clone
 
 
+try:  # the exception onnxruntime raises for bad input values (its pybind module; present since 1.x)
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument as _InvalidArgument
+except ImportError:  # pragma: no cover - depends on the onnxruntime build
+    _InvalidArgument = ()
+
+
 class OnnxRuntimeDriver(Driver):
     name = "microsoft_onnxruntime"
     vendor = "Microsoft"
     type = DeviceType.CPU
     version = 1
+    property_keys = (NUM_THREADS_KEY, EXECUTION_PROVIDERS_KEY, GRAPH_OPTIMIZATION_LEVEL_KEY)
 
     def open_device(self) -> OnnxRuntimeDevice:
         return OnnxRuntimeDevice()
@@ -256,6 +266,12 @@ class OnnxRuntimeDriver(Driver):
     def destroy_program(self, program: OnnxRuntimeProgram) -> None:
         program.session = None
 
+    def clone_program(self, program: OnnxRuntimeProgram) -> OnnxRuntimeProgram:
+        """The same session (InferenceSession.run is thread-safe) under a second handle."""
+        if program.session is None:
+            raise _fail("the program was destroyed")
+        return dataclasses.replace(program)
+
     # -- execution ----------------------------------------------------------------------------------
     def execute_program(self, program: OnnxRuntimeProgram, inputs: Sequence[Argument],
                         outputs: Sequence[Argument]) -> None:
@@ -280,6 +296,8 @@ class OnnxRuntimeDriver(Driver):
                 feeds[slot.name] = array
         try:
             results = session.run(program.output_names, feeds)
+        except _InvalidArgument as exc:  # the input values (e.g. indices out of range): the caller's error
+            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.INVALID_PARAMETER) from exc
         except Exception as exc:
             raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
         for arg in outputs:

@@ -1,5 +1,6 @@
 """`nnadapter-bridge devices [--json]`: every NNAdapter device this installation knows, with vendor,
-type and version, and whether its driver loads (and why not)."""
+type and version, and whether its driver loads (and why not): `ok`, `unavailable: install
+nnadapter-bridge[x]` (the driver's SDK is missing) or `fails to load: <why>`."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,7 @@ def run(args) -> int:
     header = ("name", "vendor", "type", "version", "status")
     rows = []
     for info in infos:
-        status = "ok" if info.loaded else f"fails to load: {info.error}"
+        status = info.status
         rows.append((info.name, info.vendor or "-", info.type or "-",
                      "-" if info.version is None else str(info.version), status))
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header) - 1)]

@@ -1,6 +1,8 @@
 """`nnadapter-bridge ops [--json] [--pir]`: the Paddle op types with a converter (and the NNAdapter operations
 each may emit), and per installed device the NNAdapter operations its driver implements; with `--pir`, every
-PIR op name the `.json` reader translates, the legacy op it becomes and what runs that op."""
+PIR op name the `.json` reader translates, the legacy op it becomes and what runs that op. A device whose SDK
+is missing is listed as `unavailable: install nnadapter-bridge[x]` (JSON: an "unavailable" object, present only
+then), never a traceback."""
 from __future__ import annotations
 
 import json
@@ -24,7 +26,8 @@ def register(subparsers) -> None:
 
 
 def check_device_names(manager, device_names) -> None:
-    """CliError naming the available devices when a requested device is unknown or its driver fails to load."""
+    """CliError naming the available devices when a requested device is unknown, its driver fails to load or
+    its SDK is missing."""
     from nnadapter_bridge.cli.options import CliError
     from nnadapter_bridge.errors import DeviceNotFoundError
 
@@ -32,9 +35,18 @@ def check_device_names(manager, device_names) -> None:
         try:
             manager.driver(name)
         except DeviceNotFoundError as exc:
-            reason = str(exc).rsplit(" [", 1)[0]  # without the result code
+            hint = manager.unavailable_reason(name)
+            reason = f"unavailable: {hint}" if hint else str(exc).rsplit(" [", 1)[0]  # without the result code
             raise CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
                            "drivers") from exc
+        hint = manager.unavailable_reason(name)
+        if hint:
+            raise CliError(f"--device {name}: unavailable: {hint}")
+
+
+def _operation_names(driver) -> list:
+    declared = getattr(driver, "operation_types", None)
+    return [op.name for op in sorted(declared())] if callable(declared) else []
 
 
 def collect(device_names=None) -> dict:
@@ -46,16 +58,22 @@ def collect(device_names=None) -> dict:
     result = {
         "converters": {op_type: [e.name for e in spec.emits] for op_type, spec in sorted(converters.CONVERTERS.items())},
         "devices": {},
+        "unavailable": {},  # device -> what to install (its SDK is missing)
     }
     for info in manager.list_devices():
         if device_names and info.name not in device_names:
             continue
+        if info.unavailable:
+            result["unavailable"][info.name] = info.unavailable
+            continue
         if not info.loaded:
             continue
-        driver = manager.driver(info.name)
-        declared = getattr(driver, "operation_types", None)
-        ops = declared() if callable(declared) else []
-        result["devices"][info.name] = [op.name for op in sorted(ops)]
+        try:
+            result["devices"][info.name] = _operation_names(manager.driver(info.name))
+        except ImportError as exc:  # a driver importing its SDK only now, and without the advice: still no traceback
+            result["unavailable"][info.name] = f"{type(exc).__name__}: {exc}"
+    if not result["unavailable"]:
+        del result["unavailable"]  # present only when some device's SDK is missing
     return result
 
 
@@ -114,6 +132,8 @@ def run(args) -> int:
     for op_type, emits in conv.items():
         print(f"  {op_type.ljust(width)}  -> {', '.join(emits)}")
     print()
+    for device, why in data.get("unavailable", {}).items():
+        print(f"{device}: unavailable: {why}")
     for device, ops in data["devices"].items():
         print(f"{device}: {len(ops)} NNAdapter operations")
         line = "   "

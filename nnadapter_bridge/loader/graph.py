@@ -34,6 +34,7 @@ from nnadapter_bridge.loader.program import (
     lookup_var,
     parse_program_desc,
 )
+from nnadapter_bridge.loader.validate import validate_program
 
 __all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "BlockRef", "VarRef"]
 
@@ -232,6 +233,10 @@ def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype,
             raise ModelFormatError(f"parameter has element type {dtypes.type_name(var.data_type or -1)}, which "
                                    f"this loader cannot hold; the model is corrupt or needs a newer loader",
                                    path=where, var=name)
+        if any(d < 0 for d in var.shape):
+            raise ModelFormatError(f"parameter declares dims {list(var.shape)}; a persistable var's dims are its "
+                                   f"stored tensor's, all known (-1 only belongs to a run-time axis such as the "
+                                   f"batch)", path=where, var=name)
         specs.append((name, var.dtype, var.shape))
     return specs
 
@@ -288,10 +293,12 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         program = pir.translate(pir.parse_json(model_data, model_where), model_where)
         del model_data  # the JSON tree is gone with translate's frame; drop the file bytes too
         params = _load_params(source, program.param_specs, model_where)
+        validate_program(program.blocks, params, model_where)
         return ProgramGraph(None, program.blocks, params, source.layout, source.model_path, params_where,
                             model_format="pir", format_version=program.version)
     program = parse_program_desc(model_data, model_where)
     blocks = decode_blocks(program, model_where)
     specs = saved_param_specs(blocks[0], model_where)
     params = _load_params(source, specs, model_where)
+    validate_program(blocks, params, model_where)
     return ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)

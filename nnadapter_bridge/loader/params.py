@@ -16,6 +16,7 @@ import numpy as np
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
+from nnadapter_bridge.loader.validate import MAX_RANK
 from google.protobuf.message import DecodeError
 
 # Var kinds that the Paddle writer never puts in a params file even when persistable (facts §7.3).
@@ -120,9 +121,12 @@ def read_lod_tensor(reader: _Reader, expected_dtype=None, expected_shape=None) -
                           f"or written by a newer Paddle")
     dtype = dtypes.numpy_dtype(code)
     shape = tuple(int(d) for d in desc.dims)
+    if len(shape) > MAX_RANK:
+        raise reader.fail(f"stored dims have {len(shape)} axes; NNAdapter holds at most {MAX_RANK} "
+                          f"(NNADAPTER_MAX_SIZE_OF_DIMENSIONS); the file is corrupt or not for this loader")
     if any(d < 0 for d in shape):
         raise reader.fail(f"stored dims {list(shape)} contain a negative size; the file is corrupt")
-    if expected_dtype is not None and np.dtype(expected_dtype) != dtype:
+    if expected_dtype is not None and np.dtype(expected_dtype) != dtype and not _int8_weight(dtype, expected_dtype):
         raise reader.fail(f"stored dtype {dtypes.type_name(code)} disagrees with the model's VarDesc "
                           f"({np.dtype(expected_dtype)}); the params file belongs to another model")
     if expected_shape is not None and not _shape_matches(shape, expected_shape):
@@ -138,10 +142,23 @@ def read_lod_tensor(reader: _Reader, expected_dtype=None, expected_shape=None) -
     return array
 
 
+def _int8_weight(stored, declared) -> bool:
+    """An int8 tensor stored for a float32 var: what PostTrainingQuantization(onnx_format=True).save_quantized_model
+    writes for every quantized weight (the scope tensor becomes int8, the VarDesc stays float32). Paddle reads the
+    stored dtype, and so do we: the parameter is int8 (its dequantize_linear reads it as integers)."""
+    return np.dtype(stored) == np.int8 and np.dtype(declared) == np.float32
+
+
 def _shape_matches(stored, declared) -> bool:
-    if len(stored) != len(declared):
-        return False
-    return all(want < 0 or got == want for got, want in zip(stored, declared))
+    """The stored dims are the declared ones; a one-element tensor may be stored 0-d for a [1] (or [1, 1]...)
+    var and the other way round (Paddle runs both, and quantized models store their scales that way)."""
+    if tuple(stored) == tuple(declared):
+        return True
+    if stored and declared and tuple(d for d in stored if d != 1) == tuple(d for d in declared if d != 1):
+        # The same elements with axes of size 1 added or dropped ([1, 32] stored for a [32] var): what Paddle's
+        # PTQ writes for per-channel scales; Paddle reads the stored dims.
+        return True
+    return all(d == 1 for d in stored) and all(d == 1 for d in declared) and not (stored and declared)
 
 
 def read_single(buf, path: str | None, name: str, expected_dtype=None, expected_shape=None) -> np.ndarray:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import dtypes, validate
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.pir_tables import compat, compat_by_legacy, signatures
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
@@ -84,7 +84,13 @@ def parse_json(data, where: str):
         if _orjson is not None:
             return _orjson.loads(data)
         return json.loads(bytes(data))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except RecursionError:
+        raise ModelFormatError("the JSON nests deeper than the JSON reader can follow; no PIR program paddle writes "
+                               "is that deep, the file is corrupt or forged", path=where) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        if "depth limit" in str(exc):  # orjson refuses more than 1024 levels of arrays / objects
+            raise ModelFormatError(f"the JSON nests deeper than 1024 levels ({exc}); no PIR program paddle writes "
+                                   f"is that deep, the file is corrupt or forged", path=where) from None
         raise ModelFormatError(f"not valid JSON ({exc}); the PIR program is truncated or corrupt", path=where) \
             from None
 
@@ -234,11 +240,20 @@ class _Translator:
                 operands = op.get("I") or []
                 name = self._attrs(op).get("name")
                 if operands and isinstance(operands[0], dict) and isinstance(name, str):
+                    validate.text(name, "pd_op.fetch: the output name", self.where)
                     self.fetch_names.setdefault(operands[0].get("%"), name)
 
     def _new_block(self, parent: int) -> int:
+        """A new legacy block inside `parent`. Refused past validate.MAX_BLOCK_DEPTH levels: the translation
+        recurses once per level (if / while regions), so the limit bounds its recursion too."""
         idx = len(self.blocks)
-        self.blocks.append({"idx": idx, "parent": parent, "ops": [], "vars": {}})
+        depth = self.blocks[parent]["depth"] + 1 if parent >= 0 else 0
+        if depth > validate.MAX_BLOCK_DEPTH:
+            raise self.fail(f"control flow (pd_op.if / pd_op.while regions) nests {depth} levels deep; this loader "
+                            f"reads at most {validate.MAX_BLOCK_DEPTH}")
+        self.blocks.append({"idx": idx, "parent": parent, "ops": [], "vars": {}, "depth": depth, "children": []})
+        if parent >= 0:
+            self.blocks[parent]["children"].append(idx)
         return idx
 
     def _feed_fetch_vars(self) -> None:
@@ -247,8 +262,10 @@ class _Translator:
         vars0["fetch"] = VarInfo("fetch", int(dtypes.VarTypeCode.FETCH_LIST), None, None, (), True, 0, False)
 
     # -- types and attributes ---------------------------------------------------------------------------
-    def _decode_type(self, tt, op) -> tuple:
+    def _decode_type(self, tt, op, nesting: int = 0) -> tuple:
         """A `TT` object -> (kind, dtype code, shape, member types)."""
+        if nesting > validate.MAX_VALUE_NESTING:
+            raise self.fail(f"a type nests vectors more than {validate.MAX_VALUE_NESTING} levels deep", op)
         if not isinstance(tt, dict):
             raise self.fail(f"result type {tt!r} is not a type object", op)
         kind = tt.get("#")
@@ -265,26 +282,28 @@ class _Translator:
             dims = data[1] if len(data) > 1 and "array" not in kind else []
             if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
                 raise self.fail(f"type {kind} has dims {dims!r}, expected a list of integers", op)
-            if any(d < -1 or d >= 1 << 62 for d in dims) or len(dims) > 64:
-                raise self.fail(f"type {kind} has impossible dims {dims}", op)
+            dims = validate.check_dims(dims, f"op {op.get('#', '?') if isinstance(op, dict) else '?'}: type {kind}",
+                                       self.where)
             return ("array" if "array" in kind else "tensor", int(code), tuple(dims), None)
         if kind == "0.t_vec":
             if not isinstance(data, list):
                 raise self.fail("vector type without member types", op)
-            return ("vec", None, (), [self._decode_type(t, op) for t in data])
+            return ("vec", None, (), [self._decode_type(t, op, nesting + 1) for t in data])
         if kind in (None, "0.t_null", "NULL"):
             return ("none", None, (), None)
         raise self.fail(f"type {kind!r} is not one this reader knows (dense tensors, vectors, tensor arrays)", op)
 
-    def _attr_value(self, at, op, name: str) -> tuple:
+    def _attr_value(self, at, op, name: str, nesting: int = 0) -> tuple:
         """An `AT` object -> (python value, legacy AttrType)."""
+        if nesting > validate.MAX_VALUE_NESTING:
+            raise self.fail(f"attribute '{name}' nests arrays more than {validate.MAX_VALUE_NESTING} levels deep", op)
         if not isinstance(at, dict) or "#" not in at:
             raise self.fail(f"attribute '{name}' is not an attribute object", op)
         kind, data = at["#"], at.get("D")
         if kind == "0.a_array":
             if not isinstance(data, list):
                 raise self.fail(f"attribute '{name}': array without a list", op)
-            items = [self._attr_value(item, op, name) for item in data]
+            items = [self._attr_value(item, op, name, nesting + 1) for item in data]
             elem_type = items[0][1] if items else _A.INTS
             list_type = _LIST_ATTR_TYPES.get(elem_type, _A.INTS) if items else _A.INTS
             return [v for v, _ in items], list_type
@@ -301,7 +320,7 @@ class _Translator:
             return data, _A.INT
         if kind in ("1.a_scalar", "0.a_scalar"):
             if isinstance(data, dict):
-                return self._attr_value(data, op, name)
+                return self._attr_value(data, op, name, nesting + 1)
             return data, _A.FLOAT64 if isinstance(data, float) else _A.LONG
         if kind in _SCALAR_ATTR_TYPES:
             t = _SCALAR_ATTR_TYPES[kind]
@@ -327,6 +346,8 @@ class _Translator:
                 data = float(data)
             if t == _A.STRING and not isinstance(data, str):
                 raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
+            if t == _A.STRING:
+                data = validate.text(data, f"op {op.get('#', '?')}: attribute '{name}'", self.where, is_name=False)
             return data, t
         raise self.fail(f"attribute '{name}' has kind {kind!r}, which this reader does not know", op)
 
@@ -343,6 +364,7 @@ class _Translator:
         for a in attrs:
             if not isinstance(a, dict) or not isinstance(a.get("N"), str):
                 raise self.fail("an attribute without a name", op)
+            validate.text(a["N"], f"op {op.get('#', '?')}: an attribute name", self.where)
             if a["N"] in _DROPPED_ATTRS:
                 continue
             out[a["N"]] = self._attr_value(a.get("AT"), op, a["N"])
@@ -539,7 +561,7 @@ class _Translator:
         if not isinstance(attrs, list) or len(attrs) < 4 or not isinstance(attrs[3], str) or not attrs[3]:
             raise self.fail("builtin.parameter without a name (A = [is_distributed, is_parameter, need_clip, name])",
                             op)
-        name = attrs[3]
+        name = validate.text(attrs[3], "builtin.parameter: the name", self.where)
         persistable = bool(flags[0]) if isinstance(flags, list) and flags else True
         (ref,) = self._results(op) or [None]
         if ref is None:
@@ -559,6 +581,9 @@ class _Translator:
         if persistable:
             if not dtypes.is_element_type(code):
                 raise self.fail(f"parameter '{name}' has an element type this loader cannot hold", op, var=name)
+            if any(d < 0 for d in shape):
+                raise self.fail(f"parameter '{name}' declares dims {list(shape)}; a parameter's dims are its stored "
+                                f"tensor's, all known", op, var=name)
             self.params[name] = (code, shape)
 
     def _result_name(self, ref: dict, legacy_type: str, index: int, base: str | None) -> str:
@@ -609,7 +634,8 @@ class _Translator:
                 continue
             mutable = row.mutable.get(_OPERAND_ALIASES.get((base_name, pir_in), pir_in)) if row is not None else None
             if mutable is not None:
-                self._mutable_operand(op, block, base_name, mutable, value, rename_attr, inputs, attrs, types)
+                self._mutable_operand(op, block, base_name, mutable, value, rename_attr, inputs, attrs, types,
+                                      legacy)
                 continue
             slot = rename_in.get(pir_in, pir_in)
             inputs[slot] = value.names()
@@ -635,7 +661,7 @@ class _Translator:
         self._emit(block, legacy, inputs, outputs, attrs, types)
 
     def _mutable_operand(self, op, block: int, base_name: str, mutable, value: _Value, rename_attr, inputs, attrs,
-                         types) -> None:
+                         types, legacy: str = "") -> None:
         legacy_attr = rename_attr.get(mutable.name, mutable.name)
         list_slot = mutable.list_slot or _LIST_SLOTS.get((base_name, mutable.name))
         if list_slot and value.members is None:
@@ -663,6 +689,7 @@ class _Translator:
                                     f"elements, expected one", op)
                 attrs[legacy_attr] = _python_scalar(folded.reshape(-1)[0], scalar_type)
                 types[legacy_attr] = scalar_type
+            _as_declared(legacy, legacy_attr, attrs, types)
             return
         if value.members is not None and mutable.list_slot:
             inputs[mutable.list_slot] = value.names()
@@ -729,6 +756,7 @@ def _data(tr: _Translator, op, block: int) -> None:
     name = attrs.get("name")
     if not isinstance(name, str) or not name:
         raise tr.fail("pd_op.data without a 'name' attribute (the feed name)", op)
+    validate.text(name, "pd_op.data: the feed name", tr.where)
     (ref,) = tr._results(op) or [None]
     if ref is None:
         raise tr.fail(f"pd_op.data '{name}' has no result", op)
@@ -883,12 +911,14 @@ def _outer_reads(tr: _Translator, sub_blocks: list) -> list:
 
 
 def _nested(tr: _Translator, parent: int) -> list:
-    """Block `parent` and every block nested in it, in creation order."""
-    found = [parent]
-    for b in tr.blocks:
-        if b["parent"] in found and b["idx"] not in found:
-            found.append(b["idx"])
-    return found
+    """Block `parent` and every block nested in it, in creation order (a walk of the children lists: the
+    work is the size of the answer, not of the program)."""
+    found, stack = [], [parent]
+    while stack:
+        idx = stack.pop()
+        found.append(idx)
+        stack.extend(tr.blocks[idx]["children"])
+    return sorted(found)
 
 
 def _if(tr: _Translator, op, block: int) -> None:
@@ -1176,6 +1206,33 @@ def _constant_of(value: _Value):
             return None
         return np.concatenate([p.reshape(-1) for p in parts]) if parts else np.zeros(0, np.int64)
     return value.const
+
+
+_SCALAR_OF_LIST = {_A.INTS: _A.INT, _A.LONGS: _A.LONG, _A.FLOATS: _A.FLOAT, _A.FLOAT64S: _A.FLOAT64,
+                   _A.BOOLEANS: _A.BOOLEAN}
+
+
+def _as_declared(legacy: str, name: str, attrs: dict, types: dict) -> None:
+    """A folded constant in the form Paddle's proto declares for the legacy attribute: a one-element constant
+    becomes a list where a list is declared (a 0-d `full` for an IntArray), an integral float an int where an
+    int is declared (a float `full` for eye's num_columns). What cannot be converted stays, for validate to
+    refuse."""
+    declared = validate.paddle_attr_types().get(legacy, {}).get(name)
+    if declared is None:
+        return
+    value = attrs[name]
+    element = _SCALAR_OF_LIST.get(declared)
+    if element is not None and not isinstance(value, list):
+        value = [value]
+        types[name] = declared
+    want = element if element is not None else declared
+    if want in (_A.INT, _A.LONG):
+        items = value if isinstance(value, list) else [value]
+        if all(isinstance(v, float) and v.is_integer() for v in items):
+            items = [int(v) for v in items]
+            value = items if isinstance(value, list) else items[0]
+            types[name] = declared
+    attrs[name] = value
 
 
 def _python_scalar(v, attr_type):

@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader import dtypes, validate
 from nnadapter_bridge.loader import framework_pb2 as pb
 
 # Paddle writes this name into a slot to mean "no variable" (kEmptyVarName).
@@ -106,7 +106,9 @@ class BlockInfo:
     vars: dict[str, VarInfo]
 
 
-def _decode_attr(attr) -> Any:
+def _decode_attr(attr, what: str = "attribute", where: str = "<model buffer>") -> Any:
+    """One OpDesc.Attr as a Python value; strings are decoded (ModelFormatError naming `what` for bytes that
+    are not UTF-8), var names checked like every other name."""
     t = attr.type
     if t == pb.INT:
         return int(attr.i)
@@ -117,7 +119,7 @@ def _decode_attr(attr) -> Any:
     if t == pb.FLOAT64:
         return float(attr.float64)
     if t == pb.STRING:
-        return attr.s
+        return validate.text(attr.s, f"{what} (a string)", where, is_name=False)
     if t == pb.BOOLEAN:
         return bool(attr.b)
     if t == pb.INTS:
@@ -129,7 +131,7 @@ def _decode_attr(attr) -> Any:
     if t == pb.FLOAT64S:
         return [float(v) for v in attr.float64s]
     if t == pb.STRINGS:
-        return list(attr.strings)
+        return [validate.text(v, f"{what} string #{k}", where, is_name=False) for k, v in enumerate(attr.strings)]
     if t == pb.BOOLEANS:
         return [bool(v) for v in attr.bools]
     if t == pb.BLOCK:
@@ -137,9 +139,9 @@ def _decode_attr(attr) -> Any:
     if t == pb.BLOCKS:
         return [BlockRef(int(v)) for v in attr.blocks_idx]
     if t == pb.VAR:
-        return VarRef(attr.var_name)
+        return VarRef(validate.text(attr.var_name, f"{what} (a var name)", where))
     if t == pb.VARS:
-        return [VarRef(v) for v in attr.vars_name]
+        return [VarRef(validate.text(v, f"{what} var name #{k}", where)) for k, v in enumerate(attr.vars_name)]
     if t == pb.SCALAR:
         return _decode_scalar(attr.scalar)
     if t == pb.SCALARS:
@@ -212,16 +214,17 @@ def _tensor_desc_of(var_type):
     return None, 0
 
 
-def _decode_var(desc) -> VarInfo:
+def _decode_var(desc, what: str, where: str) -> VarInfo:
+    name = validate.text(desc.name, f"{what}: the name", where)
     tensor, lod_level = _tensor_desc_of(desc.type)
     dtype = data_type = None
     shape: tuple = ()
     if tensor is not None:
         data_type = int(tensor.data_type)
         dtype = dtypes.numpy_dtype(data_type) if dtypes.is_element_type(data_type) else None
-        shape = tuple(int(d) for d in tensor.dims)
+        shape = validate.check_dims((int(d) for d in tensor.dims), f"{what} ('{name}')", where, var=name)
     return VarInfo(
-        name=desc.name,
+        name=name,
         var_type=int(desc.type.type),
         dtype=dtype,
         data_type=data_type,
@@ -251,27 +254,31 @@ def parse_program_desc(data, path: str | None) -> pb.ProgramDesc:
 
 
 def decode_blocks(program: pb.ProgramDesc, path: str | None) -> list[BlockInfo]:
-    """ProgramDesc -> BlockInfo list, checking every cross-reference a corrupt file could break."""
+    """ProgramDesc -> BlockInfo list, checking every cross-reference a corrupt file could break.
+
+    The block structure is checked first (indices, parents, nesting depth: validate.block_depths), so nothing
+    below walks a parent chain longer than validate.MAX_BLOCK_DEPTH; every name is decoded as UTF-8 and
+    checked (validate.text), every dims list bounded (validate.check_dims)."""
     where = path or "<model buffer>"
     n = len(program.blocks)
-    blocks: list[BlockInfo] = []
     for position, bdesc in enumerate(program.blocks):
         if bdesc.idx != position:
             raise ModelFormatError(f"block at position {position} says idx={bdesc.idx}; the file is corrupt",
                                    path=where)
+    validate.block_depths([int(b.parent_idx) for b in program.blocks], where)
+    blocks: list[BlockInfo] = []
+    for position, bdesc in enumerate(program.blocks):
         parent = int(bdesc.parent_idx)
-        if position == 0 and parent >= 0 or position > 0 and not 0 <= parent < n:
-            raise ModelFormatError(f"block {position} has parent_idx={parent}, out of range; the file is corrupt",
-                                   path=where)
         forward = int(bdesc.forward_block_idx)
         if not -1 <= forward < n:
             raise ModelFormatError(f"block {position} has forward_block_idx={forward}, out of range", path=where)
         variables: dict[str, VarInfo] = {}
-        for vdesc in bdesc.vars:
-            if vdesc.name in variables:
-                raise ModelFormatError(f"block {position} declares var '{vdesc.name}' twice; the file is corrupt",
-                                       path=where, var=vdesc.name)
-            variables[vdesc.name] = _decode_var(vdesc)
+        for var_index, vdesc in enumerate(bdesc.vars):
+            var = _decode_var(vdesc, f"block {position}, var #{var_index}", where)
+            if var.name in variables:
+                raise ModelFormatError(f"block {position} declares var '{var.name}' twice; the file is corrupt",
+                                       path=where, var=var.name)
+            variables[var.name] = var
         ops = []
         for index, odesc in enumerate(bdesc.ops):
             ops.append(_decode_op(odesc, index, position, n, where))
@@ -281,25 +288,37 @@ def decode_blocks(program: pb.ProgramDesc, path: str | None) -> list[BlockInfo]:
     return blocks
 
 
+def _decode_slots(slots, what: str, where: str) -> dict[str, list[str]]:
+    decoded: dict[str, list[str]] = {}
+    for slot_index, v in enumerate(slots):
+        slot = validate.text(v.parameter, f"{what} slot #{slot_index}", where)
+        decoded[slot] = [validate.text(a, f"{what} slot '{slot}' var #{k}", where)
+                         for k, a in enumerate(v.arguments)]
+    return decoded
+
+
 def _decode_op(odesc, index: int, block_idx: int, num_blocks: int, where: str) -> OpInfo:
-    inputs = {v.parameter: list(v.arguments) for v in odesc.inputs}
-    outputs = {v.parameter: list(v.arguments) for v in odesc.outputs}
+    op_type = validate.text(odesc.type, f"block {block_idx}, op #{index}: the op type", where)
+    what = f"block {block_idx}, op #{index} ({op_type})"
+    inputs = _decode_slots(odesc.inputs, f"{what}: input", where)
+    outputs = _decode_slots(odesc.outputs, f"{what}: output", where)
     attrs: dict[str, Any] = {}
     attr_types: dict[str, int] = {}
-    for a in odesc.attrs:
+    for attr_index, a in enumerate(odesc.attrs):
+        name = validate.text(a.name, f"{what}: attribute #{attr_index}'s name", where)
         try:
-            value = _decode_attr(a)
+            value = _decode_attr(a, f"{what}: attribute '{name}'", where)
         except ValueError as exc:
-            raise ModelFormatError(f"op {odesc.type}#{index} in block {block_idx}: attribute '{a.name}': {exc}",
+            raise ModelFormatError(f"op {op_type}#{index} in block {block_idx}: attribute '{name}': {exc}",
                                    path=where) from exc
         refs = [value] if isinstance(value, BlockRef) else value if a.type == pb.BLOCKS else []
         for ref in refs:
             if not 0 <= ref.idx < num_blocks:
-                raise ModelFormatError(f"op {odesc.type}#{index} in block {block_idx}: attribute '{a.name}' names "
+                raise ModelFormatError(f"op {op_type}#{index} in block {block_idx}: attribute '{name}' names "
                                        f"block {ref.idx} but the program has {num_blocks}", path=where)
-        attrs[a.name] = value
-        attr_types[a.name] = int(a.type)
-    return OpInfo(odesc.type, index, block_idx, inputs, outputs, attrs, attr_types, bool(odesc.is_target))
+        attrs[name] = value
+        attr_types[name] = int(a.type)
+    return OpInfo(op_type, index, block_idx, inputs, outputs, attrs, attr_types, bool(odesc.is_target))
 
 
 def _check_references(block: BlockInfo, blocks: list[BlockInfo], where: str) -> None:

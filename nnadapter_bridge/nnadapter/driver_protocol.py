@@ -11,6 +11,13 @@ raises it for the driver. INVALID_DIMENSIONS from `execute_program` means "recom
 
 Drivers are found by name through the entry-point group `nnadapter_bridge.devices`; the entry point's
 name must equal the driver's `name`.
+
+Optional parts (the runtime looks them up with getattr): `property_keys`, the context-property keys the
+driver reads (a key no device declares gets a warning naming the nearest known one); `unavailable_reason()`,
+what to install when the driver's SDK is missing (`nnadapter-bridge devices` shows it); `clone_program(program)`,
+a program sharing the compiled parts of `program` with its own execution state, so that predictor clones
+run it from several threads at once. Which errors are the device's fault and which the caller's:
+`runtime.is_device_fault`.
 """
 from __future__ import annotations
 
@@ -72,6 +79,12 @@ class Driver:
     vendor: str = ""
     type: DeviceType = DeviceType.CPU
     version: int = 1
+    property_keys: Optional[Sequence[str]] = None  # the context-property keys it reads; None: not declared
+
+    def unavailable_reason(self) -> str:
+        """What to install when this driver cannot work in this installation (its SDK is missing), such as
+        'install nnadapter-bridge[openvino]'; '' when nothing is missing."""
+        return ""
 
     def operation_types(self) -> List[OperationType]:
         """The NNAdapter operations this driver implements at all (validate_program may still refuse some
@@ -107,8 +120,16 @@ class Driver:
         raise NotImplementedError
 
     def execute_program(self, program: Any, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> Optional[int]:
-        """Run once: read every input through its access, write every output through its access."""
+        """Run once: read every input through its access, write every output through its access.
+
+        The runtime never runs one program from two threads at once; programs of one context may run at once."""
         raise NotImplementedError
+
+    def clone_program(self, program: Any) -> Any:
+        """A program sharing `program`'s compiled (immutable) parts with its own execution state (requests,
+        scratch buffers), destroyed separately. The default says "cannot" (FEATURE_NOT_SUPPORTED): the
+        runtime then shares `program` itself and serialises its executions."""
+        raise NNAdapterError(f"device '{self.name}' cannot clone programs", ResultCode.FEATURE_NOT_SUPPORTED)
 
 
 REQUIRED_ATTRIBUTES = ("name", "vendor", "type", "version")

@@ -14,6 +14,21 @@ Reading never raises on bad bytes: `load_compilation_record` and `read_nnc_file`
 check into a cache miss (None) with exactly one warning, so a damaged file can never crash a predictor
 or load a wrong program.
 
+On top of Paddle Lite's keys, a record written here carries what it is for and, optionally, a keyed MAC
+(docs/cache.md has the exact layout and what each check protects against):
+
+* ``nnadapter_bridge_token`` (the full cache token) and ``nnadapter_bridge_fingerprint`` (the model
+  fingerprint, when the writer knows one): a reader that expects a token/fingerprint treats a mismatch, or
+  a file lacking them (an older version, another tool), as a miss (`CacheIdentity`);
+* ``~nnadapter_bridge_hmac_sha256`` (always the last entry: ``~`` sorts after every other key): with a key
+  (`NNADAPTER_BRIDGE_CACHE_KEY` or Config.set_nnadapter_model_cache_key) the HMAC-SHA256 of the whole file
+  with the header's CRC field and the 32 MAC bytes read as zeros; checked before anything reaches a driver.
+
+Files are opened without following symlinks and without blocking (FIFOs), must be regular files, and are
+read only up to the size their header and entry headers declare, which must be the file's size
+(`read_cache_file`). Temporary files of interrupted writes (``.tmp-*.nnc``) older than
+`tmp_max_age_s()` are removed once per cache dir and process (`clean_stale_temp_files`).
+
 What the operand-type record cannot carry: the per-channel scales live behind a C pointer, which is
 written as 0, so a record read back has ``scales=None`` (its channel axis survives). Scales are stored
 as float32, dims as int32, and operand names are not part of the record at all.
@@ -21,9 +36,16 @@ as float32, dims as int32, and operand names are not part of the record at all.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import hashlib
+import hmac
 import os
+import re
+import stat
 import struct
 import tempfile
+import threading
+import time
 import warnings
 from typing import Collection, Iterable, Mapping, Optional, Sequence
 
@@ -421,18 +443,42 @@ def _compilation_entries(record: CompilationRecord) -> dict:
     return entries
 
 
-def pack_compilation_record(record: CompilationRecord) -> bytes:
-    return pack_container(_compilation_entries(record))
+def pack_compilation_record(record: CompilationRecord, identity: Optional["CacheIdentity"] = None,
+                            key: Optional[bytes] = None) -> bytes:
+    """The record's container; with `identity` its token/fingerprint entries, with `key` its HMAC entry."""
+    return b"".join(pack_compilation_record_parts(record, identity, key))
 
 
-def pack_compilation_record_parts(record: CompilationRecord) -> tuple:
-    """(header, body) of the record's container, for writing a file without joining them."""
-    return pack_container_parts(_compilation_entries(record))
+def pack_compilation_record_parts(record: CompilationRecord, identity: Optional["CacheIdentity"] = None,
+                                  key: Optional[bytes] = None) -> tuple:
+    """The record's container as consecutive pieces (header first), for writing a file without joining
+    them; with `identity` it carries the identity entries, with `key` the HMAC entry (module docstring)."""
+    entries = _compilation_entries(record)
+    if identity is not None:
+        entries.update(identity_entries(identity))
+    if not key:
+        return pack_container_parts(entries)
+    entries[MAC_KEY] = bytes(MAC_SIZE)  # a placeholder: the MAC reads these bytes as zeros
+    header, body = pack_container_parts(entries)
+    padding = _MAC_PADDING
+    offset = len(body) - padding - MAC_SIZE  # the MAC entry is the last one (MAC_KEY sorts last)
+    body_view = memoryview(body)
+    mac = _mac(key, [header[:8], bytes(4), header[12:], body_view[:offset], bytes(MAC_SIZE),
+                     body_view[offset + MAC_SIZE:]])
+    # The CRC is linear (init 0, no xor-out) and the placeholder is zeros: swapping in the MAC xors the
+    # CRC with the MAC's own CRC shifted past the trailing padding, no second pass over the body.
+    (crc,) = struct.unpack_from("<I", header, 8)
+    crc ^= crc_shift(crc32c_naive(mac), padding)
+    header = header[:8] + struct.pack("<I", crc) + header[12:]
+    return header, body_view[:offset], mac, body_view[offset + MAC_SIZE:]
 
 
 def unpack_compilation_record(data) -> CompilationRecord:
     """Parse and check a compilation record; raises NncFormatError on anything inconsistent."""
-    views = unpack_container_views(data)
+    return _record_from_views(unpack_container_views(data))
+
+
+def _record_from_views(views: dict) -> CompilationRecord:
     # Every value but the program bytes is small: plain bytes; the program bytes stay views into `data`.
     entries = {k: v if k.endswith("_model_buffer") else bytes(v) for k, v in views.items()}
     if "num_caches" not in entries:
@@ -508,12 +554,109 @@ def _warn_miss(source: str, reason: str) -> None:
                   NncCacheWarning, stacklevel=3)
 
 
+# -- identity and keyed integrity (docs/cache.md) ------------------------------------------------------
+TOKEN_KEY = "nnadapter_bridge_token"
+FINGERPRINT_KEY = "nnadapter_bridge_fingerprint"
+MAC_KEY = "~nnadapter_bridge_hmac_sha256"  # "~" (0x7E) sorts after every key Paddle Lite or we write
+MAC_SIZE = 32
+CACHE_KEY_ENV = "NNADAPTER_BRIDGE_CACHE_KEY"
+_MAC_PADDING = _align4(ENTRY_HEADER_SIZE + len(MAC_KEY) + MAC_SIZE) - (ENTRY_HEADER_SIZE + len(MAC_KEY) + MAC_SIZE)
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheIdentity:
+    """What a cache record must be for: the full cache token and, when known, the model fingerprint.
+
+    `allow_unidentified`: a record carrying neither identity entry (Paddle Lite's own files, which the
+    engine reads only in Paddle Lite token mode) is accepted; one carrying other values never is."""
+
+    token: str
+    fingerprint: str = ""
+    allow_unidentified: bool = False
+
+
+def identity_entries(identity: CacheIdentity) -> dict:
+    entries = {}
+    if identity.token:
+        entries[TOKEN_KEY] = identity.token.lower().encode("utf-8")
+    if identity.fingerprint:
+        entries[FINGERPRINT_KEY] = identity.fingerprint.encode("utf-8")
+    return entries
+
+
+def resolve_cache_key(key=None) -> Optional[bytes]:
+    """The integrity key as bytes: `key` (str or bytes) when given, else NNADAPTER_BRIDGE_CACHE_KEY from the
+    environment; None (CRC only) when neither is set or the value is empty."""
+    if key is None:
+        key = os.environ.get(CACHE_KEY_ENV, "")
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    key = bytes(key)
+    return key or None
+
+
+def _mac(key: bytes, pieces: Iterable) -> bytes:
+    digest = hmac.new(key, digestmod=hashlib.sha256)
+    for piece in pieces:
+        digest.update(piece)
+    return digest.digest()
+
+
+def _check_mac(data, views: dict, key: bytes) -> None:
+    """The record's HMAC-SHA256 under `key` (NncFormatError when absent or wrong)."""
+    if MAC_KEY not in views:
+        raise NncFormatError(f"a cache key is set ({CACHE_KEY_ENV} or set_nnadapter_model_cache_key) but the "
+                             f"record has no '{MAC_KEY}' entry")
+    if next(reversed(views)) != MAC_KEY or len(views[MAC_KEY]) != MAC_SIZE:
+        raise NncFormatError(f"'{MAC_KEY}' is not the last entry of {MAC_SIZE} bytes")
+    view = memoryview(data).cast("B")
+    offset = len(view) - _MAC_PADDING - MAC_SIZE
+    expected = _mac(key, [view[:8], bytes(4), view[12:offset], bytes(MAC_SIZE), view[offset + MAC_SIZE:]])
+    if not hmac.compare_digest(expected, bytes(view[offset:offset + MAC_SIZE])):
+        raise NncFormatError("HMAC-SHA256 mismatch: the record was not written with this cache key, or was "
+                             "altered after it was written")
+
+
+def _short(value, limit: int = 80) -> str:
+    text = bytes(value).decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_identity(views: dict, expect: CacheIdentity) -> None:
+    token, fingerprint = views.get(TOKEN_KEY), views.get(FINGERPRINT_KEY)
+    if token is None and fingerprint is None:
+        if expect.allow_unidentified:
+            return
+        raise NncFormatError(f"the record carries no '{TOKEN_KEY}' entry (written by an older nnadapter-bridge "
+                             "or another tool), so nothing says which model it is for")
+    if expect.token:
+        if token is None:
+            raise NncFormatError(f"the record has no '{TOKEN_KEY}' entry")
+        if bytes(token) != expect.token.lower().encode("utf-8"):
+            raise NncFormatError(f"the record was written for token '{_short(token)}', not "
+                                 f"'{expect.token.lower()}' (a renamed or swapped file)")
+    if expect.fingerprint:
+        if fingerprint is None:
+            raise NncFormatError(f"the record has no '{FINGERPRINT_KEY}' entry")
+        if bytes(fingerprint) != expect.fingerprint.encode("utf-8"):
+            raise NncFormatError(f"the record holds another model (fingerprint '{_short(fingerprint, 16)}', "
+                                 f"expected '{expect.fingerprint[:16]}...')")
+
+
 def load_compilation_record(data, source: str = "buffer",
-                            known_devices: Optional[Collection[str]] = None) -> Optional[CompilationRecord]:
-    """A checked CompilationRecord, or None (one warning) when the bytes fail any check or name a
-    device outside `known_devices`."""
+                            known_devices: Optional[Collection[str]] = None, *,
+                            expect: Optional[CacheIdentity] = None,
+                            key: Optional[bytes] = None) -> Optional[CompilationRecord]:
+    """A checked CompilationRecord, or None (one warning) when the bytes fail any check (container, CRC,
+    then with `key` the HMAC, then with `expect` the identity, then the record), or name a device outside
+    `known_devices`. Nothing of the record is handed on before every check passed."""
     try:
-        record = unpack_compilation_record(data)
+        views = unpack_container_views(data)
+        if key:
+            _check_mac(data, views, key)
+        if expect is not None:
+            _check_identity(views, expect)
+        record = _record_from_views(views)
     except NncFormatError as exc:
         _warn_miss(source, str(exc))
         return None
@@ -530,17 +673,167 @@ def cache_file_path(cache_dir: str, token: str) -> str:
     return os.path.join(cache_dir, token + FILE_EXTENSION)
 
 
-def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None) -> Optional[CompilationRecord]:
-    """Read and check a .nnc file; a missing file is a silent miss, an unreadable or bad one a warned miss."""
+# -- reading cache files safely ------------------------------------------------------------------------
+MAX_FILE_SIZE_ENV = "NNADAPTER_BRIDGE_CACHE_MAX_FILE_BYTES"
+DEFAULT_MAX_FILE_SIZE = 16 << 30  # a sane global cap on one cache file, whatever its header declares
+_MAX_ENTRIES = 1 << 20
+
+
+class CacheFileError(OSError):
+    """A cache file that must not be read (a symlink, not a regular file, too large, or a layout that does
+    not match its size); readers turn it into a warned miss."""
+
+
+def max_file_size() -> int:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        value = int(os.environ.get(MAX_FILE_SIZE_ENV, ""))
+    except ValueError:
+        return DEFAULT_MAX_FILE_SIZE
+    return value if value > 0 else DEFAULT_MAX_FILE_SIZE
+
+
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - platforms without pread (Windows)
+    return os.read(fd, size)
+
+
+def _pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = _pread(fd, size, offset)
+    if len(data) != size:
+        raise CacheFileError(f"{len(data)} bytes at offset {offset}, expected {size} (the file shrank)")
+    return data
+
+
+def declared_container_size(fd: int, size: int) -> None:
+    """Check, reading only the 24-byte header and the 16-byte entry headers, that the container layout the
+    file declares ends exactly at its `size` (CacheFileError otherwise): nothing larger is ever read."""
+    if size < HEADER_SIZE:
+        raise CacheFileError(f"{size} bytes is shorter than the {HEADER_SIZE}-byte header")
+    magic, version, _crc, _padding, count = struct.unpack("<IIIIQ", _pread_exact(fd, HEADER_SIZE, 0))
+    if magic != MAGIC:
+        raise CacheFileError(f"bad magic (expected {MAGIC_BYTES!r})")
+    if version != VERSION:
+        raise CacheFileError(f"unsupported version {version} (expected {VERSION})")
+    if count > min((size - HEADER_SIZE) // ENTRY_HEADER_SIZE, _MAX_ENTRIES):
+        raise CacheFileError(f"the header declares {count} entries, more than {size} bytes can hold")
+    offset = HEADER_SIZE
+    for index in range(count):
+        if size - offset < ENTRY_HEADER_SIZE:
+            raise CacheFileError(f"entry {index} starts past the end of the {size}-byte file")
+        key_size, value_size = struct.unpack("<QQ", _pread_exact(fd, ENTRY_HEADER_SIZE, offset))
+        offset += _align4(ENTRY_HEADER_SIZE + key_size + value_size)
+        if offset > size:
+            raise CacheFileError(f"entry {index} declares {key_size} + {value_size} bytes, past the end of "
+                                 f"the {size}-byte file")
+    if offset != size:
+        raise CacheFileError(f"the entries declare {offset} bytes, the file has {size}")
+
+
+def read_cache_file(path: str, max_size: int, check=None) -> bytes:
+    """The bytes of the regular file `path`, read safely: the last path component is not followed when it
+    is a symlink, opening never blocks (FIFOs), fstat must say regular file of at most `max_size` bytes, and
+    `check(fd, size)` may vet the declared layout before anything is read. Raises FileNotFoundError for a
+    missing file and OSError (CacheFileError) for everything else."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise CacheFileError("it is a symbolic link (cache files are never followed)") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+            raise CacheFileError(f"it is {kind}, not a regular file")
+        size = info.st_size
+        if size > max_size:
+            raise CacheFileError(f"it is {size} bytes, more than the {max_size}-byte limit")
+        if check is not None:
+            check(fd, size)
+        pieces = []
+        left = size
+        while left:
+            piece = _pread(fd, min(left, 1 << 30), size - left)
+            if not piece:
+                raise CacheFileError(f"it shrank while being read ({size - left} of {size} bytes)")
+            pieces.append(piece)
+            left -= len(piece)
+    finally:
+        os.close(fd)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)  # b"" for an empty file
+
+
+def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None, *,
+                  expect: Optional[CacheIdentity] = None,
+                  key: Optional[bytes] = None) -> Optional[CompilationRecord]:
+    """Read and check a .nnc file; a missing file is a silent miss, an unreadable, unsafe (see
+    `read_cache_file`) or bad one a warned miss."""
+    try:
+        data = read_cache_file(path, max_file_size(), declared_container_size)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        _warn_miss(path, f"cannot read it: {exc}")
+        _warn_miss(path, f"cannot read it: {exc}" if not isinstance(exc, CacheFileError) else str(exc))
         return None
-    return load_compilation_record(data, path, known_devices)
+    return load_compilation_record(data, path, known_devices, expect=expect, key=key)
+
+
+# -- stale temporary files -------------------------------------------------------------------------------
+TMP_PREFIX = ".tmp-"
+TMP_MAX_AGE_ENV = "NNADAPTER_BRIDGE_CACHE_TMP_MAX_AGE_S"
+DEFAULT_TMP_MAX_AGE_S = 300.0
+# mkstemp's names: the prefix, 8 characters of [a-z0-9_], the suffix. Nothing else is ever removed.
+_TMP_NAME = re.compile(r"\.tmp-[a-z0-9_]+\.nnc\Z")
+_CLEANED_DIRS: set = set()
+_CLEANED_LOCK = threading.Lock()
+
+
+def tmp_max_age_s() -> float:
+    """How old a `.tmp-*.nnc` must be to count as left by an interrupted write: NNADAPTER_BRIDGE_CACHE_TMP_MAX_AGE_S
+    when it is a number >= 0, else 300 s (a write in progress keeps touching its file)."""
+    try:
+        value = float(os.environ.get(TMP_MAX_AGE_ENV, ""))
+    except ValueError:
+        return DEFAULT_TMP_MAX_AGE_S
+    return value if value >= 0 else DEFAULT_TMP_MAX_AGE_S
+
+
+def clean_stale_temp_files(cache_dir: str, *, force: bool = False) -> list:
+    """Remove the temporary files of interrupted atomic writes (`.tmp-*.nnc` not modified for
+    `tmp_max_age_s()`) from `cache_dir`; done once per dir per process unless `force`. Returns the names
+    removed. Never raises."""
+    if not cache_dir:
+        return []
+    directory = os.path.abspath(cache_dir)
+    with _CLEANED_LOCK:
+        if directory in _CLEANED_DIRS and not force:
+            return []
+        _CLEANED_DIRS.add(directory)
+    cutoff = time.time() - tmp_max_age_s()
+    removed = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not _TMP_NAME.match(entry.name):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                    if (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)) and info.st_mtime <= cutoff:
+                        os.unlink(entry.path)
+                        removed.append(entry.name)
+                except OSError:
+                    continue  # gone meanwhile (another process cleaned it) or not ours to remove
+    except OSError:
+        pass  # no such dir yet, or unreadable: nothing to clean
+    return removed
 
 
 def _process_umask() -> int:

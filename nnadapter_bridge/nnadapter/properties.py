@@ -7,12 +7,18 @@ entry per line. An entry without `=`, with an empty key or value, or with a seco
 PropertiesError that quotes the entry. Later duplicates override earlier ones, as in Lite.
 
 Every lookup falls back to the environment variable of the same name, as the HALs do.
+
+Each driver declares the keys it reads (`property_keys`); `unknown_keys` finds the keys of a string that no
+device knows (a typo such as INTEL_OPENVINO_INFERENCE_NUM_THREAD), each with the nearest known key, and the
+predictor warns about them once (UnknownPropertyWarning): a key nobody reads would otherwise be silently
+ignored. A key that starts with the name of a device whose driver declares no keys is not judged.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from nnadapter_bridge.errors import PropertiesError
 
@@ -41,6 +47,25 @@ def parse_properties(text: Optional[str]) -> dict:
             raise PropertiesError(f"context property entry '{entry}' has an empty value; expected {SYNTAX}")
         result[key] = value
     return result
+
+
+class UnknownPropertyWarning(UserWarning):
+    """A context-property key that no device reads (module docstring)."""
+
+
+def unknown_keys(keys: Iterable[str], declared: Mapping[str, Optional[Iterable[str]]]) -> list:
+    """[(key, nearest known key or None)] for every key of `keys` no device declares. `declared` maps each
+    device name to the keys its driver reads (None: it does not say, so keys starting with its name in upper
+    case and '_' are not judged)."""
+    known = sorted({k for keys_of in declared.values() if keys_of is not None for k in keys_of})
+    silent = [name.upper() + "_" for name, keys_of in declared.items() if keys_of is None]
+    found = []
+    for key in keys:
+        if key in known or any(key.upper().startswith(prefix) for prefix in silent):
+            continue
+        nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        found.append((key, nearest[0] if nearest else None))
+    return found
 
 
 def parse_bool(value: str) -> bool:

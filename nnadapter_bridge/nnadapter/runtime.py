@@ -17,30 +17,48 @@
 
 `STATS` counts compiles, cache restores, cache misses and cache writes so callers and tests can tell
 a cache hit from a compile; `Compilation.restored_from_cache` says it per compilation.
+
+Faults: every error raised out of a driver hook carries `device_name`, the device whose hook failed, and
+`is_device_fault(error)` says whether it is the device's fault (DEVICE_INTERNAL_ERROR, DEVICE_NOT_FOUND,
+OUT_OF_MEMORY, FEATURE_NOT_SUPPORTED; any other exception out of a driver hook is wrapped as DEVICE_INTERNAL_ERROR)
+rather than the caller's (INVALID_PARAMETER, INVALID_DIMENSIONS, an OperationError on bad inputs): the predictor and the engine
+run a faulty device's part elsewhere (DeviceFallbackWarning), a caller's error stays an error. A
+`validate_program` that raises is such a fault too: `Context.validate` warns once per device and answers "none"
+for it (`Context.validation_faults` counts these answers, so they are not persisted), unless `Context.strict`.
+
+Threads: a Compilation is run by one thread at a time. `Compilation.clone()` gives another one sharing the
+compiled programs' immutable parts (through the driver's optional `clone_program` hook; a program whose driver
+cannot clone it is shared and its executions serialised by a lock).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import importlib.metadata
+import re
 import threading
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import BridgeError, DeviceNotFoundError, InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.errors import (BridgeError, DeviceNotFoundError, InvalidDimensionsError, NNAdapterError,
+                                     OperationError, PropertiesError)
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.driver_protocol import ENTRY_POINT_GROUP, Argument, Cache, check_driver
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
+    CacheIdentity,
     CompilationRecord,
     NncCacheWarning,
     ProgramRecord,
     cache_file_path,
+    clean_stale_temp_files,
     load_compilation_record,
     pack_compilation_record_parts,
     read_nnc_file,
+    resolve_cache_key,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model
@@ -82,14 +100,63 @@ def raise_for_result(code, what: str) -> None:
     raise NNAdapterError(f"{what} failed", code)
 
 
+class DeviceFallbackWarning(RuntimeWarning):
+    """A device failed (to open, validate, compile, restore or run its part) and that part runs on the next
+    listed device or on the host instead (strict mode makes it an error)."""
+
+
+# The result codes that are the device's fault, not the caller's (module docstring).
+DEVICE_FAULT_CODES = frozenset({ResultCode.OUT_OF_MEMORY, ResultCode.DEVICE_NOT_FOUND, ResultCode.DEVICE_INTERNAL_ERROR,
+                                ResultCode.FEATURE_NOT_SUPPORTED})
+
+
+def is_device_fault(exc: BaseException) -> bool:
+    """Whether `exc` (raised out of a driver hook or the runtime) is the device's fault, so its part may run
+    elsewhere; False for the caller's errors (bad inputs, shapes, properties), which must stay errors."""
+    if not isinstance(exc, NNAdapterError):
+        return False
+    if isinstance(exc, (InvalidDimensionsError, OperationError, PropertiesError, CacheMissError)):
+        return False
+    return exc.code in DEVICE_FAULT_CODES
+
+
+def fault_device(exc: BaseException) -> Optional[str]:
+    """The device whose driver hook raised `exc` (None when no driver hook raised it)."""
+    return getattr(exc, "device_name", None)
+
+
+def _tag(exc: BaseException, what: str) -> None:
+    if getattr(exc, "device_name", None) is None:
+        try:
+            exc.device_name = what.split(".", 1)[0]
+        except AttributeError:  # pragma: no cover - an exception type with __slots__
+            pass
+
+
 def _call_driver(what: str, fn: Callable, *args):
-    """Call a driver hook; anything but a BridgeError becomes DEVICE_INTERNAL_ERROR (chained)."""
+    """Call a driver hook `what` ("<device name>.<hook> ..."); anything but a BridgeError becomes
+    DEVICE_INTERNAL_ERROR (chained). The error carries the device's name as `device_name` (fault_device)."""
     try:
         return fn(*args)
-    except BridgeError:
+    except BridgeError as exc:
+        _tag(exc, what)
         raise
     except Exception as exc:
-        raise NNAdapterError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+        error = NNAdapterError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR)
+        _tag(error, what)
+        raise error from exc
+
+
+_INSTALL_HINT = re.compile(r"install (nnadapter-bridge\[[A-Za-z0-9_,-]+\])")
+
+
+def _install_hint(exc: BaseException) -> str:
+    """'install nnadapter-bridge[x]' when a driver failed to import because its SDK is missing and said so."""
+    if isinstance(exc, ImportError):
+        found = _INSTALL_HINT.search(str(exc))
+        if found:
+            return f"install {found.group(1)}"
+    return ""
 
 
 # -- devices -----------------------------------------------------------------------------------------
@@ -104,6 +171,14 @@ class DeviceInfo:
     loaded: bool = False
     error: str = ""
     source: str = ""  # "entry point <value>", "built in" or "registered"
+    unavailable: str = ""  # what to install when the driver's SDK is missing ("install nnadapter-bridge[x]")
+
+    @property
+    def status(self) -> str:
+        """'ok', 'unavailable: install ...' (a missing SDK) or 'fails to load: <why>'."""
+        if self.unavailable:
+            return f"unavailable: {self.unavailable}"
+        return "ok" if self.loaded else f"fails to load: {self.error}"
 
 
 class Device:
@@ -144,6 +219,7 @@ class DeviceManager:
         self._drivers: dict = {}       # name -> driver object
         self._sources: dict = {}       # name -> where it came from
         self._failures: dict = {}      # name -> why its entry point failed to load
+        self._unavailable: dict = {}   # name -> what to install (its entry point failed: SDK missing)
         self._handles: dict = {}       # name -> open device handle
         self._entry_points: Optional[dict] = None
 
@@ -180,6 +256,9 @@ class DeviceManager:
                     raise TypeError(f"the entry point is named '{name}' but its driver calls itself '{driver.name}'")
             except Exception as exc:
                 self._failures[name] = f"{type(exc).__name__}: {exc}"
+                hint = _install_hint(exc)
+                if hint:
+                    self._unavailable[name] = hint
             else:
                 self._drivers[name] = driver
                 self._sources[name] = f"entry point {ep.value}"
@@ -202,6 +281,7 @@ class DeviceManager:
             self._drivers[name] = driver
             self._sources[name] = "registered"
             self._failures.pop(name, None)
+            self._unavailable.pop(name, None)
 
     def unregister(self, name: str) -> None:
         with self._lock:
@@ -213,6 +293,37 @@ class DeviceManager:
         """Every name a driver may be acquired by (some may still fail to load)."""
         with self._lock:
             return sorted(set(self._drivers) | set(self._entry_point_map()) | {BUILTIN_DEVICE_NAME})
+
+    def is_declared(self, name: str) -> bool:
+        """Whether some driver is installed or registered under `name` (even one that fails to load): a
+        name that is not is the caller's mistake, a declared one that fails is the installation's."""
+        return name in self.names()
+
+    def unavailable_reason(self, name: str) -> str:
+        """What to install to use `name` ('install nnadapter-bridge[x]'), '' when nothing is missing: from a
+        driver whose import failed with that advice, or the driver's optional `unavailable_reason()`."""
+        with self._lock:
+            driver = self._load(name)
+            if driver is None:
+                return self._unavailable.get(name, "")
+            hook = getattr(driver, "unavailable_reason", None)
+            if not callable(hook):
+                return ""
+            try:
+                return str(hook() or "")
+            except Exception as exc:  # a broken hook: the device is not usable either
+                return f"{type(exc).__name__}: {exc}"
+
+    def property_keys(self, name: str) -> Optional[frozenset]:
+        """The context-property keys the driver `name` reads (its optional `property_keys`), None when it
+        does not declare them or does not load."""
+        with self._lock:
+            try:
+                driver = self._load(name)
+            except Exception:  # builtin_device's module failing to import: nothing to declare
+                return None
+        keys = getattr(driver, "property_keys", None) if driver is not None else None
+        return None if keys is None else frozenset(keys)
 
     def driver(self, name: str) -> Any:
         with self._lock:
@@ -251,14 +362,16 @@ class DeviceManager:
                 driver = self._load(name)
                 if driver is None:
                     infos.append(DeviceInfo(name, loaded=False, error=self._failures.get(name, "not found"),
-                                            source=self._source_of_failure(name)))
+                                            source=self._source_of_failure(name),
+                                            unavailable=self._unavailable.get(name, "")))
                     continue
                 try:
                     type_name = DeviceType(driver.type).name
                 except ValueError:
                     type_name = str(driver.type)
                 infos.append(DeviceInfo(name, str(driver.vendor), type_name, int(driver.version), True,
-                                        self._failures.get(name, ""), self._sources.get(name, "")))
+                                        self._failures.get(name, ""), self._sources.get(name, ""),
+                                        self.unavailable_reason(name)))
         return infos
 
     def _source_of_failure(self, name: str) -> str:
@@ -287,11 +400,35 @@ def check_device_name(name: str) -> bool:
     return DeviceManager.instance().has_device(name)
 
 
+def unknown_property_keys(properties: str, device_names: Sequence[str]) -> list:
+    """[(key, nearest known key or None)] for the keys of a properties string that neither the listed devices
+    nor another installed device reads (properties.unknown_keys). Another device's driver is loaded only when
+    a key starts with its name: a key meant for a device that is not listed is fine."""
+    from nnadapter_bridge.nnadapter.properties import parse_properties, unknown_keys
+
+    keys = list(parse_properties(properties))
+    if not keys:
+        return []
+    manager = DeviceManager.instance()
+    declared = {name: manager.property_keys(name) for name in device_names}
+    for name in manager.names():
+        if name not in declared and any(k.upper().startswith(name.upper() + "_") for k in keys):
+            declared[name] = manager.property_keys(name)
+    return unknown_keys(keys, declared)
+
+
 # -- contexts ----------------------------------------------------------------------------------------
 class Context:
-    """NNAdapterContext: one driver context per device, in the given order, same properties for all."""
+    """NNAdapterContext: one driver context per device, in the given order, same properties for all.
 
-    def __init__(self, devices: Sequence[Device], properties: str = "", callback: Optional[Callable] = None):
+    `strict` (set by the predictor in strict mode): a device whose validate_program raises is an error
+    instead of a warning and a "none" answer (module docstring)."""
+
+    def __init__(self, devices: Sequence[Device], properties: str = "", callback: Optional[Callable] = None,
+                 *, strict: bool = False):
+        self.strict = bool(strict)
+        self.validation_faults = 0  # validate_program answers replaced by "none" after a fault (not persistent)
+        self._validation_warned: set = set()
         if not devices:
             raise NNAdapterError("a context needs at least one device", ResultCode.INVALID_PARAMETER)
         names = [d.name for d in devices]
@@ -314,6 +451,12 @@ class Context:
     def device_names(self) -> list:
         return [d.name for d in self.devices]
 
+    def subset(self, names: Sequence[str]) -> "Context":
+        """A new context over those of this context's devices named in `names` (same order, properties,
+        callback and strictness): where a part runs when a device of this one fails."""
+        devices = [d for d in self.devices if d.name in set(names)]
+        return Context(devices, self.properties, self.callback, strict=self.strict)
+
     def device_context(self, name: str):
         """(Device, driver context) for `name`, or None when the context lacks it."""
         for device, device_context in zip(self.devices, self.device_contexts):
@@ -330,14 +473,24 @@ class Context:
         try:
             flags = _call_driver(f"{device.name}.validate_program", validate,
                                  self.device_contexts[device_index], model)
+            if flags is None or len(flags) != len(model.operations):
+                raise NNAdapterError(f"{device.name}.validate_program returned "
+                                     f"{'None' if flags is None else len(flags)} flags for "
+                                     f"{len(model.operations)} operations", ResultCode.DEVICE_INTERNAL_ERROR)
+            flags = [bool(f) for f in flags]
         except NNAdapterError as exc:
             if exc.code == ResultCode.FEATURE_NOT_SUPPORTED:
-                return None
-            raise
-        flags = [bool(f) for f in flags]
-        if len(flags) != len(model.operations):
-            raise NNAdapterError(f"{device.name}.validate_program returned {len(flags)} flags for "
-                                 f"{len(model.operations)} operations", ResultCode.DEVICE_INTERNAL_ERROR)
+                return None  # "cannot tell", as a NULL hook says in NNAdapter
+            if self.strict:
+                raise
+            # The device's fault: its answer is "none" (the operations go to the next device or the host),
+            # one warning per device, and callers must not persist an answer made with it.
+            self.validation_faults += 1
+            if device.name not in self._validation_warned:
+                self._validation_warned.add(device.name)
+                warnings.warn(f"device '{device.name}' failed to validate operations ({exc}); they run on the "
+                              "next listed device or on the host", DeviceFallbackWarning, stacklevel=3)
+            return [False] * len(model.operations)
         return flags
 
     def get_supported_operations(self, model: Model) -> list:
@@ -385,17 +538,30 @@ class Program:
     input_types: list
     output_types: list
     handle: Any = None
+    # Every execution of the handle holds this lock; a program sharing its handle with another compilation's
+    # (Compilation.clone of a driver without clone_program) shares the lock too, and only the compilation that
+    # created the handle destroys it.
+    lock: Any = dataclasses.field(default_factory=threading.Lock)
+    owns_handle: bool = True
 
 
 class Compilation:
+    """NNAdapterCompilation (module docstring). Beyond Lite's arguments, for the model cache (docs/cache.md):
+    `fingerprint` names the model (written into the .nnc and required to match on restore), `cache_key` is
+    the integrity key (str/bytes; None reads NNADAPTER_BRIDGE_CACHE_KEY), and `accept_unidentified_cache`
+    accepts a record without identity entries (Paddle Lite's own files)."""
+
     def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer=None, cache_dir: str = "",
-                 context: Optional[Context] = None):
+                 context: Optional[Context] = None, *, fingerprint: str = "", cache_key=None,
+                 accept_unidentified_cache: bool = False):
         if context is None:
             raise NNAdapterError("a compilation needs a context", ResultCode.INVALID_PARAMETER)
         self.model = model
         self.cache_token = cache_token or ""
         self.cache_dir = cache_dir or ""
         self.context = context
+        self.fingerprint = fingerprint or ""
+        self._cache_key = resolve_cache_key(cache_key)
         self.programs: list = []
         self.input_types: list = []
         self.output_types: list = []
@@ -405,15 +571,19 @@ class Compilation:
         self._first_compute_done = False
         self._record: Optional[CompilationRecord] = None
         self._miss_reason = ""
+        if self.cache_dir:
+            clean_stale_temp_files(self.cache_dir)  # once per dir and process
         if model is None:
             known = context.device_names
+            # Every check (CRC, HMAC with a key, identity, record) runs here, before finish() hands a byte to a driver.
+            expect = CacheIdentity(self.cache_token, self.fingerprint, accept_unidentified_cache)
             if cache_buffer is not None and len(cache_buffer):
                 self._record = load_compilation_record(bytes(cache_buffer), f"buffer for token '{self.cache_token}'",
-                                                       known)
+                                                       known, expect=expect, key=self._cache_key)
                 self._miss_reason = "the cache buffer is unusable"
             elif self.cache_token and self.cache_dir:
                 path = cache_file_path(self.cache_dir, self.cache_token)
-                self._record = read_nnc_file(path, known)
+                self._record = read_nnc_file(path, known, expect=expect, key=self._cache_key)
                 self._miss_reason = f"no usable cache file {path}"
             else:
                 raise NNAdapterError("a compilation needs a model, a cache buffer, or a cache token and dir",
@@ -503,6 +673,46 @@ class Compilation:
     def device_names(self) -> list:
         return [p.device.name for p in self.programs]
 
+    # -- threads -----------------------------------------------------------------------------------
+    def clone(self) -> "Compilation":
+        """A finished compilation sharing this one's compiled programs, with its own execution state, for a
+        predictor clone run by another thread. Each program is copied by the driver's optional
+        `clone_program(program)` hook (the compiled model shared, new infer request and scratch buffers); a
+        driver without the hook (or answering FEATURE_NOT_SUPPORTED) has its program shared, and executions
+        of that program are then serialised by a lock. The clone never writes the model cache, and must be
+        destroyed before this compilation."""
+        if not self.finished:
+            raise NNAdapterError("clone() before finish()", ResultCode.INVALID_PARAMETER)
+        twin = copy.copy(self)
+        twin.programs = []
+        twin._record = None
+        twin._first_compute_done = True  # the original writes the cache, once
+        twin.input_types = [t.copy() for t in self.input_types]
+        twin.output_types = [t.copy() for t in self.output_types]
+        try:
+            for program in self.programs:
+                twin.programs.append(self._clone_program(program))
+        except BaseException:
+            twin._destroy_programs()
+            raise
+        return twin
+
+    @staticmethod
+    def _clone_program(program: "Program") -> "Program":
+        hook = getattr(program.device.driver, "clone_program", None)
+        handle = None
+        if callable(hook) and program.owns_handle:
+            try:
+                handle = _call_driver(f"{program.device.name}.clone_program", hook, program.handle)
+            except NNAdapterError as exc:
+                if exc.code != ResultCode.FEATURE_NOT_SUPPORTED:
+                    raise
+        cache = Cache(program.cache.token, program.cache.dir, program.cache.input_types, program.cache.output_types,
+                      bytearray())
+        if handle is not None:
+            return dataclasses.replace(program, cache=cache, handle=handle, lock=threading.Lock(), owns_handle=True)
+        return dataclasses.replace(program, cache=cache, owns_handle=False)  # the same handle, the same lock
+
     # -- cache writing -----------------------------------------------------------------------------
     def _after_first_compute(self) -> None:
         if self._first_compute_done:
@@ -526,7 +736,8 @@ class Compilation:
                           p.cache.buffer) for p in self.programs])
         path = cache_file_path(self.cache_dir, self.cache_token)
         try:
-            write_file_atomically(path, pack_compilation_record_parts(record))
+            write_file_atomically(path, pack_compilation_record_parts(
+                record, CacheIdentity(self.cache_token, self.fingerprint), self._cache_key))
         except OSError as exc:
             warnings.warn(f"cannot write the model cache {path}: {exc}", NncCacheWarning, stacklevel=4)
             return
@@ -537,7 +748,7 @@ class Compilation:
     def _destroy_programs(self) -> None:
         programs, self.programs = self.programs, []
         for program in programs:
-            if program.handle is not None:
+            if program.handle is not None and program.owns_handle:
                 program.device.driver.destroy_program(program.handle)
 
     def destroy(self) -> None:
@@ -652,8 +863,13 @@ class Execution:
                     shared[index] = HostBuffer()
                     outputs.append(Argument(k, shared[index], host_buffer_output_access))
             what = f"{program.device.name}.execute_program (program {number})"
-            result = _call_driver(what, program.device.driver.execute_program, program.handle, inputs, outputs)
-            raise_for_result(result, what)
+            with program.lock:  # one execution of a driver program at a time (Program.lock)
+                result = _call_driver(what, program.device.driver.execute_program, program.handle, inputs, outputs)
+            try:
+                raise_for_result(result, what)
+            except NNAdapterError as exc:
+                _tag(exc, what)
+                raise
         for index, binding in self._outputs.items():
             if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
                 raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)

@@ -77,9 +77,11 @@ def test_conv_stack_compiles_caches_and_restores(tmp_path):
 
     path = tmp_path / f"{TOKEN}.nnc"
     entries = unpack_container(path.read_bytes())
+    # Paddle Lite's keys, plus the token this record is for (docs/cache.md; no fingerprint: none was given).
     assert list(entries) == ["cache_0_device_name", "cache_0_input_indexes", "cache_0_input_types",
                              "cache_0_model_buffer", "cache_0_output_indexes", "cache_0_output_types",
-                             "input_types", "num_caches", "output_types"]
+                             "input_types", "nnadapter_bridge_token", "num_caches", "output_types"]
+    assert entries["nnadapter_bridge_token"] == TOKEN.encode()
 
     fresh = Compilation(None, TOKEN, None, str(tmp_path), Context([acquire_device("builtin_device")]))
     fresh.finish()

@@ -102,7 +102,8 @@ def test_bf16_widening_matches_bit_patterns():
 ALL_ATTRS = {
     "a_int": 3, "a_long": 1 << 40, "a_float": 0.1, "a_str": "abc", "a_bool": True, "a_ints": [1, -2],
     "a_longs": [1 << 40, 2], "a_floats": [0.5, 0.1], "a_strs": ["a", "b"], "a_bools": [True, False],
-    "a_block": BlockRef(1), "a_blocks": [BlockRef(1), BlockRef(0)], "a_var": VarRef("x"), "a_vars": [VarRef("x")],
+    # a block attribute names a block nested in the op's own (loader.validate.check_sub_blocks): 1, not 0
+    "a_block": BlockRef(1), "a_blocks": [BlockRef(1), BlockRef(1)], "a_var": VarRef("x"), "a_vars": [VarRef("x")],
     "a_f64": (pb.FLOAT64, 0.1), "a_f64s": (pb.FLOAT64S, [0.1, -3.5]),
 }
 
