@@ -29,6 +29,10 @@ class ConversionContext:
         self.block = block
         self.current_op = None  # the Paddle OpInfo being converted (for error messages and origins)
         self.operation_origin: list = []  # operation index -> Paddle OpInfo that emitted it
+        # The vars the model being converted must hand out (convert_subgraph sets them): a converter keeps
+        # an internal (quantized) form of a var only when it is not one of them.
+        self.output_names: frozenset = frozenset()
+        self.float_ops: frozenset = frozenset()  # block-0 op indices kept in float (mixed-precision config)
         self._operands: dict[str, list[Operand]] = {}
         self._param_operands: dict[str, Operand] = {}
 
@@ -254,6 +258,24 @@ def graph_constant(graph, params: Mapping[str, np.ndarray], name: str, reader, d
     return None if value is None else np.asarray(value)
 
 
+def _drop_unread_dequantizes(model: Model, origin: list, outputs: Sequence[Operand]) -> None:
+    """Remove the DEQUANTIZE operations whose result nothing reads: a dequantize_linear whose only reader
+    became an integer product (conv_quant.emit_integer_product reads the quantized operand itself)."""
+    kept_outputs = {o.index for o in outputs}
+    read = {o.index for op in model.operations for o in op.inputs if o is not None}
+    dead = [k for k, op in enumerate(model.operations)
+            if op.type == OperationType.DEQUANTIZE and op.outputs[0] is not None
+            and op.outputs[0].index not in read and op.outputs[0].index not in kept_outputs]
+    if not dead:
+        return
+    for k in reversed(dead):
+        del model.operations[k]
+        if k < len(origin):
+            del origin[k]
+    for k, op in enumerate(model.operations):
+        op.index = k
+
+
 @dataclasses.dataclass
 class ConversionResult:
     model: Model
@@ -263,16 +285,19 @@ class ConversionResult:
 
 
 def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_types: Mapping[str, OperandType],
-                     output_names: Sequence[str], graph=None) -> ConversionResult:
+                     output_names: Sequence[str], graph=None, float_ops: frozenset = frozenset()) -> ConversionResult:
     """Convert Paddle ops (in topological order) into one finished NNAdapter Model.
 
     `input_types` maps each subgraph input var (sorted by the caller) to its operand type; `output_names`
-    are the vars the subgraph must produce. Raises ConversionError naming the Paddle op on failure.
+    are the vars the subgraph must produce; `float_ops` the block-0 indices of the ops the mixed-precision
+    quantization config keeps in float. Raises ConversionError naming the Paddle op on failure.
     """
     from converters.registry import get_converter
 
     model = Model()
     ctx = ConversionContext(model, params, graph)
+    ctx.output_names = frozenset(output_names)
+    ctx.float_ops = frozenset(float_ops)
     inputs = [ctx.add_model_input(name, t.copy()) for name, t in input_types.items()]
     for op in ops:
         spec = get_converter(op.type)
@@ -294,6 +319,7 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
             continue
         outputs.append(stack[-1])
         names.append(name)
+    _drop_unread_dequantizes(model, ctx.operation_origin, outputs)
     # An output that is also an input or a constant needs its own operand: ASSIGN makes one.
     for k, operand in enumerate(outputs):
         if operand in inputs or operand.is_constant or outputs.index(operand) != k:

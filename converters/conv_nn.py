@@ -124,6 +124,8 @@ def _conv_window_operands(ctx, op):
 
 def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
                        filter_channel_dim: int = 0):
+    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+        return
     v = OpView(op)
     out_name = v.output("Output")
     x = ctx.input(v.input("Input"))
@@ -694,8 +696,12 @@ def _check_fc(op, ctx) -> Optional[str]:
 
 
 def _is_constant_operand(ctx, name: str) -> bool:
-    """True when `name` is bound to a constant operand (a weight folded by dequantize_linear)."""
-    return ctx.has(name) and not ctx.is_param(name) and ctx.input(name).is_constant
+    """True when `name` is bound to a constant operand (a weight folded by dequantize_linear) or to the
+    DEQUANTIZE of one (an int8 weight read through dequantize_linear)."""
+    if not ctx.has(name) or ctx.is_param(name):
+        return False
+    operand = ctx.input(name)
+    return operand.is_constant or conv_quant.is_dequantized_constant(ctx, operand)
 
 
 @converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *FUSED_PRODUCT_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
@@ -742,6 +748,8 @@ def _check_mul(op, ctx) -> Optional[str]:
 
 @converter("mul", emits=[T.RESHAPE, T.MAT_MUL, *_QUANT_MATMUL_EMITS], check=_check_mul)
 def convert_mul(ctx, op):
+    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+        return
     v = OpView(op)
     out_name = v.output("Out")
     x_name, y_name = v.input("X"), v.input("Y")
@@ -775,6 +783,8 @@ def convert_mul(ctx, op):
 
 
 def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
+    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+        return None
     v = OpView(op)
     out_name = v.output("Out")
     x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))

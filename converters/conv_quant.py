@@ -24,6 +24,11 @@ engine hands subgraph outputs over as they are, so a float consumer (or the call
 storage; two quantized products in a row pay a DEQUANTIZE + QUANTIZE with the same scale, which is
 lossless. Products with a float weight keep the float path in conv_nn.
 
+Paddle's own post-training quantization (both encodings: quantize_linear / dequantize_linear pairs with int8
+weights, and the fake quant/dequant ops) converts its quantized convs and matmuls into int8 x int8 -> int32
+products followed by a DEQUANTIZE (emit_integer_product; sections at the end), which the SDK drivers run as
+integer kernels; docs/quantization.md has the whole picture, the mixed-precision config included.
+
 quantize_linear's output is bound to the QUANTIZE result: an int8 operand whose storage is exactly the
 integers Paddle's float Y holds, and whose NNAdapter value (q x step) is what the paired
 dequantize_linear computes. Only dequantize_linear may read it (checked), since any other reader would
@@ -217,9 +222,12 @@ def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
     reason = _qrange_reason(op)
     if reason:
         return reason
-    if needs_test and not v.attr("is_test", False):
-        # Training mode updates the scale from each batch through InAccum/InState (Paddle fails without them).
-        return "is_test=false (the training-time observer) is not converted; save the model for inference"
+    if needs_test and not v.attr("is_test", False) and v.optional_input("InAccum") and v.optional_input("InState"):
+        # Training mode updates the scale from each batch through InAccum/InState. Without them Paddle 3.3.1
+        # quantizes with Scale whatever is_test says (what PostTrainingQuantization(onnx_format=True) saves:
+        # quantize_linear without an is_test attr, which Paddle Inference and the static executor run so).
+        return ("is_test=false with InAccum/InState (the training-time observer) is not converted; save the model "
+                "for inference")
     if v.attr_int("round_type", 0) not in (0, 1):
         return f"round_type {v.attr('round_type')} is neither 0 (ties to even) nor 1 (ties away from zero)"
     scale = v.optional_input("Scale")
@@ -327,6 +335,11 @@ def convert_dequantize_linear(ctx, op):
         return
     if ctx.is_param(x_name):
         value = ctx.param(x_name)
+        if value.dtype == np.int8 and not keeps_float(ctx, y):
+            # An int8 weight stays int8 (a QUANT_INT8 constant) so the devices can run the product in int8;
+            # its DEQUANTIZE computes the same q x step.
+            ctx.add(T.DEQUANTIZE, [int8_constant(ctx, value, steps, axis, x_name)], [ctx.output(y)])
+            return
         folded = value.astype(np.float64) * steps.reshape(_broadcast_shape(steps, axis, value.ndim))
         ctx.bind(y, ctx.const(folded.astype(np.float32), name=y))
         return
@@ -453,3 +466,504 @@ def convert_fake_quantize_dequantize_moving_average_abs_max(ctx, op):
     quant = ctx.temp(out, "quant")
     _quantize(ctx, x, _steps(ctx, op, "InScale"), -1, v.attr_int("round_type", 1), quant, out)
     ctx.add(T.DEQUANTIZE, [quant], [ctx.output(out)])
+
+
+# -- int8 constants and mixed precision -------------------------------------------------------------------
+
+def keeps_float(ctx, var: str) -> bool:
+    """True when an op reading `var` is listed in the mixed-precision quantization config
+    (Config.set_nnadapter_mixed_precision_quantization_config_*): such an op computes in float, so the
+    quantized form is not emitted for it (its int8 weight is dequantized at conversion instead)."""
+    float_ops = getattr(ctx, "float_ops", None)
+    graph = getattr(ctx, "graph", None)
+    if not float_ops or graph is None:
+        return False
+    return any(reader.block_idx == 0 and reader.index in float_ops for reader in graph.consumers(var))
+
+
+def op_keeps_float(ctx, op) -> bool:
+    """True when `op` itself is listed in the mixed-precision quantization config."""
+    float_ops = getattr(ctx, "float_ops", None)
+    return bool(float_ops) and getattr(op, "block_idx", 0) == 0 and getattr(op, "index", None) in float_ops
+
+
+def int8_constant(ctx, value: np.ndarray, steps: np.ndarray, axis: int, name: str) -> Operand:
+    """An int8 array as a QUANT_INT8 constant: per layer with one step, else per channel along `axis`."""
+    steps = np.asarray(steps, dtype=np.float64).reshape(-1)
+    value = np.asarray(value).astype(np.int8, copy=False)
+    if steps.size == 1:
+        return ctx.const(value, Precision.QUANT_INT8_SYMM_PER_LAYER, name=name, scale=float(steps[0]))
+    return ctx.const(value, Precision.QUANT_INT8_SYMM_PER_CHANNEL, name=name, scales=tuple(steps.tolist()),
+                     channel_dim=axis)
+
+
+# -- Paddle's fake quantized form (PostTrainingQuantization / QAT saved with onnx_format=False) -------------
+#
+# fake_quantize_range_abs_max / fake_quantize_moving_average_abs_max turn an activation into integers held in
+# float (round(clip(x, -s, s) / s x 127)); the weight of the product (conv2d, depthwise_conv2d, mul, matmul,
+# matmul_v2) holds integers in float too; the product computes integer sums; fake_dequantize_max_abs
+# (X x Scale / max_range) or fake_channel_wise_dequantize_max_abs (X x scale[c] x s_x / (127 x 127)) scales
+# them back. Every Paddle var keeps its value here:
+#   - the activation quantizer's Out is a QUANT_INT8 operand (storage: the integers Paddle holds) when every
+#     reader is a product converted in the fake form in the same model, else float integers;
+#   - such a product reads the int8 operand and an int8 weight constant and writes a QUANT_INT32 operand
+#     whose storage is the integer sums and whose scale is the dequantizer's factor (so the real value is
+#     what the dequantizer computes: it becomes a DEQUANTIZE), the int8 x int8 -> int32 form that
+#     devices run as integer kernels.
+
+FAKE_ACTIVATION_QUANT_OPS = ("fake_quantize_range_abs_max", "fake_quantize_moving_average_abs_max")
+FAKE_DEQUANT_OPS = ("fake_dequantize_max_abs", "fake_channel_wise_dequantize_max_abs")
+# Product op type -> (activation slot, weight slot, output slot).
+FAKE_PRODUCTS = {
+    "conv2d": ("Input", "Filter", "Output"),
+    "depthwise_conv2d": ("Input", "Filter", "Output"),
+    "mul": ("X", "Y", "Out"),
+    "matmul": ("X", "Y", "Out"),
+    "matmul_v2": ("X", "Y", "Out"),
+}
+FAKE_PRODUCT_EMITS = [T.CONV_2D, T.FULLY_CONNECTED]
+
+
+def _integral_int8(ctx, name: str) -> bool:
+    """True when parameter `name` holds integers in [-127, 127] (cached per conversion context)."""
+    cache = ctx.__dict__.setdefault("_integral_int8", {})
+    if name not in cache:
+        value = ctx.param(name)
+        if value.dtype == np.int8:
+            cache[name] = True
+        elif value.dtype.kind != "f":
+            cache[name] = False
+        else:
+            cache[name] = bool(np.all(np.abs(value) <= 127) and np.all(value == np.round(value)))
+    return cache[name]
+
+
+def fake_dequant_factor(ctx, op) -> Optional[tuple]:
+    """(factor, axis) of a fake dequantizer that follows a product: Out = X x factor, factor one value
+    (axis -1) or one per index of X's `axis`. None when the op is not of that kind (one scale per channel
+    before a product, scales that are not parameters)."""
+    v = OpView(op)
+    if op.type == "fake_dequantize_max_abs":
+        scale = v.optional_input("Scale")
+        max_range = v.attr_float("max_range", 0.0)
+        if not scale or not ctx.is_param(scale) or ctx.param(scale).size != 1 or max_range <= 0:
+            return None
+        return np.array([float(ctx.param(scale).reshape(-1)[0]) / max_range]), -1
+    if op.type == "fake_channel_wise_dequantize_max_abs":
+        scales = v.inputs("Scales")
+        bits = v.attr_ints("quant_bits", [8] * len(scales))
+        if len(scales) != 2 or len(bits) < 2 or not all(ctx.is_param(s) for s in scales):
+            return None
+        max_range = float(((1 << (bits[0] - 1)) - 1) * ((1 << (bits[1] - 1)) - 1))
+        first = ctx.param(scales[0]).astype(np.float64).reshape(-1)
+        second = float(ctx.param(scales[1]).reshape(-1)[0])
+        x_num_col_dims = v.attr_int("x_num_col_dims", 1)
+        return first * second / max_range, (x_num_col_dims if x_num_col_dims > 1 else 1)
+    return None
+
+
+def _fake_product_geometry(ctx, op) -> Optional[tuple]:
+    """(weight [C_out, ...] as int8, output channel axis) of a product in the fake form, or None."""
+    v = OpView(op)
+    _, w_slot, _ = FAKE_PRODUCTS[op.type]
+    w = ctx.param(v.input(w_slot))
+    if op.type in ("conv2d", "depthwise_conv2d"):
+        return w, 1
+    if op.type == "matmul_v2":
+        transpose_y = v.attr_bool("trans_y", False)
+    elif op.type == "matmul":
+        transpose_y = v.attr_bool("transpose_Y", False)
+    else:
+        transpose_y = False
+    return (w if transpose_y else w.T), 1
+
+
+def fake_product_reason(ctx, op, quantized_var: Optional[str] = None, x_rank: Optional[int] = None) -> Optional[str]:
+    """Why `op` cannot be converted in the fake quantized form (None when it can): its activation must be
+    `quantized_var` (when given), its weight a parameter holding int8 integers, its output read only by fake
+    dequantizers (and not handed out of the model), and its geometry plain (NCHW conv without a fused
+    activation; a 2-D x 2-D matmul without transposed X or alpha)."""
+    if op.type not in FAKE_PRODUCTS:
+        return f"{op.type} is not a product the fake form quantizes"
+    if op_keeps_float(ctx, op):
+        return "listed in the mixed-precision quantization config"
+    v = OpView(op)
+    a_slot, w_slot, o_slot = FAKE_PRODUCTS[op.type]
+    x_name, w_name, out_name = v.optional_input(a_slot), v.optional_input(w_slot), v.optional_output(o_slot)
+    if not x_name or not w_name or not out_name:
+        return "missing operands"
+    if quantized_var is not None and x_name != quantized_var:
+        return f"the quantized var is not the activation ({a_slot}) of {op.type}"
+    if x_name == w_name or not ctx.is_param(w_name) or not _integral_int8(ctx, w_name):
+        return f"{w_slot} must be a parameter holding int8 integers"
+    graph = getattr(ctx, "graph", None)
+    if graph is None:
+        return "the program graph is needed to see the dequantizer"
+    if out_name in ctx.output_names or out_name in graph.outputs:
+        return f"{o_slot} '{out_name}' is handed out of the model"
+    readers = graph.consumers(out_name)
+    if not readers or any(r.type not in FAKE_DEQUANT_OPS or OpView(r).optional_input("X") != out_name
+                          or fake_dequant_factor(ctx, r) is None for r in readers):
+        return f"{o_slot} must be read by fake dequantizers only"
+    w = ctx.param(w_name)
+    if op.type in ("conv2d", "depthwise_conv2d"):
+        if w.ndim != 4 or is_channel_last_op(op) or v.attr("with_act", False) or v.attr("fuse_relu", False):
+            return "a fake-quantized conv needs an NCHW 4-D filter and no fused activation"
+    else:
+        if w.ndim != 2:
+            return "a fake-quantized matmul needs a 2-D weight"
+        if x_rank is None and ctx.has(x_name):
+            x_rank = len(ctx.dims(x_name))
+        if x_rank is not None and x_rank != 2:
+            return "a fake-quantized matmul needs a 2-D activation"
+        if op.type == "matmul" and (v.attr_bool("transpose_X", False) or v.attr_float("alpha", 1.0) != 1.0):
+            return "a fake-quantized matmul with transpose_X or alpha is not converted"
+        if op.type == "matmul_v2" and v.attr_bool("trans_x", False):
+            return "a fake-quantized matmul_v2 with trans_x is not converted"
+        if op.type == "mul" and (v.attr_int("x_num_col_dims", 1) != 1 or v.attr_int("y_num_col_dims", 1) != 1):
+            return "a fake-quantized mul needs x_num_col_dims = y_num_col_dims = 1"
+    channels = _fake_product_geometry(ctx, op)[0].shape[0]
+    factors = [fake_dequant_factor(ctx, r) for r in readers]
+    first, axis = factors[0]
+    for factor, other_axis in factors:
+        if factor.size not in (1, channels) or (factor.size > 1 and other_axis != 1):
+            return f"the dequantizer's scales do not match the {channels} output channels"
+        if factor.size != first.size or not np.allclose(factor, first, rtol=1e-6, atol=0.0):
+            return "the dequantizers of one product disagree"
+    return None
+
+
+def is_channel_last_op(op) -> bool:
+    return str(OpView(op).attr("data_format", "NCHW")) in ("NHWC", "NDHWC")
+
+
+def takes_fake_product_path(ctx, op) -> bool:
+    """True when the product `op` reads an activation its fake quantizer bound as a QUANT_INT8 operand
+    (then convert it with emit_fake_product)."""
+    if op.type not in FAKE_PRODUCTS:
+        return False
+    x_name = OpView(op).optional_input(FAKE_PRODUCTS[op.type][0])
+    if not x_name or not ctx.has(x_name) or ctx.is_param(x_name):
+        return False
+    t = ctx.input(x_name).type
+    if t.precision != Precision.QUANT_INT8_SYMM_PER_LAYER:
+        return False
+    producer = getattr(ctx, "graph", None) and ctx.graph.producer(x_name)
+    if producer is None or producer.type not in FAKE_ACTIVATION_QUANT_OPS:
+        return False
+    reason = fake_product_reason(ctx, op)
+    if reason is not None:  # the quantizer checked its readers with the same rules: this cannot happen
+        raise ctx.error(f"reads the int8 output of {producer.type} but cannot take the fake quantized form: {reason}")
+    return True
+
+
+def emit_fake_product(ctx, op) -> None:
+    """The product on the int8 activation and an int8 weight constant, writing QUANT_INT32 integer sums with
+    the dequantizer's factor as their scale (see the section comment)."""
+    v = OpView(op)
+    a_slot, w_slot, o_slot = FAKE_PRODUCTS[op.type]
+    out_name = v.output(o_slot)
+    x = ctx.input(v.input(a_slot))
+    step_x = float(x.type.scale)
+    w, channel_axis = _fake_product_geometry(ctx, op)
+    factor, _ = fake_dequant_factor(ctx, getattr(ctx, "graph").consumers(out_name)[0])
+    w_steps = factor / step_x
+    weight = int8_constant(ctx, np.ascontiguousarray(w), w_steps, 0, f"{v.input(w_slot)}/int8")
+    if factor.size == 1:
+        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(factor[0]))
+    else:
+        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(factor.tolist()),
+                               channel_dim=channel_axis)
+    out = ctx.output(out_name, out_type)
+    fuse = ctx.const_i32(int(FuseCode.FUSED_NONE))
+    if op.type in ("conv2d", "depthwise_conv2d"):
+        from converters.layout import AUTO_PAD_OF, explicit_pads
+
+        pads = explicit_pads(v.attr_ints("paddings", [0, 0]))
+        auto_pad = AUTO_PAD_OF[v.attr_str("padding_algorithm", "EXPLICIT")]
+        ctx.add(T.CONV_2D, [x, weight, None, ctx.const_i32(int(auto_pad)), ctx.const_i32(pads),
+                            ctx.const_i32(v.attr_ints("strides", [1, 1])), ctx.const_i32(int(v.attr("groups", 1) or 1)),
+                            ctx.const_i32(v.attr_ints("dilations", [1, 1])), fuse], [out])
+    else:
+        ctx.add(T.FULLY_CONNECTED, [x, weight, None, fuse], [out])
+
+
+def _fake_readers_take_int8(ctx, op, out: str, x: Operand) -> bool:
+    """True when the activation quantizer's Out (the shape of its input `x`) may be a QUANT_INT8 operand: it
+    stays inside the model and every reader is a product in the fake form."""
+    graph = getattr(ctx, "graph", None)
+    if graph is None or out in ctx.output_names or out in graph.outputs:
+        return False
+    readers = graph.consumers(out)
+    return bool(readers) and all(fake_product_reason(ctx, r, out, x.type.rank) is None for r in readers)
+
+
+def _check_fake_activation_quant(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    reason = _fake_reason(op, ctx, needs_test=True)
+    if reason:
+        return reason
+    scale = v.optional_input("InScale")
+    if not scale or not ctx.is_param(scale):
+        return "InScale must be a persistable var (the NNAdapter scale is a constant)"
+    values = ctx.param(scale).reshape(-1)
+    if values.size != 1 or values[0] <= 0:
+        return f"InScale must hold one positive threshold, got {values.tolist()}"
+    return None
+
+
+@converter(*FAKE_ACTIVATION_QUANT_OPS, emits=[T.MAX, T.MIN, T.QUANTIZE, T.DEQUANTIZE, T.MUL, T.ADD, T.FLOOR],
+           check=_check_fake_activation_quant)
+def convert_fake_quantize_activation(ctx, op):
+    """Inference form (is_test): Out = round(clip(X, -s, s) / s x 127) (round_type 1, the default: ties away
+    from zero) or clip(round_half_even(X / s x 127), -128, 127) (round_type 0), s = InScale; OutScale and the
+    moving-average state are not written. Out is the QUANTIZE result itself when every reader is a product
+    in the fake form (see the section comment), else those integers as float32 (DEQUANTIZE, x 1/step, rounded)."""
+    v = OpView(op)
+    out = v.output("Out")
+    x = dequantized(ctx, ctx.input(v.input("X")), out, "float")
+    steps = _steps(ctx, op, "InScale")
+    direct = _fake_readers_take_int8(ctx, op, out, x)
+    quant = ctx.output(out) if direct else ctx.temp(out, "quant")
+    _quantize(ctx, x, steps, -1, v.attr_int("round_type", 1), quant, out)
+    if not direct:
+        # The integers themselves: q x step x (1 / step) is q within a few ulp; floor(v + 0.5) makes it exact.
+        real = ctx.temp(out, "real")
+        ctx.add(T.DEQUANTIZE, [quant], [real])
+        near = binary(ctx, T.MUL, real, ctx.const(np.array([1.0 / steps[0]], np.float32)), ctx.temp(out, "near"))
+        half = binary(ctx, T.ADD, near, ctx.const(np.array([0.5], np.float32)), ctx.temp(out, "half_up"))
+        ctx.add(T.FLOOR, [half], [ctx.output(out)])
+
+
+def _check_fake_dequant(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if op.type == "fake_dequantize_max_abs":
+        scale = v.optional_input("Scale")
+        if not scale or not ctx.is_param(scale) or ctx.param(scale).size != 1:
+            return "Scale must be a persistable var holding one value"
+        if v.attr_float("max_range", 0.0) <= 0:
+            return f"max_range must be positive, got {v.attr('max_range')}"
+        return None
+    scales = v.inputs("Scales")
+    if len(scales) not in (1, 2) or not all(ctx.is_param(s) for s in scales):
+        return "Scales must be one or two persistable vars"
+    bits = v.attr_ints("quant_bits", [8] * len(scales))
+    if len(bits) < len(scales) or any(b < 2 or b > 16 for b in bits[:len(scales)]):
+        return f"quant_bits {bits} must give a bit length in [2, 16] per scale"
+    if len(scales) == 2 and ctx.param(scales[1]).size != 1:
+        return "the second of two Scales must hold one value"
+    x = v.optional_input("X")
+    axis = _fake_channel_axis(op)
+    if x and ctx.has(x):
+        dims = ctx.dims(x)
+        count = ctx.param(scales[0]).size
+        if axis >= len(dims) or (dims[axis] >= 0 and dims[axis] != count):
+            return f"{count} channel scales for axis {axis} of X {list(dims)}"
+    return None
+
+
+def _fake_channel_axis(op) -> int:
+    """The axis of X fake_channel_wise_dequantize_max_abs applies its channel scales along (Paddle's
+    ChannelDequantizeFunctor): quant_axis for one scale, else x_num_col_dims (1 when it is 1)."""
+    v = OpView(op)
+    if len(v.inputs("Scales")) == 1:
+        return v.attr_int("quant_axis", 0)
+    x_num_col_dims = v.attr_int("x_num_col_dims", 1)
+    return x_num_col_dims if x_num_col_dims > 1 else 1
+
+
+@converter(*FAKE_DEQUANT_OPS, emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=_check_fake_dequant)
+def convert_fake_dequantize(ctx, op):
+    """Out = X x Scale / max_range (fake_dequantize_max_abs), X x scale[c] / max_range along quant_axis (one
+    channel-wise scale) or X x scale[c] x s / max_range along x_num_col_dims (two), with max_range the product
+    of 2^(bits-1) - 1 over quant_bits. X from a fake-form product (QUANT_INT32 with exactly that factor as its
+    scale) becomes a DEQUANTIZE; a parameter folds; anything else is multiplied."""
+    v = OpView(op)
+    out = v.output("Out")
+    x_name = v.input("X")
+    if op.type == "fake_dequantize_max_abs":
+        factor = np.array([float(ctx.param(v.input("Scale")).reshape(-1)[0]) / v.attr_float("max_range", 1.0)])
+        axis = -1
+    else:
+        scales = v.inputs("Scales")
+        bits = v.attr_ints("quant_bits", [8] * len(scales))
+        max_range = float(np.prod([(1 << (b - 1)) - 1 for b in bits[:len(scales)]]))
+        factor = ctx.param(scales[0]).astype(np.float64).reshape(-1) / max_range
+        if len(scales) == 2:
+            factor = factor * float(ctx.param(scales[1]).reshape(-1)[0])
+        axis = _fake_channel_axis(op) if factor.size > 1 else -1
+    if ctx.is_param(x_name):
+        value = ctx.param(x_name)
+        folded = value.astype(np.float64) * factor.reshape(_broadcast_shape(factor, axis, value.ndim))
+        ctx.bind(out, ctx.const(folded.astype(np.float32), name=out))
+        return
+    x = ctx.input(x_name)
+    if x.type.is_quantized:
+        held = np.asarray(x.type.scales if x.type.is_per_channel else [x.type.scale], dtype=np.float64)
+        same_axis = (held.size == 1) or (x.type.channel_dim == axis)
+        if same_axis and held.size == factor.size and np.allclose(factor / held, 1.0, rtol=1e-6, atol=0.0):
+            ctx.add(T.DEQUANTIZE, [x], [ctx.output(out)])
+            return
+        if not same_axis and held.size > 1:
+            raise ctx.error("the quantized X is per channel along another axis than the dequantizer's scales")
+        # Other scales: Paddle multiplies the integers by its own factor, so rescale the real value.
+        x = dequantized(ctx, x, out, "float")
+        if held.size > 1:
+            axis = x.type.channel_dim if factor.size == 1 else axis
+        factor = factor / held
+        if factor.size > 1 and axis < 0:
+            axis = x.type.channel_dim
+    elif x.type.precision != Precision.FLOAT32:
+        x = ctx.cast(x, Precision.FLOAT32, out, "float")
+    shape = _broadcast_shape(factor, axis, x.type.rank)
+    binary(ctx, T.MUL, x, ctx.const(factor.astype(np.float32).reshape(shape)), ctx.output(out))
+
+
+# Weight quantizers (the per-weight ops of a QAT program saved without freezing): a persistable X folds to its
+# integers (held in float, as Paddle's Out) and OutScale to the thresholds.
+
+def fake_quant_integers(values: np.ndarray, thresholds: np.ndarray, round_type: int, bin_cnt: int = INT8_MAX):
+    """Paddle's ClipAndFakeQuant of `values` with max-abs `thresholds` (broadcast already): round_type 0 rounds
+    ties to even and saturates to [-bin_cnt - 1, bin_cnt]; 1 clips to [-threshold, threshold] and rounds ties
+    away from zero."""
+    values = values.astype(np.float64)
+    safe = np.where(thresholds > 0, thresholds.astype(np.float64), 1.0)
+    if round_type == 0:
+        q = np.clip(np.rint(values / safe * bin_cnt), -bin_cnt - 1, bin_cnt)
+    else:
+        scaled = np.clip(values, -safe, safe) / safe * bin_cnt
+        q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    return np.where(thresholds > 0, q, 0.0)
+
+
+def _check_fake_weight_quant(op, ctx) -> Optional[str]:
+    if op.type == "fake_channel_wise_quantize_abs_max" and OpView(op).attr("is_test", False):
+        return "is_test=true quantizes with the OutScale the op was given, not max |X|; not converted"
+    return _check_fake_channel_wise(op, ctx) if op.type.startswith("fake_channel") else _check_fake_abs_max(op, ctx)
+
+
+@converter("fake_quantize_abs_max", "fake_channel_wise_quantize_abs_max", emits=[T.ASSIGN],
+           check=_check_fake_weight_quant)
+def convert_fake_quantize_weight(ctx, op):
+    """A persistable X folds to its integers with threshold max |X| (per layer, or per index of quant_axis)."""
+    v = OpView(op)
+    value = ctx.param(v.input("X"))
+    if op.type == "fake_channel_wise_quantize_abs_max":
+        axis = v.attr_int("quant_axis", 0)
+        others = tuple(a for a in range(value.ndim) if a != axis)
+        thresholds = np.max(np.abs(value), axis=others, keepdims=True).astype(np.float32)
+    else:
+        thresholds = np.array(np.max(np.abs(value)), dtype=np.float32).reshape((1,) * value.ndim)
+    bin_cnt = (1 << (v.attr_int("bit_length", 8) - 1)) - 1
+    q = fake_quant_integers(value, thresholds, v.attr_int("round_type", 1), bin_cnt)
+    out_name = v.output("Out")
+    ctx.bind(out_name, ctx.const(q.astype(np.float32), name=out_name))
+    scale_name = v.optional_output("OutScale")
+    if scale_name:
+        ctx.bind(scale_name, ctx.const(thresholds.reshape(-1), name=scale_name))
+
+
+# -- the QDQ form (quantize_linear / dequantize_linear, onnx_format=True) as integer products -------------
+#
+# A product whose activation is dequantize_linear(quantize_linear(x)) and whose weight is dequantize_linear of
+# an int8 weight computes on grid values: it becomes the same int8 x int8 -> int32 product (scale: the
+# product of the two steps) followed by a DEQUANTIZE into the Paddle var, which is its float value. Paddle
+# 3's PTQ saves conv outputs with only_observer quantize_linear (no requantization after the product), so
+# this is the only form in which the devices see an integer product.
+
+def _dequantize_source(ctx, operand: Operand) -> Optional[Operand]:
+    """The quantized operand `operand` is the DEQUANTIZE of, or None."""
+    if operand.is_constant or operand.type.precision != Precision.FLOAT32:
+        return None
+    for operation in reversed(ctx.model.operations):
+        if any(o is operand for o in operation.outputs):
+            return operation.inputs[0] if operation.type == T.DEQUANTIZE else None
+    return None
+
+
+def is_dequantized_constant(ctx, operand: Operand) -> bool:
+    """True when `operand` is the DEQUANTIZE of a quantized constant (an int8 weight's float value)."""
+    source = _dequantize_source(ctx, operand)
+    return source is not None and source.is_constant
+
+
+def _qdq_product_operands(ctx, op) -> Optional[tuple]:
+    """(int8 activation, int8 weight constant [C_out, ...], output channel axis) when `op` is a product in the
+    QDQ form that converts to an integer product, else None."""
+    if op.type not in FAKE_PRODUCTS or op_keeps_float(ctx, op):
+        return None
+    v = OpView(op)
+    a_slot, w_slot, o_slot = FAKE_PRODUCTS[op.type]
+    x_name, w_name = v.optional_input(a_slot), v.optional_input(w_slot)
+    if not x_name or not w_name or not ctx.has(x_name) or not ctx.has(w_name) or ctx.is_param(w_name):
+        return None
+    xq = _dequantize_source(ctx, ctx.input(x_name))
+    wq = _dequantize_source(ctx, ctx.input(w_name))
+    if xq is None or wq is None or xq.type.precision != Precision.QUANT_INT8_SYMM_PER_LAYER or not wq.is_constant:
+        return None
+    if wq.type.precision not in (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL):
+        return None
+    per_channel = wq.type.is_per_channel
+    if op.type in ("conv2d", "depthwise_conv2d"):
+        if (wq.type.rank != 4 or xq.type.rank != 4 or is_channel_last_op(op) or v.attr("with_act", False)
+                or v.attr("fuse_relu", False) or v.optional_input("Bias")
+                or (per_channel and wq.type.channel_dim != 0)):
+            return None
+        return xq, wq, 1
+    if wq.type.rank != 2 or xq.type.rank != 2:
+        return None
+    if op.type == "matmul":
+        if v.attr_bool("transpose_X", False) or v.attr_float("alpha", 1.0) != 1.0:
+            return None
+        transpose_y = v.attr_bool("transpose_Y", False)
+    elif op.type == "matmul_v2":
+        if v.attr_bool("trans_x", False):
+            return None
+        transpose_y = v.attr_bool("trans_y", False)
+    else:
+        if v.attr_int("x_num_col_dims", 1) != 1 or v.attr_int("y_num_col_dims", 1) != 1:
+            return None
+        transpose_y = False
+    units_axis = 0 if transpose_y else 1
+    if per_channel and wq.type.channel_dim != units_axis:
+        return None
+    if not transpose_y:  # FULLY_CONNECTED takes [num_units, input_size]
+        value = np.ascontiguousarray(np.asarray(wq.value).T)
+        steps = np.asarray(wq.type.scales if per_channel else [wq.type.scale])
+        wq = int8_constant(ctx, value, steps, 0, f"{w_name}/int8_t")
+    return xq, wq, 1
+
+
+def emit_integer_product(ctx, op) -> bool:
+    """Emit a product op (conv2d, depthwise_conv2d, mul, matmul, matmul_v2) as an int8 x int8 -> int32
+    product when it is in Paddle's fake quantized form or in the QDQ form; False (nothing emitted) otherwise."""
+    if takes_fake_product_path(ctx, op):
+        emit_fake_product(ctx, op)
+        return True
+    found = _qdq_product_operands(ctx, op)
+    if found is None:
+        return False
+    xq, wq, channel_axis = found
+    v = OpView(op)
+    out_name = v.output(FAKE_PRODUCTS[op.type][2])
+    w_steps = np.asarray(wq.type.scales if wq.type.is_per_channel else [wq.type.scale], dtype=np.float64)
+    steps = float(xq.type.scale) * w_steps
+    if steps.size == 1:
+        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
+    else:
+        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(steps.tolist()),
+                               channel_dim=channel_axis)
+    sums = ctx.temp(out_name, "int32_sums", out_type)
+    fuse = ctx.const_i32(int(FuseCode.FUSED_NONE))
+    if op.type in ("conv2d", "depthwise_conv2d"):
+        from converters.layout import AUTO_PAD_OF, explicit_pads
+
+        pads = explicit_pads(v.attr_ints("paddings", [0, 0]))
+        auto_pad = AUTO_PAD_OF[v.attr_str("padding_algorithm", "EXPLICIT")]
+        ctx.add(T.CONV_2D, [xq, wq, None, ctx.const_i32(int(auto_pad)), ctx.const_i32(pads),
+                            ctx.const_i32(v.attr_ints("strides", [1, 1])), ctx.const_i32(int(v.attr("groups", 1) or 1)),
+                            ctx.const_i32(v.attr_ints("dilations", [1, 1])), fuse], [sums])
+    else:
+        ctx.add(T.FULLY_CONNECTED, [xq, wq, None, fuse], [sums])
+    ctx.add(T.DEQUANTIZE, [sums], [ctx.output(out_name)])
+    return True

@@ -381,17 +381,26 @@ def convert_shuffle_channel(ctx: ConversionContext, op):
 def check_channel_shuffle(op, ctx) -> Optional[str]:
     v = OpView(op)
     layout = v.attr("data_format", "NCHW")
-    if layout not in ("NCHW", "AnyLayout"):
-        return f"data_format '{layout}': CHANNEL_SHUFFLE regroups axis 1 (NCHW) only"
+    if layout not in ("NCHW", "AnyLayout", "NHWC"):
+        return f"data_format '{layout}' is neither NCHW nor NHWC"
     return None
 
 
-@converter("channel_shuffle", emits=[T.CHANNEL_SHUFFLE], check=check_channel_shuffle)
+@converter("channel_shuffle", emits=[T.CHANNEL_SHUFFLE, T.TRANSPOSE], check=check_channel_shuffle)
 def convert_channel_shuffle(ctx: ConversionContext, op):
-    """paddle.nn.functional.channel_shuffle: `groups` on an NCHW input (the same regrouping)."""
+    """paddle.nn.functional.channel_shuffle: `groups` on an NCHW input (the same regrouping); an NHWC input is
+    transposed to NCHW and back (CHANNEL_SHUFFLE regroups axis 1)."""
     v = OpView(op)
     x = ctx.input(v.input("X"))
-    ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(v.attr_int("groups", 1))], [ctx.output(v.output("Out"))])
+    out = ctx.output(v.output("Out"))
+    groups = ctx.const_i32(v.attr_int("groups", 1))
+    if v.attr("data_format", "NCHW") != "NHWC":
+        ctx.add(T.CHANNEL_SHUFFLE, [x, groups], [out])
+        return
+    first, shuffled = ctx.temp(v.output("Out"), "channel_first"), ctx.temp(v.output("Out"), "shuffled")
+    ctx.add(T.TRANSPOSE, [x, ctx.const_i32([0, 3, 1, 2])], [first])
+    ctx.add(T.CHANNEL_SHUFFLE, [first, groups], [shuffled])
+    ctx.add(T.TRANSPOSE, [shuffled, ctx.const_i32([0, 2, 3, 1])], [out])
 
 
 @converter("roll", emits=[T.ROLL, T.CONCAT, T.CAST])

@@ -9,6 +9,8 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
   (`args.input`, `args.axis_value`, `args.int("group", 1)`) instead of by position.
 * `reduces_an_empty_axis(op)`: the reduction cases the SDKs answer differently from Paddle.
 * `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
+* `is_integer_product(op)`: an int8 x int8 product writing its int32 sums (a quantized Paddle conv or matmul),
+  which the SDK drivers run as integer kernels where theirs are fast.
 * `lower(model, table)` applies the standard's lowering before a build to the operations the table
   does not implement: PRIOR_BOX folds to constants, YOLO_BOX decomposes into simpler operations;
   `unsupported_reason` answers for those operations by lowering them alone and trying the result.
@@ -22,7 +24,7 @@ from typing import Callable, Dict, Iterator, Optional
 import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import OperationType
+from nnadapter_bridge.nnadapter.codes import OperationType, Precision
 from nnadapter_bridge.nnadapter.lowering import decompose, fold_prior_box
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
@@ -250,3 +252,36 @@ def reduces_an_empty_axis(op: Operation) -> bool:
     axes = [a + len(dims) if a < 0 else a for a in axes] if axes else range(len(dims))
     return any(0 <= a < len(dims) and dims[a] == 0 for a in axes)
 
+
+# Products whose result, with quantized inputs, is a sum of products of grid values.
+_PRODUCTS = frozenset({OperationType.CONV_2D, OperationType.FULLY_CONNECTED, OperationType.MAT_MUL})
+
+
+def is_integer_product(op: Operation) -> bool:
+    """A CONV_2D / FULLY_CONNECTED / MAT_MUL with an int8 input and weight, no bias, no fused activation,
+    writing an int32 quantized output whose scale is the product of theirs: its float result is the integer
+    sums times that scale. The converters make quantized Paddle convs and matmuls (both PTQ encodings) into
+    these."""
+    if op.type not in _PRODUCTS or not op.outputs or op.outputs[0] is None:
+        return False
+    out = op.outputs[0].type
+    if out.precision not in (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL):
+        return False
+    x, w = op.inputs[0], op.inputs[1]
+    if not (x.type.precision == Precision.QUANT_INT8_SYMM_PER_LAYER and w.type.precision in
+            (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL)):
+        return False
+    bias_index = 2
+    if len(op.inputs) > bias_index and op.inputs[bias_index] is not None:
+        return False
+    fuse_index = {OperationType.CONV_2D: 8, OperationType.FULLY_CONNECTED: 3}.get(op.type)
+    if fuse_index is not None and len(op.inputs) > fuse_index and op.inputs[fuse_index] is not None:
+        fuse = op.inputs[fuse_index]
+        if not fuse.is_constant or int(np.asarray(fuse.value).reshape(-1)[0]) != 0:
+            return False
+    w_scales = np.asarray(w.type.scales if w.type.is_per_channel else [w.type.scale], dtype=np.float64)
+    want = float(x.type.scale) * w_scales
+    held = np.asarray(out.scales if out.is_per_channel else [out.scale], dtype=np.float64)
+    if held.size != want.size:
+        return False
+    return bool(np.allclose(held, want, rtol=1e-5, atol=0.0))

@@ -26,7 +26,9 @@ Cache token (32 lowercase hex chars):
       "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
       (sorted by name, Paddle's bookkeeping attributes such as op_callstack left out); then the lines
       "inputs <sorted names>" and "outputs <sorted names>"; then for every weight, sorted by name, the
-      line "weight <name> <dtype> <shape>" followed by its raw bytes (C order). Every line ends in "\\n".
+      line "weight <name> <dtype> <shape>" followed by its raw bytes (C order); then, only when the
+      mixed-precision quantization config lists ops of the subgraph, "float_ops <their block-0 indices,
+      sorted, comma-joined>". Every line ends in "\\n".
       Weights are hashed once per engine, not per run.
 
 The extension makes a stale hit impossible where Paddle Lite's token collides: another subgraph with the
@@ -164,7 +166,8 @@ def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, S
 
 
 def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names: Sequence[str],
-                         weight_names: Sequence[str], params: Mapping[str, np.ndarray]) -> str:
+                         weight_names: Sequence[str], params: Mapping[str, np.ndarray],
+                         float_ops: Sequence[int] = ()) -> str:
     """sha256 (hex) of the subgraph's ops, attributes, var names and weight bytes (module docstring).
 
     sha256 rather than md5 here: it hashes the weights (all of a model's bytes) about twice as fast where the
@@ -188,4 +191,6 @@ def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names
         array = np.asarray(params[name], order="C")  # keeps a 0-d weight 0-d (np.ascontiguousarray would not)
         line(f"weight {name} {array.dtype.name} {list(array.shape)}")
         digest.update(memoryview(array.reshape(-1)).cast("B"))
+    if float_ops:  # the mixed-precision quantization config changes what the converters emit
+        line("float_ops " + ",".join(str(int(i)) for i in sorted(float_ops)))
     return digest.hexdigest()

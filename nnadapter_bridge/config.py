@@ -254,14 +254,15 @@ class Config:
         return self._partition_config_buffer
 
     def set_nnadapter_mixed_precision_quantization_config_path(self, path) -> None:
-        """Accepted and stored for Paddle Lite compatibility; NOT applied yet (no op is forced to fp32)."""
+        """A file listing ops of a quantized model that compute in float (partition-config syntax; see
+        nnadapter_bridge.mixed_precision). The buffer, when set, wins."""
         self._mixed_precision_config_path = _path(path, "set_nnadapter_mixed_precision_quantization_config_path")
 
     def nnadapter_mixed_precision_quantization_config_path(self) -> str:
         return self._mixed_precision_config_path
 
     def set_nnadapter_mixed_precision_quantization_config_buffer(self, text) -> None:
-        """Accepted and stored for Paddle Lite compatibility; NOT applied yet (no op is forced to fp32)."""
+        """The text of a mixed-precision quantization config (see the path setter)."""
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode("utf-8")
         if not isinstance(text, str):

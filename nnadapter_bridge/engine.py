@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 import warnings
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -60,7 +61,7 @@ from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, 
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
-                                                Execution, HostBuffer, fault_device, is_device_fault)
+                                                fault_device, is_device_fault)
 from nnadapter_bridge.nnadapter.types import OperandType
 
 
@@ -217,8 +218,12 @@ class SubgraphEngine:
                  on_build: Optional[Callable[["SubgraphEngine"], None]] = None,
                  host_fallback: Optional[Callable[[Sequence, dict], None]] = None,
                  degrade: Optional[bool] = None, pool: Optional[ProgramPool] = None,
-                 contexts: Optional[ContextPool] = None):
+                 contexts: Optional[ContextPool] = None, float_ops: frozenset = frozenset(),
+                 fingerprint_memo=None):
         self.subgraph = subgraph
+        # The ops of this subgraph the mixed-precision quantization config keeps in float (block-0 indices).
+        self.float_ops = frozenset(op.index for op in subgraph.ops
+                                   if op.index in float_ops and getattr(op, "block_idx", 0) == 0)
         self.graph = graph
         self.context = context
         # Faults degrade (module docstring) unless told otherwise; by default when there is a host fallback.
@@ -239,8 +244,10 @@ class SubgraphEngine:
         info = dynamic_shape_info or {}
         self.dynamic_shape_info = {n: [list(s) for s in info[n]] for n in self.input_names if n in info}
         self.programs: list[EngineProgram] = []
+        self._chosen: dict = {}  # input signature -> (context, program) that ran it first (_run_with)
         self.stats = EngineStats()
         self._fingerprint: Optional[str] = None
+        self.fingerprint_memo = fingerprint_memo  # support_decisions.FingerprintMemo, or None
 
     @property
     def index(self) -> int:
@@ -250,11 +257,31 @@ class SubgraphEngine:
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             if self.pool.fingerprint is None:  # hashed once for a predictor and its clones
-                self.pool.fingerprint = cache_key.subgraph_fingerprint(
-                    self.subgraph.ops, self.input_names, self.output_names, self.subgraph.weight_names,
-                    self.graph.params)
+                memo = self.fingerprint_memo
+                # What names this subgraph's fingerprint beyond the program and its params file (FingerprintMemo).
+                parts = (cache_key.CACHE_FORMAT_VERSION, tuple(op.index for op in self.subgraph.ops),
+                         tuple(self.input_names), tuple(self.output_names), tuple(self.subgraph.weight_names),
+                         tuple(sorted(self.float_ops)))
+                found = memo.get(parts) if memo is not None else None
+                if found is None:
+                    started = time.time_ns()
+                    found = cache_key.subgraph_fingerprint(
+                        self.subgraph.ops, self.input_names, self.output_names, self.subgraph.weight_names,
+                        self.graph.params, **({"float_ops": sorted(self.float_ops)} if self.float_ops else {}))
+                    self._release_weights()  # hashing read every weight: not a reason to keep them resident
+                    if memo is not None:
+                        memo.put(parts, found, started)
+                self.pool.fingerprint = found
             self._fingerprint = self.pool.fingerprint
         return self._fingerprint
+
+    def _release_weights(self) -> None:
+        """Drop the resident pages of the memory-mapped Paddle params (ProgramGraph.release_param_pages):
+        after hashing them, and once a device holds its own copy. Host ops and host fallbacks still read
+        them (mapped back from the file on access)."""
+        release = getattr(self.graph, "release_param_pages", None)
+        if release is not None:
+            release()
 
     def describe(self) -> str:
         return f"subgraph {self.index} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"
@@ -316,9 +343,13 @@ class SubgraphEngine:
         faults: list = []  # run faults of this run, committed once a fallback ran (module docstring)
         try:
             while True:
-                excluded = self.pool.excluded(signature).union(*(f.devices for f in faults))
+                pool = self.pool
+                if faults or pool.failed_devices or pool.failed_for:
+                    excluded = pool.excluded(signature).union(*(f.devices for f in faults))
+                else:
+                    excluded = ()  # no device failed: the whole context (the common case, kept cheap)
                 try:
-                    context = self.contexts.without(excluded)
+                    context = self.contexts.without(excluded) if excluded else self.contexts.base
                 except NNAdapterError as exc:  # a context over the remaining devices cannot be created
                     if not (self.degrade and fault_device(exc) and is_device_fault(exc)):
                         raise
@@ -351,17 +382,35 @@ class SubgraphEngine:
             raise
 
     def _run_with(self, context: Context, arrays: Sequence[np.ndarray], signature, scope: dict) -> Optional[list]:
+        # The program the last scan chose first for this signature on this context (no program before it was
+        # tried), run at once: the scan would try it first again. Any change to the programs clears the memo.
+        skip = None
+        chosen = self._chosen.get(signature)
+        if chosen is not None and chosen[0] is context:
+            try:
+                return self._execute_checked(chosen[1], arrays)
+            except InvalidDimensionsError:
+                self.stats.shape_mismatches += 1
+                self._chosen.pop(signature, None)
+                skip = chosen[1]  # tried: the scan goes on from the programs after it
         allowed = set(context.device_names)
+        first = skip is None
         for program in list(self.programs):
-            if not allowed.issuperset(program.compilation.device_names):
+            if program is skip or not allowed.issuperset(program.compilation.device_names):
                 continue
             if not program.accepts(arrays):
                 self.stats.shape_mismatches += 1
+                first = False
                 continue
             try:
-                return self._execute_checked(program, arrays)
+                outputs = self._execute_checked(program, arrays)
             except InvalidDimensionsError:
                 self.stats.shape_mismatches += 1
+                first = False
+                continue
+            if first:
+                self._chosen[signature] = (context, program)
+            return outputs
         try:
             return self._obtain_and_run(context, arrays)
         except ConversionError as exc:
@@ -448,6 +497,7 @@ class SubgraphEngine:
     def _drop(self, program: EngineProgram) -> None:
         """Stop using a program that failed: this engine's copy is destroyed, an original is retired (other
         engines' copies may share its handle) and destroyed with the pool."""
+        self._chosen.clear()
         if program in self.programs:
             self.programs.remove(program)
         original = program.original if program.original is not None else program
@@ -480,14 +530,7 @@ class SubgraphEngine:
         self.stats.host_runs += 1
 
     def _execute(self, program: EngineProgram, arrays: Sequence[np.ndarray]) -> list:
-        execution = Execution(program.compilation)
-        for k, array in enumerate(arrays):
-            execution.set_input(k, array)
-        holders = [HostBuffer() for _ in self.output_names]
-        for k, holder in enumerate(holders):
-            execution.set_output(k, holder)
-        execution.compute()
-        return [holder.array for holder in holders]
+        return program.compilation.execute_arrays(arrays)
 
     def _run_new_program(self, arrays: Sequence[np.ndarray]) -> list:
         token = self.token_for(arrays)
@@ -514,6 +557,7 @@ class SubgraphEngine:
                               "instead", NncCacheWarning, stacklevel=3)
             else:
                 self._adopt(program)
+                self._release_weights()
                 return outputs
         try:
             program = self._build(token, arrays)
@@ -537,6 +581,7 @@ class SubgraphEngine:
             program.compilation.destroy()  # never keep (or leak) a program whose first run failed
             raise
         self._adopt(program)
+        self._release_weights()  # the device holds its own copy of the weights now
         return outputs
 
     def _cache_options(self) -> dict:
@@ -580,21 +625,26 @@ class SubgraphEngine:
         if self.on_build is not None:
             self.on_build(self)
         input_types = self.input_types_for(arrays)
-        result = convert_subgraph(self.subgraph.ops, self.graph.params, input_types, self.output_names, self.graph)
+        result = convert_subgraph(self.subgraph.ops, self.graph.params, input_types, self.output_names, self.graph,
+                                  float_ops=self.float_ops)
         missing = [n for n in self.output_names if n not in result.output_names]
         if missing:
             raise ConversionError(f"{self.describe()}: the converters produced no value for output var(s) "
                                   f"{', '.join(missing)}, which later ops or the fetch list read")
+        result.model.release_host_memory = self._release_weights  # a driver's hint (nnadapter.model.Model)
         compilation = Compilation(result.model, token, None, self.cache_dir, self.context,
                                   **(self._cache_options() if self.cache_dir else {}))
         compilation.finish()
         self.stats.builds += 1
+        del result  # the converted model: the device holds what it compiled
+        self._release_weights()
         inputs, _ = compilation.query_inputs_and_outputs()
         return EngineProgram(compilation, token, "build", inputs)
 
     def destroy(self) -> None:
         """Destroy this engine's copies; the originals go with the pool's last user."""
         programs, self.programs = self.programs, []
+        self._chosen.clear()
         for program in programs:
             if program.original is not None:
                 program.compilation.destroy()

@@ -5,6 +5,8 @@ verdicts persisted in the model cache dir when one is set), the partition config
 then the environment), and the detector with the Config's minimum subgraph size. The plan also says why
 each host op is not on a device.
 
+Next to the verdicts by signature the store records this program's verdicts by op (keyed by the model's bytes and
+its params' types, SupportDecider.program_key), so a warm start of the same model computes no signature either.
 Verdicts are not saved when a device's validate_program failed while deciding (Context.validation_faults:
 its answer was replaced by "none" for this start only). Without a context (no listed device could be opened:
 the predictor degraded) every op is on the host, with that reason.
@@ -91,5 +93,6 @@ def plan_partition(config, graph, context) -> PartitionPlan:
     forced = partition_config.match(graph.ops()) if partition_config is not None else set()
     result = detect_subgraphs(graph, support.is_supported, forced, config.min_subgraph_size)
     if store is not None and not getattr(context, "validation_faults", 0):
+        support.record_program()
         store.save()
     return PartitionPlan(graph, result, support, partition_config, config.min_subgraph_size, device_names)

@@ -154,6 +154,8 @@ class _Shared:
     host_ops: list
     cache_buffers: CacheBufferStore
     pools: dict  # subgraph index -> engine.ProgramPool
+    float_ops: frozenset = frozenset()  # block-0 op indices the mixed-precision config keeps in float
+    fingerprint_memo: object = None  # support_decisions.FingerprintMemo, or None
     users: int = 0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -171,6 +173,17 @@ class _Shared:
             self.contexts.destroy()
         if self.context is not None:
             self.context.destroy()
+
+
+def _fingerprint_memo(plan, graph, key):
+    """The subgraph fingerprints remembered in the verdict store (support_decisions.FingerprintMemo), or None
+    (no model cache dir, or an integrity key: Config.set_nnadapter_model_cache_key / the environment)."""
+    from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
+    from nnadapter_bridge.support_decisions import FingerprintMemo
+
+    support = plan.support
+    return FingerprintMemo.for_graph(getattr(support, "store", None), graph, getattr(support, "program_key", None),
+                                     resolve_cache_key(key) is not None)
 
 
 def _make_host_executor(graph, device_names):
@@ -201,13 +214,17 @@ class Predictor:
 
             plan = plan_partition(config, self.graph, self.context)
             print_dump_if_verbose(self.graph, plan.result)
+            from nnadapter_bridge.mixed_precision import float_op_indices
+
+            float_ops = float_op_indices(config, self.graph)
             # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
             cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers(),
                                              key=config.nnadapter_model_cache_key())
             shared = _Shared(config, self.graph, self.device_names, self.context,
                              None if self.context is None else ContextPool(self.context), plan.support, plan.result,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
-                             plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs})
+                             plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs},
+                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key))
             self._attach(shared, check=True)
         except BaseException:
             if self.context is not None:
@@ -239,13 +256,21 @@ class Predictor:
                                     context_properties=config.nnadapter_context_properties(),
                                     paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
                                     host_fallback=None if config.strict else self._run_on_host,
-                                    pool=shared.pools[s.index], contexts=shared.contexts)
+                                    pool=shared.pools[s.index], contexts=shared.contexts,
+                                    float_ops=shared.float_ops, fingerprint_memo=shared.fingerprint_memo)
             for s in self.partition.subgraphs}
         shared.attach()
+        from partition import HOST_ONLY_OP_TYPES, Subgraph
+
+        # What run() walks: (engine, None) for a subgraph, (None, op) for a host op; feed/fetch left out.
+        self._plan = [(self.engines[step.index], None) if isinstance(step, Subgraph) else (None, step)
+                      for step in self._steps
+                      if isinstance(step, Subgraph) or step.type not in HOST_ONLY_OP_TYPES]
         self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
         self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
         self._runs = 0
         self._host_op_runs = 0
+        self._params_scope = None  # the scope of the current run once the params are in it (_add_params)
 
     def clone(self) -> "Predictor":
         """A predictor for another thread (Paddle Lite's and Paddle Inference's clone()): it shares this one's
@@ -376,6 +401,7 @@ class Predictor:
 
     def _run_on_host(self, ops, scope: dict) -> None:
         """An engine's fallback for input shapes its subgraph cannot be converted for: its ops on the host."""
+        self._add_params(scope)
         if self.host is None:
             self.host = _make_host_executor(self.graph, self.device_names)
             if self.host is None:
@@ -403,24 +429,34 @@ class Predictor:
             finally:
                 for tensor in self._inputs:
                     tensor._release()
+            memo = self._shared.fingerprint_memo
+            if memo is not None and memo.pending:  # a fingerprint to remember for the next start
+                memo.flush()
+
+    def _add_params(self, scope: dict) -> None:
+        """Put the params into a run's scope (references only: they stay memory-mapped), once: a run whose steps
+        are all device subgraphs needs none, unless a subgraph falls back to the host."""
+        if self._params_scope is not scope:
+            for name, value in self.graph.params.items():
+                scope.setdefault(name, value)
+            self._params_scope = scope
 
     def _run(self) -> None:
-        from partition import HOST_ONLY_OP_TYPES, Subgraph
-
-        scope = dict(self.graph.params)  # references only: params stay memory-mapped
+        scope: dict = {}
+        self._params_scope = None
+        if self.host_ops:
+            self._add_params(scope)
         inputs = []
         for tensor in self._inputs:
             scope[tensor.name] = array = self._checked_input(tensor)
             inputs.append(array)
         self._progress = None
         try:
-            for step in self._steps:
-                if isinstance(step, Subgraph):
-                    self.engines[step.index].run(scope)
-                elif step.type in HOST_ONLY_OP_TYPES:
-                    continue
+            for engine, op in self._plan:
+                if engine is not None:
+                    engine.run(scope)
                 else:
-                    self.host.run(step, scope)
+                    self.host.run(op, scope)
                     self._host_op_runs += 1
         except (BridgeError, ValueError, IndexError) as exc:
             contradicted = self._contradicted_inputs()
@@ -435,11 +471,15 @@ class Predictor:
             if self._progress is not None:
                 self._progress.done()
             self._progress = None
+            self._params_scope = None
         for tensor in self._outputs:
-            if tensor.name not in scope:
+            if tensor.name in scope:
+                result = scope[tensor.name]
+            elif tensor.name in self.graph.params:  # a fetched parameter (the scope has params only when needed)
+                result = self.graph.params[tensor.name]
+            else:
                 raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
                                  "names a var no op writes")
-            result = scope[tensor.name]
             # An output that is (a view of) an input buffer would change when that buffer is refilled by the
             # next from_numpy: hand out a copy then.
             if isinstance(result, np.ndarray) and any(

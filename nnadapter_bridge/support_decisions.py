@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import warnings
 
 import numpy as np
@@ -39,7 +40,8 @@ from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.types import OperandType
 
-SIGNATURE_FORMAT_VERSION = 1  # bump when signature(), signature_text() or the verdict file layout changes
+SIGNATURE_FORMAT_VERSION = 2  # bump when signature(), signature_text() or the verdict file layout changes
+# 2: the file also records each program's verdicts by op (VerdictStore.program_record)
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
 MAX_STORE_DEPTH = 16  # the document nests 3 levels (document, verdicts, verdict)
@@ -90,13 +92,37 @@ def signature_text(signature: tuple) -> Optional[str]:
         return None
 
 
+_SUPPORTED = SupportVerdict(True)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_LOADER_DIGEST: Optional[str] = None
+
+
+def _loader_digest() -> str:
+    """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes (program records)."""
+    global _LOADER_DIGEST
+    if _LOADER_DIGEST is None:
+        from nnadapter_bridge import loader
+
+        digest = hashlib.md5()
+        root = os.path.dirname(os.path.abspath(loader.__file__))
+        for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
+            with open(os.path.join(root, name), "rb") as f:
+                digest.update(name.encode("utf-8") + b"\0" + f.read())
+        _LOADER_DIGEST = digest.hexdigest()[:16]
+    return _LOADER_DIGEST
+
+
 class VerdictStore:
     """The persisted verdicts of one set of devices, context properties and versions (module docstring)."""
 
-    def __init__(self, path: str, key: str, verdicts: dict):
+    def __init__(self, path: str, key: str, verdicts: dict, programs: Optional[dict] = None,
+                 fingerprints: Optional[dict] = None):
         self.path = path
         self.key = key
         self._verdicts = verdicts  # signature text -> SupportVerdict
+        # program key -> {"signatures": n, "ops": [True | "reason" | None per block-0 op]} (program_record)
+        self._programs = programs if programs is not None else {}
+        self._fingerprints = fingerprints if fingerprints is not None else {}  # FingerprintMemo key -> sha256 hex
         self._dirty = False
 
     @staticmethod
@@ -122,11 +148,11 @@ class VerdictStore:
             cls._warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
             return cls(path, key, {})
         try:
-            verdicts = cls._parse(data, key)
+            verdicts, programs, fingerprints = cls._parse(data, key)
         except (ValueError, RecursionError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
             cls._warn(path, str(exc) if isinstance(exc, ValueError) else "nested too deeply")
             return cls(path, key, {})
-        return cls(path, key, verdicts)
+        return cls(path, key, verdicts, programs, fingerprints)
 
     @staticmethod
     def _warn(path: str, reason: str) -> None:
@@ -154,10 +180,46 @@ class VerdictStore:
                     or not isinstance(entry["supported"], bool) or not isinstance(entry["reason"], str)):
                 raise ValueError(f"the verdict for {text[:80]} is not {{\"supported\": bool, \"reason\": str}}")
             verdicts[text] = SupportVerdict(entry["supported"], entry["reason"])
-        return verdicts
+        programs = document.get("programs", {})
+        if not isinstance(programs, dict):
+            raise ValueError("'programs' is not an object")
+        for name, record in programs.items():
+            if (not isinstance(record, dict) or set(record) != {"signatures", "ops"}
+                    or type(record["signatures"]) is not int or not isinstance(record["ops"], list)
+                    or not all(v is True or v is None or isinstance(v, str) for v in record["ops"])):
+                raise ValueError(f"the program record {name[:80]} is not {{\"signatures\": int, \"ops\": "
+                                 "[true | reason | null]}")
+        fingerprints = document.get("fingerprints", {})
+        if not isinstance(fingerprints, dict) or not all(
+                isinstance(v, str) and _HEX64.fullmatch(v) for v in fingerprints.values()):
+            raise ValueError("'fingerprints' is not an object of sha256 hex digests")
+        return verdicts, programs, fingerprints
 
     def get(self, text: str) -> Optional[SupportVerdict]:
         return self._verdicts.get(text)
+
+    def program_record(self, program_key: str) -> Optional[dict]:
+        """The verdicts recorded for one exact program (SupportDecider.program_key): {"signatures": how many
+        distinct signatures they came from, "ops": per block-0 op in order, True (supported), the reason it is
+        not, or None (never asked: feed/fetch, forced to the host)}; None when there is none."""
+        return self._programs.get(program_key)
+
+    def fingerprint(self, memo_key: str) -> Optional[str]:
+        return self._fingerprints.get(memo_key)
+
+    def put_fingerprint(self, memo_key: str, fingerprint: str) -> None:
+        if self._fingerprints.get(memo_key) != fingerprint:
+            self._fingerprints[memo_key] = fingerprint
+            self._dirty = True
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def put_program_record(self, program_key: str, record: dict) -> None:
+        if self._programs.get(program_key) != record:
+            self._programs[program_key] = record
+            self._dirty = True
 
     def put(self, text: str, verdict: SupportVerdict) -> None:
         if verdict.persistent and self._verdicts.get(text) != verdict:
@@ -173,7 +235,9 @@ class VerdictStore:
             return False
         document = {"format": _STORE_FORMAT, "key": self.key,
                     "verdicts": {text: {"supported": v.supported, "reason": v.reason}
-                                 for text, v in sorted(self._verdicts.items())}}
+                                 for text, v in sorted(self._verdicts.items())},
+                    "programs": dict(sorted(self._programs.items())),
+                    "fingerprints": dict(sorted(self._fingerprints.items()))}
         try:
             write_file_atomically(self.path, json.dumps(document, ensure_ascii=False, indent=0).encode("utf-8"))
         except OSError as exc:
@@ -182,6 +246,62 @@ class VerdictStore:
             return False
         self._dirty = False
         return True
+
+
+class FingerprintMemo:
+    """Subgraph fingerprints (cache_key.subgraph_fingerprint: every weight's bytes hashed) remembered across
+    starts in the verdict store, so a warm start does not read the weights to name its programs.
+
+    A fingerprint is reused only for the same program (SupportDecider.program_key: the model's bytes, the
+    params' dtypes and shapes, the loader), the same subgraph (its op indices, boundary and weight names) and
+    the same params file: same path, device, inode, size, modification and status-change times (the status
+    change time cannot be set back by a user: any write to the file changes it). One is recorded only when
+    the file last changed more than RACY_NS before its weights were hashed (a change in the same clock tick
+    could not be told apart otherwise), and never when an integrity key is set: the verdict store has no MAC,
+    and with a key a recorded fingerprint must not be able to name an older program of other weights."""
+
+    RACY_NS = 2_000_000_000
+
+    def __init__(self, store: VerdictStore, program_key: str, identity: tuple):
+        self.store = store
+        self.program_key = program_key
+        self.identity = identity  # (path, st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) of the params file
+        self.pending = False  # a fingerprint was added: the store is saved after the run (flush)
+
+    @classmethod
+    def for_graph(cls, store: Optional[VerdictStore], graph, program_key: Optional[str],
+                  integrity_key: bool) -> Optional["FingerprintMemo"]:
+        """The memo for `graph`'s params file, or None: no store, no program key, an integrity key, or params
+        that are not one regular file (buffers, per-var files)."""
+        path = getattr(graph, "params_path", None)
+        if store is None or program_key is None or integrity_key or not path:
+            return None
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return cls(store, program_key, (os.path.realpath(path), info.st_dev, info.st_ino, info.st_size,
+                                        info.st_mtime_ns, info.st_ctime_ns))
+
+    def _key(self, parts: tuple) -> str:
+        text = "\n".join(["fingerprint-memo-v1", self.program_key, repr(self.identity), repr(parts)])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get(self, parts: tuple) -> Optional[str]:
+        """The fingerprint recorded for the subgraph described by `parts` (hashable, repr-stable), or None."""
+        return self.store.fingerprint(self._key(parts))
+
+    def put(self, parts: tuple, fingerprint: str, hashed_since_ns: int) -> None:
+        """Record a fingerprint whose weights were hashed from `hashed_since_ns` (time.time_ns()) on."""
+        if hashed_since_ns - self.identity[5] > self.RACY_NS:
+            self.store.put_fingerprint(self._key(parts), fingerprint)
+            self.pending = True
+
+    def flush(self) -> None:
+        self.pending = False
+        self.store.save()
 
 
 class SupportDecider:
@@ -196,6 +316,40 @@ class SupportDecider:
         self.reasons: dict[str, str] = {}  # op type -> reason of its first unsupported signature
         self.conversions = 0  # scratch conversions done (one per distinct signature reaching step 3)
         self.restored = 0  # distinct signatures whose verdict came from the store
+        self._by_op: dict = {}  # op index -> SupportVerdict, this program's (record_program)
+        self._volatile = False  # some verdict may differ next start (a validation fault): nothing recorded
+        # A start with this very program (same bytes, params types, devices, properties, versions) decided
+        # before: its verdicts by op, without computing a signature (program_key, record_program).
+        self.program_key = self._program_key() if store is not None and block == 0 else None
+        self._recorded = None
+        if self.program_key is not None:
+            record = store.program_record(self.program_key)
+            if record is not None and len(record["ops"]) == len(graph.blocks[0].ops):
+                self._recorded = record["ops"]
+                self.restored = record["signatures"]
+
+    def _program_key(self) -> Optional[str]:
+        """What the verdicts of this program's ops depend on beyond the store's key: the model's bytes (ops,
+        attributes, declared vars: ProgramGraph.source_digest), every parameter's dtype and shape (the
+        params file decides an int8 weight), and the loader's code; None when the graph has no digest."""
+        digest = getattr(self.graph, "source_digest", None)
+        if not digest:
+            return None
+        text = "\n".join([digest, "loader:" + _loader_digest()] + [
+            f"{name}:{array.dtype.str}:{array.shape}" for name, array in sorted(self.graph.params.items())])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def record_program(self) -> None:
+        """Record this program's verdicts by op in the store (VerdictStore.program_record), unless one may
+        differ next start."""
+        if self.program_key is None or self._recorded is not None or self._volatile:
+            return
+        ops = []
+        for op in self.graph.blocks[0].ops:
+            found = self._by_op.get(op.index)
+            ops.append(None if found is None else True if found.supported else found.reason)
+        signatures = sum(1 for key in self._verdicts if signature_text(key) is not None)
+        self.store.put_program_record(self.program_key, {"signatures": signatures, "ops": ops})
 
     # -- signatures ---------------------------------------------------------------------------------
     def _var(self, name: str):
@@ -230,6 +384,21 @@ class SupportDecider:
 
     # -- the decision ------------------------------------------------------------------------------
     def verdict(self, op) -> SupportVerdict:
+        recorded = self._recorded
+        if recorded is not None and getattr(op, "block_idx", 0) == 0 and recorded[op.index] is not None:
+            entry = recorded[op.index]
+            found = _SUPPORTED if entry is True else SupportVerdict(False, entry)
+            if not found.supported:
+                self.reasons.setdefault(op.type, found.reason)
+            return found
+        found = self._signature_verdict(op)
+        if getattr(op, "block_idx", 0) == self.block:
+            self._by_op[op.index] = found
+            if not found.persistent:
+                self._volatile = True
+        return found
+
+    def _signature_verdict(self, op) -> SupportVerdict:
         key = self.signature(op)
         found = self._verdicts.get(key)
         if found is None:

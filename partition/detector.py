@@ -19,9 +19,8 @@ program order; boundary var names are sorted.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import Callable, Collection
-
-import networkx as nx
 
 from nnadapter_bridge.errors import BridgeError
 from nnadapter_bridge.nnadapter.contraction import contract
@@ -173,25 +172,39 @@ def _describe(program, graph: _DependencyGraph, index: int, ops: list) -> Subgra
 
 def _schedule(graph: _DependencyGraph, ops: list, unit_of: dict, units: dict) -> list:
     """Host ops and subgraphs in a topological order of the quotient graph, earliest first op first."""
-    position = {op_key(op): i for i, op in enumerate(ops)}
-    quotient = nx.DiGraph()
-    first_position = {}
-    for op in ops:
-        unit = unit_of[op_key(op)]
-        quotient.add_node(unit)
-        first_position.setdefault(unit, position[op_key(op)])
+    # Kahn's algorithm on the quotient graph, always taking the ready unit whose first op comes first (a
+    # lexicographic topological sort; plain dicts and a heap, so a predictor start never imports networkx).
+    # Units have distinct first positions, so the heap holds positions alone.
+    first_position: dict = {}
+    for i, op in enumerate(ops):
+        first_position.setdefault(unit_of[op_key(op)], i)
+    unit_at = {position: unit for unit, position in first_position.items()}
+    successors: dict = {unit: set() for unit in first_position}
+    indegree = dict.fromkeys(first_position, 0)
     for op in ops:
         key = op_key(op)
+        unit = unit_of[key]
         for nxt in graph.succ[key]:
             targets = graph.readers[nxt] if nxt[0] == "var" else [nxt]
             for target in targets:
-                if unit_of[target] != unit_of[key]:
-                    quotient.add_edge(unit_of[key], unit_of[target])
-    if not nx.is_directed_acyclic_graph(quotient):
-        cycle = nx.find_cycle(quotient)
-        raise PartitionError(f"subgraph detection produced a cycle between {cycle}; this is a bug in "
+                other = unit_of[target]
+                if other != unit and other not in successors[unit]:
+                    successors[unit].add(other)
+                    indegree[other] += 1
+    ready = [position for unit, position in first_position.items() if not indegree[unit]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        unit = unit_at[heapq.heappop(ready)]
+        order.append(unit)
+        for other in successors[unit]:
+            indegree[other] -= 1
+            if not indegree[other]:
+                heapq.heappush(ready, first_position[other])
+    if len(order) != len(first_position):
+        stuck = [unit for unit, count in indegree.items() if count]
+        raise PartitionError(f"subgraph detection produced a cycle between {stuck[:4]}; this is a bug in "
                              f"partition.detector, please report it with the model")
-    order = nx.lexicographical_topological_sort(quotient, key=lambda unit: first_position[unit])
     return [units[unit] for unit in order]
 
 

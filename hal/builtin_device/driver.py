@@ -163,7 +163,7 @@ class BuiltinDeviceDriver(Driver):
                                      ResultCode.FEATURE_NOT_SUPPORTED)
             model = fuse_operations(model)
             if cache.wants_program_bytes:
-                cache.buffer[:] = serialize_model(model)
+                cache.buffer = serialize_model(model)  # the bytes themselves, not a copy (driver_protocol.Cache)
         order = model.topological_operations()
         return BuiltinProgram(context, model, order,
                               [o.type.copy() for o in model.input_operands],

@@ -7,12 +7,16 @@
   (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config, the compiled model's total thread
   budget) and INTEL_OPENVINO_NUM_STREAMS (0 = one stream, OpenVINO's LATENCY hint; N: N streams sharing
   that budget, so N requests of one compiled model, e.g. N predictor clones on N threads, run at once;
-  with one stream they queue). On CPU the inference precision is
-  pinned to f32 (the plugin would otherwise pick bf16 on hardware that has it).
+  with one stream they queue). INTEL_OPENVINO_INFERENCE_PRECISION (f32, the default; bf16 or f16) is the
+  INFERENCE_PRECISION_HINT the float parts compute in (f32 is pinned on CPU: the plugin would otherwise pick
+  bf16 on hardware that has it); another value is a PropertiesError, and a precision the device lacks
+  (OPTIMIZATION_CAPABILITIES: the CPU plugin would silently run bf16 for f16) an INVALID_PARAMETER error.
+  Quantized convolutions and matrix products run in int8 whatever the precision (see graph.py).
 * create_program lowers the model (hal.common.lower: PRIOR_BOX folded, YOLO_BOX decomposed) and
   compiles it with `Core.compile_model`; with a cache token and dir the program
-  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` from an ov.Tensor holding
-  one copy of the cache buffer (no recompilation). Input and
+  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` (no recompilation) from an
+  ov.Tensor sharing the memory-mapped .nnc (the constants are read in place, as OpenVINO's own CACHE_DIR
+  does; the program keeps the map), or holding one copy of a cache buffer. Input and
   output metadata at restore time come from the cache's input_types/output_types.
 * execute_program keeps one InferRequest per program, hands the input arrays to OpenVINO without copying
   (`ov.Tensor(array, shared_memory=True)`), and copies each output once into the buffer its access
@@ -30,17 +34,20 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType
-from hal.common import LOWERED_TYPES, lower
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
 INFERENCE_NUM_THREADS_KEY = "INTEL_OPENVINO_INFERENCE_NUM_THREADS"
 NUM_STREAMS_KEY = "INTEL_OPENVINO_NUM_STREAMS"
+INFERENCE_PRECISION_KEY = "INTEL_OPENVINO_INFERENCE_PRECISION"
+# Property value -> (INFERENCE_PRECISION_HINT, the OPTIMIZATION_CAPABILITIES entry the device needs for it).
+INFERENCE_PRECISIONS = {"f32": ("f32", None), "bf16": ("bf16", "BF16"), "f16": ("f16", "FP16")}
+DEFAULT_INFERENCE_PRECISION = "f32"
 DEFAULT_DEVICE_NAMES = ["CPU"]
 INSTALL_HINT = "install nnadapter-bridge[openvino]"
 
@@ -54,19 +61,41 @@ def _import_openvino():
     return openvino
 
 
-def _import_program(core, buffer, context: "OpenVinoContext"):
-    """core.import_model on the program bytes (any bytes-like `buffer`, read-only included).
+def _import_program(core, buffer, context: "OpenVinoContext", mapped=None) -> tuple:
+    """(compiled model, the memory it may read for its lifetime): core.import_model on the program bytes.
 
-    Through an ov.Tensor that owns one copy of the bytes: `import_model(bytes)` converts them to a C++
-    string and a stream (two more copies, and `bytes(view)` a third); shared_memory=False, so nothing
-    OpenVINO keeps can point into `buffer`, which the runtime frees after the first run."""
+    With `mapped` (Cache.mapped_buffer: the bytes in a private map of the .nnc file) through an ov.Tensor
+    sharing that memory: the CPU plugin then reads its constants in place (no copy of the weights, and the
+    pages are file-backed, as with OpenVINO's own CACHE_DIR), so the program must keep `mapped` alive, which
+    the returned second item is for. Otherwise (any bytes-like `buffer`, read-only included) through an
+    ov.Tensor that owns one copy of the bytes: `import_model(bytes)` converts them to a C++ string and a
+    stream (two more copies, and `bytes(view)` a third); shared_memory=False, so nothing OpenVINO keeps can
+    point into `buffer`, which the runtime frees after the first run."""
     from openvino import Tensor
 
+    if mapped is not None:
+        try:
+            return core.import_model(Tensor(mapped, shared_memory=True), context.device_name, context.config), mapped
+        except TypeError:  # an OpenVINO whose import_model takes no Tensor (before 2025): the bytes, below
+            pass
     blob = Tensor(np.frombuffer(buffer, dtype=np.uint8), shared_memory=False)
     try:
-        return core.import_model(blob, context.device_name, context.config)
+        return core.import_model(blob, context.device_name, context.config), None
     except TypeError:  # an OpenVINO whose import_model takes no Tensor (before 2025): bytes or a stream only
-        return core.import_model(bytes(buffer), context.device_name, context.config)
+        return core.import_model(bytes(buffer), context.device_name, context.config), None
+
+
+def _no_trial(op) -> None:
+    """unsupported_reason without the trial conversion (create_program's build is that trial)."""
+
+
+def _release_host_memory(hook) -> None:
+    """Model.release_host_memory, when the model's builder set one: a hint, whose failure changes nothing."""
+    if callable(hook):
+        try:
+            hook()
+        except Exception:  # pragma: no cover - a hint only
+            pass
 
 
 @dataclasses.dataclass
@@ -108,10 +137,23 @@ class OpenVinoProgram:
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
     checks: list = dataclasses.field(default_factory=list)  # (output position, message): graph.check_outputs
+    # The memory the compiled model reads its constants from when it was imported in place (_import_program):
+    # kept as long as the program (and its clones, which copy this reference) may run. The last field, so a
+    # program dropped without destroy_program releases its compiled model and request before this memory.
+    blob_memory: Any = None
 
 
 def select_device(core, names: Sequence[str]) -> str:
     """The first of `names` OpenVINO offers ("GPU" also matches "GPU.0"); an error lists what exists."""
+    if names and names[0] == "CPU":
+        # The default: asking the CPU plugin for its properties loads only that plugin (which every compile
+        # loads anyway), where `available_devices` loads and probes every plugin installed (~20-40 ms).
+        try:
+            core.get_property("CPU", "SUPPORTED_PROPERTIES")
+        except Exception:  # no CPU plugin: the general path below says what there is
+            pass
+        else:
+            return "CPU"
     available = list(core.available_devices)
     for name in names:
         for candidate in available:
@@ -121,7 +163,18 @@ def select_device(core, names: Sequence[str]) -> str:
                          f"available; OpenVINO offers: {', '.join(available) or 'none'}", ResultCode.DEVICE_NOT_FOUND)
 
 
-def compile_config(core, device_name: str, num_threads: int, num_streams: int = 0) -> dict:
+def inference_precision(parsed: Properties) -> str:
+    """The INTEL_OPENVINO_INFERENCE_PRECISION value (f32 when unset); PropertiesError for another word."""
+    value = parsed.get(INFERENCE_PRECISION_KEY, DEFAULT_INFERENCE_PRECISION).strip().lower()
+    if value not in INFERENCE_PRECISIONS:
+        where = "context property" if INFERENCE_PRECISION_KEY in parsed.values else "environment variable"
+        raise PropertiesError(f"{where} {INFERENCE_PRECISION_KEY}={value!r}: expected one of "
+                              f"{', '.join(INFERENCE_PRECISIONS)}")
+    return value
+
+
+def compile_config(core, device_name: str, num_threads: int, num_streams: int = 0,
+                   precision: str = DEFAULT_INFERENCE_PRECISION) -> dict:
     supported = set(core.get_property(device_name, "SUPPORTED_PROPERTIES"))
     config = {}
     if num_threads > 0:
@@ -134,7 +187,16 @@ def compile_config(core, device_name: str, num_threads: int, num_streams: int = 
             raise NNAdapterError(f"intel_openvino: device {device_name} has no NUM_STREAMS setting "
                                  f"({NUM_STREAMS_KEY}={num_streams})", ResultCode.INVALID_PARAMETER)
         config["NUM_STREAMS"] = num_streams
-    if device_name == "CPU" and "INFERENCE_PRECISION_HINT" in supported:
+    hint, capability = INFERENCE_PRECISIONS[precision]
+    if capability is not None:
+        capabilities = set(core.get_property(device_name, "OPTIMIZATION_CAPABILITIES")) \
+            if "OPTIMIZATION_CAPABILITIES" in supported else set()
+        if capability not in capabilities or "INFERENCE_PRECISION_HINT" not in supported:
+            raise NNAdapterError(f"intel_openvino: {INFERENCE_PRECISION_KEY}={precision}: device {device_name} does "
+                                 f"not compute in {precision} (its OPTIMIZATION_CAPABILITIES: "
+                                 f"{', '.join(sorted(capabilities)) or 'none'})", ResultCode.INVALID_PARAMETER)
+        config["INFERENCE_PRECISION_HINT"] = hint
+    elif device_name == "CPU" and "INFERENCE_PRECISION_HINT" in supported:
         config["INFERENCE_PRECISION_HINT"] = "f32"
     if "PERFORMANCE_HINT" in supported and num_streams <= 0:  # the LATENCY hint means one stream
         config["PERFORMANCE_HINT"] = "LATENCY"
@@ -151,7 +213,7 @@ class IntelOpenVinoDriver(Driver):
     vendor = "Intel"
     type = DeviceType.CPU
     version = 1
-    property_keys = (SELECT_DEVICE_NAMES_KEY, INFERENCE_NUM_THREADS_KEY, NUM_STREAMS_KEY)
+    property_keys = (SELECT_DEVICE_NAMES_KEY, INFERENCE_NUM_THREADS_KEY, NUM_STREAMS_KEY, INFERENCE_PRECISION_KEY)
 
     def unavailable_reason(self) -> str:
         try:
@@ -181,15 +243,18 @@ class IntelOpenVinoDriver(Driver):
         if num_streams < 0:
             raise NNAdapterError(f"{NUM_STREAMS_KEY}={num_streams}: expected 0 (one stream) or a positive stream "
                                  "count", ResultCode.INVALID_PARAMETER)
+        precision = inference_precision(parsed)
         device_name = select_device(device.core, names)
         return OpenVinoContext(device, parsed, device_name,
-                               compile_config(device.core, device_name, num_threads, num_streams), callback)
+                               compile_config(device.core, device_name, num_threads, num_streams, precision), callback)
 
     def destroy_context(self, context: OpenVinoContext) -> None:
         context.callback = None
 
     def operation_types(self) -> list:
         from hal.intel_openvino.operations import OPERATIONS
+
+        from hal.common import LOWERED_TYPES
 
         return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
@@ -209,13 +274,13 @@ class IntelOpenVinoDriver(Driver):
                 raise NNAdapterError("intel_openvino: neither a model nor a cache buffer to build a program from",
                                      ResultCode.INVALID_PARAMETER)
             try:
-                compiled = _import_program(core, cache.buffer, context)
+                compiled, blob_memory = _import_program(core, cache.buffer, context, cache.mapped_buffer)
             except Exception as exc:  # a blob from another OpenVINO build or device: a cache miss, not a crash
                 raise NNAdapterError(f"intel_openvino: cannot import the cached program on {context.device_name}: "
                                      f"{exc}", ResultCode.INVALID_PARAMETER) from exc
             input_types = [t.copy() for t in cache.input_types]
             output_types = [t.copy() for t in cache.output_types]
-            from hal.intel_openvino.graph import check_outputs
+            from hal.intel_openvino.checks import check_outputs
 
             checks = check_outputs(compiled.outputs)
             if len(compiled.inputs) != len(input_types) or len(compiled.outputs) - len(checks) != len(output_types):
@@ -224,30 +289,47 @@ class IntelOpenVinoDriver(Driver):
                                      f"{len(output_types)}", ResultCode.INVALID_PARAMETER)
             restored = True
         else:
+            # Imported here: a start that restores every program from the cache never needs the operation
+            # tables or the graph builder (hal.common imports the standard's 96 operations).
+            from hal.common import lower, unsupported_reason
+            from hal.intel_openvino.checks import check_outputs
             from hal.intel_openvino.graph import build_ov_model, operation_supported
             from hal.intel_openvino.operations import OPERATIONS
 
+            release_host_memory = getattr(model, "release_host_memory", None)
             model = lower(model, OPERATIONS)
-            unsupported = [op.label() for op in model.operations if not operation_supported(op, OPERATIONS)]
+            # The signature checks here; the trial conversion of every operation alone is the build itself
+            # (it converts each one the same way), so it runs op by op only to name what failed.
+            unsupported = [op.label() for op in model.operations if unsupported_reason(op, OPERATIONS, _no_trial)]
+            if not unsupported:
+                try:
+                    ov_model = build_ov_model(model, OPERATIONS)
+                except Exception:
+                    unsupported = [op.label() for op in model.operations if not operation_supported(op, OPERATIONS)]
+                    if not unsupported:
+                        raise
             if unsupported:
                 raise NNAdapterError(f"intel_openvino cannot run {', '.join(unsupported)}",
                                      ResultCode.FEATURE_NOT_SUPPORTED)
-            from hal.intel_openvino.graph import check_outputs
-
-            compiled = core.compile_model(build_ov_model(model, OPERATIONS), context.device_name, context.config)
+            _release_host_memory(release_host_memory)  # OpenVINO holds its own copy of every constant now
+            compiled = core.compile_model(ov_model, context.device_name, context.config)
+            del ov_model
             checks = check_outputs(compiled.outputs)
             if cache.wants_program_bytes:
-                # getbuffer(): a view of the stream, so the program bytes are copied once, into the cache.
-                cache.buffer[:] = compiled.export_model().getbuffer()
+                # Exported when the runtime writes the .nnc (after the first run, driver_protocol.Cache), not
+                # now, while the compile's scratch memory is still held; a view of OpenVINO's export stream
+                # itself, written into the file piece by piece, never copied.
+                cache.exporter = lambda: compiled.export_model().getbuffer()
             input_types = [o.type.copy() for o in model.input_operands]
             output_types = [o.type.copy() for o in model.output_operands]
             restored = False
+            blob_memory = None
         seconds = time.perf_counter() - start
         from openvino import Tensor
 
         return OpenVinoProgram(context, compiled, compiled.create_infer_request(),
                                [_input_slot(t) for t in input_types], output_types,
-                               [t.copy() for t in output_types], seconds, restored, Tensor, checks)
+                               [t.copy() for t in output_types], seconds, restored, Tensor, checks, blob_memory)
 
     def clone_program(self, program: OpenVinoProgram) -> OpenVinoProgram:
         """The same CompiledModel with a new InferRequest and fresh input slots (OpenVINO runs several
@@ -263,6 +345,7 @@ class IntelOpenVinoDriver(Driver):
             slot.bound_array = None
         program.request = None
         program.compiled_model = None
+        program.blob_memory = None  # after the compiled model: a clone still running it holds its own reference
 
     def execute_program(self, program: OpenVinoProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
         request = program.request

@@ -5,9 +5,17 @@ The operation implementations live in `operations.OPERATIONS`; the driver passes
 module never imports it). Every operand becomes one OpenVINO output. Quantized operands are stored as
 their integers (model inputs and outputs keep the NNAdapter storage type) and every implementation sees
 real values: the builder dequantizes a quantized operand where an operation reads it and quantizes an
-implementation's real result into the output's storage type (round half to even, saturate), exactly
-what builtin_device's kernel registry does around its kernels. QUANTIZE and DEQUANTIZE therefore reduce
+implementation's real result into the output's storage type (round half to even, saturate), what
+builtin_device's kernel registry does around its kernels. QUANTIZE and DEQUANTIZE therefore reduce
 to the identity.
+
+Low precision: OpenVINO runs a convolution or matrix product in int8 when its activation comes through a
+FakeQuantize and its weight is an int8 Constant -> Convert -> Multiply(scale) (the CPU plugin's
+low-precision transformations match these patterns). So the real value of an int8 / uint8 result is the
+FakeQuantize(levels=256) of the implementation's float result (its stored integers are built only where
+something reads them raw: a model output), a quantized constant is Constant(int8) -> Convert -> Multiply,
+and an int32 product of quantized operands keeps its float result as its real value (is_integer_product).
+The CPU plugin reports what it executed in the runtime model's rt_info ('runtimePrecision').
 
 Attribute-like operands (axes, pads, strides, flags) must be constants unless an implementation says
 otherwise; anything an implementation cannot express faithfully raises `Unsupported`, which makes
@@ -24,7 +32,8 @@ from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
-from hal.common import OperationTable, Unsupported, unsupported_reason as trial_reason
+from hal.common import OperationTable, Unsupported, is_integer_product, unsupported_reason as trial_reason
+from hal.intel_openvino.checks import CHECK_PREFIX, check_outputs  # noqa: F401 (check_outputs: its old home)
 
 try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
     from openvino import opset16 as opset
@@ -102,6 +111,32 @@ def dequantize_node(raw: ov.Output, t: OperandType) -> ov.Output:
     return opset.multiply(values, _scale_node(t, t.rank)).output(0)
 
 
+def fake_quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
+    """The real value of `real` quantized into `t` (int8 / uint8, per layer or per channel) and dequantized
+    again, as one FakeQuantize(levels=256): OpenVINO's own low-precision form, which the CPU plugin's
+    low-precision transformations turn into int8 kernels for the convolutions and matrix products that read
+    it. Ranges [(min - zero_point) x scale, (max - zero_point) x scale]; the result rounds (x / scale) half to
+    even (plus the zero point) and saturates, quantize_node's integers times the scale, up to the float
+    arithmetic of FakeQuantize's (x - low) / (high - low) x 255 (a value within a few ulp of a rounding tie may
+    land one step apart)."""
+    info = np.iinfo(t.dtype)
+    zero = 0 if t.is_per_channel else int(t.zero_point or 0)
+    if t.is_per_channel:
+        scales = np.asarray(t.scales, dtype=np.float64)
+        shape = _channel_shape(t.rank, t.channel_dim) if t.rank else [-1]
+        low = ((info.min - zero) * scales).astype(np.float32).reshape(shape)
+        high = ((info.max - zero) * scales).astype(np.float32).reshape(shape)
+    else:
+        low = np.float32((info.min - zero) * float(t.scale))
+        high = np.float32((info.max - zero) * float(t.scale))
+    lo, hi = f32(low), f32(high)
+    return opset.fake_quantize(real, lo, hi, lo, hi, 256).output(0)
+
+
+# Quantized types whose real values go through FakeQuantize (see GraphBuilder.set_result).
+_FAKE_QUANTIZED = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})
+
+
 def quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
     """round_half_even(x / scale) + zero_point, saturated to the storage type."""
     info = np.iinfo(t.dtype)
@@ -119,6 +154,9 @@ class GraphBuilder:
     def __init__(self):
         self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
         self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
+        # operand index -> (float result, type) of a quantized result whose stored integers nothing has read
+        # yet: raw_value builds them on demand (only model outputs and raw readers need them).
+        self._pending_raw: Dict[int, tuple] = {}
         self.parameters: List = []
         # (boolean scalar, what it says when true): run-time checks that Paddle makes and OpenVINO does not
         # (an out-of-range gather index gives zeros there); each becomes an extra model output.
@@ -132,6 +170,9 @@ class GraphBuilder:
 
     def raw_value(self, operand: Operand) -> ov.Output:
         node = self.raw.get(operand.index)
+        if node is None and operand.index in self._pending_raw:
+            real, t = self._pending_raw.pop(operand.index)
+            node = self.raw[operand.index] = quantize_node(real, t)
         if node is None:
             if not operand.is_constant:
                 raise NNAdapterError(f"intel_openvino: {operand.label()} is read before any operation produced it")
@@ -149,15 +190,26 @@ class GraphBuilder:
             self.real[operand.index] = node
         return node
 
-    def set_result(self, operand: Operand, real: ov.Output) -> None:
-        """Store an implementation's real-valued result for `operand`, quantizing it when the type says so."""
+    def set_result(self, operand: Operand, real: ov.Output, exact_grid: bool = False) -> None:
+        """Store an implementation's real-valued result for `operand`, quantizing it when the type says so.
+
+        A quantized result's stored integers are built only when read raw (quantize_node: round half to even,
+        saturate); its real value, what the operations reading it compute with, is the FakeQuantize of the
+        result for int8 / uint8 (OpenVINO's low-precision pattern), the dequantized integers otherwise. With
+        `exact_grid` (an int32 product of quantized operands: its float result is already a multiple of the
+        scale, up to float rounding) the real value is the result itself, which keeps the product and the
+        dequantization after it one low-precision pattern."""
         t = operand.type
         if t.is_quantized:
             if real.get_element_type() != ov.Type.f32:
                 raise Unsupported(f"{operand.label()}: a quantized output needs a float result")
-            raw = quantize_node(real, t)
-            self.raw[operand.index] = raw
-            self.real[operand.index] = dequantize_node(raw, t)
+            self._pending_raw[operand.index] = (real, t)
+            if np.dtype(t.dtype) in _FAKE_QUANTIZED:
+                self.real[operand.index] = fake_quantize_node(real, t)
+            elif exact_grid:
+                self.real[operand.index] = real
+            else:
+                self.real[operand.index] = dequantize_node(self.raw_value(operand), t)
         else:
             want = element_type(t)
             if real.get_element_type() != want:
@@ -198,11 +250,12 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
     if len(results) != len(op.outputs):
         raise NNAdapterError(f"intel_openvino: the {op.type.name} implementation gave {len(results)} results for "
                              f"{len(op.outputs)} outputs")
+    exact_grid = is_integer_product(op)
     for operand, node in zip(op.outputs, results):
         if operand is not None:
             if node is None:
                 raise Unsupported(f"{op.label()}: output {operand.label()} cannot be produced")
-            builder.set_result(operand, node)
+            builder.set_result(operand, node, exact_grid)
 
 
 def build_ov_model(model: Model, operations: OperationTable) -> ov.Model:
@@ -225,20 +278,6 @@ def build_ov_model(model: Model, operations: OperationTable) -> ov.Model:
     for name, output in zip(names, ov_model.outputs):
         output.get_tensor().set_names({name})
     return ov_model
-
-
-# Tensor-name prefix of the extra boolean outputs that carry run-time checks (GraphBuilder.checks).
-CHECK_PREFIX = "nnadapter_bridge_check"
-
-
-def check_outputs(compiled_outputs) -> List:
-    """(output position, message) of every run-time check output of a compiled model, in order."""
-    found = []
-    for position, output in enumerate(compiled_outputs):
-        for name in output.get_names():
-            if name.startswith(CHECK_PREFIX):
-                found.append((position, name.split(":", 1)[1] if ":" in name else "a run-time check failed"))
-    return found
 
 
 def _trial_conversion(op: Operation, operations: OperationTable) -> None:

@@ -60,7 +60,7 @@ def fuse(args: Operands, x: ov.Output) -> ov.Output:
     if code == FuseCode.FUSED_NONE:
         return x
     if code == FuseCode.FUSED_RELU:
-        return _out(opset.maximum(x, like(0, x)))
+        return _out(opset.relu(x))  # Relu, not Maximum: the CPU plugin fuses it into the conv (NaN -> 0 either way)
     if code == FuseCode.FUSED_RELU1:
         return _out(opset.minimum(opset.maximum(x, like(-1, x)), like(1, x)))
     if code == FuseCode.FUSED_RELU6:
@@ -177,7 +177,7 @@ def unary(b, op):
 def simple_activation(b, op):
     x = b.value(op.inputs[0])
     if op.type == T.RELU:
-        return [_out(opset.maximum(x, like(0, x)))]
+        return [_out(opset.relu(x))]  # fused into a preceding conv by the CPU plugin, as Maximum is not
     if op.type == T.RELU6:
         return [_out(opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
     if op.type == T.RSQRT:
@@ -301,6 +301,8 @@ def _window(args: Operands, kernel, strides, dilations):
 def _add_channel_bias(b, args: Operands, out):
     if not args.has("bias"):
         return out
+    if args.bias.is_constant and not args.bias.type.is_quantized and not np.any(args.bias.value):
+        return out  # a zero bias (Paddle's conv2d has none): no Add, so the plugin sees Paddle's Conv -> BN
     bias = b.value(args.bias)
     return _out(opset.add(out, opset.reshape(bias, i64([1, -1, 1, 1]), False)))
 
@@ -393,13 +395,33 @@ def max_pool_2d(b, op):
     args = unpack(op)
     x = b.value(op.inputs[0])
     kernel, strides, begin, end, auto_pad, ceil_mode = _pool_window(args)
+    if len(op.outputs) > 1 and op.outputs[1] is not None:
+        x = _nan_as_minus_inf(x)
     # axis=2: indices count positions within each (H, W) plane, h * W + w, as NNAdapter defines them.
     node = opset.max_pool(x, strides, [1, 1], begin, end, kernel, "ceil" if ceil_mode else "floor", auto_pad,
                           _index_type(args), 2)
-    out = fuse(args, node.output(0))
+    out, indices = _from_lowest(node)
+    out = fuse(args, out)
     if len(op.outputs) < 2:
         return [out]
-    return [out, node.output(1) if op.outputs[1] is not None else None]
+    return [out, indices if op.outputs[1] is not None else None]
+
+
+def _nan_as_minus_inf(x):
+    """Paddle's max pool with indices takes `if (y < v)` from -FLT_MAX, which never takes a NaN: as -inf (never
+    taken either) MaxPool cannot pick it."""
+    return _out(opset.select(opset.is_nan(x), like(-np.inf, x), x))
+
+
+def _from_lowest(node):
+    """Paddle's max pool starts every window at -FLT_MAX (float64 too): a window of -inf (or at most -FLT_MAX)
+    gives -FLT_MAX, where MaxPool gives -inf, and its index (max_pool2d_with_index) stays -1."""
+    raw = node.output(0)
+    lowest = like(-float(np.finfo(np.float32).max), raw)
+    indices = node.output(1)
+    taken = opset.greater(raw, lowest)
+    indices = _out(opset.select(taken, indices, like(-1, indices)))
+    return _out(opset.maximum(raw, lowest)), indices
 
 
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D)
@@ -410,10 +432,14 @@ def adaptive_average_pool_2d(b, op):
 @OPERATIONS.implements(T.ADAPTIVE_MAX_POOL_2D)
 def adaptive_max_pool_2d(b, op):
     args = unpack(op)
-    node = opset.adaptive_max_pool(b.value(op.inputs[0]), b.index_tensor(op, 1), _index_type(args))
+    x = b.value(op.inputs[0])
+    if len(op.outputs) > 1 and op.outputs[1] is not None:
+        x = _nan_as_minus_inf(x)
+    node = opset.adaptive_max_pool(x, b.index_tensor(op, 1), _index_type(args))
+    out, indices = _from_lowest(node)
     if len(op.outputs) < 2:
-        return [node.output(0)]
-    return [node.output(0), node.output(1) if op.outputs[1] is not None else None]
+        return [out]
+    return [out, indices if op.outputs[1] is not None else None]
 
 
 # -- normalization ------------------------------------------------------------------------------------------
@@ -551,11 +577,21 @@ def pad(b, op):
     return [_out(opset.pad(x, i64(pads[0::2]), i64(pads[1::2]), _PAD_MODES[mode], value))]
 
 
+def _same_size_resize(op) -> bool:
+    """Paddle's interpolate kernels copy the input when the output size equals it (so an inf stays inf where
+    interpolating with a zero weight would give NaN)."""
+    in_dims, out_dims = op.inputs[0].type.dims, op.outputs[0].type.dims
+    return all(_known(d) for d in list(in_dims[-2:]) + list(out_dims[-2:])) and \
+        list(in_dims[-2:]) == list(out_dims[-2:])
+
+
 @OPERATIONS.implements(T.RESIZE_NEAREST, T.RESIZE_LINEAR)
 def resize(b, op):
     args = unpack(op)
     x = b.value(op.inputs[0])
     rank = _rank(op)
+    if _same_size_resize(op):
+        return [x]
     align_corners = args.bool("align_corners", False)
     if op.type == T.RESIZE_NEAREST:
         mode = "nearest"
@@ -740,6 +776,8 @@ def expand(b, op):
         raise Unsupported("EXPAND with a shape computed at run time (-1 needs the input's dims)")
     # -1 keeps the input dim: as 1 in a bidirectional broadcast it yields the input's dim.
     target = [1 if int(s) == -1 else int(s) for s in np.asarray(shape).reshape(-1)]
+    if not target:  # a 0-d result (of a 0-d input): OpenVINO's Broadcast to an empty shape crashes the process
+        return [_out(opset.reshape(x, i64([]), False))]
     return [_out(opset.broadcast(x, i64(target), None, "BIDIRECTIONAL"))]
 
 
@@ -791,13 +829,22 @@ def shape(b, op):
     return [_out(opset.shape_of(b.raw_value(op.inputs[0]), _dtype_name(args, "dtype")))]
 
 
+def _zero_d_result(op) -> bool:
+    """The operation's result is 0-d (OpenVINO's Broadcast to an empty shape crashes the process: reshape)."""
+    return op.outputs[0].type.rank == 0
+
+
 @OPERATIONS.implements(T.FILL)
 def fill(b, op):
+    if _zero_d_result(op):
+        return [_out(opset.reshape(to_scalar(b.value(op.inputs[1])), i64([]), False))]
     return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), b.index_tensor(op, 0)))]
 
 
 @OPERATIONS.implements(T.FILL_LIKE)
 def fill_like(b, op):
+    if _zero_d_result(op):
+        return [_out(opset.reshape(to_scalar(b.value(op.inputs[1])), i64([]), False))]
     target = opset.shape_of(b.raw_value(op.inputs[0]), "i64")
     return [_out(opset.broadcast(to_scalar(b.value(op.inputs[1])), target))]
 

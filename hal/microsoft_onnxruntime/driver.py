@@ -217,11 +217,17 @@ class OnnxRuntimeDriver(Driver):
                 model_bytes = convert_model(lower(model, OPERATIONS), OPERATIONS).SerializeToString()
             except Unsupported as exc:
                 raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
+            hook = getattr(model, "release_host_memory", None)  # the ONNX bytes hold their own copy of the weights
+            if callable(hook):
+                try:
+                    hook()
+                except Exception:  # pragma: no cover - a hint only
+                    pass
             input_types = [o.type.copy() for o in model.input_operands]
             output_types = [o.type.copy() for o in model.output_operands]
             if cache.wants_program_bytes:
                 model_bytes = self._portable_bytes(context, model_bytes)
-                cache.buffer[:] = model_bytes
+                cache.buffer = model_bytes  # the program bytes themselves, not a copy (driver_protocol.Cache)
         session = self._open_session(context, model_bytes)
         return self._program(context, session, input_types, output_types)
 
@@ -304,6 +310,10 @@ class OnnxRuntimeDriver(Driver):
             result = results[arg.index]
             actual = _shallow_copy(program.output_types[arg.index])
             actual.dims = result.shape
+            adopt = getattr(arg.access, "adopt", None)
+            if adopt is not None and result.dtype == actual.dtype and result.flags.c_contiguous:
+                adopt(arg.memory, actual, result)  # a fresh array of the session's: handed over, not copied
+                continue
             buffer = arg.access(arg.memory, actual)
             if buffer is None or buffer.shape != result.shape:
                 raise _fail(f"the access function of output {arg.index} gave no buffer of shape {list(result.shape)}")

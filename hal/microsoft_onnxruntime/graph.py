@@ -11,6 +11,16 @@ Quantized operands follow builtin_device's rule: the operation computes on dequa
 values and requantizes its quantized outputs (DequantizeLinear / QuantizeLinear around the float
 nodes; constants are dequantized here, in numpy, with the same float32 formula). SHAPE, FILL_LIKE,
 QUANTIZE and DEQUANTIZE read raw values instead.
+
+Integer products (hal.common.is_integer_product: int8 x int8 -> int32 sums, what the converters make of a
+quantized Paddle conv / matmul): a FULLY_CONNECTED or MAT_MUL is MatMulInteger on uint8 activations (the int8
+values + 128, a_zero_point 128) and the int8 weight initializer, onnxruntime's fast u8 x s8 kernel, writing
+the exact int32 sums. A CONV_2D computes in float on the dequantized int8 operands (the same values; the
+float result is the sums times the scale): onnxruntime 1.32's ConvInteger runs 5-25x slower than its float
+Conv here (no u8 x s8 fast path for it), and QLinearConv needs an int8 output, which Paddle's quantized
+programs do not have after a conv (its output is only observed). The int32 storage of such a product is
+materialized only where something reads it raw (a model output); a DEQUANTIZE reading it takes the float
+result (`float_results`).
 """
 from __future__ import annotations
 
@@ -47,7 +57,6 @@ _ONNX_TYPES = {
 }
 
 # Operations whose kernels read quantized values raw (no dequantize/requantize around them).
-# Operations whose kernels read quantized values raw (no dequantize/requantize around them).
 RAW_QUANT_OPERATIONS = frozenset({T.SHAPE, T.FILL_LIKE, T.QUANTIZE, T.DEQUANTIZE})
 
 
@@ -81,6 +90,9 @@ class GraphBuilder:
         self.current: Optional[Operation] = None
         self._float_outputs: Dict[int, str] = {}  # output position -> float temporary (current op)
         self.boundary_names: Dict[int, str] = {}  # operand index -> graph input/output name
+        # operand index -> float tensor holding an integer product's real value (see the module docstring)
+        self.float_results: Dict[int, str] = {}
+        self.raw_read: set = set()  # operand indexes something reads raw (a raw-reading operation, a model output)
 
     # -- names and constants --------------------------------------------------------------------
     def fresh(self, hint: str = "t") -> str:
@@ -135,6 +147,8 @@ class GraphBuilder:
         operand = op.inputs[i]
         if not operand.type.is_quantized or op.type in RAW_QUANT_OPERATIONS:
             return self.raw(op, i)
+        if operand.index in self.float_results:
+            return self.float_results[operand.index]
         if operand.index not in self._float_views:
             if operand.is_constant:
                 name = self.const(dequantize_array(operand.value, operand.type), hint="dq")
@@ -170,6 +184,23 @@ class GraphBuilder:
                             axis=t.channel_dim)
         return self.one("QuantizeLinear", [name, self.scalar(t.scale, np.float32), self.scalar(t.zero_point, t.dtype)],
                         output)
+
+    def integer_product_result(self, op: Operation, real: str) -> None:
+        """Record the float result `real` of an integer product as its output's real value (DEQUANTIZE reads
+        it), and write the int32 storage (round(real / scale)) only where something reads it raw."""
+        operand = op.outputs[0]
+        self.float_results[operand.index] = real
+        if operand.index not in self.raw_read:
+            return
+        t = operand.type
+        if t.is_per_channel:
+            shape = [1] * t.rank
+            shape[t.channel_dim] = -1
+            scale = self.const(np.asarray(t.scales, dtype=np.float32).reshape(shape))
+        else:
+            scale = self.scalar(t.scale, np.float32)
+        rounded = self.one("Round", [self.one("Div", [real, scale])])
+        self.one("Cast", [rounded], self.operand_name(operand), to=TensorProto.INT32)
 
     def out(self, op: Operation, j: int = 0) -> Optional[str]:
         """The name the mapping writes output j to (a float temporary when the output is quantized;
@@ -279,6 +310,8 @@ def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: boo
 def convert_model(model: Model, operations: OperationTable) -> onnx.ModelProto:
     """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert."""
     g = GraphBuilder()
+    g.raw_read = {o.index for o in model.output_operands}
+    g.raw_read |= {o.index for op in model.operations if op.type != T.DEQUANTIZE for o in op.inputs if o is not None}
     for k, operand in enumerate(model.input_operands):
         g.boundary_names[operand.index] = f"input{k}"
     for k, operand in enumerate(model.output_operands):

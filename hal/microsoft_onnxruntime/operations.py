@@ -25,7 +25,7 @@ from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
+from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
 from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type
 
 OPERATIONS = OperationTable("microsoft_onnxruntime")
@@ -257,14 +257,22 @@ def _conv_2d(g: GraphBuilder, op: Operation):
     (pads, dilations), group = _window(g, op, filter_dims[2:], strides, args.ints("dilations", [1, 1])), \
         args.int("group", 1)
     code = _fuse_code(args)
-    conv = g.one("Conv", [g.x(op, 0), g.x(op, 1), g.x(op, 2)], kernel_shape=list(filter_dims[2:]),
+    # No empty bias input when there is none: onnxruntime's Conv + BatchNormalization fusion skips a Conv
+    # whose third input is the empty name.
+    inputs = [g.x(op, 0), g.x(op, 1)] + ([g.x(op, 2)] if op.inputs[2] is not None else [])
+    conv = g.one("Conv", inputs, kernel_shape=list(filter_dims[2:]),
                  strides=strides, dilations=list(dilations), pads=_onnx_pads(pads), group=group)
+    if is_integer_product(op):  # float on the dequantized int8 operands (graph.py's docstring says why)
+        g.integer_product_result(op, conv)
+        return
     g.fuse(conv, code, np.float32, g.out(op))
 
 
 @OPERATIONS.implements(T.CONV_2D_TRANSPOSE)
 def _conv_2d_transpose(g: GraphBuilder, op: Operation):
     args = unpack(op)
+    if 0 in op.outputs[0].type.dims:
+        raise Unsupported("CONV_2D_TRANSPOSE with an empty result (onnxruntime's ConvTranspose rejects a 0 dim)")
     filter_dims = g.known_dims(op, 1, "filter")
     kernel = filter_dims[2:]
     strides = args.ints("strides", [1, 1])
@@ -347,11 +355,12 @@ def _max_pool(g: GraphBuilder, op: Operation):
         return
     if ceil_mode:
         _check_no_empty_window(g, op, kernel, strides, pads)
-    outputs = g.node("MaxPool", [g.x(op, 0)], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
+    x = _nan_as_minus_inf(g, op, g.x(op, 0)) if with_indices else g.x(op, 0)
+    outputs = g.node("MaxPool", [x], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
                      pads=_onnx_pads(pads), ceil_mode=int(ceil_mode))
     g.fuse(_from_lowest(g, op, outputs[0]), code, np.float32, g.out(op))
     if with_indices:
-        _plane_indices(g, op, outputs[1])
+        _plane_indices(g, op, outputs[1], outputs[0])
 
 
 def _from_lowest(g: GraphBuilder, op: Operation, pooled: str) -> str:
@@ -364,10 +373,20 @@ def _from_lowest(g: GraphBuilder, op: Operation, pooled: str) -> str:
     return g.one("Max", [pooled, g.scalar(lowest, _compute_dtype(op))])
 
 
-def _plane_indices(g: GraphBuilder, op: Operation, flat: str):
-    """ONNX indices count over the whole NCHW tensor; NNAdapter's within each H x W plane."""
+def _nan_as_minus_inf(g: GraphBuilder, op: Operation, x: str) -> str:
+    """Paddle's max pool with indices takes `if (y < v)` from -FLT_MAX, which never takes a NaN: as -inf (never
+    taken either) MaxPool cannot pick it (a window of NaN alone gives -FLT_MAX and index -1 after the fixes)."""
+    return g.one("Where", [g.one("IsNaN", [x]), g.scalar(-np.inf, _compute_dtype(op)), x])
+
+
+def _plane_indices(g: GraphBuilder, op: Operation, flat: str, pooled: str):
+    """ONNX indices count over the whole NCHW tensor; NNAdapter's within each H x W plane. Where no element of
+    the window exceeds Paddle's -FLT_MAX start (`pooled`, MaxPool's value, is not above it), Paddle's index
+    stays -1."""
     h, w = g.known_dims(op, 0, "input")[2:]
     within = g.one("Mod", [flat, g.scalar(h * w, np.int64)])
+    taken = g.one("Greater", [pooled, g.scalar(-float(np.finfo(np.float32).max), _compute_dtype(op))])
+    within = g.one("Where", [taken, within, g.scalar(-1, np.int64)])
     g.one("Cast", [within], g.out(op, 1), to=onnx_type(op.outputs[1].type.dtype))
 
 
@@ -390,10 +409,12 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
     if op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
         g.one("AveragePool", [x], g.out(op), kernel_shape=kernel, strides=kernel)
         return
+    if with_indices:
+        x = _nan_as_minus_inf(g, op, x)
     outputs = g.node("MaxPool", [x], 2 if with_indices else 1, kernel_shape=kernel, strides=kernel)
     g.one("Identity", [_from_lowest(g, op, outputs[0])], g.out(op))
     if with_indices:
-        _plane_indices(g, op, outputs[1])
+        _plane_indices(g, op, outputs[1], outputs[0])
 
 
 # -- normalization ---------------------------------------------------------------------------------------
@@ -479,10 +500,26 @@ def _fully_connected(g: GraphBuilder, op: Operation):
     args = unpack(op)
     input_size = g.known_dims(op, 1, "weight")[1]
     code = _fuse_code(args)
+    if is_integer_product(op):  # int8 x int8 -> the int32 sums the output operand stores
+        rows = g.one("Reshape", [_as_uint8(g, op, 0), g.i64([-1, input_size])])
+        weight = op.inputs[1]
+        transposed = g.const(np.ascontiguousarray(np.asarray(weight.value).T)) if weight.is_constant else \
+            g.one("Transpose", [g.raw(op, 1)], perm=[1, 0])
+        g.one("MatMulInteger", [rows, transposed, g.scalar(128, np.uint8)], g.operand_name(op.outputs[0]))
+        return
     rows = g.one("Reshape", [g.x(op, 0), g.i64([-1, input_size])])
     inputs = [rows, g.x(op, 1)] + ([g.x(op, 2)] if op.inputs[2] is not None else [])
     product = g.one("Gemm", inputs, transB=1)
     g.fuse(product, code, np.float32, g.out(op))
+
+
+def _as_uint8(g: GraphBuilder, op: Operation, i: int) -> str:
+    """The int8 (symmetric, per layer) input i as uint8 q + 128: MatMulInteger's fast kernel takes uint8
+    activations (with a_zero_point 128 the products are the int8 ones). DequantizeLinear -> QuantizeLinear
+    with the same scale gives exactly q + 128."""
+    t = op.inputs[i].type
+    real = g.dequantize(g.raw(op, i), t)
+    return g.one("QuantizeLinear", [real, g.scalar(t.scale, np.float32), g.scalar(128, np.uint8)])
 
 
 def _swap_last_two(g: GraphBuilder, name: str, rank: int) -> str:
@@ -494,12 +531,16 @@ def _swap_last_two(g: GraphBuilder, name: str, rank: int) -> str:
 @OPERATIONS.implements(T.MAT_MUL)
 def _mat_mul(g: GraphBuilder, op: Operation):
     args = unpack(op)
-    x, y = g.x(op, 0), g.x(op, 1)
+    integer = is_integer_product(op)  # int8 x int8 -> the int32 sums the output operand stores
+    x, y = (_as_uint8(g, op, 0), g.raw(op, 1)) if integer else (g.x(op, 0), g.x(op, 1))
     x_rank, y_rank = len(g.dims(op, 0)), len(g.dims(op, 1))
     if args.bool("transpose_x", False) and x_rank >= 2:
         x = _swap_last_two(g, x, x_rank)
     if args.bool("transpose_y", False) and y_rank >= 2:
         y = _swap_last_two(g, y, y_rank)
+    if integer:
+        g.one("MatMulInteger", [x, y, g.scalar(128, np.uint8)], g.operand_name(op.outputs[0]))
+        return
     g.one("MatMul", [x, y], g.out(op))
 
 
@@ -539,6 +580,12 @@ def _pad(g: GraphBuilder, op: Operation):
 def _resize(g: GraphBuilder, op: Operation, nearest: bool):
     dims = g.dims(op, 0)
     rank = len(dims)
+    out_dims = op.outputs[0].type.dims
+    if all(known(d) for d in list(dims[-2:]) + list(out_dims[-2:])) and list(dims[-2:]) == list(out_dims[-2:]):
+        # Paddle's interpolate kernels copy the input when the output size equals it (an inf stays inf where
+        # interpolating with a zero weight would give NaN)
+        g.one("Identity", [g.x(op, 0)], g.out(op))
+        return
     args = unpack(op)
     align_corners = args.bool("align_corners", False)
     align_mode = 1 if nearest else args.int("align_mode", 1)
@@ -597,7 +644,10 @@ def _quantize(g: GraphBuilder, op: Operation):
 
 @OPERATIONS.implements(T.DEQUANTIZE)
 def _dequantize(g: GraphBuilder, op: Operation):
-    g.one("Identity", [g.dequantize(g.raw(op, 0), op.inputs[0].type)], g.out(op))
+    real = g.float_results.get(op.inputs[0].index)  # an integer product's float result (graph.py)
+    if real is None:
+        real = g.dequantize(g.raw(op, 0), op.inputs[0].type)
+    g.one("Identity", [real], g.out(op))
 
 
 # -- reductions, arg, top-k, cum-sum ----------------------------------------------------------------------

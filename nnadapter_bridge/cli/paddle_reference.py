@@ -14,7 +14,13 @@ import numpy as np
 
 from nnadapter_bridge.cli.options import CliError
 from nnadapter_bridge.errors import BridgeError
-from nnadapter_bridge.tolerances import model_out_of_tolerance, model_scale
+from nnadapter_bridge.tolerances import (
+    cosine_similarity,
+    model_out_of_tolerance,
+    model_scale,
+    top1_agreement,
+    within_reduced_precision,
+)
 
 
 def paddle_available() -> bool:
@@ -86,12 +92,15 @@ def paddle_error_summary(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {summary}" if summary else type(exc).__name__
 
 
-def compare(got: np.ndarray, want: np.ndarray) -> dict:
-    """max abs error, max error relative to max|want| (over finite expectations), and PASS/FAIL at the
-    whole-model tolerance (integers and booleans exact; an infinity or NaN only by the same value; a shape
-    difference fails)."""
+def compare(got: np.ndarray, want: np.ndarray, reduced_precision: bool = False) -> dict:
+    """max abs error, max error relative to max|want| (over finite expectations), cosine similarity, top-1
+    agreement (rows of a [..., classes] float output), and PASS/FAIL at the whole-model tolerance (integers and
+    booleans exact; an infinity or NaN only by the same value; a shape difference fails), or with
+    `reduced_precision` (a quantized model, bf16 / f16 inference) at tolerances.within_reduced_precision:
+    cosine >= 0.999 and top-1 agreement >= 99%."""
     entry = {"shape": list(got.shape), "want_shape": list(want.shape), "max_abs_error": None,
-             "max_rel_error": None, "passed": False}
+             "max_rel_error": None, "cosine": None, "top1_agreement": None, "passed": False,
+             "tolerance": "reduced precision" if reduced_precision else "model"}
     if got.shape != want.shape:
         entry["note"] = f"shape {list(got.shape)} != Paddle's {list(want.shape)}"
         return entry
@@ -110,6 +119,12 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict:
     entry["max_rel_error"] = max_err / scale if scale > 0 else (0.0 if max_err == 0 else float("inf"))
     if want.dtype.kind in "biu" or got.dtype.kind in "biu":
         entry["passed"] = bool(np.array_equal(got, want))
+        return entry
+    cosine = cosine_similarity(got64, want64)
+    entry["cosine"] = None if np.isnan(cosine) else cosine
+    entry["top1_agreement"] = top1_agreement(got, want)
+    if reduced_precision:
+        entry["passed"] = within_reduced_precision(got64, want64)
     else:
         entry["passed"] = not bool(model_out_of_tolerance(got, want).any())
     return entry

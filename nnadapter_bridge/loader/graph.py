@@ -7,17 +7,21 @@ value of `name` (a feed, a parameter, or the first op output), and every later w
 `("var", name, k)` (k = 1, 2, ...); readers are wired to the latest version before them in program order.
 Edges therefore always point forward in program order and the graph is a DAG. Every var node carries
 `var=VarInfo` and `version=k`; every op node `("op", i)` carries `op=OpInfo`; edges carry `slots` (the
-slot names through which the op reads or writes that var).
+slot names through which the op reads or writes that var). The networkx graph is built on first use of
+`graph` / `block_graph` only: `ops()` (what the predictor and the partition read) needs no graph, because
+program order is a topological order of this DAG by construction, so a predictor never imports networkx.
 """
 from __future__ import annotations
 
+import hashlib
+import mmap
 import os
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader import dtypes, pir
+from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.layout import ModelSource, resolve
 from nnadapter_bridge.loader.params import (
@@ -36,6 +40,9 @@ from nnadapter_bridge.loader.program import (
 )
 from nnadapter_bridge.loader.validate import validate_program
 
+if TYPE_CHECKING:  # imported on first use of ProgramGraph.graph (~40 ms to import)
+    import networkx as nx
+
 __all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "BlockRef", "VarRef"]
 
 
@@ -53,10 +60,11 @@ class ProgramGraph:
         self.layout = layout
         self.model_path = model_path
         self.params_path = params_path
+        self._param_maps = _param_maps(params)
+        self.source_digest: str | None = None  # sha256 of the model file's bytes (set by load_model)  # the memory maps the params are views of (release_param_pages)
         self.inputs = _feed_fetch_targets(blocks[0], "feed", "Out")
         self.outputs = _feed_fetch_targets(blocks[0], "fetch", "X")
-        self._graphs: dict[int, nx.DiGraph] = {}
-        self._orders: dict[int, tuple] = {}
+        self._graphs: dict[int, "nx.DiGraph"] = {}
         self._readers: dict[int, dict[str, list[OpInfo]]] = {}
         self._writers: dict[int, dict[str, list[OpInfo]]] = {}
         for block in blocks:
@@ -72,12 +80,14 @@ class ProgramGraph:
 
     # -- graph views ------------------------------------------------------------------------------------
     @property
-    def graph(self) -> nx.DiGraph:
+    def graph(self) -> "nx.DiGraph":
         """The versioned var/op DAG of block 0 (see the module docstring)."""
         return self.block_graph(0)
 
-    def block_graph(self, block: int = 0) -> nx.DiGraph:
+    def block_graph(self, block: int = 0) -> "nx.DiGraph":
         """The versioned var/op DAG of any block; vars of enclosing blocks appear as plain var nodes."""
+        import networkx as nx
+
         info = self._block(block)
         cached = self._graphs.get(block)
         if cached is not None:
@@ -123,22 +133,12 @@ class ProgramGraph:
         self._graphs[block] = g
         return g
 
-    def _op_order(self, block: int) -> tuple:
-        cached = self._orders.get(block)
-        if cached is not None:
-            return cached
-        g = self.block_graph(block)
-        if not nx.is_directed_acyclic_graph(g):  # cannot happen by construction; guards future edits
-            raise ModelFormatError(f"block {block} has a dependency cycle", path=self.model_path)
-        # Var nodes sort first so each op becomes ready as soon as its inputs exist; ready ops then go by
-        # file index, which reproduces program order (a valid order by definition) deterministically.
-        order = nx.lexicographical_topological_sort(g, key=_node_sort_key)
-        result = self._orders[block] = tuple(g.nodes[n]["op"] for n in order if n[0] == "op")
-        return result
-
     def ops(self, block: int = 0) -> list[OpInfo]:
-        """The ops of `block` in a topological order of its dependency DAG (file order for valid programs)."""
-        return list(self._op_order(block))
+        """The ops of `block` in a topological order of its dependency DAG: file order. Every edge of the
+        versioned DAG points forward in file order (an op reads the latest value written before it, or a
+        value from outside; what it writes is a new node), so file order is always a valid order, and it is
+        the order a lexicographic topological sort by op index gives (tests/loader check both agree)."""
+        return list(self._block(block).ops)
 
     def var(self, name: str, block: int = 0) -> VarInfo:
         """The VarDesc `name` as seen from `block` (its own vars, then enclosing blocks')."""
@@ -183,6 +183,18 @@ class ProgramGraph:
             raise ModelFormatError(f"no block {block}: the program has {len(self.blocks)}", path=self.model_path)
         return self.blocks[block]
 
+    def release_param_pages(self) -> None:
+        """Drop the resident pages of the memory-mapped params files from this process (madvise DONTNEED):
+        once the devices hold their own copy of the weights (a program was compiled or restored), the process
+        need not keep a second one. Nothing changes for readers: the arrays stay valid, and a page read again
+        (a host op, a fallback to the host) is mapped back from the file. Params read into memory (buffers,
+        small files) are not affected."""
+        for mapped in self._param_maps:
+            try:
+                mapped.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # no madvise on this platform, or a closed map
+                pass
+
     # -- summaries --------------------------------------------------------------------------------------
     def num_ops(self) -> int:
         return sum(len(b.ops) for b in self.blocks)
@@ -195,6 +207,26 @@ class ProgramGraph:
                 f"params={len(self.params)}, inputs={self.inputs}, outputs={self.outputs})")
 
 
+def _looks_like_json(data) -> bool:
+    """pir.looks_like_pir, without importing the PIR reader for a ProgramDesc."""
+    head = bytes(data[:64]).lstrip()
+    return head[:1] in (b"{", b"[")
+
+
+def _param_maps(params: dict) -> list:
+    """The distinct mmap objects the params arrays are views of (loader.params maps files read-only)."""
+    found = {}
+    for array in params.values():
+        base = array
+        while isinstance(base, np.ndarray):
+            base = base.base
+        if isinstance(base, memoryview):
+            base = base.obj
+        if isinstance(base, mmap.mmap):
+            found[id(base)] = base
+    return list(found.values())
+
+
 def _add_slot_edge(g: nx.DiGraph, src, dst, slot: str) -> None:
     if g.has_edge(src, dst):
         g.edges[src, dst]["slots"].append(slot)
@@ -203,6 +235,7 @@ def _add_slot_edge(g: nx.DiGraph, src, dst, slot: str) -> None:
 
 
 def _node_sort_key(node):
+    """Var nodes first, then ops by file index: the lexicographic topological order that ops() returns."""
     if node[0] == "op":
         return (1, node[1], "", 0)
     return (0, 0, node[1], node[2] if len(node) > 2 else 0)
@@ -286,7 +319,11 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         model_data, model_where = map_file(source.model_path), source.model_path
     params_where = source.params_path if source.params_path is not None else (
         "<params buffer>" if source.params_bytes is not None else None)
-    if pir.looks_like_pir(model_data):
+    # What the program (ops, attributes, declared vars) is, for records keyed by it (support verdicts by op).
+    source_digest = hashlib.sha256(model_data).hexdigest()
+    if _looks_like_json(model_data):
+        from nnadapter_bridge.loader import pir  # imported for PIR programs only (~3 ms, orjson, its tables)
+
         if source.params_is_dir:
             raise ModelFormatError("a PIR program keeps its parameters in one .pdiparams file, not a directory of "
                                    "per-var files; pass the .pdiparams", path=source.params_path)
@@ -294,11 +331,15 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         del model_data  # the JSON tree is gone with translate's frame; drop the file bytes too
         params = _load_params(source, program.param_specs, model_where)
         validate_program(program.blocks, params, model_where)
-        return ProgramGraph(None, program.blocks, params, source.layout, source.model_path, params_where,
-                            model_format="pir", format_version=program.version)
+        graph = ProgramGraph(None, program.blocks, params, source.layout, source.model_path, params_where,
+                             model_format="pir", format_version=program.version)
+        graph.source_digest = source_digest
+        return graph
     program = parse_program_desc(model_data, model_where)
     blocks = decode_blocks(program, model_where)
     specs = saved_param_specs(blocks[0], model_where)
     params = _load_params(source, specs, model_where)
     validate_program(blocks, params, model_where)
-    return ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)
+    graph = ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)
+    graph.source_digest = source_digest
+    return graph

@@ -297,7 +297,70 @@ def _decode_slots(slots, what: str, where: str) -> dict[str, list[str]]:
     return decoded
 
 
+class _SlowPath(Exception):
+    """Internal: a value the fast op decoder does not vouch for; _decode_op_checked decodes (and reports) it."""
+
+
+# Attribute types whose decoded value is a plain number, bool or list of them (no text, no references).
+_PLAIN_ATTRS = {
+    pb.INT: lambda a: int(a.i), pb.LONG: lambda a: int(a.l), pb.FLOAT: lambda a: float(a.f),
+    pb.FLOAT64: lambda a: float(a.float64), pb.BOOLEAN: lambda a: bool(a.b),
+    pb.INTS: lambda a: [int(v) for v in a.ints], pb.LONGS: lambda a: [int(v) for v in a.longs],
+    pb.FLOATS: lambda a: [float(v) for v in a.floats], pb.FLOAT64S: lambda a: [float(v) for v in a.float64s],
+    pb.BOOLEANS: lambda a: [bool(v) for v in a.bools],
+}
+
+
 def _decode_op(odesc, index: int, block_idx: int, num_blocks: int, where: str) -> OpInfo:
+    """One OpDesc, every name and string checked as _decode_op_checked does. The usual op (text names, plain
+    or string attributes) is decoded here with all its names checked at once; anything else, and any op with
+    a problem, is decoded again by _decode_op_checked, which names the problem exactly."""
+    try:
+        return _decode_op_fast(odesc, index, block_idx)
+    except _SlowPath:
+        return _decode_op_checked(odesc, index, block_idx, num_blocks, where)
+
+
+def _decode_op_fast(odesc, index: int, block_idx: int) -> OpInfo:
+    names = [odesc.type]
+    inputs = {}
+    for v in odesc.inputs:
+        names.append(v.parameter)
+        inputs[v.parameter] = args = list(v.arguments)
+        names += args
+    outputs = {}
+    for v in odesc.outputs:
+        names.append(v.parameter)
+        outputs[v.parameter] = args = list(v.arguments)
+        names += args
+    texts = []
+    attrs: dict[str, Any] = {}
+    attr_types: dict[str, int] = {}
+    for a in odesc.attrs:
+        t = a.type
+        plain = _PLAIN_ATTRS.get(t)
+        if plain is not None:
+            value = plain(a)
+        elif t == pb.STRING:
+            value = a.s
+            texts.append(value)
+        elif t == pb.STRINGS:
+            value = list(a.strings)
+            texts += value
+        else:  # blocks, vars, scalars: their own checks
+            raise _SlowPath
+        names.append(a.name)
+        attrs[a.name] = value
+        attr_types[a.name] = int(t)
+    try:  # protobuf hands back bytes for text that is not UTF-8: join refuses them
+        if validate.names_problem(",".join(names)) or validate.texts_problem("".join(texts)):
+            raise _SlowPath
+    except TypeError:
+        raise _SlowPath from None
+    return OpInfo(names[0], index, block_idx, inputs, outputs, attrs, attr_types, bool(odesc.is_target))
+
+
+def _decode_op_checked(odesc, index: int, block_idx: int, num_blocks: int, where: str) -> OpInfo:
     op_type = validate.text(odesc.type, f"block {block_idx}, op #{index}: the op type", where)
     what = f"block {block_idx}, op #{index} ({op_type})"
     inputs = _decode_slots(odesc.inputs, f"{what}: input", where)

@@ -71,6 +71,16 @@ def name_problem(name: str) -> Optional[str]:
             f"printable text (the partition config, the dump and the cache are line-oriented)")
 
 
+def names_problem(joined: str) -> bool:
+    """Whether some name in `joined` (names joined by a character names may hold) would fail text()."""
+    return _BAD_NAME_CHARS.search(joined) is not None
+
+
+def texts_problem(joined: str) -> bool:
+    """Whether some string attribute in `joined` (string values joined) would fail text(is_name=False)."""
+    return _SURROGATES.search(joined) is not None
+
+
 def text(value, what: str, where: str, *, is_name: bool = True) -> str:
     """A string field of the model as str: ModelFormatError naming `what` for bytes that are not UTF-8 (protobuf
     hands those back as bytes) and, for a name, for control characters."""

@@ -140,6 +140,7 @@ _PRECISION_DTYPES = {
     Precision.QUANT_INT32_SYMM_PER_CHANNEL: np.int32,
     Precision.QUANT_UINT32_ASYMM_PER_LAYER: np.uint32,
 }
+_DTYPE_OF_PRECISION = {precision: np.dtype(t) for precision, t in _PRECISION_DTYPES.items()}
 
 QUANT_PRECISIONS = frozenset(p for p in Precision if p.name.startswith("QUANT_"))
 PER_CHANNEL_PRECISIONS = frozenset(p for p in QUANT_PRECISIONS if p.name.endswith("PER_CHANNEL"))
@@ -153,6 +154,9 @@ INT_PRECISIONS = frozenset({
 
 def precision_dtype(precision: Precision) -> np.dtype:
     """The numpy dtype that stores raw values of `precision` (quantized types store integers)."""
+    found = _DTYPE_OF_PRECISION.get(precision)  # on every run (OperandType.dtype): a dict hit, nothing else
+    if found is not None:
+        return found
     try:
         return np.dtype(_PRECISION_DTYPES[Precision(precision)])
     except (KeyError, ValueError):

@@ -37,6 +37,9 @@ ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
 #   input:  the callee writes the array's real dims into operand_type and returns the array;
 #   output: the driver has written the real output dims (and precision) into operand_type; the callee
 #           returns a writable array of exactly those dims and dtype, which the driver fills.
+#           An output access function may also have an `adopt(memory, operand_type, array)` attribute: a
+#           driver holding a fresh C-contiguous array of exactly that type, which neither it nor its SDK will
+#           touch again (onnxruntime's run() results), may hand it over with it instead of filling a copy.
 AccessFunction = Callable[[Any, OperandType], np.ndarray]
 # callback(event_id, user_data) -> int, passed through to the driver unchanged (NNAdapterContext_create).
 ContextCallback = Optional[Callable[..., int]]
@@ -59,13 +62,26 @@ class Cache:
     a read-only bytes-like object (a memoryview into the .nnc data, not a copy), which the driver reads
     and must not modify or keep. When a driver compiles a model and both `token` and `dir` are set,
     `buffer` is an empty bytearray that it fills with its program bytes (an empty buffer afterwards means
-    "this device cannot cache"); the runtime wraps them into the .nnc file."""
+    "this device cannot cache"); the runtime wraps them into the .nnc file. The driver may also replace
+    `buffer` with another bytes-like object holding its program bytes (a view of the SDK's own export, say),
+    which saves a copy; the runtime only reads it. Or, leaving `buffer` empty, it may set `exporter` to a
+    function returning those bytes: the runtime calls it once, when it writes the .nnc after the first
+    successful run, and drops the bytes right after writing them (so the export does not coincide with the
+    memory the compile itself needed); an exporter that raises means "no .nnc" (with a warning).
+
+    `mapped_buffer`: when the runtime restores from a .nnc it memory-mapped (a large cache file only this
+    user can change, nnc.map_cache_file), a writable numpy uint8 array over the same program bytes as
+    `buffer`, copy-on-write (writes never reach the file). Unlike `buffer`, a driver MAY keep it for its
+    program's lifetime and hand the SDK that memory instead of a copy (the map stays alive while the array
+    does); None otherwise."""
 
     token: str = ""
     dir: str = ""
     input_types: List[OperandType] = dataclasses.field(default_factory=list)
     output_types: List[OperandType] = dataclasses.field(default_factory=list)
     buffer: Any = dataclasses.field(default_factory=bytearray)  # bytearray, or read-only bytes-like
+    mapped_buffer: Any = None  # numpy uint8 array over a private map of the .nnc (see above), or None
+    exporter: Any = None  # () -> program bytes, called when the .nnc is written (see above), or None
 
     @property
     def wants_program_bytes(self) -> bool:

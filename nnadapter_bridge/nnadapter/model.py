@@ -28,6 +28,10 @@ class Model:
         self.input_operands: list[Operand] = []
         self.output_operands: list[Operand] = []
         self.finished = False
+        # Optional, set by whoever built the model: a callable a driver may call once its SDK holds its own
+        # copy of every constant (after building its graph, before compiling it), so the host can drop the
+        # resident pages of memory-mapped weights the constants are views of. The values stay readable.
+        self.release_host_memory = None
 
     # -- building ---------------------------------------------------------------------------------
     def _check_open(self, what: str) -> None:

@@ -138,9 +138,24 @@ def crc32c_naive(data) -> int:
         # The standard CRC-32C inverts the register on entry and on exit; `extend(c, data)` starts from
         # register ~c. Starting from ~0xFFFFFFFF = 0 and undoing the exit inversion gives Paddle Lite's
         # variant exactly.
-        # It takes `bytes` only; copying a view costs ~0.2 ms/MB, the CRC itself less.
-        return _google_crc32c.extend(0xFFFFFFFF, data if type(data) is bytes else bytes(data)) ^ 0xFFFFFFFF
+        return _google_crc32c.extend(0xFFFFFFFF, _crc_input(data)) ^ 0xFFFFFFFF
     return crc32c_naive_numpy(data)
+
+
+def _crc_input(data):
+    """`data` as what the C CRC accepts without a copy: it takes only buffers that need no release (`bytes`,
+    numpy arrays), not memoryviews or mmaps; a uint8 array over the same memory is one (no bytes copied)."""
+    if type(data) is bytes:
+        return data
+    view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
+    return np.frombuffer(view, dtype=np.uint8) if len(view) else b""
+
+
+def crc32c_naive_update(crc: int, data) -> int:
+    """crc32c_naive of A + data, given crc = crc32c_naive(A): the CRC of a file written piece by piece."""
+    if _google_crc32c is not None:
+        return _google_crc32c.extend(crc ^ 0xFFFFFFFF, _crc_input(data)) ^ 0xFFFFFFFF
+    return crc_shift(crc, memoryview(data).nbytes) ^ crc32c_naive_numpy(data)
 
 
 def _one_zero_byte_matrix() -> list:
@@ -178,11 +193,7 @@ def crc_shift(crc: int, length: int) -> int:
 
 
 def crc32c_naive_tail(data, start: int) -> int:
-    """crc32c_naive(data[start:]) without copying the tail when `data` is `bytes` (the C CRC takes only
-    bytes): the CRC of the whole, minus the head's contribution shifted past the tail."""
-    if _google_crc32c is not None and type(data) is bytes:
-        head = crc32c_naive(data[:start])
-        return crc32c_naive(data) ^ crc_shift(head, len(data) - start)
+    """crc32c_naive(data[start:]) without copying the tail (`bytes`, memoryviews and mmaps alike)."""
     return crc32c_naive(memoryview(data).cast("B")[start:])
 
 
@@ -222,31 +233,41 @@ def _key_bytes(key) -> bytes:
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
-def pack_container_parts(entries: Mapping) -> tuple:
-    """The container for key -> value (bytes-like) as (header, body): keys (str or bytes) sorted bytewise.
+def pack_container_parts(entries: Mapping) -> list:
+    """The container for key -> value (bytes-like) as consecutive pieces, the 24-byte header first: keys (str
+    or bytes) sorted bytewise.
 
-    Kept in two pieces so a file can be written without one more copy of the (large) body; every value
-    is copied exactly once, into the body."""
+    Nothing is joined: the values are the pieces themselves (not copied), so a file is written from them
+    directly, and the CRC is computed piece by piece."""
     items = sorted((_key_bytes(k), v) for k, v in entries.items())
     for (a, _), (b, _) in zip(items, items[1:]):
         if a == b:
             raise ValueError(f"duplicate .nnc key {a!r}")
     parts = []
+    small = []  # entry headers, keys, small values and padding are joined into one piece per large value
+    crc = 0
     for key, value in items:
         size = memoryview(value).nbytes
-        parts += [struct.pack("<QQ", len(key), size), key, value]
+        small += [struct.pack("<QQ", len(key), size), key]
+        if size >= _SMALL_INPUT:
+            parts.append(b"".join(small))
+            parts.append(value)
+            small = []
+        else:
+            small.append(bytes(value))
         padding = _align4(ENTRY_HEADER_SIZE + len(key) + size) - (ENTRY_HEADER_SIZE + len(key) + size)
         if padding:
-            parts.append(bytes(padding))
-    body = b"".join(parts)
-    header = struct.pack("<IIIIQ", MAGIC, VERSION, crc32c_naive(body), 0, len(items))
-    return header, body
+            small.append(bytes(padding))
+    parts.append(b"".join(small))
+    parts = [p for p in parts if memoryview(p).nbytes]
+    for part in parts:
+        crc = crc32c_naive_update(crc, part)
+    return [struct.pack("<IIIIQ", MAGIC, VERSION, crc, 0, len(items))] + parts
 
 
 def pack_container(entries: Mapping) -> bytes:
     """Serialize key -> value bytes into the container; keys (str or bytes) are sorted bytewise."""
-    header, body = pack_container_parts(entries)
-    return header + body
+    return b"".join(pack_container_parts(entries))
 
 
 def unpack_container(data) -> dict:
@@ -402,6 +423,9 @@ class ProgramRecord:
     output_types: list
     output_indexes: list
     model_buffer: bytes  # bytes-like; read from a container, a read-only memoryview into its data
+    # Read from a memory-mapped file (read_nnc_file): a writable copy-on-write uint8 array over the same bytes
+    # (mapped_program_buffer), which a driver may keep instead of copying them; None otherwise.
+    mapped: Optional[np.ndarray] = None
 
 
 @dataclasses.dataclass
@@ -450,27 +474,29 @@ def pack_compilation_record(record: CompilationRecord, identity: Optional["Cache
 
 
 def pack_compilation_record_parts(record: CompilationRecord, identity: Optional["CacheIdentity"] = None,
-                                  key: Optional[bytes] = None) -> tuple:
+                                  key: Optional[bytes] = None) -> list:
     """The record's container as consecutive pieces (header first), for writing a file without joining
-    them; with `identity` it carries the identity entries, with `key` the HMAC entry (module docstring)."""
+    them (the program bytes are pieces of their own, not copied); with `identity` it carries the identity
+    entries, with `key` the HMAC entry (module docstring)."""
     entries = _compilation_entries(record)
     if identity is not None:
         entries.update(identity_entries(identity))
     if not key:
         return pack_container_parts(entries)
     entries[MAC_KEY] = bytes(MAC_SIZE)  # a placeholder: the MAC reads these bytes as zeros
-    header, body = pack_container_parts(entries)
+    parts = pack_container_parts(entries)
+    header, last = parts[0], memoryview(parts[-1])
     padding = _MAC_PADDING
-    offset = len(body) - padding - MAC_SIZE  # the MAC entry is the last one (MAC_KEY sorts last)
-    body_view = memoryview(body)
-    mac = _mac(key, [header[:8], bytes(4), header[12:], body_view[:offset], bytes(MAC_SIZE),
-                     body_view[offset + MAC_SIZE:]])
+    # The MAC entry is the last one (MAC_KEY sorts last, its value is small): the end of the last piece.
+    offset = len(last) - padding - MAC_SIZE
+    mac = _mac(key, [header[:8], bytes(4), header[12:], *parts[1:-1], last[:offset], bytes(MAC_SIZE),
+                     last[offset + MAC_SIZE:]])
     # The CRC is linear (init 0, no xor-out) and the placeholder is zeros: swapping in the MAC xors the
     # CRC with the MAC's own CRC shifted past the trailing padding, no second pass over the body.
     (crc,) = struct.unpack_from("<I", header, 8)
     crc ^= crc_shift(crc32c_naive(mac), padding)
     header = header[:8] + struct.pack("<I", crc) + header[12:]
-    return header, body_view[:offset], mac, body_view[offset + MAC_SIZE:]
+    return [header, *parts[1:-1], last[:offset], mac, last[offset + MAC_SIZE:]]
 
 
 def unpack_compilation_record(data) -> CompilationRecord:
@@ -740,50 +766,117 @@ def read_cache_file(path: str, max_size: int, check=None) -> bytes:
     is a symlink, opening never blocks (FIFOs), fstat must say regular file of at most `max_size` bytes, and
     `check(fd, size)` may vet the declared layout before anything is read. Raises FileNotFoundError for a
     missing file and OSError (CacheFileError) for everything else."""
+    fd = _open_no_follow(path)
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        return _read_open_file(fd, os.fstat(fd), max_size, check)
+    finally:
+        os.close(fd)
+
+
+def _open_no_follow(path: str) -> int:
+    """A descriptor for `path`, never following a symlink in its last component and never blocking."""
+    try:
+        return os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise CacheFileError("it is a symbolic link (cache files are never followed)") from None
         raise
+
+
+def _read_open_file(fd: int, info: os.stat_result, max_size: int, check=None) -> bytes:
+    """The checks and the read of read_cache_file on an open descriptor."""
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise CacheFileError(f"it is {kind}, not a regular file")
+    size = info.st_size
+    if size > max_size:
+        raise CacheFileError(f"it is {size} bytes, more than the {max_size}-byte limit")
+    if check is not None:
+        check(fd, size)
+    pieces = []
+    left = size
+    while left:
+        piece = _pread(fd, min(left, 1 << 30), size - left)
+        if not piece:
+            raise CacheFileError(f"it shrank while being read ({size - left} of {size} bytes)")
+        pieces.append(piece)
+        left -= len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)  # b"" for an empty file
+
+
+# Files at least this large are memory-mapped instead of read (when `_may_map` allows): reading costs a copy
+# into memory (and the peak RSS of the whole file); a mapping costs nothing until a page is touched.
+MAP_THRESHOLD = 1 << 20
+
+
+def _may_map(info: os.stat_result) -> bool:
+    """Whether the file's contents can change only through its owner, and that owner is this process's user:
+    then a mapping checked once (CRC, HMAC, identity) keeps holding what was checked. Our writers never
+    modify a cache file in place (they rename a new file over it), so such a file does not change under the
+    map; a file someone else owns, or that group/others may write, is read into memory instead."""
+    return (hasattr(os, "geteuid") and info.st_uid == os.geteuid()
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and info.st_size >= MAP_THRESHOLD)
+
+
+def map_cache_file(path: str, max_size: int, check=None):
+    """`read_cache_file`, with the same checks, but a large file that only this user can change (`_may_map`)
+    comes back as a private memory map (copy-on-write: nothing written to it reaches the file) instead of
+    bytes read into memory. The map stays valid after the file is replaced or removed (it holds the inode)."""
+    fd = _open_no_follow(path)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
-                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-            raise CacheFileError(f"it is {kind}, not a regular file")
-        size = info.st_size
-        if size > max_size:
-            raise CacheFileError(f"it is {size} bytes, more than the {max_size}-byte limit")
+        if not (stat.S_ISREG(info.st_mode) and info.st_size <= max_size and _may_map(info)):
+            return _read_open_file(fd, info, max_size, check)
         if check is not None:
-            check(fd, size)
-        pieces = []
-        left = size
-        while left:
-            piece = _pread(fd, min(left, 1 << 30), size - left)
-            if not piece:
-                raise CacheFileError(f"it shrank while being read ({size - left} of {size} bytes)")
-            pieces.append(piece)
-            left -= len(piece)
+            check(fd, info.st_size)
+        import mmap
+
+        return mmap.mmap(fd, info.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)  # b"" for an empty file
+
+
+def mapped_program_buffer(data, view) -> Optional[np.ndarray]:
+    """For a value `view` of a record read from the private map `data` (map_cache_file): a writable uint8 array
+    over the same bytes (copy-on-write, writes never reach the file), which a driver may keep instead of
+    copying the bytes (driver_protocol.Cache.mapped_buffer); None when `data` is not such a map."""
+    import mmap
+
+    if not isinstance(data, mmap.mmap) or not len(view):
+        return None
+    base = np.frombuffer(data, dtype=np.uint8)
+    if not base.flags.writeable:  # a read-only map: a driver could not hand it to an SDK as its memory
+        return None
+    inner = np.frombuffer(view, dtype=np.uint8)
+    offset = inner.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if not 0 <= offset <= len(base) - len(inner):
+        return None
+    return base[offset:offset + len(inner)]
 
 
 def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None, *,
                   expect: Optional[CacheIdentity] = None,
                   key: Optional[bytes] = None) -> Optional[CompilationRecord]:
     """Read and check a .nnc file; a missing file is a silent miss, an unreadable, unsafe (see
-    `read_cache_file`) or bad one a warned miss."""
+    `read_cache_file`) or bad one a warned miss. A large file only this user can change is memory-mapped
+    (`map_cache_file`); its program records then carry `mapped` arrays (`mapped_program_buffer`)."""
     try:
-        data = read_cache_file(path, max_file_size(), declared_container_size)
+        data = map_cache_file(path, max_file_size(), declared_container_size)
     except FileNotFoundError:
         return None
     except OSError as exc:
         _warn_miss(path, f"cannot read it: {exc}" if not isinstance(exc, CacheFileError) else str(exc))
         return None
-    return load_compilation_record(data, path, known_devices, expect=expect, key=key)
+    except ValueError as exc:  # mmap refusing the file (it shrank to nothing meanwhile)
+        _warn_miss(path, f"cannot map it: {exc}")
+        return None
+    record = load_compilation_record(data, path, known_devices, expect=expect, key=key)
+    if record is not None:
+        for program in record.programs:
+            program.mapped = mapped_program_buffer(data, program.model_buffer)
+    return record
 
 
 # -- stale temporary files -------------------------------------------------------------------------------

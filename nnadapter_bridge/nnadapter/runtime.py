@@ -61,7 +61,6 @@ from nnadapter_bridge.nnadapter.nnc import (
     resolve_cache_key,
     write_file_atomically,
 )
-from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model
 from nnadapter_bridge.nnadapter.types import OperandType
 
 BUILTIN_DEVICE_NAME = "builtin_device"
@@ -138,13 +137,21 @@ def _call_driver(what: str, fn: Callable, *args):
     DEVICE_INTERNAL_ERROR (chained). The error carries the device's name as `device_name` (fault_device)."""
     try:
         return fn(*args)
-    except BridgeError as exc:
+    except BaseException as exc:
+        _raise_from_driver(exc, what)
+
+
+def _raise_from_driver(exc: BaseException, what: str):
+    """Re-raise what a driver hook `what` raised, as _call_driver says (KeyboardInterrupt and the like as they
+    are)."""
+    if isinstance(exc, BridgeError):
         _tag(exc, what)
-        raise
-    except Exception as exc:
-        error = NNAdapterError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR)
-        _tag(error, what)
-        raise error from exc
+        raise exc
+    if not isinstance(exc, Exception):
+        raise exc
+    error = NNAdapterError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR)
+    _tag(error, what)
+    raise error from exc
 
 
 _INSTALL_HINT = re.compile(r"install (nnadapter-bridge\[[A-Za-z0-9_,-]+\])")
@@ -569,6 +576,8 @@ class Compilation:
         self.restored_from_cache = False
         self.cache_path: Optional[str] = None  # the .nnc written after the first compute, if any
         self._first_compute_done = False
+        self._compiled_from_model = False  # finish() compiled `model` (then dropped): the .nnc is written once
+        self._direct = None  # execute_arrays' program, found on first use (False: none)
         self._record: Optional[CompilationRecord] = None
         self._miss_reason = ""
         if self.cache_dir:
@@ -608,7 +617,8 @@ class Compilation:
             device, device_context = self.context.device_context(program.device_name)
             cache = Cache(self.cache_token, self.cache_dir, [t.copy() for t in program.input_types],
                           [t.copy() for t in program.output_types],
-                          program.model_buffer)  # a read-only view into the .nnc data: not copied
+                          program.model_buffer,  # a read-only view into the .nnc data: not copied
+                          mapped_buffer=program.mapped)  # the same bytes, keepable, when the file was mapped
             try:
                 handle = _call_driver(f"{device.name}.create_program", device.driver.create_program,
                                       device_context, None, cache)
@@ -630,6 +640,8 @@ class Compilation:
         STATS.cache_restores += 1
 
     def _finish_from_model(self) -> None:
+        from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model  # compiles only
+
         model = self.model
         if len(self.context.devices) == 1:
             submodels = [Submodel(0, model, [-k - 1 for k in range(len(model.input_operands))],
@@ -660,7 +672,50 @@ class Compilation:
             raise
         self.input_types = [o.type.copy() for o in model.input_operands]
         self.output_types = [o.type.copy() for o in model.output_operands]
+        # The devices hold what they compiled: the model (its constants: folded weights, converted copies)
+        # is not needed any more and is not kept (one copy of the weights in the process).
+        self.model = None
+        self._compiled_from_model = True
         STATS.compiles += 1
+
+    # -- running ---------------------------------------------------------------------------------
+    def execute_arrays(self, arrays: Sequence[np.ndarray]) -> list:
+        """Execution(self).run(arrays): set every input from `arrays`, compute, return the outputs as new
+        arrays. A compilation of one device program reading and writing the model's own inputs and outputs
+        in order (the usual case) is run straight through its driver, without the per-run bookkeeping of an
+        Execution; anything else goes through one."""
+        program = self._direct_program()
+        if program is None or len(arrays) != len(self.input_types):
+            return Execution(self).run(arrays)
+        holders = [HostBuffer() for _ in self.output_types]
+        inputs = [Argument(k, array, array_input_access) for k, array in enumerate(arrays)]
+        outputs = [Argument(k, holder, host_buffer_output_access) for k, holder in enumerate(holders)]
+        try:
+            with program.lock:  # one execution of a driver program at a time (Program.lock)
+                result = program.device.driver.execute_program(program.handle, inputs, outputs)
+            if result is not None and int(result) != ResultCode.NO_ERROR:
+                raise_for_result(result, f"{program.device.name}.execute_program (program 0)")
+        except BaseException as exc:
+            _raise_from_driver(exc, f"{program.device.name}.execute_program (program 0)")
+        for index, holder in enumerate(holders):
+            if holder.array is None:
+                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
+        if not self._first_compute_done:
+            self._after_first_compute()
+        return [holder.array for holder in holders]
+
+    def _direct_program(self) -> Optional["Program"]:
+        """The program execute_arrays runs directly, or None (several programs, or other I/O wiring)."""
+        direct = self._direct
+        if direct is None:
+            direct = False
+            if self.finished and len(self.programs) == 1:
+                program = self.programs[0]
+                if (program.input_indexes == [-k - 1 for k in range(len(self.input_types))]
+                        and program.output_indexes == [-k - 1 for k in range(len(self.output_types))]):
+                    direct = program
+            self._direct = direct
+        return direct or None
 
     # -- queries -----------------------------------------------------------------------------------
     def query_inputs_and_outputs(self) -> tuple:
@@ -685,6 +740,7 @@ class Compilation:
             raise NNAdapterError("clone() before finish()", ResultCode.INVALID_PARAMETER)
         twin = copy.copy(self)
         twin.programs = []
+        twin._direct = None
         twin._record = None
         twin._first_compute_done = True  # the original writes the cache, once
         twin.input_types = [t.copy() for t in self.input_types]
@@ -719,21 +775,38 @@ class Compilation:
             return
         self._first_compute_done = True
         try:
-            if self.model is not None and self.cache_token and self.cache_dir:
+            if self._compiled_from_model and self.cache_token and self.cache_dir:
                 self._write_cache_file()
         finally:
             for program in self.programs:  # the program bytes are not needed any more
                 program.cache.buffer = bytearray()
+                program.cache.mapped_buffer = None  # a driver that kept it holds its own reference
+                program.cache.exporter = None
 
     def _write_cache_file(self) -> None:
-        lacking = [p.device.name for p in self.programs if not p.cache.buffer]
+        lacking = [p.device.name for p in self.programs if not p.cache.buffer and p.cache.exporter is None]
         if lacking:
             warnings.warn(f"device(s) {', '.join(lacking)} do not support the model cache; "
                           f"no .nnc written for token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
             return
+        buffers = []
+        for p in self.programs:
+            buffer = p.cache.buffer
+            if not buffer:  # exported now, after the compile's own memory is gone (driver_protocol.Cache)
+                try:
+                    buffer = _call_driver(f"{p.device.name}.export", p.cache.exporter)
+                except NNAdapterError as exc:
+                    warnings.warn(f"device '{p.device.name}' cannot export its program ({exc}); no .nnc written "
+                                  f"for token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
+                    return
+                if buffer is None or not len(buffer):
+                    warnings.warn(f"device '{p.device.name}' exported no program bytes; no .nnc written for "
+                                  f"token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
+                    return
+            buffers.append(buffer)
         record = CompilationRecord(self.input_types, self.output_types, [
             ProgramRecord(p.device.name, p.input_types, p.input_indexes, p.output_types, p.output_indexes,
-                          p.cache.buffer) for p in self.programs])
+                          buffer) for p, buffer in zip(self.programs, buffers)])
         path = cache_file_path(self.cache_dir, self.cache_token)
         try:
             write_file_atomically(path, pack_compilation_record_parts(
@@ -746,6 +819,7 @@ class Compilation:
 
     # -- teardown ----------------------------------------------------------------------------------
     def _destroy_programs(self) -> None:
+        self._direct = None
         programs, self.programs = self.programs, []
         for program in programs:
             if program.handle is not None and program.owns_handle:
@@ -776,7 +850,7 @@ def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
     # np.asarray(order="C"), not np.ascontiguousarray: the latter turns a 0-d array into shape [1], and a
     # program compiled for a 0-d input would then refuse it.
     array = np.asarray(memory, order="C")
-    operand_type.dims = tuple(int(d) for d in array.shape)
+    operand_type.dims = array.shape  # a tuple of Python ints already
     return array
 
 
@@ -785,6 +859,15 @@ def host_buffer_output_access(memory: HostBuffer, operand_type: OperandType) -> 
     memory.type = operand_type.copy()
     memory.array = np.empty(operand_type.dims, dtype=operand_type.dtype)
     return memory.array
+
+
+def _host_buffer_adopt(memory: HostBuffer, operand_type: OperandType, array: np.ndarray) -> None:
+    """host_buffer_output_access's `adopt` (driver_protocol.AccessFunction): take a driver's fresh array."""
+    memory.type = operand_type.copy()
+    memory.array = array
+
+
+host_buffer_output_access.adopt = _host_buffer_adopt
 
 
 def host_buffer_input_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
@@ -815,6 +898,7 @@ class Execution:
         self.compilation = compilation
         self._inputs: dict = {}
         self._outputs: dict = {}
+        self._watch_outputs = False  # a HostBuffer output is bound: compute() checks some program wrote it
 
     def _check_index(self, index: int, count: int, side: str) -> None:
         if not 0 <= index < count:
@@ -827,6 +911,8 @@ class Execution:
 
     def set_output(self, index: int, memory, access: Optional[Callable] = None) -> None:
         self._check_index(index, len(self.compilation.output_types), "output")
+        if isinstance(memory, HostBuffer):
+            self._watch_outputs = True
         if access is None:
             if isinstance(memory, HostBuffer):
                 access = host_buffer_output_access
@@ -862,18 +948,20 @@ class Execution:
                 else:
                     shared[index] = HostBuffer()
                     outputs.append(Argument(k, shared[index], host_buffer_output_access))
-            what = f"{program.device.name}.execute_program (program {number})"
-            with program.lock:  # one execution of a driver program at a time (Program.lock)
-                result = _call_driver(what, program.device.driver.execute_program, program.handle, inputs, outputs)
             try:
-                raise_for_result(result, what)
-            except NNAdapterError as exc:
-                _tag(exc, what)
-                raise
-        for index, binding in self._outputs.items():
-            if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
-                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
-        self.compilation._after_first_compute()
+                with program.lock:  # one execution of a driver program at a time (Program.lock)
+                    result = program.device.driver.execute_program(program.handle, inputs, outputs)
+                if result is not None and int(result) != ResultCode.NO_ERROR:
+                    raise_for_result(result, f"{program.device.name}.execute_program (program {number})")
+            except BaseException as exc:  # as _call_driver does, with the label formatted only on failure
+                _raise_from_driver(exc, f"{program.device.name}.execute_program (program {number})")
+        if self._watch_outputs:
+            for index, binding in self._outputs.items():
+                if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
+                    raise NNAdapterError(f"output {index} was not written by any program",
+                                         ResultCode.DEVICE_INTERNAL_ERROR)
+        if not self.compilation._first_compute_done:
+            self.compilation._after_first_compute()
 
     def run(self, arrays: Sequence[np.ndarray]) -> list:
         """Set every input from `arrays`, compute, return the outputs as new arrays."""

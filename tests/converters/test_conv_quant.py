@@ -235,7 +235,7 @@ def _write_ops(tmp_path, ops, feeds, params, fetches, run_paddle=True) -> SavedP
     """A multi-op OpDesc program (intermediate vars float32), saved with its Paddle reference."""
     from nnadapter_bridge.zoo import write_combined_params, write_program
 
-    names = {n for op in ops for slot in op["outputs"].values() for n in slot}
+    names = {n for op in ops for slot in op["outputs"].values() for n in slot} - set(params)  # in-place params
     var_specs = [{"name": n, "dtype": str(a.dtype), "shape": list(a.shape)} for n, a in feeds.items()]
     var_specs += [{"name": n, "dtype": str(a.dtype), "shape": list(a.shape), "persistable": True}
                   for n, a in params.items()]
@@ -330,14 +330,28 @@ def test_dequantize_linear_of_float_integers(tmp_path, quant_axis):
 
 
 @pytest.mark.parametrize("quant_axis", [0, 1])
-def test_dequantize_linear_of_int8_weight_folds(tmp_path, quant_axis):
+def test_dequantize_linear_of_int8_weight_stays_int8(tmp_path, quant_axis):
     w = int8_weight(4, 3, 2, 2)
     scale = rng.uniform(0.5, 2.0, size=w.shape[quant_axis]).astype(np.float32)
-    # The folded weight is the program output: a constant, copied out by an ASSIGN.
+    # The int8 weight stays an int8 constant (per channel along quant_axis) read through a DEQUANTIZE, so the
+    # devices can run the product reading it in int8.
     saved = _write_ops(tmp_path, [_linear_op("dequantize_linear", "w", "s", "z", "y", quant_axis=quant_axis)],
                        {}, {"w": w, "s": scale, "z": np.zeros(scale.shape, np.float32)}, ["y"])
     got, result, _ = convert_and_run(saved.model_path, {}, saved.params_path)
-    assert operation_types(result) == [T.ASSIGN]
+    assert operation_types(result) == [T.DEQUANTIZE]
+    weight = result.model.operations[0].inputs[0]
+    assert weight.is_constant and weight.type.precision == Precision.QUANT_INT8_SYMM_PER_CHANNEL
+    assert weight.type.channel_dim == quant_axis
+    assert_op_close(got["y"], saved.outputs[0], what="dequantize_linear of an int8 weight")
+
+
+def test_dequantize_linear_of_float_weight_folds(tmp_path):
+    w = int8_weight(4, 3).astype(np.float32)
+    scale = np.array([0.5], np.float32)
+    saved = _write_ops(tmp_path, [_linear_op("dequantize_linear", "w", "s", "z", "y")],
+                       {}, {"w": w, "s": scale, "z": np.zeros(scale.shape, np.float32)}, ["y"])
+    got, result, _ = convert_and_run(saved.model_path, {}, saved.params_path)
+    assert operation_types(result) == [T.ASSIGN]  # the folded constant, copied out as the program output
     assert_op_close(got["y"], saved.outputs[0], what="dequantize_linear folded")
 
 
@@ -353,10 +367,26 @@ def test_quantize_linear_read_by_other_op_is_rejected(tmp_path):
 def test_quantize_linear_training_mode_is_rejected(tmp_path):
     ops = [_linear_op("quantize_linear", "x", "s", "z", "q", is_test=False),
            _linear_op("dequantize_linear", "q", "s", "z", "y")]
+    ops[0]["inputs"].update({"InAccum": ["accum"], "InState": ["state"]})  # the training-time observer
     saved = _write_ops(tmp_path, ops, {"x": randn(2, 3)}, {"s": np.array([1.0], np.float32),
-                                                         "z": np.zeros([1], np.float32)}, ["y"], run_paddle=False)
+                                                         "z": np.zeros([1], np.float32),
+                                                         "accum": np.ones([1], np.float32),
+                                                         "state": np.ones([1], np.float32)}, ["y"], run_paddle=False)
     with pytest.raises(ConversionError, match="is_test"):
         convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
+def test_quantize_linear_without_is_test_quantizes_with_its_scale(tmp_path):
+    # What PostTrainingQuantization(onnx_format=True) saves: no is_test attr (false) and no observer state;
+    # Paddle quantizes with Scale (x past 1.0 saturates).
+    ops = [_linear_op("quantize_linear", "x", "s", "z", "q"), _linear_op("dequantize_linear", "q", "s", "z", "y")]
+    for op in ops:
+        del op["attrs"]["is_test"]
+    x = _off_ties(np.linspace(-3, 3, 12, dtype=np.float32).reshape(2, 6), np.float32(1.0 / 127))
+    saved = _write_ops(tmp_path, ops, {"x": x}, {"s": np.array([1.0], np.float32), "z": np.zeros([1], np.float32)},
+                       ["y"])
+    assert saved.outputs[0].max() == 1.0
+    check_program(saved)
 
 
 def test_quantize_linear_only_observer_passes_x_through(tmp_path):
@@ -451,9 +481,142 @@ def test_conv_relu_fc_in_quantize_linear_form(tmp_path):
     saved = _write_ops(tmp_path, ops, {"x": x}, params, ["y"])
     got, result, _ = convert_and_run(saved.model_path, saved.feeds, saved.params_path)
     types = operation_types(result)
-    assert types.count(T.QUANTIZE) == 2 and types.count(T.DEQUANTIZE) == 2 and T.CONV_2D in types
+    # The conv is an int8 x int8 -> int32 product (then DEQUANTIZE); the fc reads its weight's DEQUANTIZE and
+    # the activation's.
+    assert types.count(T.QUANTIZE) == 2 and types.count(T.DEQUANTIZE) == 3 and T.CONV_2D in types
+    conv = next(op for op in result.model.operations if op.type == T.CONV_2D)
+    assert [o.type.precision for o in conv.inputs[:2]] == [Precision.QUANT_INT8_SYMM_PER_LAYER,
+                                                           Precision.QUANT_INT8_SYMM_PER_CHANNEL]
+    assert conv.outputs[0].type.precision == Precision.QUANT_INT32_SYMM_PER_CHANNEL
     want = saved.outputs[0]
     # Both quantizers round half to even, so the float sums only differ in order; an activation whose
     # quotient lands on a tie could still flip by one step (a 3/127 change feeding ~144 weights), which
     # would show up as a far larger error than this bound: this data has none.
     assert_model_close(got["y"], want, what="conv-relu-fc")
+
+
+# -- Paddle's fake quantized form (PostTrainingQuantization(onnx_format=False)) --------------------------------
+
+def _fake_act_quant(op_type, x, scale, out, **attrs):
+    full = {"bit_length": 8, "is_test": True}
+    full.update(attrs)
+    inputs = {"X": [x], "InScale": [scale]}
+    # OutScale is the InScale var itself, as PTQ saves it (Paddle needs the slot set).
+    return {"type": op_type, "inputs": inputs, "outputs": {"Out": [out], "OutScale": [scale]}, "attrs": full}
+
+
+def _int_weight(*shape, gen):
+    """A weight as PTQ freezes it: integers in [-127, 127] held in float32."""
+    return gen.integers(-127, 128, size=shape).astype(np.float32)
+
+
+def _off_ties_fake(x, threshold):
+    """Keep x / threshold x 127 clear of rounding ties (Paddle multiplies by 127 / threshold, we divide by the
+    step: an exact tie could round either way by an ulp)."""
+    return _off_ties(x, np.float32(threshold) / 127)
+
+
+@pytest.mark.parametrize("channel_wise", [True, False])
+@pytest.mark.parametrize("quant_op", ["fake_quantize_range_abs_max", "fake_quantize_moving_average_abs_max"])
+def test_fake_quantized_conv_is_an_int8_product(tmp_path, channel_wise, quant_op):
+    """fake quantizer -> conv2d on float integers -> fake (channel-wise) dequantizer, as PTQ saves it:
+    an int8 x int8 -> int32 CONV_2D, then one DEQUANTIZE; the values are Paddle's."""
+    gen = np.random.default_rng(5)
+    threshold = 2.0
+    x = _off_ties_fake(randn(2, 3, 6, 6, gen=gen), threshold)
+    w = _int_weight(4, 3, 3, 3, gen=gen)
+    w_thresholds = gen.uniform(0.2, 0.6, size=4).astype(np.float32)
+    params = {"x_scale": np.array([threshold], np.float32), "w": w}
+    attrs = {"moving_rate": 0.9} if "moving" in quant_op else {"window_size": 10000}
+    ops = [_fake_act_quant(quant_op, "x", "x_scale", "x_q", **attrs),
+           {"type": "conv2d", "inputs": {"Input": ["x_q"], "Filter": ["w"]}, "outputs": {"Output": ["c"]},
+            "attrs": {"strides": [1, 1], "paddings": [1, 1], "dilations": [1, 1], "groups": 1,
+                      "padding_algorithm": "EXPLICIT", "data_format": "NCHW"}}]
+    if channel_wise:
+        params["w_scale"] = w_thresholds
+        ops.append({"type": "fake_channel_wise_dequantize_max_abs",
+                    "inputs": {"X": ["c"], "Scales": ["w_scale", "x_scale"]},
+                    "outputs": {"Out": ["y"]}, "attrs": {"quant_bits": [8, 8], "quant_axis": 0, "x_num_col_dims": 1}})
+    else:
+        ops.append({"type": "fake_dequantize_max_abs", "inputs": {"X": ["c"], "Scale": ["x_scale"]},
+                    "outputs": {"Out": ["y"]}, "attrs": {"max_range": float(127 * 127 / 0.4)}})
+    saved = _write_ops(tmp_path, ops, {"x": x}, params, ["y"])
+    got, result = check_program(saved, model_tolerance=True)
+    assert operation_types(result)[-2:] == [T.CONV_2D, T.DEQUANTIZE]
+    conv = result.model.operations[-2]
+    assert conv.inputs[0].type.precision == Precision.QUANT_INT8_SYMM_PER_LAYER
+    assert conv.inputs[1].type.precision == (Precision.QUANT_INT8_SYMM_PER_CHANNEL if channel_wise
+                                             else Precision.QUANT_INT8_SYMM_PER_LAYER)
+    assert conv.outputs[0].type.precision in (Precision.QUANT_INT32_SYMM_PER_CHANNEL,
+                                              Precision.QUANT_INT32_SYMM_PER_LAYER)
+
+
+def test_fake_quantized_matmul_v2_is_an_int8_product(tmp_path):
+    gen = np.random.default_rng(6)
+    threshold = 1.5
+    x = _off_ties_fake(randn(3, 8, gen=gen), threshold)
+    ops = [_fake_act_quant("fake_quantize_range_abs_max", "x", "x_scale", "x_q", window_size=10000),
+           {"type": "matmul_v2", "inputs": {"X": ["x_q"], "Y": ["w"]}, "outputs": {"Out": ["m"]},
+            "attrs": {"trans_x": False, "trans_y": False}},
+           {"type": "fake_channel_wise_dequantize_max_abs", "inputs": {"X": ["m"], "Scales": ["w_scale", "x_scale"]},
+            "outputs": {"Out": ["y"]}, "attrs": {"quant_bits": [8, 8], "quant_axis": 1, "x_num_col_dims": 1}}]
+    params = {"x_scale": np.array([threshold], np.float32), "w": _int_weight(8, 5, gen=gen),
+              "w_scale": gen.uniform(0.2, 0.6, size=5).astype(np.float32)}
+    saved = _write_ops(tmp_path, ops, {"x": x}, params, ["y"])
+    got, result = check_program(saved, model_tolerance=True)
+    assert operation_types(result)[-2:] == [T.FULLY_CONNECTED, T.DEQUANTIZE]
+    assert result.model.operations[-2].outputs[0].type.precision == Precision.QUANT_INT32_SYMM_PER_CHANNEL
+
+
+@pytest.mark.parametrize("round_type", [None, 0])
+def test_fake_quantize_read_by_another_op_gives_float_integers(tmp_path, round_type):
+    # relu reads the integers Paddle holds: the quantizer hands out float integers (exact), not an int8 operand.
+    threshold = 1.2
+    x = _off_ties_fake(randn(2, 4, 3, scale=1.5), threshold)  # past the threshold: the clip shows
+    attrs = {"window_size": 10000} if round_type is None else {"window_size": 10000, "round_type": round_type}
+    ops = [_fake_act_quant("fake_quantize_range_abs_max", "x", "s", "q", **attrs),
+           {"type": "relu", "inputs": {"X": ["q"]}, "outputs": {"Out": ["y"]}, "attrs": {}}]
+    saved = _write_ops(tmp_path, ops, {"x": x}, {"s": np.array([threshold], np.float32)}, ["y"])
+    assert np.array_equal(saved.outputs[0], np.round(saved.outputs[0]))  # Paddle's integers
+    assert saved.outputs[0].max() == 127
+    got, result = check_program(saved)
+    assert np.array_equal(got["y"], saved.outputs[0])
+    assert T.FLOOR in operation_types(result)
+
+
+@pytest.mark.parametrize("quant_axis", [0, 1])
+def test_fake_channel_wise_dequantize_of_a_weight_folds(tmp_path, quant_axis):
+    w = _int_weight(4, 3, 2, 2, gen=np.random.default_rng(7))
+    scale = rng.uniform(0.5, 2.0, size=w.shape[quant_axis]).astype(np.float32)
+    saved = _write_ops(tmp_path, [{"type": "fake_channel_wise_dequantize_max_abs",
+                                   "inputs": {"X": ["w"], "Scales": ["s"]}, "outputs": {"Out": ["y"]},
+                                   "attrs": {"quant_bits": [8], "quant_axis": quant_axis, "x_num_col_dims": 1}}],
+                       {}, {"w": w, "s": scale}, ["y"])
+    got, result, _ = convert_and_run(saved.model_path, {}, saved.params_path)
+    assert operation_types(result) == [T.ASSIGN]
+    assert_op_close(got["y"], saved.outputs[0], what="fake_channel_wise_dequantize_max_abs folded")
+
+
+def test_fake_dequantize_max_abs_of_float_input_multiplies(tmp_path):
+    x = rng.integers(-5000, 5000, size=(2, 6)).astype(np.float32)
+    saved = opdesc_program(tmp_path, "fake_dequantize_max_abs", inputs={"X": ["x"], "Scale": ["s"]},
+                           outputs={"Out": ["y"]}, attrs={"max_range": 16129.0 / 0.75},
+                           feeds={"x": x}, params={"s": np.array([2.0], np.float32)})
+    _, result = check_program(saved)
+    assert operation_types(result) == [T.MUL]
+
+
+@pytest.mark.parametrize("op_type", ["fake_quantize_abs_max", "fake_channel_wise_quantize_abs_max"])
+def test_fake_weight_quantizers_fold_to_integers(tmp_path, op_type):
+    w = randn(4, 3, 2, 2)
+    attrs = {"bit_length": 8, "round_type": 1}
+    if op_type == "fake_channel_wise_quantize_abs_max":
+        attrs.update(quant_axis=0)
+    saved = _write_ops(tmp_path, [{"type": op_type, "inputs": {"X": ["w"]},
+                                   "outputs": {"Out": ["q"], "OutScale": ["s"]}, "attrs": attrs},
+                                  {"type": "scale", "inputs": {"X": ["q"]}, "outputs": {"Out": ["y"]},
+                                   "attrs": {"scale": 1.0, "bias": 0.0, "bias_after_scale": True}}],
+                       {}, {"w": w}, ["y", "s"])
+    got, result, _ = convert_and_run(saved.model_path, {}, saved.params_path)
+    assert np.array_equal(got["y"], saved.outputs[0])
+    assert_op_close(got["s"], saved.outputs[1], what=f"{op_type} OutScale")

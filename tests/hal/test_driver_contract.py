@@ -1,4 +1,5 @@
-"""The contract every installed HAL driver keeps, checked per operation sample (tests/support/operation_samples.py).
+"""The contract every installed HAL driver keeps, checked per operation sample (nnadapter_bridge/conformance/samples.py;
+the conformance kit, tests/hal/test_conformance.py, checks the same and more).
 
 For each driver the device manager can find (builtin_device, microsoft_onnxruntime, intel_openvino,
 any other entry point) and each sample: when the driver claims the operation (validate_program True),

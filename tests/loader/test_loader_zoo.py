@@ -80,6 +80,11 @@ def test_versioned_graph_is_a_dag_with_in_place_batch_norm(zoo_model):
     assert [op.type for op in graph.consumers("x")] == [first.type]
     op_nodes = [n for n in g if n[0] == "op"]
     assert len(op_nodes) == len(graph.blocks[0].ops)
+    # ops() is file order without building this graph: the same order a topological sort of it gives.
+    from nnadapter_bridge.loader.graph import _node_sort_key
+
+    order = [g.nodes[n]["op"] for n in nx.lexicographical_topological_sort(g, key=_node_sort_key) if n[0] == "op"]
+    assert order == graph.ops()
 
 
 @pytest.mark.slow

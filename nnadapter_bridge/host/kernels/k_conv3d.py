@@ -4,8 +4,9 @@ max_pool3d_with_index.
 conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
 the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
 contribution per filter tap, and the taps are added into the output with one strided slice each (a loop
-over the kd*kh*kw taps, never over voxels). Pooling windows are boxes, so a box max/sum is a sequence of
-1-D reductions along D, H and W; each 1-D pass loops over that axis's output positions only.
+over the kd*kh*kw taps, never over voxels). Pooling windows are boxes, so a box sum is a sequence of 1-D
+reductions along D, H and W, each looping over that axis's output positions only; a box max is Paddle's
+scan (from -FLT_MAX, in row-major window order, its NaN rules) with one vectorized pass per tap offset.
 """
 from __future__ import annotations
 
@@ -156,6 +157,41 @@ def _pool_spans(io: OpScope, in_dims):
     return spans, ksize, adaptive
 
 
+# Paddle's max pool kernels start every window at -FLT_MAX (float64 too).
+MAX_POOL_START = -float(np.finfo(np.float32).max)
+
+
+def _max_pool_scan(x: np.ndarray, spans, with_index: bool):
+    """Paddle's max pool over the [start, end) boxes `spans` (per axis D, H, W) of NCDHW `x`, scanning each
+    window in row-major order from -FLT_MAX, vectorized over the output positions (one pass per tap offset).
+    Without index: `y = y > v ? y : v` (a NaN is taken and replaced by the next element); with index
+    (max_pool3d_with_index): `if (y < v) { y = v; index = position }` (never a NaN; index -1 when no element
+    exceeds the start). Returns (values, flat d*H*W + h*W + w indices or None)."""
+    d, h, w = x.shape[2:]
+    starts = [np.asarray([a for a, _ in axis], np.int64) for axis in spans]
+    ends = [np.asarray([b for _, b in axis], np.int64) for axis in spans]
+    longest = [int((e - st).max()) if len(st) else 0 for st, e in zip(starts, ends)]
+    out = np.full(x.shape[:2] + tuple(len(st) for st in starts), x.dtype.type(MAX_POOL_START), dtype=x.dtype)
+    index = np.full(out.shape, -1, np.int64) if with_index else None
+    for td in range(longest[0]):
+        pd, vd = starts[0] + td, starts[0] + td < ends[0]
+        for th in range(longest[1]):
+            ph, vh = starts[1] + th, starts[1] + th < ends[1]
+            for tw in range(longest[2]):
+                pw, vw = starts[2] + tw, starts[2] + tw < ends[2]
+                cd, ch, cw = np.minimum(pd, d - 1), np.minimum(ph, h - 1), np.minimum(pw, w - 1)
+                value = x[:, :, cd][:, :, :, ch][:, :, :, :, cw]
+                valid = vd[:, None, None] & vh[None, :, None] & vw[None, None, :]
+                if with_index:
+                    take = valid & (out < value)
+                    flat = (cd[:, None, None] * h + ch[None, :, None]) * w + cw[None, None, :]
+                    np.copyto(index, np.broadcast_to(flat, out.shape), where=take)
+                else:
+                    take = valid & ~(out > value)
+                np.copyto(out, value, where=take)
+    return out, index
+
+
 @host_kernel("pool3d")
 def pool3d(io: OpScope) -> None:
     x = io.input("X")
@@ -163,6 +199,12 @@ def pool3d(io: OpScope) -> None:
         x = x.transpose(0, 4, 1, 2, 3)
     spans, ksize, adaptive = _pool_spans(io, x.shape[2:])
     is_max = io.attr("pooling_type", "max") == "max"
+    if is_max:
+        out, _ = _max_pool_scan(x, spans, with_index=False)
+        if _channels_last(io):
+            out = out.transpose(0, 2, 3, 4, 1)
+        io.set_output("Out", np.ascontiguousarray(out))
+        return
     value = x.astype(np.float64)
     count = np.ones((1, 1, 1, 1, 1))
     for axis in (2, 3, 4):
@@ -190,21 +232,7 @@ def pool3d(io: OpScope) -> None:
 def max_pool3d_with_index(io: OpScope) -> None:
     x = io.input("X")
     spans, _, _ = _pool_spans(io, x.shape[2:])
-    d, h, w = x.shape[2:]
-    value = x
-    # Flat index (d*H*W + h*W + w) of each running maximum; reducing W, then H, then D with the first
-    # maximum kept on ties gives Paddle's scan-order winner.
-    grid = np.arange(d * h * w, dtype=np.int64).reshape(1, 1, d, h, w)
-    index = np.broadcast_to(grid, x.shape)
-    for axis in (4, 3, 2):
-        values, indices = [], []
-        for start, end in spans[axis - 2]:
-            window = np.take(value, range(start, end), axis=axis)
-            best = np.expand_dims(np.argmax(window, axis=axis), axis)
-            values.append(np.take_along_axis(window, best, axis=axis))
-            indices.append(np.take_along_axis(np.take(index, range(start, end), axis=axis), best, axis=axis))
-        value = np.concatenate(values, axis=axis)
-        index = np.concatenate(indices, axis=axis)
+    value, index = _max_pool_scan(x, spans, with_index=True)
     io.set_output("Out", value)
     io.set_output("Mask", index.astype(np.int32))
 

@@ -83,7 +83,12 @@ def matmul_add(io: OpScope, batched: bool) -> None:
         base = np.broadcast_to(base.astype(x.dtype, copy=False), product.shape)
     except ValueError:
         raise io.error(f"Input {list(base.shape)} does not broadcast to {list(product.shape)}") from None
-    io.set_output("Out", (beta * base + alpha * product).astype(x.dtype, copy=False))
+    # Paddle computes it with BLAS GEMM (C = alpha*A@B + beta*C), which reads neither C when beta is 0 nor A@B
+    # when alpha is 0: a NaN or inf there does not reach the result (0 * inf would be NaN)
+    with np.errstate(all="ignore"):
+        scaled_base = np.zeros_like(product) if beta == 0 else beta * base
+        out = scaled_base if alpha == 0 else scaled_base + alpha * product
+    io.set_output("Out", np.asarray(out).astype(x.dtype, copy=False))
 
 
 @host_kernel("addmm")

@@ -1,5 +1,5 @@
 """Elementwise math with no NNAdapter operation: trunc, expm1, asinh, acosh, atanh, logit, lerp,
-elementwise_fmax / elementwise_fmin (NaN-ignoring max / min) and elementwise_heaviside.
+elementwise_fmax / elementwise_fmin (NaN-ignoring max / min), elementwise_heaviside, celu and stanh.
 
 Dtypes as Paddle 3.3.1's CPU kernels take them: float32 and float64 everywhere, float16 for expm1 too (computed
 in float32), and int32/int64 for trunc, fmax, fmin and heaviside; the result keeps the input dtype. Paddle's
@@ -102,3 +102,24 @@ def elementwise_mod(io: OpScope) -> None:
         r = np.fmod(x, y)
         fix = (r != 0) & ((r < 0) != (y < 0))
         io.set_output("Out", np.where(fix, r + y, r).astype(x.dtype, copy=False))
+
+
+@host_kernel("celu")
+def celu(io: OpScope) -> None:
+    """Paddle's CELU functor: x < 0 ? alpha * (exp(x / alpha) - 1) : x (so -0.0 and NaN pass through)."""
+    x = io.input("X")
+    require(io, x, FLOATS)
+    alpha = x.dtype.type(io.attr("alpha", 1.0))
+    with np.errstate(all="ignore"):
+        negative = alpha * (np.exp(x / alpha) - x.dtype.type(1))  # exp - 1 as Paddle (not expm1)
+    io.set_output("Out", np.where(x < 0, negative, x).astype(x.dtype, copy=False))
+
+
+@host_kernel("stanh")
+def stanh(io: OpScope) -> None:
+    """scale_b * tanh(scale_a * x), as Paddle's STanh functor."""
+    x = io.input("X")
+    require(io, x, FLOATS)
+    a, b = x.dtype.type(io.attr("scale_a", 0.67)), x.dtype.type(io.attr("scale_b", 1.7159))
+    with np.errstate(all="ignore"):
+        io.set_output("Out", (b * np.tanh(a * x)).astype(x.dtype, copy=False))

@@ -41,9 +41,14 @@ def _output_size(io: OpScope, in_dims: tuple) -> tuple[list[int], list[float]]:
     return out, scales
 
 
-def _ratio(in_size: int, out_size: int, scale: float, align_corners: bool) -> np.float32:
+def _ratio(in_size: int, out_size: int, scale: float, align_corners: bool, single_zero: bool) -> np.float32:
+    """Paddle's source-coordinate ratio. A single output position: its 2-D kernels (bilinear, bicubic) take
+    ratio 0 in every mode; its 1-D and 3-D ones (linear, trilinear) keep 1/scale or in/out unless aligning
+    corners (checked against Paddle 3.3.1)."""
+    if out_size <= 1 and (single_zero or align_corners):
+        return np.float32(0.0)
     if align_corners:
-        return np.float32((in_size - 1) / (out_size - 1)) if out_size > 1 else np.float32(0.0)
+        return np.float32((in_size - 1) / (out_size - 1))
     if scale > 0:
         return np.float32(1.0 / scale)
     return np.float32(in_size / out_size)
@@ -64,30 +69,38 @@ def _linear_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, hal
 
 
 def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
-    """Cubic convolution weights of the 4 neighbours at offsets -1, 0, 1, 2 for fractions t."""
-    a = CUBIC_A
+    """Cubic convolution weights of the 4 neighbours at offsets -1, 0, 1, 2 for fractions t, in t's dtype
+    (Paddle's get_cubic_upsample_coefficients in MT: float for float32, double for float64)."""
+    ft = t.dtype.type
+    a = ft(CUBIC_A)
 
     def near(d):  # |d| <= 1
-        return ((a + 2) * d - (a + 3)) * d * d + 1
+        return ((a + ft(2)) * d - (a + ft(3))) * d * d + ft(1)
 
     def far(d):  # 1 < |d| < 2
-        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return ((a * d - ft(5) * a) * d + ft(8) * a) * d - ft(4) * a
 
-    return [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+    return [far(t + ft(1)), near(t), near(ft(1) - t), far((ft(1) - t) + ft(1))]
 
 
 def _cubic_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, align_corners: bool) -> np.ndarray:
+    """One axis of Paddle's bicubic kernel, in x's dtype: the source position is computed in double from the
+    float32 ratio and then cast to x's dtype (so a float64 position can miss an integer by 1e-8 where float32
+    hits it), floored, and the 4 clamped neighbours summed in order."""
     in_size = x.shape[axis]
-    dst = np.arange(out_size, dtype=np.float32)
-    src = ratio * dst if align_corners else ratio * (dst + np.float32(0.5)) - np.float32(0.5)
+    dst = np.arange(out_size, dtype=np.float64)
+    r = float(ratio)
+    src = (r * dst if align_corners else r * (dst + 0.5) - 0.5).astype(x.dtype)
     base = np.floor(src).astype(np.int64)
-    t = (src - base).astype(np.float64)
+    t = (src - base.astype(x.dtype)).astype(x.dtype)
     shape = [1] * x.ndim
     shape[axis] = out_size
-    out = 0.0
-    for offset, weight in zip(range(-1, 3), _cubic_weights(t)):
-        index = np.clip(base + offset, 0, in_size - 1)
-        out = out + np.take(x, index, axis=axis) * weight.reshape(shape)
+    out = None
+    with np.errstate(invalid="ignore", over="ignore"):
+        for offset, weight in zip(range(-1, 3), _cubic_weights(t)):
+            index = np.clip(base + offset, 0, in_size - 1)
+            term = np.take(x, index, axis=axis) * weight.reshape(shape)
+            out = term if out is None else out + term
     return out
 
 
@@ -99,14 +112,22 @@ def _interpolate(io: OpScope, spatial_rank: int, cubic: bool) -> None:
     if channels_last:
         x = np.moveaxis(x, -1, 1)
     out_dims, scales = _output_size(io, x.shape[2:])
+    if list(out_dims) == list(x.shape[2:]):
+        # Paddle's kernels copy the input when the output size equals it (an inf stays inf where interpolating
+        # with a zero weight would give NaN)
+        io.set_output("Out", np.array(io.input("X")))
+        return
     align_corners = bool(io.attr("align_corners", True))
     half_pixel = int(io.attr("align_mode", 1)) == 0 and not align_corners
-    value = x.astype(np.float64)
-    for k in range(spatial_rank):
-        ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners)
-        if cubic:
+    if cubic:  # in x's dtype, as Paddle: along W first (each of the 4 rows), then along H
+        value = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+        for k in reversed(range(spatial_rank)):
+            ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
             value = _cubic_axis(value, 2 + k, out_dims[k], ratio, align_corners)
-        else:
+    else:
+        value = x.astype(np.float64)
+        for k in range(spatial_rank):
+            ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
             value = _linear_axis(value, 2 + k, out_dims[k], ratio, half_pixel)
     out = value.astype(x.dtype)
     if channels_last:
@@ -132,3 +153,70 @@ def trilinear_interp_v2(io: OpScope) -> None:
 @host_kernel("bicubic_interp_v2")
 def bicubic_interp_v2(io: OpScope) -> None:
     _interpolate(io, 2, cubic=True)
+
+
+# -- grid_sampler (what its converter declines: float64, whose coordinates Paddle computes in double) ----------
+def _unnormalize(coord: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """Paddle's Unnormalize in the grid's dtype: (g + 1) * (size - 1) / 2, or (g + 1) * size / 2 - 0.5."""
+    t = coord.dtype.type
+    if align_corners:
+        return (coord + t(1)) * t((size - 1) * 0.5)
+    return (coord + t(1)) * t(size * 0.5) - t(0.5)
+
+
+def _reflect_coords(coord: np.ndarray, twice_low: int, twice_high: int) -> np.ndarray:
+    """Paddle's Reflect: mirror into [twice_low / 2, twice_high / 2] any number of times."""
+    t = coord.dtype.type
+    if twice_low == twice_high:
+        return np.zeros_like(coord)
+    low, span = t(twice_low) / t(2), t(twice_high - twice_low) / t(2)
+    distance = np.abs(coord - low)
+    flips = np.floor(distance / span)
+    extra = distance - flips * span
+    return np.where(np.fmod(flips, 2) == 0, extra + low, span + low - extra)
+
+
+@host_kernel("grid_sampler")
+def grid_sampler(io: OpScope) -> None:
+    """Sample X [N, C, H, W] at Grid [N, Ho, Wo, 2] (x, y in [-1, 1]) -> [N, C, Ho, Wo], as Paddle's CPU kernel:
+    coordinates unnormalized in the grid's dtype, then border (clip) or reflection (mirror, clip) padding;
+    bilinear weights (a neighbour outside the image reads 0) or nearest (rounded half to even)."""
+    x, grid = io.input("X"), io.input("Grid")
+    if x.dtype not in (np.float32, np.float64) or grid.dtype != x.dtype:
+        raise io.error(f"X and Grid must both be float32 or float64, got {x.dtype} and {grid.dtype}")
+    if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
+        raise io.error(f"only 4-D sampling is supported: X [N, C, H, W] and Grid [N, Ho, Wo, 2], got "
+                       f"{list(x.shape)} and {list(grid.shape)}")
+    mode, padding = str(io.attr("mode", "bilinear")), str(io.attr("padding_mode", "zeros"))
+    align = bool(io.attr("align_corners", True))
+    if mode not in ("bilinear", "nearest") or padding not in ("zeros", "border", "reflection"):
+        raise io.error(f"mode '{mode}' / padding_mode '{padding}' is not supported")
+    n, c, h, w = x.shape
+    with np.errstate(all="ignore"):
+        coords = []
+        for k, size in ((0, w), (1, h)):
+            g = _unnormalize(grid[..., k], size, align)
+            if padding == "reflection":
+                g = _reflect_coords(g, 0, 2 * (size - 1)) if align else _reflect_coords(g, -1, 2 * size - 1)
+            if padding in ("border", "reflection"):
+                g = np.clip(g, 0, size - 1)
+            coords.append(g.reshape(n, -1).astype(np.float64))
+        gx, gy = coords
+        flat = x.reshape(n, c, h * w)
+        batch = np.arange(n)[:, None]
+
+        def read(yi, xi):  # [N, C, P]; a neighbour outside the image reads 0
+            inside = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
+            index = np.where(inside, np.clip(yi, 0, h - 1) * w + np.clip(xi, 0, w - 1), 0)
+            values = np.moveaxis(flat[batch, :, index], -1, 1).astype(np.float64)
+            return np.where(inside[:, None], values, 0.0)
+
+        if mode == "nearest":
+            out = read(np.rint(gy).astype(np.int64), np.rint(gx).astype(np.int64))
+        else:
+            x0, y0 = np.floor(gx), np.floor(gy)
+            dw, de, dn, ds = gx - x0, x0 + 1 - gx, gy - y0, y0 + 1 - gy
+            xw, yn = x0.astype(np.int64), y0.astype(np.int64)
+            out = (read(yn, xw) * (de * ds)[:, None] + read(yn, xw + 1) * (dw * ds)[:, None]
+                   + read(yn + 1, xw) * (de * dn)[:, None] + read(yn + 1, xw + 1) * (dw * dn)[:, None])
+    io.set_output("Output", out.reshape(n, c, *grid.shape[1:3]).astype(x.dtype))

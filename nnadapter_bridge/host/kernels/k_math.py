@@ -66,8 +66,11 @@ def linspace(io: OpScope) -> None:
     stop = float(io.input("Stop").reshape(-1)[0])
     num = int(io.input("Num").reshape(-1)[0])
     dtype = paddle_dtype(io.attr("dtype"), "float32")
-    if num <= 0:
-        raise io.error(f"Num must be positive, got {num}")
+    if num < 0:
+        raise io.error(f"Num must be non-negative, got {num}")
+    if num == 0:
+        io.set_output("Out", np.zeros([0], dtype))  # Paddle gives an empty result
+        return
     if num == 1:
         io.set_output("Out", np.asarray([start]).astype(dtype))
         return

@@ -51,10 +51,17 @@ def clip_by_norm(io: OpScope) -> None:
     x = io.input("X")
     if x.dtype != np.float32:
         raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32)")
-    max_norm = x.dtype.type(io.attr("max_norm"))
-    norm = np.sqrt(np.sum(x * x, dtype=x.dtype))
-    # Paddle scales only when the norm exceeds max_norm (a NaN norm leaves x as it is)
-    out = x * (max_norm / norm) if norm > max_norm else x.copy()
+    t = x.dtype.type
+    max_norm = t(io.attr("max_norm"))
+    with np.errstate(all="ignore"):
+        norm = np.sqrt(np.sum(x * x, dtype=x.dtype))
+        # Paddle's kernel: within = (norm <= max_norm), eps = 1e-6 when norm <= 1e-30, and
+        # scale = within + (1 - within) * max_norm / (norm + eps): a NaN norm gives a NaN scale (a NaN result),
+        # an infinite one a zero scale (inf * 0 = NaN where x is infinite)
+        within = t(norm <= max_norm)
+        eps = t(1e-6) if norm <= t(1e-30) else t(0)
+        scale = within + (t(1) - within) * max_norm / (norm + eps)
+        out = x * scale
     io.set_output("Out", np.asarray(out, dtype=x.dtype))
 
 

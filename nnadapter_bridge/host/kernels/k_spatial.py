@@ -1,5 +1,5 @@
 """Spatial rearrangements of NCHW/NHWC images with no NNAdapter operation: unfold (im2col),
-temporal_shift, pixel_unshuffle and maxout."""
+temporal_shift, pixel_unshuffle, maxout and affine_grid."""
 from __future__ import annotations
 
 import numpy as np
@@ -94,3 +94,41 @@ def maxout(io: OpScope) -> None:
     for value in grouped:
         out = np.where(out > value, out, value)
     io.set_output("Out", out)
+
+
+def _grid_line(count: int, align_corners: bool, dtype) -> np.ndarray:
+    """Paddle's affine_grid Linspace over [-1, 1] in `dtype`: start + i * step with step 2 / (count - 1) (align
+    corners; one point gives -1 + 0 * inf = NaN, as Paddle), else step 2 / count from -(count - 1) / count."""
+    t = np.dtype(dtype).type
+    with np.errstate(all="ignore"):
+        if align_corners:
+            start, step = t(-1), t(2) / t(count - 1)
+        else:
+            start, step = t(-1) * (t(count - 1) / t(count)), t(2) / t(count)
+        return (start + np.arange(count).astype(dtype) * step).astype(dtype)
+
+
+@host_kernel("affine_grid")
+def affine_grid(io: OpScope) -> None:
+    """The sampling grid of affine transforms `Theta` [N, 2, 3] (4-D OutputShape [N, C, H, W]: out [N, H, W, 2])
+    or [N, 3, 4] (5-D [N, C, D, H, W]: out [N, D, H, W, 3]): each output point is Theta @ [x, y, (z,) 1] with
+    x, y, z on Paddle's [-1, 1] lines."""
+    theta = io.input("Theta")
+    if theta.dtype not in (np.float32, np.float64):
+        raise io.error(f"Paddle's CPU kernel has no {theta.dtype} form (it takes float32, float64)")
+    if io.has_input("OutputShape"):
+        shape = [int(v) for v in np.asarray(io.input("OutputShape")).reshape(-1)]
+    else:
+        shape = [int(v) for v in io.attr("output_shape", [])]
+    align = bool(io.attr("align_corners", True))
+    spatial = shape[2:]
+    if len(shape) not in (4, 5) or theta.ndim != 3 or theta.shape != (shape[0], len(spatial), len(spatial) + 1):
+        raise io.error(f"Theta {list(theta.shape)} does not fit the output shape {shape} (4-D needs Theta "
+                       "[N, 2, 3], 5-D [N, 3, 4])")
+    lines = [_grid_line(n, align, theta.dtype) for n in spatial]  # [D,] H, W
+    mesh = np.meshgrid(*lines, indexing="ij")
+    coords = list(mesh[::-1])  # x runs along W, y along H, z along D
+    base = np.stack(coords + [np.ones_like(coords[0])], axis=-1)  # [(D,) H, W, k + 1]
+    with np.errstate(all="ignore"):
+        out = np.einsum("...j,nij->n...i", base.astype(np.float64), theta.astype(np.float64))
+    io.set_output("Output", out.astype(theta.dtype))

@@ -225,7 +225,7 @@ def bessel(io: OpScope) -> None:
     order = 1 if op.startswith("i1") else 0
     out = bessel_scaled(x, order)
     if order == 1:
-        out = np.sign(x.astype(np.float64)) * out  # I1 is odd
+        out = np.asarray(np.sign(x.astype(np.float64)) * out)  # I1 is odd (an array for 0-d x too)
         out[np.isnan(x)] = np.nan
     if not op.endswith("e"):
         with np.errstate(over="ignore"):

@@ -9,7 +9,7 @@ Max pooling follows Paddle's CPU kernels (checked against Paddle 3.3.1), float64
 maximum starts at -FLT_MAX, so a window of -inf gives -3.4e38. Without indices it is
 `y = y > v ? y : v` over the window in row-major order, so a NaN replaces the maximum and the next element
 replaces the NaN (only a NaN scanned last survives); with indices (max_pool2d_with_index) it is
-`if (y < v) y = v`, which never takes a NaN.
+`if (y < v) y = v`, which never takes a NaN, and whose index stays -1 when no element exceeds -FLT_MAX.
 """
 from __future__ import annotations
 
@@ -197,6 +197,8 @@ def _max_pool(x, kernel_hw, strides, pads, out_hw, with_indices: bool):
     if with_indices:
         x = np.where(np.isnan(x), x.dtype.type(-np.inf), x)  # `if (y < v)` never takes a NaN
     out, indices = _max_pool_taps(x, kernel_hw, strides, pads, out_hw, with_indices)
+    if with_indices:  # no element above the -FLT_MAX start: Paddle's index stays -1
+        indices = np.where(out > x.dtype.type(_MAX_POOL_START), indices, -1)
     # Windows of -inf (or wholly in the padding) keep the -FLT_MAX start.
     np.maximum(out, x.dtype.type(_MAX_POOL_START), out=out)
     return out, indices
@@ -323,7 +325,9 @@ def adaptive_max_pool_2d(op, inputs):
             cell = x[:, :, hs[a]:he[a], ws[b]:we[b]].reshape(n, c, -1)
             # argmax takes a NaN; Paddle's `if (y < v)` from -FLT_MAX never does.
             pos = np.where(np.isnan(cell), -np.inf, cell).argmax(axis=-1)
-            out[:, :, a, b] = np.fmax(np.take_along_axis(cell, pos[..., None], axis=-1)[..., 0], start)
+            peak = np.take_along_axis(cell, pos[..., None], axis=-1)[..., 0]
+            out[:, :, a, b] = np.fmax(peak, start)
             span = we[b] - ws[b]
-            indices[:, :, a, b] = (hs[a] + pos // span) * w + ws[b] + pos % span
+            # no element above the -FLT_MAX start (all NaN, -inf or <= -FLT_MAX): Paddle's index stays -1
+            indices[:, :, a, b] = np.where(peak > start, (hs[a] + pos // span) * w + ws[b] + pos % span, -1)
     return [out, indices.astype(op.outputs[1].type.dtype)]

@@ -116,10 +116,18 @@ def _resize_plan(op, inputs):
     return plan, align_corners
 
 
+def _same_size(x, plan) -> bool:
+    """Paddle's interpolate kernels copy the input when the output size equals it (so an inf stays inf where
+    interpolating with a zero weight would give NaN)."""
+    return all(size == out for size, out, _ in plan)
+
+
 @reference(T.RESIZE_NEAREST)
 def resize_nearest(op, inputs):
     x = inputs[0]
     plan, align_corners = _resize_plan(op, inputs)
+    if _same_size(x, plan):
+        return [np.array(x)]
     index = []
     for size, out, ratio in plan:
         k = np.arange(out, dtype=_F32)
@@ -149,6 +157,8 @@ def _linear_taps(size, out, ratio, half_pixel):
 def resize_linear(op, inputs):
     x = as_compute_float(inputs[0])  # float64 values keep float64; the ratios stay float32 as Paddle's
     plan, align_corners = _resize_plan(op, inputs)
+    if _same_size(x, plan):
+        return [np.array(x)]
     align_mode = param_int(inputs[4] if len(inputs) > 4 else None, 1)
     half_pixel = align_mode == 0 and not align_corners
     (h, oh, rh), (w, ow, rw) = plan

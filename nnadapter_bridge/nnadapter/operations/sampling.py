@@ -141,9 +141,10 @@ def bilinear_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.
             yi, xi = y0 + dy, x0 + dx
             inside = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
             index = np.where(inside, np.clip(yi, 0, h - 1) * w + np.clip(xi, 0, w - 1), 0)
-            # gather [B, P, C] then move channels forward
-            values = np.moveaxis(flat[batch, :, index], -1, 1)
-            out += values * (wy * wx * inside)[:, None]
+            # gather [B, P, C] then move channels forward; a neighbour outside reads 0 (so a NaN or inf
+            # read in its place never reaches the sum, as in Paddle's kernels)
+            values = np.where(inside[:, None], np.moveaxis(flat[batch, :, index], -1, 1), 0.0)
+            out += values * (wy * wx)[:, None]
     return out
 
 
@@ -155,7 +156,7 @@ def nearest_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.n
     inside = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
     index = np.where(inside, np.clip(yi, 0, h - 1) * w + np.clip(xi, 0, w - 1), 0)
     values = np.moveaxis(image.reshape(b, c, h * w)[np.arange(b)[:, None], :, index], -1, 1)
-    return values * inside[:, None]
+    return np.where(inside[:, None], values, 0.0)  # outside reads 0 (not 0 * the value read in its place)
 
 
 # -- DEFORMABLE_CONV_2D ------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def window_output_type(op, kernel_hw, strides, dilations, pads_index, ceil_mode=
                                            output_padding[axis])
             else:
                 value = window_out_size(size, kernel_hw[axis], strides[axis], before, after, dil[axis], ceil_mode)
-            if value <= 0:
+            if value < 0 or (value == 0 and not transpose):  # Paddle's transposed conv gives an empty result
                 raise OperationError(f"{op.type.name}: the window does not fit: input {list(dims)}, kernel "
                                      f"{list(kernel_hw)}, strides {list(strides)}, pads {pads} give size {value}")
             out.append(value)

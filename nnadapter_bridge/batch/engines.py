@@ -1,0 +1,183 @@
+"""Where batch tasks run: one task function (task.run_task), three engines.
+
+* `InlineEngine`: in this process, one after another (`--jobs 0`; the baseline, and for debugging).
+* `LocalEngine`: a process pool (concurrent.futures.ProcessPoolExecutor, spawn start method), `--jobs N`.
+* `RayEngine`: Ray tasks (`--ray [ADDRESS]`): `ray.init(address=ADDRESS)` joins a running cluster (`auto`
+  for the local one), no address starts a local Ray with `--jobs` CPUs. Per-device resource tags
+  (`--resources DEVICE=RESOURCE[:AMOUNT]`) make every task for that device ask for the custom resource, so
+  it lands on a node that has the device. Results stream back as they finish (`ray.wait`).
+
+Each engine's `run(tasks)` yields `(task, payload)` pairs in completion order. A task whose worker died (a
+crashed process, a lost Ray task) yields an "error" payload with `lost: True`: its result is reported but
+not recorded, so a rerun tries it again.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Optional
+
+from nnadapter_bridge.batch.task import run_task
+from nnadapter_bridge.errors import BridgeError
+
+WORKER_ENVIRONMENT = {"NNADAPTER_BRIDGE_PROGRESS": "0", "GLOG_minloglevel": "2"}
+
+
+class BatchError(BridgeError):
+    """The batch cannot run (an engine that cannot start, Ray missing, a bad option)."""
+
+
+def _lost(task: dict, why: str) -> dict:
+    entry = task["entry"]
+    return {"result": {"id": entry["id"], "key": task["key"], "status": "error", "lost": True,
+                       "error": f"the worker running this entry was lost: {why}", "model": entry["model"],
+                       "devices": list(entry["devices"]), "timings": {}, "run": {}},
+            "programs": {}, "dot": None}
+
+
+def _init_worker() -> None:
+    os.environ.update(WORKER_ENVIRONMENT)
+
+
+class InlineEngine:
+    name = "inline"
+
+    def describe(self) -> dict:
+        return {"name": self.name, "jobs": 0}
+
+    def run(self, tasks: Iterable[dict]) -> Iterator[tuple]:
+        saved = {k: os.environ.get(k) for k in WORKER_ENVIRONMENT}
+        os.environ.update(WORKER_ENVIRONMENT)
+        try:
+            for task in tasks:
+                yield task, run_task(task)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+class LocalEngine:
+    name = "local"
+
+    def __init__(self, jobs: int):
+        self.jobs = max(1, int(jobs))
+
+    def describe(self) -> dict:
+        return {"name": self.name, "jobs": self.jobs}
+
+    def run(self, tasks: Iterable[dict]) -> Iterator[tuple]:
+        import concurrent.futures
+        import multiprocessing
+
+        tasks = list(tasks)
+        if not tasks:
+            return
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
+                                                    initializer=_init_worker) as pool:
+            futures = {pool.submit(run_task, task): task for task in tasks}
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    task = futures[future]
+                    try:
+                        yield task, future.result()
+                    except Exception as exc:  # noqa: BLE001 - a worker process that died
+                        yield task, _lost(task, f"{type(exc).__name__}: {exc}")
+            finally:
+                for future in futures:
+                    future.cancel()
+
+
+def parse_resources(specs: Iterable[str]) -> dict:
+    """`--resources DEVICE=RESOURCE[:AMOUNT]` (repeatable) -> {device: (resource, amount)}."""
+    found = {}
+    for spec in specs or ():
+        device, sep, rest = spec.partition("=")
+        resource, _, amount = rest.partition(":")
+        if not sep or not device.strip() or not resource.strip():
+            raise BatchError(f"--resources '{spec}': expected DEVICE=RESOURCE[:AMOUNT], e.g. "
+                             "intel_openvino=openvino_cpu:0.5")
+        try:
+            value = float(amount) if amount else 1.0
+        except ValueError:
+            raise BatchError(f"--resources '{spec}': amount '{amount}' is not a number") from None
+        if value <= 0:
+            raise BatchError(f"--resources '{spec}': the amount must be positive")
+        found[device.strip()] = (resource.strip(), value)
+    return found
+
+
+class RayEngine:
+    name = "ray"
+
+    def __init__(self, address: Optional[str], jobs: int, resources: Optional[dict] = None):
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise BatchError("--ray needs Ray, which is not installed here: pip install 'nnadapter-bridge[ray]'") \
+                from None
+        self.address = address or None
+        self.jobs = max(1, int(jobs))
+        self.resources = dict(resources or {})
+        self.cluster: dict = {}
+
+    def describe(self) -> dict:
+        return {"name": self.name, "address": self.address or "local", "jobs": self.jobs,
+                "resources": {d: {"resource": r, "amount": a} for d, (r, a) in self.resources.items()},
+                "cluster": self.cluster}
+
+    def task_resources(self, task: dict) -> dict:
+        wanted: dict = {}
+        for device in task["entry"]["devices"]:
+            if device in self.resources:
+                resource, amount = self.resources[device]
+                wanted[resource] = max(wanted.get(resource, 0.0), amount)
+        for resource, amount in task["entry"].get("resources", {}).items():
+            wanted[resource] = max(wanted.get(resource, 0.0), amount)
+        return wanted
+
+    def run(self, tasks: Iterable[dict]) -> Iterator[tuple]:
+        import ray
+
+        tasks = list(tasks)
+        owned = False
+        if not ray.is_initialized():
+            options = dict(log_to_driver=False, logging_level="ERROR", include_dashboard=False,
+                           runtime_env={"env_vars": dict(WORKER_ENVIRONMENT)})
+            try:
+                if self.address:
+                    ray.init(address=self.address, **options)
+                else:
+                    custom = {}
+                    for task in tasks:  # a local cluster has every device the tasks ask for
+                        for resource, amount in self.task_resources(task).items():
+                            custom[resource] = max(custom.get(resource, 0.0), amount * self.jobs)
+                    ray.init(num_cpus=self.jobs, resources=custom or None, **options)
+            except Exception as exc:  # noqa: BLE001 - Ray's own errors, said in one line
+                raise BatchError(f"--ray {self.address or '(local)'}: cannot start or join a Ray cluster: "
+                                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") \
+                    from exc
+            owned = True
+        try:
+            self.cluster = {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}
+            remote = ray.remote(run_task)
+            pending = {}
+            for task in tasks:
+                options = {"num_cpus": 1, "max_retries": 0}
+                custom = self.task_resources(task)
+                if custom:
+                    options["resources"] = custom
+                pending[remote.options(**options).remote(task)] = task
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    task = pending.pop(ref)
+                    try:
+                        yield task, ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - a worker that died, a lost node
+                        yield task, _lost(task, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        finally:
+            if owned:
+                ray.shutdown()

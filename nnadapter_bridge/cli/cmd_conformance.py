@@ -1,0 +1,95 @@
+"""`nnadapter-bridge conformance --device D`: the conformance kit on one installed driver (docs/conformance.md).
+
+Every NNAdapter operation sample, seeded variants of them (new values, other precisions, random shapes and
+attribute values), random graphs of 2-6 operations and a stress phase are run on the driver and compared with
+the standard's reference (builtin_device's interpreter) at the NNAPI CTS tolerance of each type. It prints
+one row per operation x precision (pass / fail / not claimed, worst error), the graph and stress results,
+and the verdict; `--json` prints the whole report, `--output F` also writes it to F. Exit status 1 when
+anything the driver claims fails.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from nnadapter_bridge.cli import options, output
+from nnadapter_bridge.cli.options import CliError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "conformance", help="check a driver against the NNAdapter reference on every operation it claims",
+        description="Run the conformance kit on one NNAdapter driver: for every operation sample and seeded "
+                    "variants (values, precisions, shapes and attributes) that its validate_program claims, the "
+                    "program must compile, run, match the reference (builtin_device's interpreter) at the NNAPI "
+                    "CTS tolerance of its type and round-trip through a .nnc; then random graphs of 2-6 "
+                    "operations and a stress phase (many programs, many executions, threads). Exit status 1 "
+                    "when a claim fails.")
+    parser.add_argument("--device", metavar="D", required=True,
+                        help="the driver to check (an entry point of group nnadapter_bridge.devices; "
+                             "`nnadapter-bridge devices` lists them)")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("--quick", dest="level", action="store_const", const="quick",
+                       help="fewer variants, graphs and stress iterations (a few seconds)")
+    level.add_argument("--full", dest="level", action="store_const", const="full",
+                       help="many more variants, graphs and stress iterations")
+    parser.set_defaults(level="default")
+    parser.add_argument("--seed", metavar="N", type=int, default=0, help="seed of every random case (default: 0)")
+    parser.add_argument("--context-properties", metavar="S", default="",
+                        help="the driver's context properties, 'KEY=value;KEY=value'")
+    parser.add_argument("--operation", metavar="OP", action="append", dest="operations",
+                        help="check only this NNAdapter operation (e.g. CONV_2D; repeatable); skips the graphs")
+    parser.add_argument("--allow-no-cache", action="store_true",
+                        help="a driver that fills no program bytes (cannot be cached in a .nnc) is not a failure")
+    parser.add_argument("--all-rows", action="store_true",
+                        help="also list the operation x precision rows the driver does not claim")
+    parser.add_argument("--output", metavar="F", help="also write the JSON report to F")
+    options.add_json_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from nnadapter_bridge.conformance.kit import run_conformance
+    from nnadapter_bridge.errors import DeviceNotFoundError
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
+
+    if args.seed < 0:
+        raise CliError(f"--seed {args.seed}: must be 0 or more")
+    manager = DeviceManager.instance()
+    if not manager.is_declared(args.device):
+        raise CliError(f"--device {args.device}: no such driver; installed: {', '.join(manager.names())}")
+    on_terminal = sys.stderr.isatty()
+    width = [0]
+
+    def progress(text: str) -> None:
+        if not on_terminal:
+            return
+        line = f"conformance {args.device}: {text}"
+        sys.stderr.write("\r" + line + " " * max(width[0] - len(line), 0))
+        sys.stderr.flush()
+        width[0] = len(line)
+
+    try:
+        with output.one_line_warnings("conformance"):
+            report = run_conformance(args.device, level=args.level, seed=args.seed,
+                                     properties=args.context_properties, operations=args.operations,
+                                     allow_no_cache=args.allow_no_cache, progress=progress)
+    except DeviceNotFoundError as exc:
+        raise CliError(f"--device {args.device}: {str(exc).rsplit(' [', 1)[0]}") from exc
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        if on_terminal and width[0]:
+            sys.stderr.write("\r" + " " * width[0] + "\r")
+    data = report.to_json()
+    if args.output:
+        try:
+            with open(args.output, "w") as f:
+                json.dump(data, f, indent=2)
+        except OSError as exc:
+            raise CliError(f"--output {args.output}: {exc.strerror or exc}") from exc
+    if args.json:
+        output.print_json(data)
+    else:
+        print(report.table(only_claimed=not args.all_rows))
+    return 0 if report.passed else 1

@@ -1,0 +1,250 @@
+"""`nnadapter-bridge batch`: a manifest of zoo models (legacy and PIR) x the three devices converted into the
+cache and validated against Paddle Inference in the local process pool; killed (SIGKILL) mid-way and rerun,
+it resumes without doing any finished entry twice; a bad entry is reported and the rest done; the same
+manifest on Ray (started in the test) gives the same report except timings."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nnadapter_bridge.batch import BatchError, InvalidEntry, ManifestError, RayEngine, load_manifest, parse_resources
+from nnadapter_bridge.cli import main
+
+DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
+GOOD = [f"{model}@{device}" for model in ("mobilenet_v3_small", "squeezenet1_0") for device in DEVICES]
+
+
+def _manifest(tmp_path, zoo_model, pir_model) -> str:
+    """mobilenet_v3_small (legacy .pdmodel) and squeezenet1_0 (PIR .json) on each device, an entry naming a
+    device that does not exist (invalid), and a model file that is not a model (an error when it runs)."""
+    garbage = tmp_path / "garbage.pdmodel"
+    garbage.write_bytes(b"not a Paddle program\n")
+    manifest = {
+        # One thread per SDK, as the tasks run side by side (and so the same on every engine).
+        "defaults": {"seed": 3, "context_properties": "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1;"
+                                                      "MICROSOFT_ONNXRUNTIME_NUM_THREADS=1;"},
+        "models": {
+            "mobilenet_v3_small": zoo_model("mobilenet_v3_small"),
+            "squeezenet1_0": {"path": pir_model("squeezenet1_0"), "input_shapes": {"x": [1, 3, 224, 224]}},
+        },
+        "devices": DEVICES,
+        "entries": [
+            {"model": "mobilenet_v3_small", "name": "typo", "devices": "intel_openvin"},
+            {"model": str(garbage), "devices": ["builtin_device"]},
+        ],
+    }
+    path = tmp_path / "zoo.json"
+    path.write_text(json.dumps(manifest, indent=2))
+    return str(path)
+
+
+def _cli(*args, timeout=600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NNADAPTER_BRIDGE_PROGRESS="0")
+    return subprocess.run([sys.executable, "-m", "nnadapter_bridge", "batch", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _events(out_dir) -> list:
+    with open(os.path.join(out_dir, "batch.log")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _comparable(entry: dict) -> dict:
+    """An entry result without what differs between runs and engines: timings, which worker ran it, whether
+    its programs were compiled or restored (an entry in flight when a batch is killed may have written its
+    .nnc already, and the rerun restores it), and the .nnc sizes (OpenVINO's exported compiled model is not
+    byte-stable: two compiles of one model differed by a few hundred bytes under load)."""
+    entry = {k: v for k, v in entry.items() if k not in ("timings", "run", "compiled", "restored")}
+    if entry.get("programs"):
+        entry["programs"] = [{k: v for k, v in p.items() if k not in ("source", "bytes")} for p in entry["programs"]]
+    return entry
+
+
+def _differences(a: list, b: list) -> list:
+    found = []
+    for x, y in zip(a, b):
+        x, y = _comparable(x), _comparable(y)
+        for k in sorted(set(x) | set(y)):
+            if k == "programs" and x.get(k) and y.get(k) and len(x[k]) == len(y[k]):
+                found += [f"{x['id']}.programs[{i}].{f}: {p.get(f)!r} != {q.get(f)!r}" for i, (p, q)
+                          in enumerate(zip(x[k], y[k])) for f in sorted(set(p) | set(q)) if p.get(f) != q.get(f)]
+            elif x.get(k) != y.get(k):
+                found.append(f"{x.get('id')}.{k}: {x.get(k)!r} != {y.get(k)!r}"[:300])
+    return found + ([f"{len(a)} != {len(b)} entries"] if len(a) != len(b) else [])
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory, zoo_model, pir_model):
+    """The batch in the local pool, SIGKILLed as soon as its first entry is recorded, then run again."""
+    tmp_path = tmp_path_factory.mktemp("batch")
+    manifest = _manifest(tmp_path, zoo_model, pir_model)
+    out = str(tmp_path / "out")
+    env = dict(os.environ, NNADAPTER_BRIDGE_PROGRESS="0")
+    process = subprocess.Popen([sys.executable, "-m", "nnadapter_bridge", "batch", manifest, "--out", out,
+                                "--jobs", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                               start_new_session=True)
+    entries = os.path.join(out, "entries")
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            if os.path.isdir(entries) and [n for n in os.listdir(entries) if n.endswith(".json")
+                                           and not n.startswith(".")]:
+                break
+            time.sleep(0.02)
+        assert process.poll() is None, "the batch finished (or died) before it could be killed: " + \
+            process.stderr.read().decode()[-2000:]
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        try:  # the pool workers the killed coordinator leaves behind (our process group)
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.stderr.close()
+    done_before = sorted(n[: -len(".json")] for n in os.listdir(entries)
+                         if n.endswith(".json") and not n.startswith("."))  # not a killed writer's temp file
+    resumed = _cli(manifest, "--out", out, "--jobs", "2")
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    return {"manifest": manifest, "out": out, "done_before": done_before, "resumed": resumed, "report": report,
+            "tmp_path": tmp_path}
+
+
+def test_batch_resumes_after_a_kill_without_redoing_entries(killed_and_resumed):
+    run = killed_and_resumed
+    done_before, report, out = run["done_before"], run["report"], run["out"]
+    assert 1 <= len(done_before) < len(GOOD) + 1, done_before
+    assert run["resumed"].returncode == 1, run["resumed"].stderr  # the bad entries make it a failure
+    counts = report["counts"]
+    assert (counts["total"], counts["pass"], counts["invalid"], counts["error"], counts["fail"]) == (8, 6, 1, 1, 0)
+    assert counts["reused"] == len(done_before) and counts["ran"] == 8 - 1 - len(done_before)
+    by_id = {e["id"]: e for e in report["entries"]}
+    assert sorted(by_id) == sorted(GOOD + ["typo", "garbage@builtin_device"])
+    # No entry finished twice: one "done" per entry over both runs, and the second run skipped the first's.
+    events = _events(out)
+    done = collections.Counter(e["entry"] for e in events if e["event"] == "done")
+    assert set(done.values()) == {1} and set(done) == set(GOOD + ["garbage@builtin_device"])
+    skips = [e for e in events if e["event"] == "skip"]  # only the second run skips (the first had a fresh dir)
+    assert sorted(e["entry"] for e in skips) == done_before
+    second_run = skips[0]["pid"]
+    restarted = {e["entry"] for e in events if e["event"] == "start" and e["pid"] == second_run}
+    assert restarted == set(GOOD + ["garbage@builtin_device"]) - set(done_before)
+    for entry in done_before:
+        assert by_id[entry]["run"]["reused"] is True
+    for entry in GOOD:
+        result = by_id[entry]
+        assert result["status"] == "pass", result
+        assert result["reference"] == "Paddle Inference" and result["outputs"]
+        assert result["num_subgraphs"] >= 1 and result["programs"]
+        for program in result["programs"]:
+            assert program["valid"] and os.path.isfile(os.path.join(out, "cache", program["file"]))
+            assert program["bytes"] == os.path.getsize(os.path.join(out, "cache", program["file"]))
+        assert os.path.isfile(os.path.join(out, "partitions", entry + ".dot"))
+        assert result["inputs"]["x"]["shape"] == [1, 3, 224, 224]
+    # The bad entries: reported, named, and they stopped nothing.
+    assert by_id["typo"]["status"] == "invalid"
+    assert "field 'devices'" in by_id["typo"]["error"] and "intel_openvino" in by_id["typo"]["error"]
+    assert by_id["garbage@builtin_device"]["status"] == "error"
+    assert "ModelFormatError" in by_id["garbage@builtin_device"]["error"]
+    summary = run["resumed"].stdout
+    for entry in GOOD:
+        assert entry in summary
+    assert "invalid entry typo (entries[0]): field 'devices'" in summary
+    markdown = open(os.path.join(out, "report.md")).read()
+    assert "## mobilenet_v3_small" in markdown and "partitions/mobilenet_v3_small@intel_openvino." in markdown
+    # A third run does nothing at all.
+    again = _cli(run["manifest"], "--out", out, "--jobs", "2", "--json")
+    data = json.loads(again.stdout)
+    assert data["counts"]["ran"] == 0 and data["counts"]["reused"] == 7
+    assert not _differences(data["entries"], report["entries"])
+
+
+def test_batch_on_ray_gives_the_local_pool_report(killed_and_resumed):
+    pytest.importorskip("ray")
+    run = killed_and_resumed
+    out = str(run["tmp_path"] / "ray-out")
+    # A local Ray with 2 CPUs and an "openvino" resource the intel_openvino tasks ask for; the programs come
+    # back to this process, which writes them into the cache.
+    result = _cli(run["manifest"], "--out", out, "--ray", "--jobs", "2", "--resources",
+                  "intel_openvino=openvino:1", "--collect-programs", "--json")
+    assert result.returncode == 1, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["engine"]["name"] == "ray" and report["engine"]["cluster"].get("openvino") == 2.0
+    assert report["counts"]["ran"] == 7 and report["counts"]["reused"] == 0
+    local = run["report"]
+    assert not _differences(report["entries"], local["entries"])
+    for entry in report["entries"]:
+        for program in entry.get("programs") or []:
+            assert os.path.isfile(os.path.join(out, "cache", program["file"]))
+        if entry["status"] == "pass":
+            assert entry["run"]["engine"] == "ray"
+
+
+# -- the manifest ------------------------------------------------------------------------------------------
+def test_manifest_errors_name_the_entry_and_the_field(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    model = tmp_path / "m.pdmodel"
+    model.write_bytes(b"x")
+    (tmp_path / "m.pdiparams").write_bytes(b"")
+    (tmp_path / "in.npy").write_bytes(b"")
+    manifest = {
+        "models": {"m": {"path": "m.pdmodel", "input_shape": {"x": [1]}}},
+        "entries": [
+            {"model": "m", "devices": "builtin_device", "name": "ok"},
+            {"model": "m", "devices": ["builtin_device"], "input_shapes": {"x": [1, 0]}, "name": "zero-dim"},
+            {"model": "missing.pdmodel", "devices": "builtin_device"},
+            {"model": "m.pdmodel", "devices": "builtin_device", "seed": -1, "compare": "sometimes",
+             "reference_inputs": {"x": "nope.npy"}, "name": "many"},
+            {"model": "m.pdmodel", "name": "no-devices"},
+            {"model": "m.pdmodel", "devices": "builtin_device", "name": "ok"},
+            {"model": "m.pdmodel", "devices": "builtin_device", "name": "bad name/with slash"},
+            {"model": "m.pdmodel", "devices": "builtin_device", "dynamic_shapes": {"x": [[-1, 3], [2, 3]]},
+             "name": "dyn"},
+            {"model": "m.pdmodel", "devices": "builtin_device", "inputshapes": {}, "name": "typo-field"},
+        ],
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    loaded = load_manifest(str(path))
+    by_id = {e.id if isinstance(e, InvalidEntry) else e["id"]: e for e in loaded.entries}
+    first = loaded.entries[0]
+    assert isinstance(first, InvalidEntry) and first.id == "ok"  # its model has an unknown field
+    assert "field 'models.m.input_shape': unknown field (did you mean 'input_shapes'?)" in first.message
+    assert "field 'input_shapes.x'" in by_id["zero-dim"].message
+    assert "field 'model': missing.pdmodel: no such file" in by_id["missing@builtin_device"].message
+    message = by_id["many"].message
+    assert "field 'seed'" in message and "field 'compare'" in message and "field 'reference_inputs.x'" in message
+    assert "field 'devices': missing" in by_id["no-devices"].message
+    duplicate = [e for e in loaded.entries if isinstance(e, InvalidEntry) and "also the name of" in e.message]
+    assert duplicate and duplicate[0].where == "entries[5]"
+    assert any("field 'name'" in e.message for e in loaded.invalid if e.where == "entries[6]")
+    assert "-1 axes" in by_id["dyn"].message
+    assert "did you mean 'input_shapes'" in by_id["typo-field"].message
+    for bad, why in ((["a", "list"], "must be a mapping"), ({"entry": []}, "unknown top-level key 'entry'"),
+                     ({"models": {"m": "m.pdmodel"}}, "nothing to do")):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ManifestError, match=why):
+            load_manifest(str(path))
+
+
+def test_batch_command_errors(tmp_path, capsys, monkeypatch):
+    assert main(["batch", str(tmp_path / "none.yaml")]) == 2
+    assert "no such manifest file" in capsys.readouterr().err
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"entries": []}))
+    assert main(["batch", str(manifest), "--out", str(tmp_path / "o"), "--resources", "a=b"]) == 2
+    assert "--resources and --collect-programs need --ray" in capsys.readouterr().err
+    with pytest.raises(BatchError, match="DEVICE=RESOURCE"):
+        parse_resources(["openvino"])
+    assert parse_resources(["intel_openvino=ov:0.5", "builtin_device=cpu"]) == {
+        "intel_openvino": ("ov", 0.5), "builtin_device": ("cpu", 1.0)}
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
+    with pytest.raises(BatchError, match=r"nnadapter-bridge\[ray\]"):
+        RayEngine(None, 2)

@@ -1,0 +1,92 @@
+"""What the SDKs actually execute for a quantized model: int8 kernels, read back from the SDK itself.
+
+The models are Paddle's own post-training quantization of the zoo's MobileNetV1 (tests/support/quant_fixtures.py),
+in both encodings (quantize_linear/dequantize_linear, and the fake quant/dequant ops), converted whole:
+
+* intel_openvino: the compiled model's runtime graph (`CompiledModel.get_runtime_model()`) names the
+  precision each node runs in (rt_info 'runtimePrecision'); every Convolution and FullyConnected must run in
+  u8 / i8 (a test fails if one falls back to f32). The driver's default f32 inference precision is kept for
+  the rest.
+* microsoft_onnxruntime: the graph onnxruntime optimizes (SessionOptions.optimized_model_filepath, with the
+  driver's session options) runs the classifier's matrix product as MatMulInteger (uint8 x int8 -> int32) and no
+  float MatMul / Gemm; its convolutions stay float Conv on the dequantized int8 values (ConvInteger is slower
+  than float Conv in onnxruntime 1.32 and QLinearConv needs an int8 output Paddle's programs do not have; see
+  hal/microsoft_onnxruntime/graph.py), with no DequantizeLinear left on a weight.
+"""
+from __future__ import annotations
+
+import collections
+import os
+
+import pytest
+
+from nnadapter_bridge.nnadapter.codes import Precision
+from nnadapter_bridge.nnadapter.types import OperandType
+from support.quant_fixtures import CHANNEL, LAYER
+
+CASES = [("mobilenet_v1", True, CHANNEL), ("mobilenet_v1", False, LAYER)]
+IDS = ["onnx-channel", "fake-layer"]
+
+
+def _converted(quant_model, case):
+    from converters.context import convert_subgraph
+    from nnadapter_bridge.loader import load_model
+
+    graph = load_model(quant_model(*case))
+    ops = [op for op in graph.blocks[0].ops if op.type not in ("feed", "fetch")]
+    result = convert_subgraph(ops, graph.params, {"x": OperandType(precision=Precision.FLOAT32, dims=(1, 3, 224, 224))},
+                              graph.outputs, graph)
+    return result.model
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_openvino_runs_the_convolutions_in_int8(quant_model, case):
+    pytest.importorskip("openvino")
+    from hal.intel_openvino import DRIVER
+    from hal.protocol import Cache
+
+    model = _converted(quant_model, case)
+    device = DRIVER.open_device()
+    context = DRIVER.create_context(device, "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1")
+    program = DRIVER.create_program(context, model, Cache())
+    try:
+        precisions = collections.defaultdict(collections.Counter)
+        for node in program.compiled_model.get_runtime_model().get_ordered_ops():
+            info = node.get_rt_info()
+            precisions[info["layerType"].astype(str)][info["runtimePrecision"].astype(str)] += 1
+        convolutions = precisions["Convolution"]
+        assert sum(convolutions.values()) == 27, dict(precisions)  # MobileNetV1: 27 convolutions
+        assert set(convolutions) <= {"u8", "i8"}, f"convolutions fell back: {dict(convolutions)}"
+        assert set(precisions["FullyConnected"]) <= {"u8", "i8"}, dict(precisions["FullyConnected"])
+    finally:
+        DRIVER.destroy_program(program)
+        DRIVER.destroy_context(context)
+        DRIVER.close_device(device)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_onnxruntime_runs_the_matrix_product_in_int8(quant_model, case, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+    from hal.microsoft_onnxruntime import DRIVER
+    from hal.microsoft_onnxruntime.graph import convert_model
+    from hal.microsoft_onnxruntime.operations import OPERATIONS
+
+    model_bytes = convert_model(_converted(quant_model, case), OPERATIONS).SerializeToString()
+    device = DRIVER.open_device()
+    context = DRIVER.create_context(device, "MICROSOFT_ONNXRUNTIME_NUM_THREADS=1")
+    try:
+        options = context.session_options()
+        path = os.path.join(str(tmp_path), "optimized.onnx")
+        options.optimized_model_filepath = path
+        ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        graph = onnx.load(path).graph
+        types = collections.Counter(node.op_type for node in graph.node)
+        assert types["MatMulInteger"] == 1 and types["MatMul"] + types["Gemm"] + types["FusedMatMul"] == 0, dict(types)
+        assert types["Conv"] + types["FusedConv"] == 27, dict(types)
+        weights = [init for init in graph.initializer
+                   if init.data_type == onnx.TensorProto.INT8 and len(init.dims) == 2]
+        assert len(weights) == 1  # the matmul's; the convolutions' are float initializers
+    finally:
+        DRIVER.destroy_context(context)
+        DRIVER.close_device(device)
