@@ -25,7 +25,10 @@ def _table(header, rows, right_align=()) -> str:
 def entry_row(r: dict) -> list:
     programs = r.get("programs") or []
     size = sum(p.get("bytes") or 0 for p in programs)
-    subgraphs = "-" if "num_subgraphs" not in r else f"{r['num_subgraphs']} ({r.get('compiled', 0)}c/{r.get('restored', 0)}r)"
+    subgraphs = "-"
+    if "num_subgraphs" in r:
+        made = [f"{r[k]} {k}" for k in ("compiled", "restored") if r.get(k)]
+        subgraphs = f"{r['num_subgraphs']}" + (f" ({', '.join(made)})" if made else "")
     note = r.get("error") or r.get("note") or ""
     if r.get("run", {}).get("reused"):
         note = ("reused; " + note) if note else "reused (done before)"
@@ -76,14 +79,15 @@ def render_markdown(report: dict) -> str:
         if r["status"] == "invalid":
             continue
         model = (r.get("entry") or {}).get("model") or r.get("model") or "?"
-        by_model.setdefault(model, []).append(r)
+        name = (r.get("entry") or {}).get("model_name") or os.path.basename(model.rstrip("/"))
+        by_model.setdefault((name, model), []).append(r)
     invalid = [r for r in report["entries"] if r["status"] == "invalid"]
     if invalid:
         lines += ["", "## Invalid entries", ""]
         lines += [f"- `{r['id']}` ({r.get('where', '')}): {_md_escape(r['error'])}" for r in invalid]
     partitions = os.path.join(report["out_dir"], "partitions")
-    for model, entries in by_model.items():
-        lines += ["", f"## {os.path.basename(model.rstrip('/'))}", "", f"`{model}`"]
+    for (name, model), entries in by_model.items():
+        lines += ["", f"## {name}", "", f"`{model}`"]
         for r in entries:
             lines += ["", f"### {r['id']}: {r['status'].upper()}", ""]
             lines.append(f"Devices {', '.join(r.get('devices', []))}"

@@ -321,7 +321,7 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
             result.setdefault("run", {})
             result["run"].update(engine=engine.name, reused=False,
                                  attempt=log.attempts.get((entry["id"], task["key"]), 1))
-            result["entry"] = {k: entry[k] for k in SPEC_FIELDS + ("resources", "where")}
+            result["entry"] = {k: entry[k] for k in SPEC_FIELDS + ("model_name", "resources", "where")}
             if payload.get("programs"):
                 from nnadapter_bridge.nnadapter.nnc import write_file_atomically
 
