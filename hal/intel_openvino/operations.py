@@ -173,13 +173,20 @@ def unary(b, op):
     return [_out(_UNARY[op.type](b.value(op.inputs[0])))]
 
 
+def _keep_nan(x, clamped):
+    """OpenVINO's Minimum, Maximum and Clamp drop NaN; Paddle's clip, relu6 and hard_sigmoid keep it."""
+    if not _is_float(x):
+        return _out(clamped)
+    return _out(opset.select(opset.is_nan(x), x, clamped))
+
+
 @OPERATIONS.implements(T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.ASSIGN)
 def simple_activation(b, op):
     x = b.value(op.inputs[0])
     if op.type == T.RELU:
         return [_out(opset.relu(x))]  # fused into a preceding conv by the CPU plugin, as Maximum is not
     if op.type == T.RELU6:
-        return [_out(opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
+        return [_keep_nan(x, opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
     if op.type == T.RSQRT:
         return [_out(opset.divide(like(1, x), opset.sqrt(x)))]
     if op.type == T.SQUARE:
@@ -214,7 +221,7 @@ def clip(b, op):
     x = b.value(op.inputs[0])
     low, high = to_scalar(b.value(op.inputs[1])), to_scalar(b.value(op.inputs[2]))
     # min(max(x, low), high): when low > high every element becomes high, as the spec writes it.
-    return [_out(opset.minimum(opset.maximum(x, low), high))]
+    return [_keep_nan(x, opset.minimum(opset.maximum(x, low), high))]
 
 
 @OPERATIONS.implements(T.GELU)
@@ -227,7 +234,7 @@ def gelu(b, op):
 def _hard_sigmoid(args: Operands, x):
     alpha = args.float("alpha")
     beta = args.float("beta")
-    return _out(opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
+    return _keep_nan(x, opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
 
 
 @OPERATIONS.implements(T.HARD_SIGMOID)
@@ -240,7 +247,14 @@ def hard_sigmoid(b, op):
 def hard_swish(b, op):
     args = unpack(op)
     x = b.value(op.inputs[0])
-    return [_out(opset.multiply(x, _hard_sigmoid(args, x)))]
+    gate = _hard_sigmoid(args, x)
+    alpha = args.float("alpha")
+    if alpha <= 0 or not _is_float(x):
+        return [_out(opset.multiply(x, gate))]
+    # Paddle forms x * min(max(x + offset, 0), threshold) (threshold = 1 / alpha) before scaling: a huge x
+    # overflows to inf there, as it does here
+    widened = opset.multiply(x, opset.divide(gate, like(alpha, x)))
+    return [_out(opset.multiply(widened, like(alpha, x)))]
 
 
 @OPERATIONS.implements(T.LEAKY_RELU)
@@ -675,6 +689,8 @@ def unsqueeze(b, op):
 def transpose(b, op):
     args = unpack(op)
     rank = _rank(op)
+    if 0 in op.inputs[0].type.dims:
+        raise Unsupported("TRANSPOSE of an empty tensor (OpenVINO gives the 0 dim back as 1)")
     perm = args.ints("perm") or list(range(rank))[::-1]
     return [_out(opset.transpose(b.value(op.inputs[0]), i64([normalize_axis(p, rank) for p in perm])))]
 

@@ -198,8 +198,15 @@ def _hard_sigmoid(g: GraphBuilder, op: Operation):
     alpha, beta = args.float("alpha"), args.float("beta")
     if op.type == T.HARD_SIGMOID:
         g.one("HardSigmoid", [x], g.out(op), alpha=alpha, beta=beta)
-    else:
+    elif alpha <= 0:
         g.one("Mul", [x, g.one("HardSigmoid", [x], alpha=alpha, beta=beta)], g.out(op))
+    else:
+        # Paddle forms x * min(max(x + offset, 0), threshold) (offset = beta / alpha, threshold = 1 / alpha)
+        # before scaling: a huge x overflows to inf there, as it does here (x * HardSigmoid(x) would not)
+        dtype = _compute_dtype(op)
+        shifted = g.one("Add", [x, g.scalar(beta / alpha, dtype)])
+        gate = g.one("Min", [g.one("Max", [shifted, g.scalar(0.0, dtype)]), g.scalar(1.0 / alpha, dtype)])
+        g.one("Mul", [g.one("Mul", [x, gate]), g.scalar(alpha, dtype)], g.out(op))
 
 
 @OPERATIONS.implements(T.LEAKY_RELU)

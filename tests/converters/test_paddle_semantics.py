@@ -240,3 +240,69 @@ def test_celu_and_stanh_edge_values(tmp_path, dtype):
     x = np.array([NAN, INF, -INF, -0.0, 0.0, 3e38, -3e38, 1e-30, -1e-30, -1.5, 2.0, -50.0], dtype=dtype)
     _check(tmp_path / "celu", lambda x: F.celu(x, 0.5), {"x": x}, HOST)
     _check(tmp_path / "stanh", lambda x: paddle.stanh(x, 0.67, 1.7159), {"x": x}, HOST)
+
+
+# -- found by the widened tester (generator version 3) ------------------------------------------------------------
+EDGE = np.array([NAN, INF, -INF, -0.0, 0.0, 3e38, -3e38, 1e-30, -2.5, 0.4, 5.5, 7.0], np.float32)
+
+
+def test_clip_relu6_and_hard_sigmoid_keep_nan(tmp_path):
+    """Paddle's clip, relu6 and hard_sigmoid compare with `<`/`>`, so a NaN passes through; OpenVINO's Clamp,
+    Minimum and Maximum drop it (the driver selects NaN back in)."""
+    import paddle
+    import paddle.nn.functional as F
+
+    _check(tmp_path / "clip", lambda x: paddle.clip(x, -1.0, 2.0), {"x": EDGE})
+    _check(tmp_path / "relu6", lambda x: F.relu6(x), {"x": EDGE})
+    _check(tmp_path / "hsig", lambda x: F.hardsigmoid(x), {"x": EDGE})
+
+
+def test_hard_swish_overflows_where_paddle_does(tmp_path):
+    """Paddle forms x * min(max(x + 3, 0), 6) before dividing by 6: hard_swish(3e38) is +inf."""
+    import paddle.nn.functional as F
+
+    _check(tmp_path, lambda x: F.hardswish(x), {"x": EDGE})
+
+
+def test_group_norm_takes_the_one_pass_variance(tmp_path):
+    """Paddle's group_norm variance is E[x^2] - E[x]^2 (clamped at 0): with a large mean the cancellation it
+    suffers shows in the result, and a row holding an infinity is all NaN."""
+    import paddle
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 4, 3, 3)) * 0.01 + 3000.0).astype(np.float32)
+    x[1, 2, 0, 0] = INF
+    _check(tmp_path, lambda x: paddle.nn.GroupNorm(2, 4)(x), {"x": x}, HOST)
+
+
+def test_bilinear_half_pixel_rows_take_the_double_source_position(tmp_path):
+    """Paddle's bilinear kernel computes a row's half-pixel source position in double and a column's in float,
+    so a position a hair past an integer keeps its tiny weight for rows only."""
+    import paddle.nn.functional as F
+
+    x = np.arange(1 * 1 * 7 * 7, dtype=np.float32).reshape(1, 1, 7, 7) * 1e6
+    _check(tmp_path, lambda x: F.interpolate(x, size=[13, 13], mode="bilinear", align_corners=False), {"x": x},
+           HOST)
+
+
+def test_put_along_axis_integer_mean_is_floored(tmp_path):
+    import paddle
+
+    arr = np.array([[-5, 5, 7], [1, -1, 0]], np.int64)
+    idx = np.array([[0, 0, 1], [2, 2, 2]], np.int64)
+    val = np.array([[-6, 1, 2], [3, -8, 1]], np.int64)
+    _check(tmp_path, lambda a, i, v: paddle.put_along_axis(a, i, v, 1, "mean"), {"a": arr, "i": idx, "v": val},
+           HOST)
+
+
+def test_float16_sum_accumulates_in_float32(tmp_path):
+    import paddle
+
+    x = np.full((4, 3000), 0.1, np.float16)
+    _check(tmp_path, lambda x: paddle.sum(x, axis=1), {"x": x}, HOST)
+
+
+def test_transpose_of_an_empty_tensor_keeps_its_zero_dim(tmp_path):
+    import paddle
+
+    _check(tmp_path, lambda x: paddle.transpose(x, [2, 0, 1]), {"x": np.zeros((0, 3, 2), np.float32)})

@@ -3,10 +3,12 @@
 
 Every case is first built alone in a throwaway program, in paddle's legacy static mode and, when that fails
 (paddle 3.3.1 cannot build matmul, sigmoid, ... there), in PIR static mode; a case neither mode builds is
-discarded. The accepted cases of one mode are built side by side into programs of up to BATCH_SIZE
+discarded. These probes run in a child process too (see below): a few of paddle's legacy shape inferences abort
+the process. The accepted cases of one mode are built side by side into programs of up to BATCH_SIZE
 independent cases (feeds `c<k>_<input>`, each case's outputs fetched), saved (`.pdmodel` or PIR `.json`) and
-run once on Paddle Inference (CPU, oneDNN and IR optimization off, one thread). When Paddle Inference fails
-on a batch, the batch is halved until the cases it rejects are found and discarded.
+run once on Paddle Inference (CPU, oneDNN and IR optimization off, one thread), in a child process so that a
+Paddle kernel that crashes or hangs loses only that batch. When Paddle Inference fails on a batch, the batch is
+halved until the cases it rejects are found and discarded.
 
 The cache: `<fixture root>/differential-g<GENERATOR_VERSION>-s<seed>-n<cases per op>/` holds `manifest.json`
 (the batches, their cases and every case's fetch positions), each batch's program, `feeds.npz` and
@@ -31,6 +33,7 @@ from differential.cases import CASES_PER_OP, GENERATOR_VERSION, generate_cases
 from support.converter_harness import paddle_inference_run
 
 BATCH_SIZE = 48
+PADDLE_TIMEOUT_S = 120.0  # one batch on Paddle Inference takes well under a second
 _MARKER = "COMPLETE"
 
 
@@ -80,9 +83,9 @@ def _build_into(paddle, cases, prefix_of) -> tuple:
     return inputs, fetches, slots
 
 
-def probe(case) -> str | None:
+def probe(case, modes=("legacy", "pir")) -> str | None:
     """The static mode that builds `case` ("legacy" or "pir"), None when neither does."""
-    for mode in ("legacy", "pir"):
+    for mode in modes:
         try:
             with warnings.catch_warnings(), static_mode(mode) as paddle:
                 warnings.simplefilter("ignore")
@@ -130,6 +133,55 @@ def paddle_inference(directory: str, record: dict) -> list:
     return paddle_inference_run(os.path.join(directory, record["model"]), params, load_feeds(directory))
 
 
+class PaddleCrashed(RuntimeError):
+    """Paddle killed its process (abort, SIGSEGV) or hung."""
+
+
+def _in_child(fn, *args):
+    """Run `fn` in the isolated child, Paddle's fatal-signal handlers off: a process Paddle aborts then dies at
+    once (its handler would print a C++ traceback and can hang)."""
+    import paddle
+
+    paddle.disable_signal_handler()
+    return fn(*args)
+
+
+class IsolatedPaddle:
+    """Paddle in a child process (spawned once, reused, respawned after a loss), so a Paddle kernel or shape
+    inference that aborts, crashes or hangs on some input (paddle 3.3.1 has such: unique along an axis of an
+    empty tensor, nll_loss over [N, C, H, W] and now and then over [N, C], repeat_interleave with axis -1 in
+    legacy mode) loses that call instead of killing or stalling the test process: a batch is then halved like
+    any batch Paddle rejects, a probe retried case by case."""
+
+    def __init__(self, timeout_s: float = PADDLE_TIMEOUT_S):
+        self.timeout_s = timeout_s
+        self.pool = None
+
+    def call(self, fn, *args):
+        import concurrent.futures
+        import multiprocessing
+
+        if self.pool is None:
+            self.pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        future = self.pool.submit(_in_child, fn, *args)
+        try:
+            return future.result(timeout=self.timeout_s)
+        except (concurrent.futures.process.BrokenProcessPool, concurrent.futures.TimeoutError) as exc:
+            self.close()
+            raise PaddleCrashed(f"Paddle crashed or hung (its process was lost: {type(exc).__name__})") from None
+
+    def run(self, directory: str, record: dict) -> list:
+        """Paddle Inference on a saved batch."""
+        return self.call(paddle_inference, directory, record)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                process.kill()  # a hung child would block shutdown
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+
 # -- the cache -----------------------------------------------------------------------------------------------
 
 
@@ -144,13 +196,13 @@ def _chunks(items, size):
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _solve(cases, mode, staging, counter, discarded) -> list:
+def _solve(cases, mode, staging, counter, discarded, paddle: IsolatedPaddle) -> list:
     """Export `cases` and run Paddle Inference; halve on failure. The batch records Paddle ran."""
     directory = os.path.join(staging, f"b{counter[0]:03d}")
     counter[0] += 1
     try:
         record = export(cases, mode, directory)
-        want = paddle_inference(directory, record)
+        want = paddle.run(directory, record)
     except Exception as exc:  # noqa: BLE001 - Paddle (export or Inference) rejects something in the batch
         shutil.rmtree(directory, ignore_errors=True)
         if len(cases) == 1:
@@ -160,8 +212,8 @@ def _solve(cases, mode, staging, counter, discarded) -> list:
                               "reason": f"Paddle Inference: {reason[:200]}"})
             return []
         half = len(cases) // 2
-        return (_solve(cases[:half], mode, staging, counter, discarded)
-                + _solve(cases[half:], mode, staging, counter, discarded))
+        return (_solve(cases[:half], mode, staging, counter, discarded, paddle)
+                + _solve(cases[half:], mode, staging, counter, discarded, paddle))
     np.savez(os.path.join(directory, "paddle.npz"), **{f"o{k}": a for k, a in enumerate(want)})
     return [record]
 
@@ -191,20 +243,61 @@ def ensure_programs(seed: int, cases_per_op: int = CASES_PER_OP) -> tuple:
         return final, json.load(f)
 
 
+_CHILD_CASES: dict = {}
+
+
+def _probe_in_child(seed: int, cases_per_op: int, indices: list, modes: tuple) -> list:
+    """(In the isolated child) the probe of cases `indices` of the seed's generated list."""
+    key = (seed, cases_per_op)
+    if key not in _CHILD_CASES:
+        _CHILD_CASES.clear()
+        _CHILD_CASES[key] = generate_cases(seed, cases_per_op)
+    cases = _CHILD_CASES[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [probe(cases[i], modes) for i in indices]
+
+
+def _probe_all(seed: int, cases_per_op: int, count: int, paddle: IsolatedPaddle) -> list:
+    """Every case's static mode (None: Paddle cannot build it; "crash": building it kills Paddle in both modes),
+    probed in the isolated child: in chunks, a lost chunk case by case, a case lost in legacy mode again in PIR
+    mode alone."""
+    modes = []
+    for chunk in _chunks(list(range(count)), 200):
+        try:
+            modes += paddle.call(_probe_in_child, seed, cases_per_op, chunk, ("legacy", "pir"))
+            continue
+        except PaddleCrashed:
+            pass
+        for i in chunk:
+            try:
+                modes += paddle.call(_probe_in_child, seed, cases_per_op, [i], ("legacy", "pir"))
+            except PaddleCrashed:
+                try:
+                    modes += paddle.call(_probe_in_child, seed, cases_per_op, [i], ("pir",))
+                except PaddleCrashed:
+                    modes.append("crash")
+    return modes
+
+
 def _generate(seed: int, cases_per_op: int, staging: str) -> dict:
     cases = generate_cases(seed, cases_per_op)
     by_mode = {"legacy": [], "pir": []}
     discarded = []
-    for case in cases:
-        mode = probe(case)
-        if mode is None:
-            discarded.append({"id": case.case_id, "op_type": case.op_type, "reason": "Paddle cannot build it"})
-        else:
-            by_mode[mode].append(case)
-    batches, counter = [], [0]
-    for mode, accepted in by_mode.items():
-        for chunk in _chunks(accepted, BATCH_SIZE):
-            batches.extend(_solve(chunk, mode, staging, counter, discarded))
+    paddle = IsolatedPaddle()
+    try:
+        for case, mode in zip(cases, _probe_all(seed, cases_per_op, len(cases), paddle)):
+            if mode is None or mode == "crash":
+                reason = "Paddle cannot build it" if mode is None else "building it crashes Paddle"
+                discarded.append({"id": case.case_id, "op_type": case.op_type, "reason": reason})
+            else:
+                by_mode[mode].append(case)
+        batches, counter = [], [0]
+        for mode, accepted in by_mode.items():
+            for chunk in _chunks(accepted, BATCH_SIZE):
+                batches.extend(_solve(chunk, mode, staging, counter, discarded, paddle))
+    finally:
+        paddle.close()
     return {"generator": GENERATOR_VERSION, "seed": seed, "cases_per_op": cases_per_op,
             "generated": len(cases), "batches": batches, "discarded": discarded}
 

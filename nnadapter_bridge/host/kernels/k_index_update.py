@@ -104,13 +104,14 @@ def put_along_axis(io: OpScope) -> None:
         np.add.at(hits, target, 1)
         if not include_self:
             out[hits > 0] = 0
-        sums = out.astype(np.float64) if reduce == "mean" else out
+        integer = arr.dtype.kind in "iub"
+        sums = out.astype(np.float64) if reduce == "mean" and not integer else out
         np.add.at(sums, target, value)
         if reduce == "mean":
-            counts = hits + (1 if include_self else 0)
-            divided = np.where(hits > 0, sums / np.maximum(counts, 1), sums)
-            # Paddle divides in the input dtype (integer division truncates)
-            out = (divided if arr.dtype.kind == "f" else np.trunc(divided)).astype(arr.dtype)
+            counts = np.maximum(hits + (1 if include_self else 0), 1).astype(sums.dtype)
+            # an integer mean is floored, as Paddle's kernel gives (-5 / 3 -> -2, 5 / 2 -> 2)
+            divided = np.floor_divide(sums, counts) if integer else sums / counts
+            out = np.where(hits > 0, divided, sums).astype(arr.dtype)
         else:
             out = sums
     elif reduce in ("mul", "multiply"):

@@ -54,14 +54,28 @@ def _ratio(in_size: int, out_size: int, scale: float, align_corners: bool, singl
     return np.float32(in_size / out_size)
 
 
-def _linear_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, half_pixel: bool) -> np.ndarray:
+def _linear_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, half_pixel: bool,
+                 src: str = "float") -> np.ndarray:
+    """One axis of Paddle's linear kernels. The half-pixel source position is computed in float (`src`
+    "float": trilinear, bilinear's columns), in double then stored as a float ("double_stored": bilinear's
+    rows) or in double with the weight taken in double ("double": 1-D linear), so a position 1.5e-8 past an
+    integer keeps that tiny weight only in the last two (checked against Paddle 3.3.1)."""
     in_size = x.shape[axis]
-    dst = np.arange(out_size, dtype=np.float32)
-    src = ratio * (dst + np.float32(0.5)) - np.float32(0.5) if half_pixel else ratio * dst
-    src = np.maximum(src, np.float32(0.0))
-    lower = np.minimum(src.astype(np.int64), in_size - 1)
+    if half_pixel and src != "float":
+        position = float(ratio) * (np.arange(out_size, dtype=np.float64) + 0.5) - 0.5
+        lower = np.minimum(np.maximum(np.trunc(position), 0).astype(np.int64), in_size - 1)
+        if src == "double_stored":
+            weight = np.maximum(position, 0).astype(np.float32) - lower.astype(np.float32)
+        else:
+            weight = (np.maximum(position, 0) - lower).astype(np.float32)
+    else:
+        dst = np.arange(out_size, dtype=np.float32)
+        position = ratio * (dst + np.float32(0.5)) - np.float32(0.5) if half_pixel else ratio * dst
+        position = np.maximum(position, np.float32(0.0))
+        lower = np.minimum(position.astype(np.int64), in_size - 1)
+        weight = position - lower
     upper = np.where(lower < in_size - 1, lower + 1, lower)
-    weight = (src - lower).astype(np.float64)
+    weight = weight.astype(np.float64)
     shape = [1] * x.ndim
     shape[axis] = out_size
     weight = weight.reshape(shape)
@@ -128,7 +142,8 @@ def _interpolate(io: OpScope, spatial_rank: int, cubic: bool) -> None:
         value = x.astype(np.float64)
         for k in range(spatial_rank):
             ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
-            value = _linear_axis(value, 2 + k, out_dims[k], ratio, half_pixel)
+            src = {1: "double", 2: "double_stored" if k == 0 else "float"}.get(spatial_rank, "float")
+            value = _linear_axis(value, 2 + k, out_dims[k], ratio, half_pixel, src)
     out = value.astype(x.dtype)
     if channels_last:
         out = np.moveaxis(out, 1, -1)

@@ -3,7 +3,8 @@ LP_NORMALIZATION and LRN: signatures, shape inference and numpy references.
 
 Channels are axis 1 (NCHW). The references compute in float32 (float64 for a float64 input, whose
 parameters Paddle also holds in float64); mean and variance are reduced in that precision too, with the
-standardized values written in place.
+standardized values written in place. GROUP_NORMALIZATION takes Paddle's one-pass variance E[x^2] - E[x]^2
+(checked against Paddle 3.3.1: its instance_norm and layer_norm use the two-pass form, its group_norm not).
 """
 from __future__ import annotations
 
@@ -157,13 +158,30 @@ def batch_normalization(op, inputs):
     return [out]
 
 
+def _standardize_one_pass(v: np.ndarray, epsilon: float) -> np.ndarray:
+    """Paddle's group_norm statistics over the last axis, in v's (compute) precision: sequential sums of x and
+    x * x, var = max(E[x^2] - E[x]^2, 0) (NaN kept), then (x - mean) * (1 / sqrt(var + eps)). An inf or a
+    square overflowing (1e300 in float64) makes the whole group NaN, as in Paddle."""
+    ft = v.dtype.type
+    count = ft(v.shape[-1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        # cumsum adds in order, in v's dtype (np.sum would add pairwise)
+        total = np.cumsum(v, axis=-1, dtype=v.dtype)[..., -1:] if v.shape[-1] else np.zeros(v.shape[:-1] + (1,), v.dtype)
+        squares = np.cumsum(v * v, axis=-1, dtype=v.dtype)[..., -1:] if v.shape[-1] else total
+        mean = total / count
+        var = squares / count - mean * mean
+        var = np.where(var < 0, ft(0), var)
+        inv = ft(1) / np.sqrt(var + ft(epsilon))
+        return (v - mean) * inv
+
+
 @reference(T.GROUP_NORMALIZATION)
 def group_normalization(op, inputs):
     x, scale, bias = _floats(inputs[:3])
     eps = param_float(inputs[3], 1e-5)
     groups = param_int(inputs[4])
     n = x.shape[0]
-    out = _standardize(x.reshape(n, groups, -1), eps).reshape(x.shape)
+    out = _standardize_one_pass(x.reshape(n, groups, -1), eps).reshape(x.shape)
     out *= scale.reshape(_channel_shape(x))
     out += bias.reshape(_channel_shape(x))
     return [out]

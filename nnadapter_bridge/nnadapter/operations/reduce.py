@@ -165,8 +165,11 @@ def reduce_max(op, inputs):
 def reduce_sum(op, inputs):
     x, axes, keepdim = inputs
     axes = _reduce_axes(op, axes, x.ndim)
-    # dtype=x.dtype: the output keeps the input's type (numpy would widen int32 sums to int64).
-    return [np.asarray(np.sum(x, axis=axes, keepdims=param_bool(keepdim, False), dtype=x.dtype))]
+    # dtype=x.dtype: the output keeps the input's type (numpy would widen int32 sums to int64); float16 sums
+    # accumulate in float32, as Paddle's CPU kernel does, and are rounded once at the end.
+    accumulate = np.float32 if x.dtype == np.float16 else x.dtype
+    total = np.sum(x, axis=axes, keepdims=param_bool(keepdim, False), dtype=accumulate)
+    return [np.asarray(total).astype(x.dtype, copy=False)]
 
 
 def _arg(op, inputs, fn):

@@ -137,20 +137,29 @@ def resize_nearest(op, inputs):
     return [np.ascontiguousarray(x[..., index[0][:, None], index[1][None, :]])]
 
 
-def _linear_taps(size, out, ratio, half_pixel):
-    """Per output position: the two source indices and the weight of the second one."""
-    k = np.arange(out, dtype=np.float64)
-    if half_pixel:
+def _linear_taps(size, out, ratio, half_pixel, src_in_double):
+    """Per output position: the two source indices and the weights of the second and the first (float32, as
+    Paddle's kernel). Paddle's bilinear kernel computes a row's half-pixel source position in double (then
+    stores it as a float) and a column's in float: a position 1.5e-8 past an integer keeps that tiny weight
+    for rows only (`src_in_double`)."""
+    if half_pixel and src_in_double:
+        k = np.arange(out, dtype=np.float64)
         src = float(ratio) * (k + 0.5) - 0.5
         lo = np.maximum(np.trunc(src), 0).astype(np.int64)
         frac = np.maximum(src, 0).astype(_F32) - lo.astype(_F32)
+    elif half_pixel:
+        k = np.arange(out, dtype=_F32)
+        src = _F32(ratio) * (k + _F32(0.5)) - _F32(0.5)
+        lo = np.maximum(np.trunc(src), 0).astype(np.int64)
+        frac = np.maximum(src, _F32(0)) - lo.astype(_F32)
     else:
-        src = ratio * k.astype(_F32)
+        src = ratio * np.arange(out, dtype=_F32)
         lo = src.astype(np.int64)
         frac = src - lo.astype(_F32)
     hi = np.minimum(lo + 1, size - 1)
     lo = np.minimum(lo, size - 1)
-    return lo, hi, frac.astype(_F32)
+    frac = frac.astype(_F32)
+    return lo, hi, frac, (_F32(1) - frac).astype(_F32)
 
 
 @reference(T.RESIZE_LINEAR)
@@ -162,8 +171,16 @@ def resize_linear(op, inputs):
     align_mode = param_int(inputs[4] if len(inputs) > 4 else None, 1)
     half_pixel = align_mode == 0 and not align_corners
     (h, oh, rh), (w, ow, rw) = plan
-    lo, hi, frac = _linear_taps(h, oh, rh, half_pixel)
-    f = frac[:, None]
-    rows = x[..., lo, :] * (1 - f) + x[..., hi, :] * f
-    lo, hi, frac = _linear_taps(w, ow, rw, half_pixel)
-    return [rows[..., lo] * (1 - frac) + rows[..., hi] * frac]
+    y_n, y_s, d_n, d_s = _linear_taps(h, oh, rh, half_pixel, src_in_double=True)
+    x_w, x_e, d_w, d_e = _linear_taps(w, ow, rw, half_pixel, src_in_double=False)
+    ft = x.dtype
+    d_n, d_s = d_n.astype(ft)[:, None], d_s.astype(ft)[:, None]
+    d_w, d_e = d_w.astype(ft)[None, :], d_e.astype(ft)[None, :]
+    rows_n, rows_s = x[..., y_n, :], x[..., y_s, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        # Paddle's sum, term by term in x's precision: nw*d_s*d_e + sw*d_n*d_e + ne*d_s*d_w + se*d_n*d_w
+        out = rows_n[..., x_w] * d_s * d_e
+        out += rows_s[..., x_w] * d_n * d_e
+        out += rows_n[..., x_e] * d_s * d_w
+        out += rows_s[..., x_e] * d_n * d_w
+    return [out]
