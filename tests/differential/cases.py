@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 # Bump when a case's inputs, attributes or the set of ops change: it keys the cache of generated programs.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 DEFAULT_SEED = 20260
 CASES_PER_OP = 10
 
@@ -1748,10 +1748,91 @@ OPS += [
 ]
 
 
+# -- vision ops (generator 4) -------------------------------------------------------------------------------------
+
+
+def _deform_conv(rng):
+    dtype, variant = "float32", pick(rng, ("plain", "plain", "special"))
+    n, c_in, c_out, k = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, 2))
+    size = int(rng.integers(k, k + 4))
+    out = (size + 2 * padding - k) // stride + 1
+    x = values(rng, dtype, [n, c_in, size, size], variant=variant)
+    offset = values(rng, dtype, [n, 2 * k * k, out, out], low=-1.5, high=1.5)
+    w = values(rng, dtype, [c_out, c_in, k, k])
+    with_mask = bool(rng.random() < 0.5)
+    feeds = {"x": x, "offset": offset, "w": w}
+    if with_mask:
+        feeds["mask"] = values(rng, dtype, [n, k * k, out, out], low=0.0, high=1.0)
+        build = (lambda paddle, x, offset, w, mask: paddle.vision.ops.deform_conv2d(
+            x, offset, w, stride=stride, padding=padding, mask=mask))
+    else:
+        build = (lambda paddle, x, offset, w: paddle.vision.ops.deform_conv2d(x, offset, w, stride=stride,
+                                                                              padding=padding))
+    return dtype, variant, feeds, build, f"k={k}, stride={stride}, pad={padding}, mask={with_mask}"
+
+
+def _roi_align(rng):
+    dtype, variant = "float32", "plain"
+    c, h, w = int(rng.integers(1, 3)), int(rng.integers(4, 9)), int(rng.integers(4, 9))
+    x = values(rng, dtype, [1, c, h, w])
+    count = int(rng.integers(1, 4))
+    x0, y0 = rng.uniform(0, w - 1, count), rng.uniform(0, h - 1, count)
+    boxes = np.stack([x0, y0, x0 + rng.uniform(0.5, w, count), y0 + rng.uniform(0.5, h, count)], 1).astype(dtype)
+    out_size = int(rng.integers(1, 4))
+    scale = float(pick(rng, (1.0, 0.5)))
+    ratio = int(pick(rng, (-1, 1, 2)))
+    aligned = bool(rng.random() < 0.5)
+    num = np.array([count], np.int32)
+    return dtype, variant, {"x": x, "boxes": boxes, "num": num}, \
+        (lambda paddle, x, boxes, num: paddle.vision.ops.roi_align(x, boxes, num, out_size, spatial_scale=scale,
+                                                                   sampling_ratio=ratio, aligned=aligned)), \
+        f"out={out_size}, scale={scale}, ratio={ratio}, aligned={aligned}"
+
+
+def _yolo_box(rng):
+    dtype, variant = "float32", "plain"
+    anchors = [10, 13, 16, 30] if rng.random() < 0.5 else [10, 13, 16, 30, 33, 23]
+    classes = int(rng.integers(1, 4))
+    h = w = int(rng.integers(2, 5))
+    x = values(rng, dtype, [1, len(anchors) // 2 * (5 + classes), h, w])
+    img = np.array([[int(rng.integers(32, 128)), int(rng.integers(32, 128))]], np.int32)
+    threshold = float(pick(rng, (0.01, 0.5)))
+    clip = bool(rng.random() < 0.5)
+    scale_xy = float(pick(rng, (1.0, 1.05)))
+    return dtype, variant, {"x": x, "img": img}, \
+        (lambda paddle, x, img: paddle.vision.ops.yolo_box(x, img, anchors, classes, threshold, 32,
+                                                           clip_bbox=clip, scale_x_y=scale_xy)), \
+        f"anchors={anchors}, classes={classes}, thresh={threshold}, clip={clip}, scale_xy={scale_xy}"
+
+
+def _prior_box(rng):
+    dtype, variant = "float32", "plain"
+    h = w = int(rng.integers(2, 5))
+    x = values(rng, dtype, [1, 2, h, w])
+    image = values(rng, dtype, [1, 3, h * 8, w * 8])
+    min_sizes = [float(pick(rng, (8.0, 16.0)))]
+    max_sizes = [min_sizes[0] * 2] if rng.random() < 0.5 else None
+    ratios = [1.0, 2.0] if rng.random() < 0.5 else [1.0]
+    flip, clip = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+    return dtype, variant, {"x": x, "image": image}, \
+        (lambda paddle, x, image: paddle.vision.ops.prior_box(x, image, min_sizes, max_sizes, ratios, flip=flip,
+                                                              clip=clip)), \
+        f"min={min_sizes}, max={max_sizes}, ratios={ratios}, flip={flip}, clip={clip}"
+
+
+VISION_OPS = [
+    custom("deformable_conv", _deform_conv),
+    custom("roi_align", _roi_align),
+    custom("yolo_box", _yolo_box),
+    custom("prior_box", _prior_box),
+]
+
+
 def generate_cases(seed: int, cases_per_op: int = CASES_PER_OP) -> list:
     """Every op's `cases_per_op` cases for `seed`, in a fixed order."""
     cases = []
-    for spec in OPS:
+    for spec in OPS + VISION_OPS:
         for k in range(cases_per_op):
             rng = np.random.default_rng([seed, zlib.crc32(spec.op_type.encode()), k])
             dtype, variant, feeds, build, attrs = spec.make(rng)
