@@ -247,8 +247,13 @@ def hard_sigmoid(b, op):
 def hard_swish(b, op):
     args = unpack(op)
     x = b.value(op.inputs[0])
-    gate = _hard_sigmoid(args, x)
-    alpha = args.float("alpha")
+    alpha, beta = args.float("alpha"), args.float("beta")
+    if _is_float(x) and abs(alpha - 1.0 / 6.0) < 1e-7 and abs(beta - 0.5) < 1e-7:
+        # Paddle's default hard_swish is OpenVINO's HSwish, x * min(max(x + 3, 0), 6) / 6 (the CPU plugin's
+        # fused kernel; it overflows at 3e38 and carries NaN as Paddle does)
+        return [_out(opset.hswish(x))]
+    # no NaN select here: the product with x carries a NaN through anyway
+    gate = opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0)
     if alpha <= 0 or not _is_float(x):
         return [_out(opset.multiply(x, gate))]
     # Paddle forms x * min(max(x + offset, 0), threshold) (threshold = 1 / alpha) before scaling: a huge x

@@ -125,6 +125,9 @@ KNOWN_DIFFERENCES += [Known(*entry, ci=False) for entry in [
     ("relu", "*", "special", ALL, "Paddle's relu is max(x, 0) with NaN giving 0; ours propagates NaN"),
     ("gelu", "float32", "special", ALL, "Paddle's exact gelu computes x * (1 + erf(x/sqrt2)) before halving, "
                                         "so gelu(3e38) overflows to inf; ours gives 3e38"),
+    ("hard_swish", "float32", "special", (OPENVINO,), "x above FLT_MAX / 6: Paddle's x * min(max(x + 3, 0), 6) "
+                                                      "overflows to inf, OpenVINO's fused HSwish (what its own "
+                                                      "Paddle frontend emits too) gives x"),
     ("log_softmax", "float64", "special", ALL, "Paddle's softmax kernels clip the max-shifted input at -64 "
                                                "(float64 too)"),
     ("pow", "float32", "special", ALL, "(-0.0) ** -1: Paddle gives +inf, IEEE (ours) -inf"),
