@@ -151,7 +151,10 @@ def quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
 class GraphBuilder:
     """Operand -> OpenVINO output bookkeeping while converting one model (or one trial operation)."""
 
-    def __init__(self):
+    def __init__(self, keep_nan_in_clamps: bool = True):
+        # CLIP, RELU6 and HARD_SIGMOID select a NaN input back in, as Paddle keeps it (driver property
+        # INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS; off, the CPU plugin fuses the clamp into a convolution)
+        self.keep_nan_in_clamps = keep_nan_in_clamps
         self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
         self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
         # operand index -> (float result, type) of a quantized result whose stored integers nothing has read
@@ -258,9 +261,9 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
             builder.set_result(operand, node, exact_grid)
 
 
-def build_ov_model(model: Model, operations: OperationTable) -> ov.Model:
+def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps: bool = True) -> ov.Model:
     """The whole NNAdapter model as an openvino.Model (inputs and outputs in model order)."""
-    builder = GraphBuilder()
+    builder = GraphBuilder(keep_nan_in_clamps)
     for k, operand in enumerate(model.input_operands):
         builder.add_parameter(operand, f"input{k}")
     for op in model.topological_operations():

@@ -800,3 +800,62 @@ def test_per_run_overhead_over_a_bare_infer_request(context):
     # A generous bound on a shared 2-core machine; the measured number goes into the report.
     assert ours_us - bare_us < 50
     DRIVER.destroy_program(program)
+
+
+# -- INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS ----------------------------------------------------------------------------
+def _relu6_conv_program(tmp_path):
+    from support.converter_harness import pir_program
+    import paddle.nn.functional as F
+
+    x = np.ones((1, 2, 4, 4), np.float32)
+    x[0, 0, 1, 1] = np.nan
+    w = np.ones((3, 2, 1, 1), np.float32)
+    return pir_program(tmp_path, lambda x, w: F.relu6(F.conv2d(x, w)), {"x": x, "w": w})
+
+
+def _run_with(saved, properties: str, monkeypatch):
+    import openvino as ov
+
+    import nnadapter_bridge as nb
+
+    compiled_models = []
+    original = ov.Core.compile_model
+
+    def spy(self, model, *args, **kwargs):
+        compiled_models.append(model)
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(ov.Core, "compile_model", spy)
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(["intel_openvino"])
+    config.set_nnadapter_context_properties(properties)
+    predictor = nb.create_predictor(config)
+    for name in predictor.get_input_names():
+        predictor.get_input_by_name(name).from_numpy(saved.feeds[name])
+    predictor.run()
+    kinds = {op.get_type_name() for m in compiled_models for op in m.get_ops()}
+    return predictor.get_output(0).numpy(), kinds
+
+
+def test_clamps_keep_nan_by_default_and_fuse_on_request(tmp_path, monkeypatch):
+    pytest.importorskip("paddle")
+    saved = _relu6_conv_program(tmp_path)
+    assert np.isnan(saved.outputs[0][0, :, 1, 1]).all()  # Paddle's relu6 passes the NaN through
+
+    exact, kinds = _run_with(saved, "", monkeypatch)
+    np.testing.assert_array_equal(exact, saved.outputs[0])  # NaN where Paddle has NaN, 2.0 elsewhere
+    assert "Select" in kinds and "Clamp" not in kinds
+
+    fused, kinds = _run_with(saved, "INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS=0", monkeypatch)
+    assert "Clamp" in kinds and "Select" not in kinds and "IsNaN" not in kinds
+    finite = ~np.isnan(saved.outputs[0])
+    np.testing.assert_array_equal(fused[finite], saved.outputs[0][finite])
+    assert not np.isnan(fused).any()  # OpenVINO's fused clamp maps the NaN to a bound: the documented trade
+
+
+def test_keep_nan_in_clamps_rejects_other_values(tmp_path, monkeypatch):
+    pytest.importorskip("paddle")
+    saved = _relu6_conv_program(tmp_path)
+    with pytest.raises(Exception, match="INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS=2"):
+        _run_with(saved, "INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS=2", monkeypatch)
