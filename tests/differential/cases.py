@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 # Bump when a case's inputs, attributes or the set of ops change: it keys the cache of generated programs.
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 6
 DEFAULT_SEED = 20260
 CASES_PER_OP = 10
 
@@ -1748,7 +1748,7 @@ OPS += [
 ]
 
 
-# -- vision ops (generator 4) -------------------------------------------------------------------------------------
+# -- vision ops (generator 4), max_pool3d_with_index and set_value (5, 6) -------------------------------------------------------------------------------------
 
 
 def _deform_conv(rng):
@@ -1821,11 +1821,52 @@ def _prior_box(rng):
         f"min={min_sizes}, max={max_sizes}, ratios={ratios}, flip={flip}, clip={clip}"
 
 
+def _max_pool3d_with_index(rng):
+    dtype, variant = pick(rng, FLOATS), pick(rng, ("plain", "plain", "special"))
+    size = int(rng.integers(2, 5))
+    x = values(rng, dtype, [1, int(rng.integers(1, 3)), size, size, int(rng.integers(2, 5))], variant=variant)
+    if rng.random() < 0.3:
+        out = int(rng.integers(1, size + 1))
+        return dtype, variant, {"x": x}, \
+            (lambda paddle, x: list(paddle.nn.functional.adaptive_max_pool3d(x, out, return_mask=True))), \
+            f"adaptive {out}"
+    k = int(rng.integers(1, size + 1))
+    stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, (k // 2) + 1))
+    return dtype, variant, {"x": x}, \
+        (lambda paddle, x: list(paddle.nn.functional.max_pool3d(x, k, stride, padding, return_mask=True))), \
+        f"k={k}, stride={stride}, pad={padding}"
+
+
+def _set_value(rng):
+    """`x[...] = v` in a static program: Paddle's set_value (a scalar) or set_value_with_tensor (a tensor)."""
+    dtype, variant = pick(rng, NUMERIC), pick(rng, ("plain", "plain", "special"))
+    shape = rand_shape(rng, int(rng.integers(1, 4)), 2, 5)
+    x = values(rng, dtype, shape, variant=variant if dtype.startswith("float") else "plain")
+    start = int(rng.integers(-shape[0], shape[0]))
+    stop = int(rng.integers(start % shape[0] + 1, shape[0] + 1))
+    step = int(pick(rng, (1, 1, 2)))
+    index = slice(start % shape[0], stop, step)
+    if rng.random() < 0.5:
+        scalar = float(rng.integers(-3, 4)) if dtype.startswith("float") else int(rng.integers(-3, 4))
+
+        def build(paddle, x):  # paddle.static.setitem: out of place (`y[i] = v` on an assign is pruned away)
+            return paddle.static.setitem(x, index, scalar)
+        return dtype, variant, {"x": x}, build, f"[{index.start}:{index.stop}:{index.step}] = {scalar}"
+    rows = len(range(*index.indices(shape[0])))
+    v = values(rng, dtype, [rows] + shape[1:])
+
+    def build_tensor(paddle, x, v):
+        return paddle.static.setitem(x, index, v)
+    return dtype, variant, {"x": x, "v": v}, build_tensor, f"[{index.start}:{index.stop}:{index.step}] = tensor"
+
+
 VISION_OPS = [
     custom("deformable_conv", _deform_conv),
     custom("roi_align", _roi_align),
     custom("yolo_box", _yolo_box),
     custom("prior_box", _prior_box),
+    custom("max_pool3d_with_index", _max_pool3d_with_index),
+    custom("set_value", _set_value),
 ]
 
 

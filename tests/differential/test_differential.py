@@ -1,7 +1,7 @@
 """The differential tester: seeded random single-op programs run by Paddle Inference (the truth) and by our
 predictor on each device, judged case by case at the per-operation tolerance.
 
-Cases come from `cases.py` (224 Paddle op types; dtypes, 0-d, broadcast, empty, special and subnormal
+Cases come from `cases.py` (226 Paddle op types; dtypes, 0-d, broadcast, empty, special and subnormal
 values), batched into programs with Paddle's outputs cached by `programs.py`, and run by `runner.py`. Cases
 Paddle itself rejects are discarded, not counted.
 
