@@ -268,7 +268,37 @@ def smaps_rollup() -> dict:
 
 
 def params_path(model_path: str) -> str:
-    return model_path[: -len(".pdmodel")] + ".pdiparams"
+    """`<stem>.pdiparams` beside a legacy `.pdmodel` or a PIR `.json`."""
+    return os.path.splitext(model_path)[0] + ".pdiparams"
+
+
+def example_input(model_path: str):
+    """The input a start feeds: a 224x224 image, or token ids for the PIR transformer."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if model_path.endswith(".json"):
+        from nnadapter_bridge.zoo import TRANSFORMER_SEQ, TRANSFORMER_VOCAB
+
+        return rng.integers(0, TRANSFORMER_VOCAB, (1, TRANSFORMER_SEQ)).astype(np.int64)
+    return rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+
+
+def ensure_benchmark_model(name: str, model_dir: str) -> str:
+    """A zoo model (legacy .pdmodel, as bench_peers builds it) or a PIR-only zoo model (.json: OpenVINO's
+    Paddle frontend cannot read those, so it has no OpenVINO-direct peer)."""
+    from nnadapter_bridge import zoo
+
+    if name in zoo.PIR_MODELS:
+        out = os.path.join(model_dir, name, zoo.PIR_LAYOUT)
+        path = zoo.model_path(name, zoo.PIR_LAYOUT, out)
+        if not os.path.isfile(path):
+            print(f"building {name} (PIR) into {out} ...", file=sys.stderr, flush=True)
+            zoo.build_pir_model(name, out)
+        return path
+    from bench_peers import ensure_model
+
+    return ensure_model(name, model_dir)
 
 
 def _ours(args, recorder: Recorder, result: dict):
@@ -281,7 +311,7 @@ def _ours(args, recorder: Recorder, result: dict):
     recorder.wrap_later(PHASES)
     import numpy as np
 
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    x = example_input(args.model)
     with recorder.phase("start"):
         with recorder.phase("create_predictor"):
             config = nnadapter_bridge.Config()
@@ -525,7 +555,7 @@ def summarise(runs: list) -> dict:
 def measure(model_name: str, model: str, device: str, args, scratch: str) -> dict:
     entry = {"model": model_name, "device": device, "load_1min": os.getloadavg()[0]}
     cold, warm, peer_cold, peer_warm = [], [], [], []
-    peer = device == "intel_openvino"
+    peer = device == "intel_openvino" and model.endswith(".pdmodel")
     for k in range(args.repeat):
         work = os.path.join(scratch, f"{model_name}-{device}-{k}")
         shutil.rmtree(work, ignore_errors=True)
@@ -661,14 +691,12 @@ def main(argv=None) -> int:
     else:
         sys.path.insert(0, ROOT)
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from bench_peers import ensure_model
-
         load_before = os.getloadavg()
         scratch = tempfile.mkdtemp(prefix="profile-startup-")
         entries = []
         try:
             for name in [m for m in args.models.split(",") if m]:
-                model = ensure_model(name, args.model_dir)
+                model = ensure_benchmark_model(name, args.model_dir)
                 for device in [d for d in args.devices.split(",") if d]:
                     print(f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}] {name} {device}",
                           file=sys.stderr, flush=True)

@@ -226,8 +226,19 @@ class OnnxRuntimeDriver(Driver):
             input_types = [o.type.copy() for o in model.input_operands]
             output_types = [o.type.copy() for o in model.output_operands]
             if cache.wants_program_bytes:
-                model_bytes = self._portable_bytes(context, model_bytes)
-                cache.buffer = model_bytes  # the program bytes themselves, not a copy (driver_protocol.Cache)
+                portable = self._portable_bytes(context, model_bytes)
+                try:
+                    session = self._open_session(context, portable)
+                except NNAdapterError:
+                    if portable is model_bytes:
+                        raise
+                    # onnxruntime 1.32's extended optimizers can fail on a model its own basic level wrote
+                    # ("AddInitializedOrtValue: Attempt to replace the existing tensor", a transformer
+                    # encoder): the cache then keeps the model as built, which restores like any other
+                    session = self._open_session(context, model_bytes)
+                    portable = model_bytes
+                cache.buffer = portable  # the program bytes themselves, not a copy (driver_protocol.Cache)
+                return self._program(context, session, input_types, output_types)
         session = self._open_session(context, model_bytes)
         return self._program(context, session, input_types, output_types)
 

@@ -122,3 +122,40 @@ def test_paddle_inference_reads_json_alike_with_pir_flag_off(pir_model, paddle_r
         assert len(there.files) == len(here)
         for k, want in enumerate(here):
             np.testing.assert_array_equal(there[f"arr_{k}"], want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+@pytest.mark.parametrize("name", zoo.PIR_MODELS)
+def test_pir_model_compiles_caches_and_restores_without_a_fallback(name, device, pir_model, paddle_reference,
+                                                                     tmp_path):
+    """No device fault moved to the host (DeviceFallbackWarning is an error here) with a model cache: the first
+    predictor compiles and writes the .nnc, a second one restores it, both match Paddle. (onnxruntime 1.32
+    once failed to load its own basic-optimized transformer program: found here, not by the test above.)"""
+    import warnings
+
+    from nnadapter_bridge.nnadapter.runtime import DeviceFallbackWarning
+
+    path = pir_model(name)
+    case, feeds = _cases(name)[0]
+    want = paddle_reference(path, feeds)
+    for attempt in ("build", "restore"):
+        config = nb.Config()
+        config.set_model_file(path)
+        config.set_nnadapter_device_names([device])
+        config.set_nnadapter_model_cache_dir(str(tmp_path))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeviceFallbackWarning)
+            predictor = nb.create_predictor(config)
+            for input_name, array in feeds.items():
+                predictor.get_input_by_name(input_name).from_numpy(array)
+            predictor.run()
+        for k, expected in enumerate(want):
+            assert_model_close(predictor.get_output(k).numpy(), expected, what=f"{attempt} {case} output {k}")
+        stats = predictor.stats
+        assert stats.subgraph_host_runs == 0, f"{attempt}: a subgraph ran on the host"
+        if stats.subgraphs:
+            if attempt == "build":
+                assert stats.builds >= 1 and stats.cache_hits_file == 0
+            else:
+                assert stats.builds == 0 and stats.cache_hits_file >= 1
