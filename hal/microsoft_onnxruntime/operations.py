@@ -200,6 +200,10 @@ def _hard_sigmoid(g: GraphBuilder, op: Operation):
         g.one("HardSigmoid", [x], g.out(op), alpha=alpha, beta=beta)
     elif alpha <= 0:
         g.one("Mul", [x, g.one("HardSigmoid", [x], alpha=alpha, beta=beta)], g.out(op))
+    elif _compute_dtype(op) == np.float32 and abs(alpha - 1.0 / 6.0) < 1e-7 and abs(beta - 0.5) < 1e-7:
+        # Paddle's default hard_swish is ONNX HardSwish, one kernel (mobilenet_v3 has 19 of them); it gives x
+        # where Paddle's product overflows to inf (x > FLT_MAX / 6), as OpenVINO's HSwish does
+        g.one("HardSwish", [x], g.out(op))
     else:
         # Paddle forms x * min(max(x + offset, 0), threshold) (offset = beta / alpha, threshold = 1 / alpha)
         # before scaling: a huge x overflows to inf there, as it does here (x * HardSigmoid(x) would not)

@@ -132,9 +132,10 @@ KNOWN_DIFFERENCES += [Known(*entry, ci=False) for entry in [
     ("group_norm", "float32", "plain", (OPENVINO, ORT), "Paddle's one-pass variance E[x^2] - E[x]^2 loses digits "
                                                         "on a small group; the SDK's two-pass variance does not "
                                                         "(1e-5 relative; builtin_device computes Paddle's form)"),
-    ("hard_swish", "float32", "special", (OPENVINO,), "x above FLT_MAX / 6: Paddle's x * min(max(x + 3, 0), 6) "
-                                                      "overflows to inf, OpenVINO's fused HSwish (what its own "
-                                                      "Paddle frontend emits too) gives x"),
+    ("hard_swish", "float32", "special", (OPENVINO, ORT), "x above FLT_MAX / 6: Paddle's x * min(max(x + 3, 0), "
+                                                           "6) overflows to inf, the SDK's HSwish / HardSwish "
+                                                           "kernel (what OpenVINO's own Paddle frontend and "
+                                                           "paddle2onnx emit too) gives x"),
     ("log_softmax", "float64", "special", ALL, "Paddle's softmax kernels clip the max-shifted input at -64 "
                                                "(float64 too)"),
     ("pow", "float32", "special", ALL, "(-0.0) ** -1: Paddle gives +inf, IEEE (ours) -inf"),
