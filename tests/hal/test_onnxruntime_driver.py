@@ -417,3 +417,58 @@ def test_window_over_the_whole_plane_is_a_global_pool(op_type, onnx_op):
     # A padded window over the plane stays a plain pool.
     padded, _ = build_op(op_type, [x, 0, Const([1, 0, 0, 0]), Const([5, 6]), Const([1, 1])] + tail)
     assert onnx_op not in [n.op_type for n in convert_model(padded, OPERATIONS).graph.node]
+
+
+# -- MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO ------------------------------------------------------------------------
+def _relu_conv_run(tmp_path, properties: str, monkeypatch):
+    from support.converter_harness import pir_program
+    import onnx
+    import onnxruntime as ort
+    import paddle.nn.functional as F
+
+    import nnadapter_bridge as nb
+
+    x = np.ones((1, 2, 4, 4), np.float32)
+    x[0, 0, 1, 1] = np.nan
+    w = np.ones((3, 2, 1, 1), np.float32)
+    saved = pir_program(tmp_path, lambda x, w: F.relu(F.conv2d(x, w)), {"x": x, "w": w})
+    models = []
+    original = ort.InferenceSession
+
+    class Spy(original):
+        def __init__(self, model, *args, **kwargs):
+            if isinstance(model, (bytes, bytearray)):
+                models.append(onnx.load_from_string(bytes(model)))
+            super().__init__(model, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", Spy)
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(["microsoft_onnxruntime"])
+    config.set_nnadapter_context_properties(properties)
+    predictor = nb.create_predictor(config)
+    for name in predictor.get_input_names():
+        predictor.get_input_by_name(name).from_numpy(saved.feeds[name])
+    predictor.run()
+    kinds = {node.op_type for m in models for node in m.graph.node}
+    return saved.outputs[0], predictor.get_output(0).numpy(), kinds
+
+
+def test_relu_maps_nan_to_zero_by_default_and_keeps_it_on_request(tmp_path, monkeypatch):
+    pytest.importorskip("paddle")
+    want, got, kinds = _relu_conv_run(tmp_path / "exact", "", monkeypatch)
+    assert not np.isnan(want).any()  # Paddle's relu: x > 0 ? x : 0
+    np.testing.assert_array_equal(got, want)
+    assert {"Relu", "ThresholdedRelu"} <= kinds
+
+    want, got, kinds = _relu_conv_run(tmp_path / "fast", "MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO=0", monkeypatch)
+    assert "Relu" in kinds and "ThresholdedRelu" not in kinds
+    finite = ~np.isnan(got)
+    assert np.isnan(got[0, :, 1, 1]).all()  # the documented trade: onnxruntime's Relu keeps the NaN
+    np.testing.assert_array_equal(got[finite], want[finite])
+
+
+def test_relu_nan_to_zero_rejects_other_values(tmp_path, monkeypatch):
+    pytest.importorskip("paddle")
+    with pytest.raises(Exception, match="MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO=7"):
+        _relu_conv_run(tmp_path, "MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO=7", monkeypatch)
