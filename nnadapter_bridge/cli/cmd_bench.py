@@ -9,6 +9,8 @@ Measured, in this order:
                   filled: programs are restored, nothing is compiled (the report checks that);
   steady          --runs timed runs of the cold-start predictor after --warmup untimed ones: median, p90,
                   mean, min.
+`--compare-paddle` / `--compare-float FLOAT_MODEL` then report (untimed) how far the benchmarked outputs are
+from Paddle Inference on the same model / on the float model: max errors, cosine, top-1 agreement.
 `--threads N` sets the thread count property of every selected device that has one; `--dynamic-shape`
 sets the dynamic shape info of every predictor (the warm-start process's too).
 """
@@ -61,6 +63,13 @@ def register(subparsers) -> None:
                              "start must compile) and is kept afterwards (default: a temporary dir, removed)")
     parser.add_argument("--no-fresh-process", action="store_true",
                         help="skip the warm start in a fresh process")
+    parser.add_argument("--compare-paddle", action="store_true",
+                        help="after timing, report the accuracy of the benchmarked outputs against Paddle Inference "
+                             "on the same inputs: max abs/rel error, cosine, top-1 agreement (what a quantized or "
+                             "bf16 run costs); not timed")
+    parser.add_argument("--compare-float", metavar="FLOAT_MODEL",
+                        help="the same against Paddle Inference running this float model (for a quantized one)")
+    parser.add_argument("--float-params", metavar="FILE", help="the params file of --compare-float's model")
     parser.add_argument("--warm-probe", action="store_true", help=argparse.SUPPRESS)  # the child of a bench
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
@@ -93,6 +102,7 @@ def start_predictor(args, cache_dir: str) -> tuple:
     fed = time.perf_counter()
     predictor.run()
     done = time.perf_counter()
+    predictor.bench_inputs = arrays  # what --compare-paddle / --compare-float feed Paddle Inference
     return predictor, created - start, done - fed
 
 
@@ -145,6 +155,14 @@ def run(args) -> int:
         raise CliError(f"--runs {args.runs}: must be at least 1")
     if args.warmup < 0:
         raise CliError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.float_params and not args.compare_float:
+        raise CliError("--float-params: give it with --compare-float")
+    if args.compare_paddle or args.compare_float:
+        from nnadapter_bridge.cli import paddle_reference
+
+        if not paddle_reference.paddle_available():
+            raise CliError("--compare-paddle / --compare-float: paddlepaddle is not installed, so there is no "
+                           "Paddle Inference to compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
     args.context_properties = with_threads(args)
     args.threads = None  # folded into the properties, which the child receives as they are
     if args.warm_probe:
@@ -196,6 +214,8 @@ def measure(args, cache_dir: str) -> dict:
             start = time.perf_counter()
             predictor.run()
             times.append(time.perf_counter() - start)
+        outputs = inputs.outputs_of(predictor)
+        accuracy = accuracy_report(args, predictor, config, outputs)
         predictor.close()
         warm = None if args.no_fresh_process else warm_start(args, cache_dir)
     data = {
@@ -212,12 +232,49 @@ def measure(args, cache_dir: str) -> dict:
                    "p90_seconds": float(np.percentile(times, 90)), "mean_seconds": statistics.fmean(times),
                    "min_seconds": min(times)},
     }
+    if accuracy:
+        data["accuracy"] = accuracy
     if warm is not None:
         data["warm"] = {"create_seconds": warm["create_seconds"], "first_run_seconds": warm["first_run_seconds"],
                         "total_seconds": warm["create_seconds"] + warm["first_run_seconds"],
                         "process_seconds": warm["process_seconds"], "builds": warm["builds"],
                         "cache_hits": warm["cache_hits"]}
     return data
+
+
+def accuracy_report(args, predictor, config, outputs: dict) -> dict:
+    """{"paddle": {output: metrics}, "float": {...}} for --compare-paddle / --compare-float ({} without)."""
+    compare_paddle = getattr(args, "compare_paddle", False)
+    compare_float = getattr(args, "compare_float", None)
+    if not (compare_paddle or compare_float):
+        return {}
+    from nnadapter_bridge.cli import paddle_reference
+    from nnadapter_bridge.cli.cmd_run import _compare_float, reduced_precision_reason
+
+    report = {}
+    feeds = predictor.bench_inputs
+    if compare_paddle:
+        want = paddle_reference.paddle_outputs(args.model, args.params, feeds)
+        reduced = bool(reduced_precision_reason(predictor, config))
+        report["paddle"] = {name: paddle_reference.compare(got, want[name], reduced_precision=reduced)
+                            for name, got in outputs.items() if name in want}
+    if compare_float:
+        reference = paddle_reference.paddle_outputs(compare_float, getattr(args, "float_params", None), feeds)
+        report["float"] = _compare_float(outputs, reference)
+    return report
+
+
+def _accuracy_rows(data: dict) -> list:
+    rows = []
+    for key, label in (("paddle", "vs Paddle Inference"), ("float", "vs the float model")):
+        for name, c in data.get("accuracy", {}).get(key, {}).items():
+            top1 = c.get("top1_agreement")
+            rows.append([f"{label}: {name}",
+                         "-" if c.get("cosine") is None else f"cosine {c['cosine']:.6f}",
+                         f"max abs error {output.format_number(c.get('max_abs_error'))}, max rel error "
+                         f"{output.format_number(c.get('max_rel_error'))}"
+                         + ("" if top1 is None else f", top-1 agreement {top1 * 100:.1f}%")])
+    return rows
 
 
 def _ms(seconds: float) -> str:
@@ -244,4 +301,5 @@ def render(data: dict) -> str:
                                                            if data["context_properties"] else ""),
             f"partition    {data['subgraphs']} subgraph(s), {data['host_ops']} host op(s)",
             ""]
+    rows += _accuracy_rows(data)
     return "\n".join(head + [output.format_table(["measure", "time", "details"], rows, right_align={1})])

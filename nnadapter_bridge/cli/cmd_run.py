@@ -12,7 +12,9 @@ the top-1 agreement; a quantized model (quantize/dequantize ops or int8 weights)
 (INTEL_OPENVINO_INFERENCE_PRECISION) are judged by those instead (tolerances.within_reduced_precision:
 cosine >= 0.999, top-1 agreement >= 99%), since int8 rounding flips an activation by one step now and
 then. A model Paddle Inference itself cannot run is one error line ("Paddle Inference could not run this
-model: ...", exit status 2), never Paddle's traceback.
+model: ...", exit status 2), never Paddle's traceback. `--compare-float FLOAT_MODEL` runs Paddle Inference on
+the float model a quantized one came from and reports what quantization costs (the same metrics, no verdict);
+`--samples N` judges N seeded random input sets together (top-1 agreement over N inputs).
 """
 from __future__ import annotations
 
@@ -49,6 +51,15 @@ def register(subparsers) -> None:
     parser.add_argument("--compare-paddle", action="store_true",
                         help="also run Paddle Inference (paddlepaddle, CPU) on the same inputs and report max abs "
                              "error, max error relative to max|want|, and PASS/FAIL per output")
+    parser.add_argument("--compare-float", metavar="FLOAT_MODEL",
+                        help="for a quantized (or reduced-precision) run: also run Paddle Inference on this float "
+                             "model (file or directory) with the same inputs and report what the reduction costs "
+                             "(max errors, cosine, top-1 agreement); informational, not part of the exit status")
+    parser.add_argument("--float-params", metavar="FILE", help="the params file of --compare-float's model")
+    parser.add_argument("--samples", metavar="N", type=int, default=1,
+                        help="with --compare-paddle / --compare-float: run N seeded random input sets (seeds "
+                             "SEED..SEED+N-1) and judge the outputs of all of them together (top-1 agreement over "
+                             "N inputs); default 1")
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
@@ -60,9 +71,18 @@ def output_file_name(name: str) -> str:
 def run(args) -> int:
     from nnadapter_bridge.predictor import create_predictor
 
-    if args.compare_paddle and not paddle_reference.paddle_available():
-        raise CliError("--compare-paddle: paddlepaddle is not installed, so there is no Paddle Inference to "
+    comparing = args.compare_paddle or args.compare_float
+    if comparing and not paddle_reference.paddle_available():
+        flag = "--compare-paddle" if args.compare_paddle else "--compare-float"
+        raise CliError(f"{flag}: paddlepaddle is not installed, so there is no Paddle Inference to "
                        "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
+    if args.samples < 1:
+        raise CliError(f"--samples {args.samples}: expected 1 or more")
+    if args.samples > 1 and not comparing:
+        raise CliError("--samples: runs several input sets only to compare them (--compare-paddle or "
+                       "--compare-float)")
+    if args.float_params and not args.compare_float:
+        raise CliError("--float-params: give it with --compare-float")
     if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
     if args.cache_dir and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
@@ -77,11 +97,21 @@ def run(args) -> int:
             options.make_dir(args.output_dir, "--output-dir")
         predictor = create_predictor(config)
         arrays, origin = inputs.make_inputs(predictor, args, shapes=shapes)
+        if args.samples > 1 and "random" not in origin.values():
+            raise CliError("--samples: every input comes from a file, so the samples would all be the same; "
+                           "drop --input for at least one input")
         inputs.feed(predictor, arrays)
         start = time.perf_counter()
         predictor.run()
         seconds = time.perf_counter() - start
         outputs = inputs.outputs_of(predictor)
+        sample_inputs, sample_outputs = [arrays], [outputs]
+        for k in range(1, args.samples):  # more seeded input sets, judged together with the first
+            more, _ = inputs.make_inputs(predictor, _with_seed(args, args.seed + k), shapes=shapes)
+            inputs.feed(predictor, more)
+            predictor.run()
+            sample_inputs.append(more)
+            sample_outputs.append(inputs.outputs_of(predictor))
         stats = predictor.stats
         programs = output.program_report(predictor)
         predictor.close()
@@ -110,13 +140,16 @@ def run(args) -> int:
                                f"{exc.strerror or exc}") from exc
             data["outputs"][name]["file"] = path
     status = 0
+    if args.samples > 1:
+        data["samples"] = args.samples
+    ours = _stacked(sample_outputs)
     if args.compare_paddle:
-        want = paddle_reference.paddle_outputs(args.model, args.params, arrays)
+        want = _stacked([paddle_reference.paddle_outputs(args.model, args.params, feeds) for feeds in sample_inputs])
         reduced = reduced_precision_reason(predictor, config)
         if reduced:
             data["reduced_precision"] = reduced
         comparison = {}
-        for name, got in outputs.items():
+        for name, got in ours.items():
             if name not in want:
                 comparison[name] = {"passed": False, "note": "Paddle Inference has no output of this name"}
                 continue
@@ -124,11 +157,48 @@ def run(args) -> int:
         data["compare_paddle"] = comparison
         data["passed"] = all(c["passed"] for c in comparison.values())
         status = 0 if data["passed"] else 1
+    if args.compare_float:
+        reference = _stacked([paddle_reference.paddle_outputs(args.compare_float, args.float_params, feeds)
+                              for feeds in sample_inputs])
+        data["compare_float"] = {"model": args.compare_float, "outputs": _compare_float(ours, reference)}
     if args.json:
         output.print_json(data)
     else:
         print(render(data))
     return status
+
+
+def _with_seed(args, seed: int):
+    import argparse
+
+    return argparse.Namespace(**{**vars(args), "seed": seed})
+
+
+def _stacked(samples: list) -> dict:
+    """{output name: array}: the one sample's arrays, or every sample's stacked on a new leading axis."""
+    if len(samples) == 1:
+        return samples[0]
+    names = samples[0].keys()
+    return {name: np.stack([np.asarray(s[name]) for s in samples]) for name in names
+            if all(name in s and np.shape(s[name]) == np.shape(samples[0][name]) for s in samples)}
+
+
+def _compare_float(ours: dict, reference: dict) -> dict:
+    """Our outputs against the float model's, matched by name, else by position (a quantized export may rename
+    its fetch vars): the metrics, no verdict (the float model is not what the quantized one should equal)."""
+    names, ref_names = list(ours), list(reference)
+    pairs = {}
+    for k, name in enumerate(names):
+        ref = name if name in reference else (ref_names[k] if k < len(ref_names) else None)
+        if ref is None:
+            pairs[name] = {"note": "the float model has no such output"}
+            continue
+        entry = paddle_reference.compare(ours[name], reference[ref], reduced_precision=True)
+        entry.pop("passed", None)
+        entry.pop("tolerance", None)
+        entry["float_output"] = ref
+        pairs[name] = entry
+    return pairs
 
 
 def reduced_precision_reason(predictor, config) -> str:
@@ -197,4 +267,17 @@ def render(data: dict) -> str:
         lines.append("")
         lines.append("PASS: every output matches Paddle Inference" if data["passed"]
                      else "FAIL: some outputs differ from Paddle Inference")
+    if "compare_float" in data:
+        lines.append("")
+        rows = []
+        for name, c in data["compare_float"]["outputs"].items():
+            top1 = c.get("top1_agreement")
+            rows.append([name, output.format_number(c.get("max_abs_error")),
+                         output.format_number(c.get("max_rel_error")),
+                         "-" if c.get("cosine") is None else f"{c['cosine']:.6f}",
+                         "-" if top1 is None else f"{top1 * 100:.1f}%", c.get("note", "")])
+        lines.append(output.format_table(["vs the float model", "max abs error", "max rel error", "cosine", "top-1",
+                                          "note"], rows, right_align={1, 2, 3, 4}))
+    if data.get("samples"):
+        lines.append(f"(judged over {data['samples']} seeded input sets)")
     return "\n".join(lines)

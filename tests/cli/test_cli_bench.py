@@ -76,3 +76,23 @@ def test_dynamic_shape_reaches_the_warm_start(yolo, capsys, tmp_path):
     # The program is the one convert makes with the same dynamic shape info.
     assert main(["convert", yolo, "--cache-dir", str(cache), *dynamic, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["restored"] == 1
+
+
+def test_bench_reports_accuracy_against_paddle_and_the_float_model(quant_model, zoo_model, capsys):
+    from support.quant_fixtures import CHANNEL
+
+    quantized = quant_model("mobilenet_v1", True, CHANNEL)
+    float_model = zoo_model("mobilenet_v1")
+    assert main(["bench", quantized, "--device", "intel_openvino", "--runs", "2", "--warmup", "0",
+                 "--no-fresh-process", "--compare-paddle", "--compare-float", float_model, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (name, paddle), = data["accuracy"]["paddle"].items()
+    against_float = data["accuracy"]["float"][name]
+    assert paddle["passed"] and paddle["tolerance"] == "reduced precision"
+    assert paddle["cosine"] > 0.999 and 0.9 < against_float["cosine"] < 1.0
+    assert against_float["max_abs_error"] > paddle["max_abs_error"] > 0  # int8 rounding, and the quantization
+
+
+def test_bench_float_params_needs_compare_float(yolo, capsys):
+    assert main(["bench", yolo, "--float-params", "x.pdiparams"]) == 2
+    assert "--float-params: give it with --compare-float" in capsys.readouterr().err

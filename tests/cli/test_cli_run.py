@@ -271,3 +271,36 @@ def test_paddle_reference_keeps_a_0d_input_0d(tmp_path):
     assert saved.outputs[0].shape == ()  # Paddle's executor keeps it 0-d
     out, = paddle_reference.paddle_outputs(saved.model_path, saved.params_path, {"x": x}).values()
     assert out.shape == () and float(out) == 6.0
+
+
+# -- quantized models: against the float model, over several inputs -------------------------------------------------
+def test_compare_float_reports_what_quantization_costs_over_several_inputs(quant_model, zoo_model, capsys):
+    from support.quant_fixtures import CHANNEL
+
+    quantized = quant_model("mobilenet_v2", True, CHANNEL)
+    float_model = zoo_model("mobilenet_v2")
+    data = run_json(capsys, quantized, "--device", "intel_openvino", "--compare-paddle", "--compare-float",
+                    float_model, "--samples", "3")
+    assert data["samples"] == 3 and data["reduced_precision"] == "quantized model" and data["passed"]
+    (name, against_paddle), = data["compare_paddle"].items()
+    assert against_paddle["shape"] == [3, 1, 1000]  # three input sets judged together
+    against_float = data["compare_float"]["outputs"][name]
+    assert against_float["shape"] == [3, 1, 1000] and "passed" not in against_float
+    # quantization moves the output away from the float model more than our int8 kernels move it away from
+    # Paddle Inference running the same quantized model
+    assert 0.99 < against_float["cosine"] <= against_paddle["cosine"]
+    assert against_float["max_abs_error"] > 0
+
+    main(["run", quantized, "--device", "intel_openvino", "--compare-float", float_model])
+    text = capsys.readouterr().out
+    assert "vs the float model" in text and "vs Paddle Inference" not in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--samples", "0", "--compare-paddle"], "--samples 0: expected 1 or more"),
+    (["--samples", "2"], "--samples: runs several input sets only to compare them"),
+    (["--float-params", "p.pdiparams"], "--float-params: give it with --compare-float"),
+])
+def test_sample_and_float_arguments_are_checked(yolo, capsys, argv, message):
+    assert main(["run", yolo, *argv]) == 2
+    assert message in capsys.readouterr().err
