@@ -13,6 +13,7 @@ from nnadapter_bridge.errors import (  # noqa: F401
     InvalidDimensionsError,
     ModelFormatError,
     NNAdapterError,
+    NotSupportedError,
     OperationError,
     PropertiesError,
     UnsupportedOpError,
@@ -31,8 +32,8 @@ _LAZY = {
 }
 
 __all__ = ["BridgeError", "ConfigError", "ConversionError", "InputError", "DeviceNotFoundError",
-           "InvalidDimensionsError", "ModelFormatError", "NNAdapterError", "OperationError", "PropertiesError",
-           "UnsupportedOpError", *_LAZY]
+           "InvalidDimensionsError", "ModelFormatError", "NNAdapterError", "NotSupportedError", "OperationError",
+           "PropertiesError", "UnsupportedOpError", *_LAZY]
 
 
 def __getattr__(name: str):

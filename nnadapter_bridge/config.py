@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from typing import Callable, Iterable, Mapping, Optional
 
 from nnadapter_bridge.errors import ConfigError
@@ -17,6 +18,30 @@ from nnadapter_bridge.nnadapter.codes import MAX_SIZE_OF_DIMENSIONS, MAX_SIZE_OF
 
 DEFAULT_DEVICE_NAMES = ("builtin_device",)
 _TOKEN_PATTERN = re.compile(r"[0-9a-fA-F]{32}")
+# A driver's thread-count property is the key of its `property_keys` ending in this (Config.set_threads).
+NUM_THREADS_SUFFIX = "_NUM_THREADS"
+_WARNED_ONCE: set = set()
+
+
+class NoEffectWarning(UserWarning):
+    """A Paddle Lite setting that changes nothing here (set_power_mode on x86; device names that no valid
+    NNAdapter place lets run): said once instead of silently ignored."""
+
+
+def _warn_once(key: str, message: str, stacklevel: int = 3) -> None:
+    if key not in _WARNED_ONCE:
+        _WARNED_ONCE.add(key)
+        warnings.warn(message, NoEffectWarning, stacklevel=stacklevel)
+
+
+def num_threads_property(device_name: str) -> Optional[str]:
+    """The context-property key that sets the thread count of the driver `device_name` (its one declared key
+    ending in _NUM_THREADS), or None when it declares none (or does not load)."""
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
+
+    keys = DeviceManager.instance().property_keys(device_name) or ()
+    found = sorted(k for k in keys if k.endswith(NUM_THREADS_SUFFIX))
+    return found[0] if len(found) == 1 else None
 
 
 def check_nnadapter_device_name(name: str) -> bool:
@@ -68,8 +93,9 @@ class Config:
         self._mixed_precision_config_buffer = ""
         self._dynamic_shape_info: dict[str, list[list[int]]] = {}
         self._threads = 1
-        self._power_mode = 0
-        self._valid_places: list = []
+        self._threads_set = False  # set_threads called: the devices and the host get the count (set_threads)
+        self._power_mode = 3  # Paddle Lite's default, LITE_POWER_NO_BIND
+        self._valid_places: Optional[list] = None  # None: set_valid_places never called (devices used)
         self.min_subgraph_size = 1
         self.strict = False
         # Use Paddle Lite's plain cache token (no subgraph fingerprint): lets a .nnc made by Paddle Lite
@@ -169,6 +195,10 @@ class Config:
         """The configured devices, or ["builtin_device"] when none were set."""
         return list(self._device_names) if self._device_names else list(DEFAULT_DEVICE_NAMES)
 
+    def nnadapter_device_names_given(self) -> bool:
+        """Whether set_nnadapter_device_names was called (else the default device is used)."""
+        return bool(self._device_names)
+
     def set_nnadapter_context_properties(self, properties: str) -> None:
         """`KEY=value;KEY=value` handed to every device's context (and part of the cache token)."""
         if not isinstance(properties, str):
@@ -177,6 +207,26 @@ class Config:
 
     def nnadapter_context_properties(self) -> str:
         return self._context_properties
+
+    def effective_context_properties(self, device_names: Optional[Iterable[str]] = None) -> str:
+        """The context properties the devices get: set_nnadapter_context_properties's string, plus, after
+        set_threads(n), `KEY=n` for the thread-count key of each device (num_threads_property) that neither
+        that string nor the environment sets. Without set_threads: the string unchanged."""
+        text = self._context_properties
+        if not self._threads_set:
+            return text
+        from nnadapter_bridge.nnadapter.properties import parse_properties
+
+        given = parse_properties(text)
+        added = []
+        for name in (self.nnadapter_device_names() if device_names is None else device_names):
+            key = num_threads_property(name)
+            if key and key not in given and key not in os.environ and key not in added:
+                added.append(key)
+        if not added:
+            return text
+        sep = "" if not text.strip() or text.rstrip().endswith(";") else ";"
+        return text + sep + "".join(f"{key}={self._threads};" for key in added)
 
     def set_nnadapter_context_callback(self, callback: Optional[Callable]) -> None:
         if callback is not None and not callable(callback):
@@ -310,27 +360,100 @@ class Config:
 
     # -- host-side knobs ----------------------------------------------------------------------------------
     def set_threads(self, threads: int) -> None:
-        """Accepted for Paddle Lite compatibility; the numpy host kernels use numpy's own threading."""
-        if not isinstance(threads, int) or threads < 1:
+        """The number of threads the devices and the host kernels use. Each listed device whose driver has a
+        thread-count property (BUILTIN_DEVICE_NUM_THREADS, INTEL_OPENVINO_INFERENCE_NUM_THREADS,
+        MICROSOFT_ONNXRUNTIME_NUM_THREADS: the key ending in _NUM_THREADS) gets `threads` unless
+        set_nnadapter_context_properties or the environment sets that key (they win); the host executor's BLAS
+        pool is capped at `threads` while a run executes. Never called: every library keeps its own default.
+        (Paddle Lite's ARM build sizes its kernels' thread pool with it; its x86 build ignores it.)"""
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ConfigError(f"set_threads: expected a positive int, got {threads!r}")
         self._threads = threads
+        self._threads_set = True
 
     def threads(self) -> int:
+        """The count given to set_threads (1, Paddle Lite's default, when never called)."""
         return self._threads
 
+    def threads_set(self) -> bool:
+        """Whether set_threads was called (only then do the devices and the host get the count)."""
+        return self._threads_set
+
     def set_power_mode(self, mode) -> None:
-        """Accepted for Paddle Lite compatibility (ARM power modes); no effect here."""
+        """Paddle Lite's power mode binds its ARM kernels to big or little cores; on x86 Paddle Lite ignores it,
+        and so does nnadapter-bridge (there is no core binding to do). A PowerMode (or its int) is kept and
+        returned by power_mode(); a mode other than LITE_POWER_NO_BIND (the default) gets one NoEffectWarning
+        per process saying it has no effect. Anything else is a ConfigError."""
+        from nnadapter_bridge.tensor import PowerMode, _enum_member
+
+        mode = _enum_member(PowerMode, mode, "set_power_mode")
+        if mode != PowerMode.LITE_POWER_NO_BIND:
+            _warn_once("power_mode", f"set_power_mode({mode.name}) has no effect: power modes bind Paddle Lite's ARM "
+                       "kernels to CPU cores; on x86 (Paddle Lite's x86 build too) threads are not bound. Use "
+                       "set_threads for the thread count.")
         self._power_mode = int(mode)
 
-    def power_mode(self) -> int:
-        return self._power_mode
+    def power_mode(self):
+        """The mode given to set_power_mode (LITE_POWER_NO_BIND by default, as in Paddle Lite)."""
+        from nnadapter_bridge.tensor import PowerMode
+
+        return PowerMode(self._power_mode)
 
     def set_valid_places(self, places) -> None:
-        """Accepted for Paddle Lite compatibility: the devices come from set_nnadapter_device_names."""
-        self._valid_places = list(places)
+        """Paddle Lite's valid places decide whether NNAdapter runs at all. With a Place(TargetType.NNAdapter,
+        ...) in the list, the devices of set_nnadapter_device_names run the parts they support (the rest runs
+        on the host). Without one, nothing runs on an NNAdapter device: the whole model runs on the host
+        executor, and device names that were set get one NoEffectWarning at create_predictor (Paddle Lite
+        then picks no NNAdapter kernel). The other targets (X86, Host, ARM, Any, ...) all mean "the host" here.
+        Never called: the devices are used (Paddle Lite's CxxConfig insists on valid places; a MobileConfig's
+        .nb carries them). A non-empty list of Place objects; a string (the 'x86,arm' form of Opt), an empty
+        list or anything else is a ConfigError."""
+        from nnadapter_bridge.tensor import Place
+
+        if isinstance(places, (str, bytes)):
+            raise ConfigError(f"set_valid_places: expected a list of Place objects, got the string {places!r}; "
+                              "write e.g. [Place(TargetType.NNAdapter, PrecisionType.FP32), "
+                              "Place(TargetType.X86, PrecisionType.FP32)] (strings like 'x86,arm' are "
+                              "Opt.set_valid_places's form)")
+        if isinstance(places, Place):
+            places = [places]
+        try:
+            places = list(places)
+        except TypeError:
+            raise ConfigError(f"set_valid_places: expected a list of Place objects, got {places!r}") from None
+        if not places:
+            raise ConfigError("set_valid_places: the list is empty; give at least one Place (Paddle Lite: 'At "
+                              "least one valid_place should be set')")
+        for k, place in enumerate(places):
+            if not isinstance(place, Place):
+                hint = " (strings are Opt.set_valid_places's form)" if isinstance(place, str) else ""
+                raise ConfigError(f"set_valid_places: element {k} is {place!r}, not a Place{hint}; write "
+                                  "Place(TargetType.X86, PrecisionType.FP32) and the like")
+            if not place.is_valid():
+                raise ConfigError(f"set_valid_places: element {k} {place} is not a valid place (its target, "
+                                  "precision or layout is Unk)")
+        self._valid_places = places
 
     def valid_places(self) -> list:
-        return list(self._valid_places)
+        """The places given to set_valid_places ([] when never called)."""
+        return list(self._valid_places or [])
+
+    def nnadapter_enabled(self) -> bool:
+        """Whether the NNAdapter devices may run: set_valid_places never called, or a Place with
+        TargetType.NNAdapter among the valid places (set_valid_places)."""
+        from nnadapter_bridge.tensor import TargetType
+
+        if self._valid_places is None:
+            return True
+        return any(place.target == TargetType.NNAdapter for place in self._valid_places)
+
+    def is_model_from_memory(self) -> bool:
+        """Paddle Lite's name: whether the model was given as bytes (set_model_buffer / set_model_from_buffer)."""
+        try:
+            source = self.model_source()
+        except ConfigError:
+            return False
+        return any(key.endswith(("_bytes", "_buffer")) for key in source)
 
     def set_min_subgraph_size(self, size: int) -> None:
         """Clusters with fewer ops stay on the host (Paddle Lite's NNAdapter uses 1)."""

@@ -73,5 +73,10 @@ class ConfigError(BridgeError):
     """A bad predictor configuration (paths, device names, partition config, dynamic shape info)."""
 
 
+class NotSupportedError(BridgeError, NotImplementedError):
+    """A Paddle Lite API that has no meaning here (OpenCL/Metal settings, Lite's optimizer passes, ...): raised
+    instead of accepting the call and doing nothing (docs/lite_api.md lists them)."""
+
+
 class InputError(BridgeError):
     """A predictor input that does not fit the model (dtype, rank, shape), or one that was never set."""

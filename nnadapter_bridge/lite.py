@@ -2,52 +2,127 @@
 
     from paddlelite.lite import *            ->   from nnadapter_bridge.lite import *
 
-`CxxConfig` and `MobileConfig` are nnadapter_bridge.Config (MobileConfig's `set_model_from_file` takes a
-Paddle model, not an optimized `.nb`); `create_paddle_predictor` returns a nnadapter_bridge.Predictor;
-`Place`, `TargetType`, `PrecisionType`, `DataLayoutType` and `PowerMode` are accepted where Paddle Lite
-takes them (the devices come from set_nnadapter_device_names).
+`CxxConfig` and `MobileConfig` are nnadapter_bridge.Config with the few Lite-only methods added;
+`create_paddle_predictor` returns a nnadapter_bridge.Predictor (CxxPredictor and LightPredictor are its names).
+`Place` in Config.set_valid_places decides whether the NNAdapter devices run (a Place(TargetType.NNAdapter)
+in the list) or the whole model runs on the host (none). `get_version()` is this package's version (Paddle
+Lite's module has it only on its predictors). What has no meaning here (OpenCL, Metal, Lite's optimizer passes)
+raises NotSupportedError instead of doing nothing; docs/lite_api.md compares the whole surface with
+paddlelite 2.13's.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 
-from nnadapter_bridge.config import Config, check_nnadapter_device_name
+from nnadapter_bridge.config import Config, _as_bytes, check_nnadapter_device_name
+from nnadapter_bridge.errors import ConfigError, NotSupportedError
 from nnadapter_bridge.predictor import Predictor, create_predictor
-from nnadapter_bridge.tensor import DataLayoutType, PrecisionType, TargetType, Tensor
+from nnadapter_bridge.tensor import DataLayoutType, Place, PowerMode, PrecisionType, TargetType, Tensor
 
 __all__ = ["CxxConfig", "MobileConfig", "create_paddle_predictor", "Place", "TargetType", "PrecisionType",
-           "DataLayoutType", "PowerMode", "Tensor", "CxxPredictor", "LightPredictor",
-           "check_nnadapter_device_name"]
+           "DataLayoutType", "PowerMode", "CLPrecisionType", "CLTuneMode", "Tensor", "CxxPredictor",
+           "LightPredictor", "check_nnadapter_device_name", "get_version"]
 
 
-class PowerMode(enum.IntEnum):
-    """Paddle Lite's ARM power modes (accepted, no effect here)."""
+def get_version() -> str:
+    """nnadapter-bridge's version (what every predictor's get_version() answers)."""
+    from nnadapter_bridge import __version__
 
-    LITE_POWER_HIGH = 0
-    LITE_POWER_LOW = 1
-    LITE_POWER_FULL = 2
-    LITE_POWER_NO_BIND = 3
-    LITE_POWER_RAND_HIGH = 4
-    LITE_POWER_RAND_LOW = 5
+    return __version__
 
 
-@dataclasses.dataclass(frozen=True)
-class Place:
-    """Paddle Lite's Place(target, precision=FP32, layout=NCHW, device=0)."""
+class CLPrecisionType(enum.IntEnum):
+    """Paddle Lite's OpenCL precision (only for set_opencl_precision, which is not supported here)."""
 
-    target: TargetType = TargetType.Host
-    precision: PrecisionType = PrecisionType.FP32
-    layout: DataLayoutType = DataLayoutType.NCHW
-    device: int = 0
+    CL_PRECISION_AUTO = 0
+    CL_PRECISION_FP32 = 1
+    CL_PRECISION_FP16 = 2
 
 
-class CxxConfig(Config):
+class CLTuneMode(enum.IntEnum):
+    """Paddle Lite's OpenCL tuning mode (only for set_opencl_tune, which is not supported here)."""
+
+    CL_TUNE_NONE = 0
+    CL_TUNE_RAPID = 1
+    CL_TUNE_NORMAL = 2
+    CL_TUNE_EXHAUSTIVE = 3
+
+
+def _no_opencl(name: str):
+    def method(self, *args, **kwargs):
+        raise NotSupportedError(f"{name}: there is no OpenCL target here; nnadapter-bridge runs models on "
+                                "NNAdapter devices (set_nnadapter_device_names) and on the host. Remove the call.")
+    method.__name__ = name
+    method.__doc__ = "Paddle Lite's OpenCL setting: raises NotSupportedError (no OpenCL target here)."
+    return method
+
+
+def _no_metal(name: str):
+    def method(self, *args, **kwargs):
+        raise NotSupportedError(f"{name}: there is no Metal target here; nnadapter-bridge runs models on "
+                                "NNAdapter devices (set_nnadapter_device_names) and on the host. Remove the call.")
+    method.__name__ = name
+    method.__doc__ = "Paddle Lite's Metal setting: raises NotSupportedError (no Metal target here)."
+    return method
+
+
+class _LiteOnly:
+    """The methods both of Paddle Lite's configs have that nnadapter_bridge.Config has no use for."""
+
+    set_opencl_binary_path_name = _no_opencl("set_opencl_binary_path_name")
+    set_opencl_precision = _no_opencl("set_opencl_precision")
+    set_opencl_tune = _no_opencl("set_opencl_tune")
+    set_metal_lib_path = _no_metal("set_metal_lib_path")
+    set_metal_use_memory_reuse = _no_metal("set_metal_use_memory_reuse")
+    set_metal_use_mps = _no_metal("set_metal_use_mps")
+
+
+class CxxConfig(_LiteOnly, Config):
     """Paddle Lite's CxxConfig (full API: model dir/files, valid places, NNAdapter settings)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._discarded_passes: list = []
 
-class MobileConfig(Config):
+    def add_discarded_pass(self, pass_name: str) -> None:
+        """Paddle Lite: do not run optimizer pass `pass_name`. None of Paddle Lite's optimizer passes run here
+        (the model runs as written; only builtin_device fuses conv + batch norm / activation inside its
+        programs), so a discarded pass is simply never run; the names are kept (discarded_passes())."""
+        if not isinstance(pass_name, str) or not pass_name.strip():
+            raise ConfigError(f"add_discarded_pass: expected a pass name, got {pass_name!r}")
+        self._discarded_passes.append(pass_name.strip())
+
+    def discarded_passes(self) -> list:
+        return list(self._discarded_passes)
+
+    def set_passes_internal(self, passes) -> None:
+        """Paddle Lite's internal list of optimizer passes to run: raises NotSupportedError, as none of Paddle
+        Lite's passes exist here (asking for some would be silently unmet)."""
+        raise NotSupportedError(f"set_passes_internal({list(passes) if not isinstance(passes, str) else passes!r}): "
+                                "Paddle Lite's optimizer passes do not exist in nnadapter-bridge (the model runs "
+                                "as written, subgraphs on the NNAdapter devices); remove the call")
+
+
+class MobileConfig(_LiteOnly, Config):
     """Paddle Lite's MobileConfig (light API)."""
+
+    def set_model_buffer(self, model_buffer, *args) -> None:
+        """set_model_buffer(model, params) as Config, or Paddle Lite's older MobileConfig form
+        set_model_buffer(model, model_size, params, params_size): the first `size` bytes of each."""
+        if len(args) == 3:
+            model_size, params_buffer, params_size = args
+            for what, size in (("model_size", model_size), ("params_size", params_size)):
+                if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                    raise ConfigError(f"set_model_buffer: {what} must be an int >= 0, got {size!r}")
+            model = _as_bytes(model_buffer, "set_model_buffer (model)")
+            params = _as_bytes(params_buffer, "set_model_buffer (params)")
+            if model_size > len(model) or params_size > len(params):
+                raise ConfigError(f"set_model_buffer: sizes {model_size}/{params_size} exceed the buffers "
+                                  f"({len(model)}/{len(params)} bytes)")
+            return Config.set_model_buffer(self, model[:model_size], params[:params_size])
+        if len(args) > 1:
+            raise ConfigError("set_model_buffer: give (model, params) or (model, model_size, params, params_size)")
+        return Config.set_model_buffer(self, model_buffer, *args)
 
 
 CxxPredictor = Predictor

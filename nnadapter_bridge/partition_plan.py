@@ -9,7 +9,8 @@ Next to the verdicts by signature the store records this program's verdicts by o
 its params' types, SupportDecider.program_key), so a warm start of the same model computes no signature either.
 Verdicts are not saved when a device's validate_program failed while deciding (Context.validation_faults:
 its answer was replaced by "none" for this start only). Without a context (no listed device could be opened:
-the predictor degraded) every op is on the host, with that reason.
+the predictor degraded; or the valid places name no NNAdapter place, Config.set_valid_places) every op is on
+the host, with that reason.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, det
 class NoDeviceSupport:
     """The support decision when no listed device could be opened: nothing is supported."""
 
-    def __init__(self, device_names):
-        self.reason_text = f"none of the devices {', '.join(device_names) or '(none listed)'} could be opened"
+    def __init__(self, device_names, reason: str | None = None):
+        self.reason_text = reason or f"none of the devices {', '.join(device_names) or '(none listed)'} could be opened"
         self.reasons: dict = {}
         self.conversions = 0
         self.restored = 0
@@ -86,7 +87,13 @@ def plan_partition(config, graph, context) -> PartitionPlan:
     # The context's devices, not the listed ones: a device left out (degraded start) changes the verdicts.
     store = (VerdictStore.open(cache_dir, context.device_names, config.nnadapter_context_properties(),
                                cache_key.versions(context)) if cache_dir and context is not None else None)
-    support = SupportDecider(graph, context, store=store) if context is not None else NoDeviceSupport(device_names)
+    if context is not None:
+        support = SupportDecider(graph, context, store=store)
+    elif not config.nnadapter_enabled():  # Config.set_valid_places without an NNAdapter place
+        support = NoDeviceSupport(device_names, "set_valid_places has no TargetType.NNAdapter place: every op runs "
+                                                "on the host")
+    else:
+        support = NoDeviceSupport(device_names)
     partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
                                                 config.nnadapter_subgraph_partition_config_path() or None,
                                                 os.environ)

@@ -1,7 +1,10 @@
 """The predictor: load a Paddle model, partition it, and run it (device subgraphs + host ops).
 
 create_predictor(config):
-  1. loads the model (loader.load_model) and acquires the configured devices into one Context;
+  1. loads the model (loader.load_model) and acquires the configured devices into one Context, with the
+     context properties of Config.effective_context_properties (set_threads fills the drivers' thread-count
+     keys). No device at all when Config.set_valid_places names no TargetType.NNAdapter place: the whole
+     model then runs on the host executor (a NoEffectWarning says so when device names were set);
   2. partitions block 0 (partition_plan.plan_partition): an op goes to a device when
      support_decisions.SupportDecider says so and the partition config does not force it to the host;
      partition.detect_subgraphs clusters those ops (GLOG_v >= 5 prints Paddle Lite's debug dump). With a
@@ -33,9 +36,13 @@ A feed var's declared shape is a hint, as in Paddle: any shape runs (a [1] into 
 into [-1, 3, 224, 224]); only the dtype must match. When a run fails on inputs that contradict their declared
 shapes, the error says so (InputError naming the input). Outside strict mode, an engine that cannot convert its
 subgraph for such shapes runs its ops on the host executor instead (engine.SubgraphEngine.host_fallback).
+set_nnadapter_dynamic_shape_info entries are checked at creation: a var the model lacks, a rank other than the
+declared one, or a shape contradicting a declared size that the subgraph it feeds cannot be converted for (while
+it can for the declared size) is a ConfigError (_check_dynamic_shapes_convert).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import warnings
@@ -103,9 +110,10 @@ def _acquire_devices(names: list, strict: bool = True) -> tuple:
     return devices, failed
 
 
-def _open_context(config: Config, device_names: list):
-    """The Context over the listed devices that open (module docstring); None when none does (every op then
-    runs on the host). One DeviceFallbackWarning per device left out."""
+def _open_context(config: Config, device_names: list, properties: str):
+    """The Context over the listed devices that open (module docstring), with context `properties`
+    (Config.effective_context_properties); None when none does (every op then runs on the host). One
+    DeviceFallbackWarning per device left out."""
     from nnadapter_bridge.nnadapter.runtime import Context, DeviceFallbackWarning, fault_device, is_device_fault
 
     strict = config.strict
@@ -113,8 +121,7 @@ def _open_context(config: Config, device_names: list):
     context = None
     while devices:
         try:
-            context = Context(devices, config.nnadapter_context_properties(), config.nnadapter_context_callback(),
-                              strict=strict)
+            context = Context(devices, properties, config.nnadapter_context_callback(), strict=strict)
             break
         except NNAdapterError as exc:
             name = fault_device(exc)
@@ -127,6 +134,25 @@ def _open_context(config: Config, device_names: list):
         warnings.warn(f"device '{name}' {why}; its part of the model runs on {where}", DeviceFallbackWarning,
                       stacklevel=4)
     return context
+
+
+def _nnadapter_devices(config: Config) -> list:
+    """The devices this predictor uses: the configured ones, or none when the valid places name no NNAdapter
+    place (Config.set_valid_places); then device names that were set get one NoEffectWarning."""
+    if config.nnadapter_enabled():
+        return config.nnadapter_device_names()
+    if config.strict:
+        raise ConfigError("set_strict() asks for every op on an NNAdapter device, but set_valid_places "
+                          f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so "
+                          "no device runs; add Place(TargetType.NNAdapter) or drop set_strict()")
+    if config.nnadapter_device_names_given():
+        from nnadapter_bridge.config import NoEffectWarning
+
+        warnings.warn(f"set_nnadapter_device_names({config.nnadapter_device_names()}) is unused: set_valid_places "
+                      f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so the "
+                      "whole model runs on the host (as Paddle Lite uses no NNAdapter kernel then); add "
+                      "Place(TargetType.NNAdapter) to run on the devices", NoEffectWarning, stacklevel=4)
+    return []
 
 
 def _warn_unknown_properties(config: Config, device_names: list) -> None:
@@ -156,6 +182,7 @@ class _Shared:
     pools: dict  # subgraph index -> engine.ProgramPool
     float_ops: frozenset = frozenset()  # block-0 op indices the mixed-precision config keeps in float
     fingerprint_memo: object = None  # support_decisions.FingerprintMemo, or None
+    context_properties: str = ""  # what the devices were given (Config.effective_context_properties)
     users: int = 0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -206,11 +233,13 @@ class Predictor:
             raise ConfigError(f"create_predictor: expected a nnadapter_bridge.Config, got {type(config).__name__}")
         self.config = config
         self.graph = load_model(**config.model_source())
-        self.device_names = config.nnadapter_device_names()
-        self.context = _open_context(config, self.device_names)  # None: no device opened (module docstring)
+        self.device_names = _nnadapter_devices(config)  # []: no NNAdapter place is valid, all runs on the host
+        properties = config.effective_context_properties(self.device_names)
+        self.context = _open_context(config, self.device_names, properties)  # None: no device opened
         try:
             self._check_dynamic_shape_info()
-            _warn_unknown_properties(config, self.device_names)
+            if self.device_names:
+                _warn_unknown_properties(config, self.device_names)
 
             plan = plan_partition(config, self.graph, self.context)
             print_dump_if_verbose(self.graph, plan.result)
@@ -224,7 +253,8 @@ class Predictor:
                              None if self.context is None else ContextPool(self.context), plan.support, plan.result,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
                              plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs},
-                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key))
+                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key), properties)
+            self._check_dynamic_shapes_convert(plan.result)
             self._attach(shared, check=True)
         except BaseException:
             if self.context is not None:
@@ -243,6 +273,8 @@ class Predictor:
         self._steps = shared.steps
         self.host_ops = shared.host_ops
         self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
+        # Config.set_threads: the host executor's BLAS pool is capped at this many threads (0: not capped).
+        self._host_threads = shared.config.threads() if shared.config.threads_set() else 0
         if check:
             self._check_everything_runs()
         config = shared.config
@@ -253,7 +285,7 @@ class Predictor:
             s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
                                     cache_buffers=shared.cache_buffers,
                                     dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
-                                    context_properties=config.nnadapter_context_properties(),
+                                    context_properties=shared.context_properties,
                                     paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
                                     host_fallback=None if config.strict else self._run_on_host,
                                     pool=shared.pools[s.index], contexts=shared.contexts,
@@ -295,6 +327,63 @@ class Predictor:
             if var.dtype is not None and var.shape and len(var.shape) != len(shapes[0]):
                 raise ConfigError(f"set_nnadapter_dynamic_shape_info['{name}']: shapes of rank {len(shapes[0])}, "
                                   f"but '{name}' is declared with shape {list(var.shape)} (rank {len(var.shape)})")
+
+    def _check_dynamic_shapes_convert(self, partition) -> None:
+        """set_nnadapter_dynamic_shape_info shapes that contradict a size the var declares (300 where 224 is
+        declared, 4 channels where 3 are) are fine when the model takes them (Paddle runs 300x300 images), and
+        a ConfigError when it never can. Decided on the subgraphs the var feeds: the subgraph is converted for
+        the listed shape and for the declared one (the same shape with the declared sizes); when only the
+        listed shape fails, the model cannot take it. A var that feeds no subgraph (the host runs its
+        consumers) is not checked here; a shape the model refuses then fails at run as any input would."""
+        from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
+        from nnadapter_bridge.nnadapter.types import OperandType
+
+        info = self.config.nnadapter_dynamic_shape_info()
+        if not info:
+            return
+        contradicted = {}
+        for name, shapes in info.items():
+            var = self.graph.var(name)
+            declared = [int(d) for d in var.shape] if var.dtype is not None else []
+            bad = [s for s in shapes if len(s) == len(declared) and
+                   any(d >= 0 and n >= 0 and d != n for d, n in zip(declared, s))]
+            if bad:
+                contradicted[name] = (declared, bad, var.dtype)
+        if not contradicted:
+            return
+        from converters.context import convert_subgraph
+
+        def operand(dtype, dims):
+            return OperandType(precision=dtype_precision(np.dtype(dtype)),
+                               dims=tuple(UNKNOWN if d < 0 else d for d in dims))
+
+        def failure(subgraph, types) -> Optional[str]:
+            try:
+                convert_subgraph(subgraph.ops, self.graph.params, types, subgraph.output_names, self.graph)
+            except (BridgeError, ValueError, IndexError) as exc:
+                return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return None
+
+        for subgraph in partition.subgraphs:
+            names = sorted(subgraph.input_names, key=lambda n: n.encode("utf-8"))
+            for name in (n for n in names if n in contradicted):
+                declared, bad, dtype = contradicted[name]
+                # The other inputs: every axis unknown (their sizes follow this one's), their declared rank.
+                others = {}
+                for other in names:
+                    var = self.graph.var(other)
+                    if var.dtype is not None:
+                        others[other] = operand(var.dtype, [-1] * len(var.shape))
+                if len(others) != len(names):
+                    continue  # an input that is not a dense tensor: its type cannot be written here
+                for shape in bad:
+                    as_declared = [d if d >= 0 else n for d, n in zip(declared, shape)]
+                    if failure(subgraph, {**others, name: operand(dtype, as_declared)}) is not None:
+                        continue  # the subgraph cannot be converted even for the declared sizes: no verdict
+                    reason = failure(subgraph, {**others, name: operand(dtype, shape)})
+                    if reason is not None:
+                        raise ConfigError(f"set_nnadapter_dynamic_shape_info['{name}']: shape {shape} contradicts "
+                                          f"'{name}' declared {declared}, and the model cannot take it: {reason}")
 
     def _check_everything_runs(self) -> None:
         forced = self.partition.forced_op_keys
@@ -371,9 +460,19 @@ class Predictor:
                          f"{', '.join(t.name for t in tensors) or 'none'}")
 
     def get_version(self) -> str:
+        """nnadapter-bridge's version (Paddle Lite's predictors answer theirs, e.g. 'v2.13-rc')."""
         from nnadapter_bridge import __version__
 
         return __version__
+
+    def save_optimized_pb_model(self, model_dir) -> None:
+        """Paddle Lite writes its optimized program as a protobuf model; nnadapter-bridge does not optimize the
+        program (the model runs as written), so there is nothing new to write: NotSupportedError."""
+        from nnadapter_bridge.errors import NotSupportedError
+
+        raise NotSupportedError(f"save_optimized_pb_model({model_dir!r}): nnadapter-bridge does not rewrite the "
+                                "program, so the protobuf model you loaded is already what runs; copy it, or write "
+                                "a Paddle Lite .nb with save_optimized_model")
 
     # -- running -----------------------------------------------------------------------------------
     def _checked_input(self, tensor: Tensor) -> np.ndarray:
@@ -382,6 +481,7 @@ class Predictor:
             raise InputError(f"input '{tensor.name}' was not set: call get_input_by_name('{tensor.name}')"
                              ".from_numpy(array) before run()")
         # The declared shape is not checked: Paddle runs any shape (module docstring).
+        tensor.check_lod()
         if tensor.declared_dtype is not None and array.dtype != tensor.declared_dtype:
             raise InputError(f"input '{tensor.name}' expects {_expected(tensor)}; got {array.dtype} "
                              f"{list(array.shape)}. Convert it with array.astype('{tensor.declared_dtype}')")
@@ -407,8 +507,17 @@ class Predictor:
             if self.host is None:
                 raise UnsupportedOpError("the host executor (nnadapter_bridge.host) is not available to run a "
                                          "subgraph its devices cannot take for these input shapes")
-        for op in ops:
-            self.host.run(op, scope)
+        with self._host_thread_cap():
+            for op in ops:
+                self.host.run(op, scope)
+
+    def _host_thread_cap(self):
+        """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.blas_threads); none without."""
+        if not self._host_threads:
+            return contextlib.nullcontext()
+        from nnadapter_bridge.blas_threads import limit_blas_threads
+
+        return limit_blas_threads(self._host_threads)
 
     def _on_build(self, engine: SubgraphEngine) -> None:
         # Created on the first build of a run only: most runs build nothing and need no display.
@@ -456,7 +565,11 @@ class Predictor:
                 if engine is not None:
                     engine.run(scope)
                 else:
-                    self.host.run(op, scope)
+                    if self._host_threads:
+                        with self._host_thread_cap():
+                            self.host.run(op, scope)
+                    else:
+                        self.host.run(op, scope)
                     self._host_op_runs += 1
         except (BridgeError, ValueError, IndexError) as exc:
             contradicted = self._contradicted_inputs()

@@ -5,20 +5,27 @@ the caller may reuse its array (from_numpy refills the same buffer when the shap
 while a run reads it: then it takes a new one, so a run never sees a half-written input); `numpy()` returns a copy, as Paddle Lite's does. An input tensor knows the
 dtype and shape its feed var declares; the predictor checks the dtype when it runs (not before: Paddle Lite
 scripts often `resize` first and fill later). The declared shape is only a hint, as in Paddle: any shape runs.
+`set_lod` checks a LoD as Paddle Lite's CheckLoD does (the last level against dim 0 when the shape is known,
+else at run); no op run here reads a LoD, so it is kept, not used. `Place` and the enums carry Paddle Lite
+2.13's values (lite/api/paddle_place.h).
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
+import operator
 import threading
 from typing import Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import InputError
+from nnadapter_bridge.errors import BridgeError, InputError
 
 
 class TargetType(enum.IntEnum):
-    """Paddle Lite's TargetType (only Host memory exists here; the others are accepted names)."""
+    """Paddle Lite's TargetType, with the values of Paddle Lite 2.13's lite/api/paddle_place.h (the same numbers
+    its Python module and its `.nb` kernel-type attributes use). Tensors live in host memory here; in
+    Config.set_valid_places, NNAdapter is the target that lets the NNAdapter devices run (Config docs)."""
 
     Unk = 0
     Host = 1
@@ -57,6 +64,17 @@ class PrecisionType(enum.IntEnum):
     FP64 = 10
 
 
+class PowerMode(enum.IntEnum):
+    """Paddle Lite's PowerMode: which ARM cores its kernels bind to (Config.set_power_mode: no effect on x86)."""
+
+    LITE_POWER_HIGH = 0
+    LITE_POWER_LOW = 1
+    LITE_POWER_FULL = 2
+    LITE_POWER_NO_BIND = 3
+    LITE_POWER_RAND_HIGH = 4
+    LITE_POWER_RAND_LOW = 5
+
+
 class DataLayoutType(enum.IntEnum):
     """Paddle Lite's DataLayoutType."""
 
@@ -69,6 +87,48 @@ class DataLayoutType(enum.IntEnum):
     ImageNW = 6
     MetalTexture2DArray = 7
     MetalTexture2D = 8
+
+
+def _enum_member(enum_type, value, what: str):
+    """`value` as a member of `enum_type` (a member, or its int value); ConfigError for anything else."""
+    from nnadapter_bridge.errors import ConfigError
+
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return enum_type(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"{what}: expected a {enum_type.__name__} (one of "
+                      f"{', '.join(m.name for m in enum_type)}), got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Paddle Lite's Place(target, precision=FP32, layout=NCHW, device=0): where a kernel may run. Only
+    Config.set_valid_places reads places here: a list with TargetType.NNAdapter lets the NNAdapter devices run,
+    one without runs everything on the host executor. Members may be given as enum members or their ints;
+    anything else is a ConfigError."""
+
+    target: TargetType = TargetType.Host
+    precision: PrecisionType = PrecisionType.FP32
+    layout: DataLayoutType = DataLayoutType.NCHW
+    device: int = 0
+
+    def __post_init__(self):
+        from nnadapter_bridge.errors import ConfigError
+
+        object.__setattr__(self, "target", _enum_member(TargetType, self.target, "Place target"))
+        object.__setattr__(self, "precision", _enum_member(PrecisionType, self.precision, "Place precision"))
+        object.__setattr__(self, "layout", _enum_member(DataLayoutType, self.layout, "Place layout"))
+        if not isinstance(self.device, int) or isinstance(self.device, bool):
+            raise ConfigError(f"Place device: expected an int device index, got {self.device!r}")
+
+    def is_valid(self) -> bool:
+        """Paddle Lite's Place::is_valid: target, precision and layout are all known (not Unk)."""
+        return (self.target != TargetType.Unk and self.precision != PrecisionType.Unk
+                and self.layout != DataLayoutType.Unk)
 
 
 _PRECISION_OF_DTYPE = {
@@ -89,6 +149,48 @@ def precision_of_dtype(dtype) -> PrecisionType:
     return _PRECISION_OF_DTYPE.get(np.dtype(dtype), PrecisionType.Unk)
 
 
+# Where tensor data may be put from Python: host memory (Paddle Lite's x86 build copies to Host or X86 alike).
+_HOST_TARGETS = (TargetType.Host, TargetType.X86, TargetType.Any)
+
+
+def _check_host_target(place, what: str) -> None:
+    try:
+        target = _enum_member(TargetType, place, what)
+    except BridgeError as exc:
+        raise InputError(str(exc)) from None
+    if target not in _HOST_TARGETS:
+        raise InputError(f"{what}: tensors live in host memory here; the data cannot be put on {target.name} "
+                         f"(give TargetType.Host, the default)")
+
+
+def check_lod(lod, what: str = "set_lod") -> list:
+    """Paddle Lite's LoD as a list of levels of offsets, checked as Lite's CheckLoD does: each level starts at 0
+    and never decreases, and every level but the last ends at the number of sequences of the next level
+    (its length - 1). Returns the LoD as lists of ints; InputError naming the level otherwise."""
+    if isinstance(lod, (str, bytes)) or not hasattr(lod, "__iter__"):
+        raise InputError(f"{what}: expected a list of levels (lists of offsets), got {lod!r}")
+    levels = []
+    for k, level in enumerate(lod):
+        if isinstance(level, (str, bytes)) or not hasattr(level, "__iter__"):
+            raise InputError(f"{what}: level {k} must be a list of offsets, got {level!r}")
+        try:
+            offsets = [operator.index(v) for v in level]
+        except TypeError:
+            raise InputError(f"{what}: level {k} has a non-integer offset: {list(level)!r}") from None
+        if len(offsets) < 2:
+            raise InputError(f"{what}: level {k} is {offsets}; a level has at least two offsets ([0, n])")
+        if offsets[0] != 0:
+            raise InputError(f"{what}: level {k} {offsets} must start at 0")
+        if any(b < a for a, b in zip(offsets, offsets[1:])):
+            raise InputError(f"{what}: level {k} {offsets} decreases; offsets never decrease")
+        levels.append(offsets)
+    for k in range(len(levels) - 1):
+        if levels[k][-1] != len(levels[k + 1]) - 1:
+            raise InputError(f"{what}: level {k} ends at {levels[k][-1]}, but level {k + 1} holds "
+                             f"{len(levels[k + 1]) - 1} sequences; they must be equal")
+    return levels
+
+
 class Tensor:
     """One predictor input or output (Paddle Lite's Python Tensor)."""
 
@@ -105,7 +207,9 @@ class Tensor:
 
     # -- data in -------------------------------------------------------------------------------------
     def from_numpy(self, array, place=TargetType.Host) -> None:
-        """Copy `array` into the tensor (its shape becomes the tensor's shape)."""
+        """Copy `array` into the tensor (its shape becomes the tensor's shape). `place`: Host (X86 and Any are
+        host memory too); another target is an InputError, there is no device memory to copy to here."""
+        _check_host_target(place, f"tensor '{self.name}' from_numpy place")
         array = np.asarray(array)
         if array.dtype not in _PRECISION_OF_DTYPE:
             raise InputError(f"input '{self.name}': numpy dtype {array.dtype} is not supported; use one of "
@@ -132,7 +236,8 @@ class Tensor:
         elif self._array is not None:
             self._array = None  # refilled by from_numpy / set_*_data
 
-    def _set_data(self, values, dtype) -> None:
+    def _set_data(self, values, dtype, place) -> None:
+        _check_host_target(place, f"tensor '{self.name}' set_*_data type")
         array = np.asarray(values, dtype=dtype).reshape(-1)
         if self._shape is not None:
             numel = int(np.prod(self._shape, dtype=np.int64))
@@ -143,23 +248,40 @@ class Tensor:
         self._array = np.array(array, copy=True)
         self._shape = tuple(self._array.shape)
 
-    def set_float_data(self, values) -> None:
-        self._set_data(values, np.float32)
+    def set_float_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
+        self._set_data(values, np.float32, type)
 
-    def set_int8_data(self, values) -> None:
-        self._set_data(values, np.int8)
+    def set_int8_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
+        self._set_data(values, np.int8, type)
 
-    def set_uint8_data(self, values) -> None:
-        self._set_data(values, np.uint8)
+    def set_uint8_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
+        self._set_data(values, np.uint8, type)
 
-    def set_int32_data(self, values) -> None:
-        self._set_data(values, np.int32)
+    def set_int32_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
+        self._set_data(values, np.int32, type)
 
-    def set_int64_data(self, values) -> None:
-        self._set_data(values, np.int64)
+    def set_int64_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
+        self._set_data(values, np.int64, type)
 
     def set_lod(self, lod) -> None:
-        self._lod = [list(int(v) for v in level) for level in lod]
+        """Paddle Lite's LoD: levels of sequence offsets (check_lod). When the tensor has a shape the last
+        level must end at its dim 0; when it gets its data later, the predictor checks that at run. No op that
+        nnadapter-bridge runs reads an input's LoD (no sequence_* ops), so it is kept and checked, not used."""
+        levels = check_lod(lod, f"tensor '{self.name}' set_lod")
+        if levels and self._shape is not None:
+            self._check_lod_fits(levels, self._shape)
+        self._lod = levels
+
+    def _check_lod_fits(self, levels, shape) -> None:
+        rows = shape[0] if len(shape) else 1
+        if rows > 0 and levels[-1][-1] != rows:  # Lite's CheckLoD skips an empty tensor
+            raise InputError(f"tensor '{self.name}': its LoD's last level {levels[-1]} ends at {levels[-1][-1]}, "
+                             f"but its dim 0 is {rows} (shape {list(shape)}); they must be equal")
+
+    def check_lod(self) -> None:
+        """The LoD against the current shape (the predictor calls it at run)."""
+        if self._lod and self._shape is not None:
+            self._check_lod_fits(self._lod, self._shape)
 
     # -- set by the predictor -------------------------------------------------------------------------
     def _set_result(self, array: np.ndarray) -> None:

@@ -11,21 +11,20 @@
 * execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
 * clone_program shares the model and its operation order (nothing in them changes while a program runs).
 * Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
-  it caps the BLAS thread pool (through `threadpoolctl`, a dependency) while a program runs (numpy's
-  matmul/einsum paths are the only multi-threaded parts of the references). Should threadpoolctl be
-  missing, the value is validated and kept on the context but has no effect. The BLAS pool is global to
-  the process: while programs run on several threads at once, the limit of the first one to start holds
-  until the last one ends, and the original limits are restored then (never left capped).
+  it caps the BLAS thread pool while a program runs (nnadapter_bridge.blas_threads, shared with the host
+  executor: numpy's matmul/einsum paths are the only multi-threaded parts of the references). Should
+  threadpoolctl be missing, the value is validated and kept on the context but has no effect. The BLAS pool
+  is global to the process: while programs run on several threads at once, the limit of the first one to
+  start holds until the last one ends, and the original limits are restored then (never left capped).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 from typing import Optional, Sequence
 
 import numpy as np
 
+from nnadapter_bridge.blas_threads import limit_blas_threads
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
@@ -38,12 +37,6 @@ from hal.builtin_device.optimize import fuse_operations
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"
-
-try:  # optional: a clean, process-local way to cap BLAS threads
-    import threadpoolctl as _threadpoolctl
-except ImportError:  # pragma: no cover - depends on the environment
-    _threadpoolctl = None
-
 
 @dataclasses.dataclass
 class BuiltinDeviceHandle:
@@ -65,42 +58,6 @@ class BuiltinProgram:
     order: list  # operations in topological order, computed once
     input_types: list
     output_types: list
-
-
-_LIMIT_LOCK = threading.Lock()
-_limit_state = {"users": 0, "limits": None, "controller": None}  # the BLAS limit while capped programs run
-
-
-def _controller():
-    """One ThreadpoolController for the process: it finds the BLAS libraries once (threadpool_limits would
-    scan them on every run, about 0.4 ms)."""
-    if _limit_state["controller"] is None:
-        _limit_state["controller"] = _threadpoolctl.ThreadpoolController()
-    return _limit_state["controller"]
-
-
-@contextlib.contextmanager
-def _shared_thread_limit(num_threads: int):
-    """threadpool_limits entered by the first concurrent run and restored by the last: nested entries from
-    several threads would restore each other's limits out of order and could leave the pool capped."""
-    with _LIMIT_LOCK:
-        if _limit_state["users"] == 0:
-            _limit_state["limits"] = _controller().limit(limits=num_threads, user_api="blas")
-        _limit_state["users"] += 1
-    try:
-        yield
-    finally:
-        with _LIMIT_LOCK:
-            _limit_state["users"] -= 1
-            if _limit_state["users"] == 0:
-                limits, _limit_state["limits"] = _limit_state["limits"], None
-                limits.restore_original_limits()
-
-
-def _thread_limit(num_threads: int):
-    if num_threads > 0 and _threadpoolctl is not None:
-        return _shared_thread_limit(num_threads)
-    return contextlib.nullcontext()
 
 
 def _check_restored(model: Model, cache: Cache) -> None:
@@ -193,7 +150,7 @@ class BuiltinDeviceDriver(Driver):
                 raise NNAdapterError(f"builtin_device: input {k} has dtype {array.dtype}, expected "
                                      f"{compiled.dtype} ({compiled.precision.name})", ResultCode.INVALID_PARAMETER)
             arrays.append(array)
-        with _thread_limit(program.context.num_threads):
+        with limit_blas_threads(program.context.num_threads):
             results = run_model(program.model, arrays, program.order)
         for arg in outputs:
             if not 0 <= arg.index < len(results):

@@ -13,7 +13,8 @@ Drivers are found by name through the entry-point group `nnadapter_bridge.device
 name must equal the driver's `name`.
 
 Optional parts (the runtime looks them up with getattr): `property_keys`, the context-property keys the
-driver reads (a key no device declares gets a warning naming the nearest known one); `unavailable_reason()`,
+driver reads (a key no device declares gets a warning naming the nearest known one; the one key ending in
+`_NUM_THREADS`, if any, is the driver's thread count, which Config.set_threads fills); `unavailable_reason()`,
 what to install when the driver's SDK is missing (`nnadapter-bridge devices` shows it); `clone_program(program)`,
 a program sharing the compiled parts of `program` with its own execution state, so that predictor clones
 run it from several threads at once. Which errors are the device's fault and which the caller's:
