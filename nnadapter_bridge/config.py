@@ -135,20 +135,18 @@ class Config:
         self._params_buffer = None if params_buffer is None else _as_bytes(params_buffer, "set_model_buffer (params)")
 
     def set_model_from_file(self, model_file) -> None:
-        """MobileConfig's name: here it takes a Paddle model file (a .pdmodel or PIR .json with its .pdiparams
-        beside it, or a model directory); Paddle Lite's optimized `.nb` format is not read."""
+        """MobileConfig's name: a Paddle Lite optimized model (`.nb`, what paddle_lite_opt / lite.Opt /
+        save_optimized_model write), or any Paddle model file (a .pdmodel or PIR .json with its .pdiparams
+        beside it), or a model directory."""
         path = _path(model_file, "set_model_from_file")
-        if path.endswith(".nb"):
-            raise ConfigError(f"set_model_from_file: {path} is a Paddle Lite optimized (.nb) model, which "
-                              "nnadapter-bridge does not read; give the original Paddle inference model "
-                              "(.pdmodel or .json + .pdiparams, or a model directory)")
         if os.path.isdir(path):
             self._model_dir = path
         else:
             self._model_file = path
 
     def set_model_from_buffer(self, model_buffer, params_buffer=None) -> None:
-        """MobileConfig's name for set_model_buffer."""
+        """MobileConfig's name for set_model_buffer: the bytes of a `.nb` (Paddle Lite's use, no params
+        buffer: a `.nb` holds its parameters), or of a Paddle program with its params buffer."""
         self.set_model_buffer(model_buffer, params_buffer)
 
     def model_source(self) -> dict:

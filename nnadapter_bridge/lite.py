@@ -21,7 +21,7 @@ from nnadapter_bridge.tensor import DataLayoutType, Place, PowerMode, PrecisionT
 
 __all__ = ["CxxConfig", "MobileConfig", "create_paddle_predictor", "Place", "TargetType", "PrecisionType",
            "DataLayoutType", "PowerMode", "CLPrecisionType", "CLTuneMode", "Tensor", "CxxPredictor",
-           "LightPredictor", "check_nnadapter_device_name", "get_version"]
+           "LightPredictor", "check_nnadapter_device_name", "get_version", "Opt"]
 
 
 def get_version() -> str:
@@ -132,3 +132,97 @@ LightPredictor = Predictor
 def create_paddle_predictor(config: Config) -> Predictor:
     """Paddle Lite's factory: a predictor for a CxxConfig or a MobileConfig."""
     return create_predictor(config)
+
+
+class Opt:
+    """Paddle Lite's `paddlelite.lite.Opt` (the Python face of paddle_lite_opt): writes a model as a Paddle Lite
+    optimized model `<optimize_out>.nb` (meta_version 2) that Paddle Lite 2.13's MobileConfig and nnadapter-bridge
+    load. The ops are written as the model holds them: Paddle Lite's optimizer passes do not exist here
+    (loader/naive_buffer_writer.py). `nnadapter-bridge opt` is the command-line form."""
+
+    WRITABLE_TARGETS = ("x86", "arm", "host")
+
+    def __init__(self):
+        self._model_dir = None
+        self._model_file = None
+        self._param_file = None
+        self._optimize_out = None
+        self._valid_places = "x86"
+
+    def set_model_dir(self, model_dir: str) -> None:
+        self._model_dir = str(model_dir)
+
+    def set_model_file(self, model_file: str) -> None:
+        self._model_file = str(model_file)
+
+    def set_param_file(self, param_file: str) -> None:
+        self._param_file = str(param_file)
+
+    def set_optimize_out(self, optimize_out: str) -> None:
+        """The output path without its suffix: run() writes `<optimize_out>.nb`, as Paddle Lite's opt does."""
+        self._optimize_out = str(optimize_out)
+
+    def set_valid_places(self, valid_places: str) -> None:
+        """Paddle Lite's comma-separated targets. x86, arm and host give the same file here; targets whose
+        kernels need opt's rewrites (opencl, nnadapter, xpu, ...) raise NotSupportedError."""
+        targets = [t.strip().lower() for t in str(valid_places).split(",") if t.strip()]
+        bad = [t for t in targets if t not in self.WRITABLE_TARGETS]
+        if not targets or bad:
+            raise NotSupportedError(f"set_valid_places({valid_places!r}): nnadapter-bridge writes .nb files for "
+                                    f"{', '.join(self.WRITABLE_TARGETS)}; NNAdapter devices are chosen by the "
+                                    "predictor's config (set_nnadapter_device_names)")
+        self._valid_places = ",".join(targets)
+
+    def set_model_type(self, model_type: str) -> None:
+        """"naive_buffer" (the default, the `.nb` file) only: Paddle Lite's "protobuf" output is the optimized
+        program as a model dir, and no optimized program exists here."""
+        if model_type != "naive_buffer":
+            raise NotSupportedError(f"set_model_type({model_type!r}): only 'naive_buffer' (.nb) is written; the "
+                                    "protobuf model you have is already what runs here")
+
+    def set_quant_model(self, quant: bool) -> None:
+        if quant:
+            raise NotSupportedError("set_quant_model(True): Paddle Lite's weight quantization pass does not "
+                                    "exist here; quantize with Paddle (docs/quantization.md)")
+
+    def set_quant_type(self, quant_type) -> None:
+        raise NotSupportedError("set_quant_type: Paddle Lite's weight quantization pass does not exist here")
+
+    def set_passes_internal(self, passes) -> None:
+        raise NotSupportedError("set_passes_internal: Paddle Lite's optimizer passes do not exist here")
+
+    def record_model_info(self, record: bool) -> None:
+        """Paddle Lite writes op/kernel lists for tailoring its library; nothing here uses them."""
+        if record:
+            raise NotSupportedError("record_model_info(True): there is no library to tailor here")
+
+    def run(self) -> str:
+        """Load the model and write `<optimize_out>.nb`; returns that path."""
+        from nnadapter_bridge.loader import load_model
+        from nnadapter_bridge.loader.naive_buffer_writer import save
+
+        if self._optimize_out is None:
+            raise ConfigError("Opt.run: call set_optimize_out(path) first")
+        if self._model_file is not None:
+            graph = load_model(self._model_file, self._param_file)
+        elif self._model_dir is not None:
+            graph = load_model(self._model_dir, self._param_file)
+        else:
+            raise ConfigError("Opt.run: call set_model_dir(dir) or set_model_file(f) (+ set_param_file(p)) first")
+        path = self._optimize_out + ".nb"
+        save(graph, path)
+        return path
+
+    def run_optimize(self, model_dir: str, model_file: str, param_file: str, model_type: str, valid_places: str,
+                     optimize_out: str) -> str:
+        """Paddle Lite's one-call form: the settings, then run()."""
+        if model_dir:
+            self.set_model_dir(model_dir)
+        if model_file:
+            self.set_model_file(model_file)
+        if param_file:
+            self.set_param_file(param_file)
+        self.set_model_type(model_type or "naive_buffer")
+        self.set_valid_places(valid_places or "x86")
+        self.set_optimize_out(optimize_out)
+        return self.run()

@@ -474,6 +474,19 @@ class Predictor:
                                 "program, so the protobuf model you loaded is already what runs; copy it, or write "
                                 "a Paddle Lite .nb with save_optimized_model")
 
+    def save_optimized_model(self, model_path) -> None:
+        """Paddle Lite's CxxPredictor.save_optimized_model: write the model as a Paddle Lite optimized model,
+        `<model_path>.nb` (".nb" is always appended, as Paddle Lite does), that Paddle Lite 2.13's
+        MobileConfig.set_model_from_file loads and nnadapter-bridge too (loader/naive_buffer_writer.py). The
+        ops are written as the model holds them (no fusion pass runs here)."""
+        import os
+
+        from nnadapter_bridge.loader.naive_buffer_writer import save
+
+        if not isinstance(model_path, (str, os.PathLike)) or not str(model_path):
+            raise ConfigError(f"save_optimized_model: expected a path, got {model_path!r}")
+        save(self.graph, os.fspath(model_path) + ".nb")
+
     # -- running -----------------------------------------------------------------------------------
     def _checked_input(self, tensor: Tensor) -> np.ndarray:
         array = tensor._value()

@@ -1,6 +1,7 @@
 """`nnadapter-bridge inspect MODEL [--params FILE] [--json]`: what a Paddle model contains.
 
-Format ("program_desc", or "pir" with its serialization version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
+Format ("program_desc"; "pir" with its serialization version; "naive_buffer", Paddle Lite's `.nb`, with its
+meta_version and opt_version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
 count and bytes, and how long loading took.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
                                    description="Load a Paddle inference model (a directory or a model file) and "
                                                "summarize it.")
     parser.add_argument("model", metavar="MODEL",
-                        help="model directory, or a __model__ / .pdmodel / Paddle 3 PIR .json file")
+                        help="model directory, or a __model__ / .pdmodel / Paddle 3 PIR .json / Paddle Lite .nb file")
     parser.add_argument("--params", metavar="FILE", help="params file (or per-var directory) for a model file")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
@@ -32,7 +33,7 @@ def summarize(graph, load_seconds: float) -> dict:
         return {"name": name, "shape": list(var.shape),
                 "dtype": None if var.dtype is None else str(var.dtype)}
 
-    return {
+    report = {
         "format": graph.format,
         "format_version": graph.format_version,
         "layout": graph.layout,
@@ -44,6 +45,10 @@ def summarize(graph, load_seconds: float) -> dict:
         "params": {"count": len(graph.params), "bytes": graph.params_nbytes()},
         "load_seconds": load_seconds,
     }
+    if graph.format == "naive_buffer":  # the .nb header: its format generation and the opt that wrote it
+        report["meta_version"] = graph.format_version
+        report["opt_version"] = getattr(graph, "opt_version", None)
+    return report
 
 
 def run(args) -> int:
@@ -78,6 +83,9 @@ def _render(report: dict, graph) -> str:
 
 
 def _format_label(report: dict) -> str:
+    if report["format"] == "naive_buffer":
+        return (f"naive_buffer (Paddle Lite optimized model, meta_version {report['meta_version']}, written by opt "
+                f"{report['opt_version']})")
     if report["format"] == "pir":
         return f"pir (Paddle 3 PIR program, serialization version {report['format_version']})"
     return "program_desc (legacy ProgramDesc protobuf)"

@@ -24,7 +24,7 @@ def add_model_arguments(parser) -> None:
     parser.add_argument("model", metavar="MODEL",
                         help="model directory (__model__ + __params__ or per-var files, one .pdmodel + "
                              ".pdiparams, or Paddle 3's one .json + .pdiparams), or a model file (__model__, "
-                             "*.pdmodel, *.json)")
+                             "*.pdmodel, *.json, or a Paddle Lite optimized model *.nb)")
     parser.add_argument("--params", metavar="FILE",
                         help="params file (or per-var directory) for a model file; default: the .pdiparams "
                              "next to a .pdmodel or .json")

@@ -61,7 +61,8 @@ class ProgramGraph:
         self.model_path = model_path
         self.params_path = params_path
         self._param_maps = _param_maps(params)
-        self.source_digest: str | None = None  # sha256 of the model file's bytes (set by load_model)  # the memory maps the params are views of (release_param_pages)
+        self.source_digest: str | None = None  # sha256 of the model file's bytes (set by load_model)
+        self.opt_version: str | None = None  # the Paddle Lite opt that wrote a .nb (set by load_model)
         self.inputs = _feed_fetch_targets(blocks[0], "feed", "Out")
         self.outputs = _feed_fetch_targets(blocks[0], "fetch", "X")
         self._graphs: dict[int, "nx.DiGraph"] = {}
@@ -213,6 +214,32 @@ def _looks_like_json(data) -> bool:
     return head[:1] in (b"{", b"[")
 
 
+def _looks_like_naive_buffer(data, source) -> bool:
+    from nnadapter_bridge.loader.naive_buffer import FILE_EXTENSION, looks_like_naive_buffer
+
+    if source.model_path is not None and source.model_path.endswith(FILE_EXTENSION):
+        return True  # a damaged .nb is reported as one, not as an unreadable ProgramDesc
+    return source.model_path is None and looks_like_naive_buffer(data)
+
+
+def _check_naive_buffer_params(block: BlockInfo, params: dict, where: str) -> None:
+    """Every persistable tensor var of block 0 has its stored tensor, of the declared dtype and dims (with the
+    tolerances the params readers have: params._int8_weight, params._shape_matches)."""
+    from nnadapter_bridge.loader.params import _int8_weight, _shape_matches
+
+    for spec_name, dtype, shape in saved_param_specs(block, where):
+        stored = params.get(spec_name)
+        if stored is None:
+            raise ModelFormatError(f"persistable var '{spec_name}' has no stored tensor in the .nb's params",
+                                   path=where)
+        if stored.dtype != dtype and not _int8_weight(stored.dtype, dtype):
+            raise ModelFormatError(f"parameter '{spec_name}' is stored as {stored.dtype}, the program declares "
+                                   f"{np.dtype(dtype)}", path=where)
+        if not _shape_matches(stored.shape, shape):  # naive_buffer took the stored dims; a 0-d/[1] pair may remain
+            raise ModelFormatError(f"parameter '{spec_name}' is stored with dims {list(stored.shape)}, the program "
+                                   f"declares {list(shape)}", path=where)
+
+
 def _param_maps(params: dict) -> list:
     """The distinct mmap objects the params arrays are views of (loader.params maps files read-only)."""
     found = {}
@@ -321,6 +348,21 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         "<params buffer>" if source.params_bytes is not None else None)
     # What the program (ops, attributes, declared vars) is, for records keyed by it (support verdicts by op).
     source_digest = hashlib.sha256(model_data).hexdigest()
+    if _looks_like_naive_buffer(model_data, source):
+        from nnadapter_bridge.loader import naive_buffer  # Paddle Lite's optimized .nb
+
+        if source.params_path is not None or source.params_bytes is not None:
+            raise ModelFormatError("a Paddle Lite .nb holds its own parameters; give it without a params file",
+                                   path=source.params_path or model_where)
+        model = naive_buffer.read_naive_buffer(model_data, model_where)
+        blocks = decode_blocks(model.program, model_where)
+        _check_naive_buffer_params(blocks[0], model.params, model_where)
+        validate_program(blocks, model.params, model_where)
+        graph = ProgramGraph(model.program, blocks, model.params, "naive_buffer", source.model_path,
+                             source.model_path, model_format="naive_buffer", format_version=model.meta_version)
+        graph.opt_version = model.opt_version
+        graph.source_digest = source_digest
+        return graph
     if _looks_like_json(model_data):
         from nnadapter_bridge.loader import pir  # imported for PIR programs only (~3 ms, orjson, its tables)
 

@@ -19,7 +19,8 @@ import os
 
 from nnadapter_bridge.errors import ModelFormatError
 
-LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "json+pdiparams", "files", "buffers")
+LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "json+pdiparams", "files", "buffers",
+           "naive_buffer")
 
 
 @dataclasses.dataclass
@@ -67,6 +68,8 @@ def resolve(model_path=None, params_path=None, model_bytes=None, params_bytes=No
     _require_file(model_path, "model file")
     directory = os.path.dirname(model_path) or "."
     base = os.path.basename(model_path)
+    if base.endswith(".nb"):  # Paddle Lite's optimized model: program and parameters in one file
+        return ModelSource("naive_buffer", model_path, None, False)
     for suffix, layout in ((".pdmodel", "pdmodel+pdiparams"), (".json", "json+pdiparams")):
         if base.endswith(suffix):
             sibling = model_path[: -len(suffix)] + ".pdiparams"

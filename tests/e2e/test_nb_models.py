@@ -1,0 +1,130 @@
+"""`.nb` models end to end against Paddle Lite 2.13 itself (run in its side venv, tests/support/paddlelite_env.py):
+files its opt made of the zoo models run on all three devices with Paddle Lite's outputs for the same file and
+Paddle Inference's for the source model; files we write (Opt, save_optimized_model, from legacy and PIR
+models) are run by Paddle Lite with our outputs; opt's fused ops (conv2d + Bias + activation, fc,
+fusion_elementwise_add_activation) each against Paddle Lite on a small program that has them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from nnadapter_bridge import lite
+from support import paddlelite_env
+from support.tolerances import assert_model_close
+
+DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime")
+ZOO = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "resnet50", "shufflenet_v2_x1_0", "squeezenet1_0",
+       "yolo_detector")
+
+
+def _side(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except paddlelite_env.SideEnvError as exc:  # never a silent skip: say what is missing
+        pytest.fail(str(exc))
+
+
+def _feeds(name: str) -> dict:
+    rng = np.random.default_rng(7)
+    if name == "yolo_detector":
+        return {"image": rng.standard_normal((1, 3, 64, 64)).astype(np.float32),
+                "im_shape": np.array([[64, 64]], np.int32)}
+    if name == "embedding_net":
+        return {"ids": rng.integers(0, 20, (2, 6)).astype(np.int64)}
+    if name == "fc_net":
+        return {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    return {"x": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def _ours(model, feeds: dict, device: str = "builtin_device", buffer: bool = False) -> list:
+    config = lite.MobileConfig()
+    if buffer:
+        with open(model, "rb") as f:
+            config.set_model_from_buffer(f.read())
+    else:
+        config.set_model_from_file(model)
+    config.set_nnadapter_device_names([device])
+    predictor = lite.create_paddle_predictor(config)
+    for name, array in feeds.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+    predictor.run()
+    outputs = [predictor.get_output(k).numpy() for k in range(len(predictor.get_output_names()))]
+    predictor.close()
+    return outputs
+
+
+_LITE_OUTPUTS: dict = {}
+
+
+def _lite_outputs(key: str, nb_path: str, feeds: dict) -> list:
+    if key not in _LITE_OUTPUTS:
+        _LITE_OUTPUTS[key] = _side(paddlelite_env.lite_run, nb_path, feeds)
+    return _LITE_OUTPUTS[key]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ZOO)
+def test_opt_nb_runs_like_paddle_lite_and_paddle_inference(name, device, zoo_model, paddle_reference):
+    nb_path = _side(paddlelite_env.ensure_zoo_nb, name)
+    feeds = _feeds(name)
+    want_lite = _lite_outputs(name, nb_path, feeds)
+    got = _ours(nb_path, feeds, device)
+    reference = paddle_reference(zoo_model(name), feeds)
+    assert len(got) == len(want_lite) == len(reference)
+    for k, (ours, theirs, paddle) in enumerate(zip(got, want_lite, reference)):
+        assert_model_close(ours, theirs, what=f"{name} on {device} vs Paddle Lite, output {k}")
+        assert_model_close(ours, paddle, what=f"{name} on {device} vs Paddle Inference, output {k}")
+
+
+@pytest.mark.parametrize("name", paddlelite_env.SMALL_MODELS)
+def test_opt_fused_ops_run_like_paddle_lite(name):
+    nb_path, _ = _side(paddlelite_env.ensure_small_nb, name)
+    ops = [op.type for op in nb.loader.load_model(nb_path).blocks[0].ops]
+    expected = {"fc_net": {"conv2d", "fc"}, "embedding_net": {"fusion_elementwise_add_activation"}}[name]
+    assert expected <= set(ops), ops  # opt did fuse: the ops under test are there
+    feeds = _feeds(name)
+    want = _lite_outputs(name, nb_path, feeds)
+    for device in DEVICES:
+        got = _ours(nb_path, feeds, device, buffer=device == "builtin_device")
+        for k, (ours, theirs) in enumerate(zip(got, want)):
+            assert_model_close(ours, theirs, what=f"{name} on {device}, output {k}")
+
+
+@pytest.mark.parametrize("name, layout", [("mobilenet_v3_small", "pdmodel"), ("shufflenet_v2_x1_0", "pir"),
+                                          ("yolo_detector", "pdmodel")])
+def test_nb_we_write_runs_in_paddle_lite(name, layout, zoo_model, tmp_path):
+    source = zoo_model(name, layout)
+    opt = lite.Opt()
+    opt.set_model_file(source)
+    opt.set_valid_places("x86")
+    opt.set_optimize_out(str(tmp_path / name))
+    written = opt.run()
+    assert written == str(tmp_path / name) + ".nb"
+    feeds = _feeds(name)
+    theirs = _side(paddlelite_env.lite_run, written, feeds, from_buffer=layout == "pir")
+    ours = _ours(source if layout == "pdmodel" else written, feeds)
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        assert_model_close(a, b, what=f"Paddle Lite on our {name} .nb ({layout}), output {k}")
+
+
+def test_save_optimized_model_script_ports_unchanged(zoo_model, tmp_path):
+    """A Paddle Lite user's script: CxxConfig -> save_optimized_model -> MobileConfig -> run."""
+    source = zoo_model("mobilenet_v1")
+    config = lite.CxxConfig()
+    config.set_model_file(source)
+    config.set_param_file(source[: -len(".pdmodel")] + ".pdiparams")
+    predictor = lite.create_paddle_predictor(config)
+    predictor.save_optimized_model(str(tmp_path / "mobilenet_v1_opt"))
+    predictor.close()
+    nb_path = tmp_path / "mobilenet_v1_opt.nb"  # Paddle Lite appends .nb, so do we
+    assert nb_path.is_file()
+    feeds = _feeds("mobilenet_v1")
+    mobile = lite.MobileConfig()
+    mobile.set_model_from_file(str(nb_path))
+    light = lite.create_paddle_predictor(mobile)
+    light.get_input(0).from_numpy(feeds["x"])
+    light.run()
+    ours = light.get_output(0).numpy()
+    theirs = _side(paddlelite_env.lite_run, str(nb_path), feeds)[0]
+    assert_model_close(ours, theirs, what="mobilenet_v1 via save_optimized_model")
