@@ -1352,20 +1352,26 @@ def _pool3d(rng):
         (lambda paddle, x: getattr(paddle.nn.functional, f"{kind}_pool3d")(x, **kwargs)), f"{kind} {_describe(kwargs)}"
 
 
-def _max_pool_with_index(rng):
-    dtype, variant = pick(rng, FLOATS), pick(rng, ("plain", "plain", "special"))
-    size = int(rng.integers(2, 6))
-    x = values(rng, dtype, [1, int(rng.integers(1, 3)), size, int(rng.integers(2, 6))], variant=variant)
-    if rng.random() < 0.3:
-        out = int(rng.integers(1, size + 1))
+def _max_pool_with_index(spatial: int, size_limit: int):
+    """max_pool{2,3}d / adaptive_max_pool{2,3}d with return_mask (max_pool{2,3}d_with_index)."""
+    def make(rng):
+        dtype, variant = pick(rng, FLOATS), pick(rng, ("plain", "plain", "special"))
+        size = int(rng.integers(2, size_limit))
+        shape = [1, int(rng.integers(1, 3))] + [size] * (spatial - 1) + [int(rng.integers(2, size_limit))]
+        x = values(rng, dtype, shape, variant=variant)
+        functional = f"max_pool{spatial}d"
+        if rng.random() < 0.3:
+            out = int(rng.integers(1, size + 1))
+            return dtype, variant, {"x": x}, \
+                (lambda paddle, x: list(getattr(paddle.nn.functional, "adaptive_" + functional)(
+                    x, out, return_mask=True))), f"adaptive {out}"
+        k = int(rng.integers(1, size + 1))
+        stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, (k // 2) + 1))
         return dtype, variant, {"x": x}, \
-            (lambda paddle, x: list(paddle.nn.functional.adaptive_max_pool2d(x, out, return_mask=True))), \
-            f"adaptive {out}"
-    k = int(rng.integers(1, size + 1))
-    stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, (k // 2) + 1))
-    return dtype, variant, {"x": x}, \
-        (lambda paddle, x: list(paddle.nn.functional.max_pool2d(x, k, stride, padding, return_mask=True))), \
-        f"k={k}, stride={stride}, pad={padding}"
+            (lambda paddle, x: list(getattr(paddle.nn.functional, functional)(x, k, stride, padding,
+                                                                              return_mask=True))), \
+            f"k={k}, stride={stride}, pad={padding}"
+    return make
 
 
 def _batch_norm(rng):
@@ -1721,7 +1727,7 @@ OPS += [
     custom("conv3d", _conv3d),
     custom("conv3d_transpose", lambda rng: _conv_transpose(rng, 3)),
     custom("pool3d", _pool3d),
-    custom("max_pool2d_with_index", _max_pool_with_index),
+    custom("max_pool2d_with_index", _max_pool_with_index(2, 6)),
     custom("batch_norm", _batch_norm),
     custom("instance_norm", _instance_norm),
     custom("group_norm", _group_norm),
@@ -1821,22 +1827,6 @@ def _prior_box(rng):
         f"min={min_sizes}, max={max_sizes}, ratios={ratios}, flip={flip}, clip={clip}"
 
 
-def _max_pool3d_with_index(rng):
-    dtype, variant = pick(rng, FLOATS), pick(rng, ("plain", "plain", "special"))
-    size = int(rng.integers(2, 5))
-    x = values(rng, dtype, [1, int(rng.integers(1, 3)), size, size, int(rng.integers(2, 5))], variant=variant)
-    if rng.random() < 0.3:
-        out = int(rng.integers(1, size + 1))
-        return dtype, variant, {"x": x}, \
-            (lambda paddle, x: list(paddle.nn.functional.adaptive_max_pool3d(x, out, return_mask=True))), \
-            f"adaptive {out}"
-    k = int(rng.integers(1, size + 1))
-    stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, (k // 2) + 1))
-    return dtype, variant, {"x": x}, \
-        (lambda paddle, x: list(paddle.nn.functional.max_pool3d(x, k, stride, padding, return_mask=True))), \
-        f"k={k}, stride={stride}, pad={padding}"
-
-
 def _set_value(rng):
     """`x[...] = v` in a static program: Paddle's set_value (a scalar) or set_value_with_tensor (a tensor)."""
     dtype, variant = pick(rng, NUMERIC), pick(rng, ("plain", "plain", "special"))
@@ -1865,7 +1855,7 @@ VISION_OPS = [
     custom("roi_align", _roi_align),
     custom("yolo_box", _yolo_box),
     custom("prior_box", _prior_box),
-    custom("max_pool3d_with_index", _max_pool3d_with_index),
+    custom("max_pool3d_with_index", _max_pool_with_index(3, 5)),
     custom("set_value", _set_value),
 ]
 
