@@ -114,6 +114,10 @@ def test_save_optimized_model_script_ports_unchanged(zoo_model, tmp_path):
     config = lite.CxxConfig()
     config.set_model_file(source)
     config.set_param_file(source[: -len(".pdmodel")] + ".pdiparams")
+    # what a Paddle Lite x86 script sets (its CxxConfig refuses to build without valid places)
+    config.set_valid_places([lite.Place(lite.TargetType.X86, lite.PrecisionType.FP32),
+                             lite.Place(lite.TargetType.Host, lite.PrecisionType.FP32)])
+    config.set_threads(1)
     predictor = lite.create_paddle_predictor(config)
     predictor.save_optimized_model(str(tmp_path / "mobilenet_v1_opt"))
     predictor.close()
