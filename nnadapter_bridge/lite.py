@@ -8,7 +8,8 @@
 in the list) or the whole model runs on the host (none). `get_version()` is this package's version (Paddle
 Lite's module has it only on its predictors). What has no meaning here (OpenCL, Metal, Lite's optimizer passes)
 raises NotSupportedError instead of doing nothing; docs/lite_api.md compares the whole surface with
-paddlelite 2.13's.
+paddlelite 2.13's. `MobileConfig.set_model_from_file` / `set_model_from_buffer` take Paddle Lite's optimized
+`.nb` models, and `Opt` (like `Predictor.save_optimized_model`) writes them (loader/naive_buffer*.py).
 """
 from __future__ import annotations
 
