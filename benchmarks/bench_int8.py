@@ -13,7 +13,7 @@ dequantize_linear; tests/support/quant_fixtures.py builds and caches both). Runn
   ours_ov_bf16       intel_openvino, float model, INTEL_OPENVINO_INFERENCE_PRECISION=bf16
   ours_ov_int8       intel_openvino, quantized model (int8 convolutions: FakeQuantize + int8 weights)
   ours_ort_f32       microsoft_onnxruntime, float model
-  ours_ort_int8      microsoft_onnxruntime, quantized model (ConvInteger / MatMulInteger)
+  ours_ort_int8      microsoft_onnxruntime, quantized model (QLinearConv chains / MatMulInteger)
   openvino_paddle_int8  OpenVINO's own Paddle frontend: core.read_model(<quantized model.pdmodel>), CPU,
                         INFERENCE_PRECISION_HINT f32, LATENCY hint, INFERENCE_NUM_THREADS
   openvino_paddle_f32   the same on the float model

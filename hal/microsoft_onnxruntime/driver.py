@@ -41,6 +41,7 @@ from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType, Operation
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.microsoft_onnxruntime.graph import convert_model, operation_supported
+from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, find_conv_chains, marked_for_qdq
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
@@ -70,6 +71,15 @@ KERNEL_TRIAL_PRECISIONS = frozenset({Precision.FLOAT64, Precision.FLOAT16})
 
 def _needs_kernel_trial(op: Operation) -> bool:
     return any(o is not None and o.type.precision in KERNEL_TRIAL_PRECISIONS for o in [*op.inputs, *op.outputs])
+
+
+def _qdq_chains(model: Model) -> list:
+    """The quantized conv chains of `model` as convert_model's fused_chains (qdq.py)."""
+    from hal.microsoft_onnxruntime.operations import conv_attributes
+
+    return [(chain.conv, chain.operations(),
+             lambda g, chain=chain: emit_conv_chain(g, chain, conv_attributes(g, chain.conv)))
+            for chain in find_conv_chains(model)]
 
 
 def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAdapterError:
@@ -104,7 +114,7 @@ class OnnxRuntimeContext:
     callback: ContextCallback = None
     relu_nan_to_zero: bool = True  # Paddle's relu (NaN -> 0); False: ONNX Relu alone, which keeps NaN
 
-    def session_options(self, level=None) -> ort.SessionOptions:
+    def session_options(self, level=None, qdq: bool = False) -> ort.SessionOptions:
         options = ort.SessionOptions()
         options.graph_optimization_level = self.optimization_level if level is None else level
         if self.num_threads > 0:
@@ -113,8 +123,10 @@ class OnnxRuntimeContext:
         # line before the error that we raise with the same message anyway
         options.log_severity_level = 4
         # NNAdapter quantized operations compute in float between a dequantize and a requantize; the
-        # QDQ fusions would turn them into integer kernels whose rounding differs by a few steps.
-        options.add_session_config_entry("session.disable_quant_qdq", "1")
+        # QDQ fusions would turn them into integer kernels whose rounding differs by a few steps. A model
+        # holding quantized conv chains (qdq.py, marked by its producer name) wants exactly those kernels.
+        if not qdq:
+            options.add_session_config_entry("session.disable_quant_qdq", "1")
         return options
 
 
@@ -209,7 +221,8 @@ class OnnxRuntimeDriver(Driver):
         """onnxruntime opens a session on `op` alone (its kernels exist for these element types)."""
         try:
             model_bytes = convert_model(lower(operation_alone(op), OPERATIONS), OPERATIONS).SerializeToString()
-            ort.InferenceSession(model_bytes, context.session_options(), providers=context.providers)
+            ort.InferenceSession(model_bytes, context.session_options(qdq=marked_for_qdq(model_bytes)),
+                                 providers=context.providers)
         except Exception:  # Unsupported, or onnxruntime's own errors (NOT_IMPLEMENTED: no kernel for the type)
             return False
         return True
@@ -224,8 +237,10 @@ class OnnxRuntimeDriver(Driver):
             output_types = [t.copy() for t in cache.output_types]
         else:
             try:
-                model_bytes = convert_model(lower(model, OPERATIONS), OPERATIONS,
-                                            relu_nan_to_zero=context.relu_nan_to_zero).SerializeToString()
+                lowered = lower(model, OPERATIONS)
+                model_bytes = convert_model(lowered, OPERATIONS, relu_nan_to_zero=context.relu_nan_to_zero,
+                                            fused_chains=_qdq_chains(lowered),
+                                            marked_producer=QDQ_PRODUCER).SerializeToString()
             except Unsupported as exc:
                 raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
             hook = getattr(model, "release_host_memory", None)  # the ONNX bytes hold their own copy of the weights
@@ -255,7 +270,8 @@ class OnnxRuntimeDriver(Driver):
 
     def _open_session(self, context: OnnxRuntimeContext, model_bytes: bytes) -> ort.InferenceSession:
         try:
-            return ort.InferenceSession(model_bytes, context.session_options(), providers=context.providers)
+            return ort.InferenceSession(model_bytes, context.session_options(qdq=marked_for_qdq(model_bytes)),
+                                        providers=context.providers)
         except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
             raise _fail(f"onnxruntime cannot load the program: {type(exc).__name__}: {exc}",
                         ResultCode.DEVICE_INTERNAL_ERROR) from exc
@@ -267,7 +283,8 @@ class OnnxRuntimeDriver(Driver):
             return model_bytes
         with tempfile.TemporaryDirectory(prefix="nnadapter_ort_") as folder:
             path = os.path.join(folder, "program.onnx")
-            options = context.session_options(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+            options = context.session_options(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                              qdq=marked_for_qdq(model_bytes))
             options.optimized_model_filepath = path
             try:
                 ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])

@@ -15,10 +15,11 @@ QUANTIZE and DEQUANTIZE read raw values instead.
 Integer products (hal.common.is_integer_product: int8 x int8 -> int32 sums, what the converters make of a
 quantized Paddle conv / matmul): a FULLY_CONNECTED or MAT_MUL is MatMulInteger on uint8 activations (the int8
 values + 128, a_zero_point 128) and the int8 weight initializer, onnxruntime's fast u8 x s8 kernel, writing
-the exact int32 sums. A CONV_2D computes in float on the dequantized int8 operands (the same values; the
-float result is the sums times the scale): onnxruntime 1.32's ConvInteger runs 5-25x slower than its float
-Conv here (no u8 x s8 fast path for it), and QLinearConv needs an int8 output, which Paddle's quantized
-programs do not have after a conv (its output is only observed). The int32 storage of such a product is
+the exact int32 sums. A CONV_2D whose result is requantized for the next quantized op (through a dequantize,
+a batch norm and a relu) runs as QLinearConv: the driver hands convert_model those chains (qdq.py, which folds
+the batch norm and takes the next op's scale as the output scale). Any other CONV_2D computes in float on the
+dequantized int8 operands (the same values; the float result is the sums times the scale): onnxruntime 1.32's
+ConvInteger runs 5-25x slower than its float Conv here (no u8 x s8 fast path). The int32 storage of such a product is
 materialized only where something reads it raw (a model output); a DEQUANTIZE reading it takes the float
 result (`float_results`).
 """
@@ -317,9 +318,17 @@ def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: boo
     return helper.make_tensor_value_info(name, onnx_type(t.dtype), shape)
 
 
-def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bool = True) -> onnx.ModelProto:
-    """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert."""
+def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bool = True,
+                  fused_chains: Sequence = (), marked_producer: str = "") -> onnx.ModelProto:
+    """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert.
+
+    `fused_chains`: (head operation, the chain's operations, emit(g) -> bool) for chains emitted as one
+    pattern at their head (qdq.py); when emit returns False the chain's operations convert one by one. A model
+    with an emitted chain gets `marked_producer` as its producer name."""
     g = GraphBuilder(relu_nan_to_zero)
+    heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
+    skipped: set = set()
+    emitted = 0
     g.raw_read = {o.index for o in model.output_operands}
     g.raw_read |= {o.index for op in model.operations if op.type != T.DEQUANTIZE for o in op.inputs if o is not None}
     for k, operand in enumerate(model.input_operands):
@@ -327,6 +336,14 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     for k, operand in enumerate(model.output_operands):
         g.boundary_names.setdefault(operand.index, f"output{k}")
     for op in model.topological_operations():
+        if id(op) in skipped:
+            continue
+        if id(op) in heads:
+            ops, emit = heads[id(op)]
+            if emit(g):
+                skipped.update(id(o) for o in ops)
+                emitted += 1
+                continue
         implementation = operations.get(op.type)
         if implementation is None:
             raise Unsupported(f"{op.label()}: no ONNX mapping")
@@ -347,7 +364,7 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
             name = g.one("Identity", [name], f"output{k}")
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
     graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)
-    proto = helper.make_model(graph, producer_name="nnadapter-bridge",
+    proto = helper.make_model(graph, producer_name=marked_producer if emitted and marked_producer else "nnadapter-bridge",
                               opset_imports=[helper.make_operatorsetid("", OPSET)])
     proto.ir_version = IR_VERSION
     return proto

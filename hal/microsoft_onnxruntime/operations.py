@@ -260,19 +260,24 @@ def _window(g: GraphBuilder, op: Operation, kernel, strides, dilations=(1, 1)):
     return resolve_window(auto_pad, pads, spatial, kernel, strides, dilations)
 
 
-@OPERATIONS.implements(T.CONV_2D)
-def _conv_2d(g: GraphBuilder, op: Operation):
+def conv_attributes(g: GraphBuilder, op: Operation) -> dict:
+    """The ONNX Conv attributes of a CONV_2D (also used by qdq.py's QLinearConv chains)."""
     args = unpack(op)
     filter_dims = g.known_dims(op, 1, "filter")
     strides = args.ints("strides", [1, 1])
-    (pads, dilations), group = _window(g, op, filter_dims[2:], strides, args.ints("dilations", [1, 1])), \
-        args.int("group", 1)
-    code = _fuse_code(args)
+    pads, dilations = _window(g, op, filter_dims[2:], strides, args.ints("dilations", [1, 1]))
+    return {"kernel_shape": list(filter_dims[2:]), "strides": strides, "dilations": list(dilations),
+            "pads": _onnx_pads(pads), "group": args.int("group", 1)}
+
+
+@OPERATIONS.implements(T.CONV_2D)
+def _conv_2d(g: GraphBuilder, op: Operation):
+    code = _fuse_code(unpack(op))
+    attributes = conv_attributes(g, op)
     # No empty bias input when there is none: onnxruntime's Conv + BatchNormalization fusion skips a Conv
     # whose third input is the empty name.
     inputs = [g.x(op, 0), g.x(op, 1)] + ([g.x(op, 2)] if op.inputs[2] is not None else [])
-    conv = g.one("Conv", inputs, kernel_shape=list(filter_dims[2:]),
-                 strides=strides, dilations=list(dilations), pads=_onnx_pads(pads), group=group)
+    conv = g.one("Conv", inputs, **attributes)
     if is_integer_product(op):  # float on the dequantized int8 operands (graph.py's docstring says why)
         g.integer_product_result(op, conv)
         return

@@ -9,9 +9,9 @@ in both encodings (quantize_linear/dequantize_linear, and the fake quant/dequant
   the rest.
 * microsoft_onnxruntime: the graph onnxruntime optimizes (SessionOptions.optimized_model_filepath, with the
   driver's session options) runs the classifier's matrix product as MatMulInteger (uint8 x int8 -> int32) and no
-  float MatMul / Gemm; its convolutions stay float Conv on the dequantized int8 values (ConvInteger is slower
-  than float Conv in onnxruntime 1.32 and QLinearConv needs an int8 output Paddle's programs do not have; see
-  hal/microsoft_onnxruntime/graph.py), with no DequantizeLinear left on a weight.
+  float MatMul / Gemm, and every convolution whose result is requantized for the next one (26 of MobileNetV1's
+  27: the last feeds the float pooling) as QLinearConv (hal/microsoft_onnxruntime/qdq.py: batch norm folded,
+  int8 weights and int32 bias); without those chains (convert_model alone) the convolutions are float Conv.
 """
 from __future__ import annotations
 
@@ -65,28 +65,36 @@ def test_openvino_runs_the_convolutions_in_int8(quant_model, case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_onnxruntime_runs_the_matrix_product_in_int8(quant_model, case, tmp_path):
+def test_onnxruntime_runs_the_convolutions_and_the_matrix_product_in_int8(quant_model, case, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     import onnx
     from hal.microsoft_onnxruntime import DRIVER
     from hal.microsoft_onnxruntime.graph import convert_model
     from hal.microsoft_onnxruntime.operations import OPERATIONS
 
-    model_bytes = convert_model(_converted(quant_model, case), OPERATIONS).SerializeToString()
+    from hal.microsoft_onnxruntime.driver import _qdq_chains
+    from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, marked_for_qdq
+
+    model = _converted(quant_model, case)
     device = DRIVER.open_device()
     context = DRIVER.create_context(device, "MICROSOFT_ONNXRUNTIME_NUM_THREADS=1")
-    try:
-        options = context.session_options()
-        path = os.path.join(str(tmp_path), "optimized.onnx")
+
+    def optimized(model_bytes, name):
+        options = context.session_options(qdq=marked_for_qdq(model_bytes))
+        path = os.path.join(str(tmp_path), name)
         options.optimized_model_filepath = path
         ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-        graph = onnx.load(path).graph
-        types = collections.Counter(node.op_type for node in graph.node)
+        return collections.Counter(node.op_type for node in onnx.load(path).graph.node)
+
+    try:
+        chained = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model), marked_producer=QDQ_PRODUCER)
+        types = optimized(chained.SerializeToString(), "chained.onnx")
         assert types["MatMulInteger"] == 1 and types["MatMul"] + types["Gemm"] + types["FusedMatMul"] == 0, dict(types)
-        assert types["Conv"] + types["FusedConv"] == 27, dict(types)
-        weights = [init for init in graph.initializer
-                   if init.data_type == onnx.TensorProto.INT8 and len(init.dims) == 2]
-        assert len(weights) == 1  # the matmul's; the convolutions' are float initializers
+        assert types["QLinearConv"] == 26 and types["Conv"] + types["FusedConv"] == 1, dict(types)
+        plain = convert_model(model, OPERATIONS).SerializeToString()
+        assert not marked_for_qdq(plain)
+        types = optimized(plain, "plain.onnx")  # the op-by-op form: float convolutions, QDQ fusions off
+        assert types["QLinearConv"] == 0 and types["Conv"] + types["FusedConv"] == 27, dict(types)
     finally:
         DRIVER.destroy_context(context)
         DRIVER.close_device(device)
