@@ -472,3 +472,37 @@ def test_relu_nan_to_zero_rejects_other_values(tmp_path, monkeypatch):
     pytest.importorskip("paddle")
     with pytest.raises(Exception, match="MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO=7"):
         _relu_conv_run(tmp_path, "MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO=7", monkeypatch)
+
+
+# -- quantized conv chains (qdq.py) --------------------------------------------------------------------------------
+def test_folded_batch_norm_keeps_the_conv_exact_with_negative_factors():
+    """Folding BN into the int8 conv: weights negated where gamma < 0, per-channel scales |a|, the bias at the
+    accumulator scale; the folded conv equals conv -> BN up to the bias rounding (half an accumulator step)."""
+    from types import SimpleNamespace as NS
+
+    from hal.microsoft_onnxruntime.qdq import ConvChain, _folded_constants
+
+    rng = np.random.default_rng(5)
+    channels, inputs = 6, 5
+    weights = rng.integers(-127, 128, (channels, inputs, 1, 1)).astype(np.int8)
+    w_scales = rng.uniform(0.001, 0.01, channels)
+    x_scale = 0.02
+    gamma = np.array([1.5, -0.7, 0.2, -2.0, 1.0, 0.5])
+    beta, mean = rng.normal(size=channels), rng.normal(size=channels)
+    var = rng.uniform(0.1, 2.0, channels)
+    conv = NS(inputs=[NS(type=NS(scale=x_scale)),
+                      NS(value=weights, type=NS(scales=tuple(w_scales), scale=None)), None])
+    bn = NS(inputs=[None] + [NS(value=v.astype(np.float32)) for v in (gamma, beta, mean, var)]
+            + [NS(value=np.array([1e-5], np.float32))])
+    chain = ConvChain(conv, None, bn, None, None)
+    folded, scales, bias, bias_scales = _folded_constants(chain)
+    assert folded.dtype == np.int8 and np.all(scales > 0)
+    assert np.array_equal(np.sign(folded[gamma < 0]), -np.sign(weights[gamma < 0]))
+    x = rng.integers(-127, 128, (10, inputs)).astype(np.float64) * x_scale
+    w = weights.reshape(channels, inputs).astype(np.float64) * w_scales[:, None]
+    a = gamma / np.sqrt(var + np.float32(1e-5))
+    want = a * (x @ w.T - mean) + beta
+    got = x @ (folded.reshape(channels, inputs) * scales[:, None].astype(np.float64)).T \
+        + bias * bias_scales.astype(np.float64)
+    assert np.abs(got - want).max() <= 0.5 * bias_scales.max() + 1e-6
+
