@@ -98,3 +98,31 @@ def test_onnxruntime_runs_the_convolutions_and_the_matrix_product_in_int8(quant_
     finally:
         DRIVER.destroy_context(context)
         DRIVER.close_device(device)
+
+
+def test_onnxruntime_int8_program_restores_from_the_cache_with_its_qdq_fusions(quant_model, tmp_path, monkeypatch):
+    """The .nnc keeps the program's QDQ mark, so a restored session lets onnxruntime fuse QLinearConv again."""
+    import numpy as np
+
+    import hal.microsoft_onnxruntime.driver as ort_driver
+    import nnadapter_bridge as nb
+
+    flags = []
+    original = ort_driver.marked_for_qdq
+    monkeypatch.setattr(ort_driver, "marked_for_qdq", lambda data: flags.append(original(data)) or flags[-1])
+    x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    outputs = []
+    for attempt in ("build", "restore"):
+        flags.clear()
+        config = nb.Config()
+        config.set_model_file(quant_model(*CASES[0]))
+        config.set_nnadapter_device_names(["microsoft_onnxruntime"])
+        config.set_nnadapter_model_cache_dir(str(tmp_path))
+        predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        outputs.append(predictor.get_output(0).numpy())
+        stats = predictor.stats
+        assert (stats.builds, stats.cache_hits_file) == ((1, 0) if attempt == "build" else (0, 1))
+        assert flags and all(flags), f"{attempt}: a session without the QDQ fusions"
+    np.testing.assert_array_equal(outputs[0], outputs[1])
