@@ -163,6 +163,10 @@ def run(args) -> int:
         if not paddle_reference.paddle_available():
             raise CliError("--compare-paddle / --compare-float: paddlepaddle is not installed, so there is no "
                            "Paddle Inference to compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
+        if args.compare_paddle:
+            paddle_reference.check_paddle_readable(args.model, params=args.params)
+        if args.compare_float:
+            paddle_reference.check_paddle_readable(args.compare_float, params=args.float_params)
     args.context_properties = with_threads(args)
     args.threads = None  # folded into the properties, which the child receives as they are
     if args.warm_probe:

@@ -83,6 +83,10 @@ def run(args) -> int:
                        "--compare-float)")
     if args.float_params and not args.compare_float:
         raise CliError("--float-params: give it with --compare-float")
+    if args.compare_paddle:
+        paddle_reference.check_paddle_readable(args.model, params=args.params)
+    if args.compare_float:
+        paddle_reference.check_paddle_readable(args.compare_float, params=args.float_params)
     if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CliError(f"--output-dir {args.output_dir}: exists and is not a directory")
     if args.cache_dir and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):

@@ -29,6 +29,22 @@ def paddle_available() -> bool:
     return importlib.util.find_spec("paddle") is not None
 
 
+def check_paddle_readable(model: str, source=None, params: Optional[str] = None) -> None:
+    """CliError before anything runs when Paddle Inference cannot read `model` at all: a Paddle Lite .nb (Paddle
+    Inference crashes on one, SIGSEGV, rather than refusing it)."""
+    if source is None:
+        from nnadapter_bridge.loader.layout import resolve
+
+        try:
+            source = resolve(model, params)
+        except BridgeError as exc:
+            raise CliError(str(exc)) from exc
+    if source.layout == "naive_buffer":
+        raise CliError(f"Paddle Inference cannot read {model}: a Paddle Lite .nb is not a Paddle Inference model. "
+                       "Compare with the Paddle model it was optimized from (--compare-float SOURCE_MODEL reports "
+                       "the same metrics against it)")
+
+
 def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
     """Run the model with Paddle Inference on CPU (oneDNN and IR optimization off, one thread) on `feeds`;
     returns {output name: array}. CliError when paddlepaddle is not installed, or (one line) when Paddle
@@ -48,6 +64,7 @@ def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
         source = resolve(model, params)
     except BridgeError as exc:
         raise CliError(str(exc)) from exc
+    check_paddle_readable(model, source)
     try:
         return _run_paddle_inference(paddle_infer, source, feeds)
     except Exception as exc:  # noqa: BLE001 - whatever Paddle raises, the user gets one line, not its traceback

@@ -304,3 +304,25 @@ def test_compare_float_reports_what_quantization_costs_over_several_inputs(quant
 def test_sample_and_float_arguments_are_checked(yolo, capsys, argv, message):
     assert main(["run", yolo, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_compare_paddle_on_a_nb_is_refused_before_running(zoo_model, capsys, tmp_path, monkeypatch):
+    """Paddle Inference crashes (SIGSEGV) on a Paddle Lite .nb: the CLI says so before it compiles anything,
+    and --compare-float against the source model is the way to compare."""
+    from nnadapter_bridge import lite, predictor
+
+    source = zoo_model("mobilenet_v1")
+    opt = lite.Opt()
+    opt.set_model_file(source)
+    opt.set_optimize_out(str(tmp_path / "m"))
+    nb_path = opt.run()
+    created = []
+    original = predictor.create_predictor
+    monkeypatch.setattr(predictor, "create_predictor", lambda config: created.append(1) or original(config))
+    for argv in (["run", nb_path, "--compare-paddle"], ["bench", nb_path, "--compare-paddle", "--runs", "1"]):
+        assert main(argv) == 2
+        assert "a Paddle Lite .nb is not a Paddle Inference model" in capsys.readouterr().err
+    assert not created
+    data = run_json(capsys, nb_path, "--compare-float", source)
+    (name, against), = data["compare_float"]["outputs"].items()
+    assert against["cosine"] > 0.99999 and against["max_rel_error"] < 1e-4
