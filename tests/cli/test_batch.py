@@ -248,3 +248,17 @@ def test_batch_command_errors(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
     with pytest.raises(BatchError, match=r"nnadapter-bridge\[ray\]"):
         RayEngine(None, 2)
+
+
+def test_a_nb_entry_is_not_compared_with_paddle_inference_unless_asked(tmp_path):
+    """Paddle Inference cannot read a Paddle Lite .nb (it crashes on one): `compare: auto` leaves it uncompared
+    and says why; an explicit `compare: paddle` is an error naming the way out."""
+    from nnadapter_bridge.batch.task import _reference_outputs
+    from nnadapter_bridge.cli.options import CliError
+
+    nb_file = tmp_path / "m.nb"
+    nb_file.write_bytes(b"\x02\x00v2.13-rc\x00" + bytes(40))
+    entry = {"compare": "auto", "reference_outputs": {}, "model": str(nb_file), "params": None}
+    assert _reference_outputs(entry, {}, None) == (None, "none (Paddle Inference cannot read a Paddle Lite .nb)")
+    with pytest.raises(CliError, match="a Paddle Lite .nb is not a Paddle Inference model"):
+        _reference_outputs({**entry, "compare": "paddle"}, {}, None)
