@@ -42,7 +42,7 @@ from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, dtype_precision, precision_dtype,
 )
-from nnadapter_bridge.nnadapter.types import Operand
+from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
 # -- family helpers --------------------------------------------------------------------------------------
 
@@ -110,7 +110,8 @@ def _conv_quant_reason(op, ctx) -> Optional[str]:
     # A transposed filter [C_in, C_out/groups, kh, kw] has C_out along one axis only when groups == 1.
     channels = (filter_dims[1] if transpose else filter_dims[0])
     return conv_quant.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
-                                           per_channel_ok=not transpose or groups == 1)
+                                           per_channel_ok=not transpose or groups == 1,
+                                           float_output_ok=not transpose)
 
 
 def _conv_window_operands(ctx, op):
@@ -150,6 +151,29 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
                               + extra_operands(ctx, op) + [ctx.const_i32(int(fuse))])
         if quant is None:
             ctx.add(operation, operands(x), [out])
+        elif quant.output_scale is None:
+            # Paddle Lite's int8 conv with no Output0_scale (the last one before a float op): the int32 sums,
+            # dequantized at input_scale x weight_scale, then the float bias and the fused activation
+            x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
+            steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
+            if steps.size == 1:
+                sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
+            else:
+                sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL,
+                                        scales=tuple(steps.tolist()), channel_dim=1)
+            sums = ctx.temp(out_name, "int32_sums", sums_type)
+            integer_operands = operands(x)
+            integer_operands[2] = None
+            integer_operands[-1] = ctx.const_i32(int(FuseCode.FUSED_NONE))
+            ctx.add(operation, integer_operands, [sums])
+            real = ctx.temp(out_name, "float_sums")
+            ctx.add(T.DEQUANTIZE, [sums], [real])
+            channels = out_channels_of(filter_operand.type.dims)
+            bias_name = v.optional_input("Bias")
+            bias_value = (np.zeros(channels, np.float32) if bias_name is None
+                          else ctx.param(bias_name).astype(np.float32).reshape(-1))
+            bias_operand = ctx.model.add_constant(np.ascontiguousarray(bias_value.reshape(1, channels, 1, 1)))
+            binary(ctx, T.ADD, real, bias_operand, out, fuse=fuse)
         else:
             x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
             conv_quant.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
@@ -658,7 +682,8 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
             return f"a quantized product needs {x_slot} of rank >= 2"
         if len(lead) > 1 and sum(1 for d in lead if not known_dims([d])) > 1:
             return f"{x_slot} needs at most one unknown leading dim to reshape the quantized product back"
-    return conv_quant.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim])
+    return conv_quant.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim],
+                                           float_output_ok=True)
 
 
 def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_name: Optional[str],

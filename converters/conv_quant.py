@@ -41,7 +41,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from converters.emit import binary
+from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
@@ -70,7 +70,7 @@ class ProductQuant:
     (one per layer, or one per output channel)."""
     input_scale: float
     weight_scales: list
-    output_scale: float
+    output_scale: Optional[float]  # None: the output stays float (product_quant_reason's float_output_ok)
 
 
 def has_int8_weight(ctx, op, weight_slot: str) -> bool:
@@ -80,9 +80,12 @@ def has_int8_weight(ctx, op, weight_slot: str) -> bool:
 
 
 def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot: str,
-                         channels: Optional[int], per_channel_ok: bool = True) -> Optional[str]:
+                         channels: Optional[int], per_channel_ok: bool = True,
+                         float_output_ok: bool = False) -> Optional[str]:
     """Why an op with an int8 weight cannot take the quantized path (None when it can, or when the
-    weight is not int8). `channels` is the weight's output-channel count for per-channel scales."""
+    weight is not int8). `channels` is the weight's output-channel count for per-channel scales.
+    `float_output_ok`: the op may lack an output scale (Paddle Lite's last int8 conv before a float op has
+    none; its output is the dequantized int32 sums: ProductQuant.output_scale None)."""
     if not has_int8_weight(ctx, op, weight_slot):
         return None
     weight = OpView(op).optional_input(weight_slot)
@@ -91,6 +94,8 @@ def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot
         return f"int8 {weight_slot} '{weight}' needs its scales in the {weight_slot}0_scale attr"
     for slot in (input_slot, output_slot):
         scales = ctx.quant_scales(op, slot, 0)
+        if slot == output_slot and not scales and float_output_ok:
+            continue
         if not scales or len(scales) != 1:
             return f"an int8 {weight_slot} needs one per-layer {slot}0_scale, got {scales}"
         if scales[0] <= 0:
@@ -110,9 +115,10 @@ def product_quant(ctx, op, input_slot: str, weight_slot: str, output_slot: str) 
     """The op's quantization when its weight is int8 (check with product_quant_reason first), else None."""
     if not has_int8_weight(ctx, op, weight_slot):
         return None
+    output_scales = ctx.quant_scales(op, output_slot, 0)
     return ProductQuant(ctx.quant_scales(op, input_slot, 0)[0],
                         collapse_scales(ctx.quant_scales(op, weight_slot, 0)),
-                        ctx.quant_scales(op, output_slot, 0)[0])
+                        output_scales[0] if output_scales else None)
 
 
 def dequantized(ctx, x: Operand, var: str, purpose: str) -> Operand:
@@ -131,6 +137,13 @@ def quantized_input(ctx, x: Operand, scale: float, var: str) -> Operand:
     if t.precision == Precision.QUANT_INT8_SYMM_PER_LAYER and t.scale is not None and np.isclose(
             t.scale, scale, rtol=1e-6, atol=0.0):
         return x
+    if t.precision == Precision.INT8:
+        # Plain int8 storage: what Paddle Lite's `calib` (float -> int8 at this scale) hands an enable_int8 op
+        # in an optimized .nb, seen here without its producer (a support decision, or calib on the host).
+        # Its values are q * scale; widening and rescaling makes QUANTIZE give back exactly q.
+        widened = cast_to(ctx, x, Precision.FLOAT32, ctx.temp(var, "input_int8_float"))
+        x = ctx.temp(var, "input_float")
+        binary(ctx, T.MUL, widened, ctx.const_f32(scale), x)
     x = dequantized(ctx, x, var, "input_float")
     if x.type.precision != Precision.FLOAT32:
         raise ctx.error(f"a quantized product takes a float32 or int8 input, got {x.type.precision.name}")
@@ -191,8 +204,29 @@ def quantized_fc_step(ctx, op, quant: ProductQuant, weight_name: str, weight_cha
 
     def step(ctx, x, out):
         x_quant = quantized_input(ctx, x, quant.input_scale, var)
-        emit_quantized(ctx, T.FULLY_CONNECTED, [x_quant, weight, bias, ctx.const_i32(int(fuse))], out,
-                       quant.output_scale, var)
+        if quant.output_scale is not None:
+            emit_quantized(ctx, T.FULLY_CONNECTED, [x_quant, weight, bias, ctx.const_i32(int(fuse))], out,
+                           quant.output_scale, var)
+            return
+        # No output scale (Paddle Lite's last int8 product before a float op): the int32 sums dequantized,
+        # then the float bias with the fused activation
+        steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
+        if steps.size == 1:
+            sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
+        else:
+            sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(steps.tolist()),
+                                    channel_dim=1)
+        sums = ctx.temp(var, "int32_sums", sums_type)
+        ctx.add(T.FULLY_CONNECTED, [x_quant, weight, None, ctx.const_i32(int(FuseCode.FUSED_NONE))], [sums])
+        bias_value = (np.zeros(units, np.float32) if bias_name is None
+                      else ctx.param(bias_name).astype(np.float32).reshape(-1))
+        if bias_name is None and fuse == FuseCode.FUSED_NONE:
+            ctx.add(T.DEQUANTIZE, [sums], [out])
+            return
+        real = ctx.temp(var, "float_sums")
+        ctx.add(T.DEQUANTIZE, [sums], [real])
+        binary(ctx, T.ADD, real, ctx.model.add_constant(np.ascontiguousarray(bias_value.reshape(1, units))), out,
+               fuse=fuse)
 
     return step
 

@@ -446,6 +446,7 @@ def read_naive_buffer(data, where: str = "<.nb buffer>") -> NaiveBufferModel:
     program = read_program(view[HEADER_SIZE: HEADER_SIZE + topo_size], where)
     params = read_params(view, HEADER_SIZE + topo_size, meta_version, where)
     _take_stored_dims(program, params)
+    _give_inserted_vars_dims(program)
     return NaiveBufferModel(program, params, meta_version, opt_version)
 
 
@@ -466,3 +467,28 @@ def _take_stored_dims(program: pb.ProgramDesc, params: dict) -> None:
         if list(dims) != list(stored.shape):
             del dims[:]
             dims.extend(stored.shape)
+
+
+# Ops opt inserts between kernels of different precisions or targets: their output has the input's shape.
+SHAPE_PRESERVING_INSERTED_OPS = ("calib", "calib_once", "io_copy", "io_copy_once")
+
+
+def _give_inserted_vars_dims(program: pb.ProgramDesc) -> None:
+    """opt declares the vars it inserts (`x/precision_trans0` after a `calib`, ...) without dims; they have
+    their input's shape, so they get the input var's declared dims (what the converters' shape checks read)."""
+    for block in program.blocks:
+        vars_by_name = {var.name: var for var in block.vars}
+        for op in block.ops:
+            if op.type not in SHAPE_PRESERVING_INSERTED_OPS:
+                continue
+            inputs = [a for slot in op.inputs if slot.parameter == "Input" for a in slot.arguments]
+            outputs = [a for slot in op.outputs if slot.parameter == "Out" for a in slot.arguments]
+            if len(inputs) != 1 or len(outputs) != 1:
+                continue
+            source, target = vars_by_name.get(inputs[0]), vars_by_name.get(outputs[0])
+            if source is None or target is None or not source.type.HasField("lod_tensor") \
+                    or not target.type.HasField("lod_tensor"):
+                continue
+            dims = target.type.lod_tensor.tensor.dims
+            if not len(dims) and len(source.type.lod_tensor.tensor.dims):
+                dims.extend(source.type.lod_tensor.tensor.dims)

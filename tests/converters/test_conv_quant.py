@@ -164,12 +164,24 @@ def test_quantized_conv2d_transpose_per_channel(tmp_path):
     assert_quantized_close(got, real, s_out, "conv2d_transpose")
 
 
-def test_quantized_conv2d_without_output_scale_is_rejected(tmp_path):
-    saved = opdesc_program(tmp_path, "conv2d", inputs={"Input": ["x"], "Filter": ["w"]}, outputs={"Output": ["y"]},
-                           attrs={"Input0_scale": [0.1], "Filter0_scale": [0.01]},
-                           feeds={"x": randn(1, 2, 4, 4)}, params={"w": int8_weight(2, 2, 1, 1)}, run_paddle=False)
-    with pytest.raises(ConversionError, match="Output0_scale"):
-        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_quantized_conv2d_without_output_scale_gives_the_float_sums(tmp_path, act):
+    """Paddle Lite's last int8 conv before a float op has no Output0_scale: its output is the int32 sums
+    dequantized at Input0_scale x Filter0_scale, plus the float bias, then the fused activation."""
+    x, w, bias = randn(1, 2, 4, 4), int8_weight(3, 2, 1, 1), randn(3)
+    attrs = {"Input0_scale": [0.1], "Filter0_scale": [0.01]}
+    if act:
+        attrs.update(with_act=True, act_type=act)
+    saved = opdesc_program(tmp_path, "conv2d", inputs={"Input": ["x"], "Filter": ["w"], "Bias": ["b"]},
+                           outputs={"Output": ["y"]}, attrs=attrs, feeds={"x": x},
+                           params={"w": w, "b": bias}, run_paddle=False)
+    got, result, _ = convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+    assert T.DEQUANTIZE in operation_types(result)
+    xq = quantize(x, 0.1)
+    want = np.einsum("nchw,oc->nohw", xq * 0.1, w.reshape(3, 2).astype(np.float64) * 0.01) + bias.reshape(1, 3, 1, 1)
+    if act:
+        want = np.maximum(want, 0)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-6)
 
 
 def _product_case(tmp_path, op_type, x, w, slots, attrs, bias=None):

@@ -132,3 +132,31 @@ def test_save_optimized_model_script_ports_unchanged(zoo_model, tmp_path):
     ours = light.get_output(0).numpy()
     theirs = _side(paddlelite_env.lite_run, str(nb_path), feeds)[0]
     assert_model_close(ours, theirs, what="mobilenet_v1 via save_optimized_model")
+
+
+@pytest.mark.parametrize("weight_type", ["abs_max", "channel_wise_abs_max"])
+def test_paddle_lite_int8_form_runs_like_paddle_inference(weight_type):
+    """Paddle Lite's own quantized form: opt on a post-training-quantized MobileNetV1 gives `calib` (float ->
+    int8 at the input scale, into a var opt declares without dims) and `enable_int8` convs / matmul with
+    Input0_scale, Filter0_scale and Output0_scale attributes (none on the last conv and the matmul: their outputs
+    stay float). Every device runs it like Paddle Inference runs the quantized source model."""
+    from nnadapter_bridge.loader import load_model
+
+    nb_path, want = _side(paddlelite_env.ensure_lite_quant_nb, "mobilenet_v1", weight_type)
+    graph = load_model(nb_path)
+    ops = [op for op in graph.blocks[0].ops]
+    assert "calib" in [op.type for op in ops]
+    assert any(op.type == "conv2d" and op.attrs.get("enable_int8") for op in ops)
+    from nnadapter_bridge.tolerances import within_reduced_precision
+
+    x = paddlelite_env.lite_quant_input()
+    for device in DEVICES:
+        config = nb.Config()
+        config.set_model_file(nb_path)
+        config.set_nnadapter_device_names([device])
+        predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        got = predictor.get_output(0).numpy()
+        assert predictor.stats.host_ops == 0, device  # calib and every int8 op on the device
+        assert within_reduced_precision(got, want), f"{weight_type} on {device}"

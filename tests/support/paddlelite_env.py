@@ -226,3 +226,32 @@ def ensure_small_nb(name: str) -> tuple:
 
     nb_path = ensure_nb(key, make)
     return nb_path, os.path.join(os.path.dirname(nb_path), name + ".pdmodel")
+
+
+def ensure_lite_quant_nb(name: str, weight_quantize_type: str) -> tuple:
+    """(the `.nb` Paddle Lite's opt (x86) makes of a paddle 2.6.2 post-training quantization of zoo model `name`,
+    Paddle Inference's output of that quantized model on lite_quant_input()). opt turns the fake quant ops into
+    Paddle Lite's own int8 form: `enable_int8` convs and matmuls with Input0_scale / Filter0_scale / Output0_scale
+    attributes and a `calib` op quantizing the image. (Paddle Lite 2.13rc0's x86 build runs such a file into
+    NaN, so Paddle Inference on the quantized source is the reference.)"""
+    from support.model_zoo_fixtures import BUILD_ID, zoo_model_path
+
+    float_nb = ensure_zoo_nb(name)
+    source = os.path.join(os.path.dirname(float_nb), "paddle262", f"{name}.pdmodel")
+    tag = "channel" if weight_quantize_type == "channel_wise_abs_max" else "layer"
+    key = f"{name}-{BUILD_ID}-{NB_BUILD_ID}-ptq-{tag}"
+
+    def make(prefix):
+        out_dir = os.path.join(os.path.dirname(prefix), "paddle262_ptq")
+        result, outputs = run_side("ptq", {"model_file": source, "param_file": source[: -len(".pdmodel")] + ".pdiparams",
+                                           "out_dir": out_dir, "weight_quantize_type": weight_quantize_type,
+                                           "input_name": "x"}, {"x": lite_quant_input()})
+        np.save(os.path.join(os.path.dirname(prefix), "paddle_inference.npy"), outputs[0], allow_pickle=False)
+        return lite_opt(result["model_file"], result["param_file"], prefix)
+
+    nb_path = ensure_nb(key, make)
+    return nb_path, np.load(os.path.join(os.path.dirname(nb_path), "paddle_inference.npy"), allow_pickle=False)
+
+
+def lite_quant_input() -> np.ndarray:
+    return np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)

@@ -15,6 +15,10 @@ Commands:
           activation_type relu), softmax; lookup_table_v2 (int64 ids), reduce_mean, matmul_v2 and
           fusion_elementwise_add_activation (tanh)
   run  nb, from_buffer: MobileConfig (set_model_from_file or set_model_from_buffer), inputs fed by name
+  ptq  model_file, param_file, out_dir, weight_quantize_type, input_name: this paddle 2.6.2's
+          PostTrainingQuantization (abs_max activations, onnx_format False: the fake quant ops Paddle Lite's opt
+          turns into its own form) calibrated on 32 seeded images; saves out_dir/model.pdmodel + .pdiparams and
+          returns Paddle Inference's output of the quantized model on the input array (the reference)
 """
 import json
 import os
@@ -163,6 +167,51 @@ def _export_small(request):
     return {"model_file": prefix + ".pdmodel", "param_file": prefix + ".pdiparams"}, []
 
 
+def _ptq(request, arrays):
+    import paddle
+
+    paddle.enable_static()
+    from paddle.static.quantization import PostTrainingQuantization
+
+    main = paddle.static.Program()
+    with paddle.static.program_guard(main):
+        image = paddle.static.data(request["input_name"], [-1, 3, 224, 224], "float32")
+
+    class Images(paddle.io.Dataset):  # paddle 2.6.2's PTQ takes a paddle.io.DataLoader only
+        def __init__(self):
+            self.data = np.random.default_rng(2024).standard_normal((32, 3, 224, 224)).astype("float32")
+
+        def __getitem__(self, k):
+            return self.data[k]
+
+        def __len__(self):
+            return len(self.data)
+
+    loader = paddle.io.DataLoader(Images(), feed_list=[image], places=paddle.CPUPlace(), batch_size=4,
+                                  return_list=False)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    model_dir, model_file = os.path.split(request["model_file"])
+    ptq = PostTrainingQuantization(executor=exe, model_dir=model_dir, model_filename=model_file,
+                                   params_filename=os.path.basename(request["param_file"]), data_loader=loader,
+                                   batch_nums=8, algo="abs_max",
+                                   weight_quantize_type=request["weight_quantize_type"], onnx_format=False)
+    ptq.quantize()
+    ptq.save_quantized_model(request["out_dir"], model_filename="model.pdmodel", params_filename="model.pdiparams")
+    import paddle.inference as paddle_infer
+
+    config = paddle_infer.Config(os.path.join(request["out_dir"], "model.pdmodel"),
+                                 os.path.join(request["out_dir"], "model.pdiparams"))
+    config.disable_mkldnn()
+    config.switch_ir_optim(False)
+    predictor = paddle_infer.create_predictor(config)
+    handle = predictor.get_input_handle(predictor.get_input_names()[0])
+    handle.copy_from_cpu(np.ascontiguousarray(arrays["x"]))
+    predictor.run()
+    out = predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu()
+    return {"model_file": os.path.join(request["out_dir"], "model.pdmodel"),
+            "param_file": os.path.join(request["out_dir"], "model.pdiparams")}, [out]
+
+
 def _run(request, arrays):
     from paddlelite.lite import MobileConfig, create_paddle_predictor
 
@@ -197,6 +246,8 @@ def main():
         result, outputs = _export(request, arrays)
     elif command == "run":
         result, outputs = _run(request, arrays)
+    elif command == "ptq":
+        result, outputs = _ptq(request, arrays)
     else:
         raise SystemExit(f"unknown command {command!r}")
     for k, array in enumerate(outputs):
