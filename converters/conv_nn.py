@@ -42,7 +42,7 @@ from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, dtype_precision, precision_dtype,
 )
-from nnadapter_bridge.nnadapter.types import Operand, OperandType
+from nnadapter_bridge.nnadapter.types import Operand
 
 # -- family helpers --------------------------------------------------------------------------------------
 
@@ -156,12 +156,7 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
             # dequantized at input_scale x weight_scale, then the float bias and the fused activation
             x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
             steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
-            if steps.size == 1:
-                sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
-            else:
-                sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL,
-                                        scales=tuple(steps.tolist()), channel_dim=1)
-            sums = ctx.temp(out_name, "int32_sums", sums_type)
+            sums = ctx.temp(out_name, "int32_sums", conv_quant.int32_sums_type(steps, 1))
             integer_operands = operands(x)
             integer_operands[2] = None
             integer_operands[-1] = ctx.const_i32(int(FuseCode.FUSED_NONE))

@@ -166,6 +166,16 @@ def quantized_weight(ctx, name: str, scales: Sequence[float], channel_dim: int,
                      channel_dim=channel_dim)
 
 
+def int32_sums_type(steps, channel_dim: int) -> OperandType:
+    """The type of an int8 x int8 product's int32 sums: their step is input step x weight step, per layer for
+    one step, else per channel along `channel_dim` of the output."""
+    steps = np.asarray(steps, dtype=np.float64).reshape(-1)
+    if steps.size == 1:
+        return OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
+    return OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(steps.tolist()),
+                       channel_dim=channel_dim)
+
+
 def quantized_bias(ctx, bias_name: Optional[str], quant: ProductQuant, size: int, var: str) -> Operand:
     """The bias as QUANT_INT32 with scale input_scale x weight_scale[i] (facts §5.3): per channel when the
     weight is; a zero bias when there is none."""
@@ -210,13 +220,8 @@ def quantized_fc_step(ctx, op, quant: ProductQuant, weight_name: str, weight_cha
             return
         # No output scale (Paddle Lite's last int8 product before a float op): the int32 sums dequantized,
         # then the float bias with the fused activation
-        steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
-        if steps.size == 1:
-            sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
-        else:
-            sums_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(steps.tolist()),
-                                    channel_dim=1)
-        sums = ctx.temp(var, "int32_sums", sums_type)
+        sums = ctx.temp(var, "int32_sums",
+                        int32_sums_type(quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64), 1))
         ctx.add(T.FULLY_CONNECTED, [x_quant, weight, None, ctx.const_i32(int(FuseCode.FUSED_NONE))], [sums])
         bias_value = (np.zeros(units, np.float32) if bias_name is None
                       else ctx.param(bias_name).astype(np.float32).reshape(-1))
@@ -703,12 +708,7 @@ def emit_fake_product(ctx, op) -> None:
     factor, _ = fake_dequant_factor(ctx, getattr(ctx, "graph").consumers(out_name)[0])
     w_steps = factor / step_x
     weight = int8_constant(ctx, np.ascontiguousarray(w), w_steps, 0, f"{v.input(w_slot)}/int8")
-    if factor.size == 1:
-        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(factor[0]))
-    else:
-        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(factor.tolist()),
-                               channel_dim=channel_axis)
-    out = ctx.output(out_name, out_type)
+    out = ctx.output(out_name, int32_sums_type(factor, channel_axis))
     fuse = ctx.const_i32(int(FuseCode.FUSED_NONE))
     if op.type in ("conv2d", "depthwise_conv2d"):
         from converters.layout import AUTO_PAD_OF, explicit_pads
@@ -732,22 +732,8 @@ def _fake_readers_take_int8(ctx, op, out: str, x: Operand) -> bool:
     return bool(readers) and all(fake_product_reason(ctx, r, out, x.type.rank) is None for r in readers)
 
 
-def _check_fake_activation_quant(op, ctx) -> Optional[str]:
-    v = OpView(op)
-    reason = _fake_reason(op, ctx, needs_test=True)
-    if reason:
-        return reason
-    scale = v.optional_input("InScale")
-    if not scale or not ctx.is_param(scale):
-        return "InScale must be a persistable var (the NNAdapter scale is a constant)"
-    values = ctx.param(scale).reshape(-1)
-    if values.size != 1 or values[0] <= 0:
-        return f"InScale must hold one positive threshold, got {values.tolist()}"
-    return None
-
-
 @converter(*FAKE_ACTIVATION_QUANT_OPS, emits=[T.MAX, T.MIN, T.QUANTIZE, T.DEQUANTIZE, T.MUL, T.ADD, T.FLOOR],
-           check=_check_fake_activation_quant)
+           check=_check_fake_moving_average)  # the same InScale rules
 def convert_fake_quantize_activation(ctx, op):
     """Inference form (is_test): Out = round(clip(X, -s, s) / s x 127) (round_type 1, the default: ties away
     from zero) or clip(round_half_even(X / s x 127), -128, 127) (round_type 0), s = InScale; OutScale and the
@@ -981,13 +967,7 @@ def emit_integer_product(ctx, op) -> bool:
     v = OpView(op)
     out_name = v.output(FAKE_PRODUCTS[op.type][2])
     w_steps = np.asarray(wq.type.scales if wq.type.is_per_channel else [wq.type.scale], dtype=np.float64)
-    steps = float(xq.type.scale) * w_steps
-    if steps.size == 1:
-        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_LAYER, scale=float(steps[0]))
-    else:
-        out_type = OperandType(precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, scales=tuple(steps.tolist()),
-                               channel_dim=channel_axis)
-    sums = ctx.temp(out_name, "int32_sums", out_type)
+    sums = ctx.temp(out_name, "int32_sums", int32_sums_type(float(xq.type.scale) * w_steps, channel_axis))
     fuse = ctx.const_i32(int(FuseCode.FUSED_NONE))
     if op.type in ("conv2d", "depthwise_conv2d"):
         from converters.layout import AUTO_PAD_OF, explicit_pads

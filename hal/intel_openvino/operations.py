@@ -176,7 +176,7 @@ def unary(b, op):
 def _keep_nan(b, x, clamped):
     """OpenVINO's Minimum, Maximum and Clamp drop NaN; Paddle's clip, relu6 and hard_sigmoid keep it (unless
     the context chose OpenVINO's fusable clamp: GraphBuilder.keep_nan_in_clamps)."""
-    if not _is_float(x) or not getattr(b, "keep_nan_in_clamps", True):
+    if not _is_float(x) or not b.keep_nan_in_clamps:
         return _out(clamped)
     return _out(opset.select(opset.is_nan(x), x, clamped))
 
@@ -187,7 +187,7 @@ def simple_activation(b, op):
     if op.type == T.RELU:
         return [_out(opset.relu(x))]  # fused into a preceding conv by the CPU plugin, as Maximum is not
     if op.type == T.RELU6:
-        if not getattr(b, "keep_nan_in_clamps", True) and _is_float(x):
+        if not b.keep_nan_in_clamps and _is_float(x):
             return [_out(opset.clamp(x, 0.0, 6.0))]  # the form the CPU plugin fuses into a convolution
         return [_keep_nan(b, x, opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
     if op.type == T.RSQRT:

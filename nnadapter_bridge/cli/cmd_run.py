@@ -182,9 +182,12 @@ def _stacked(samples: list) -> dict:
     """{output name: array}: the one sample's arrays, or every sample's stacked on a new leading axis."""
     if len(samples) == 1:
         return samples[0]
-    names = samples[0].keys()
-    return {name: np.stack([np.asarray(s[name]) for s in samples]) for name in names
-            if all(name in s and np.shape(s[name]) == np.shape(samples[0][name]) for s in samples)}
+    for name in samples[0]:
+        shapes = {tuple(np.shape(s[name])) for s in samples}
+        if len(shapes) > 1:
+            raise CliError(f"--samples: output {name} changes shape between the input sets "
+                           f"({', '.join(str(list(x)) for x in sorted(shapes))}); compare one input set at a time")
+    return {name: np.stack([np.asarray(s[name]) for s in samples]) for name in samples[0]}
 
 
 def _compare_float(ours: dict, reference: dict) -> dict:

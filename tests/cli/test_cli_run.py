@@ -326,3 +326,13 @@ def test_compare_paddle_on_a_nb_is_refused_before_running(zoo_model, capsys, tmp
     data = run_json(capsys, nb_path, "--compare-float", source)
     (name, against), = data["compare_float"]["outputs"].items()
     assert against["cosine"] > 0.99999 and against["max_rel_error"] < 1e-4
+
+
+def test_samples_refuse_an_output_whose_shape_changes():
+    from nnadapter_bridge.cli.cmd_run import _stacked
+    from nnadapter_bridge.cli.options import CliError
+
+    same = [{"y": np.zeros((1, 3))}, {"y": np.ones((1, 3))}]
+    assert _stacked(same)["y"].shape == (2, 1, 3)
+    with pytest.raises(CliError, match="output boxes changes shape between the input sets"):
+        _stacked([{"boxes": np.zeros((2, 6))}, {"boxes": np.zeros((5, 6))}])

@@ -24,20 +24,17 @@ the loader's OpInfo / VarInfo in the same shape, so tests compare like with like
 """
 from __future__ import annotations
 
-import fcntl
 import importlib.metadata
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
 
 from nnadapter_bridge import zoo
+from support.fixture_cache import build_once, is_complete
 
 # Bump when the zoo's export changes (seed, weight init, names) so stale caches are not reused.
 BUILD_ID = f"seed{zoo.DEFAULT_SEED}-v1"
-_MARKER = "COMPLETE"
 
 
 def fixture_root() -> str:
@@ -54,26 +51,11 @@ def fixture_root() -> str:
 
 def ensure_zoo_model(name: str, root: str | None = None) -> str:
     """The directory holding `name` in every layout, building it first if no complete copy exists."""
-    root = root or fixture_root()
-    final = os.path.join(root, f"{name}-{BUILD_ID}")
-    if os.path.isfile(os.path.join(final, _MARKER)):
-        return final
-    with open(os.path.join(root, f".{name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if os.path.isfile(os.path.join(final, _MARKER)):
-            return final  # another worker finished it while we waited
-        if os.path.exists(final):
-            shutil.rmtree(final)  # a copy without its marker: interrupted by hand; rebuild
-        staging = tempfile.mkdtemp(prefix=f".{name}-", dir=root)
-        try:
-            zoo.build_models(name, {layout: os.path.join(staging, layout) for layout in zoo.LAYOUTS})
-            with open(os.path.join(staging, _MARKER), "w") as f:
-                f.write(BUILD_ID + "\n")
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return final
+    def build(staging: str) -> str:
+        zoo.build_models(name, {layout: os.path.join(staging, layout) for layout in zoo.LAYOUTS})
+        return BUILD_ID + "\n"
+
+    return build_once(root or fixture_root(), f"{name}-{BUILD_ID}", build)
 
 
 def zoo_model_path(name: str, layout: str = "pdmodel") -> str:
@@ -90,28 +72,18 @@ def ensure_pir_model(name: str, root: str | None = None) -> str:
     """The directory holding `name` as a PIR program (`pir/<name>.json`), building it first if no complete
     copy exists. A zoo model (zoo.MODELS, zoo.EXTRA_MODELS) takes the weights of its cached legacy export."""
     root = root or fixture_root()
-    final = os.path.join(root, f"{name}-{PIR_BUILD_ID}")
-    if os.path.isfile(os.path.join(final, _MARKER)):
-        return final
+    key = f"{name}-{PIR_BUILD_ID}"
+    if is_complete(os.path.join(root, key)):
+        return os.path.join(root, key)
     legacy = None
     if name not in zoo.PIR_MODELS:
         legacy = zoo.model_path(name, "pdmodel", os.path.join(ensure_zoo_model(name, root), "pdmodel"))
-    with open(os.path.join(root, f".{name}-pir.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if os.path.isfile(os.path.join(final, _MARKER)):
-            return final
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        staging = tempfile.mkdtemp(prefix=f".{name}-pir-", dir=root)
-        try:
-            zoo.build_pir_model(name, os.path.join(staging, zoo.PIR_LAYOUT), weights_from=legacy)
-            with open(os.path.join(staging, _MARKER), "w") as f:
-                f.write(PIR_BUILD_ID + "\n" + (f"weights from {legacy}\n" if legacy else ""))
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return final
+
+    def build(staging: str) -> str:
+        zoo.build_pir_model(name, os.path.join(staging, zoo.PIR_LAYOUT), weights_from=legacy)
+        return PIR_BUILD_ID + "\n" + (f"weights from {legacy}\n" if legacy else "")
+
+    return build_once(root, key, build)
 
 
 def pir_model_path(name: str) -> str:

@@ -159,30 +159,18 @@ def nb_fixture_root() -> str:
 
 
 def ensure_nb(key: str, make) -> str:
-    """A cached `.nb` built by `make(out_prefix) -> path` once (exclusive lock, `COMPLETE` marker last)."""
-    root = nb_fixture_root()
-    final = os.path.join(root, key)
-    path = os.path.join(final, key.split("-")[0] + ".nb")
-    if os.path.isfile(os.path.join(final, _MARKER)):
-        return path
-    with open(os.path.join(root, f".{key}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.isfile(os.path.join(final, _MARKER)):
-            return path
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        staging = tempfile.mkdtemp(prefix=f".{key}-", dir=root)
-        try:
-            made = make(os.path.join(staging, key.split("-")[0]))
-            if os.path.basename(made) != os.path.basename(path):
-                raise SideEnvError(f"fixture {key}: made {made}, expected {os.path.basename(path)}")
-            with open(os.path.join(staging, _MARKER), "w") as f:
-                f.write(key + "\n")
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return path
+    """A cached `.nb` built by `make(out_prefix) -> path` once (support.fixture_cache.build_once)."""
+    from support.fixture_cache import build_once
+
+    stem = key.split("-")[0] + ".nb"
+
+    def build(staging: str) -> str:
+        made = make(os.path.join(staging, stem[:-len(".nb")]))
+        if os.path.basename(made) != stem:
+            raise SideEnvError(f"fixture {key}: made {made}, expected {stem}")
+        return key + "\n"
+
+    return os.path.join(build_once(nb_fixture_root(), key, build), stem)
 
 
 def lite_export_zoo(name: str, source_model: str, out_dir: str) -> str:
@@ -234,7 +222,7 @@ def ensure_lite_quant_nb(name: str, weight_quantize_type: str) -> tuple:
     Paddle Lite's own int8 form: `enable_int8` convs and matmuls with Input0_scale / Filter0_scale / Output0_scale
     attributes and a `calib` op quantizing the image. (Paddle Lite 2.13rc0's x86 build runs such a file into
     NaN, so Paddle Inference on the quantized source is the reference.)"""
-    from support.model_zoo_fixtures import BUILD_ID, zoo_model_path
+    from support.model_zoo_fixtures import BUILD_ID
 
     float_nb = ensure_zoo_nb(name)
     source = os.path.join(os.path.dirname(float_nb), "paddle262", f"{name}.pdmodel")

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
 
 from nnadapter_bridge import zoo, zoo_quant
-from support.model_zoo_fixtures import BUILD_ID, _MARKER, ensure_zoo_model, fixture_root, paddle_inference_outputs
+from support.fixture_cache import build_once, is_complete
+from support.model_zoo_fixtures import BUILD_ID, ensure_zoo_model, fixture_root, paddle_inference_outputs
 
 # Bump when the quantization recipe (calibration images, batches, algo) changes.
 QUANT_BUILD_ID = f"{BUILD_ID}-ptq-v1"
@@ -45,26 +44,16 @@ def ensure_quant_model(name: str, onnx_format: bool, weight_type: str, root: str
     """The directory holding the quantized `name`, building it first if no complete copy exists."""
     root = root or fixture_root()
     case = quant_case_id(name, onnx_format, weight_type)
-    final = os.path.join(root, f"{case}-{QUANT_BUILD_ID}")
-    if os.path.isfile(os.path.join(final, _MARKER)):
-        return final
+    key = f"{case}-{QUANT_BUILD_ID}"
+    if is_complete(os.path.join(root, key)):
+        return os.path.join(root, key)
     float_model = zoo.model_path(name, "pdmodel", os.path.join(ensure_zoo_model(name, root), "pdmodel"))
-    with open(os.path.join(root, f".{case}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if os.path.isfile(os.path.join(final, _MARKER)):
-            return final
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        staging = tempfile.mkdtemp(prefix=f".{case}-", dir=root)
-        try:
-            zoo_quant.build_quantized_model(float_model, staging, onnx_format, weight_type)
-            with open(os.path.join(staging, _MARKER), "w") as f:
-                f.write(f"{QUANT_BUILD_ID}\nfrom {float_model}\n")
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return final
+
+    def build(staging: str) -> str:
+        zoo_quant.build_quantized_model(float_model, staging, onnx_format, weight_type)
+        return f"{QUANT_BUILD_ID}\nfrom {float_model}\n"
+
+    return build_once(root, key, build)
 
 
 def quant_model_path(name: str, onnx_format: bool, weight_type: str) -> str:
