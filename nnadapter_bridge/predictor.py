@@ -574,16 +574,14 @@ class Predictor:
             inputs.append(array)
         self._progress = None
         try:
-            for engine, op in self._plan:
-                if engine is not None:
-                    engine.run(scope)
-                else:
-                    if self._host_threads:
-                        with self._host_thread_cap():
-                            self.host.run(op, scope)
+            # set_threads' BLAS cap is entered once per run (not per host op: each entry costs a library call)
+            with self._host_thread_cap() if self.host_ops else contextlib.nullcontext():
+                for engine, op in self._plan:
+                    if engine is not None:
+                        engine.run(scope)
                     else:
                         self.host.run(op, scope)
-                    self._host_op_runs += 1
+                        self._host_op_runs += 1
         except (BridgeError, ValueError, IndexError) as exc:
             contradicted = self._contradicted_inputs()
             if not contradicted or isinstance(exc, InputError):
