@@ -2,7 +2,8 @@
 
 Public API: the errors here; the loader (`nnadapter_bridge.loader`), the NNAdapter standard and
 runtime (`nnadapter_bridge.nnadapter`); `Config`, `create_predictor`, `Predictor`, `Tensor` and
-`check_nnadapter_device_name` (Paddle Lite's API); `nnadapter_bridge.lite` has Paddle Lite's Python names.
+`check_nnadapter_device_name` (Paddle Lite's API); `nnadapter_bridge.lite` has Paddle Lite's Python names;
+`wait_for_cache_writes()` returns once the `.nnc` files this process writes in the background are on disk.
 """
 from nnadapter_bridge.errors import (  # noqa: F401
     BridgeError,
@@ -29,6 +30,7 @@ _LAZY = {
     "Predictor": "nnadapter_bridge.predictor",
     "create_predictor": "nnadapter_bridge.predictor",
     "Tensor": "nnadapter_bridge.tensor",
+    "wait_for_cache_writes": "nnadapter_bridge.nnadapter.runtime",
 }
 
 __all__ = ["BridgeError", "ConfigError", "ConversionError", "InputError", "DeviceNotFoundError",

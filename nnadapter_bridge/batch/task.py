@@ -110,8 +110,9 @@ def _host_ops(predictor) -> list:
 
 
 def _programs(predictor, cache_dir: str) -> list:
-    from nnadapter_bridge.nnadapter.nnc import CacheIdentity, cache_file_path, read_nnc_file
+    from nnadapter_bridge.nnadapter.nnc import CacheIdentity, cache_file_path, read_nnc_file, wait_for_cache_writes
 
+    wait_for_cache_writes()  # the .nnc files are written by threads of their own after the first run
     programs = []
     for index in sorted(predictor.engines):
         engine = predictor.engines[index]

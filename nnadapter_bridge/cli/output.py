@@ -86,9 +86,10 @@ SOURCE_WORDS = {"build": "compiled", "file": "restored from cache", "buffer": "r
 def program_report(predictor) -> list:
     """One entry per program each subgraph engine built or restored: subgraph index, ops count, token,
     how it was obtained, and its .nnc file (path and size) when one exists."""
-    from nnadapter_bridge.nnadapter.nnc import cache_file_path
+    from nnadapter_bridge.nnadapter.nnc import cache_file_path, wait_for_cache_writes
 
     cache_dir = predictor.config.nnadapter_model_cache_dir()
+    wait_for_cache_writes()  # the .nnc files are written by threads of their own after the first run
     entries = []
     for index in sorted(predictor.engines):
         engine = predictor.engines[index]

@@ -387,6 +387,7 @@ class _Kit:
             except Mismatch as exc:
                 return "compare", str(exc), (exc.max_abs_error, exc.worst_ratio)
             phase = "nnc"
+            compiled.wait_for_cache_write()  # written by its own thread after the first compute
             if compiled.cache_path is None:
                 if self.allow_no_cache:
                     return "", "", judged

@@ -27,7 +27,9 @@ On top of Paddle Lite's keys, a record written here carries what it is for and, 
 Files are opened without following symlinks and without blocking (FIFOs), must be regular files, and are
 read only up to the size their header and entry headers declare, which must be the file's size
 (`read_cache_file`). Temporary files of interrupted writes (``.tmp-*.nnc``) older than
-`tmp_max_age_s()` are removed once per cache dir and process (`clean_stale_temp_files`).
+`tmp_max_age_s()` are removed once per cache dir and process (`clean_stale_temp_files`). A write may run
+in a thread of its own (`PendingCacheWrite`); reading that path in this process waits for it
+(`wait_for_cache_writes`).
 
 What the operand-type record cannot carry: the per-channel scales live behind a C pointer, which is
 written as 0, so a record read back has ``scales=None`` (its channel axis survives). Scales are stored
@@ -861,7 +863,10 @@ def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None, *,
                   key: Optional[bytes] = None) -> Optional[CompilationRecord]:
     """Read and check a .nnc file; a missing file is a silent miss, an unreadable, unsafe (see
     `read_cache_file`) or bad one a warned miss. A large file only this user can change is memory-mapped
-    (`map_cache_file`); its program records then carry `mapped` arrays (`mapped_program_buffer`)."""
+    (`map_cache_file`); its program records then carry `mapped` arrays (`mapped_program_buffer`). When this
+    process is writing `path` in the background (PendingCacheWrite), the write is waited for first."""
+    if _PENDING_WRITES:
+        wait_for_cache_writes(path)
     try:
         data = map_cache_file(path, max_file_size(), declared_container_size)
     except FileNotFoundError:
@@ -961,3 +966,63 @@ def write_file_atomically(path: str, data) -> None:
         except OSError:
             pass
         raise
+
+
+# -- background writes -------------------------------------------------------------------------------
+_PENDING_WRITES: list = []
+_PENDING_LOCK = threading.Lock()
+
+
+class PendingCacheWrite:
+    """A .nnc being exported, packed and written by its own thread. The thread is not a daemon: the
+    interpreter's exit waits for it, so a process that ends right after its first result still leaves its
+    cache. A failure is a NncCacheWarning from that thread (the file is then simply absent: a miss next time).
+    Exporting reads the compiled program while the caller's thread may execute it: drivers' exporters are
+    read-only on a compiled program (intel_openvino's export_model is const and releases the GIL)."""
+
+    def __init__(self, path: str, job: Callable[[], None]):
+        self.path = os.path.abspath(path)
+        self._job = job
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"nnc-write {os.path.basename(path)}", daemon=False)
+        with _PENDING_LOCK:
+            _PENDING_WRITES.append(self)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._job()
+        except BaseException as exc:  # never let a writer thread die with a traceback on stderr
+            warnings.warn(f"writing the model cache {self.path} failed ({type(exc).__name__}: {exc}); no .nnc "
+                          "written", NncCacheWarning, stacklevel=2)
+        finally:
+            self._job = None  # the program bytes it held
+            with _PENDING_LOCK:
+                if self in _PENDING_WRITES:
+                    _PENDING_WRITES.remove(self)
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until the file is written (or the write failed); False when `timeout` ran out first."""
+        if threading.current_thread() is self._thread:
+            return False  # a warning handler that waits from inside the write: never deadlock
+        return self._done.wait(timeout)
+
+
+def wait_for_cache_writes(path: Optional[str] = None, timeout: Optional[float] = None) -> bool:
+    """Block until every .nnc this process is writing in the background (or only the one to `path`) is on
+    disk; True when none is left pending. Call it before copying or shipping a cache dir that this process
+    has just filled; reading a cache path, destroying a compilation and the interpreter's exit already wait."""
+    target = os.path.abspath(path) if path else None
+    with _PENDING_LOCK:
+        pending = [w for w in _PENDING_WRITES if target is None or w.path == target]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for write in pending:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not write.wait(left):
+            return False
+    return True

@@ -9,7 +9,11 @@
   without one, it restores from `cache_buffer` or `<cache_dir>/<cache_token>.nnc`, and `finish()` raises
   CacheMissError when that cache is absent or unusable (one warning for an unusable one), so the
   caller builds the model instead. The .nnc is written after the first successful compute, only for
-  a compiled model with token and dir set, and only when every device filled its program bytes.
+  a compiled model with token and dir set, and only when every device filled its program bytes. It is
+  exported, packed and written by a thread of its own (`PendingCacheWrite`), so the first result does not
+  wait for 100 MB of file writes; reading that path, `Compilation.destroy()`, `wait_for_cache_writes()`
+  and the interpreter's exit wait for it. `NNADAPTER_BRIDGE_CACHE_WRITE=foreground` writes it before the
+  first compute returns instead.
 * `Execution(compilation)`: `set_input`/`set_output` with access functions (driver_protocol), `compute()`
   runs the device programs in order, passing shared buffers between them; `run(arrays)` is the numpy
   shortcut. Failures raise NNAdapterError carrying the result code; INVALID_DIMENSIONS raises
@@ -36,8 +40,10 @@ import copy
 import dataclasses
 import importlib
 import importlib.metadata
+import os
 import re
 import threading
+import time
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -52,6 +58,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     CacheIdentity,
     CompilationRecord,
     NncCacheWarning,
+    PendingCacheWrite,
     ProgramRecord,
     cache_file_path,
     clean_stale_temp_files,
@@ -59,6 +66,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     pack_compilation_record_parts,
     read_nnc_file,
     resolve_cache_key,
+    wait_for_cache_writes,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.types import OperandType
@@ -82,6 +90,32 @@ class RuntimeStats:
 
 
 STATS = RuntimeStats()
+_STATS_LOCK = threading.Lock()  # cache_writes is counted by the writer threads
+
+
+# -- background cache writes -------------------------------------------------------------------------
+CACHE_WRITE_ENV = "NNADAPTER_BRIDGE_CACHE_WRITE"
+CACHE_WRITE_MODES = ("background", "foreground")
+
+
+def cache_write_mode() -> str:
+    """`background` (the default: the .nnc is written by a thread of its own after the first compute) or
+    `foreground` (written before the first compute returns), from NNADAPTER_BRIDGE_CACHE_WRITE."""
+    mode = os.environ.get(CACHE_WRITE_ENV, "").strip().lower() or "background"
+    if mode not in CACHE_WRITE_MODES:
+        raise NNAdapterError(f"{CACHE_WRITE_ENV}={os.environ[CACHE_WRITE_ENV]!r}: expected one of "
+                             f"{', '.join(CACHE_WRITE_MODES)}", ResultCode.INVALID_PARAMETER)
+    return mode
+
+
+class DeviceFallbackWarning(RuntimeWarning):
+    """A device failed (to open, validate, compile, restore or run its part) and that part runs on the next
+    listed device or on the host instead (strict mode makes it an error)."""
+
+
+# The result codes that are the device's fault, not the caller's (module docstring).
+DEVICE_FAULT_CODES = frozenset({ResultCode.OUT_OF_MEMORY, ResultCode.DEVICE_NOT_FOUND, ResultCode.DEVICE_INTERNAL_ERROR,
+                                ResultCode.FEATURE_NOT_SUPPORTED})
 
 
 def raise_for_result(code, what: str) -> None:
@@ -97,16 +131,6 @@ def raise_for_result(code, what: str) -> None:
     if code == ResultCode.DEVICE_NOT_FOUND:
         raise DeviceNotFoundError(f"{what}: device not found")
     raise NNAdapterError(f"{what} failed", code)
-
-
-class DeviceFallbackWarning(RuntimeWarning):
-    """A device failed (to open, validate, compile, restore or run its part) and that part runs on the next
-    listed device or on the host instead (strict mode makes it an error)."""
-
-
-# The result codes that are the device's fault, not the caller's (module docstring).
-DEVICE_FAULT_CODES = frozenset({ResultCode.OUT_OF_MEMORY, ResultCode.DEVICE_NOT_FOUND, ResultCode.DEVICE_INTERNAL_ERROR,
-                                ResultCode.FEATURE_NOT_SUPPORTED})
 
 
 def is_device_fault(exc: BaseException) -> bool:
@@ -576,6 +600,9 @@ class Compilation:
         self.restored_from_cache = False
         self.cache_path: Optional[str] = None  # the .nnc written after the first compute, if any
         self._first_compute_done = False
+        self._pending_write: Optional[PendingCacheWrite] = None  # the .nnc its own thread is writing
+        # Read (and checked: a bad value is the caller's error) before anything compiles.
+        self._write_mode = cache_write_mode() if model is not None and self.cache_token and self.cache_dir else ""
         self._compiled_from_model = False  # finish() compiled `model` (then dropped): the .nnc is written once
         self._direct = None  # execute_arrays' program, found on first use (False: none)
         self._record: Optional[CompilationRecord] = None
@@ -774,51 +801,77 @@ class Compilation:
         if self._first_compute_done:
             return
         self._first_compute_done = True
+        job = None
         try:
             if self._compiled_from_model and self.cache_token and self.cache_dir:
-                self._write_cache_file()
+                job = self._cache_write_job()
         finally:
-            for program in self.programs:  # the program bytes are not needed any more
+            for program in self.programs:  # the program bytes are not needed any more (the job holds its own)
                 program.cache.buffer = bytearray()
                 program.cache.mapped_buffer = None  # a driver that kept it holds its own reference
                 program.cache.exporter = None
+        if job is not None:
+            if self._write_mode == "foreground":
+                job()
+            else:
+                self._pending_write = PendingCacheWrite(cache_file_path(self.cache_dir, self.cache_token), job)
 
-    def _write_cache_file(self) -> None:
+    def wait_for_cache_write(self, timeout: Optional[float] = None) -> bool:
+        """Block until this compilation's .nnc is written (or its write failed); True when nothing is pending."""
+        pending = self._pending_write
+        if pending is None:
+            return True
+        if not pending.wait(timeout):
+            return False
+        self._pending_write = None
+        return True
+
+    def _cache_write_job(self) -> Optional[Callable[[], None]]:
+        """What writes this compilation's .nnc (PendingCacheWrite runs it), holding its own references to the
+        program bytes or exporters; None (with a warning) when a device keeps no program bytes."""
         lacking = [p.device.name for p in self.programs if not p.cache.buffer and p.cache.exporter is None]
         if lacking:
             warnings.warn(f"device(s) {', '.join(lacking)} do not support the model cache; "
-                          f"no .nnc written for token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
-            return
-        buffers = []
-        for p in self.programs:
-            buffer = p.cache.buffer
-            if not buffer:  # exported now, after the compile's own memory is gone (driver_protocol.Cache)
-                try:
-                    buffer = _call_driver(f"{p.device.name}.export", p.cache.exporter)
-                except NNAdapterError as exc:
-                    warnings.warn(f"device '{p.device.name}' cannot export its program ({exc}); no .nnc written "
-                                  f"for token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
-                    return
-                if buffer is None or not len(buffer):
-                    warnings.warn(f"device '{p.device.name}' exported no program bytes; no .nnc written for "
-                                  f"token '{self.cache_token}'", NncCacheWarning, stacklevel=4)
-                    return
-            buffers.append(buffer)
-        record = CompilationRecord(self.input_types, self.output_types, [
-            ProgramRecord(p.device.name, p.input_types, p.input_indexes, p.output_types, p.output_indexes,
-                          buffer) for p, buffer in zip(self.programs, buffers)])
+                          f"no .nnc written for token '{self.cache_token}'", NncCacheWarning, stacklevel=5)
+            return None
+        programs = [(p.device.name, p.cache.buffer if p.cache.buffer else None, p.cache.exporter,
+                     ProgramRecord(p.device.name, p.input_types, p.input_indexes, p.output_types, p.output_indexes,
+                                   b"")) for p in self.programs]
+        input_types, output_types = self.input_types, self.output_types
         path = cache_file_path(self.cache_dir, self.cache_token)
-        try:
-            write_file_atomically(path, pack_compilation_record_parts(
-                record, CacheIdentity(self.cache_token, self.fingerprint), self._cache_key))
-        except OSError as exc:
-            warnings.warn(f"cannot write the model cache {path}: {exc}", NncCacheWarning, stacklevel=4)
-            return
-        self.cache_path = path
-        STATS.cache_writes += 1
+        identity = CacheIdentity(self.cache_token, self.fingerprint)
+        key = self._cache_key
+
+        def write() -> None:
+            records = []
+            for device_name, buffer, exporter, record in programs:
+                if buffer is None:  # exported now, after the compile's own memory is gone (driver_protocol.Cache)
+                    try:
+                        buffer = _call_driver(f"{device_name}.export", exporter)
+                    except NNAdapterError as exc:
+                        warnings.warn(f"device '{device_name}' cannot export its program ({exc}); no .nnc written "
+                                      f"for token '{identity.token}'", NncCacheWarning, stacklevel=2)
+                        return
+                    if buffer is None or not len(buffer):
+                        warnings.warn(f"device '{device_name}' exported no program bytes; no .nnc written for "
+                                      f"token '{identity.token}'", NncCacheWarning, stacklevel=2)
+                        return
+                records.append(dataclasses.replace(record, model_buffer=buffer))
+            try:
+                write_file_atomically(path, pack_compilation_record_parts(
+                    CompilationRecord(input_types, output_types, records), identity, key))
+            except OSError as exc:
+                warnings.warn(f"cannot write the model cache {path}: {exc}", NncCacheWarning, stacklevel=2)
+                return
+            self.cache_path = path
+            with _STATS_LOCK:
+                STATS.cache_writes += 1
+
+        return write
 
     # -- teardown ----------------------------------------------------------------------------------
     def _destroy_programs(self) -> None:
+        self.wait_for_cache_write()  # its exporter reads the programs destroyed here
         self._direct = None
         programs, self.programs = self.programs, []
         for program in programs:

@@ -34,6 +34,7 @@ def run_once(model, cache_dir=None, x=X, properties=None, buffers=(), lite_token
     predictor = nb.create_predictor(config)
     predictor.get_input(0).from_numpy(x)
     predictor.run()
+    nb.wait_for_cache_writes()  # the .nnc is written by a thread of its own after the first run
     return predictor
 
 

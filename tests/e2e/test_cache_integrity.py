@@ -66,6 +66,7 @@ def run(model, cache_dir=None, **kwargs):
         predictor = nb.create_predictor(make_config(model, cache_dir, **kwargs))
         predictor.get_input(0).from_numpy(X)
         predictor.run()
+        nb.wait_for_cache_writes()  # the .nnc is written by a thread of its own after the first run
     messages = [str(w.message) for w in caught if issubclass(w.category, NncCacheWarning)]
     return predictor, predictor.get_output(0).numpy(), messages
 

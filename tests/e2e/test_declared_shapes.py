@@ -278,6 +278,7 @@ def test_a_program_compiled_for_one_signature_never_runs_another_and_warm_starts
         feeds = {"x": _value(xs, k), "y": _value(ys, k + 10)}
         _assert_same(_run(cold, feeds), paddle_inference_run(model, params, feeds))
     assert cold.stats.builds == 4 and len(set(cold.cache_tokens())) == 4
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc files are written by threads of their own
     assert len([f for f in os.listdir(cache) if f.endswith(".nnc")]) == 4
 
     warm = _predictor(model, params, cache_dir=cache)

@@ -272,6 +272,7 @@ def test_a_cached_program_the_device_cannot_restore_is_compiled_again(model, reg
     cache = tmp_path / "cache"
     register(FaultyDevice("fault_restore_device", "none"))
     create_and_run(make_config(model, ["fault_restore_device"], cache_dir=cache))
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own
     assert list(cache.glob("*.nnc"))
 
     class NoRestore(FaultyDevice):

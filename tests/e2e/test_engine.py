@@ -55,6 +55,7 @@ def test_token_follows_the_documented_recipe(model, tmp_path):
             + "subgraph:" + fingerprint + "\n" + "properties:" + "\n" + "inputs:x=2,4" + "\n"
             + "versions:nnadapter-bridge=" + nb.__version__ + ",code=" + code_digest() + ",builtin_device=1")
     assert predictor.cache_tokens() == [hashlib.md5(text.encode()).hexdigest()]
+    assert nb.wait_for_cache_writes(timeout=60)
     assert (tmp_path / "cache" / (predictor.cache_tokens()[0] + ".nnc")).is_file()
 
 

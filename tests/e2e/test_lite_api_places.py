@@ -95,6 +95,7 @@ def test_an_nnadapter_place_or_none_set_uses_the_devices(small_model, tmp_path, 
     assert predictor.device_names == ["builtin_device"] and predictor.context is not None
     np.testing.assert_allclose(_run(predictor, X), reference_add_relu_scale(X), rtol=1e-6, atol=1e-6)
     assert (predictor.stats.subgraphs, predictor.stats.builds, predictor.stats.host_op_runs) == (1, 1, 0)
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own
     assert len(list((tmp_path / "c").glob("*.nnc"))) == 1
 
 

@@ -53,6 +53,7 @@ def test_zoo_model_on_driver_matches_paddle_and_restores_from_cache(name, driver
     assert first.stats.builds >= 1 and first.stats.cache_hits_file == 0
     # Every op of these models runs on the SDK device: nothing is left on the host.
     assert first.stats.host_ops == 0, first.unsupported_reasons()
+    assert nb.wait_for_cache_writes(timeout=120)  # the .nnc is written by a thread of its own
     assert list(tmp_path.glob("*.nnc")), "no .nnc written after the first run"
 
     second = _predictor(path, [driver], tmp_path)

@@ -72,6 +72,7 @@ def test_conv_stack_compiles_caches_and_restores(tmp_path):
     compilation = Compilation(build_model(weights), TOKEN, None, str(tmp_path), context)
     compilation.finish()
     compiled_out = Execution(compilation).run([x])[0]
+    assert compilation.wait_for_cache_write(timeout=60)
     assert compiled_out.shape == (1, 4)
     assert_op_close(compiled_out, numpy_reference(x, weights).astype(np.float32), what="conv stack")
 

@@ -41,6 +41,7 @@ def start(model, cache_dir, devices=("builtin_device",)):
     predictor = nb.create_predictor(config)
     predictor.get_input(0).from_numpy(X)
     predictor.run()
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own after the first run
     return predictor
 
 

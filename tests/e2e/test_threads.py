@@ -164,6 +164,7 @@ def test_clones_write_the_model_cache_once(model, tmp_path):
     clone.run()
     predictor.get_input(0).from_numpy(x)
     predictor.run()
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own
     assert len(list((tmp_path / "cache").glob("*.nnc"))) == 1
     assert predictor.stats.builds + clone.stats.builds == 1
 

@@ -71,6 +71,7 @@ def test_openvino_checks_indices_after_restoring_from_the_cache(embedding_progra
     first = predictor()
     first.get_input(0).from_numpy(np.array([[1, 2, 3]], np.int64))
     first.run()
+    assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own
     assert list(tmp_path.glob("*.nnc")), "the first run wrote no cache file"
     restored = predictor()
     restored.get_input(0).from_numpy(np.array([[1, 2, 3]], np.int64))

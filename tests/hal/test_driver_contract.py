@@ -71,6 +71,7 @@ def test_claimed_operation_runs_and_round_trips_through_nnc(driver_name, sample,
         assert len(got) == len(want)
         for k, (g, w) in enumerate(zip(got, want)):
             assert_op_close(g, w, what=f"{driver_name} {sample.id} output {k}")
+        assert compiled.wait_for_cache_write(timeout=60)  # written by a thread of its own after the first compute
         assert compiled.cache_path is not None and (tmp_path / f"{token}.nnc").is_file(), \
             f"{driver_name} wrote no .nnc for {sample.id} (it filled no program bytes)"
         compiled.destroy()

@@ -689,6 +689,7 @@ def test_program_cache_round_trip_imports_without_compiling(tmp_path):
     compiled = runtime.Compilation(model, token, None, str(tmp_path), ctx)
     compiled.finish()
     first = runtime.Execution(compiled).run([x])[0]
+    assert compiled.wait_for_cache_write(timeout=60)
     assert compiled.cache_path and os.path.exists(compiled.cache_path)
     compile_seconds = compiled.programs[0].handle.seconds_to_build
     compiled.destroy()

@@ -288,6 +288,7 @@ def real_cache_file(tmp_path_factory):
     compilation = Compilation(model, "0123456789abcdef0123456789abcdef", None, cache_dir, context)
     compilation.finish()
     Execution(compilation).run([np.ones((2, 3), np.float32)])
+    assert compilation.wait_for_cache_write(timeout=60)
     with open(compilation.cache_path, "rb") as f:
         return f.read()
 

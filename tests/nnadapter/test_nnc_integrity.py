@@ -212,6 +212,7 @@ def test_a_forged_record_never_reaches_the_driver(tmp_path, monkeypatch):
     written = Compilation(relu_model(), TOKEN, None, str(tmp_path), context, fingerprint=FINGERPRINT, cache_key=KEY)
     written.finish()
     Execution(written).run([np.ones((2, 3), np.float32)])
+    assert written.wait_for_cache_write(timeout=60)
     path = tmp_path / f"{TOKEN}.nnc"
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 1

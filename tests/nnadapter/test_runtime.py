@@ -26,6 +26,7 @@ from nnadapter_bridge.nnadapter.runtime import (
     HostBuffer,
     acquire_device,
     check_device_name,
+    wait_for_cache_writes,
 )
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 from hal.builtin_device import DRIVER as BUILTIN
@@ -333,6 +334,7 @@ def test_cache_written_after_first_compute_and_restored_without_model(tmp_path):
     assert not path.exists()  # written after the first successful compute, not at compile time
     x = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
     first = Execution(compilation).run([x])[0]
+    assert compilation.wait_for_cache_write(timeout=60)  # written by a thread of its own after the first compute
     assert path.exists() and compilation.cache_path == str(path)
     assert (STATS.compiles, STATS.cache_writes) == (1, 1)
     mtime = os.stat(path).st_mtime_ns
@@ -500,6 +502,7 @@ def test_multi_device_cache_round_trip(tmp_path, fake_devices):
     compilation.finish()
     x = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
     first = Execution(compilation).run([x])[0]
+    assert compilation.wait_for_cache_write(timeout=60)
     record = unpack_compilation_record((tmp_path / f"{TOKEN}.nnc").read_bytes())
     assert [p.device_name for p in record.programs] == ["fake_d0", "fake_d1", "fake_d0"]
     assert [p.input_indexes for p in record.programs] == [[-1], [0], [0, 1]]
@@ -569,3 +572,125 @@ def test_assign_devices_takes_the_first_supporting_device():
     n = len(model.operations)
     flags = [[i % 2 == 0 for i in range(n)], [True] * n]
     assert assign_devices(model, flags, ["a", "b"]) == [0 if i % 2 == 0 else 1 for i in range(n)]
+
+
+# -- the .nnc written in the background --------------------------------------------------------------------
+class SlowExportDevice(FakeDevice):
+    """Hands its program bytes over through an exporter that waits for `release` (as intel_openvino's
+    export_model would take its time), recording the threads it ran on."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        import threading
+
+        self.release = threading.Event()
+        self.export_threads = []
+
+    def create_program(self, context, model, cache):
+        import threading
+
+        program = super().create_program(context, model, cache)
+        if model is not None:
+            data, cache.buffer = bytes(cache.buffer), bytearray()
+
+            def export():
+                self.export_threads.append(threading.current_thread())
+                assert self.release.wait(30), "the test never released the export"
+                return data
+
+            cache.exporter = export
+        return program
+
+
+def test_the_first_compute_returns_before_its_nnc_is_written_and_readers_wait_for_it(tmp_path, fake_devices):
+    import threading
+
+    STATS.reset()
+    device = SlowExportDevice("slow_export_device")
+    context = Context(fake_devices(device))
+    compilation = Compilation(relu_add_model(), TOKEN, None, str(tmp_path), context)
+    compilation.finish()
+    x = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
+    first = Execution(compilation).run([x])[0]  # returns while the export is still blocked
+    path = tmp_path / f"{TOKEN}.nnc"
+    assert not path.exists() and compilation.cache_path is None and STATS.cache_writes == 0
+    assert not wait_for_cache_writes(timeout=0.05) and not compilation.wait_for_cache_write(timeout=0.05)
+    assert device.export_threads and device.export_threads[0] is not threading.current_thread()
+    np.testing.assert_array_equal(Execution(compilation).run([x])[0], first)  # runs meanwhile
+    # A reader of that path waits for the write instead of missing: release the export shortly after.
+    threading.Timer(0.2, device.release.set).start()
+    restored = Compilation(None, TOKEN, None, str(tmp_path), context)
+    restored.finish()
+    assert restored.restored_from_cache and STATS.cache_writes == 1 and compilation.cache_path == str(path)
+    np.testing.assert_array_equal(Execution(restored).run([x])[0], first)
+    assert wait_for_cache_writes(timeout=0) and compilation.wait_for_cache_write(timeout=0)
+
+
+def test_destroy_waits_for_the_write_and_foreground_mode_writes_before_returning(tmp_path, fake_devices, monkeypatch):
+    import threading
+
+    device = SlowExportDevice("slow_export_device")
+    context = Context(fake_devices(device))
+    compilation = Compilation(relu_add_model(), TOKEN, None, str(tmp_path), context)
+    compilation.finish()
+    Execution(compilation).run([np.ones((2, 3), np.float32)])
+    threading.Timer(0.2, device.release.set).start()
+    compilation.destroy()  # the exporter reads the program destroyed here: destroy waits for it
+    assert (tmp_path / f"{TOKEN}.nnc").is_file()
+
+    monkeypatch.setenv("NNADAPTER_BRIDGE_CACHE_WRITE", "foreground")
+    other = tmp_path / "foreground"
+    compilation = Compilation(relu_add_model(), TOKEN, None, str(other), context)
+    compilation.finish()
+    Execution(compilation).run([np.ones((2, 3), np.float32)])
+    assert (other / f"{TOKEN}.nnc").is_file() and device.export_threads[-1] is threading.current_thread()
+
+    monkeypatch.setenv("NNADAPTER_BRIDGE_CACHE_WRITE", "later")
+    with pytest.raises(NNAdapterError, match="NNADAPTER_BRIDGE_CACHE_WRITE='later': expected one of background, "
+                                             "foreground") as info:
+        Compilation(relu_add_model(), TOKEN, None, str(other), context)
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+
+
+def test_a_failed_background_write_is_a_warning_and_leaves_no_file(tmp_path, monkeypatch):
+    from nnadapter_bridge.nnadapter import runtime
+
+    def full_disk(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runtime, "write_file_atomically", full_disk)
+    compilation = Compilation(relu_add_model(), TOKEN, None, str(tmp_path), builtin_context())
+    compilation.finish()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Execution(compilation).run([np.ones((2, 3), np.float32)])
+        assert compilation.wait_for_cache_write(timeout=60)
+    messages = [str(w.message) for w in caught if issubclass(w.category, NncCacheWarning)]
+    assert len(messages) == 1 and "cannot write the model cache" in messages[0] and "No space left" in messages[0]
+    assert compilation.cache_path is None and os.listdir(tmp_path) == []
+
+
+def test_a_process_that_exits_right_after_its_first_result_still_leaves_its_nnc(tmp_path):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = (
+        "import sys, time, numpy as np\n"
+        "sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + '/tests/nnadapter')\n"
+        "from test_runtime import relu_add_model, builtin_context, TOKEN\n"
+        "from nnadapter_bridge.nnadapter import runtime\n"
+        "real = runtime.write_file_atomically\n"
+        "def slow(path, data):\n"
+        "    time.sleep(0.5)\n"
+        "    real(path, data)\n"
+        "runtime.write_file_atomically = slow\n"
+        "c = runtime.Compilation(relu_add_model(), TOKEN, None, sys.argv[2], builtin_context())\n"
+        "c.finish()\n"
+        "runtime.Execution(c).run([np.ones((2, 3), np.float32)])\n"
+        "print('first result', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, root, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "first result" in done.stdout, done.stderr
+    assert os.listdir(tmp_path) == [f"{TOKEN}.nnc"]
