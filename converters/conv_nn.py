@@ -129,11 +129,13 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
         return
     v = OpView(op)
     out_name = v.output("Output")
-    x = ctx.input(v.input("Input"))
+    # A Paddle Lite int8 conv the mixed-precision config lists: float input and dequantized filter.
+    floats = conv_quant.float_product_operands(ctx, op, "Input", "Filter", filter_channel_dim, out_name)
+    x = floats[0] if floats else ctx.input(v.input("Input"))
     channel_last = is_channel_last(op, "data_format")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
-    filter_operand = ctx.input(v.input("Filter"))
+    filter_operand = floats[1] if floats else ctx.input(v.input("Filter"))
     quant = conv_quant.product_quant(ctx, op, "Input", "Filter", "Output")
     if quant is None:
         bias = _bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name, x)
@@ -728,8 +730,9 @@ def _is_constant_operand(ctx, name: str) -> bool:
 def convert_fc(ctx, op):
     v = OpView(op)
     out_name = v.output("Out")
-    x = ctx.input(v.input("Input"))
-    w = ctx.input(v.input("W"))
+    floats = conv_quant.float_product_operands(ctx, op, "Input", "W", 1, out_name)  # listed in mixed precision
+    x = floats[0] if floats else ctx.input(v.input("Input"))
+    w = floats[1] if floats else ctx.input(v.input("W"))
     k, n = w.type.dims
     num_col_dims = v.attr_int("in_num_col_dims", 1)
     act_type = v.attr_str("activation_type", "")
@@ -773,7 +776,8 @@ def convert_mul(ctx, op):
     v = OpView(op)
     out_name = v.output("Out")
     x_name, y_name = v.input("X"), v.input("Y")
-    x = ctx.input(x_name)
+    floats = conv_quant.float_product_operands(ctx, op, "X", "Y", 1, out_name)  # listed in mixed precision
+    x = floats[0] if floats else ctx.input(x_name)
     xk, yk = v.attr_int("x_num_col_dims", 1), v.attr_int("y_num_col_dims", 1)
     quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
     if quant is not None:  # quantized path; the check keeps Y 2-D, so y_num_col_dims is 1
@@ -782,7 +786,9 @@ def convert_mul(ctx, op):
         return
     y_dims = ctx.dims(y_name)
     rows, cols = int(np.prod(y_dims[:yk])), int(np.prod(y_dims[yk:]))
-    if ctx.is_param(y_name):
+    if floats:  # the quantized-path check keeps Y 2-D
+        y = floats[1]
+    elif ctx.is_param(y_name):
         matrix = ctx.param(y_name).reshape(rows, cols)
         y = ctx.const(matrix, dtype_precision(matrix.dtype), name=y_name)  # a float64 weight stays float64
     elif len(y_dims) != 2:
@@ -807,7 +813,9 @@ def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
         return None
     v = OpView(op)
     out_name = v.output("Out")
-    x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))
+    # Listed in the mixed-precision config: float X and Y (Y's output units along axis 0 when transposed).
+    floats = conv_quant.float_product_operands(ctx, op, "X", "Y", 0 if transpose_y else 1, out_name)
+    x, y = floats if floats else (ctx.input(v.input("X")), ctx.input(v.input("Y")))
     quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
     if quant is not None:  # quantized path: Y's output units are axis 0 when transposed, else axis 1
         steps = _quant_matmul_steps(ctx, op, quant, x, "Y", 0 if transpose_y else 1, None, FuseCode.FUSED_NONE,

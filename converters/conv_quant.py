@@ -112,8 +112,9 @@ def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot
 
 
 def product_quant(ctx, op, input_slot: str, weight_slot: str, output_slot: str) -> Optional[ProductQuant]:
-    """The op's quantization when its weight is int8 (check with product_quant_reason first), else None."""
-    if not has_int8_weight(ctx, op, weight_slot):
+    """The op's quantization when its weight is int8 (check with product_quant_reason first), else None; also
+    None for an op the mixed-precision config lists (float_product_operands gives its float operands)."""
+    if not has_int8_weight(ctx, op, weight_slot) or op_keeps_float(ctx, op):
         return None
     output_scales = ctx.quant_scales(op, output_slot, 0)
     return ProductQuant(ctx.quant_scales(op, input_slot, 0)[0],
@@ -130,6 +131,41 @@ def dequantized(ctx, x: Operand, var: str, purpose: str) -> Operand:
     return out
 
 
+def float_input(ctx, x: Operand, scale: float, var: str) -> Operand:
+    """The real values of a product's input `x`: a DEQUANTIZE of a quantized operand; for plain int8 storage
+    (what Paddle Lite's `calib`, float -> int8 at this scale, hands an enable_int8 op in an optimized .nb,
+    seen here without its producer: a support decision, or calib on the host) the integers widened and
+    times `scale` (QUANTIZE at `scale` gives back exactly the integers); any other operand itself."""
+    if x.type.precision == Precision.INT8:
+        widened = cast_to(ctx, x, Precision.FLOAT32, ctx.temp(var, "input_int8_float"))
+        x = ctx.temp(var, "input_float")
+        binary(ctx, T.MUL, widened, ctx.const_f32(scale), x)
+        return x
+    return dequantized(ctx, x, var, "input_float")
+
+
+def float_product_operands(ctx, op, input_slot: str, weight_slot: str, channel_dim: int,
+                           var: str) -> Optional[tuple]:
+    """(input, weight) in float for a Paddle Lite scale-attribute product (int8 weight) that the
+    mixed-precision config lists: the input's real values (float_input at Input0_scale) and the weight
+    dequantized at conversion (the int8 values x Filter0_scale / Y0_scale / W0_scale, per layer or per channel
+    along `channel_dim` of the stored weight) as a FLOAT32 constant. None for every other op (product_quant
+    then says whether it is quantized)."""
+    if not (op_keeps_float(ctx, op) and has_int8_weight(ctx, op, weight_slot)):
+        return None
+    v = OpView(op)
+    weight_name = v.input(weight_slot)
+    value = ctx.param(weight_name).astype(np.float32)
+    steps = np.asarray(collapse_scales(ctx.quant_scales(op, weight_slot, 0)), dtype=np.float32)
+    if steps.size > 1:
+        shape = [1] * value.ndim
+        shape[channel_dim] = steps.size
+        steps = steps.reshape(shape)
+    weight = ctx.const(np.ascontiguousarray(value * steps), Precision.FLOAT32, name=f"{weight_name}/float")
+    x = float_input(ctx, ctx.input(v.input(input_slot)), ctx.quant_scales(op, input_slot, 0)[0], var)
+    return x, weight
+
+
 def quantized_input(ctx, x: Operand, scale: float, var: str) -> Operand:
     """`x` as QUANT_INT8_SYMM_PER_LAYER with `scale`: itself when it already is exactly that, else a
     QUANTIZE (after a DEQUANTIZE when it carries other quantization params)."""
@@ -137,14 +173,7 @@ def quantized_input(ctx, x: Operand, scale: float, var: str) -> Operand:
     if t.precision == Precision.QUANT_INT8_SYMM_PER_LAYER and t.scale is not None and np.isclose(
             t.scale, scale, rtol=1e-6, atol=0.0):
         return x
-    if t.precision == Precision.INT8:
-        # Plain int8 storage: what Paddle Lite's `calib` (float -> int8 at this scale) hands an enable_int8 op
-        # in an optimized .nb, seen here without its producer (a support decision, or calib on the host).
-        # Its values are q * scale; widening and rescaling makes QUANTIZE give back exactly q.
-        widened = cast_to(ctx, x, Precision.FLOAT32, ctx.temp(var, "input_int8_float"))
-        x = ctx.temp(var, "input_float")
-        binary(ctx, T.MUL, widened, ctx.const_f32(scale), x)
-    x = dequantized(ctx, x, var, "input_float")
+    x = float_input(ctx, x, scale, var)
     if x.type.precision != Precision.FLOAT32:
         raise ctx.error(f"a quantized product takes a float32 or int8 input, got {x.type.precision.name}")
     out = ctx.temp(var, "input_quant")

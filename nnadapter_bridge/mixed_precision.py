@@ -9,7 +9,10 @@ used. Here that means the converters do not emit the int8 form for a listed op:
     gets the dequantized float weight (folded at conversion) and computes in float on the dequantized
     activation, instead of the int8 x int8 -> int32 product (converters.conv_quant.emit_integer_product);
   - in the fake form (onnx_format=False), a listed product computes in float on the integers Paddle holds
-    (the activation quantizer then hands out float integers instead of an int8 operand).
+    (the activation quantizer then hands out float integers instead of an int8 operand);
+  - in Paddle Lite's own form (enable_int8 ops with int8 weights and scale attributes, from opt), a listed
+    product computes in float on its input's real values with its weight times its scale attribute
+    (converters.conv_quant.float_product_operands), and its output is not rounded to Output0_scale.
 
 The activations keep Paddle's quantize-dequantize rounding (the program computes it; dropping it would
 change the result), so a listed op computes exactly what Paddle computes, in float. The listed ops are

@@ -160,3 +160,58 @@ def test_paddle_lite_int8_form_runs_like_paddle_inference(weight_type):
         got = predictor.get_output(0).numpy()
         assert predictor.stats.host_ops == 0, device  # calib and every int8 op on the device
         assert within_reduced_precision(got, want), f"{weight_type} on {device}"
+
+
+@pytest.mark.parametrize("weight_type", ["abs_max", "channel_wise_abs_max"])
+def test_mixed_precision_config_keeps_listed_ops_of_paddle_lites_int8_form_in_float(weight_type):
+    """set_nnadapter_mixed_precision_quantization_config_buffer on Paddle Lite's own int8 form (enable_int8 ops
+    with scale attributes): a listed conv is converted as a float CONV_2D (its int8 filter times Filter0_scale,
+    its calib input times Input0_scale), a listed matmul/mul as a float product, the other convs stay int8 x
+    int8; the result still runs like Paddle Inference on the quantized source, on every device."""
+    from converters.context import convert_subgraph
+    from nnadapter_bridge.loader import load_model
+    from nnadapter_bridge.mixed_precision import float_op_indices
+    from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+    from nnadapter_bridge.nnadapter.types import OperandType
+    from nnadapter_bridge.tolerances import within_reduced_precision
+
+    nb_path, want = _side(paddlelite_env.ensure_lite_quant_nb, "mobilenet_v1", weight_type)
+    graph = load_model(nb_path)
+    ops = [op for op in graph.blocks[0].ops if op.type not in ("feed", "fetch")]
+    int8_convs = [op for op in ops if op.type in ("conv2d", "depthwise_conv2d") and op.attrs.get("enable_int8")]
+    first = int8_convs[0]
+    products = [op.type for op in ops if op.type in ("matmul", "matmul_v2", "mul", "fc")]
+    assert products, [op.type for op in ops]
+    spec = f"{first.type}:{first.inputs['Input'][0]}\n{products[0]}\n"
+    config = nb.Config()
+    config.set_nnadapter_mixed_precision_quantization_config_buffer(spec)
+    listed = float_op_indices(config, graph)
+    assert first.index in listed and len(listed) == 2, listed
+
+    def precisions(float_ops):
+        inputs = {name: OperandType(precision=Precision.FLOAT32, dims=(1, 3, 224, 224)) for name in graph.inputs}
+        result = convert_subgraph(ops, graph.params, inputs, graph.outputs, graph, float_ops=float_ops)
+        convs = [op.inputs[1].type.precision for op in result.model.operations if op.type == T.CONV_2D]
+        fcs = [op.inputs[1].type.precision for op in result.model.operations
+               if op.type in (T.FULLY_CONNECTED, T.MAT_MUL)]
+        return convs, fcs
+
+    plain_convs, plain_fcs = precisions(frozenset())
+    mixed_convs, mixed_fcs = precisions(listed)
+    assert Precision.FLOAT32 not in plain_convs and Precision.FLOAT32 not in plain_fcs
+    assert mixed_convs[0] == Precision.FLOAT32 and mixed_convs.count(Precision.FLOAT32) == 1
+    assert mixed_convs[1:] == plain_convs[1:] and mixed_fcs == [Precision.FLOAT32]
+
+    x = paddlelite_env.lite_quant_input()
+    for device in DEVICES:
+        config = nb.Config()
+        config.set_model_file(nb_path)
+        config.set_nnadapter_device_names([device])
+        config.set_nnadapter_mixed_precision_quantization_config_buffer(spec)
+        predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        got = predictor.get_output(0).numpy()
+        assert predictor.stats.host_ops == 0, device
+        predictor.close()
+        assert within_reduced_precision(got, want), f"mixed precision, {weight_type}, on {device}"
