@@ -10,6 +10,12 @@ also answer INVALID_DIMENSIONS) is skipped. When none fits, a program is obtaine
   3. otherwise the subgraph's Paddle ops are converted (converters.convert_subgraph) into an NNAdapter
      Model and compiled; the runtime writes `<cache_dir>/<token>.nnc` after the first successful run.
 
+When nothing could be restored whatever the token (no cache buffers, and no cache dir or one without any
+.nnc file, nor one this process is still writing), steps 1-2 are skipped and the token, whose subgraph
+fingerprint hashes every weight, is computed on a thread of its own while the subgraph converts and compiles
+(`_BackgroundToken`: hashlib releases the GIL, the compile too); the program is named once both are done,
+before its first run.
+
 A cache that fails any check is a miss (one warning) and the model is compiled instead, which rewrites
 the file. A record must name this token and this subgraph's fingerprint, and with an integrity key carry a
 valid HMAC (docs/cache.md). With several device names, one Context spans all of them and the runtime splits the model.
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 import time
 import warnings
@@ -156,6 +163,33 @@ class ProgramPool:
             self.originals, self.retired = [], []
         for program in programs:
             program.compilation.destroy()
+
+
+class _BackgroundToken:
+    """An engine's cache token for some input arrays, computed on a thread of its own (the subgraph fingerprint
+    reads every weight, and hashlib releases the GIL while it hashes) while the caller converts and compiles."""
+
+    def __init__(self, engine: "SubgraphEngine", arrays: Sequence[np.ndarray]):
+        self._token: Optional[str] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(engine, list(arrays)), daemon=True,
+                                        name=f"nnadapter-bridge token of subgraph {engine.index}")
+        self._thread.start()
+
+    def _run(self, engine: "SubgraphEngine", arrays: list) -> None:
+        try:
+            self._token = engine.token_for(arrays)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> str:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._token
 
 
 class _DeviceFault(Exception):
@@ -532,9 +566,33 @@ class SubgraphEngine:
     def _execute(self, program: EngineProgram, arrays: Sequence[np.ndarray]) -> list:
         return program.compilation.execute_arrays(arrays)
 
+    def _nothing_to_restore(self) -> bool:
+        """True when no program could be restored for these inputs whatever their token (module docstring):
+        the token is then computed while the subgraph compiles. False whenever the fingerprint is known already
+        (nothing to gain) or in Paddle Lite token mode."""
+        if self.paddle_lite_token or len(self.cache_buffers) or self._fingerprint is not None \
+                or self.pool.fingerprint is not None:
+            return False
+        if not self.cache_dir:
+            return True
+        from nnadapter_bridge.nnadapter.nnc import TMP_PREFIX, has_pending_writes
+
+        if has_pending_writes():
+            return False  # a file being written may be this very program: read it (reading waits for it)
+        try:
+            with os.scandir(self.cache_dir) as entries:
+                return not any(e.name.endswith(".nnc") and not e.name.startswith(TMP_PREFIX) for e in entries)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False  # unreadable: the usual path says why
+
     def _run_new_program(self, arrays: Sequence[np.ndarray]) -> list:
-        token = self.token_for(arrays)
-        program = self._restore(token)
+        if self._nothing_to_restore():
+            token, program = None, None  # named while it compiles (_build)
+        else:
+            token = self.token_for(arrays)
+            program = self._restore(token)
         if program is not None and not program.accepts(arrays):
             # The token matched but the stored program was compiled for other input types (a plain Paddle Lite
             # token, or a file written for another shape): never run it on these inputs.
@@ -619,22 +677,41 @@ class SubgraphEngine:
             self.stats.cache_hits_file += 1
         return EngineProgram(compilation, token, source, inputs)
 
-    def _build(self, token: str, arrays: Sequence[np.ndarray]) -> EngineProgram:
+    def _build(self, token: Optional[str], arrays: Sequence[np.ndarray]) -> EngineProgram:
+        """Convert and compile a program for `arrays`; a token of None is computed meanwhile (_BackgroundToken)
+        and given to the compilation before its first run."""
         from converters.context import convert_subgraph
 
         if self.on_build is not None:
             self.on_build(self)
         input_types = self.input_types_for(arrays)
-        result = convert_subgraph(self.subgraph.ops, self.graph.params, input_types, self.output_names, self.graph,
-                                  float_ops=self.float_ops)
-        missing = [n for n in self.output_names if n not in result.output_names]
-        if missing:
-            raise ConversionError(f"{self.describe()}: the converters produced no value for output var(s) "
-                                  f"{', '.join(missing)}, which later ops or the fetch list read")
-        result.model.release_host_memory = self._release_weights  # a driver's hint (nnadapter.model.Model)
-        compilation = Compilation(result.model, token, None, self.cache_dir, self.context,
-                                  **(self._cache_options() if self.cache_dir else {}))
-        compilation.finish()
+        naming = _BackgroundToken(self, arrays) if token is None else None
+        try:
+            result = convert_subgraph(self.subgraph.ops, self.graph.params, input_types, self.output_names,
+                                      self.graph, float_ops=self.float_ops)
+            missing = [n for n in self.output_names if n not in result.output_names]
+            if missing:
+                raise ConversionError(f"{self.describe()}: the converters produced no value for output var(s) "
+                                      f"{', '.join(missing)}, which later ops or the fetch list read")
+            result.model.release_host_memory = self._release_weights  # a driver's hint (nnadapter.model.Model)
+            if naming is None:
+                options = self._cache_options() if self.cache_dir else {}
+            else:  # named below, once hashed
+                options = {"cache_key": self.cache_buffers.key, "named_later": True} if self.cache_dir else {}
+            compilation = Compilation(result.model, token or "", None, self.cache_dir, self.context, **options)
+            compilation.finish()
+        except BaseException:
+            if naming is not None:
+                naming.wait()  # no thread outlives a failed build; the build's error is the one raised
+            raise
+        if naming is not None:
+            try:
+                token = naming.result()
+                if self.cache_dir:
+                    compilation.set_cache_identity(token, self.fingerprint)
+            except BaseException:
+                compilation.destroy()
+                raise
         self.stats.builds += 1
         del result  # the converted model: the device holds what it compiled
         self._release_weights()

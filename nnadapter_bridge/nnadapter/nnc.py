@@ -1026,3 +1026,9 @@ def wait_for_cache_writes(path: Optional[str] = None, timeout: Optional[float] =
         if not write.wait(left):
             return False
     return True
+
+
+def has_pending_writes() -> bool:
+    """Whether this process is still writing any .nnc in the background."""
+    with _PENDING_LOCK:
+        return bool(_PENDING_WRITES)

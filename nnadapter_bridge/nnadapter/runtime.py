@@ -93,6 +93,11 @@ STATS = RuntimeStats()
 _STATS_LOCK = threading.Lock()  # cache_writes is counted by the writer threads
 
 
+# What a compilation made with named_later gives its drivers as the token until set_cache_identity names it
+# (drivers keep program bytes only when a cache has a token and a dir; none reads the token's text).
+PENDING_CACHE_TOKEN = "(named after compiling)"
+
+
 # -- background cache writes -------------------------------------------------------------------------
 CACHE_WRITE_ENV = "NNADAPTER_BRIDGE_CACHE_WRITE"
 CACHE_WRITE_MODES = ("background", "foreground")
@@ -580,11 +585,13 @@ class Compilation:
     """NNAdapterCompilation (module docstring). Beyond Lite's arguments, for the model cache (docs/cache.md):
     `fingerprint` names the model (written into the .nnc and required to match on restore), `cache_key` is
     the integrity key (str/bytes; None reads NNADAPTER_BRIDGE_CACHE_KEY), and `accept_unidentified_cache`
-    accepts a record without identity entries (Paddle Lite's own files)."""
+    accepts a record without identity entries (Paddle Lite's own files). `named_later`: a model compilation
+    with a cache dir whose token and fingerprint come from set_cache_identity, after finish() and before the
+    first compute (its drivers are asked for program bytes as if it had a token)."""
 
     def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer=None, cache_dir: str = "",
                  context: Optional[Context] = None, *, fingerprint: str = "", cache_key=None,
-                 accept_unidentified_cache: bool = False):
+                 accept_unidentified_cache: bool = False, named_later: bool = False):
         if context is None:
             raise NNAdapterError("a compilation needs a context", ResultCode.INVALID_PARAMETER)
         self.model = model
@@ -601,8 +608,10 @@ class Compilation:
         self.cache_path: Optional[str] = None  # the .nnc written after the first compute, if any
         self._first_compute_done = False
         self._pending_write: Optional[PendingCacheWrite] = None  # the .nnc its own thread is writing
-        # Read (and checked: a bad value is the caller's error) before anything compiles.
-        self._write_mode = cache_write_mode() if model is not None and self.cache_token and self.cache_dir else ""
+        # Read (and checked: a bad value is the caller's error) before anything compiles. A model compilation may
+        # be given its token later (set_cache_identity), so the dir alone decides.
+        self._write_mode = cache_write_mode() if model is not None and self.cache_dir else ""
+        self._named_later = bool(named_later and model is not None and self.cache_dir and not self.cache_token)
         self._compiled_from_model = False  # finish() compiled `model` (then dropped): the .nnc is written once
         self._direct = None  # execute_arrays' program, found on first use (False: none)
         self._record: Optional[CompilationRecord] = None
@@ -687,7 +696,7 @@ class Compilation:
             for sub in submodels:
                 device = self.context.devices[sub.device_index]
                 device_context = self.context.device_contexts[sub.device_index]
-                cache = Cache(self.cache_token, self.cache_dir,
+                cache = Cache(PENDING_CACHE_TOKEN if self._named_later else self.cache_token, self.cache_dir,
                               [o.type.copy() for o in sub.model.input_operands],
                               [o.type.copy() for o in sub.model.output_operands], bytearray())
                 handle = _call_driver(f"{device.name}.create_program", device.driver.create_program,
@@ -704,6 +713,19 @@ class Compilation:
         self.model = None
         self._compiled_from_model = True
         STATS.compiles += 1
+
+    def set_cache_identity(self, cache_token: str, fingerprint: str = "") -> None:
+        """Name a compilation made from a model after the fact, before its first compute (the .nnc is written
+        after that, under this token and fingerprint): the engine compiles while the weights are still being
+        hashed for the token, when no cache could have held the program anyway."""
+        if not self._named_later or self._first_compute_done:
+            raise NNAdapterError("set_cache_identity is for a compilation made with named_later=True, before its "
+                                 "first compute", ResultCode.INVALID_PARAMETER)
+        self.cache_token = cache_token or ""
+        self.fingerprint = fingerprint or ""
+        self._named_later = False
+        for program in self.programs:
+            program.cache.token = self.cache_token
 
     # -- running ---------------------------------------------------------------------------------
     def execute_arrays(self, arrays: Sequence[np.ndarray]) -> list:
@@ -803,7 +825,7 @@ class Compilation:
         self._first_compute_done = True
         job = None
         try:
-            if self._compiled_from_model and self.cache_token and self.cache_dir:
+            if self._compiled_from_model and self.cache_token and self.cache_dir and not self._named_later:
                 job = self._cache_write_job()
         finally:
             for program in self.programs:  # the program bytes are not needed any more (the job holds its own)

@@ -156,3 +156,84 @@ def test_a_device_environment_variable_changes_the_token(tmp_path, monkeypatch):
         predictor.run()
         tokens.append(predictor.cache_tokens()[0])
     assert tokens[0] != tokens[1]
+
+
+def _fingerprint_threads(monkeypatch) -> list:
+    """Spy on cache_key.subgraph_fingerprint: the threads it runs on."""
+    import threading
+
+    from nnadapter_bridge import cache_key
+
+    threads = []
+    real = cache_key.subgraph_fingerprint
+
+    def spy(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache_key, "subgraph_fingerprint", spy)
+    return threads
+
+
+def test_with_nothing_to_restore_the_weights_are_hashed_while_the_program_compiles(model, tmp_path, monkeypatch):
+    """An empty cache dir (or none) cannot hold the program: the token is computed on another thread while the
+    subgraph converts and compiles, and the .nnc still gets the token of the documented recipe (the same one
+    a predictor that looks the file up computes on its own thread)."""
+    import threading
+
+    threads = _fingerprint_threads(monkeypatch)
+    cache = tmp_path / "cache"
+    first = run_once(model, cache)
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    (token,) = first.cache_tokens()
+    assert nnc_files(cache) == [token + ".nnc"] and first.stats.builds == 1
+    second = run_once(model, cache)  # the dir holds a .nnc now: looked up first, hashed on this thread
+    assert threads[1] is threading.main_thread()
+    assert (second.stats.builds, second.stats.cache_hits_file, second.cache_tokens()) == (0, 1, [token])
+    without_dir = run_once(model, None)
+    assert threads[2] is not threading.main_thread() and without_dir.cache_tokens() == [token]
+
+
+def test_a_program_still_being_written_is_restored_not_compiled_again(model, tmp_path, monkeypatch):
+    """A second predictor started while the first one's .nnc is still being written waits for that file."""
+    import time
+
+    from nnadapter_bridge.nnadapter import runtime
+
+    real = runtime.write_file_atomically
+
+    def slow(path, data):
+        time.sleep(0.3)
+        real(path, data)
+
+    monkeypatch.setattr(runtime, "write_file_atomically", slow)
+    cache = tmp_path / "cache"
+    config = nb.Config()
+    config.set_model_file(model)
+    config.set_nnadapter_model_cache_dir(cache)
+    first = nb.create_predictor(config)
+    first.get_input(0).from_numpy(X)
+    first.run()
+    assert nnc_files(cache) == []  # still being written
+    second = nb.create_predictor(config)
+    second.get_input(0).from_numpy(X)
+    second.run()
+    assert (second.stats.builds, second.stats.cache_hits_file) == (0, 1)
+    np.testing.assert_array_equal(second.get_output(0).numpy(), first.get_output(0).numpy())
+
+
+def test_a_failed_build_with_the_token_pending_raises_the_builds_error(model, tmp_path, monkeypatch):
+    import converters.context
+
+    def broken(*args, **kwargs):
+        raise nb.ConversionError("simulated conversion failure")
+
+    config = nb.Config()
+    config.set_model_file(model)
+    config.set_nnadapter_model_cache_dir(tmp_path / "cache")
+    predictor = nb.create_predictor(config)  # the support decisions convert for real
+    monkeypatch.setattr(converters.context, "convert_subgraph", broken)  # the build's conversion fails
+    predictor.get_input(0).from_numpy(X)
+    with pytest.raises(nb.ConversionError, match="simulated conversion failure"):
+        predictor.run()
+    assert not (tmp_path / "cache").exists() or nnc_files(tmp_path / "cache") == []
