@@ -30,7 +30,7 @@ _LAZY = {
     "Predictor": "nnadapter_bridge.predictor",
     "create_predictor": "nnadapter_bridge.predictor",
     "Tensor": "nnadapter_bridge.tensor",
-    "wait_for_cache_writes": "nnadapter_bridge.nnadapter.runtime",
+    "wait_for_cache_writes": "nnadapter_bridge.nnadapter.nnc",
 }
 
 __all__ = ["BridgeError", "ConfigError", "ConversionError", "InputError", "DeviceNotFoundError",

@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Collection, Iterable, Mapping, Optional, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 

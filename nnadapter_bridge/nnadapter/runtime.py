@@ -43,7 +43,6 @@ import importlib.metadata
 import os
 import re
 import threading
-import time
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -66,7 +65,6 @@ from nnadapter_bridge.nnadapter.nnc import (
     pack_compilation_record_parts,
     read_nnc_file,
     resolve_cache_key,
-    wait_for_cache_writes,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.types import OperandType
@@ -113,16 +111,6 @@ def cache_write_mode() -> str:
     return mode
 
 
-class DeviceFallbackWarning(RuntimeWarning):
-    """A device failed (to open, validate, compile, restore or run its part) and that part runs on the next
-    listed device or on the host instead (strict mode makes it an error)."""
-
-
-# The result codes that are the device's fault, not the caller's (module docstring).
-DEVICE_FAULT_CODES = frozenset({ResultCode.OUT_OF_MEMORY, ResultCode.DEVICE_NOT_FOUND, ResultCode.DEVICE_INTERNAL_ERROR,
-                                ResultCode.FEATURE_NOT_SUPPORTED})
-
-
 def raise_for_result(code, what: str) -> None:
     """Raise the exception of a non-zero NNAdapter result code returned C-style by a driver."""
     if code is None or int(code) == ResultCode.NO_ERROR:
@@ -136,6 +124,16 @@ def raise_for_result(code, what: str) -> None:
     if code == ResultCode.DEVICE_NOT_FOUND:
         raise DeviceNotFoundError(f"{what}: device not found")
     raise NNAdapterError(f"{what} failed", code)
+
+
+class DeviceFallbackWarning(RuntimeWarning):
+    """A device failed (to open, validate, compile, restore or run its part) and that part runs on the next
+    listed device or on the host instead (strict mode makes it an error)."""
+
+
+# The result codes that are the device's fault, not the caller's (module docstring).
+DEVICE_FAULT_CODES = frozenset({ResultCode.OUT_OF_MEMORY, ResultCode.DEVICE_NOT_FOUND, ResultCode.DEVICE_INTERNAL_ERROR,
+                                ResultCode.FEATURE_NOT_SUPPORTED})
 
 
 def is_device_fault(exc: BaseException) -> bool:
@@ -791,6 +789,7 @@ class Compilation:
         twin.programs = []
         twin._direct = None
         twin._record = None
+        twin._pending_write = None  # the original's write: its destroy() waits for it
         twin._first_compute_done = True  # the original writes the cache, once
         twin.input_types = [t.copy() for t in self.input_types]
         twin.output_types = [t.copy() for t in self.output_types]

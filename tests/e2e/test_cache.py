@@ -181,6 +181,7 @@ def test_with_nothing_to_restore_the_weights_are_hashed_while_the_program_compil
     a predictor that looks the file up computes on its own thread)."""
     import threading
 
+    assert nb.wait_for_cache_writes(timeout=60)  # another test's write still pending would send it the usual way
     threads = _fingerprint_threads(monkeypatch)
     cache = tmp_path / "cache"
     first = run_once(model, cache)

@@ -14,7 +14,7 @@ import pytest
 from nnadapter_bridge.errors import DeviceNotFoundError, InvalidDimensionsError, NNAdapterError, PropertiesError
 from nnadapter_bridge.nnadapter.codes import Lifetime, OperationType as T, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, unpack_compilation_record
+from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, unpack_compilation_record, wait_for_cache_writes
 from nnadapter_bridge.nnadapter.partitioning import assign_devices, build_submodels, cluster_operations
 from nnadapter_bridge.nnadapter.runtime import (
     STATS,
@@ -26,7 +26,6 @@ from nnadapter_bridge.nnadapter.runtime import (
     HostBuffer,
     acquire_device,
     check_device_name,
-    wait_for_cache_writes,
 )
 from nnadapter_bridge.nnadapter.types import Operation, OperandType
 from hal.builtin_device import DRIVER as BUILTIN
