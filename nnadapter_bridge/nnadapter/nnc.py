@@ -978,10 +978,13 @@ class PendingCacheWrite:
     interpreter's exit waits for it, so a process that ends right after its first result still leaves its
     cache. A failure is a NncCacheWarning from that thread (the file is then simply absent: a miss next time).
     Exporting reads the compiled program while the caller's thread may execute it: drivers' exporters are
-    read-only on a compiled program (intel_openvino's export_model is const and releases the GIL)."""
+    read-only on a compiled program (intel_openvino's export_model is const and releases the GIL). A process
+    forked meanwhile has no such thread: in it, nothing waits for the parent's writes (they are forgotten at
+    the fork, and wait() returns at once there), which the parent finishes."""
 
     def __init__(self, path: str, job: Callable[[], None]):
         self.path = os.path.abspath(path)
+        self._pid = os.getpid()
         self._job = job
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"nnc-write {os.path.basename(path)}", daemon=False)
@@ -1010,6 +1013,8 @@ class PendingCacheWrite:
         """Block until the file is written (or the write failed); False when `timeout` ran out first."""
         if threading.current_thread() is self._thread:
             return False  # a warning handler that waits from inside the write: never deadlock
+        if os.getpid() != self._pid:
+            return True  # a forked child: the thread writing it lives in the parent only
         return self._done.wait(timeout)
 
 
@@ -1026,6 +1031,15 @@ def wait_for_cache_writes(path: Optional[str] = None, timeout: Optional[float] =
         if not write.wait(left):
             return False
     return True
+
+
+def _forget_pending_writes_after_fork() -> None:
+    global _PENDING_LOCK
+    _PENDING_LOCK = threading.Lock()  # the parent's lock may have been held by one of its threads at the fork
+    _PENDING_WRITES.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pending_writes_after_fork)
 
 
 def has_pending_writes() -> bool:

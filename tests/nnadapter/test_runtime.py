@@ -693,3 +693,32 @@ def test_a_process_that_exits_right_after_its_first_result_still_leaves_its_nnc(
                           timeout=120)
     assert done.returncode == 0 and "first result" in done.stdout, done.stderr
     assert os.listdir(tmp_path) == [f"{TOKEN}.nnc"]
+
+
+def test_a_process_forked_during_a_background_write_does_not_wait_for_it(tmp_path, fake_devices):
+    """The writing thread exists in the parent only: a forked child reading that cache path, or destroying
+    the compilation, never blocks on it (it misses or compiles instead); the parent still writes the file."""
+    import multiprocessing
+    import threading
+
+    device = SlowExportDevice("slow_export_device")
+    context = Context(fake_devices(device))
+    compilation = Compilation(relu_add_model(), TOKEN, None, str(tmp_path), context)
+    compilation.finish()
+    Execution(compilation).run([np.ones((2, 3), np.float32)])  # the export now blocks until released
+
+    def child(queue):
+        from nnadapter_bridge.nnadapter import nnc
+
+        queue.put((nnc.has_pending_writes(), nnc.wait_for_cache_writes(timeout=5),
+                   compilation.wait_for_cache_write(timeout=5),
+                   nnc.read_nnc_file(str(tmp_path / f"{TOKEN}.nnc")) is None))
+
+    queue = multiprocessing.get_context("fork").Queue()
+    process = multiprocessing.get_context("fork").Process(target=child, args=(queue,))
+    process.start()
+    answer = queue.get(timeout=60)
+    process.join(60)
+    assert answer == (False, True, True, True) and process.exitcode == 0
+    threading.Timer(0.1, device.release.set).start()
+    assert compilation.wait_for_cache_write(timeout=60) and (tmp_path / f"{TOKEN}.nnc").is_file()
