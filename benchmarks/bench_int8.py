@@ -17,6 +17,9 @@ dequantize_linear; tests/support/quant_fixtures.py builds and caches both). Runn
   openvino_paddle_int8  OpenVINO's own Paddle frontend: core.read_model(<quantized model.pdmodel>), CPU,
                         INFERENCE_PRECISION_HINT f32, LATENCY hint, INFERENCE_NUM_THREADS
   openvino_paddle_f32   the same on the float model
+  paddle_inference_int8 Paddle Inference on the quantized model: enable_mkldnn() + enable_mkldnn_int8() (its
+                        oneDNN int8 path), set_cpu_math_library_num_threads
+  paddle_inference_f32  Paddle Inference on the float model, enable_mkldnn()
 
 Threads: INTEL_OPENVINO_INFERENCE_NUM_THREADS / MICROSOFT_ONNXRUNTIME_NUM_THREADS / INFERENCE_NUM_THREADS.
 Reported per model and thread count: median and p90 latency (ms), and the ratios the issue asks about:
@@ -40,7 +43,7 @@ sys.path.insert(0, ROOT)
 sys.path.append(os.path.join(ROOT, "tests"))  # after ROOT: tests/partition must not shadow partition
 
 RUNNERS = ("ours_ov_f32", "ours_ov_bf16", "ours_ov_int8", "ours_ort_f32", "ours_ort_int8",
-           "openvino_paddle_f32", "openvino_paddle_int8")
+           "openvino_paddle_f32", "openvino_paddle_int8", "paddle_inference_f32", "paddle_inference_int8")
 
 
 def _models(name: str) -> dict:
@@ -90,6 +93,27 @@ def _openvino_paddle(model: str, threads: int):
     return run
 
 
+def _paddle_inference(model: str, threads: int, int8: bool):
+    import paddle.inference as paddle_infer
+
+    config = paddle_infer.Config(model, model[: -len(".pdmodel")] + ".pdiparams")
+    config.disable_glog_info()
+    config.enable_mkldnn()
+    if int8:
+        config.enable_mkldnn_int8()
+    config.set_cpu_math_library_num_threads(threads)
+    predictor = paddle_infer.create_predictor(config)
+    feed = predictor.get_input_handle(predictor.get_input_names()[0])
+    fetch = predictor.get_output_handle(predictor.get_output_names()[0])
+
+    def run(image):
+        feed.copy_from_cpu(image)
+        predictor.run()
+        return fetch.copy_to_cpu()
+
+    return run
+
+
 def make_runner(name: str, models: dict, threads: int):
     if name == "ours_ov_f32":
         return _ours(models["float"], "intel_openvino", threads, "f32"), "float"
@@ -105,6 +129,10 @@ def make_runner(name: str, models: dict, threads: int):
         return _openvino_paddle(models["float"], threads), "float"
     if name == "openvino_paddle_int8":
         return _openvino_paddle(models["int8"], threads), "int8"
+    if name == "paddle_inference_f32":
+        return _paddle_inference(models["float"], threads, False), "float"
+    if name == "paddle_inference_int8":
+        return _paddle_inference(models["int8"], threads, True), "int8"
     raise SystemExit(f"unknown runner {name}; choose from {', '.join(RUNNERS)}")
 
 
@@ -189,13 +217,16 @@ def render(rows: list) -> str:
                 lines.append(f"| {row['model']} | {row['threads']} | {runner} | {r['median_ms']:.1f} "
                              f"| {r['p90_ms']:.1f} | {r['cosine']:.5f} |")
     lines += ["", "| model | thr | ov int8 vs ours ov f32 | ort int8 vs ours ort f32 | ov bf16 vs ov f32 "
-                  "| ours ov int8 vs openvino_paddle int8 | load |",
-              "|---|---|---|---|---|---|---|"]
+                  "| ours ov int8 vs openvino_paddle int8 | ours ov int8 vs paddle_inference int8 "
+                  "| ours ort int8 vs paddle_inference int8 | load |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         r = row["runners"]
         lines.append(f"| {row['model']} | {row['threads']} | {_ratio(r, 'ours_ov_f32', 'ours_ov_int8')} "
                      f"| {_ratio(r, 'ours_ort_f32', 'ours_ort_int8')} | {_ratio(r, 'ours_ov_f32', 'ours_ov_bf16')} "
-                     f"| {_ratio(r, 'openvino_paddle_int8', 'ours_ov_int8')} | {row['load']:.1f} |")
+                     f"| {_ratio(r, 'openvino_paddle_int8', 'ours_ov_int8')} "
+                     f"| {_ratio(r, 'paddle_inference_int8', 'ours_ov_int8')} "
+                     f"| {_ratio(r, 'paddle_inference_int8', 'ours_ort_int8')} | {row['load']:.1f} |")
     lines.append("")
     lines.append("Ratios are speed-ups (slower median / faster median): above 1 the second runner is faster.")
     return "\n".join(lines)

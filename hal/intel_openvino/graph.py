@@ -29,7 +29,7 @@ import numpy as np
 import openvino as ov
 
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 from hal.common import OperationTable, Unsupported, is_integer_product, unsupported_reason as trial_reason
@@ -155,6 +155,10 @@ class GraphBuilder:
         # CLIP, RELU6 and HARD_SIGMOID select a NaN input back in, as Paddle keeps it (driver property
         # INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS; off, the CPU plugin fuses the clamp into a convolution)
         self.keep_nan_in_clamps = keep_nan_in_clamps
+        # Operands every reader of which is a QUANTIZE (and no model output): int8 storage cannot hold a NaN
+        # (the standard leaves QUANTIZE(NaN) undefined), so a clamp writing one needs no NaN select and takes
+        # the clamp the CPU plugin fuses into the convolution before it (build_ov_model fills it).
+        self.quantized_only: set = set()
         self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
         self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
         # operand index -> (float result, type) of a quantized result whose stored integers nothing has read
@@ -170,6 +174,11 @@ class GraphBuilder:
         param = opset.parameter(partial_shape(operand.type.dims), element_type(operand.type), name=name)
         self.parameters.append(param)
         self.raw[operand.index] = param.output(0)
+
+    def keeps_nan(self, op) -> bool:
+        """Whether a clamp `op` (CLIP, RELU6, HARD_SIGMOID) must pass a NaN through (see keep_nan_in_clamps and
+        quantized_only)."""
+        return self.keep_nan_in_clamps and op.outputs[0].index not in self.quantized_only
 
     def raw_value(self, operand: Operand) -> ov.Output:
         node = self.raw.get(operand.index)
@@ -264,6 +273,9 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
 def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps: bool = True) -> ov.Model:
     """The whole NNAdapter model as an openvino.Model (inputs and outputs in model order)."""
     builder = GraphBuilder(keep_nan_in_clamps)
+    outputs = {operand.index for operand in model.output_operands}
+    builder.quantized_only = {index for index, readers in model.consumers().items()
+                              if index not in outputs and readers and all(r.type == T.QUANTIZE for r in readers)}
     for k, operand in enumerate(model.input_operands):
         builder.add_parameter(operand, f"input{k}")
     for op in model.topological_operations():

@@ -173,10 +173,10 @@ def unary(b, op):
     return [_out(_UNARY[op.type](b.value(op.inputs[0])))]
 
 
-def _keep_nan(b, x, clamped):
+def _keep_nan(b, op, x, clamped):
     """OpenVINO's Minimum, Maximum and Clamp drop NaN; Paddle's clip, relu6 and hard_sigmoid keep it (unless
-    the context chose OpenVINO's fusable clamp: GraphBuilder.keep_nan_in_clamps)."""
-    if not _is_float(x) or not b.keep_nan_in_clamps:
+    the context chose OpenVINO's fusable clamp, or only QUANTIZE reads the result: GraphBuilder.keeps_nan)."""
+    if not _is_float(x) or not b.keeps_nan(op):
         return _out(clamped)
     return _out(opset.select(opset.is_nan(x), x, clamped))
 
@@ -187,9 +187,9 @@ def simple_activation(b, op):
     if op.type == T.RELU:
         return [_out(opset.relu(x))]  # fused into a preceding conv by the CPU plugin, as Maximum is not
     if op.type == T.RELU6:
-        if not b.keep_nan_in_clamps and _is_float(x):
+        if not b.keeps_nan(op) and _is_float(x):
             return [_out(opset.clamp(x, 0.0, 6.0))]  # the form the CPU plugin fuses into a convolution
-        return [_keep_nan(b, x, opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
+        return [_keep_nan(b, op, x, opset.minimum(opset.maximum(x, like(0, x)), like(6, x)))]
     if op.type == T.RSQRT:
         return [_out(opset.divide(like(1, x), opset.sqrt(x)))]
     if op.type == T.SQUARE:
@@ -224,7 +224,7 @@ def clip(b, op):
     x = b.value(op.inputs[0])
     low, high = to_scalar(b.value(op.inputs[1])), to_scalar(b.value(op.inputs[2]))
     # min(max(x, low), high): when low > high every element becomes high, as the spec writes it.
-    return [_keep_nan(b, x, opset.minimum(opset.maximum(x, low), high))]
+    return [_keep_nan(b, op, x, opset.minimum(opset.maximum(x, low), high))]
 
 
 @OPERATIONS.implements(T.GELU)
@@ -234,16 +234,16 @@ def gelu(b, op):
     return [_out(opset.gelu(b.value(op.inputs[0]), "tanh" if approximate else "erf"))]
 
 
-def _hard_sigmoid(b, args: Operands, x):
+def _hard_sigmoid(b, op, args: Operands, x):
     alpha = args.float("alpha")
     beta = args.float("beta")
-    return _keep_nan(b, x, opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
+    return _keep_nan(b, op, x, opset.clamp(opset.add(opset.multiply(x, f32(alpha)), f32(beta)), 0.0, 1.0))
 
 
 @OPERATIONS.implements(T.HARD_SIGMOID)
 def hard_sigmoid(b, op):
     args = unpack(op)
-    return [_hard_sigmoid(b, args, b.value(op.inputs[0]))]
+    return [_hard_sigmoid(b, op, args, b.value(op.inputs[0]))]
 
 
 @OPERATIONS.implements(T.HARD_SWISH)
