@@ -178,12 +178,7 @@ class Recorder:
                 outer["rss_peak"] = max(outer["rss_peak"], frame["rss_peak"])
         if self.stack:
             self.stack[-1]["child_s"] += spent
-        entry = self.stats.get(frame["name"])
-        if entry is None:
-            entry = self.stats[frame["name"]] = {"calls": 0, "incl_s": 0.0, "self_s": 0.0, "imports_s": 0.0,
-                                                 "modules": 0, "packages": set(), "rss_peak": 0,
-                                                 "rss_after": 0, "traced_peak": 0}
-            self.order.append(frame["name"])
+        entry = self._entry(frame["name"])
         entry["calls"] += 1
         entry["incl_s"] += spent
         entry["self_s"] += spent - frame["child_s"]
@@ -194,6 +189,15 @@ class Recorder:
         entry["rss_after"] = rss
         entry["traced_peak"] = max(entry["traced_peak"], frame["traced_peak"])
 
+    def _entry(self, name: str) -> dict:
+        """The accumulated figures of phase `name` (created on first use, in first-seen order)."""
+        entry = self.stats.get(name)
+        if entry is None:
+            entry = self.stats[name] = {"calls": 0, "incl_s": 0.0, "self_s": 0.0, "imports_s": 0.0, "modules": 0,
+                                        "packages": set(), "rss_peak": 0, "rss_after": 0, "traced_peak": 0}
+            self.order.append(name)
+        return entry
+
     def time_in_thread(self, name: str, function, *args, **kwargs):
         """A phase running on another thread than the start: its time only (it nests in nothing)."""
         start = time.perf_counter()
@@ -202,12 +206,7 @@ class Recorder:
         finally:
             spent = time.perf_counter() - start
             with self._lock:
-                entry = self.stats.get(name)
-                if entry is None:
-                    entry = self.stats[name] = {"calls": 0, "incl_s": 0.0, "self_s": 0.0, "imports_s": 0.0,
-                                                "modules": 0, "packages": set(), "rss_peak": 0, "rss_after": 0,
-                                                "traced_peak": 0}
-                    self.order.append(name)
+                entry = self._entry(name)
                 entry["calls"] += 1
                 entry["incl_s"] += spent
                 entry["self_s"] += spent
@@ -331,8 +330,6 @@ def _ours(args, recorder: Recorder, result: dict):
         if SDK_MODULE[args.device]:
             __import__(SDK_MODULE[args.device])
     recorder.wrap_later(PHASES)
-    import numpy as np
-
     x = example_input(args.model)
     with recorder.phase("start"):
         with recorder.phase("create_predictor"):

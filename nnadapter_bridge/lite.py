@@ -49,33 +49,25 @@ class CLTuneMode(enum.IntEnum):
     CL_TUNE_EXHAUSTIVE = 3
 
 
-def _no_opencl(name: str):
+def _no_target(target: str, name: str):
+    """A Paddle Lite setting of a target this package has no backend for: raises NotSupportedError."""
     def method(self, *args, **kwargs):
-        raise NotSupportedError(f"{name}: there is no OpenCL target here; nnadapter-bridge runs models on "
+        raise NotSupportedError(f"{name}: there is no {target} target here; nnadapter-bridge runs models on "
                                 "NNAdapter devices (set_nnadapter_device_names) and on the host. Remove the call.")
     method.__name__ = name
-    method.__doc__ = "Paddle Lite's OpenCL setting: raises NotSupportedError (no OpenCL target here)."
-    return method
-
-
-def _no_metal(name: str):
-    def method(self, *args, **kwargs):
-        raise NotSupportedError(f"{name}: there is no Metal target here; nnadapter-bridge runs models on "
-                                "NNAdapter devices (set_nnadapter_device_names) and on the host. Remove the call.")
-    method.__name__ = name
-    method.__doc__ = "Paddle Lite's Metal setting: raises NotSupportedError (no Metal target here)."
+    method.__doc__ = f"Paddle Lite's {target} setting: raises NotSupportedError (no {target} target here)."
     return method
 
 
 class _LiteOnly:
     """The methods both of Paddle Lite's configs have that nnadapter_bridge.Config has no use for."""
 
-    set_opencl_binary_path_name = _no_opencl("set_opencl_binary_path_name")
-    set_opencl_precision = _no_opencl("set_opencl_precision")
-    set_opencl_tune = _no_opencl("set_opencl_tune")
-    set_metal_lib_path = _no_metal("set_metal_lib_path")
-    set_metal_use_memory_reuse = _no_metal("set_metal_use_memory_reuse")
-    set_metal_use_mps = _no_metal("set_metal_use_mps")
+    set_opencl_binary_path_name = _no_target("OpenCL", "set_opencl_binary_path_name")
+    set_opencl_precision = _no_target("OpenCL", "set_opencl_precision")
+    set_opencl_tune = _no_target("OpenCL", "set_opencl_tune")
+    set_metal_lib_path = _no_target("Metal", "set_metal_lib_path")
+    set_metal_use_memory_reuse = _no_target("Metal", "set_metal_use_memory_reuse")
+    set_metal_use_mps = _no_target("Metal", "set_metal_use_mps")
 
 
 class CxxConfig(_LiteOnly, Config):

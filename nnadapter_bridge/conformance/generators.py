@@ -30,14 +30,9 @@ from nnadapter_bridge.nnadapter.types import OperandType
 
 
 @dataclasses.dataclass
-class Case:
+class Case(Sample):
     """One single-operation test case: a sample, a variant of one, or a generated operation."""
 
-    id: str
-    type: T
-    inputs: list
-    n_outputs: int = 1
-    null_outputs: Sequence[int] = ()
     origin: str = "sample"  # "sample", "values", "precision", "shapes"
 
 
