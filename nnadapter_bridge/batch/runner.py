@@ -128,11 +128,17 @@ def _write_text_atomically(path: str, text: str) -> None:
 
 
 class BatchLog:
-    """<out>/batch.log: one JSON object per line, appended (a killed batch leaves whole lines behind)."""
+    """<out>/batch.log: one JSON object per line, appended (a killed batch leaves whole lines behind).
+
+    An entry's record is its result file, renamed into place in one step; its "done" line follows. A kill
+    between the two leaves a result without its line, so a run first writes the missing "done" lines (marked
+    `recovered`) for the results it finds: every finished entry has exactly one "done" line, whenever the
+    previous run was killed."""
 
     def __init__(self, path: str):
         self.path = path
         self.attempts: dict = {}
+        self.done: set = set()
         if os.path.isfile(path):
             with open(path, encoding="utf-8", errors="replace") as f:
                 for line in f:
@@ -140,15 +146,19 @@ class BatchLog:
                         event = json.loads(line)
                     except ValueError:
                         continue  # a torn last line of a killed run
+                    key = (event.get("entry"), event.get("key"))
                     if event.get("event") == "start":
-                        key = (event.get("entry"), event.get("key"))
                         self.attempts[key] = self.attempts.get(key, 0) + 1
+                    elif event.get("event") == "done":
+                        self.done.add(key)
 
     def write(self, event: str, **fields) -> None:
         record = {"event": event, "time": round(time.time(), 3), "pid": os.getpid(), **fields}
+        key = (fields.get("entry"), fields.get("key"))
         if event == "start":
-            key = (fields.get("entry"), fields.get("key"))
             self.attempts[key] = self.attempts.get(key, 0) + 1
+        elif event == "done":
+            self.done.add(key)
         line = json.dumps(record, sort_keys=True) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
         try:
@@ -301,6 +311,8 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
             results[entry["id"]] = previous
             counts[previous["status"] if previous["status"] in counts else "error"] += 1
             reused += 1
+            if (entry["id"], key) not in log.done:  # the previous run was killed between result and log line
+                log.write("done", entry=entry["id"], key=key, status=previous["status"], recovered=True)
             log.write("skip", entry=entry["id"], key=key)
             continue
         tasks.append({"entry": entry, "key": key, "cache_dir": cache_dir, "collect_programs": collect_programs,

@@ -262,3 +262,60 @@ def test_a_nb_entry_is_not_compared_with_paddle_inference_unless_asked(tmp_path)
     assert _reference_outputs(entry, {}, None) == (None, "none (Paddle Inference cannot read a Paddle Lite .nb)")
     with pytest.raises(CliError, match="a Paddle Lite .nb is not a Paddle Inference model"):
         _reference_outputs({**entry, "compare": "paddle"}, {}, None)
+
+
+def test_a_result_recorded_without_its_log_line_gets_one_done_line_on_resume(tmp_path, monkeypatch):
+    """The window the SIGKILL test can land in: the entry's result file is renamed into place, then the process
+    dies before its "done" line. The next run finds the result, writes the missing line (marked recovered),
+    skips the entry, and every entry ends with exactly one "done" line."""
+    from nnadapter_bridge.batch import runner
+    from nnadapter_bridge.batch.task import RESULT_VERSION
+
+    class Killed(BaseException):
+        pass
+
+    class RecordingEngine:
+        name = "recording"
+        ran: list = []
+
+        def describe(self):
+            return {"name": self.name}
+
+        def run(self, tasks):
+            for task in tasks:
+                self.ran.append(task["entry"]["id"])
+                yield task, {"result": {"id": task["entry"]["id"], "key": task["key"], "status": "pass",
+                                        "result_version": RESULT_VERSION, "model": task["entry"]["model"],
+                                        "devices": task["entry"]["devices"]}}
+
+    models = {}
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.pdmodel").write_bytes(b"not compiled by this test")
+        (tmp_path / f"{name}.pdiparams").write_bytes(b"")
+        models[name] = {"path": str(tmp_path / f"{name}.pdmodel"), "input_shapes": {"x": [1]}}
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"models": models, "devices": ["builtin_device"]}))
+    first, second = "first@builtin_device", "second@builtin_device"
+    out = tmp_path / "out"
+    real_write = runner.BatchLog.write
+
+    def dies_before_the_first_done_line(self, event, **fields):
+        if event == "done":
+            raise Killed()
+        return real_write(self, event, **fields)
+
+    monkeypatch.setattr(runner.BatchLog, "write", dies_before_the_first_done_line)
+    with pytest.raises(Killed):
+        runner.run_batch(str(manifest), str(out), engine=RecordingEngine(), progress=False)
+    assert os.listdir(out / "entries") == [first + ".json"]  # the result is there, its log line is not
+    assert not [e for e in _events(out) if e["event"] == "done"]
+    monkeypatch.setattr(runner.BatchLog, "write", real_write)
+    RecordingEngine.ran = []
+    report = runner.run_batch(str(manifest), str(out), engine=RecordingEngine(), progress=False)
+    assert RecordingEngine.ran == [second] and report["counts"]["reused"] == 1
+    done = [e for e in _events(out) if e["event"] == "done"]
+    assert [e["entry"] for e in done] == [first, second]
+    assert [e.get("recovered") for e in done] == [True, None]
+    # A third run writes no further "done" line.
+    runner.run_batch(str(manifest), str(out), engine=RecordingEngine(), progress=False)
+    assert len([e for e in _events(out) if e["event"] == "done"]) == 2
