@@ -203,9 +203,6 @@ def convert_clip(ctx, op):
 
 # -- scale -----------------------------------------------------------------------------------------------
 
-_IDENTITY_EPSILON = 1e-5
-
-
 def _quant_sign_constant(ctx, value: float) -> Operand:
     """A per-layer int8 constant representing `value` (Paddle Lite's +-1 with scale |value|)."""
     magnitude = abs(value)
@@ -225,8 +222,9 @@ def _check_scale(op, ctx):
 def convert_scale(ctx, op):
     """scale * x + bias (bias_after_scale, the default) or scale * (x + bias).
 
-    `ScaleTensor` replaces the `scale` attr, `BiasTensor` the `bias` attr. With constant scale ~1 and
-    bias ~0 the op is the identity: the output var is bound to the input operand."""
+    `ScaleTensor` replaces the `scale` attr, `BiasTensor` the `bias` attr. Only a constant scale of exactly
+    1 and bias of exactly 0 make the op the identity (the output var is bound to the input operand): the
+    comparison is exact, because a small bias is meaningful (`var + 1e-5` before an rsqrt)."""
     v = OpView(op)
     x = ctx.input(v.input("X"))
     out_name = v.output("Out")
@@ -248,11 +246,11 @@ def convert_scale(ctx, op):
     if not scale_name and not bias_name:
         if not after:
             bias *= scale
-        if abs(scale - 1.0) < _IDENTITY_EPSILON and abs(bias) < _IDENTITY_EPSILON:
+        if scale == 1.0 and bias == 0.0:
             ctx.bind(out_name, x)
             return
-    do_scale = bool(scale_name) or abs(scale - 1.0) >= _IDENTITY_EPSILON
-    do_bias = bool(bias_name) or abs(bias) >= _IDENTITY_EPSILON
+    do_scale = bool(scale_name) or scale != 1.0
+    do_bias = bool(bias_name) or bias != 0.0
 
     def const(value):
         if x.type.is_quantized:

@@ -47,7 +47,10 @@ from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
-# Paddle Lite's IsValidSymmPerChannelQuantParams threshold: channel scales closer than this are one scale.
+# Channel scales closer than this, relative to their own magnitude, are one scale: a channel's weights then
+# move by at most 1e-5 of their value, far below int8's step of 1/254. Paddle Lite's
+# IsValidSymmPerChannelQuantParams compares with an absolute 1e-5, which merges scales of 1e-5 and 2e-5
+# (a factor 2 on a channel's weights).
 PER_CHANNEL_THRESHOLD = 1e-5
 # The operations a quantized product adds around its main operation.
 QUANT_EMITS = [T.QUANTIZE, T.DEQUANTIZE]
@@ -55,9 +58,9 @@ INT8_MIN, INT8_MAX = -128, 127
 
 
 def collapse_scales(scales: Sequence[float]) -> list:
-    """One scale when every channel scale equals the first within PER_CHANNEL_THRESHOLD, else all."""
+    """One scale when every channel scale equals the first within PER_CHANNEL_THRESHOLD (relative), else all."""
     scales = [float(s) for s in scales]
-    if all(abs(s - scales[0]) <= PER_CHANNEL_THRESHOLD for s in scales):
+    if all(abs(s - scales[0]) <= PER_CHANNEL_THRESHOLD * max(abs(s), abs(scales[0])) for s in scales):
         return scales[:1]
     return scales
 

@@ -319,7 +319,7 @@ def _emit_hard_swish(ctx, attrs, x, out):
     # In x's precision: float32 constants would round 1/threshold below a float64 x's precision.
     alpha, beta = ctx.const_like(1.0 / threshold, x), ctx.const_like(offset / threshold, x)
     factor = threshold / scale
-    if abs(factor - 1.0) < 1e-6:
+    if threshold == scale:  # exactly: any other ratio is a real factor
         ctx.add(T.HARD_SWISH, [x, alpha, beta], [out])
         return
     swished = _temp(ctx, out, "hard_swish")

@@ -281,6 +281,22 @@ def test_scale_identity_emits_nothing(tmp_path):
     assert operation_types(result) == [T.ASSIGN]
 
 
+@pytest.mark.parametrize("attrs, emitted", [
+    ({"scale": 1.0, "bias": 1e-5}, [T.ADD]),  # RT-DETR's frozen batch norm: (var + 1e-5).rsqrt(), 80 times
+    ({"scale": 1.0, "bias": 1e-7}, [T.ADD]),
+    ({"scale": 1.0, "bias": -3e-9, "bias_after_scale": False}, [T.ADD]),
+    ({"scale": 1.0000001, "bias": 0.0}, [T.MUL]),  # the float32 just above 1
+    ({"scale": 1e-6, "bias": 0.0}, [T.MUL]),
+])
+def test_scale_near_identity_is_not_identity(tmp_path, attrs, emitted):
+    """A scale or bias a hair away from the identity is computed, never dropped: on inputs of the bias's own
+    magnitude, `x + 1e-5` taken as `x` is off by 10x (and by inf after an rsqrt of a zero variance)."""
+    x = (RNG.random((2, 3, 4)) * 1e-6).astype(np.float32)
+    x[0, 0, 0] = 0.0
+    _, result = check_program(unary_op(tmp_path, "scale", x, attrs), atol=0.0, rtol=1e-6)
+    assert operation_types(result) == emitted
+
+
 @pytest.mark.parametrize("after", [True, False])
 def test_scale_tensor(tmp_path, after):
     saved = unary_op(tmp_path, "scale", randn(2, 3, 4), {"scale": 7.0, "bias": 0.25, "bias_after_scale": after},

@@ -120,14 +120,25 @@ def test_quantized_conv2d(tmp_path, per_channel):
 
 
 def test_quantized_conv2d_equal_channel_scales_collapse_to_per_layer(tmp_path):
-    # Paddle Lite's IsValidSymmPerChannelQuantParams: scales equal within its threshold are one scale.
+    # Scales equal within 1e-5 of their magnitude are one scale (Paddle Lite's IsValidSymmPerChannelQuantParams
+    # idea, with a relative bound).
     x = randn(1, 2, 5, 5)
     w = int8_weight(3, 2, 3, 3)
-    got, result = _quant_conv_case(tmp_path, "conv2d", x, w, None, (0.03, [0.005, 0.005 + 1e-7, 0.005], 0.1), {})
+    got, result = _quant_conv_case(tmp_path, "conv2d", x, w, None, (0.03, [0.005, 0.005 + 1e-8, 0.005], 0.1), {})
     conv = result.model.operations[1]
     assert conv.inputs[1].type.precision == Precision.QUANT_INT8_SYMM_PER_LAYER
     assert conv.inputs[2].type.precision == Precision.QUANT_INT32_SYMM_PER_LAYER
     assert not np.asarray(conv.inputs[2].value).any()  # the missing Bias is an int32 zero bias
+
+
+def test_small_channel_scales_that_differ_stay_per_channel(tmp_path):
+    # An absolute threshold of 1e-5 would take 1e-5 and 2e-5 as one scale: a factor 2 on the second channel.
+    x = randn(1, 2, 5, 5)
+    w = int8_weight(3, 2, 3, 3)
+    got, result = _quant_conv_case(tmp_path, "conv2d", x, w, None, (0.03, [1e-5, 2e-5, 1e-5], 1e-4), {})
+    conv = result.model.operations[1]
+    assert conv.inputs[1].type.precision == Precision.QUANT_INT8_SYMM_PER_CHANNEL
+    assert conv.inputs[1].type.scales == pytest.approx((1e-5, 2e-5, 1e-5), rel=1e-6)
 
 
 def test_quantized_depthwise_conv2d_with_fused_relu(tmp_path):
