@@ -7,6 +7,8 @@ so a converted model reproduces Paddle's numbers.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
@@ -182,74 +184,280 @@ def prior_box(op, inputs):
 
 
 # -- NON_MAX_SUPPRESSION -----------------------------------------------------------------------------
+#
+# Paddle's multiclass NMS (phi multiclass_nms3 / fluid multiclass_nms), float32 arithmetic in its order so
+# that an overlap equal to the threshold decides as Paddle decides. Vectorised over boxes: the loops run per
+# image, per class and per kept box, never per candidate.
 
-def _iou_one_to_many(box: np.ndarray, others: np.ndarray, normalized: bool) -> np.ndarray:
-    """Jaccard overlap of one [4] box with [K, 4] boxes; pixel boxes (not normalized) count +1."""
-    extra = 0.0 if normalized else 1.0
 
-    def area(b):
-        w = b[..., 2] - b[..., 0] + extra
-        h = b[..., 3] - b[..., 1] + extra
-        # A degenerate box (x2 < x1 or y2 < y1) has no area.
-        return np.where((b[..., 2] < b[..., 0]) | (b[..., 3] < b[..., 1]), 0.0, w * h)
+@dataclasses.dataclass(frozen=True)
+class NmsAttributes:
+    """The attributes of one multiclass NMS (Paddle's names)."""
+    background_label: int = 0
+    score_threshold: float = 0.0
+    nms_top_k: int = -1
+    nms_threshold: float = 0.3
+    nms_eta: float = 1.0
+    keep_top_k: int = -1
+    normalized: bool = True
 
-    ix1 = np.maximum(box[0], others[:, 0])
-    iy1 = np.maximum(box[1], others[:, 1])
-    ix2 = np.minimum(box[2], others[:, 2])
-    iy2 = np.minimum(box[3], others[:, 3])
-    disjoint = (others[:, 0] > box[2]) | (others[:, 2] < box[0]) | (others[:, 1] > box[3]) | (others[:, 3] < box[1])
-    inter = (ix2 - ix1 + extra) * (iy2 - iy1 + extra)
-    inter = np.where(disjoint, 0.0, inter)
-    union = area(box) + area(others) - inter
+
+def box_areas(boxes: np.ndarray, normalized: bool) -> np.ndarray:
+    """Paddle's BBoxArea of [K, 4] float32 boxes: 0 for an inverted box, +1 per side for pixel boxes."""
+    w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    if not normalized:
+        w, h = w + np.float32(1), h + np.float32(1)
+    inverted = (boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1])
+    return np.where(inverted, np.float32(0), w * h)
+
+
+def overlaps_with(box: np.ndarray, area: np.float32, boxes: np.ndarray, areas: np.ndarray,
+                  normalized: bool) -> np.ndarray:
+    """Paddle's JaccardOverlap of one box with each of `boxes`, in float32. Boxes that do not touch overlap
+    by 0; a zero union gives NaN (0/0) as in Paddle, which never counts as "overlap <= threshold"."""
+    x1, y1, x2, y2 = box
+    apart = (boxes[:, 0] > x2) | (boxes[:, 2] < x1) | (boxes[:, 1] > y2) | (boxes[:, 3] < y1)
+    pixel = np.float32(0 if normalized else 1)
+    inter_w = np.minimum(boxes[:, 2], x2) - np.maximum(boxes[:, 0], x1) + pixel
+    inter_h = np.minimum(boxes[:, 3], y2) - np.maximum(boxes[:, 1], y1) + pixel
+    inter = inter_w * inter_h
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(disjoint | (union <= 0), 0.0, inter / union)
+        iou = inter / (areas + area - inter)
+    iou[apart] = 0
+    return iou
 
 
-def nms_one_class(boxes: np.ndarray, scores: np.ndarray, score_threshold: float, top_k: int,
-                  nms_threshold: float, eta: float, normalized: bool) -> list:
-    """Greedy NMS of one class; returns the kept box indices in selection (score) order."""
-    candidates = np.flatnonzero(scores > score_threshold)
-    # Stable descending sort: equal scores keep their box order.
-    candidates = candidates[np.argsort(-scores[candidates], kind="stable")]
-    if top_k > -1:
-        candidates = candidates[:top_k]
-    kept: list = []
-    threshold = nms_threshold
-    for idx in candidates.tolist():
-        if kept:
-            overlap = _iou_one_to_many(boxes[idx], boxes[kept], normalized)
-            if np.any(overlap > threshold):
-                continue
-        kept.append(idx)
-        # Adaptive NMS: tighten the threshold after each kept box.
-        if eta < 1.0 and threshold > 0.5:
-            threshold *= eta
-    return kept
+def candidates_by_score(scores: np.ndarray, threshold: float, top_k: int) -> np.ndarray:
+    """Indices of the scores above `threshold`, highest first, equal scores in index order (Paddle's
+    std::stable_sort), at most `top_k` of them when top_k > -1."""
+    indices = np.flatnonzero(scores > np.float32(threshold))
+    indices = indices[np.argsort(-scores[indices], kind="stable")]
+    return indices[:top_k] if top_k > -1 else indices
 
 
-def _nms_image(boxes_of_class, scores: np.ndarray, attrs: dict, lod_form: bool) -> list:
-    """multiclass NMS of one image; scores [C, M]. Returns (label, box index, score) in output order."""
-    per_class = {}
+def greedy_nms(boxes: np.ndarray, threshold: float, eta: float, normalized: bool) -> np.ndarray:
+    """Positions of the [K, 4] boxes (in candidate order) that greedy NMS keeps, in that order.
+
+    A candidate is kept when its overlap with every box kept before it is <= the current threshold; after a
+    box is kept the threshold shrinks by `eta` while it stays above 0.5 (adaptive NMS). One step per kept box:
+    each remaining candidate carries its largest overlap with the kept boxes so far, so the next kept box is
+    the first remaining one at or under the threshold. The threshold only shrinks and the largest overlap only
+    grows, so a candidate over it once is suppressed for good and leaves the arrays.
+    """
+    areas = box_areas(boxes, normalized)
+    threshold = np.float32(threshold)
+    eta32 = np.float32(eta)
+    remaining = np.arange(boxes.shape[0])
+    largest_overlap = np.full(boxes.shape[0], -np.inf, np.float32)
+    kept = []
+    while remaining.size:
+        alive = largest_overlap <= threshold  # NaN (zero union) is never <= anything
+        if not alive.all():
+            remaining, largest_overlap = remaining[alive], largest_overlap[alive]
+            if not remaining.size:
+                break
+        chosen = remaining[0]
+        kept.append(chosen)
+        remaining, largest_overlap = remaining[1:], largest_overlap[1:]
+        if eta < 1 and threshold > 0.5:
+            threshold = np.float32(threshold * eta32)
+        if remaining.size:
+            overlap = overlaps_with(boxes[chosen], areas[chosen], boxes[remaining], areas[remaining], normalized)
+            np.maximum(largest_overlap, overlap, out=largest_overlap)
+    return np.asarray(kept, dtype=np.int64)
+
+
+# Pairs generated per chunk of the x-sorted sweep, bounding the sweep's memory (a few arrays of this length).
+_PAIRS_PER_CHUNK = 1 << 20
+
+
+def touching_pairs(boxes: np.ndarray, min_overlap: float = 0.0, pixel: float = 0.0):
+    """Pairs (i, j), i != j, of the upright [U, 4] boxes whose x-extents touch (Paddle's "not apart" in x) and,
+    for min_overlap t > 0, whose common x-extent can give an overlap above t, as chunks of index arrays.
+
+    A sweep over the boxes sorted by x1, so far-apart boxes never pair up. Overlap (intersection over union)
+    is at most the common width over the wider box's width, so overlap > t needs the common width above t
+    times the width of box i; the bound is loosened by a margin of float32 rounding, and only prunes: the
+    caller computes every overlap it keeps exactly.
+    """
+    order = np.argsort(boxes[:, 0], kind="stable")
+    x1, x2 = boxes[order, 0], boxes[order, 2]
+    # Box p (sorted) pairs with every later box q with x1[q] <= reach_x[p]; those are p+1 .. reach[p]-1.
+    reach_x = x2
+    if min_overlap > 0:
+        width = x2.astype(np.float64) - x1 + pixel
+        margin = 1e-4 * (np.abs(x1) + np.abs(x2) + width) + 1e-30
+        reach_x = np.minimum(x2, x2 + pixel - min_overlap * width + margin)
+    reach = np.searchsorted(x1, reach_x, side="right")
+    starts = np.arange(1, order.size + 1)
+    counts = np.maximum(reach - starts, 0)
+    ends = np.cumsum(counts)
+    first = 0
+    while first < order.size:
+        # Boxes first .. last-1 produce at most _PAIRS_PER_CHUNK pairs (or one box alone produces more).
+        base = ends[first - 1] if first else 0
+        last = max(int(np.searchsorted(ends, base + _PAIRS_PER_CHUNK, side="right")), first + 1)
+        chunk_counts = counts[first:last]
+        total = int(chunk_counts.sum())
+        if total:
+            left = np.repeat(np.arange(first, last), chunk_counts)
+            offsets = np.arange(total) - np.repeat(np.cumsum(chunk_counts) - chunk_counts, chunk_counts)
+            yield order[left], order[left + 1 + offsets]
+        first = last
+
+
+def suppressing_pairs(boxes: np.ndarray, threshold: np.float32, normalized: bool):
+    """(i, j) index arrays of the pairs of valid [U, 4] boxes whose overlap is > threshold or NaN: the pairs
+    in which the better-scored box suppresses the other. Valid for threshold >= 0, where boxes that do not
+    touch (overlap exactly 0) never suppress."""
+    areas = box_areas(boxes, normalized)
+    pixel = np.float32(0 if normalized else 1)
+    x1, y1, x2, y2 = (np.ascontiguousarray(boxes[:, k]) for k in range(4))
+    found_i, found_j = [], []
+    for i, j in touching_pairs(boxes, float(threshold), float(pixel)):
+        touch = (y1[j] <= y2[i]) & (y2[j] >= y1[i])
+        i, j = i[touch], j[touch]
+        inter_w = np.minimum(x2[i], x2[j]) - np.maximum(x1[i], x1[j]) + pixel
+        inter_h = np.minimum(y2[i], y2[j]) - np.maximum(y1[i], y1[j]) + pixel
+        inter = inter_w * inter_h
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iou = inter / (areas[j] + areas[i] - inter)
+        suppress = ~(iou <= threshold)
+        found_i.append(i[suppress])
+        found_j.append(j[suppress])
+    if not found_i:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(found_i), np.concatenate(found_j)
+
+
+def greedy_nms_by_pairs(ranks: np.ndarray, pair_i: np.ndarray, pair_j: np.ndarray) -> np.ndarray:
+    """Greedy NMS of several classes over one box set at a fixed threshold: ranks [C, U] is each box's place
+    in its class's candidate order (-1: not a candidate), (pair_i, pair_j) the suppressing pairs. Returns the
+    kept mask [C, U].
+
+    A candidate is kept iff no kept candidate ranked before it forms a suppressing pair with it. That
+    recursion has one solution, reached by iterating from "all kept": after k rounds every candidate whose
+    chain of better-ranked suppressors is shorter than k is settled, so the rounds are as many as the longest
+    chain of mutually overlapping boxes, each a vector pass over the pairs.
+    """
+    n_classes, n_boxes = ranks.shape
+    candidate = ranks >= 0
+    cls, pair = np.nonzero(candidate[:, pair_i] & candidate[:, pair_j])
+    a, b = pair_i[pair], pair_j[pair]
+    a_first = ranks[cls, a] < ranks[cls, b]
+    src = cls * n_boxes + np.where(a_first, a, b)
+    dst = cls * n_boxes + np.where(a_first, b, a)
+    candidate = candidate.reshape(-1)
+    kept = candidate.copy()
+    while True:
+        suppressed = np.zeros(kept.size, bool)
+        suppressed[dst[kept[src]]] = True
+        settled = candidate & ~suppressed
+        if np.array_equal(settled, kept):
+            return kept.reshape(n_classes, n_boxes)
+        kept = settled
+
+
+def _pairs_apply(boxes: np.ndarray, threshold: float, eta: float) -> bool:
+    """True when greedy_nms_by_pairs gives greedy_nms's answer: a fixed threshold (eta never applies at or
+    under 0.5) that is >= 0, and finite, upright boxes (the x sweep needs x1 <= x2)."""
+    if eta < 1 and threshold > 0.5:
+        return False
+    if not threshold >= 0:
+        return False
+    return bool(np.isfinite(boxes).all() and (boxes[:, 2] >= boxes[:, 0]).all() and (boxes[:, 3] >= boxes[:, 1]).all())
+
+
+def nms_classes(boxes: np.ndarray, orders: dict, attrs: NmsAttributes) -> dict:
+    """{label: kept box indices in candidate order} for classes sharing the [M, 4] `boxes`, given each class's
+    candidate order ({label: box indices, best first})."""
+    if not orders:
+        return {}
+    union = np.unique(np.concatenate(list(orders.values())))
+    union_boxes = boxes[union]
+    if not _pairs_apply(union_boxes, attrs.nms_threshold, attrs.nms_eta):
+        return {c: order[greedy_nms(boxes[order], attrs.nms_threshold, attrs.nms_eta, attrs.normalized)]
+                for c, order in orders.items()}
+    labels = list(orders)
+    ranks = np.full((len(labels), union.size), -1, np.int64)
+    for row, c in enumerate(labels):
+        ranks[row, np.searchsorted(union, orders[c])] = np.arange(orders[c].size)
+    pair_i, pair_j = suppressing_pairs(union_boxes, np.float32(attrs.nms_threshold), attrs.normalized)
+    kept = greedy_nms_by_pairs(ranks, pair_i, pair_j)
+    result = {}
+    for row, c in enumerate(labels):
+        order = orders[c]
+        result[c] = order[kept[row, np.searchsorted(union, order)]]
+    return result
+
+
+def nms_one_image(boxes_of_class, scores: np.ndarray, attrs: NmsAttributes, lod_form: bool):
+    """Multiclass NMS of one image, scores [C, M] float32; (labels, box indices) in Paddle's output order:
+    by label, a label's boxes by score (the first input form) or by box index (the second, LoD form)."""
+    orders = {}
     for c in range(scores.shape[0]):
-        if c == attrs["background"]:
-            continue
-        kept = nms_one_class(boxes_of_class(c), scores[c], attrs["score_threshold"], attrs["nms_top_k"],
-                             attrs["nms_threshold"], attrs["eta"], attrs["normalized"])
-        if kept:
-            per_class[c] = kept
-    total = sum(len(v) for v in per_class.values())
-    keep_top_k = attrs["keep_top_k"]
-    if keep_top_k > -1 and total > keep_top_k:
-        pairs = [(scores[c, i], c, i) for c in sorted(per_class) for i in per_class[c]]
-        order = np.argsort(-np.asarray([p[0] for p in pairs]), kind="stable")[:keep_top_k]
-        per_class = {}
-        for j in order.tolist():
-            per_class.setdefault(pairs[j][1], []).append(pairs[j][2])
-    rows = []
-    for c in sorted(per_class):
-        # Paddle lists the second (LoD) form's survivors of a class by box index, the first by score.
-        indices = sorted(per_class[c]) if lod_form else per_class[c]
-        rows += [(c, i, scores[c, i]) for i in indices]
+        if c != attrs.background_label:
+            order = candidates_by_score(scores[c], attrs.score_threshold, attrs.nms_top_k)
+            if order.size:
+                orders[c] = order
+    if lod_form:  # each class has its own boxes
+        kept = {}
+        for c, order in orders.items():
+            kept.update(nms_classes(boxes_of_class(c), {c: order}, attrs))
+    else:
+        kept = nms_classes(boxes_of_class(0), orders, attrs)
+    labels = [np.full(kept[c].size, c, np.int64) for c in sorted(kept)]
+    indices = [np.sort(kept[c], kind="stable") if lod_form else kept[c] for c in sorted(kept)]
+    if not labels:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    labels, indices = np.concatenate(labels), np.concatenate(indices)
+    if -1 < attrs.keep_top_k < labels.size:
+        # The keep_top_k best across classes; equal scores keep the (label, per-label) order above.
+        best = np.argsort(-scores[labels, indices], kind="stable")[:attrs.keep_top_k]
+        # Regrouped by label (Paddle's std::map), each label's boxes in score order or, LoD form, by index.
+        secondary = indices[best] if lod_form else np.arange(best.size)
+        best = best[np.lexsort((secondary, labels[best]))]
+        labels, indices = labels[best], indices[best]
+    return labels, indices
+
+
+def multiclass_nms(bboxes: np.ndarray, scores: np.ndarray, rois_num, attrs: NmsAttributes):
+    """Paddle's multiclass NMS over a batch: (rows [K, 6] float32, kept per image int32 [B], index int32 [K]).
+
+    bboxes [N, M, 4] with scores [N, C, M], or (LoD form) bboxes [M, C, 4] with scores [M, C] and rois_num
+    splitting M into images (one image when rois_num is None). index is Paddle's: image * M + box for the
+    first form, (first box of the image + box) * C + label for the second.
+    """
+    bboxes = np.ascontiguousarray(bboxes, dtype=np.float32)
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    rows, counts, index = [], [], []
+    if scores.ndim == 2:
+        n_classes = scores.shape[1]
+        sizes = [scores.shape[0]] if rois_num is None else np.asarray(rois_num, np.int64).reshape(-1).tolist()
+        start = 0
+        for size in sizes:
+            image_boxes, image_scores = bboxes[start:start + size], scores[start:start + size]
+            labels, boxes = nms_one_image(lambda c: image_boxes[:, c], np.ascontiguousarray(image_scores.T),
+                                          attrs, lod_form=True)
+            rows.append(_nms_rows(labels, image_scores[boxes, labels], image_boxes[boxes, labels]))
+            index.append((start + boxes) * n_classes + labels)
+            counts.append(labels.size)
+            start += size
+    else:
+        n_boxes = bboxes.shape[1]
+        for b in range(bboxes.shape[0]):
+            labels, boxes = nms_one_image(lambda c: bboxes[b], scores[b], attrs, lod_form=False)
+            rows.append(_nms_rows(labels, scores[b, labels, boxes], bboxes[b, boxes]))
+            index.append(b * n_boxes + boxes)
+            counts.append(labels.size)
+    if not rows:
+        return np.zeros((0, 6), np.float32), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    return (np.concatenate(rows), np.asarray(counts, np.int32), np.concatenate(index).astype(np.int32))
+
+
+def _nms_rows(labels: np.ndarray, scores: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    rows = np.empty((labels.size, 6), np.float32)
+    rows[:, 0], rows[:, 1], rows[:, 2:] = labels, scores, boxes
     return rows
 
 
@@ -258,43 +466,25 @@ def _nms_supports(op) -> bool:
     return op.inputs[0].type.dims[-1] == 4
 
 
+def nms_attributes(inputs) -> NmsAttributes:
+    """The NmsAttributes of a NON_MAX_SUPPRESSION's constant operands 3..9."""
+    return NmsAttributes(background_label=param_int(inputs[3]), score_threshold=param_float(inputs[4]),
+                         nms_top_k=param_int(inputs[5]), nms_threshold=param_float(inputs[6]),
+                         nms_eta=param_float(inputs[7]), keep_top_k=param_int(inputs[8]),
+                         normalized=param_bool(inputs[9]))
+
+
 @reference(T.NON_MAX_SUPPRESSION, supports=_nms_supports)
 def non_max_suppression(op, inputs):
     bboxes, scores, rois_num = inputs[0], inputs[1], inputs[2]
-    attrs = {"background": param_int(inputs[3]), "score_threshold": param_float(inputs[4]),
-             "nms_top_k": param_int(inputs[5]), "nms_threshold": param_float(inputs[6]),
-             "eta": param_float(inputs[7]), "keep_top_k": param_int(inputs[8]),
-             "normalized": param_bool(inputs[9])}
     if bboxes.shape[-1] != 4:
         raise OperationError(f"{op.label()}: the reference handles 4-coordinate boxes only, got {bboxes.shape[-1]}")
-    bboxes = bboxes.astype(np.float64)
-    scores64 = scores.astype(np.float64)
-    lod_form = nms_is_lod_form(op)
-    out_rows, out_index, counts = [], [], []
-    if lod_form:
-        starts = np.concatenate([[0], np.cumsum(np.asarray(rois_num, np.int64).reshape(-1))])
-        n_classes = scores.shape[1]
-        for b in range(len(starts) - 1):
-            lo, hi = int(starts[b]), int(starts[b + 1])
-            image_boxes = bboxes[lo:hi]  # [M_b, C, 4]
-            rows = _nms_image(lambda c: image_boxes[:, c], scores64[lo:hi].T, attrs, True) if hi > lo else []
-            counts.append(len(rows))
-            for c, i, _ in rows:
-                out_rows.append([c, scores[lo + i, c], *bboxes[lo + i, c]])
-                out_index.append((lo + i) * n_classes + c)
-    else:
-        n_boxes = bboxes.shape[1]
-        for b in range(bboxes.shape[0]):
-            image_boxes = bboxes[b]
-            rows = _nms_image(lambda c: image_boxes, scores64[b], attrs, False)
-            counts.append(len(rows))
-            for c, i, _ in rows:
-                out_rows.append([c, scores[b, c, i], *bboxes[b, i]])
-                out_index.append(b * n_boxes + i)
-    output = np.asarray(out_rows, dtype=np.float32).reshape(-1, 6)
-    results = [output, np.asarray(counts, dtype=np.int32)]
+    if not nms_is_lod_form(op):
+        rois_num = None
+    output, counts, index = multiclass_nms(bboxes, scores, rois_num, nms_attributes(inputs))
+    results = [output, counts]
     if len(op.outputs) > 2:
-        results.append(np.asarray(out_index, dtype=np.int32) if op.outputs[2] is not None else None)
+        results.append(index if op.outputs[2] is not None else None)
     return results
 
 
