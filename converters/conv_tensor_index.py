@@ -1,16 +1,21 @@
-"""Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2), one_hot_v2
-and tril_triu, each a GATHER or a composition of comparisons with WHERE.
+"""Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2), one_hot_v2,
+tril_triu and set_value (slice assignment), each a GATHER or a composition of comparisons with WHERE.
+
+Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_assign_layout`,
+`set_value_constant`), which the host kernel shares.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
-from converters.attrs import needs_constant, scalar_attr_or_tensor
+from converters.attrs import known_dim, needs_constant, scalar_attr_or_tensor
 from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision, precision_dtype
 
 
 def _index_vector(ctx: ConversionContext, name: str, var: str):
@@ -157,3 +162,290 @@ def convert_tril_triu(ctx: ConversionContext, op):
     compare = T.LESS_EQUAL if v.attr_bool("lower", True) else T.GREATER_EQUAL
     ctx.add(compare, [offset, ctx.const_i32(v.attr_int("diagonal", 0))], [keep])
     ctx.add(T.WHERE, [keep, x, ctx.const_like(0, x)], [ctx.output(var)])
+
+
+# -- set_value: slice assignment ------------------------------------------------------------------------------
+#
+# `x[region] = value` in Paddle is `set_value` (a constant `values` attribute or a `ValueTensor`; PIR's
+# pd_op.set_value / set_value_with_tensor). The region is a strided box: per axis in `axes`, starts / ends /
+# steps normalized by Paddle's CheckAndUpdateSliceAttrs (below). The value broadcasts (numpy rules) to the
+# region's dims without the `decrease_axes` (integer-indexed axes) and with a 1 at each `none_axes` position.
+# NNAdapter has no scatter, so the converter composes WHERE(in_region, placed_value, x): `in_region` is the
+# outer AND of one mask per sliced axis, and `placed_value` is the value GATHERed along each sliced axis with
+# the index of the region element each position holds (clamped; WHERE ignores it outside the region). Bounds
+# and dims known at conversion time make both constants; otherwise they are computed with RANGE / FLOOR_DIV.
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def set_value_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """(first index, element count) of `start:end:step` on an axis of `dim` elements, as Paddle 3.3.1's
+    CheckAndUpdateSliceAttrs + GetSliceDims compute them. Unlike Python's slice, with a negative step an end of
+    -1 means "through element 0" (the setitem front end writes x[::-1] as start INT64_MAX, end INT64_MIN).
+    Raises ValueError for a zero step and for an end before the start with a positive step (Paddle refuses
+    both)."""
+    if step == 0:
+        raise ValueError("a step of 0")
+    if dim <= 0:
+        return 0, 0
+    start = start + dim if start < 0 else start
+    start = max(start, 0)
+    end = end + dim if step > 0 and end < 0 else end
+    end = min(end, dim)
+    if step > 0:
+        start = min(start, dim)
+        end = max(end, 0)
+        if end < start:
+            raise ValueError(f"end {end} before start {start} with step {step} (Paddle refuses an empty forward "
+                             f"range)")
+        return start, (end - start + step - 1) // step
+    start = min(start, dim - 1)
+    if end < -1:
+        end += dim
+    end = max(end, -1)
+    if start < end:
+        raise ValueError(f"start {start} before end {end} with step {step} (Paddle refuses an empty backward "
+                         f"range)")
+    return start, (end - start + step + 1) // step
+
+
+def set_value_assign_layout(rank: int, decrease_axes, none_axes) -> list:
+    """The value's target dims as positions: for each, an input axis (an int) or None (a `none_axes` 1), in
+    Paddle's order (SetValueImpl: the none axes go before the input axis of the same index)."""
+    decrease, none = sorted(int(a) % max(rank, 1) for a in decrease_axes), sorted(int(a) for a in none_axes)
+    layout, n = [], 0
+    for axis in range(rank):
+        while n < len(none) and none[n] <= axis:
+            layout.append(None)
+            n += 1
+        if axis not in decrease:
+            layout.append(axis)
+    layout.extend([None] * (len(none) - n))
+    return layout
+
+
+def set_value_constant(op) -> Optional[np.ndarray]:
+    """The constant value of a set_value without a ValueTensor: `values` (Paddle >= 2.6) or the older
+    per-dtype `*_values` attributes, shaped by `shape`; None when it has none."""
+    values = op.attr("values")
+    if not (isinstance(values, (list, tuple)) and values):
+        values = None
+        for name in ("fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values", "fp16_values"):
+            found = op.attr(name)
+            if found:
+                values = found
+                break
+    if values is None:
+        return None
+    array = np.asarray(values)
+    shape = [int(d) for d in (op.attr("shape") or [])]
+    if shape and int(np.prod(shape)) == array.size:
+        array = array.reshape(shape)
+    return array
+
+
+def _bound_values(ctx, op, slot: str, attr: str) -> Optional[list]:
+    """One bound list (starts / ends / steps) when known at conversion time, else None. A `*TensorList` entry may
+    hold several values (PIR's run-time IntArray): they are read flattened, in order."""
+    v = OpView(op)
+    names = v.inputs(slot)
+    if not names:
+        return [int(a) for a in (v.attr(attr) or [])]
+    values = []
+    for name in names:
+        known = ctx.constant_value(name) if ctx is not None else None
+        if known is None:
+            return None
+        values.extend(int(a) for a in np.asarray(known).reshape(-1))
+    return values
+
+
+def check_set_value(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if not v.inputs("ValueTensor") and set_value_constant(op) is None:
+        return "neither a ValueTensor nor constant values"
+    axes = v.attr_ints("axes")
+    steps = _bound_values(ctx, op, "StepsTensorList", "steps")
+    if steps is None:
+        return "steps computed at run time (their signs decide the bounds rule)"
+    if any(s == 0 for s in steps):
+        return f"steps {steps} contain 0"
+    for slot, attr in (("StartsTensorList", "starts"), ("EndsTensorList", "ends")):
+        known = _bound_values(ctx, op, slot, attr) if ctx is not None else None
+        if known is not None and len(known) != len(axes):
+            return f"{len(known)} {attr} for {len(axes)} axes"
+    if steps and len(steps) != len(axes):
+        return f"{len(steps)} steps for {len(axes)} axes"
+    return None
+
+
+class _SetValue:
+    """One set_value's conversion (see the section comment)."""
+
+    def __init__(self, ctx: ConversionContext, op):
+        self.ctx, self.op, self.v = ctx, op, OpView(op)
+        self.var = self.v.output("Out")
+        self.x = ctx.input(self.v.input("Input"))
+        self.rank = ctx.rank(self.x)
+        self.axes = [a % self.rank for a in self.v.attr_ints("axes")] if self.rank else []
+
+    def temp(self, purpose: str):
+        return self.ctx.temp(self.var, purpose)
+
+    def op_out(self, type, inputs, purpose: str):
+        out = self.temp(purpose)
+        self.ctx.add(type, inputs, [out])
+        return out
+
+    # -- the per-axis region ------------------------------------------------------------------------------------
+    def bound_operands(self, slot: str, attr: str):
+        """Per axis: an int (known) or a [1] INT64 operand (computed at run time)."""
+        known = _bound_values(self.ctx, self.op, slot, attr)
+        if known is not None:
+            return known
+        vector = self.ctx.ints_operand(self.op, attr, tensor_list=slot, precision=Precision.INT64)
+        return [self.op_out(T.SLICE, [vector, self.ctx.const_i32([0]), self.ctx.const_i64([k]),
+                                      self.ctx.const_i64([k + 1]), None], f"{attr}{k}")
+                for k in range(len(self.axes))]
+
+    def axis_region(self, k: int, axis: int, start, end, step: int):
+        """(in_region [dim] BOOL8, source index [dim] INT64) of one sliced axis: constants when the dim and
+        bounds are known, else computed."""
+        ctx = self.ctx
+        dim = ctx.dims(self.x)[axis]
+        if known_dim(dim) and isinstance(start, int) and isinstance(end, int):
+            try:
+                first, count = set_value_bounds(dim, start, end, step)
+            except ValueError as exc:
+                raise ctx.error(f"axis {axis}: {exc}") from None
+            position = np.arange(dim, dtype=np.int64)
+            offset = (position - first) * np.sign(step)
+            inside = (offset >= 0) & (offset % abs(step) == 0) & (offset // abs(step) < count)
+            source = np.clip(offset // abs(step), 0, max(count - 1, 0))
+            return ctx.const(inside, Precision.BOOL8), ctx.const_i64(source)
+        return self.computed_axis_region(k, axis, start, end, step)
+
+    def computed_axis_region(self, k: int, axis: int, start, end, step: int):
+        ctx = self.ctx
+        i64 = lambda value: ctx.const_i64([value])  # noqa: E731
+        dim = ctx.dims(self.x)[axis]
+        if known_dim(dim):
+            size = i64(dim)
+        else:
+            shape = self.op_out(T.SHAPE, [self.x, ctx.const_i32(int(Precision.INT64))], f"axis{k}/shape")
+            size = self.op_out(T.SLICE, [shape, ctx.const_i32([0]), i64(axis), i64(axis + 1), None],
+                               f"axis{k}/dim")
+        start = i64(start) if isinstance(start, int) else start
+        end = i64(end) if isinstance(end, int) else end
+        zero = i64(0)
+
+        def binary_op(type, a, b, purpose):
+            return binary(ctx, type, a, b, self.temp(f"axis{k}/{purpose}"))
+
+        def wrap_negative(value, below, purpose):  # value + dim where value < below
+            negative = self.op_out(T.LESS, [value, i64(below)], f"axis{k}/{purpose}_negative")
+            shifted = binary_op(T.ADD, value, size, f"{purpose}_shifted")
+            return self.op_out(T.WHERE, [negative, shifted, value], f"axis{k}/{purpose}_wrapped")
+
+        first = binary_op(T.MAX, wrap_negative(start, 0, "start"), zero, "start_floor")
+        if step > 0:
+            first = binary_op(T.MIN, first, size, "start")
+            last = binary_op(T.MAX, binary_op(T.MIN, wrap_negative(end, 0, "end"), size, "end_ceil"), zero, "end")
+            numerator = binary_op(T.ADD, binary_op(T.SUB, last, first, "span"), i64(step - 1), "span_up")
+        else:
+            first = binary_op(T.MIN, first, binary_op(T.SUB, size, i64(1), "last_index"), "start")
+            capped = binary_op(T.MIN, end, size, "end_ceil")
+            last = binary_op(T.MAX, wrap_negative(capped, -1, "end"), i64(-1), "end")
+            numerator = binary_op(T.ADD, binary_op(T.SUB, last, first, "span"), i64(step + 1), "span_up")
+        count = binary_op(T.MAX, binary_op(T.FLOOR_DIV, numerator, i64(step), "count_raw"), zero, "count")
+        position = self.op_out(T.RANGE, [ctx.const_i64(0), size, ctx.const_i64(1)], f"axis{k}/positions")
+        offset = binary_op(T.SUB, position, first, "offset")
+        quotient = binary_op(T.FLOOR_DIV, offset, i64(step), "quotient")
+        exact = self.op_out(T.EQUAL, [binary_op(T.MUL, quotient, i64(step), "stepped"), offset], f"axis{k}/exact")
+        after = self.op_out(T.GREATER_EQUAL, [quotient, zero], f"axis{k}/after_start")
+        before = self.op_out(T.LESS, [quotient, count], f"axis{k}/before_end")
+        inside = self.op_out(T.AND, [self.op_out(T.AND, [exact, after], f"axis{k}/on_step"), before],
+                             f"axis{k}/inside")
+        last_source = binary_op(T.MAX, binary_op(T.SUB, count, i64(1), "count_less_one"), zero, "last_source")
+        source = binary_op(T.MAX, binary_op(T.MIN, quotient, last_source, "source_ceil"), zero, "source")
+        return inside, source
+
+    def along(self, operand, axis: int, purpose: str):
+        """A [dim] operand reshaped to rank `rank` with its dims on `axis` (to broadcast against x)."""
+        shape = [1] * self.rank
+        shape[axis] = -1
+        if operand.is_constant:
+            return self.ctx.const(np.asarray(operand.value).reshape(shape), operand.type.precision)
+        return self.op_out(T.RESHAPE, [operand, self.ctx.const_i32(shape)], purpose)
+
+    # -- the value ----------------------------------------------------------------------------------------------
+    def value_operand(self, precision):
+        """The value in `precision`, laid out with one dim per input axis (1 or the region's extent)."""
+        ctx = self.ctx
+        names = self.v.inputs("ValueTensor")
+        if names:
+            value = ctx.cast(ctx.input(names[0]), precision, self.var, "value_cast")
+        else:
+            array = set_value_constant(self.op).astype(precision_dtype(precision))
+            if array.size == 1:
+                return ctx.const(array.reshape([1] * self.rank), precision)
+            value = ctx.const(array, precision)
+        layout = set_value_assign_layout(self.rank, self.v.attr_ints("decrease_axes"),
+                                         self.v.attr_ints("none_axes"))
+        dims = list(ctx.dims(value))
+        if len(dims) > len(layout):  # broadcasting drops leading 1s only
+            extra = len(dims) - len(layout)
+            if any(d != 1 for d in dims[:extra]):
+                raise ctx.error(f"the value's dims {dims} do not broadcast to the region's {len(layout)} dims")
+            value = self.op_out(T.SQUEEZE, [value, ctx.const_i32(list(range(extra)))], "value_rank")
+        elif len(dims) < len(layout):
+            value = self.op_out(T.UNSQUEEZE, [value, ctx.const_i32(list(range(len(layout) - len(dims))))],
+                                "value_rank")
+        nones = [p for p, axis in enumerate(layout) if axis is None]
+        if nones:
+            value = self.op_out(T.SQUEEZE, [value, ctx.const_i32(nones)], "value_none_axes")
+        kept = [axis for axis in layout if axis is not None]
+        dropped = [axis for axis in range(self.rank) if axis not in kept]
+        if dropped:
+            value = self.op_out(T.UNSQUEEZE, [value, ctx.const_i32(dropped)], "value_decreased_axes")
+        return value
+
+    def convert(self):
+        ctx = self.ctx
+        starts = self.bound_operands("StartsTensorList", "starts")
+        ends = self.bound_operands("EndsTensorList", "ends")
+        steps = _bound_values(ctx, self.op, "StepsTensorList", "steps") or [1] * len(self.axes)
+        x = self.x
+        if x.type.precision == Precision.BOOL8:  # WHERE selects numbers: a bool tensor goes through INT32
+            x = ctx.cast(x, Precision.INT32, self.var, "as_int")
+        value = self.value_operand(x.type.precision)
+        mask = None
+        for k, axis in enumerate(self.axes):
+            inside, source = self.axis_region(k, axis, starts[k], ends[k], steps[k])
+            inside = self.along(inside, axis, f"axis{k}/inside_along")
+            mask = inside if mask is None else self.op_out(T.AND, [mask, inside], f"axis{k}/region")
+            value_dim = ctx.dims(value)[axis]
+            if value_dim == 1:
+                continue  # broadcast along this axis: every position reads the one element
+            if not known_dim(value_dim):  # 1 (broadcast) or the region's extent: clamp to what it holds
+                shape = self.op_out(T.SHAPE, [value, ctx.const_i32(int(Precision.INT64))], f"axis{k}/value_shape")
+                extent = self.op_out(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i64([axis]),
+                                               ctx.const_i64([axis + 1]), None], f"axis{k}/value_dim")
+                last = binary(ctx, T.SUB, extent, ctx.const_i64([1]), self.temp(f"axis{k}/value_last"))
+                source = binary(ctx, T.MIN, source, last, self.temp(f"axis{k}/source_clamped"))
+            value = self.op_out(T.GATHER, [value, source, ctx.const_i32(axis)], f"axis{k}/placed")
+        if mask is None:
+            mask = ctx.const(np.ones([1] * self.rank, bool), Precision.BOOL8)
+        if x is self.x:
+            ctx.add(T.WHERE, [mask, value, x], [ctx.output(self.var)])
+        else:
+            cast_to(ctx, self.op_out(T.WHERE, [mask, value, x], "as_int_assigned"), Precision.BOOL8,
+                    ctx.output(self.var))
+
+
+@converter("set_value", emits=[T.WHERE, T.GATHER, T.AND, T.RESHAPE, T.SQUEEZE, T.UNSQUEEZE, T.CAST, T.SHAPE,
+                                T.SLICE, T.CONCAT, T.RANGE, T.ADD, T.SUB, T.MUL, T.FLOOR_DIV, T.MIN, T.MAX,
+                                T.LESS, T.EQUAL, T.GREATER_EQUAL], check=check_set_value)
+def convert_set_value(ctx: ConversionContext, op):
+    """x with `x[region] = value` (see the section comment above)."""
+    _SetValue(ctx, op).convert()

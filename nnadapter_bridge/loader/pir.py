@@ -498,7 +498,13 @@ class _Translator:
         for name in stack.input("X"):
             reshape = self._producer_op.get(name)
             if reshape is None or reshape.type != "reshape2" or list(reshape.attrs.get("shape", [None])) != []:
-                return None
+                # a bound written as a Python int next to a tensor one (x[:, i:i + 2, ::2] = v) is a 0-d full
+                var = self._visible_var(block, name)
+                if name not in self.const_by_name or var is None or var.data_type not in _INDEX_DTYPES \
+                        or math.prod(var.shape) != 1:
+                    return None
+                names.append(name)
+                continue
             chain.append(reshape)
             src = reshape.input("X")[0]
             cast = self._producer_op.get(src)
@@ -1180,7 +1186,20 @@ _IMPLIED_ATTRS = {"tril": {"lower": (True, _A.BOOLEAN)}, "triu": {"lower": (Fals
 # Legacy types a fixup turns into another legacy type.
 _RENAMED_BY_FIXUP = {"split_with_num": "split"}
 
+def _fix_set_value(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    """pd_op.set_value(_with_tensor): starts / ends / steps computed as one run-time int tensor (not a stack of
+    scalars) reach the legacy op as that tensor in its `*TensorList` slot, which the kernels read flattened."""
+    for attr, slot in (("starts", "StartsTensorList"), ("ends", "EndsTensorList"), ("steps", "StepsTensorList")):
+        ref = attrs.get(attr)
+        if isinstance(ref, VarRef):
+            inputs[slot] = [ref.name]
+            del attrs[attr]
+            types.pop(attr, None)
+    return None
+
+
 _FIXUPS = {
+    "set_value": _fix_set_value,
     "split_with_num": _fix_split_with_num,
     "elementwise_add": _fix_elementwise_add,
     "cast": _fix_cast,

@@ -598,6 +598,16 @@ def _api_cases() -> dict[str, Callable[[], None]]:
         paddle.nonzero(t), paddle.unique(i), paddle.index_sample(t, x(4, 1, dtype="int64", name="k2"))
         paddle.repeat_interleave(t, x(2, dtype="int64", name="r"), axis=1)  # pd_op.repeat_interleave_with_tensor_index
 
+    def slice_assignment():
+        # what `t[...] = v` writes in a to_static'ed layer: pd_op.set_value_ (constant `values` attribute) and
+        # pd_op.set_value_with_tensor_ (a tensor value), plus the out-of-place forms _C_ops offers
+        from paddle import _C_ops
+        t = x(2, 3)
+        t[:, 1] = 0.5
+        t[0:1] = x(1, 3, name="v")
+        _C_ops.set_value(x(2, 3, name="a"), [0], [1], [1], [0], [], [], [1], [2.0])
+        _C_ops.set_value_with_tensor(x(2, 3, name="b"), x(1, 3, name="w"), [0], [1], [1], [0], [], [])
+
     def matmuls():
         a, b = x(2, 2, 3, name="a"), x(2, 3, 2, name="b")
         paddle.matmul(a, b), paddle.bmm(a, b), paddle.einsum("bij,bjk->bik", a, b)

@@ -1,5 +1,5 @@
 """Indexing ops with data-dependent shapes or scattered writes: gather_nd, scatter, scatter_nd_add,
-where_index, masked_select, unique, take_along_axis, index_sample, set_value.
+where_index, masked_select, unique, take_along_axis, index_sample (set_value: k_index_update).
 """
 from __future__ import annotations
 
@@ -92,53 +92,3 @@ def take_along_axis(io: OpScope) -> None:
 def index_sample(io: OpScope) -> None:
     x, index = io.input("X"), io.input("Index")
     io.set_output("Out", np.take_along_axis(x, index.astype(np.int64), axis=1))
-
-
-def _bounds(io: OpScope, slot: str, attr: str) -> list[int]:
-    if io.has_input(slot):
-        return [int(np.asarray(t).reshape(-1)[0]) for t in io.inputs(slot)]
-    return [int(v) for v in io.attr(attr, [])]
-
-
-def _scalar_values(io: OpScope):
-    """Constant values of set_value: `values` (Paddle >= 2.6) or the older per-dtype `*_values` attrs."""
-    values = io.attr("values")
-    if isinstance(values, list) and values:
-        return values
-    for name in ("fp32_values", "int32_values", "int64_values", "bool_values", "fp64_values", "fp16_values"):
-        found = io.attr(name)
-        if found:
-            return found
-    return None
-
-
-@host_kernel("set_value")
-def set_value(io: OpScope) -> None:
-    x = io.input("Input")
-    axes = [int(a) for a in io.attr("axes", [])]
-    starts = _bounds(io, "StartsTensorList", "starts")
-    ends = _bounds(io, "EndsTensorList", "ends")
-    steps = _bounds(io, "StepsTensorList", "steps") or [1] * len(axes)
-    index = [slice(None)] * x.ndim
-    for axis, start, end, step in zip(axes, starts, ends, steps):
-        index[axis] = slice(start, end, step)
-    out = x.copy()
-    region = out[tuple(index)]
-    if io.has_input("ValueTensor"):
-        value = io.input("ValueTensor")
-    else:
-        scalars = _scalar_values(io)
-        if scalars is None:
-            raise io.error("neither ValueTensor nor constant values are given")
-        shape = [int(d) for d in io.attr("shape", [])] or [len(scalars)]
-        value = np.asarray(scalars).reshape(shape)
-    # The value is shaped like the region without its decreased (integer-indexed) axes.
-    decrease = {int(a) % x.ndim for a in io.attr("decrease_axes", [])}
-    target = [d for k, d in enumerate(region.shape) if k not in decrease]
-    value = np.asarray(value, dtype=x.dtype)
-    while value.ndim > len(target) and value.shape[0] == 1:
-        value = value.reshape(value.shape[1:])
-    value = np.squeeze(value, axis=tuple(k for k in range(value.ndim) if value.shape[k] == 1 and
-                                         value.ndim > len(target))) if value.ndim > len(target) else value
-    out[tuple(index)] = np.broadcast_to(value, target).reshape(region.shape)
-    io.set_output("Out", out)

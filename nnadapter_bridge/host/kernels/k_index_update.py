@@ -1,5 +1,6 @@
-"""Scatter-style updates and index/sequence generators with no NNAdapter operation: index_add, index_put,
-masked_fill, put_along_axis, tril_indices, triu_indices, logspace and label_smooth.
+"""Scatter-style updates and index/sequence generators with no NNAdapter operation: set_value (slice
+assignment), index_add, index_put, masked_fill, put_along_axis, tril_indices, triu_indices, logspace and
+label_smooth.
 
 Updates keep the input dtype and write into a copy (never into the input array); repeated indices
 accumulate for the summing forms and the last write wins for assignment, as Paddle 3.3.1's CPU kernels do
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from converters.conv_tensor_index import set_value_assign_layout, set_value_bounds, set_value_constant
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
 
 
@@ -21,6 +23,56 @@ def check_range(io: OpScope, index: np.ndarray, size: int, what: str) -> np.ndar
     if index.size and (index.min() < -size or index.max() >= size):
         raise io.error(f"{what} holds a value outside [-{size}, {size}) (got {index.min()}..{index.max()})")
     return np.where(index < 0, index + size, index)
+
+
+def _set_value_bounds(io: OpScope, slot: str, attr: str) -> list[int]:
+    """starts / ends / steps: the `*TensorList` tensors read flattened in order (one value each in a legacy
+    program, a whole run-time IntArray in one tensor from PIR), else the attribute."""
+    if io.has_input(slot):
+        return [int(v) for t in io.inputs(slot) for v in np.asarray(t).reshape(-1)]
+    return [int(v) for v in io.attr(attr, [])]
+
+
+@host_kernel("set_value")
+def set_value(io: OpScope) -> None:
+    """x[region] = value, Paddle 3.3.1's SetValueImpl: the region's bounds normalized by its slice rule (see
+    converters.conv_tensor_index.set_value_bounds), the value broadcast to the region's dims without the
+    `decrease_axes` and with the `none_axes`, in x's dtype."""
+    x = io.input("Input")
+    axes = [int(a) % x.ndim for a in io.attr("axes", [])] if x.ndim else []
+    starts = _set_value_bounds(io, "StartsTensorList", "starts")
+    ends = _set_value_bounds(io, "EndsTensorList", "ends")
+    steps = _set_value_bounds(io, "StepsTensorList", "steps") or [1] * len(axes)
+    if not len(starts) == len(ends) == len(steps) == len(axes):
+        raise io.error(f"{len(starts)} starts, {len(ends)} ends and {len(steps)} steps for {len(axes)} axes {axes}")
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        try:
+            first, count = set_value_bounds(x.shape[axis], start, end, step)
+        except ValueError as exc:
+            raise io.error(f"axis {axis}: {exc}") from None
+        stop = first + count * step
+        index[axis] = slice(first, stop if stop >= 0 else None, step)
+    if io.has_input("ValueTensor"):
+        value = io.input("ValueTensor")
+    else:
+        value = set_value_constant(io.op)
+        if value is None:
+            raise io.error("neither a ValueTensor nor constant values are given")
+    out = x.copy()
+    region_shape = out[tuple(index)].shape
+    layout = set_value_assign_layout(x.ndim, io.attr("decrease_axes", []), io.attr("none_axes", []))
+    target = [1 if axis is None else region_shape[axis] for axis in layout]
+    value = np.asarray(value).astype(x.dtype, copy=False)
+    while value.ndim > len(target) and value.shape[0] == 1:  # leading 1s broadcast away
+        value = value.reshape(value.shape[1:])
+    try:
+        placed = np.broadcast_to(value, target)
+    except ValueError:
+        raise io.error(f"the value's dims {list(np.shape(value))} do not broadcast to the region's dims "
+                       f"{target}") from None
+    out[tuple(index)] = placed.reshape(region_shape)
+    io.set_output("Out", out)
 
 
 @host_kernel("index_add")

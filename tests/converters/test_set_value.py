@@ -1,0 +1,199 @@
+"""Slice assignment (`x[...] = v`: Paddle's set_value, PIR's pd_op.set_value_ / set_value_with_tensor_) in every
+form Paddle's front end writes, against Paddle Inference on each device, in PIR programs (`paddle.jit.save` of a
+layer, as users export) and in legacy ProgramDescs (`save_inference_model` with PIR off).
+
+Forms: a constant on a decreased axis (`x[:, 1] = 0.5`), a tensor through an ellipsis, an advanced index
+(`x[i] = t`: index_put, then set_value over the whole tensor), a start computed at run time with a step, negative
+indices and steps (`[:, -1, 1:4:2]`, `[1:, ::-1]`), none axes (`x[None, 0, :, -2]`), broadcasting values, int32 /
+int64 / bool tensors, a float constant into an int tensor, an empty region, and Swin's attention-mask pattern on a
+tensor whose dims are known only at run time (`zeros([1, H, W, 1])[:, 0:-2, -2:, :] = 1`).
+
+The programs are built once per paddle version in a subprocess (PIR on for jit.save, off for the legacy
+exporter) and cached under the fixture root (tests/support/fixture_cache.build_once).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from support.fixture_cache import build_once
+from support.converter_harness import paddle_inference_run
+from support.model_zoo_fixtures import fixture_root
+from support.tolerances import assert_model_close
+
+DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
+BUILD_ID = "set-value-forms-v1"
+
+# The body both exporters run: `x` [2, 3, 4] f32, `t` [2, 3, 2] f32, `i` [1] i64, `xi` [2, 3] i32, `xl` [2, 4] i64,
+# `xd` [-1, 3, -1] f32; each statement block is one output. (PIR's jit.save needs every feed used.)
+FORMS = '''
+y = x * 1.0
+y[:, 1] = 0.5
+y[..., 0:2] = t
+outs.append(y)
+z = x * 2.0
+z[i] = t[0, :, 0:1]  # PIR only: paddle 3.3.1's legacy static setitem fails on a tensor index
+outs.append(z)
+w = x * 3.0
+w[:, i:i + 2, ::2] = 7
+outs.append(w)
+v = x * 4.0
+v[:, -1, 1:4:2] = t[:, 0, :]
+outs.append(v)
+u = x * 5.0
+u[None, 0, :, -2] = 1.5
+outs.append(u)
+k = xi * 2
+k[1:, ::-1] = 3
+outs.append(k)
+b = x * 6.0
+b[:, :, 1] = t[:, 0:1, 0]
+outs.append(b)
+l = xl + 1
+l[0, 1:3] = xl[1, 2:4]
+l[:, -1] = 9
+outs.append(l)
+f = xi + 0
+f[:, 0] = 2.7
+outs.append(f)
+e = x * 7.0
+e[:, 3:3] = 9.0
+e[1, ::-2, 0] = -1.0
+outs.append(e)
+m = paddle.zeros([1, paddle.shape(xd)[2], paddle.shape(xd)[2], 1])
+m[:, 0:-2, -2:, :] = 1.0
+m[:, -2:, 0:-2, :] = 2.0
+outs.append(m)
+d = xd * 1.0
+d[:, :, -1] = 0.0
+d[:, 1:, 0:2] = xd[:, 0:2, 0:2] * 3.0
+outs.append(d)
+bm = x > 0
+bm[:, 0] = True
+outs.append(bm.astype("int32"))
+'''
+
+SPECS = [("x", [2, 3, 4], "float32"), ("t", [2, 3, 2], "float32"), ("i", [1], "int64"), ("xi", [2, 3], "int32"),
+         ("xl", [2, 4], "int64"), ("xd", [-1, 3, -1], "float32")]
+
+PIR_BUILD = f'''
+import sys, paddle
+class Forms(paddle.nn.Layer):
+    def forward(self, x, t, i, xi, xl, xd):
+        outs = []
+{"".join("        " + line + chr(10) for line in FORMS.strip().splitlines())}
+        return outs
+specs = [paddle.static.InputSpec(shape, dtype, name) for name, shape, dtype in {SPECS!r}]
+paddle.jit.save(paddle.jit.to_static(Forms(), input_spec=specs, full_graph=True), sys.argv[1])
+'''
+
+# Legacy static mode refuses `x[...] = v`: the same statements as `x = paddle.static.setitem(x, index, v)`.
+_LEGACY_FORMS = re.sub(r"^(\w+)\[(.*)\] = (.*)$", r"\1 = paddle.static.setitem(\1, INDEX[\2], \3)",
+                       re.sub(r"^.*# PIR only.*\n", "", FORMS.strip() + "\n", flags=re.M), flags=re.M)
+
+LEGACY_BUILD = f'''
+import sys, paddle
+paddle.enable_static()
+class Index:
+    def __getitem__(self, index):
+        return index
+INDEX = Index()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    feeds = [paddle.static.data(name, shape, dtype) for name, shape, dtype in {SPECS!r}]
+    x, t, i, xi, xl, xd = feeds
+    outs = []
+{"".join("    " + line + chr(10) for line in _LEGACY_FORMS.splitlines())}
+exe = paddle.static.Executor(paddle.CPUPlace())
+exe.run(startup)
+paddle.static.save_inference_model(sys.argv[1], feeds, outs, exe, program=main)
+'''
+
+
+def _build(script: str, pir: bool):
+    def build(staging: str) -> str:
+        env = dict(os.environ, FLAGS_enable_pir_api="1" if pir else "0", GLOG_minloglevel="3")
+        source = os.path.join(staging, "build_forms.py")  # to_static reads the layer's source from a file
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(script)
+        proc = subprocess.run([sys.executable, source, os.path.join(staging, "forms")], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return BUILD_ID + "\n"
+    return build
+
+
+@pytest.fixture(scope="module")
+def programs() -> dict:
+    pytest.importorskip("paddle")
+    root = fixture_root()
+    pir_dir = build_once(root, f"{BUILD_ID}-pir", _build(PIR_BUILD, True))
+    legacy_dir = build_once(root, f"{BUILD_ID}-legacy", _build(LEGACY_BUILD, False))
+    return {"pir": os.path.join(pir_dir, "forms.json"), "legacy": os.path.join(legacy_dir, "forms.pdmodel")}
+
+
+def _feeds(xd_shape=(2, 3, 5)) -> dict:
+    rng = np.random.default_rng(5)
+    return {"x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+            "t": rng.standard_normal((2, 3, 2)).astype(np.float32),
+            "i": np.array([1], np.int64),
+            "xi": rng.integers(-9, 10, (2, 3)).astype(np.int32),
+            "xl": rng.integers(-9, 10, (2, 4)).astype(np.int64),
+            "xd": rng.standard_normal(xd_shape).astype(np.float32)}
+
+
+def _params(model: str):
+    params = model[: model.rindex(".")] + ".pdiparams"
+    return params if os.path.exists(params) else None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["pir", "legacy"])
+def test_slice_assignment_matches_paddle_inference(programs, form, device):
+    model = programs[form]
+    config = nb.Config()
+    config.set_model_file(model)
+    if _params(model):
+        config.set_param_file(_params(model))
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    set_values = [p for p in predictor.placements(per_device=False) if p.op.type == "set_value"]
+    assert len(set_values) >= 14, [p.op.type for p in predictor.placements(per_device=False)]
+    on_host = [f"{p.op.label()}: {p.reason}" for p in set_values if p.device is None]
+    assert not on_host, "set_value ops left on the host:\n" + "\n".join(on_host)
+    # the same predictor follows the run-time dims of `xd` (Swin's mask size, a dynamic decreased axis)
+    for xd_shape in ((2, 3, 5), (1, 3, 3)):
+        feeds = _feeds(xd_shape)
+        want = paddle_inference_run(model, _params(model), feeds)
+        for name in predictor.get_input_names():
+            predictor.get_input_by_name(name).from_numpy(feeds[name])
+        predictor.run()
+        assert len(predictor.get_output_names()) == len(want)
+        for k, expected in enumerate(want):
+            got = predictor.get_output(k).numpy()
+            assert got.dtype == expected.dtype, f"output {k}: {got.dtype} vs Paddle's {expected.dtype}"
+            assert_model_close(got, expected, what=f"{form} on {device}, xd {xd_shape}, output {k}")
+
+
+def test_the_programs_hold_the_forms_under_test(programs):
+    """The PIR export has both in-place PIR forms, constant and run-time bounds; the legacy one set_value ops
+    with and without a ValueTensor and a run-time StartsTensorList."""
+    import json
+
+    from nnadapter_bridge.loader import load_model
+
+    with open(programs["pir"], encoding="utf-8") as f:
+        names = json.dumps(json.load(f))
+    assert '"1.set_value_"' in names and '"1.set_value_with_tensor_"' in names and '"1.index_put"' in names
+    for form in ("pir", "legacy"):
+        graph = load_model(programs[form], _params(programs[form]))
+        ops = [op for op in graph.ops() if op.type == "set_value"]
+        assert any(op.input("ValueTensor") for op in ops) and any(not op.input("ValueTensor") for op in ops)
+        assert any(op.input("StartsTensorList") for op in ops), form
+        assert any(op.attr("none_axes") for op in ops) and any(op.attr("decrease_axes") for op in ops)
