@@ -4,9 +4,8 @@ An implementation takes the GraphBuilder and the Operation and returns one real-
 for an absent optional output) per operation output; the builder handles quantized storage. Attributes are read by the signature's
 slot names (`hal.common.unpack`). An implementation raises `Unsupported` for every attribute
 combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels are the
-reference), so validate_program answers False for it. NON_MAX_SUPPRESSION has no implementation:
-MulticlassNms-9 keeps scores equal to score_threshold (Paddle keeps only greater ones), orders keep_top_k
-ties across classes differently, and cannot list the second (LoD) form's survivors by box index.
+reference), so validate_program answers False for it. NON_MAX_SUPPRESSION lives in nms.py (MulticlassNms
+with the attribute mapping that gives Paddle's answer), registered by the import at the end.
 """
 from __future__ import annotations
 
@@ -509,11 +508,11 @@ def layer_normalization(b, op):
     rank = _rank(op)
     axis = normalize_axis(args.int("begin_norm_axis"), rank)
     tail = op.inputs[0].type.dims[axis:]
-    if not all(_known(d) for d in tail):
-        raise Unsupported("LAYER_NORMALIZATION over axes of unknown size")
+    # scale and bias take the normalized dims: as declared, or as the input has them at run time
+    tail_shape = i64(tail) if all(_known(d) for d in tail) else _dims_of(x, list(range(axis, rank)))
     normalized = opset.mvn(x, i64(list(range(axis, rank))), True, _epsilon(args), "inside_sqrt")
-    scale = opset.reshape(b.value(op.inputs[1]), i64(tail), False)
-    bias = opset.reshape(b.value(op.inputs[2]), i64(tail), False)
+    scale = opset.reshape(b.value(op.inputs[1]), tail_shape, False)
+    bias = opset.reshape(b.value(op.inputs[2]), tail_shape, False)
     return [_out(opset.add(opset.multiply(normalized, scale), bias))]
 
 
@@ -796,9 +795,13 @@ def expand(b, op):
     args = unpack(op)
     x = b.value(op.inputs[0])
     shape = args.value("shape")
-    if shape is None:
-        raise Unsupported("EXPAND with a shape computed at run time (-1 needs the input's dims)")
     # -1 keeps the input dim: as 1 in a bidirectional broadcast it yields the input's dim.
+    if shape is None:  # computed at run time: its -1s become 1 there
+        if op.inputs[1].type.dims in ((0,), ()):
+            raise Unsupported("EXPAND to a 0-d shape computed at run time")
+        given = b.index_tensor(op, 1)
+        target = _out(opset.select(opset.equal(given, i64([-1])), i64([1]), given))
+        return [_out(opset.broadcast(x, target, None, "BIDIRECTIONAL"))]
     target = [1 if int(s) == -1 else int(s) for s in np.asarray(shape).reshape(-1)]
     if not target:  # a 0-d result (of a 0-d input): OpenVINO's Broadcast to an empty shape crashes the process
         return [_out(opset.reshape(x, i64([]), False))]
@@ -1037,3 +1040,7 @@ def deformable_conv_2d(b, op):
                                         mask, "explicit", group, deformable_group, True)
     out = _add_channel_bias(b, args, _out(node))
     return [fuse(args, out)]
+
+
+# NON_MAX_SUPPRESSION registers itself into OPERATIONS (it needs the table defined above).
+from hal.intel_openvino import nms as _nms  # noqa: E402,F401

@@ -1,6 +1,7 @@
-"""Detection ops without an NNAdapter operation: box_coder, matrix_nms, generate_proposals_v2,
-density_prior_box. (prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run
-through their converters.)
+"""Detection ops without an NNAdapter operation: box_coder, matrix_nms, the fluid multiclass_nms (its
+[[-1]] empty form and LoD output have no operand form), generate_proposals_v2, density_prior_box.
+(prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run through their
+converters; the NMS box arithmetic is shared with NON_MAX_SUPPRESSION's reference.)
 
 Box arithmetic is vectorized over all boxes; the greedy parts (NMS keeps a box only after comparing it
 with every box kept before it) loop over kept candidates. `normalized`/`pixel_offset` choose Paddle's
@@ -13,6 +14,12 @@ import math
 import numpy as np
 
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.nnadapter.operations.detection import (
+    NmsAttributes,
+    candidates_by_score,
+    multiclass_nms,
+    overlap_matrix,
+)
 
 # generate_proposals clamps log-space width/height deltas here (Paddle's kBBoxClipDefault).
 BBOX_CLIP = math.log(1000.0 / 16.0)
@@ -83,36 +90,39 @@ def box_coder(io: OpScope) -> None:
 
 
 # -- matrix_nms -----------------------------------------------------------------------------------------------
-def _matrix_nms_class(boxes, scores, io: OpScope):
-    """Decayed scores and box indices of one class of one image, highest first (Matrix NMS, SOLOv2)."""
-    threshold = float(io.attr("score_threshold", 0.0))
-    top_k = int(io.attr("nms_top_k", -1))
-    candidates = np.flatnonzero(scores > threshold)
-    if candidates.size == 0:
-        return np.zeros(0), np.zeros(0, np.int64)
-    order = candidates[np.argsort(-scores[candidates], kind="stable")]
-    if top_k > -1:
-        order = order[:top_k]
-    iou = np.triu(iou_matrix(boxes[order], boxes[order], bool(io.attr("normalized", True))), k=1)
-    # iou[j, i] (j < i): overlap of box i with the higher-scored box j; compensation uses box j's own
-    # largest overlap with anything above it.
-    max_iou = iou.max(axis=0)
+def _matrix_nms_class(boxes: np.ndarray, scores: np.ndarray, io: OpScope):
+    """Decayed scores and box indices of one class of one image, highest first (Matrix NMS, SOLOv2), in
+    Paddle's float32 arithmetic (the linear decay's quotient in double, as Paddle's `1.` literal makes it).
+
+    Equal scores keep their box order (a stable sort); Paddle uses std::partial_sort, whose order among equal
+    scores is its heap's, so tied candidates may come out in another order than Paddle's.
+    """
+    order = candidates_by_score(scores, float(io.attr("score_threshold", 0.0)), int(io.attr("nms_top_k", -1)))
+    if order.size == 0:
+        return np.zeros(0, np.float32), np.zeros(0, np.int64)
+    # iou[j, i] (j < i): overlap of box i with the higher-scored box j; the rest is never read.
+    iou = np.triu(overlap_matrix(boxes[order], bool(io.attr("normalized", True))), k=1)
+    above = np.triu(np.ones(iou.shape, bool), k=1)
+    # Compensation uses box j's own largest overlap with anything above it; Paddle's std::max skips NaN.
+    max_iou = np.fmax.reduce(np.where(above, iou, np.float32(0)), axis=0)
     if io.attr("use_gaussian", False):
-        sigma = float(io.attr("gaussian_sigma", 2.0))
-        decay = np.exp((max_iou[:, None] ** 2 - iou ** 2) * sigma)
+        sigma = np.float32(io.attr("gaussian_sigma", 2.0))
+        decay = np.exp((max_iou[:, None] * max_iou[:, None] - iou * iou) * sigma)
     else:
-        decay = (1.0 - iou) / (1.0 - max_iou[:, None])
-    decay = np.where(np.triu(np.ones_like(iou, bool), k=1), decay, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # max_iou 1: inf or NaN, never the minimum
+            decay = ((1.0 - iou.astype(np.float64)) / (1.0 - max_iou[:, None].astype(np.float64))).astype(np.float32)
+    # Paddle: min_decay starts at 1 and std::min(min_decay, decay) keeps min_decay when decay is NaN.
+    decay = np.where(above & ~np.isnan(decay), decay, np.float32(1))
     decayed = scores[order] * decay.min(axis=0)
-    keep = decayed > float(io.attr("post_threshold", 0.0))
+    keep = decayed > np.float32(io.attr("post_threshold", 0.0))
     return decayed[keep], order[keep]
 
 
 @host_kernel("matrix_nms")
 def matrix_nms(io: OpScope) -> None:
-    boxes_all = io.input("BBoxes").astype(np.float64)
-    scores_all = io.input("Scores").astype(np.float64)
     dtype = io.input("BBoxes").dtype
+    boxes_all = np.ascontiguousarray(io.input("BBoxes"), dtype=np.float32)
+    scores_all = np.ascontiguousarray(io.input("Scores"), dtype=np.float32)
     background = int(io.attr("background_label", 0))
     keep_top_k = int(io.attr("keep_top_k", -1))
     batch, classes, count = scores_all.shape
@@ -123,11 +133,11 @@ def matrix_nms(io: OpScope) -> None:
             if c == background:
                 continue
             decayed, idx = _matrix_nms_class(boxes_all[n], scores_all[n, c], io)
-            labels.append(np.full(idx.size, c, np.float64))
+            labels.append(np.full(idx.size, c, np.float32))
             scores.append(decayed)
             boxes_idx.append(idx)
-        labels = np.concatenate(labels) if labels else np.zeros(0)
-        scores = np.concatenate(scores) if scores else np.zeros(0)
+        labels = np.concatenate(labels) if labels else np.zeros(0, np.float32)
+        scores = np.concatenate(scores) if scores else np.zeros(0, np.float32)
         boxes_idx = np.concatenate(boxes_idx).astype(np.int64) if boxes_idx else np.zeros(0, np.int64)
         order = np.argsort(-scores, kind="stable")
         if keep_top_k > -1:
@@ -139,6 +149,26 @@ def matrix_nms(io: OpScope) -> None:
     io.set_output("Out", np.concatenate(rows).astype(dtype).reshape(-1, 6))
     io.set_output("Index", np.concatenate(indices).astype(np.int32).reshape(-1, 1))
     io.set_output("RoisNum", np.asarray(per_image, np.int32))
+
+
+# -- multiclass_nms (the fluid form) --------------------------------------------------------------------------
+@host_kernel("multiclass_nms")
+def multiclass_nms_fluid(io: OpScope) -> None:
+    """The fluid op multiclass_nms: Out only, whose batch split lives in its LoD. Paddle writes a single
+    [[-1]] when no image keeps a box. Scores [M, C] (the form whose images a LoD on BBoxes separates) are
+    taken as one image: a LoD is not carried between host ops."""
+    bboxes = io.input("BBoxes")
+    if bboxes.shape[-1] != 4:
+        raise io.error(f"boxes with {bboxes.shape[-1]} coordinates (polygons) are not supported; 4 are")
+    attrs = NmsAttributes(background_label=int(io.attr("background_label", 0)),
+                          score_threshold=float(io.attr("score_threshold", 0.0)),
+                          nms_top_k=int(io.attr("nms_top_k", -1)), nms_threshold=float(io.attr("nms_threshold", 0.3)),
+                          nms_eta=float(io.attr("nms_eta", 1.0)), keep_top_k=int(io.attr("keep_top_k", -1)),
+                          normalized=bool(io.attr("normalized", True)))
+    out, _, _ = multiclass_nms(bboxes, io.input("Scores"), None, attrs)
+    if out.shape[0] == 0:
+        out = np.full((1, 1), -1, np.float32)
+    io.set_output("Out", out.astype(bboxes.dtype))
 
 
 # -- generate_proposals_v2 ------------------------------------------------------------------------------------

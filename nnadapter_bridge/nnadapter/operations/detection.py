@@ -227,6 +227,21 @@ def overlaps_with(box: np.ndarray, area: np.float32, boxes: np.ndarray, areas: n
     return iou
 
 
+def overlap_matrix(boxes: np.ndarray, normalized: bool) -> np.ndarray:
+    """Paddle's JaccardOverlap of every pair of the [K, 4] float32 boxes, [K, K] float32 (NaN for a zero
+    union, as Paddle computes it)."""
+    areas = box_areas(boxes, normalized)
+    a, b = boxes[:, None, :], boxes[None, :, :]
+    apart = (b[..., 0] > a[..., 2]) | (b[..., 2] < a[..., 0]) | (b[..., 1] > a[..., 3]) | (b[..., 3] < a[..., 1])
+    pixel = np.float32(0 if normalized else 1)
+    inter = ((np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]) + pixel) *
+             (np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]) + pixel))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou = inter / (areas[:, None] + areas[None, :] - inter)
+    iou[apart] = 0
+    return iou
+
+
 def candidates_by_score(scores: np.ndarray, threshold: float, top_k: int) -> np.ndarray:
     """Indices of the scores above `threshold`, highest first, equal scores in index order (Paddle's
     std::stable_sort), at most `top_k` of them when top_k > -1."""

@@ -1,0 +1,248 @@
+"""Detection post-processing against Paddle Inference on every device: multiclass_nms3 (legacy OpDesc and
+PIR programs, both input forms), the fluid multiclass_nms and matrix_nms, on inputs made to hit the hard
+parts: clustered boxes that overlap heavily, coordinates on a coarse grid (overlaps that land on the
+threshold, identical boxes), scores on a coarse grid (ties within and across classes), several classes,
+batch 2, a background label, adaptive NMS (nms_eta < 1), pixel boxes (normalized False), nothing above the
+threshold. Integer outputs (Index, the per-image counts) must be equal, boxes and scores within the op
+tolerance.
+
+Placement is asserted too: intel_openvino runs multiclass_nms3 on the device unless its validate_program
+declined the attribute combination (adaptive NMS above 0.5, the LoD input form), where the op falls to the
+host with that reason.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from support.converter_harness import opdesc_program, paddle_inference_run, pir_program
+from support.tolerances import assert_op_close
+
+DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
+RNG = np.random.default_rng(2424)
+
+
+def clustered_boxes(shape, extent: float, grid: float) -> np.ndarray:
+    """Boxes [*shape, 4] around 4 cluster centres, coordinates rounded to `grid` (equal and on-threshold
+    overlaps happen), all upright."""
+    centres = RNG.uniform(0.2, 0.8, (4, 2)) * extent
+    pick = RNG.integers(0, 4, shape)
+    cx = centres[pick, 0] + RNG.normal(0, extent * 0.03, shape)
+    cy = centres[pick, 1] + RNG.normal(0, extent * 0.03, shape)
+    w, h = RNG.uniform(0.1, 0.3, shape) * extent, RNG.uniform(0.1, 0.3, shape) * extent
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1)
+    return (np.round(boxes / grid) * grid).astype(np.float32)
+
+
+def tied_scores(shape, steps: int = 20) -> np.ndarray:
+    return (np.round(RNG.uniform(0, 1, shape) * steps) / steps).astype(np.float32)
+
+
+def run_on(saved, device: str):
+    """(outputs in fetch order, the predictor) of `saved` on `device`, RuntimeWarnings as errors."""
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    if saved.params_path:
+        config.set_param_file(saved.params_path)
+    config.set_nnadapter_device_names([device])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        predictor = nb.create_predictor(config)
+        for name in predictor.get_input_names():
+            predictor.get_input_by_name(name).from_numpy(np.asarray(saved.feeds[name]))
+        predictor.run()
+    outputs = [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))]
+    return outputs, predictor
+
+
+def assert_detections_equal(got, want, names):
+    assert len(got) == len(want)
+    for name, g, w in zip(names, got, want):
+        if np.issubdtype(np.asarray(w).dtype, np.integer):
+            np.testing.assert_array_equal(np.asarray(g).reshape(np.shape(w)), w, err_msg=name)
+        else:
+            assert_op_close(g, w, what=name)
+
+
+def host_types(predictor) -> list:
+    return sorted(op.type for op in predictor.host_ops)
+
+
+# -- multiclass_nms3, legacy programs ------------------------------------------------------------------------
+
+NMS3_CASES = {
+    "plain": dict(background_label=-1, score_threshold=0.05, nms_top_k=-1, nms_threshold=0.5, nms_eta=1.0,
+                  keep_top_k=-1, normalized=True),
+    "background_topk_keep": dict(background_label=0, score_threshold=0.2, nms_top_k=12, nms_threshold=0.6,
+                                 nms_eta=1.0, keep_top_k=15, normalized=True),
+    "pixel_boxes": dict(background_label=1, score_threshold=0.1, nms_top_k=-1, nms_threshold=0.45, nms_eta=1.0,
+                        keep_top_k=20, normalized=False),
+    "threshold_zero": dict(background_label=-1, score_threshold=0.0, nms_top_k=8, nms_threshold=0.0,
+                           nms_eta=1.0, keep_top_k=-1, normalized=False),
+    "eta_under_half": dict(background_label=-1, score_threshold=0.1, nms_top_k=-1, nms_threshold=0.4,
+                           nms_eta=0.8, keep_top_k=10, normalized=True),
+    "eta_adaptive": dict(background_label=-1, score_threshold=0.05, nms_top_k=-1, nms_threshold=0.9,
+                         nms_eta=0.7, keep_top_k=-1, normalized=True),
+    "empty": dict(background_label=-1, score_threshold=0.99, nms_top_k=-1, nms_threshold=0.5, nms_eta=1.0,
+                  keep_top_k=-1, normalized=True),
+}
+# The attribute combinations intel_openvino's MulticlassNms cannot answer as Paddle does (hal/intel_openvino/nms.py).
+OPENVINO_DECLINES = {"eta_adaptive"}
+
+NMS3_OUTPUTS = {"Out": ["out"], "Index": ["index"], "NmsRoisNum": ["rois_num"]}
+NMS3_INT_VARS = [{"name": "index", "dtype": "int32", "shape": []}, {"name": "rois_num", "dtype": "int32", "shape": []}]
+
+
+@pytest.fixture(scope="module")
+def nms3_programs(tmp_path_factory):
+    programs = {}
+    for name, attrs in NMS3_CASES.items():
+        extent = 1.0 if attrs["normalized"] else 100.0
+        boxes = clustered_boxes((2, 60), extent, extent * 0.02)
+        scores = tied_scores((2, 4, 60))
+        if name == "empty":
+            scores = scores * np.float32(0.9)
+        saved = opdesc_program(tmp_path_factory.mktemp(f"nms3_{name}"), "multiclass_nms3",
+                               inputs={"BBoxes": ["boxes"], "Scores": ["scores"]}, outputs=NMS3_OUTPUTS, attrs=attrs,
+                               feeds={"boxes": boxes, "scores": scores}, extra_vars=NMS3_INT_VARS)
+        programs[name] = saved
+    return programs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(NMS3_CASES))
+def test_multiclass_nms3_matches_paddle(nms3_programs, case, device):
+    saved = nms3_programs[case]
+    if case == "empty":
+        assert saved.outputs[0].shape == (0, 6)
+    else:
+        assert saved.outputs[0].shape[0] > 10, "the case must keep boxes to be a test of NMS"
+    got, predictor = run_on(saved, device)
+    assert_detections_equal(got, saved.outputs, ["Out", "Index", "NmsRoisNum"])
+    if device == "intel_openvino":
+        assert host_types(predictor) == (["multiclass_nms3"] if case in OPENVINO_DECLINES else [])
+
+
+def test_openvino_says_why_it_declines_adaptive_nms(nms3_programs):
+    from hal.intel_openvino.nms import nms_unsupported_reason
+    from support.converter_harness import convert_and_run
+
+    saved = nms3_programs["eta_adaptive"]
+    _, result, _ = convert_and_run(saved.model_path, saved.feeds)
+    nms_op = next(op for op in result.model.operations if op.type.name == "NON_MAX_SUPPRESSION")
+    assert "adaptive NMS (nms_eta 0.7" in nms_unsupported_reason(nms_op)
+
+
+@pytest.fixture(scope="module")
+def nms3_lod_program(tmp_path_factory):
+    """The second input form: bboxes [M, C, 4], scores [M, C], RoisNum splitting M into 3 images."""
+    classes = 3
+    rois_num = np.array([14, 0, 22], np.int32)
+    boxes = clustered_boxes((int(rois_num.sum()), classes), 1.0, 0.02)
+    scores = tied_scores((int(rois_num.sum()), classes), 10)
+    attrs = dict(NMS3_CASES["background_topk_keep"])
+    return opdesc_program(tmp_path_factory.mktemp("nms3_lod"), "multiclass_nms3",
+                          inputs={"BBoxes": ["boxes"], "Scores": ["scores"], "RoisNum": ["rois_num_in"]},
+                          outputs=NMS3_OUTPUTS, attrs=attrs,
+                          feeds={"boxes": boxes, "scores": scores, "rois_num_in": rois_num}, extra_vars=NMS3_INT_VARS)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multiclass_nms3_lod_form_matches_paddle(nms3_lod_program, device):
+    assert nms3_lod_program.outputs[0].shape[0] > 5
+    got, predictor = run_on(nms3_lod_program, device)
+    assert_detections_equal(got, nms3_lod_program.outputs, ["Out", "Index", "NmsRoisNum"])
+    if device == "intel_openvino":  # MulticlassNms orders the LoD form's survivors otherwise: declined
+        assert host_types(predictor) == ["multiclass_nms3"]
+
+
+# -- multiclass_nms3, a PIR program --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nms3_pir_program(tmp_path_factory):
+    boxes = clustered_boxes((2, 80), 64.0, 1.0)
+    scores = tied_scores((2, 5, 80))
+
+    def build(boxes, scores):
+        import paddle
+        out, index, rois_num = paddle._C_ops.multiclass_nms3(boxes, scores, None, 0.1, 30, 25, 0.5, False, 1.0, 2)
+        return out, index, rois_num
+
+    return pir_program(tmp_path_factory.mktemp("nms3_pir"), build, {"boxes": boxes, "scores": scores})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multiclass_nms3_pir_program_matches_paddle(nms3_pir_program, device):
+    assert nms3_pir_program.outputs[0].shape[0] > 10
+    got, predictor = run_on(nms3_pir_program, device)
+    assert_detections_equal(got, nms3_pir_program.outputs, ["Out", "Index", "NmsRoisNum"])
+    if device == "intel_openvino":
+        assert host_types(predictor) == []
+
+
+# -- the fluid multiclass_nms ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["pixel_boxes", "eta_adaptive", "empty"])
+def test_fluid_multiclass_nms_matches_paddle_inference(tmp_path, case, device):
+    """Out only (its batch split is a LoD); when nothing is kept Paddle writes [[-1]]."""
+    attrs = NMS3_CASES[case]
+    extent = 1.0 if attrs["normalized"] else 100.0
+    boxes = clustered_boxes((2, 40), extent, extent * 0.02)
+    scores = tied_scores((2, 3, 40)) * np.float32(0.9 if case == "empty" else 1.0)
+    saved = opdesc_program(tmp_path, "multiclass_nms", inputs={"BBoxes": ["boxes"], "Scores": ["scores"]},
+                           outputs={"Out": ["out"]}, attrs=attrs, feeds={"boxes": boxes, "scores": scores},
+                           run_paddle=False)
+    # The Executor cannot fetch a LoD output as an array; Paddle Inference can.
+    want = paddle_inference_run(saved.model_path, None, saved.feeds)
+    if case == "empty":
+        np.testing.assert_array_equal(want[0], [[-1.0]])
+    got, _ = run_on(saved, device)
+    assert_detections_equal(got, want, ["Out"])
+
+
+# -- matrix_nms -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("use_gaussian", [False, True])
+def test_matrix_nms_with_identical_boxes_matches_paddle_without_warnings(tmp_path, device, use_gaussian):
+    """Identical boxes make a largest overlap of 1, where the linear decay divides by zero (Paddle's std::min
+    skips the inf and NaN it gives): no RuntimeWarning may leak (run_on turns them into errors)."""
+    boxes = RNG.uniform(0, 20, (2, 16, 2))
+    boxes = np.concatenate([boxes, boxes + RNG.uniform(2, 10, (2, 16, 2))], -1).astype(np.float32)
+    boxes[:, 5] = boxes[:, 2]
+    boxes[:, 9] = boxes[:, 2]
+    scores = RNG.uniform(0, 1, (2, 3, 16)).astype(np.float32)  # distinct: Paddle's partial_sort orders ties its own way
+    attrs = {"score_threshold": 0.1, "post_threshold": 0.05, "nms_top_k": -1, "keep_top_k": 20,
+             "use_gaussian": use_gaussian, "gaussian_sigma": 2.0, "background_label": 0, "normalized": False}
+    saved = opdesc_program(tmp_path, "matrix_nms", inputs={"BBoxes": ["boxes"], "Scores": ["scores"]},
+                           outputs={"Out": ["out"], "Index": ["index"], "RoisNum": ["num"]}, attrs=attrs,
+                           feeds={"boxes": boxes, "scores": scores},
+                           extra_vars=[{"name": "index", "dtype": "int32", "shape": []},
+                                       {"name": "num", "dtype": "int32", "shape": []}])
+    got, _ = run_on(saved, device)
+    # rtol 1e-6 (not 6e-7): the Gaussian decay's exp is numpy's float32 exp, Paddle's is the C library's expf
+    assert len(got) == 3
+    np.testing.assert_array_equal(got[1].reshape(-1), saved.outputs[1].reshape(-1))
+    np.testing.assert_array_equal(got[2], saved.outputs[2])
+    assert_op_close(got[0], saved.outputs[0], rtol=1e-6, what="matrix_nms Out")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matrix_nms_empty_result_matches_paddle(tmp_path, device):
+    boxes = clustered_boxes((2, 10), 1.0, 0.02)
+    scores = (RNG.uniform(0, 0.5, (2, 3, 10))).astype(np.float32)
+    attrs = {"score_threshold": 0.9, "post_threshold": 0.0, "nms_top_k": -1, "keep_top_k": -1,
+             "use_gaussian": False, "gaussian_sigma": 2.0, "background_label": -1, "normalized": True}
+    saved = opdesc_program(tmp_path, "matrix_nms", inputs={"BBoxes": ["boxes"], "Scores": ["scores"]},
+                           outputs={"Out": ["out"], "Index": ["index"], "RoisNum": ["num"]}, attrs=attrs,
+                           feeds={"boxes": boxes, "scores": scores},
+                           extra_vars=[{"name": "index", "dtype": "int32", "shape": []},
+                                       {"name": "num", "dtype": "int32", "shape": []}])
+    assert saved.outputs[0].shape == (0, 6)
+    got, _ = run_on(saved, device)
+    assert got[0].shape == (0, 6) and got[1].shape == (0, 1)
+    np.testing.assert_array_equal(got[2], saved.outputs[2])
