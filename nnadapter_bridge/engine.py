@@ -44,6 +44,16 @@ that is the caller's (INVALID_PARAMETER, INVALID_DIMENSIONS, a conversion error)
 fault is recorded at once (it is never the caller's); a run fault only once the part ran elsewhere: when that
 also fails, with the caller's error, the program stays and the error is raised.
 
+A support decision is made per op with the declared dims (support_decisions: an unknown dim is decided as if
+concrete). When the program for an input signature then fails to compile on a device, the engine asks the context's
+devices about each operation of that concrete model (support_decisions.declined_reasons); the operations every
+device declines are mapped back to the Paddle ops that emitted them (the conversion's operation_origin), and the
+subgraph is split for that signature (`SplitPlan`): partition.detect_subgraphs clusters the other ops into child
+engines (each compiled and cached like any subgraph, named "subgraph 3.1"), the declined ops run on the host
+(`host_fallback`), in dependency order, with one SubgraphSplitWarning naming each declined op, the operation and the
+device's reason. A compile failure no operation explains (every operation accepted alone) still drops the device
+as below. In strict mode (no host fallback) the failure is an error naming the declined operations instead.
+
 Threads: an engine is run by one thread at a time (its predictor's lock). The engines of a predictor and of
 its clones (Predictor.clone) share one ProgramPool per subgraph: the compiled programs ("originals", built
 once, under the pool's lock, by whichever engine needs them first, which also runs them), the faults
@@ -76,8 +86,50 @@ class ShapeFallbackWarning(UserWarning):
     """A subgraph runs on the host for input shapes its declared shapes did not foresee (module docstring)."""
 
 
+class SubgraphSplitWarning(DeviceFallbackWarning):
+    """A subgraph's concrete program has operations its devices decline: it runs split around them (module
+    docstring)."""
+
+
 def _signature(arrays: Sequence[np.ndarray]) -> tuple:
     return tuple((a.shape, a.dtype.str) for a in arrays)
+
+
+@dataclasses.dataclass
+class SplitPlan:
+    """How one input signature of a subgraph runs when the devices decline some operations of its concrete model
+    (module docstring): `partition` holds the child subgraphs and the declined ops in run order; `declined` maps
+    each declined op (block-0 index) to why ("OPERATION#k: reason", one per declined operation); `pools` the
+    child subgraphs' ProgramPools, shared by the engines of a predictor and its clones."""
+
+    partition: object  # partition.PartitionResult over the subgraph's ops
+    declined: dict
+    pools: dict  # child subgraph index -> ProgramPool
+
+
+class _Contradicted(Exception):
+    """Internal: the concrete program has operations the devices decline; `plan` says how it runs instead."""
+
+    def __init__(self, plan: SplitPlan):
+        super().__init__("split")
+        self.plan = plan
+
+
+class _SubgraphView:
+    """One subgraph's ops as a program for partition.detect_subgraphs: vars and params are the model's; the outputs
+    are the subgraph's (what is read after it)."""
+
+    def __init__(self, graph, subgraph):
+        self._graph = graph
+        self._ops = list(subgraph.ops)
+        self.params = graph.params
+        self.outputs = list(subgraph.output_names)
+
+    def ops(self) -> list:
+        return self._ops
+
+    def var(self, name: str):
+        return self._graph.var(name)
 
 
 # -- cache buffers -----------------------------------------------------------------------------------
@@ -144,6 +196,7 @@ class ProgramPool:
         self.host_signatures: set = set()  # input signatures whose ops run on the host
         self.failed_devices: set = set()   # devices that failed to compile this subgraph
         self.failed_for: dict = {}         # input signature -> devices whose program failed to run it
+        self.splits: dict = {}             # input signature -> SplitPlan (the devices decline some operations)
         self.fingerprint: Optional[str] = None
         self._users = 0
 
@@ -161,6 +214,7 @@ class ProgramPool:
                 return
             programs = self.originals + self.retired
             self.originals, self.retired = [], []
+            self.splits = {}
         for program in programs:
             program.compilation.destroy()
 
@@ -214,6 +268,7 @@ class EngineStats:
     runs: int = 0                 # successful executions
     shape_mismatches: int = 0     # programs skipped because they could not take the input shapes
     host_runs: int = 0            # runs done op by op on the host: no program for shapes beyond the declared
+    split_runs: int = 0           # runs split around operations the devices declined (SplitPlan)
 
     def add(self, other: "EngineStats") -> None:
         for field in dataclasses.fields(self):
@@ -253,8 +308,9 @@ class SubgraphEngine:
                  host_fallback: Optional[Callable[[Sequence, dict], None]] = None,
                  degrade: Optional[bool] = None, pool: Optional[ProgramPool] = None,
                  contexts: Optional[ContextPool] = None, float_ops: frozenset = frozenset(),
-                 fingerprint_memo=None):
+                 fingerprint_memo=None, name: str = ""):
         self.subgraph = subgraph
+        self.name = name or f"subgraph {subgraph.index}"  # a split's child engines: "subgraph 3.1"
         # The ops of this subgraph the mixed-precision quantization config keeps in float (block-0 indices).
         self.float_ops = frozenset(op.index for op in subgraph.ops
                                    if op.index in float_ops and getattr(op, "block_idx", 0) == 0)
@@ -282,6 +338,7 @@ class SubgraphEngine:
         self.stats = EngineStats()
         self._fingerprint: Optional[str] = None
         self.fingerprint_memo = fingerprint_memo  # support_decisions.FingerprintMemo, or None
+        self._split_steps: dict = {}  # input signature -> [child engine or host op] of its SplitPlan, in run order
 
     @property
     def index(self) -> int:
@@ -318,7 +375,7 @@ class SubgraphEngine:
             release()
 
     def describe(self) -> str:
-        return f"subgraph {self.index} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"
+        return f"{self.name} ({len(self.subgraph.ops)} ops, first {self.subgraph.ops[0].label()})"
 
     # -- tokens ------------------------------------------------------------------------------------
     def token_for(self, arrays: Sequence[np.ndarray]) -> str:
@@ -363,6 +420,9 @@ class SubgraphEngine:
         signature = _signature(arrays)
         if self.host_signatures and signature in self.host_signatures:
             self._run_on_host(scope)
+            return
+        if self.pool.splits and signature in self.pool.splits:
+            self._run_split(signature, scope)
             return
         outputs = self._run_on_devices(arrays, signature, scope)
         if outputs is None:  # it ran on the host, which wrote the scope
@@ -447,6 +507,12 @@ class SubgraphEngine:
             return outputs
         try:
             return self._obtain_and_run(context, arrays)
+        except _Contradicted as contradiction:
+            with self.pool.lock:
+                self.pool.splits.setdefault(signature, contradiction.plan)
+            self._warn_split(contradiction.plan, arrays, context)
+            self._run_split(signature, scope)
+            return None
         except ConversionError as exc:
             contradicted = self.contradicted_declarations(arrays)
             if self.host_fallback is None or not contradicted:
@@ -563,6 +629,90 @@ class SubgraphEngine:
         self.host_fallback(self.subgraph.ops, scope)
         self.stats.host_runs += 1
 
+    # -- splitting around the operations the devices decline (module docstring) ------------------------------
+    def _split_plan(self, arrays: Sequence[np.ndarray], failure: NNAdapterError) -> Optional[SplitPlan]:
+        """The SplitPlan for these inputs when the devices of the current context decline some operations of the
+        concrete model (the support decision, made on the declared dims, said they would not); None when every
+        operation is accepted (the failure is the device's own) or one cannot be traced to a Paddle op. In strict
+        mode (no host fallback) a declined operation is an error naming it instead."""
+        from converters.context import convert_subgraph
+        from nnadapter_bridge.support_decisions import declined_reasons
+        from partition import detect_subgraphs, op_key
+
+        try:
+            result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
+                                      self.output_names, self.graph, float_ops=self.float_ops)
+            reasons = declined_reasons(self.context, result.model)
+        except BridgeError:
+            return None  # the model could not be made or asked about again: the failure stands as it is
+        declined: dict = {}
+        for operation, origin, reason in zip(result.model.operations, result.operation_origin, reasons):
+            if not reason:
+                continue
+            if origin is None or getattr(origin, "block_idx", 0) != 0:
+                return None  # an operation no block-0 Paddle op emitted cannot be split off
+            declined.setdefault(origin.index, []).append(f"{operation.label()}: {reason}")
+        del result
+        if not declined:
+            return None
+        if self.host_fallback is None and self.degrade:
+            return None  # nowhere to run the declined ops but the next device: the failure stands
+        if not self.degrade:
+            shapes = ", ".join(str(list(a.shape)) for a in arrays)
+            lines = "; ".join(f"{op.label()}: {', '.join(declined[op.index])}" for op in self.subgraph.ops
+                              if op.index in declined)
+            raise NNAdapterError(f"{self.describe()}: for input shapes {shapes}, "
+                                 f"{', '.join(self.context.device_names)} decline {lines} (strict mode: nothing "
+                                 f"runs on the host)", failure.code) from failure
+        declined_keys = {("op", index) for index in declined}
+        partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
+                                     lambda op: op_key(op) not in declined_keys)
+        return SplitPlan(partition, {index: tuple(why) for index, why in declined.items()},
+                         {child.index: ProgramPool() for child in partition.subgraphs})
+
+    def _warn_split(self, plan: SplitPlan, arrays: Sequence[np.ndarray], context: Context) -> None:
+        shapes = ", ".join(str(list(a.shape)) for a in arrays)
+        ops = [op for op in self.subgraph.ops if op.index in plan.declined]
+        what = "; ".join(f"{op.label()} ({', '.join(plan.declined[op.index])})" for op in ops)
+        children = plan.partition.subgraphs
+        rest = sum(len(child.ops) for child in children)
+        devices = ", ".join(context.device_names)
+        where = "it runs" if len(ops) == 1 else "they run"
+        warnings.warn(f"{self.describe()}: for input shapes {shapes}, {devices} declined {len(ops)} op(s) that the "
+                      f"support decision took with the declared shapes: {what}; {where} on the host, the other "
+                      f"{rest} ops on {devices} as {len(children)} subgraph(s)", SubgraphSplitWarning, stacklevel=5)
+
+    def _run_split(self, signature, scope: dict) -> None:
+        steps = self._split_steps.get(signature)
+        if steps is None:
+            steps = self._split_steps[signature] = self._make_split_steps(self.pool.splits[signature])
+        for step in steps:
+            if isinstance(step, SubgraphEngine):
+                step.run(scope)
+            else:
+                self.host_fallback([step], scope)
+        self.stats.split_runs += 1
+
+    def _make_split_steps(self, plan: SplitPlan) -> list:
+        """This engine's run order for a SplitPlan: a child engine per child subgraph (sharing the plan's pools, so
+        a predictor's clones share their programs), the declined ops as they are."""
+        from partition import Subgraph
+
+        steps = []
+        for step in plan.partition.steps():
+            if not isinstance(step, Subgraph):
+                steps.append(step)
+                continue
+            child = SubgraphEngine(step, self.graph, self.contexts.base, cache_dir=self.cache_dir,
+                                   cache_buffers=self.cache_buffers, dynamic_shape_info=self.dynamic_shape_info,
+                                   context_properties=self.context_properties,
+                                   paddle_lite_token=self.paddle_lite_token, host_fallback=self.host_fallback,
+                                   degrade=self.degrade, pool=plan.pools[step.index], contexts=self.contexts,
+                                   float_ops=self.float_ops, name=f"{self.name}.{step.index + 1}")
+            child.stats = self.stats  # counted as this subgraph's work
+            steps.append(child)
+        return steps
+
     def _execute(self, program: EngineProgram, arrays: Sequence[np.ndarray]) -> list:
         return program.compilation.execute_arrays(arrays)
 
@@ -620,7 +770,12 @@ class SubgraphEngine:
         try:
             program = self._build(token, arrays)
         except NNAdapterError as exc:
-            if not (self.degrade and is_device_fault(exc)):
+            if not is_device_fault(exc):
+                raise
+            plan = self._split_plan(arrays, exc)
+            if plan is not None:
+                raise _Contradicted(plan) from exc
+            if not self.degrade:
                 raise
             # Untold which device failed (e.g. the split found no device for an operation): all of them.
             devices = [fault_device(exc)] if fault_device(exc) else self.context.device_names
@@ -719,7 +874,12 @@ class SubgraphEngine:
         return EngineProgram(compilation, token, "build", inputs)
 
     def destroy(self) -> None:
-        """Destroy this engine's copies; the originals go with the pool's last user."""
+        """Destroy this engine's copies (and its split children's); the originals go with the pool's last user."""
+        splits, self._split_steps = self._split_steps, {}
+        for steps in splits.values():
+            for step in steps:
+                if isinstance(step, SubgraphEngine):
+                    step.destroy()
         programs, self.programs = self.programs, []
         self._chosen.clear()
         for program in programs:

@@ -11,16 +11,39 @@ Verdicts are not saved when a device's validate_program failed while deciding (C
 its answer was replaced by "none" for this start only). Without a context (no listed device could be opened:
 the predictor degraded; or the valid places name no NNAdapter place, Config.set_valid_places) every op is on
 the host, with that reason.
+
+Placement, per op (`PartitionPlan.placements`): the device that takes it (with several devices, the first in
+the listed order that accepts every NNAdapter operation its converter emits, as the runtime assigns them), or
+the host with the reason, and why each other listed device declines it. With one device that is the support
+decision's own answer; with several, each device is asked about the op's scratch model on its own.
+
+The host share (`host_share`, `HostShare`): how much of a model runs on the host although devices were named, in
+ops and in the FLOPs of its convolutions and matrix products where their declared shapes give them. Over
+HOST_SHARE_LIMIT (or when a subgraph fell to the host at run time) the predictor says so once with a
+HostPlacementWarning naming the ops by type and the reason each was declined (`host_share_message`), and strict
+mode (Config.set_strict) makes it an error listing the same.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+from typing import Optional
 
 from nnadapter_bridge import cache_key
 from nnadapter_bridge.support_decisions import SupportDecider, VerdictStore
 from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, detect_subgraphs, op_key,
                        resolve_partition_config)
+from partition.picture import Placement
+
+# More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
+HOST_SHARE_LIMIT = 0.05
+_MIN_SIZE_REASON = "supported, but its cluster has fewer than {} ops (--min-subgraph-size)"
+
+
+class HostPlacementWarning(UserWarning):
+    """More than a trivial part of a model runs on the host although devices were named (module docstring):
+    one per predictor, listing the host ops by type with the reason each one is not on a device."""
 
 
 class NoDeviceSupport:
@@ -50,6 +73,8 @@ class PartitionPlan:
     partition_config: PartitionConfig | None
     min_subgraph_size: int
     device_names: list
+    # placements() asked of the open context, kept for when it is closed (`nnadapter-bridge partition`).
+    op_placements: Optional[list] = None
 
     @property
     def host_ops(self) -> list:
@@ -77,7 +102,254 @@ class PartitionPlan:
         reason = self.support.reason(op)
         if reason:
             return reason
-        return f"supported, but its cluster has fewer than {self.min_subgraph_size} ops (--min-subgraph-size)"
+        return _MIN_SIZE_REASON.format(self.min_subgraph_size)
+
+    def placements(self, context=None) -> list:
+        """One OpPlacement per op of block 0 (feed/fetch excluded), in program order (module docstring). With
+        several devices, `context` (the open Context the plan was made with) is asked which device takes each
+        op; without it, an op on the devices is on "the listed devices" (their names joined by '|')."""
+        forced = self.forced_by()
+        names = list(context.device_names) if context is not None else list(self.device_names)
+        per_device = _DeviceVerdicts(self.support, context) if context is not None and len(names) > 1 else None
+        found = []
+        for op in self.result.ops:
+            if op.type in HOST_ONLY_OP_TYPES:
+                continue
+            index = self.result.subgraph_index_of(op)
+            if index is not None:
+                declined = per_device.declined(op) if per_device is not None else {}
+                device = next((n for n in names if n not in declined), None) if per_device is not None else None
+                if device is None:  # no one device takes all its operations: the runtime splits them
+                    device = "|".join(n for n in names if n not in declined) or "|".join(names)
+                found.append(OpPlacement(op, index, device, "", False, declined))
+                continue
+            reason = self.host_reason(op, forced)
+            is_forced = op_key(op) in forced
+            if is_forced or reason == _MIN_SIZE_REASON.format(self.min_subgraph_size):
+                declined = {}
+            elif per_device is not None:
+                declined = per_device.declined(op) or {n: reason for n in names}
+            else:
+                declined = {n: reason for n in names}
+            found.append(OpPlacement(op, None, None, reason, is_forced, declined))
+        return found
+
+
+@dataclasses.dataclass
+class OpPlacement:
+    """Where one Paddle op runs: subgraph and device, or the host with the reason; `declined`: device -> why it
+    does not take the op (only the devices that decline it). `at_run`: moved to the host when its subgraph
+    could not be compiled or run (set by the predictor after a run)."""
+
+    op: object
+    subgraph: Optional[int]
+    device: Optional[str]  # None: the host
+    reason: str  # why on the host ("" on a device)
+    forced: bool  # the partition config keeps it on the host
+    declined: dict
+    at_run: bool = False
+
+    def picture_placement(self) -> Placement:
+        return Placement(self.subgraph, self.device, self.reason, self.forced)
+
+    def as_dict(self) -> dict:
+        return {"index": self.op.index, "type": self.op.type, "op": self.op.label(), "subgraph": self.subgraph,
+                "device": self.device, "host_reason": self.reason or None, "forced": self.forced,
+                "declined": dict(self.declined), "at_run": self.at_run}
+
+
+class _DeviceVerdicts:
+    """Each listed device's answer on each op, asked one device at a time (PartitionPlan.placements), once per
+    op signature."""
+
+    def __init__(self, support, context):
+        self.support = support
+        self.context = context
+        self._memo: dict = {}
+
+    def declined(self, op) -> dict:
+        """device -> why it declines `op` (the NNAdapter operations it does not accept), for each device that
+        does; {} when every device takes it."""
+        scratch = getattr(self.support, "scratch_model", None)
+        if scratch is None:  # NoDeviceSupport: no context to ask
+            return {}
+        key = self.support.signature(op)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._ask(op, scratch)
+        return found
+
+    def _ask(self, op, scratch) -> dict:
+        from nnadapter_bridge.errors import BridgeError
+
+        model, refusal = scratch(op)
+        names = self.context.device_names
+        if refusal is not None:
+            return {n: refusal.reason for n in names}
+        declined = {}
+        for k, name in enumerate(names):
+            try:
+                flags = self.context.validate(model, k)
+            except BridgeError as exc:
+                declined[name] = f"could not validate it: {exc}"
+                continue
+            if flags is None:  # the device cannot tell: it is assumed to take everything, as the runtime does
+                continue
+            rejected = [i for i, ok in enumerate(flags) if not ok]
+            if rejected:
+                why = self._driver_reasons(k, model)
+                declined[name] = "does not accept " + ", ".join(dict.fromkeys(
+                    model.operations[i].type.name + (f" ({why[i]})" if why and why[i] else "") for i in rejected))
+        return declined
+
+    def _driver_reasons(self, k: int, model) -> Optional[list]:
+        """The reasons of device k's optional `unsupported_reasons(context, model)` hook (one string per operation,
+        "" when accepted), or None without one; an explanation only: validate_program decided."""
+        hook = getattr(self.context.devices[k].driver, "unsupported_reasons", None)
+        if hook is None:
+            return None
+        try:
+            reasons = [str(r or "") for r in hook(self.context.device_contexts[k], model)]
+        except Exception:  # the hook only explains; a failing one explains nothing
+            return None
+        return reasons if len(reasons) == len(model.operations) else None
+
+
+# -- how much runs on the host ----------------------------------------------------------------------------
+_CONV_TYPES = frozenset({"conv2d", "depthwise_conv2d", "conv3d", "fused_conv2d", "conv2d_fusion"})
+_CONV_TRANSPOSE_TYPES = frozenset({"conv2d_transpose", "depthwise_conv2d_transpose", "conv3d_transpose"})
+_MATMUL_TYPES = frozenset({"matmul", "matmul_v2", "mul", "fc"})
+
+
+def _dims(graph, name: str) -> Optional[tuple]:
+    if name in graph.params:
+        return tuple(int(d) for d in graph.params[name].shape)
+    try:
+        var = graph.var(name)
+    except Exception:  # a var the model does not declare: no estimate
+        return None
+    return tuple(int(d) for d in var.shape) if var.dtype is not None else None
+
+
+def _batch_known(dims: Optional[tuple]) -> Optional[tuple]:
+    """`dims` with an unknown batch (axis 0) counted as 1; None when another axis is unknown."""
+    if dims is None or any(d < 0 for d in dims[1:]):
+        return None
+    return (max(dims[0], 1),) + dims[1:] if dims else dims
+
+
+def _first(op, slots) -> Optional[str]:
+    for slot in slots:
+        names = op.inputs.get(slot) or op.outputs.get(slot)
+        if names:
+            return names[0]
+    return None
+
+
+def op_flops(graph, op) -> Optional[int]:
+    """The multiply-adds x2 of a convolution or matrix product from its declared shapes (an unknown batch counts
+    as 1); None for other ops and when a shape it needs is unknown."""
+    if op.type in _CONV_TYPES or op.type in _CONV_TRANSPOSE_TYPES:
+        weight = _dims(graph, _first(op, ("Filter",)) or "")
+        spatial_of = _first(op, ("Input",) if op.type in _CONV_TRANSPOSE_TYPES else ("Output",))
+        shape = _batch_known(_dims(graph, spatial_of)) if spatial_of else None
+        if not weight or any(d < 0 for d in weight) or not shape or len(shape) < 3:
+            return None
+        # Output (input for a transposed conv) positions x batch x every weight element: one multiply-add each.
+        return 2 * math.prod(weight) * math.prod(shape[2:]) * shape[0]
+    if op.type in _MATMUL_TYPES:
+        x = _dims(graph, _first(op, ("X", "Input")) or "")
+        out = _batch_known(_dims(graph, _first(op, ("Out",)) or ""))
+        if not x or not out:
+            return None
+        if op.type in ("mul", "fc"):  # X flattened at x_num_col_dims / in_num_col_dims: K is the rest
+            axis = int(op.attrs.get("x_num_col_dims", op.attrs.get("in_num_col_dims", 1)))
+            reduced = math.prod(x[axis:]) if all(d >= 0 for d in x[axis:]) else -1
+        else:
+            trans_x = bool(op.attrs.get("trans_x", op.attrs.get("transpose_X", False)))
+            reduced = x[-2] if trans_x and len(x) >= 2 else x[-1]
+        if reduced < 0:
+            return None
+        return 2 * math.prod(out) * reduced
+    return None
+
+
+@dataclasses.dataclass
+class HostShare:
+    """How much of a model runs on the host (module docstring). The ops the partition config forces there are
+    listed but do not count towards the limit: the user asked for them."""
+
+    total_ops: int
+    host: list  # OpPlacement of every host op (forced ones included), in program order
+    declined_ops: int  # host ops not forced there
+    total_flops: int  # over the convolutions and matrix products whose shapes are known
+    host_flops: int  # of those, on the host and not forced
+    at_run: int  # ops moved to the host at run time (their subgraph could not be compiled or run)
+
+    @property
+    def op_share(self) -> float:
+        return self.declined_ops / self.total_ops if self.total_ops else 0.0
+
+    @property
+    def flop_share(self) -> Optional[float]:
+        return self.host_flops / self.total_flops if self.total_flops else None
+
+    @property
+    def over_limit(self) -> bool:
+        return (self.at_run > 0 or self.op_share > HOST_SHARE_LIMIT
+                or (self.flop_share is not None and self.flop_share > HOST_SHARE_LIMIT))
+
+
+def host_share(graph, placements: list) -> HostShare:
+    """The HostShare of `placements` (PartitionPlan.placements, with the run-time moves the predictor adds)."""
+    host = [p for p in placements if p.device is None]
+    declined = [p for p in host if not p.forced]
+    total_flops = host_flops = 0
+    for p in placements:
+        flops = op_flops(graph, p.op)
+        if flops is None:
+            continue
+        total_flops += flops
+        if p.device is None and not p.forced:
+            host_flops += flops
+    return HostShare(len(placements), host, len(declined), total_flops, host_flops,
+                     sum(1 for p in host if p.at_run))
+
+
+def host_ops_by_reason(host: list, limit: int = 12) -> list:
+    """'  conv2d (x3, first conv2d#5 (out: c)): reason' lines, one per (op type, reason), most ops first; at most
+    `limit` lines, then one line counting the rest."""
+    groups: dict = {}
+    for p in host:
+        groups.setdefault((p.op.type, p.reason), []).append(p)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    lines = []
+    for (op_type, reason), found in ordered[:limit]:
+        first = f"first {found[0].op.label()}" if len(found) > 1 else found[0].op.label()
+        lines.append(f"  {op_type} (x{len(found)}, {first}): {reason}")
+    rest = ordered[limit:]
+    if rest:
+        lines.append(f"  ... and {sum(len(f) for _, f in rest)} more ops of {len(rest)} other kinds "
+                     "(`nnadapter-bridge partition` lists every one)")
+    return lines
+
+
+def host_share_message(share: HostShare, device_names: list) -> str:
+    """The text of the HostPlacementWarning (and of the strict-mode error): the share, then the host ops grouped
+    by type and reason."""
+    parts = [f"{share.declined_ops} of {share.total_ops} ops ({share.op_share:.1%})"]
+    if share.flop_share is not None:
+        parts.append(f"{share.flop_share:.1%} of the estimated conv/matmul FLOPs")
+    forced = len(share.host) - share.declined_ops
+    head = (f"{', '.join(parts)} run on the host although {', '.join(device_names)} "
+            f"{'was' if len(device_names) == 1 else 'were'} named")
+    if share.at_run:
+        head += f" ({share.at_run} moved there at run time: their subgraph could not be compiled or run)"
+    if forced:
+        head += f"; {forced} more {'is' if forced == 1 else 'are'} kept there by the partition config"
+    return (head + ":\n" + "\n".join(host_ops_by_reason(share.host)) +
+            "\n`nnadapter-bridge partition MODEL --device ...` shows where every op runs and why; "
+            "Config.set_strict(True) (or --strict) makes this an error")
 
 
 def plan_partition(config, graph, context) -> PartitionPlan:
@@ -103,3 +375,25 @@ def plan_partition(config, graph, context) -> PartitionPlan:
         support.record_program()
         store.save()
     return PartitionPlan(graph, result, support, partition_config, config.min_subgraph_size, device_names)
+
+
+def strict_error(share: HostShare, device_names: list):
+    """The UnsupportedOpError of strict mode (Config.set_strict, --strict): every op left off the devices that the
+    partition config did not put on the host, grouped as the HostPlacementWarning groups them."""
+    from nnadapter_bridge.errors import UnsupportedOpError
+
+    declined = [p for p in share.host if not p.forced]
+    return UnsupportedOpError(
+        f"strict mode: {len(declined)} of {share.total_ops} ops cannot run on {', '.join(device_names) or 'a device'}:"
+        "\n" + "\n".join(host_ops_by_reason(declined)) + "\nAdd converters for them, choose devices that support "
+        "them, or drop set_strict() (--strict) to run them on the host.")
+
+
+def host_share_summary(share: HostShare) -> dict:
+    """The HostShare as plain data (the `host_share` field of `partition --json` and `run --json`)."""
+    return {"ops": share.total_ops, "host_ops": len(share.host), "declined_ops": share.declined_ops,
+            "forced_ops": len(share.host) - share.declined_ops, "moved_at_run": share.at_run,
+            "op_share": round(share.op_share, 6),
+            "flop_share": None if share.flop_share is None else round(share.flop_share, 6),
+            "limit": HOST_SHARE_LIMIT, "over_limit": share.over_limit}
+

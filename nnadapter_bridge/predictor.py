@@ -12,7 +12,12 @@ create_predictor(config):
      so a warm start converts nothing to decide support;
   3. checks, before anything runs, that every remaining op can run on the host executor; one
      UnsupportedOpError lists every op type nothing can run. In strict mode every op left off the devices
-     (other than feed/fetch and ops the partition config forced there) is such an error, with reasons.
+     (other than feed/fetch and ops the partition config forced there) is such an error, with reasons;
+  4. outside strict mode, when more than a trivial part of the model runs on the host although devices were
+     named (partition_plan.HostShare: over 5% of its ops or of its estimated conv/matmul FLOPs), says so once
+     with a HostPlacementWarning naming the host ops by type and the reason each was declined. A subgraph
+     that falls to the host at run time (its devices failed to compile or run it, or it cannot be converted
+     for the input shapes given) gets the same warning once, after that run; `placements()` shows them.
 Predictor.run() feeds the input tensors into a scope (params included, zero-copy), walks the partition's
 steps (a subgraph runs on its engine.SubgraphEngine, a host op on the host executor) and fetches the
 outputs. New input shapes simply run again: the engines build or reuse programs per shape signature.
@@ -183,6 +188,10 @@ class _Shared:
     float_ops: frozenset = frozenset()  # block-0 op indices the mixed-precision config keeps in float
     fingerprint_memo: object = None  # support_decisions.FingerprintMemo, or None
     context_properties: str = ""  # what the devices were given (Config.effective_context_properties)
+    plan: object = None  # partition_plan.PartitionPlan (placements())
+    # Ops a subgraph engine ran on the host at run time: op index -> why (Predictor._run_on_host).
+    moved_to_host: dict = dataclasses.field(default_factory=dict)
+    moved_warned: bool = False  # the run-time HostPlacementWarning was given (once per predictor and clones)
     users: int = 0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -253,9 +262,10 @@ class Predictor:
                              None if self.context is None else ContextPool(self.context), plan.support, plan.result,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
                              plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs},
-                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key), properties)
+                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key), properties, plan)
             self._check_dynamic_shapes_convert(plan.result)
             self._attach(shared, check=True)
+            self._warn_if_host_heavy()
         except BaseException:
             if self.context is not None:
                 self.context.destroy()  # the drivers' contexts must not outlive a predictor that failed to build
@@ -270,6 +280,7 @@ class Predictor:
         self.context = shared.context
         self.support = shared.support
         self.partition = shared.partition
+        self.plan = shared.plan  # partition_plan.PartitionPlan: how the model was partitioned, and why
         self._steps = shared.steps
         self.host_ops = shared.host_ops
         self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
@@ -390,9 +401,9 @@ class Predictor:
         if self.config.strict:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
             if off_device:
-                self._raise_unsupported(off_device, "strict mode: these Paddle op types cannot run on "
-                                        f"{', '.join(self.device_names)}", "Add converters for them, choose "
-                                        "devices that support them, or drop set_strict() to run them on the host.")
+                from nnadapter_bridge.partition_plan import strict_error
+
+                raise strict_error(self._host_share(), self.device_names)
         if not self.host_ops:
             return
         if self.host is None:
@@ -403,6 +414,37 @@ class Predictor:
             self._raise_unsupported([op for op in self.host_ops if op.type in missing],
                                     "these Paddle op types can run neither on "
                                     f"{', '.join(self.device_names)} nor on the host", _ADVICE)
+
+    def _host_share(self):
+        from nnadapter_bridge.partition_plan import host_share
+
+        return host_share(self.graph, self.placements(per_device=False))
+
+    def _warn_if_host_heavy(self) -> None:
+        """The HostPlacementWarning of create_predictor (module docstring, step 4)."""
+        if not self.device_names or self.config.strict:
+            return
+        share = self._host_share()
+        if share.over_limit:
+            from nnadapter_bridge.partition_plan import HostPlacementWarning, host_share_message
+
+            warnings.warn(host_share_message(share, self.device_names), HostPlacementWarning, stacklevel=4)
+
+    def placements(self, per_device: bool = True) -> list:
+        """Where each op of block 0 runs (partition_plan.OpPlacement, program order, feed/fetch left out): its
+        subgraph and device, or the host with the reason, and why the other devices decline it; ops moved to
+        the host at run time so far have `at_run` set. `per_device=False` skips asking each of several devices
+        about every op (device ops then name all the listed devices)."""
+        plan = self._shared.plan
+        if plan is None:
+            return []
+        context = self.context if per_device and self.context is not None and not self._closed else None
+        found = plan.placements(context)
+        moved = self._shared.moved_to_host
+        if moved:
+            found = [dataclasses.replace(p, device=None, reason=moved[p.op.index], declined={}, at_run=True)
+                     if p.op.index in moved else p for p in found]
+        return found
 
     def _raise_unsupported(self, ops, headline: str, advice: str) -> None:
         by_type: dict[str, list] = {}
@@ -512,8 +554,12 @@ class Predictor:
                 found.append(tensor)
         return found
 
-    def _run_on_host(self, ops, scope: dict) -> None:
-        """An engine's fallback for input shapes its subgraph cannot be converted for: its ops on the host."""
+    def _run_on_host(self, ops, scope: dict, reason: Optional[str] = None) -> None:
+        """An engine's fallback (engine.SubgraphEngine.host_fallback): `ops` of a subgraph on the host, because
+        its devices failed to compile or run it or it cannot be converted for these input shapes; `reason`
+        says which when the engine gives it. Recorded for placements() and the run-time warning."""
+        if ops and ops[0].index not in self._shared.moved_to_host:
+            self._note_moved_to_host(ops, reason)
         self._add_params(scope)
         if self.host is None:
             self.host = _make_host_executor(self.graph, self.device_names)
@@ -523,6 +569,34 @@ class Predictor:
         with self._host_thread_cap():
             for op in ops:
                 self.host.run(op, scope)
+
+    def _note_moved_to_host(self, ops, reason: Optional[str]) -> None:
+        if not reason:
+            index = self.partition.subgraph_index_of(ops[0])
+            engine = self.engines.get(index) if index is not None else None
+            failed = sorted(engine.pool.failed_devices) if engine is not None else []
+            where = f"subgraph {index}" if index is not None else "its subgraph"
+            if failed:
+                reason = (f"{where} moved to the host at run time: {', '.join(failed)} failed to compile or run it "
+                          "(the DeviceFallbackWarning gives the error)")
+            else:
+                reason = (f"{where} moved to the host at run time: it cannot be converted for the input shapes "
+                          "given, which contradict the declared ones")
+        with self._shared.lock:
+            for op in ops:
+                self._shared.moved_to_host.setdefault(op.index, reason)
+
+    def _warn_if_moved_to_host(self) -> None:
+        """The run-time HostPlacementWarning (module docstring, step 4), once."""
+        shared = self._shared
+        with shared.lock:
+            if shared.moved_warned or not shared.moved_to_host or self.config.strict:
+                return
+            shared.moved_warned = True
+        from nnadapter_bridge.partition_plan import HostPlacementWarning, host_share_message
+
+        warnings.warn(host_share_message(self._host_share(), self.device_names or ["(no device)"]),
+                      HostPlacementWarning, stacklevel=3)
 
     def _host_thread_cap(self):
         """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.blas_threads); none without."""
@@ -551,6 +625,8 @@ class Predictor:
             finally:
                 for tensor in self._inputs:
                     tensor._release()
+            if self._shared.moved_to_host and not self._shared.moved_warned:
+                self._warn_if_moved_to_host()
             memo = self._shared.fingerprint_memo
             if memo is not None and memo.pending:  # a fingerprint to remember for the next start
                 memo.flush()

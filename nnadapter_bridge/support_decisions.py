@@ -6,6 +6,13 @@ the selected devices (`validate_program`, through `Context.get_supported_operati
 converted alone into a scratch Model whose inputs are the op's non-parameter inputs, typed from their
 VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constants as in a real subgraph.
 
+Declared dims are hints: a -1 is unknown when the op is decided, but every program is compiled for concrete input
+shapes. An op some device declines with its declared dims is asked again with each unknown dim made concrete
+(PROBE_DIM), and is supported when the devices accept it so: a check that needs a dim (SAME padding's spatial
+dims, say) decides at compile time, and where the concrete program contradicts the decision the engine splits
+that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no" carries each
+device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
+
 The answer is computed once per op signature (type, attributes, input dtypes and declared dims; parameter inputs
 by dtype and full shape, because converters read their values) and reused for every op that shares it.
 Every "no" keeps its reason, which the partition output and strict-mode errors show.
@@ -40,8 +47,13 @@ from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.types import OperandType
 
-SIGNATURE_FORMAT_VERSION = 2  # bump when signature(), signature_text() or the verdict file layout changes
+SIGNATURE_FORMAT_VERSION = 3  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
+# 3: an unknown declared dim no longer declines an op the devices take once it is concrete (PROBE_DIM)
+# The size an unknown declared dim takes when the decision asks whether the devices would accept the op once its
+# dims are concrete: divisible by the strides and pooling bins models use (2, 3, 4, 6, 8, 16, 32), larger than
+# common kernels.
+PROBE_DIM = 96
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
 MAX_STORE_DEPTH = 16  # the document nests 3 levels (document, verdicts, verdict)
@@ -304,6 +316,38 @@ class FingerprintMemo:
         self.store.save()
 
 
+def declined_reasons(context, model) -> list:
+    """Per operation of `model`: "" when a device of `context` accepts it, else why each device declines it
+    ("device: reason; ..."). A driver's optional `unsupported_reasons` hook gives its reasons; a driver without one
+    (or whose hook fails) is asked `validate_program` through the context, which handles its faults."""
+    count = len(model.operations)
+    per_device = []
+    for k, device in enumerate(context.devices):
+        reasons = None
+        hook = getattr(device.driver, "unsupported_reasons", None)
+        if hook is not None:
+            try:
+                reasons = [str(r or "") for r in hook(context.device_contexts[k], model)]
+            except Exception:  # a hook is an explanation only: validate_program below is the answer
+                reasons = None
+            if reasons is not None and len(reasons) != count:
+                reasons = None
+        if reasons is None:
+            flags = context.validate(model, k)
+            flags = [True] * count if flags is None else flags  # cannot tell: assumed to take all (as elsewhere)
+            reasons = ["" if ok else "declined (its validate_program gives no reason)" for ok in flags]
+        per_device.append((device.name, reasons))
+    answer = []
+    for i in range(count):
+        if any(not reasons[i] for _, reasons in per_device):
+            answer.append("")
+        elif len(per_device) == 1:
+            answer.append(per_device[0][1][i])
+        else:
+            answer.append("; ".join(f"{name}: {reasons[i]}" for name, reasons in per_device))
+    return answer
+
+
 class SupportDecider:
     """Answers `is_supported(op)` for the ops of one program on one NNAdapter context."""
 
@@ -423,42 +467,83 @@ class SupportDecider:
         return None if v.supported else v.reason
 
     def _decide(self, op) -> SupportVerdict:
-        from converters import get_converter
-        from converters.context import convert_subgraph
-
-        spec = get_converter(op.type)
-        if spec is None:
-            return SupportVerdict(False, f"no converter for Paddle op '{op.type}'")
-        input_types = {}
-        for name in dict.fromkeys(op.input_names()):
-            if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types:
-                continue
-            var = self._var(name)
-            if var is None or var.dtype is None:
-                return SupportVerdict(False, f"input '{name}' is not a dense tensor")
-            try:
-                precision = dtype_precision(var.dtype)
-            except ValueError:
-                return SupportVerdict(False, f"input '{name}' has dtype {var.dtype}, which NNAdapter lacks")
-            dims = tuple(UNKNOWN if d < 0 else int(d) for d in var.shape)
-            input_types[name] = OperandType(precision=precision, dims=dims)
-        outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
-        self.conversions += 1
-        try:
-            result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)
-        except ModelFormatError:
-            raise  # a malformed op (an int attribute stored as a float, ...) is refused, not run elsewhere
-        except Exception as exc:  # any converter failure means "not on a device"; the reason is kept
-            return SupportVerdict(False, f"conversion failed: {type(exc).__name__}: {exc}")
-        model = result.model
+        model, refusal = self.scratch_model(op, counted=True)
+        if refusal is not None:
+            return refusal
         if not model.operations:
             return SupportVerdict(True)
         try:
             flags = self.context.get_supported_operations(model)
         except BridgeError as exc:
             return SupportVerdict(False, f"the devices could not validate it: {exc}", persistent=False)
-        rejected = sorted({model.operations[i].type.name for i, ok in enumerate(flags) if not ok})
-        if rejected:
-            devices = ", ".join(self.context.device_names)
-            return SupportVerdict(False, f"{', '.join(rejected)} not accepted by {devices}")
-        return SupportVerdict(True)
+        rejected = [i for i, ok in enumerate(flags) if not ok]
+        if not rejected:
+            return SupportVerdict(True)
+        if self._accepted_once_concrete(op):
+            return SupportVerdict(True)
+        devices = ", ".join(self.context.device_names)
+        reasons = declined_reasons(self.context, model)
+        why = "; ".join(dict.fromkeys(f"{model.operations[i].type.name}: {reasons[i]}" for i in rejected
+                                      if reasons[i]))
+        names = ", ".join(dict.fromkeys(model.operations[i].type.name for i in rejected))
+        return SupportVerdict(False, f"{names} not accepted by {devices}" + (f" ({why})" if why else ""))
+
+    def _accepted_once_concrete(self, op) -> bool:
+        """Whether the devices accept `op` converted with its unknown declared dims made concrete (PROBE_DIM):
+        programs are compiled for concrete input shapes, so a check that needs a dim the declaration leaves
+        unknown (SAME padding's spatial dims, a resize's input size) must not keep the op off the devices.
+        Optimistic: a program whose concrete model contradicts it is split around the operation the device
+        declines (engine.SubgraphEngine), which says so."""
+        if not self._declares_unknown_dims(op):
+            return False
+        model, refusal = self.scratch_model(op, unknown_as=PROBE_DIM)
+        if refusal is not None or not model.operations:
+            return False
+        try:
+            return all(self.context.get_supported_operations(model))
+        except BridgeError:
+            return False
+
+    def _declares_unknown_dims(self, op) -> bool:
+        for name in op.input_names():
+            if name == EMPTY_VAR_NAME or name in self.graph.params:
+                continue
+            var = self._var(name)
+            if var is not None and var.dtype is not None and any(d < 0 for d in var.shape):
+                return True
+        return False
+
+    def scratch_model(self, op, *, counted: bool = False, unknown_as: int = 0) -> tuple:
+        """(the NNAdapter Model of `op` converted alone, None), or (None, the verdict saying why it cannot be
+        converted): what the devices are asked about (module docstring). partition_plan asks each device
+        separately with it to say which device takes an op and why the others decline. `counted`: a
+        conversion of the support decision itself (self.conversions). `unknown_as`: a size given to every
+        dim the inputs declare unknown (-1), 0 to keep them unknown."""
+        from converters import get_converter
+        from converters.context import convert_subgraph
+
+        spec = get_converter(op.type)
+        if spec is None:
+            return None, SupportVerdict(False, f"no converter for Paddle op '{op.type}'")
+        input_types = {}
+        for name in dict.fromkeys(op.input_names()):
+            if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types:
+                continue
+            var = self._var(name)
+            if var is None or var.dtype is None:
+                return None, SupportVerdict(False, f"input '{name}' is not a dense tensor")
+            try:
+                precision = dtype_precision(var.dtype)
+            except ValueError:
+                return None, SupportVerdict(False, f"input '{name}' has dtype {var.dtype}, which NNAdapter lacks")
+            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in var.shape)
+            input_types[name] = OperandType(precision=precision, dims=dims)
+        outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
+        self.conversions += counted
+        try:
+            result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)
+        except ModelFormatError:
+            raise  # a malformed op (an int attribute stored as a float, ...) is refused, not run elsewhere
+        except Exception as exc:  # any converter failure means "not on a device"; the reason is kept
+            return None, SupportVerdict(False, f"conversion failed: {type(exc).__name__}: {exc}")
+        return result.model, None

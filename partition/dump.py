@@ -8,8 +8,6 @@ dump instead of from a process-wide counter, so the same model always gives the 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 
 from nnadapter_bridge.errors import ConfigError
@@ -134,17 +132,9 @@ def write_dot(graph, result, path) -> None:
 
 
 def render(graph, result, path, fmt: str = "svg") -> None:
-    """Render the DOT graph to `path` as svg or png through graphviz's `dot` executable."""
-    if fmt not in ("svg", "png"):
-        raise ConfigError(f"cannot render the partition graph as '{fmt}': choose 'svg' or 'png'")
-    dot_exe = shutil.which("dot")
-    if dot_exe is None:
-        raise GraphvizNotFoundError(f"cannot render {os.fspath(path)}: graphviz's 'dot' program is not on PATH; "
-                                    f"install graphviz: apt-get install graphviz (or brew install graphviz), "
-                                    f"or write the DOT text with --dot and render it elsewhere")
-    completed = subprocess.run([dot_exe, f"-T{fmt}", "-o", os.fspath(path)],
-                               input=dot_text(graph, result).encode("utf-8"), capture_output=True, check=False)
-    if completed.returncode != 0:
-        message = completed.stderr.decode("utf-8", "replace").strip()
-        raise ConfigError(f"graphviz 'dot' failed to render {os.fspath(path)} (exit {completed.returncode}): "
-                          f"{message}")
+    """Render the DOT graph to `path` as svg or png through graphviz's `dot` executable (its size checked:
+    partition.picture.render_picture). Paddle Lite's full graph; `partition --svg` draws the readable
+    picture (partition.picture) instead."""
+    from partition.picture import render_picture
+
+    render_picture(dot_text(graph, result), path, fmt)

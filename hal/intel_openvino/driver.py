@@ -29,6 +29,8 @@
   function returns. A rank change or a dim that differs from a static compiled dim is INVALID_DIMENSIONS.
 * clone_program shares the CompiledModel and gives the clone its own InferRequest and input slots, so
   predictor clones run one compiled program from several threads at once.
+* validate_program answers by a trial conversion of each operation alone; `unsupported_reasons` (an optional
+  hook the runtime's callers read) gives the same answer with the reason for each operation declined.
 * unavailable_reason() says what to install when `openvino` cannot be imported.
 * destroy_program, destroy_context and close_device are idempotent.
 """
@@ -273,10 +275,15 @@ class IntelOpenVinoDriver(Driver):
         return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
     def validate_program(self, context: OpenVinoContext, model: Model) -> list:
-        from hal.intel_openvino.graph import operation_supported
+        return [not reason for reason in self.unsupported_reasons(context, model)]
+
+    def unsupported_reasons(self, context: OpenVinoContext, model: Model) -> list:
+        """Per operation, why this driver declines it ("" when it runs it): what validate_program answers,
+        with the reason a user can act on."""
+        from hal.intel_openvino.graph import unsupported_reason
         from hal.intel_openvino.operations import OPERATIONS
 
-        return [operation_supported(op, OPERATIONS) for op in model.operations]
+        return [unsupported_reason(op, OPERATIONS) for op in model.operations]
 
     def create_program(self, context: OpenVinoContext, model: Optional[Model], cache: Cache) -> OpenVinoProgram:
         core = context.device.core

@@ -17,6 +17,9 @@
   reads or writes float64 or float16, when onnxruntime also opens a session on it alone: onnxruntime has
   float64 kernels for some operators only (Conv, Erf, Softplus, ... are float32-only on CPU), and an
   operation without its kernel goes to builtin_device or the host instead of failing at compile time.
+  `unsupported_reasons` (an optional hook the runtime's callers read) gives the same answer with the reason
+  for each operation declined. A check reads only the dims its mapping needs (a window's spatial dims, never
+  the batch), so a declared -1 declines nothing that the program compiled for concrete shapes would run.
 * execute_program: known dims of the compiled inputs are fixed, unknown ones symbolic. A rank change
   or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes"). onnxruntime's
   InvalidArgument from a run (e.g. gather indices out of range) is the caller's INVALID_PARAMETER; its other
@@ -40,7 +43,7 @@ from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType, Operation
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
-from hal.microsoft_onnxruntime.graph import convert_model, operation_supported
+from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, find_conv_chains, marked_for_qdq
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
@@ -212,9 +215,18 @@ class OnnxRuntimeDriver(Driver):
         return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
     def validate_program(self, context: OnnxRuntimeContext, model: Model) -> list:
-        return [operation_supported(op, OPERATIONS)
-                and (not _needs_kernel_trial(op) or self._kernels_exist(context, op))
-                for op in model.operations]
+        return [not reason for reason in self.unsupported_reasons(context, model)]
+
+    def unsupported_reasons(self, context: OnnxRuntimeContext, model: Model) -> list:
+        """Per operation, why this driver declines it ("" when it runs it): what validate_program answers,
+        with the reason a user can act on."""
+        reasons = []
+        for op in model.operations:
+            reason = operation_unsupported_reason(op, OPERATIONS)
+            if not reason and _needs_kernel_trial(op) and not self._kernels_exist(context, op):
+                reason = "onnxruntime has no kernel for its element types on these execution providers"
+            reasons.append(reason)
+        return reasons
 
     @staticmethod
     def _kernels_exist(context: OnnxRuntimeContext, op: Operation) -> bool:

@@ -245,10 +245,21 @@ class GraphBuilder:
 
     @staticmethod
     def known_dims(op: Operation, i: int, what: str = "input") -> tuple:
+        """Input i's dims, every one of which the mapping needs (Unsupported when one is unknown)."""
         dims = tuple(op.inputs[i].type.dims)
         if not all(known(d) for d in dims):
-            raise Unsupported(f"{what} dims {dims} must be known")
+            raise Unsupported(f"{what} dims {_shown(dims)} must be known")
         return dims
+
+    @staticmethod
+    def known_spatial_dims(op: Operation, i: int = 0, what: str = "input") -> tuple:
+        """The spatial dims (after batch and channel) of input i, which a window or a resize needs; the batch
+        and channel dims may stay unknown (a program compiled for a concrete signature knows these anyway)."""
+        dims = tuple(op.inputs[i].type.dims)
+        spatial = dims[2:]
+        if not all(known(d) for d in spatial):
+            raise Unsupported(f"{what} spatial dims {_shown(spatial)} (of {_shown(dims)}) must be known")
+        return spatial
 
     def as_i64(self, op: Operation, i: int) -> str:
         """Input i as an int64 1-D tensor (ONNX shape/axes/index inputs are int64)."""
@@ -305,10 +316,20 @@ Implementation = Callable[[GraphBuilder, Operation], None]
 TRIAL_ERRORS = (Unsupported, OperationError, NNAdapterError, ValueError, TypeError, IndexError, KeyError)
 
 
+def operation_unsupported_reason(op: Operation, operations: OperationTable) -> str:
+    """Why `op` cannot run as given ("" when it can): its signature check fails or it does not convert."""
+    return unsupported_reason(op, operations, lambda o: GraphBuilder().convert(o, operations.get(o.type)),
+                              TRIAL_ERRORS)
+
+
 def operation_supported(op: Operation, operations: OperationTable) -> bool:
     """True iff `op` passes its signature check and converts without Unsupported."""
-    return not unsupported_reason(op, operations, lambda o: GraphBuilder().convert(o, operations.get(o.type)),
-                                  TRIAL_ERRORS)
+    return not operation_unsupported_reason(op, operations)
+
+
+def _shown(dims) -> str:
+    """Dims as a user reads them: '?' for an unknown one (NNADAPTER_UNKNOWN is -65535 inside)."""
+    return "[" + ", ".join(str(d) if known(d) else "?" for d in dims) + "]"
 
 
 def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: bool = True):

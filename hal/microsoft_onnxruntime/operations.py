@@ -247,17 +247,26 @@ def _onnx_pads(pads) -> list:
 
 
 def _window(g: GraphBuilder, op: Operation, kernel, strides, dilations=(1, 1)):
-    """(explicit NNAdapter pads, dilations) for a window op; needs the spatial dims for SAME."""
+    """(explicit NNAdapter pads, dilations) for a window op. SAME reads only the spatial dims; where those are
+    unknown the pads are None: ONNX's auto_pad SAME_UPPER pads as Paddle's SAME does (ceil(in / stride) outputs,
+    the odd element after, dilations reset to 1), whatever the sizes at run time (`_pad_attributes`)."""
     args = unpack(op)
     auto_pad = args.int("auto_pad", int(AutoPad.AUTO_PAD_NONE))
     pads = args.ints("pads", None)
-    if auto_pad == AutoPad.AUTO_PAD_SAME:
-        spatial = g.known_dims(op, 0, "input")[2:]
-    else:
-        spatial = (1, 1)
     if pads is not None and len(pads) != 4:
         raise Unsupported(f"pads {pads}")
+    if auto_pad == AutoPad.AUTO_PAD_SAME:
+        spatial = g.dims(op, 0)[2:]
+        if not all(known(d) for d in spatial):
+            return None, (1, 1)
+    else:
+        spatial = (1, 1)
     return resolve_window(auto_pad, pads, spatial, kernel, strides, dilations)
+
+
+def _pad_attributes(pads) -> dict:
+    """The ONNX padding attributes of `_window`'s pads: explicit, or SAME_UPPER (None)."""
+    return {"auto_pad": "SAME_UPPER"} if pads is None else {"pads": _onnx_pads(pads)}
 
 
 def conv_attributes(g: GraphBuilder, op: Operation) -> dict:
@@ -267,7 +276,7 @@ def conv_attributes(g: GraphBuilder, op: Operation) -> dict:
     strides = args.ints("strides", [1, 1])
     pads, dilations = _window(g, op, filter_dims[2:], strides, args.ints("dilations", [1, 1]))
     return {"kernel_shape": list(filter_dims[2:]), "strides": strides, "dilations": list(dilations),
-            "pads": _onnx_pads(pads), "group": args.int("group", 1)}
+            **_pad_attributes(pads), "group": args.int("group", 1)}
 
 
 @OPERATIONS.implements(T.CONV_2D)
@@ -293,6 +302,8 @@ def _conv_2d_transpose(g: GraphBuilder, op: Operation):
     kernel = filter_dims[2:]
     strides = args.ints("strides", [1, 1])
     (pads, dilations) = _window(g, op, kernel, strides, args.ints("dilations", [1, 1]))
+    if pads is None:  # ONNX's SAME_UPPER for ConvTranspose sizes the output otherwise than Paddle's SAME
+        g.known_spatial_dims(op, 0)
     group = args.int("group", 1)
     output_padding = args.ints("output_padding", [0, 0])
     output_shape = args.ints("output_shape", None)
@@ -302,7 +313,7 @@ def _conv_2d_transpose(g: GraphBuilder, op: Operation):
     if output_shape is not None:
         # builtin_device keeps the window [pad_begin, pad_begin + output) of the full result and
         # zero-extends past its end: ONNX gets the end pad (or output_padding) that makes that size.
-        spatial = g.known_dims(op, 0, "input")[2:]
+        spatial = g.known_spatial_dims(op, 0)
         output_padding = [0, 0]
         for a in (0, 1):
             full = transpose_out_size(spatial[a], kernel[a], strides[a], 0, 0, dilations[a], 0)
@@ -333,7 +344,7 @@ def _average_pool(g: GraphBuilder, op: Operation):
         return
     if ceil_mode:
         _check_no_empty_window(g, op, kernel, strides, pads)
-    pooled = g.one("AveragePool", [g.x(op, 0)], kernel_shape=kernel, strides=strides, pads=_onnx_pads(pads),
+    pooled = g.one("AveragePool", [g.x(op, 0)], kernel_shape=kernel, strides=strides, **_pad_attributes(pads),
                    ceil_mode=int(ceil_mode), count_include_pad=int(include_pad))
     g.fuse(pooled, code, np.float32, g.out(op))
 
@@ -344,17 +355,17 @@ def _is_global_window(g: GraphBuilder, op: Operation, kernel, pads) -> bool:
     kernels too), which is how Paddle's global and adaptive [1, 1] pools of SE blocks and heads arrive."""
     spatial = g.dims(op, 0)[2:]
     return len(spatial) == 2 and all(known(d) for d in spatial) and list(kernel) == list(spatial) \
-        and not any(pads) and tuple(op.outputs[0].type.dims[2:]) == (1, 1)
+        and pads is not None and not any(pads) and tuple(op.outputs[0].type.dims[2:]) == (1, 1)
 
 
 def _check_no_empty_window(g: GraphBuilder, op: Operation, kernel, strides, pads):
     """ceil_mode: NNAdapter (Paddle) keeps a last window that starts in the end padding; ONNX drops
     it (its last window must start inside the input or the begin padding). Claim only shapes where
     the two agree."""
-    spatial = g.known_dims(op, 0, "input")[2:]
+    spatial = g.known_spatial_dims(op, 0)
     out = tuple(op.outputs[0].type.dims[2:])
     if not all(known(d) for d in out):
-        raise Unsupported("ceil_mode output dims unknown")
+        raise Unsupported(f"ceil_mode needs the output's spatial dims {list(out)} known")
     for a in (0, 1):
         if (out[a] - 1) * strides[a] >= spatial[a] + pads[2 * a]:
             raise Unsupported("the last ceil_mode window starts in the end padding (ONNX drops it)")
@@ -373,7 +384,7 @@ def _max_pool(g: GraphBuilder, op: Operation):
         _check_no_empty_window(g, op, kernel, strides, pads)
     x = _nan_as_minus_inf(g, op, g.x(op, 0)) if with_indices else g.x(op, 0)
     outputs = g.node("MaxPool", [x], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
-                     pads=_onnx_pads(pads), ceil_mode=int(ceil_mode))
+                     **_pad_attributes(pads), ceil_mode=int(ceil_mode))
     g.fuse(_from_lowest(g, op, outputs[0]), code, np.float32, g.out(op))
     if with_indices:
         _plane_indices(g, op, outputs[1], outputs[0])
@@ -399,7 +410,7 @@ def _plane_indices(g: GraphBuilder, op: Operation, flat: str, pooled: str):
     """ONNX indices count over the whole NCHW tensor; NNAdapter's within each H x W plane. Where no element of
     the window exceeds Paddle's -FLT_MAX start (`pooled`, MaxPool's value, is not above it), Paddle's index
     stays -1."""
-    h, w = g.known_dims(op, 0, "input")[2:]
+    h, w = g.known_spatial_dims(op, 0)
     within = g.one("Mod", [flat, g.scalar(h * w, np.int64)])
     taken = g.one("Greater", [pooled, g.scalar(-float(np.finfo(np.float32).max), _compute_dtype(op))])
     within = g.one("Where", [taken, within, g.scalar(-1, np.int64)])
@@ -481,10 +492,12 @@ def _layer_norm(g: GraphBuilder, op: Operation):
     axis = normalize_axis(args.int("begin_norm_axis"), len(dims))
     eps = args.float("epsilon", 1e-5)
     tail = dims[axis:]
-    if not all(known(d) for d in tail):
-        raise Unsupported("normalized dims must be known to shape scale and bias")
-    scale = g.one("Reshape", [g.x(op, 1), g.i64(tail)])
-    bias = g.one("Reshape", [g.x(op, 2), g.i64(tail)])
+    if all(known(d) for d in tail):
+        tail_shape = g.i64(tail)
+    else:  # scale and bias take the normalized dims the input has at run time
+        tail_shape = g.one("Slice", [g.one("Shape", [g.x(op, 0)]), g.i64([axis]), g.i64([len(dims)])])
+    scale = g.one("Reshape", [g.x(op, 1), tail_shape])
+    bias = g.one("Reshape", [g.x(op, 2), tail_shape])
     g.node("LayerNormalization", [g.x(op, 0), scale, bias], [g.out(op)], axis=axis, epsilon=eps)
 
 
@@ -624,11 +637,8 @@ def _resize(g: GraphBuilder, op: Operation, nearest: bool):
         if factors is None:
             raise Unsupported("scales must be a constant")
         factors = [float(s) for s in np.asarray(factors).reshape(-1)]
-        spatial = dims[-2:]
-        if not all(known(d) for d in spatial):
-            raise Unsupported("resizing by scales needs known input dims")
         # Paddle truncates float32(in * scale); ONNX floors the same product, and both read source
-        # coordinates as out / scale.
+        # coordinates as out / scale: the input's sizes need not be known when the model is built.
         scales = g.const(np.float32([1.0] * (rank - 2) + factors))
     if align_corners:
         transform = "align_corners"
@@ -727,9 +737,13 @@ def _flatten(g: GraphBuilder, op: Operation):
     start = normalize_axis(args.int("start_axis"), rank)
     end = normalize_axis(args.int("end_axis"), rank)
     after = dims[end + 1:]
-    if not all(known(d) for d in after):
-        raise Unsupported("dims after end_axis must be known")
-    g.one("Reshape", [g.x(op, 0), g.i64([0] * start + [-1] + list(after))], g.out(op))
+    x = g.x(op, 0)
+    if all(known(d) for d in after):
+        target = g.i64([0] * start + [-1] + list(after))
+    else:  # the trailing dims as the input has them at run time (Reshape's 0 would copy the wrong positions)
+        tail = g.one("Slice", [g.one("Shape", [x]), g.i64([end + 1]), g.i64([rank])])
+        target = g.one("Concat", [g.i64([0] * start + [-1]), tail], axis=0)
+    g.one("Reshape", [x, target], g.out(op))
 
 
 @OPERATIONS.implements(T.SQUEEZE)
@@ -888,17 +902,20 @@ def _gather(g: GraphBuilder, op: Operation):
 @OPERATIONS.implements(T.ROLL)
 def _roll(g: GraphBuilder, op: Operation):
     args = unpack(op)
-    dims = g.known_dims(op, 0, "input")
     shifts = args.ints("shifts")
     axes = args.ints("axes", None) if len(op.inputs) > 2 else None
     x = g.x(op, 0)
-    if not axes:
+    if not axes:  # over the flattened tensor: its size decides where it wraps
+        dims = g.known_dims(op, 0, "input")
         flat = g.one("Reshape", [x, g.i64([-1])])
         rolled = _roll_axis(g, flat, 0, int(np.prod(dims)), shifts[0])
         g.one("Reshape", [rolled, g.i64(list(dims))], g.out(op))
         return
+    dims = g.dims(op, 0)
     for k, (shift, axis) in enumerate(zip(shifts, axes)):
         axis = normalize_axis(axis, len(dims))
+        if not known(dims[axis]):  # only the rolled axes' sizes decide where they wrap
+            raise Unsupported(f"ROLL along axis {axis}, whose size is unknown")
         x = _roll_axis(g, x, axis, dims[axis], shift)
     g.one("Identity", [x], g.out(op))
 

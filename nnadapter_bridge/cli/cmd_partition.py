@@ -1,10 +1,16 @@
 """`nnadapter-bridge partition MODEL`: how a model splits into device subgraphs and host ops.
 
-Default output: one table row per subgraph (index, ops count, op types, boundary inputs and outputs) and
-one row per host op with the reason it is not on a device (feed/fetch, forced by a partition config
-spec, the support decision's reason, or a cluster below --min-subgraph-size), and whether a host kernel
-can run it. `--dump` prints Paddle Lite's debug dump instead (`subgraph clusters: N`, DOT, `subgraph
-operators:`), whose op lines are valid partition config specs. `--dot/--svg/--png` write the graph.
+Default output: one table row per subgraph (index, device(s) taking its ops, ops count, op types, boundary
+inputs and outputs), one row per host op with the reason it is not on a device (feed/fetch, forced by a
+partition config spec, the support decision's reason, or a cluster below --min-subgraph-size) and, with
+several devices, why each of them declines it, and whether a host kernel can run it; then the host share
+(partition_plan.HostShare: over 5% of the ops or FLOPs, create_predictor warns). `--per-op` lists every op
+with its subgraph, device and the devices that decline it. `--strict` fails (exit 2) when an op not forced
+there would run on the host, listing them as strict mode does. `--dump` prints Paddle Lite's debug dump
+instead (`subgraph clusters: N`, DOT, `subgraph operators:`), whose op lines are valid partition config specs.
+`--dot/--svg/--png` write the readable picture (partition.picture: boxes of ops by subgraph and device, host
+ops with their reason, a legend); `--json` has the same picture under "picture" and every op's placement
+under "placements".
 
 The partition is the one create_predictor computes (nnadapter_bridge.partition_plan: same support
 decision, partition config and detector), but without requiring every host op to be runnable, so it
@@ -34,16 +40,21 @@ def register(subparsers) -> None:
     parser.add_argument("--dump", action="store_true",
                         help="print Paddle Lite's exact debug dump (subgraph clusters, DOT, subgraph operators) "
                              "instead of the summary; with --json it is the 'dump' field")
-    parser.add_argument("--dot", metavar="F", help="write the partition graph as DOT text to F")
+    parser.add_argument("--per-op", action="store_true",
+                        help="also list every op with its subgraph, the device that takes it and the devices "
+                             "that decline it (and why)")
+    parser.add_argument("--dot", metavar="F", help="write the partition picture as DOT text to F (runs of ops "
+                                                   "per subgraph and device, host ops with their reason, a legend)")
     render = parser.add_mutually_exclusive_group()
-    render.add_argument("--svg", metavar="F", help="render the partition graph to F as SVG (needs graphviz's dot)")
-    render.add_argument("--png", metavar="F", help="render the partition graph to F as PNG (needs graphviz's dot)")
+    render.add_argument("--svg", metavar="F", help="render the partition picture to F as SVG (needs graphviz's dot)")
+    render.add_argument("--png", metavar="F", help="render the partition picture to F as PNG (needs graphviz's dot)")
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
 
 def analyze(config) -> PartitionPlan:
-    """Partition the model named by `config` (a Config) the way create_predictor does."""
+    """Partition the model named by `config` (a Config) the way create_predictor does; the plan's placements
+    (asked of each device while the context is open) are in `plan.op_placements`."""
     from nnadapter_bridge.errors import DeviceNotFoundError
     from nnadapter_bridge.loader import load_model
     from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
@@ -63,13 +74,16 @@ def analyze(config) -> PartitionPlan:
         plan = plan_partition(config, graph, context)
         for op in plan.host_ops:  # decide every host op now (forced ones too), while the context is open
             plan.support.verdict(op)
+        plan.op_placements = plan.placements(context)
     finally:
         context.destroy()
     return plan
 
 
-def report(plan: PartitionPlan) -> dict:
-    """The summary as plain data (the --json output)."""
+def report(plan: PartitionPlan, placements: list | None = None) -> dict:
+    """The summary as plain data (the --json output). `placements`: partition_plan.OpPlacement per op (default:
+    the plan's), e.g. a predictor's after a run, with the ops it moved to the host then."""
+    from nnadapter_bridge.partition_plan import host_share, host_share_summary
     from partition import op_key
     from partition.dump import operator_lines
 
@@ -77,11 +91,17 @@ def report(plan: PartitionPlan) -> dict:
     no_host_kernel = _no_host_kernel(plan)
     forced = plan.forced_by()
     spec_lines = dict(zip((id(op) for op in result.ops), operator_lines(graph)))
+    if placements is None:
+        placements = plan.op_placements if plan.op_placements is not None else plan.placements()
+    placed = {p.op.index: p for p in placements}
     subgraphs = []
     for s in result.subgraphs:
         histogram = collections.Counter(op.type for op in s.ops)
+        devices = collections.Counter(placed[op.index].device or "host (moved at run time)" for op in s.ops
+                                      if op.index in placed)
         subgraphs.append({
             "index": s.index,
+            "devices": dict(devices.most_common()),
             "num_ops": len(s.ops),
             "op_types": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
             "inputs": list(s.input_names),
@@ -90,14 +110,18 @@ def report(plan: PartitionPlan) -> dict:
             "ops": [spec_lines[id(op)] for op in s.ops],
         })
     host_ops = []
-    for op in result.host_ops:
+    moved = {i for i, p in placed.items() if p.at_run}
+    on_host = {id(op) for op in result.host_ops}
+    for op in (op for op in result.ops if id(op) in on_host or op.index in moved):
         host_ops.append({
             "index": op.index,
             "type": op.type,
             "spec": spec_lines[id(op)],
-            "reason": plan.host_reason(op, forced),
+            "reason": placed[op.index].reason if op.index in moved else plan.host_reason(op, forced),
+            "at_run": op.index in moved,
             "forced": op_key(op) in forced,
             "host_kernel": op.type not in no_host_kernel,
+            "declined": dict(placed[op.index].declined) if op.index in placed else {},
         })
     return {
         "model": graph.model_path or "<buffer>",
@@ -105,11 +129,22 @@ def report(plan: PartitionPlan) -> dict:
         "partition_config": plan.partition_config.source if plan.partition_config is not None else None,
         "num_ops": len(result.ops),
         "num_subgraphs": len(result.subgraphs),
-        "ops_on_devices": sum(len(s.ops) for s in result.subgraphs),
-        "num_host_ops": len(plan.host_ops),
+        "ops_on_devices": sum(len(s.ops) for s in result.subgraphs) - len(moved),
+        "num_host_ops": len(plan.host_ops) + len(moved),
         "subgraphs": subgraphs,
         "host_ops": host_ops,
+        "host_share": host_share_summary(host_share(graph, placements)),
+        "placements": [p.as_dict() for p in placements],
+        "picture": picture(plan, placements).as_dict(),
     }
+
+
+def picture(plan: PartitionPlan, placements: list):
+    """The readable picture of the partition (partition.picture)."""
+    from partition import build_picture
+
+    return build_picture(plan.graph, plan.result, {p.op.index: p.picture_placement() for p in placements},
+                         plan.device_names)
 
 
 def _no_host_kernel(plan: PartitionPlan) -> set:
@@ -125,27 +160,42 @@ def _no_host_kernel(plan: PartitionPlan) -> set:
 
 
 def write_files(args, plan: PartitionPlan) -> list:
-    from partition import render, write_dot
+    from partition import render_picture
 
     written = []
+    if not (args.dot or args.svg or args.png):
+        return written
+    text = picture(plan, plan.op_placements if plan.op_placements is not None else plan.placements()).dot()
     if args.dot:
         try:
-            write_dot(plan.graph, plan.result, args.dot)
+            with open(args.dot, "w", encoding="utf-8") as f:
+                f.write(text)
         except OSError as exc:
             raise CliError(f"--dot {args.dot}: {exc.strerror or exc}") from exc
         written.append(args.dot)
     for fmt in ("svg", "png"):
         path = getattr(args, fmt)
         if path:
-            render(plan.graph, plan.result, path, fmt)
+            render_picture(text, path, fmt)
             written.append(path)
     return written
+
+
+def check_strict(plan: PartitionPlan) -> None:
+    """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host."""
+    from nnadapter_bridge.partition_plan import host_share, strict_error
+
+    share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
+    if share.declined_ops:
+        raise strict_error(share, plan.device_names)
 
 
 def run(args) -> int:
     with output.one_line_warnings("partition"):
         config = model_config.build_config(args)
         plan = analyze(config)
+        if config.strict:
+            check_strict(plan)
         written = write_files(args, plan)
     if args.json:
         data = report(plan)
@@ -161,7 +211,11 @@ def run(args) -> int:
 
         print(dump_text(plan.graph, plan.result), end="")
     else:
-        print(render_summary(report(plan)))
+        data = report(plan)
+        print(render_summary(data))
+        if args.per_op:
+            print()
+            print(render_per_op(data))
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -180,10 +234,18 @@ def _op_types(histogram: dict, limit: int = 5) -> str:
     return text + (", ..." if len(items) > limit else "")
 
 
-def render_summary(data: dict) -> str:
-    """The readable form of report(): a header, the subgraph table, the host-op table."""
-    from partition import HOST_ONLY_OP_TYPES
+def _devices(counts: dict) -> str:
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
 
+
+def _declined(declined: dict) -> str:
+    return "; ".join(f"{name}: {why}" for name, why in declined.items())
+
+
+def render_summary(data: dict) -> str:
+    """The readable form of report(): a header, the subgraph table, the host-op table, the host share."""
     lines = [f"model        {data['model']}",
              f"devices      {', '.join(data['devices'])}",
              f"config       {data['partition_config'] or '-'}",
@@ -191,19 +253,53 @@ def render_summary(data: dict) -> str:
              f"subgraph{'s' if data['num_subgraphs'] != 1 else ''}, {data['num_host_ops']} on the host, "
              "plus feed/fetch)",
              ""]
+    lines.extend(placement_tables(data))
+    share = data["host_share"]
+    if share["host_ops"]:
+        flops = "" if share["flop_share"] is None else f", {share['flop_share']:.1%} of the estimated FLOPs"
+        verdict = ("over the 5% limit: create_predictor warns (HostPlacementWarning)" if share["over_limit"]
+                   else "within the 5% limit")
+        lines += ["", f"host share   {share['op_share']:.1%} of the ops{flops} (forced ones not counted); {verdict}"]
+    return "\n".join(lines)
+
+
+def placement_tables(data: dict) -> list:
+    """The subgraph table (with the device taking each) and the host-op table (with the reason, and why each
+    device declines) of report() data: shared by `partition` and `run`."""
+    from partition import HOST_ONLY_OP_TYPES
+
+    lines = []
+    several = len(data["devices"]) > 1
     if data["subgraphs"]:
-        rows = [[s["index"], s["num_ops"], _op_types(s["op_types"]), _names(s["inputs"]), _names(s["outputs"])]
-                for s in data["subgraphs"]]
-        lines.append(output.format_table(["subgraph", "ops", "op types", "inputs", "outputs"], rows,
-                                         right_align={0, 1}))
+        rows = [[s["index"], _devices(s["devices"]), s["num_ops"], _op_types(s["op_types"]), _names(s["inputs"]),
+                 _names(s["outputs"])] for s in data["subgraphs"]]
+        lines.append(output.format_table(["subgraph", "device", "ops", "op types", "inputs", "outputs"], rows,
+                                         right_align={0, 2}))
     else:
         lines.append("no subgraphs: every op runs on the host")
     host = [h for h in data["host_ops"] if h["type"] not in HOST_ONLY_OP_TYPES]
     lines.append("")
     if host:
-        rows = [[h["index"], h["type"], "yes" if h["host_kernel"] else "NO", h["reason"]] for h in host]
-        lines.append(output.format_table(["op", "host op type", "host kernel", "why not on a device"], rows,
-                                         right_align={0}))
+        header = ["op", "host op type", "host kernel", "why not on a device"]
+        rows = []
+        for h in host:
+            reason = h["reason"]
+            if several and h.get("declined") and not h["forced"]:
+                reason = _declined(h["declined"])
+            rows.append([h["index"], h["type"], "yes" if h["host_kernel"] else "NO", reason])
+        lines.append(output.format_table(header, rows, right_align={0}))
     else:
         lines.append("no host ops: everything but feed/fetch runs on the devices")
-    return "\n".join(lines)
+    return lines
+
+
+def render_per_op(data: dict) -> str:
+    """--per-op: every op with its subgraph, device (or the host) and the devices that decline it."""
+    rows = []
+    for p in data["placements"]:
+        where = p["device"] if p["device"] is not None else ("host (at run)" if p["at_run"] else "host")
+        why = p["host_reason"] if p["device"] is None and (p["forced"] or not p["declined"]) else \
+            _declined(p["declined"])
+        rows.append([p["index"], p["type"], "-" if p["subgraph"] is None else p["subgraph"], where, why or "-"])
+    return output.format_table(["op", "type", "subgraph", "runs on", "declined by / why on the host"], rows,
+                               right_align={0, 2})

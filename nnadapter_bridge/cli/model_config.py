@@ -46,6 +46,7 @@ def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: O
     if getattr(args, "partition_config", None):
         config.set_nnadapter_subgraph_partition_config_path(args.partition_config)
     config.set_min_subgraph_size(getattr(args, "min_subgraph_size", 1))
+    config.set_strict(getattr(args, "strict", False))
     if dynamic_shape_info:
         config.set_nnadapter_dynamic_shape_info(dynamic_shape_info)
     return config

@@ -45,6 +45,10 @@ def add_partition_arguments(parser) -> None:
                              "keep on the host (see configs/partition_force_host_example.txt)")
     parser.add_argument("--min-subgraph-size", metavar="N", type=int, default=1,
                         help="clusters with fewer ops stay on the host (default: 1, as Paddle Lite)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail (listing them with their reasons) when any op the partition config does not "
+                             "keep on the host cannot run on the devices, instead of running it on the host "
+                             "(Config.set_strict)")
 
 
 def add_input_arguments(parser, *, files: bool = True) -> None:

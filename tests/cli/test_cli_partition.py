@@ -59,7 +59,7 @@ def test_table_lists_subgraphs_and_host_ops_with_reasons(yolo, capsys):
     out = capsys.readouterr().out
     assert "12 on devices in 2 subgraphs, 2 on the host" in out
     header = next(line for line in out.splitlines() if line.startswith("subgraph"))
-    assert header.split() == ["subgraph", "ops", "op", "types", "inputs", "outputs"]
+    assert header.split() == ["subgraph", "device", "ops", "op", "types", "inputs", "outputs"]
     nms = next(line for line in out.splitlines() if " multiclass_nms3 " in line)
     assert "yes" in nms and "forced to the host" in nms
 
@@ -88,13 +88,15 @@ def test_dump_in_json(yolo, capsys):
     assert data["dump"].startswith("subgraph clusters: 1\n")
 
 
-def test_dot_file(yolo, capsys, tmp_path):
+def test_dot_file_is_the_readable_picture(yolo, capsys, tmp_path):
     dot = tmp_path / "g.dot"
     data = partition_json(capsys, yolo, "--partition-config", YOLO_CONFIG, "--dot", str(dot))
     assert data["files"] == [str(dot)]
     text = dot.read_text()
-    assert text.startswith("digraph G {") and text.rstrip().endswith("} // end G")
-    assert "yolo_box_0_op" in text and "conv2d_0_op_subgraph_0" in text
+    assert text.startswith("digraph partition {") and "legend" in text
+    assert "subgraph 0 on builtin_device\\n11 ops (#" in text and "subgraph 1 on builtin_device\\n1 op (#" in text
+    assert "why: forced to the host by the partition config" in text
+    assert "conv2d_0.w_0" not in text  # weights are not drawn
 
 
 @pytest.mark.parametrize("make_path, reason", [
@@ -109,9 +111,9 @@ def test_dot_file_that_cannot_be_written_is_one_line(yolo, capsys, tmp_path, mak
 
 
 def test_svg_without_graphviz_is_one_line_with_a_hint(yolo, capsys, tmp_path, monkeypatch):
-    import partition.dump
+    import partition.picture
 
-    monkeypatch.setattr(partition.dump.shutil, "which", lambda name: None)
+    monkeypatch.setattr(partition.picture.shutil, "which", lambda name: None)
     assert main(["partition", yolo, "--svg", str(tmp_path / "g.svg")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "install graphviz" in err

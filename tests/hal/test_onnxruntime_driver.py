@@ -218,16 +218,74 @@ def test_validate_is_false_for_operations_onnx_cannot_express(device):
     assert info.value.code == ResultCode.FEATURE_NOT_SUPPORTED
 
 
-def test_same_padding_with_unknown_spatial_dims_is_not_claimed(device):
+def _same_pool_model(batch: int, spatial) -> Model:
+    """MAX_POOL_2D 3x3, stride 2, SAME padding, over x of dims [batch, 2, *spatial] (UNKNOWN allowed)."""
     model = Model()
-    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 2, UNKNOWN, UNKNOWN)), "x")
+    x = model.add_operand(OperandType(Precision.FLOAT32, (batch, 2, *spatial)), "x")
     out = model.add_output("out")
     model.add_operation(T.MAX_POOL_2D, [x, model.add_constant(np.int32([int(AutoPad.AUTO_PAD_SAME)])), None,
                                         model.add_constant(np.int32([3, 3])), model.add_constant(np.int32([2, 2]))],
                         [out])
     model.identify_inputs_and_outputs([x], [out])
     model.finish()
-    assert DRIVER.validate_program(DRIVER.create_context(device, ""), model) == [False]
+    return model
+
+
+@pytest.mark.parametrize("batch, spatial", [(UNKNOWN, (7, 8)), (1, (UNKNOWN, UNKNOWN)), (UNKNOWN, (UNKNOWN, 8))])
+def test_same_padding_needs_no_batch_and_takes_unknown_spatial_dims_as_same_upper(device, batch, spatial):
+    """SAME reads the spatial dims only (an unknown batch declines nothing); unknown spatial dims take ONNX's
+    SAME_UPPER, Paddle's rule, so one program runs every size as the reference does."""
+    model = _same_pool_model(batch, spatial)
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.validate_program(context, model) == [True]
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    for shape in ([1, 2, 7, 8], [3, 2, 9, 8]):
+        if any(d != UNKNOWN and d != s for d, s in zip((batch, 2, *spatial), shape)):
+            continue
+        x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+        (want,) = run_model(_same_pool_model(*shape[:1], shape[2:]), [x])
+        (got,) = _run(program, x)
+        np.testing.assert_array_equal(got, want)
+
+
+def _one_operation(op_type, dims, inputs) -> Model:
+    """`op_type` over x of `dims` (UNKNOWN allowed) and constant `inputs` (numpy arrays)."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, tuple(dims)), "x")
+    out = model.add_output("out")
+    model.add_operation(op_type, [x] + [model.add_constant(v) for v in inputs], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+@pytest.mark.parametrize("op_type, inputs", [
+    (T.ROLL, [np.int64([1, -2]), np.int32([1, 2])]),
+    (T.FLATTEN, [np.int32([1]), np.int32([2])]),
+    (T.LAYER_NORMALIZATION, [np.linspace(0.5, 2, 20, dtype=np.float32), np.linspace(-1, 1, 20, dtype=np.float32),
+                             np.int32([2]), np.float32([1e-5])]),
+], ids=["ROLL", "FLATTEN", "LAYER_NORMALIZATION"])
+def test_unknown_dims_the_mapping_does_not_read_decline_nothing(device, op_type, inputs):
+    """Unknown batch and trailing dims: ROLL reads only its axes' sizes, FLATTEN and LAYER_NORMALIZATION take the
+    trailing dims at run time."""
+    shape = (3, 4, 5, 4)
+    dims = {T.ROLL: (UNKNOWN, 4, 5, UNKNOWN)}.get(op_type, (UNKNOWN, 4, UNKNOWN, UNKNOWN))
+    model = _one_operation(op_type, dims, inputs)
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    (want,) = run_model(_one_operation(op_type, shape, inputs), [x])
+    (got,) = _run(DRIVER.create_program(context, model, Cache()), x)
+    assert_op_close(got, want, what=op_type.name)
+
+
+def test_unsupported_reasons_say_why_validate_program_declines(device):
+    context = DRIVER.create_context(device, "")
+    uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
+    assert DRIVER.validate_program(context, uneven) == [False]
+    (reason,) = DRIVER.unsupported_reasons(context, uneven)
+    assert "adaptive pooling 7x9 -> 3x4 is not a regular window" in reason
 
 
 # -- programs ------------------------------------------------------------------------------------------------

@@ -360,6 +360,8 @@ def test_tile_expand_gather_roll(context):
     check(context, T.TILE, [x, ints([2, 3, 1])])
     check(context, T.TILE, [x, ints([2, 2, 3, 1])])
     check(context, T.EXPAND, [x, ints([4, 2, 5, -1])])
+    check(context, T.EXPAND, [x, np.array([4, 2, 5, -1], dtype=np.int32)])  # a shape computed at run time
+    check(context, T.EXPAND, [x, np.array([-1, 4, -1], dtype=np.int64)])
     check(context, T.GATHER, [randn(5, 4), np.array([[0, -1], [3, 2]], dtype=np.int64), 0])
     check(context, T.GATHER, [randn(5, 4), Const(np.array([3, 0, 1], dtype=np.int32)), 1])
     check(context, T.ROLL, [randn(3, 4), ints([1, -2]), ints([0, 1])])

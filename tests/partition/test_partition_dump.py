@@ -161,16 +161,19 @@ def fake_dot(directory, body):
     return str(directory)
 
 
-def test_render_pipes_the_dot_text_to_dot(monkeypatch, tmp_path):
+def test_render_measures_then_pipes_the_dot_text_to_dot(monkeypatch, tmp_path):
     program, result = small_program()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    # Records its arguments and copies stdin to the -o file.
-    script_dir = fake_dot(bin_dir, 'echo "$@" > "$0.args"\ncat > "$3"\n')
+    # Records its arguments; without -o it answers an SVG of 100 x 50 pt (the size check), with -o it copies
+    # stdin to the file.
+    script_dir = fake_dot(bin_dir, 'echo "$@" >> "$0.args"\n'
+                                   'if [ "$2" = "-o" ]; then cat > "$3"; else cat > /dev/null; '
+                                   'echo \'<svg width="100pt" height="50pt" viewBox="0 0 100 50">\'; fi\n')
     monkeypatch.setenv("PATH", script_dir + os.pathsep + os.environ["PATH"])
     out = tmp_path / "g.png"
     render(program, result, out, fmt="png")
-    assert (bin_dir / "dot.args").read_text().split() == ["-Tpng", "-o", str(out)]
+    assert (bin_dir / "dot.args").read_text().splitlines() == ["-Tsvg", f"-Tpng -o {out}"]
     assert out.read_text() == dot_text(program, result)
 
 

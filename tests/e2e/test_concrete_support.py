@@ -1,0 +1,194 @@
+"""Drivers decide with what they need, and a decision the concrete program contradicts splits the subgraph.
+
+Support is decided per op on the declared dims (-1 unknown), but every program is compiled for concrete input
+shapes. So a driver declines an operation only for a reason that holds at run time (a SAME-padded conv or pool
+needs its spatial dims, never the batch; a resize by scales needs nothing of its input's size; an EXPAND to a
+run-time shape takes its -1s at run time), and an op declined only for a dim the declaration leaves unknown is
+decided as if that dim were concrete. Where the concrete program then has an operation the device declines,
+the engine names that op, the operation and the reason, runs it on the host and the rest of the subgraph on the
+device (engine.SplitPlan), never the whole subgraph on the host.
+
+Models are small PIR programs built with paddle; outputs are compared with Paddle Inference.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from nnadapter_bridge.engine import SubgraphSplitWarning
+from nnadapter_bridge.errors import NNAdapterError
+from support.converter_harness import paddle_inference_run, paddle_pir_static
+from support.tolerances import assert_model_close
+
+
+def _save(directory, build, declared: list) -> tuple:
+    """A PIR `.json` model of `build(x)` with x (float32) declared `declared`; (model path, params path or None)."""
+    with paddle_pir_static() as paddle:
+        paddle.seed(11)
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", shape=declared, dtype="float32")
+            out = build(paddle, x)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        prefix = os.path.join(str(directory), "model")
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            exe.run(startup)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "no variable in your model": a model without weights
+                paddle.static.save_inference_model(prefix, [x], [out], exe, program=main)
+    params = prefix + ".pdiparams"
+    return prefix + ".json", params if os.path.exists(params) else None
+
+
+def _predictor(model: tuple, device: str, strict: bool = False):
+    config = nb.Config()
+    config.set_model_file(model[0])
+    if model[1]:
+        config.set_param_file(model[1])
+    config.set_nnadapter_device_names([device])
+    if strict:
+        config.set_strict()
+    return nb.create_predictor(config)
+
+
+def _host_ops(predictor) -> list:
+    return [op.type for op in predictor.host_ops if op.type not in ("feed", "fetch")]
+
+
+def _run_and_compare(predictor, model: tuple, shape: list, seed: int = 0) -> list:
+    """Run `predictor` on a random x of `shape` and compare with Paddle Inference; the warnings raised."""
+    x = np.random.default_rng(seed).uniform(-1, 1, size=shape).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor.get_input_by_name("x").from_numpy(x)
+        predictor.run()
+        got = predictor.get_output(0).numpy()
+    (want,) = paddle_inference_run(model[0], model[1], {"x": x})
+    assert got.shape == want.shape
+    assert_model_close(got, want, what=f"output for x of shape {shape}")
+    return [w for w in caught if issubclass(w.category, Warning) and "paddle" not in w.filename]
+
+
+def _same_convolutions(paddle, x):
+    w = paddle.static.create_parameter([8, 3, 3, 3], "float32")
+    y = paddle.nn.functional.conv2d(x, w, stride=2, padding="SAME")
+    y = paddle.nn.functional.max_pool2d(y, 3, stride=2, padding="SAME")
+    return paddle.nn.functional.avg_pool2d(y, 3, stride=1, padding="SAME", exclusive=True)
+
+
+def _nearest_by_scale(paddle, x):
+    return paddle.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")
+
+
+def _bilinear_by_scale(paddle, x):
+    return paddle.nn.functional.interpolate(x, scale_factor=1.7, mode="bilinear", align_corners=False)
+
+
+def _expand_from_shape(paddle, x):
+    rows = paddle.mean(x, axis=1, keepdim=True)
+    return paddle.expand(rows, [paddle.shape(x)[0], 3, -1, -1]) * x
+
+
+def _expand_as(paddle, x):
+    return paddle.expand_as(paddle.mean(x, axis=[1, 2], keepdim=True), x) - x
+
+
+def _pool_in_the_middle(paddle, x):
+    """conv -> adaptive average pool to 3x3 -> conv -> relu: onnxruntime runs the pool as a plain window only
+    where the input size divides by 3, which declared [-1, 3, -1, -1] dims cannot tell."""
+    w = paddle.static.create_parameter([4, 3, 3, 3], "float32")
+    y = paddle.nn.functional.conv2d(x, w, padding=1)
+    y = paddle.nn.functional.adaptive_avg_pool2d(y, 3)
+    w2 = paddle.static.create_parameter([5, 4, 1, 1], "float32")
+    return paddle.nn.functional.relu(paddle.nn.functional.conv2d(y, w2))
+
+
+_CASES = {
+    # name: (build, declared dims, device, shapes fed)
+    "same_conv_pool_dynamic_batch": (_same_convolutions, [-1, 3, 17, 17], "microsoft_onnxruntime",
+                                     [[1, 3, 17, 17], [2, 3, 17, 17]]),
+    "same_conv_pool_dynamic_spatial": (_same_convolutions, [-1, 3, -1, -1], "microsoft_onnxruntime",
+                                       [[2, 3, 17, 19], [1, 3, 8, 6]]),
+    "nearest_by_scale": (_nearest_by_scale, [-1, 3, -1, -1], "microsoft_onnxruntime", [[1, 3, 7, 5]]),
+    "bilinear_by_scale": (_bilinear_by_scale, [-1, 3, -1, -1], "microsoft_onnxruntime", [[1, 3, 7, 5]]),
+    "expand_from_shape": (_expand_from_shape, [-1, 3, 8, 8], "intel_openvino", [[2, 3, 8, 8]]),
+    "expand_from_shape_dynamic": (_expand_from_shape, [-1, 3, -1, -1], "intel_openvino", [[2, 3, 8, 6]]),
+    "expand_as": (_expand_as, [-1, 3, -1, -1], "intel_openvino", [[2, 3, 5, 4]]),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    made = {}
+
+    def get(name):
+        if name not in made:
+            build, declared = (_CASES[name][:2] if name in _CASES else (_pool_in_the_middle, [-1, 3, -1, -1]))
+            made[name] = _save(tmp_path_factory.mktemp(name), build, declared)
+        return made[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(_CASES))
+def test_the_whole_model_stays_on_the_device(models, name):
+    _, _, device, shapes = _CASES[name]
+    model = models(name)
+    predictor = _predictor(model, device)
+    assert _host_ops(predictor) == [], predictor.unsupported_reasons()
+    assert len(predictor.partition.subgraphs) == 1
+    for k, shape in enumerate(shapes):
+        assert _run_and_compare(predictor, model, shape, seed=k) == []
+    assert predictor.stats.subgraph_host_runs == 0
+
+
+def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models):
+    model = models("pool_in_the_middle")
+    predictor = _predictor(model, "microsoft_onnxruntime")
+    # Decided on [-1, 3, -1, -1]: the pool would run once the size is known.
+    assert _host_ops(predictor) == []
+    (subgraph,) = predictor.partition.subgraphs
+    pool = next(op for op in subgraph.ops if op.type == "pool2d")
+    engine = predictor.engines[subgraph.index]
+
+    assert _run_and_compare(predictor, model, [1, 3, 9, 9]) == []  # 9 divides by 3: one program
+    assert not engine.pool.splits
+
+    caught = _run_and_compare(predictor, model, [1, 3, 10, 10], seed=1)
+    (warning,) = [w for w in caught if w.category is SubgraphSplitWarning]
+    text = str(warning.message)
+    assert pool.label() in text and "ADAPTIVE_AVERAGE_POOL_2D" in text
+    assert "adaptive pooling 10x10 -> 3x3 is not a regular window" in text
+    assert "the other 3 ops on microsoft_onnxruntime as 2 subgraph(s)" in text
+    (plan,) = engine.pool.splits.values()
+    assert set(plan.declined) == {pool.index}
+    assert [op.type for op in plan.partition.host_ops] == ["pool2d"]
+    assert [[op.type for op in child.ops] for child in plan.partition.subgraphs] == [["conv2d"], ["conv2d", "relu"]]
+
+    # The same shapes again: the split runs, no new warning, no new build.
+    builds = predictor.stats.builds
+    caught = _run_and_compare(predictor, model, [1, 3, 10, 10], seed=2)
+    assert not [w for w in caught if w.category is SubgraphSplitWarning]
+    assert predictor.stats.builds == builds
+
+
+def test_strict_mode_names_the_declined_operation(models):
+    model = models("pool_in_the_middle")
+    predictor = _predictor(model, "microsoft_onnxruntime", strict=True)
+    predictor.get_input_by_name("x").from_numpy(np.zeros([1, 3, 10, 10], np.float32))
+    with pytest.raises(NNAdapterError, match=r"pool2d#\d+ .*ADAPTIVE_AVERAGE_POOL_2D#\d+: .*not a regular window"):
+        predictor.run()
+
+
+def test_a_decline_the_declared_dims_already_show_keeps_the_op_off_the_device_with_the_drivers_reason(tmp_path):
+    model = _save(tmp_path, _pool_in_the_middle, [-1, 3, 10, 10])
+    predictor = _predictor(model, "microsoft_onnxruntime")
+    assert _host_ops(predictor) == ["pool2d"]
+    reason = predictor.unsupported_reasons()["pool2d"]
+    assert "not accepted by microsoft_onnxruntime" in reason
+    assert "adaptive pooling 10x10 -> 3x3 is not a regular window" in reason
+    assert _run_and_compare(predictor, model, [2, 3, 10, 10]) == []

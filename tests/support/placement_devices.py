@@ -1,0 +1,62 @@
+"""Devices for the placement tests: builtin_device under another name that declines some NNAdapter operations
+(validate_program says no, as a real SDK does for what it lacks), or fails to compile; and the small model they
+run, with sigmoid and tanh after add/relu/scale."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hal.builtin_device.driver import BuiltinDeviceDriver
+from nnadapter_bridge.nnadapter.runtime import DeviceManager
+from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
+
+PICKY = "picky_device"
+EXTRA_OPS = ("sigmoid", "tanh")
+
+
+class DecliningDevice(BuiltinDeviceDriver):
+    """builtin_device that declines every operation whose type is in `declines` (names of OperationType)."""
+
+    def __init__(self, name: str, declines=("RELU",)):
+        self.name = name
+        self.vendor = "tests"
+        self.declines = frozenset(declines)
+
+    def validate_program(self, context, model):
+        flags = super().validate_program(context, model)
+        return [ok and op.type.name not in self.declines for op, ok in zip(model.operations, flags)]
+
+
+class FailingCompileDevice(BuiltinDeviceDriver):
+    """builtin_device whose compiler fails on every model (a device fault: the subgraph falls to the host)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.vendor = "tests"
+
+    def create_program(self, context, model, cache):
+        raise RuntimeError(f"{self.name}: simulated compiler crash")
+
+
+@pytest.fixture
+def register_device():
+    manager = DeviceManager.instance()
+    names = []
+
+    def add(driver):
+        manager.register(driver, replace=True)
+        names.append(driver.name)
+        return driver
+
+    yield add
+    for name in names:
+        manager.unregister(name)
+
+
+def placement_model(directory) -> str:
+    """add -> relu -> scale -> sigmoid -> tanh (ops #1-#5 after feed #0)."""
+    return add_relu_scale_model(directory, extra_ops=EXTRA_OPS)
+
+
+def placement_reference(x: np.ndarray) -> np.ndarray:
+    return np.tanh(1.0 / (1.0 + np.exp(-reference_add_relu_scale(x).astype(np.float64)))).astype(np.float32)
