@@ -19,8 +19,12 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
+from hal.builtin_device.driver import BuiltinDeviceDriver
 from nnadapter_bridge.engine import SubgraphSplitWarning
 from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import OperationType, ResultCode
+from nnadapter_bridge.nnadapter.operations.common import known
+from nnadapter_bridge.nnadapter.runtime import DeviceManager
 from support.converter_harness import paddle_inference_run, paddle_pir_static
 from support.tolerances import assert_model_close
 
@@ -44,7 +48,7 @@ def _save(directory, build, declared: list) -> tuple:
     return prefix + ".json", params if os.path.exists(params) else None
 
 
-def _predictor(model: tuple, device: str, strict: bool = False):
+def _predictor(model: tuple, device: str, strict: bool = False, cache_dir=None):
     config = nb.Config()
     config.set_model_file(model[0])
     if model[1]:
@@ -52,6 +56,8 @@ def _predictor(model: tuple, device: str, strict: bool = False):
     config.set_nnadapter_device_names([device])
     if strict:
         config.set_strict()
+    if cache_dir is not None:
+        config.set_nnadapter_model_cache_dir(str(cache_dir))
     return nb.create_predictor(config)
 
 
@@ -176,6 +182,18 @@ def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models
     assert predictor.stats.builds == builds
 
 
+def test_the_split_programs_are_cached_like_any_subgraph(models, tmp_path):
+    model = models("pool_in_the_middle")
+    cold = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
+    _run_and_compare(cold, model, [1, 3, 10, 10])
+    assert cold.stats.builds == 2  # the two device parts of the split
+    cold.close()
+    warm = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
+    caught = _run_and_compare(warm, model, [1, 3, 10, 10], seed=1)
+    assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1  # said again on each start
+    assert (warm.stats.builds, warm.stats.cache_hits_file) == (0, 2)
+
+
 def test_strict_mode_names_the_declined_operation(models):
     model = models("pool_in_the_middle")
     predictor = _predictor(model, "microsoft_onnxruntime", strict=True)
@@ -192,3 +210,68 @@ def test_a_decline_the_declared_dims_already_show_keeps_the_op_off_the_device_wi
     assert "not accepted by microsoft_onnxruntime" in reason
     assert "adaptive pooling 10x10 -> 3x3 is not a regular window" in reason
     assert _run_and_compare(predictor, model, [2, 3, 10, 10]) == []
+
+
+# -- the split with any driver ----------------------------------------------------------------------------------
+class OddSoftmaxDevice(BuiltinDeviceDriver):
+    """builtin_device under another name that declines SOFTMAX over a last axis known to be odd (a check that needs
+    the concrete dim: an unknown one is accepted), has no unsupported_reasons hook, and refuses to compile what it
+    declines, as a vendor driver would."""
+
+    name = "odd_softmax_device"
+    vendor = "tests"
+
+    @staticmethod
+    def _declines(op) -> bool:
+        last = op.inputs[0].type.dims[-1]
+        return op.type == OperationType.SOFTMAX and known(last) and last % 2 == 1
+
+    def validate_program(self, context, model):
+        return [ok and not self._declines(op) for op, ok in zip(model.operations,
+                                                               super().validate_program(context, model))]
+
+    def create_program(self, context, model, cache):
+        if model is not None and any(self._declines(op) for op in model.operations):
+            raise NNAdapterError("odd_softmax_device cannot run SOFTMAX over an odd axis",
+                                 ResultCode.FEATURE_NOT_SUPPORTED)
+        return super().create_program(context, model, cache)
+
+
+def _relu_softmax_scale(paddle, x):
+    return paddle.scale(paddle.nn.functional.softmax(paddle.nn.functional.relu(x) * 2.0, axis=-1), 3.0, 1.0)
+
+
+@pytest.fixture
+def odd_softmax_device():
+    manager = DeviceManager.instance()
+    manager.register(OddSoftmaxDevice(), replace=True)
+    yield OddSoftmaxDevice.name
+    manager.unregister(OddSoftmaxDevice.name)
+
+
+def test_any_driver_gets_its_declined_operation_split_off(tmp_path, odd_softmax_device):
+    model = _save(tmp_path, _relu_softmax_scale, [-1, -1])
+    predictor = _predictor(model, odd_softmax_device)
+    assert _host_ops(predictor) == []
+    (subgraph,) = predictor.partition.subgraphs
+    softmax = next(op for op in subgraph.ops if op.type == "softmax")
+
+    assert _run_and_compare(predictor, model, [3, 4]) == []
+    caught = _run_and_compare(predictor, model, [3, 5], seed=1)
+    (warning,) = [w for w in caught if w.category is SubgraphSplitWarning]
+    text = str(warning.message)
+    assert f"{softmax.label()} (SOFTMAX#" in text and "declined (its validate_program gives no reason)" in text
+    (plan,) = predictor.engines[subgraph.index].pool.splits.values()
+    assert [op.type for op in plan.partition.host_ops] == ["softmax"]
+    before, after = plan.partition.subgraphs
+    assert "softmax" not in [op.type for op in before.ops + after.ops]
+
+
+def test_a_next_listed_device_takes_the_declined_operation_without_a_split(tmp_path, odd_softmax_device):
+    model = _save(tmp_path, _relu_softmax_scale, [-1, -1])
+    config = nb.Config()
+    config.set_model_file(model[0])
+    config.set_nnadapter_device_names([odd_softmax_device, "builtin_device"])
+    predictor = nb.create_predictor(config)
+    assert _run_and_compare(predictor, model, [3, 5]) == []
+    assert not any(engine.pool.splits for engine in predictor.engines.values())
