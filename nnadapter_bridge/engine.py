@@ -509,8 +509,9 @@ class SubgraphEngine:
             return self._obtain_and_run(context, arrays)
         except _Contradicted as contradiction:
             with self.pool.lock:
-                self.pool.splits.setdefault(signature, contradiction.plan)
-            self._warn_split(contradiction.plan, arrays, context)
+                plan = self.pool.splits.setdefault(signature, contradiction.plan)
+            if plan is contradiction.plan:  # found by this engine (a clone may have found it meanwhile)
+                self._warn_split(plan, arrays, context)
             self._run_split(signature, scope)
             return None
         except ConversionError as exc:
@@ -528,6 +529,9 @@ class SubgraphEngine:
         """No program of this engine takes the inputs: copy one of the pool's originals that does (another
         engine of the predictor or a clone built it), else restore or build one."""
         with self.pool.lock:
+            plan = self.pool.splits.get(_signature(arrays))
+            if plan is not None:  # another engine of the pool split it while this one waited for the lock
+                raise _Contradicted(plan)
             allowed = set(context.device_names)
             mine = {id(p.original if p.original is not None else p) for p in self.programs}
             for original in list(self.pool.originals):
