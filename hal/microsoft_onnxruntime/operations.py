@@ -976,6 +976,10 @@ def _grid_sample(g: GraphBuilder, op: Operation):
     align_corners = args.bool("align_corners", False)
     mode = InterpolateMode(args.int("mode"))
     pad_mode = PadMode(args.int("pad_mode"))
+    if mode == InterpolateMode.NEAREST and pad_mode == PadMode.REFLECT:
+        # onnxruntime 1.2x rounds a coordinate reflected onto an exact half pixel (2.5) up; Paddle rounds it
+        # half to even: a whole-pixel difference (grid y = -2.5 on a 4-row input, align_corners false)
+        raise Unsupported("GRID_SAMPLE nearest with reflection (a reflected half-pixel tie rounds the other way)")
     g.one("GridSample", [g.x(op, 0), g.x(op, 1)], g.out(op), align_corners=int(align_corners),
           mode=_GRID_MODES[mode], padding_mode=_GRID_PAD_MODES[pad_mode])
 

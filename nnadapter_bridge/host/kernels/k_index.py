@@ -83,9 +83,27 @@ def unique(io: OpScope) -> None:
 
 @host_kernel("take_along_axis")
 def take_along_axis(io: OpScope) -> None:
+    """Result[p] = Input[p with `Axis` replaced by Index[p]] for every position p of Index (Paddle 3.3.1's
+    kernel: Index may be smaller than Input on the other axes, and a negative index counts from the end).
+    paddle.take_along_axis's broadcasting happens before the op, in the program."""
     x, index = io.input("Input"), io.input("Index")
+    if index.dtype.kind not in "iu":
+        raise io.error(f"Index must be an integer tensor, got {index.dtype}")
+    if index.ndim != x.ndim:
+        raise io.error(f"Index has rank {index.ndim}, Input rank {x.ndim}; they must be equal")
     axis = int(io.attr("Axis", 0))
-    io.set_output("Result", np.take_along_axis(x, index.astype(np.int64), axis=axis))
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise io.error(f"Axis {axis} is out of range for rank {x.ndim}")
+    axis %= max(x.ndim, 1)
+    larger = [d for d in range(x.ndim) if d != axis and index.shape[d] > x.shape[d]]
+    if larger:
+        raise io.error(f"Index dims {list(index.shape)} exceed Input dims {list(x.shape)} on axes {larger}")
+    size = x.shape[axis]
+    index = index.astype(np.int64)
+    if index.size and (index.min() < -size or index.max() >= size):
+        raise io.error(f"Index holds a value outside [-{size}, {size}) (got {index.min()}..{index.max()})")
+    block = x[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))]
+    io.set_output("Result", np.take_along_axis(block, np.where(index < 0, index + size, index), axis=axis))
 
 
 @host_kernel("index_sample")

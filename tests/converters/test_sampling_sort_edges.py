@@ -1,0 +1,171 @@
+"""grid_sample, top_k and take_along_axis at their edges, against Paddle Inference on each device.
+
+grid_sample: both modes x the three padding modes x align_corners, on grid points exactly at -1 / 1, just
+outside, far outside and on exact half-pixel ties (the nearest mode's rounding: Paddle rounds half to even,
+also after a reflection folds a point onto a tie). top_k: tie-heavy rows through both of Paddle's CPU paths
+(k * 64 < n takes a partial sort, else nth_element + sort), largest and smallest, integers, NaN. Values must
+match exactly; indices exactly where the value is not tied with another selected or rejected one (Paddle's tie
+order is whatever libstdc++'s partial sort / introselect leave, which no SDK reproduces). take_along_axis: negative
+indices, an index smaller than the input on the other axes (broadcast=False) and a broadcast index.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from support.converter_harness import pir_program, run_predictor
+
+DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
+GRID_COMBOS = list(itertools.product(["bilinear", "nearest"], ["zeros", "border", "reflection"], [True, False]))
+
+
+def _grid(values) -> np.ndarray:
+    gx, gy = np.meshgrid(np.asarray(values, np.float32), np.asarray(values, np.float32)[::-1])
+    return np.stack([gx, gy], -1)[None].astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def grid_program(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    # a 4 x 5 input: with align_corners false, y = -0.5 / 0.5 and x = -0.6 / 0.2 are exact half-pixel ties; with
+    # reflection, y = -2.5 and 1.5 fold onto one (2.5)
+    edges = [-1, 1, -1.05, 1.07, -3, 3.2, 0, 0.25, -0.75, 0.5, -0.5, 0.2, -0.6, 0.999, -1.0001, 1.5, -2.5]
+    feeds = {"x": rng.standard_normal((2, 3, 4, 5)).astype(np.float32),
+             "g": np.concatenate([_grid(edges), _grid(edges[::-1])])}
+
+    def build(x, g):
+        import paddle.nn.functional as F
+        return [F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a) for m, p, a in GRID_COMBOS]
+    return pir_program(tmp_path_factory.mktemp("grid_sample"), build, feeds)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grid_sample_edges_and_ties_match_paddle(grid_program, device):
+    got = run_predictor(grid_program, device)
+    for (mode, padding, align), out, want in zip(GRID_COMBOS, got, grid_program.outputs):
+        # bilinear weights are products of two float32 fractions: a few ulps of rounding
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{mode} / {padding} / align_corners={align} on {device}")
+
+
+@pytest.fixture(scope="module")
+def nonfinite_grid_program(tmp_path_factory):
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((1, 2, 4, 5)).astype(np.float32),
+             "g": _grid([np.inf, -np.inf, np.nan, 0.5, 1e30, -1e30, 0.1])}
+
+    def build(x, g):
+        import paddle.nn.functional as F
+        return [F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a) for m, p, a in GRID_COMBOS]
+    return pir_program(tmp_path_factory.mktemp("grid_sample_nonfinite"), build, feeds)
+
+
+@pytest.mark.parametrize("device", [
+    "builtin_device",
+    pytest.param("intel_openvino", marks=pytest.mark.xfail(strict=True, reason=(
+        "OpenVINO's GridSample clamps an infinite coordinate under border padding where Paddle's kernel computes "
+        "NaN weights (inf - floor(inf)); no compile-time check can see a non-finite grid"))),
+    pytest.param("microsoft_onnxruntime", marks=pytest.mark.xfail(strict=True, reason=(
+        "onnxruntime's GridSample reads 0 (or the border) at an infinite or NaN coordinate where Paddle's kernel "
+        "gives NaN; no compile-time check can see a non-finite grid"))),
+])
+def test_grid_sample_nonfinite_grid_matches_paddle(nonfinite_grid_program, device):
+    got = run_predictor(nonfinite_grid_program, device)
+    for combo, out, want in zip(GRID_COMBOS, got, nonfinite_grid_program.outputs):
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, equal_nan=True, err_msg=f"{combo} on {device}")
+
+
+TOPK_CASES = [("small", 4, -1, True), ("small", 4, -1, False), ("small", 10, -1, True), ("small", 2, 0, True),
+              ("big", 5, -1, True), ("big", 5, -1, False), ("big", 300, -1, True), ("mid", 20, -1, True),
+              ("mid", 39, -1, False), ("ints", 7, -1, True), ("ints", 3, 0, False)]
+
+
+@pytest.fixture(scope="module")
+def topk_program(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    feeds = {"small": rng.integers(0, 3, (3, 10)).astype(np.float32),  # nth_element + sort
+             "big": rng.integers(0, 4, (2, 700)).astype(np.float32),   # k * 64 < n: partial sort
+             "mid": rng.integers(0, 5, (2, 40)).astype(np.float32),
+             "ints": rng.integers(-2, 2, (4, 20)).astype(np.int64)}
+
+    def build(small, big, mid, ints):
+        import paddle
+        env = dict(small=small, big=big, mid=mid, ints=ints)
+        outs = []
+        for name, k, axis, largest in TOPK_CASES:
+            outs += list(paddle.topk(env[name], k, axis=axis, largest=largest))
+        return outs
+    return pir_program(tmp_path_factory.mktemp("top_k"), build, feeds)
+
+
+def _assert_top_k(x, axis, values, indices, want_values, want_indices, what):
+    np.testing.assert_array_equal(values, want_values, err_msg=what)
+    assert indices.dtype == want_indices.dtype, what
+    # each index points at its value, no index twice, and where a value is untied Paddle's index exactly
+    np.testing.assert_array_equal(np.take_along_axis(x, indices, axis), values, err_msg=what)
+    moved = np.moveaxis(indices, axis, -1).reshape(-1, indices.shape[axis])
+    assert all(len(set(row)) == len(row) for row in moved.tolist()), what
+    counts = np.moveaxis(x, axis, -1).reshape(moved.shape[0], -1)
+    unique = np.array([[np.count_nonzero(row == v) == 1 for v in vals]
+                       for row, vals in zip(counts, np.moveaxis(want_values, axis, -1).reshape(moved.shape))])
+    want_moved = np.moveaxis(want_indices, axis, -1).reshape(moved.shape)
+    np.testing.assert_array_equal(moved[unique], want_moved[unique], err_msg=what)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_top_k_ties_match_paddle_up_to_tie_order(topk_program, device):
+    got = run_predictor(topk_program, device)
+    for j, (name, k, axis, largest) in enumerate(TOPK_CASES):
+        _assert_top_k(topk_program.feeds[name], axis, got[2 * j], got[2 * j + 1], topk_program.outputs[2 * j],
+                      topk_program.outputs[2 * j + 1], f"topk({name}, k={k}, axis={axis}, largest={largest}) "
+                                                       f"on {device}")
+
+
+@pytest.fixture(scope="module")
+def take_program(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    feeds = {"arr": rng.standard_normal((4, 5, 3)).astype(np.float32),
+             "negative": rng.integers(-5, 5, (4, 2, 3)).astype(np.int64),
+             "smaller": rng.integers(0, 5, (2, 3, 1)).astype(np.int64),
+             "broadcast": rng.integers(-4, 4, (1, 5, 3)).astype(np.int32),
+             "last": rng.integers(0, 3, (4, 5, 1)).astype(np.int64)}
+
+    def build(arr, negative, smaller, broadcast, last):
+        import paddle
+        return [paddle.take_along_axis(arr, negative, axis=1),
+                paddle.take_along_axis(arr, smaller, axis=1, broadcast=False),
+                paddle.take_along_axis(arr, broadcast, axis=0),
+                paddle.take_along_axis(arr, last, axis=-1)]
+    return pir_program(tmp_path_factory.mktemp("take_along_axis"), build, feeds)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_take_along_axis_edges_match_paddle(take_program, device):
+    got = run_predictor(take_program, device)
+    for k, (out, want) in enumerate(zip(got, take_program.outputs)):
+        assert out.shape == want.shape, f"output {k} on {device}"
+        np.testing.assert_array_equal(out, want, err_msg=f"output {k} on {device}")
+
+
+@pytest.fixture(scope="module")
+def topk_nan_program(tmp_path_factory):
+    feeds = {"x": np.array([[1, np.nan, 3, 2, np.nan, 0], [5, 4, 3, 2, 1, np.nan]], np.float32)}
+
+    def build(x):
+        import paddle
+        return list(paddle.topk(x, 3)) + list(paddle.topk(x, 3, largest=False))
+    return pir_program(tmp_path_factory.mktemp("top_k_nan"), build, feeds)
+
+
+@pytest.mark.parametrize("device", [
+    "builtin_device", "microsoft_onnxruntime",
+    pytest.param("intel_openvino", marks=pytest.mark.xfail(strict=True, reason=(
+        "OpenVINO's CPU TopK leaves NaN in place (topk([1, nan, 3, 2, nan, 0], 3) gives 1, nan, 3); Paddle "
+        "orders NaN above every number when largest and below when smallest"))),
+])
+def test_top_k_orders_nan_as_paddle(topk_nan_program, device):
+    got = run_predictor(topk_nan_program, device)
+    for out, want in zip(got, topk_nan_program.outputs):
+        np.testing.assert_array_equal(out, want, err_msg=device)
