@@ -7,6 +7,22 @@ that combine with an operand (`const_like`) 0-d next to a 0-d operand, names syn
 `<var>/<purpose>`, and records which Paddle op emitted each operation.
 
 `convert_subgraph` drives a list of Paddle ops through their converters into one finished Model.
+
+Shapes are folded as the converters emit. A subgraph is converted for one input-shape signature, so the
+dims of every operand follow from its inputs' dims; what Paddle programs compute from those dims (`shape`,
+then slices, casts, arithmetic, stacks and concats of its elements, `full` with such a shape) is known now,
+not at run time. `add` therefore computes every operation it can compute right away (all inputs constants,
+or only the dims of an input read and those known: SHAPE, FILL_LIKE), when its outputs are small
+(nnadapter.lowering.fold_operation), and puts constants in place of the operation. A later converter then
+sees a constant (`constant_value`, `ints_operand`, a checked operation's `const_ints`): RESHAPE and EXPAND
+get constant targets, RESIZE constant sizes and scales, FILL a constant shape, and shape inference gives
+every operand known dims, which the SDKs need to compile (LAYER_NORMALIZATION's normalized dims, a conv's
+channels). Folding at emission rather than in a pass over the finished model is what makes this whole:
+shape inference runs once, as each operation is added, so only an operand that is constant at that moment
+gives its readers known dims. Only values whose size depends on the data stay unknown (NMS, where_index...).
+With declared -1 dims (support decisions convert each op alone with them) nothing that depends on them
+folds, and the conversion is what it was. Constants that only the folded operations read are dropped from
+the finished model.
 """
 from __future__ import annotations
 
@@ -18,6 +34,7 @@ import numpy as np
 from nnadapter_bridge.errors import ConversionError, NNAdapterError
 from converters.op_view import OpView, has_var_attrs, resolve_var_attrs
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.lowering import fold_operation
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
@@ -35,6 +52,8 @@ class ConversionContext:
         self.float_ops: frozenset = frozenset()  # block-0 op indices kept in float (mixed-precision config)
         self._operands: dict[str, list[Operand]] = {}
         self._param_operands: dict[str, Operand] = {}
+        # Operations computed at conversion time instead of emitted (see the module docstring), by type.
+        self.folded: dict[OperationType, int] = {}
 
     # -- var name -> operand --------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -127,10 +146,16 @@ class ConversionContext:
 
     # -- operations ------------------------------------------------------------------------------
     def add(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]]):
+        """Emit an operation, or, when its outputs are known now (module docstring), make them constants."""
         try:
             operation = self.model.add_operation(type, inputs, outputs)
         except NNAdapterError as exc:
             raise self.error(f"emitting {OperationType(type).name}: {exc}") from exc
+        values = fold_operation(operation)
+        if values is not None:
+            self.model.replace_with_constants(operation, values)
+            self.folded[operation.type] = self.folded.get(operation.type, 0) + 1
+            return operation
         self.operation_origin.append(self.current_op)
         return operation
 
@@ -158,8 +183,9 @@ class ConversionContext:
 
         Paddle ops differ in which tensor form wins (reshape2: the `ShapeTensor` list before the `Shape`
         tensor; slice, tile, expand_v2: the single tensor first), so `list_first` picks the order; the attr
-        comes last, and a missing attr takes `default`. Parameters are folded into constants (so shape
-        inference stays static); a tensor list becomes a CONCAT of its elements, each reshaped to [1].
+        comes last, and a missing attr takes `default`. Values known now (parameters, constants of folded
+        operations) become constants (so shape inference stays static); a tensor list becomes a CONCAT of its
+        elements, each reshaped to [1].
         Every value ends up in `precision` (INT32 constants saturate, which keeps INT64 "to the end" bounds
         meaningful)."""
         dtype = precision_dtype(precision)
@@ -173,8 +199,9 @@ class ConversionContext:
             return self.const(values.astype(dtype), precision)
 
         def from_tensor(name):
-            if self.is_param(name):
-                return fold(self.param(name))
+            value = self.constant_value(name)
+            if value is not None:
+                return fold(value)
             operand = self.cast(self.input(name), precision, var, f"{name}/cast")
             if operand.type.rank == 0:
                 flat = self.temp(var, f"{name}/as_vector")
@@ -183,8 +210,9 @@ class ConversionContext:
             return operand
 
         def from_list(names):
-            if all(self.is_param(n) for n in names):
-                return fold(np.concatenate([self.param(n).reshape(-1) for n in names]))
+            values = [self.constant_value(n) for n in names]
+            if all(value is not None for value in values):
+                return fold(np.concatenate([value.reshape(-1) for value in values]))
             parts = [from_tensor(n) for n in names]
             out = self.temp(var, f"{tensor_list}/concat")
             self.add(OperationType.CONCAT, [*parts, self.const_i32(0)], [out])
@@ -282,6 +310,7 @@ class ConversionResult:
     input_names: list
     output_names: list  # outputs that have an operand (others, like XShape, are dropped)
     operation_origin: list
+    folded: dict = dataclasses.field(default_factory=dict)  # OperationType -> operations computed at conversion
 
 
 def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_types: Mapping[str, OperandType],
@@ -327,6 +356,7 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
             model.add_operation(OperationType.ASSIGN, [operand], [copy])
             ctx.operation_origin.append(None)
             outputs[k] = copy
+    model.drop_unused_operands(keep=inputs + outputs)  # parameters only folded operations read
     model.identify_inputs_and_outputs(inputs, outputs)
     model.finish()
-    return ConversionResult(model, list(input_types), names, ctx.operation_origin)
+    return ConversionResult(model, list(input_types), names, ctx.operation_origin, dict(ctx.folded))

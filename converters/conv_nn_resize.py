@@ -165,15 +165,12 @@ def _interp_size_and_scales(ctx, op, in_hw):
     SizeTensor > OutSize > Scale tensor > scale attribute > out_h/out_w."""
     v = OpView(op)
     out_name = v.output("Out")
-    size_tensors = v.inputs("SizeTensor")
-    if size_tensors:
-        parts = [ctx.input(n) for n in size_tensors]
-        shape = ctx.temp(out_name, "size")
-        ctx.add(T.CONCAT, parts + [ctx.const_i32(0)], [shape])
-        return shape, None
-    out_size = v.optional_input("OutSize")
-    if out_size:
-        return ctx.input(out_size), None
+    # The size tensors are often computed from the input's shape (`size=paddle.shape(x)[2:]`, or `[h, w]` of
+    # 0-d and [1] slices): ints_operand folds them when they are known now and joins 0-d and [1] parts.
+    if v.inputs("SizeTensor"):
+        return ctx.ints_operand(op, "out_size", tensor_list="SizeTensor"), None
+    if v.optional_input("OutSize"):
+        return ctx.ints_operand(op, "out_size", tensor="OutSize"), None
     scales_attr = _interp_scales_attr(op)
     scale_tensor = v.optional_input("Scale")
     if v.type in _V1 and scales_attr:
@@ -192,7 +189,7 @@ def _interp_size_and_scales(ctx, op, in_hw):
 
 
 @converter("nearest_interp", "nearest_interp_v2", "bilinear_interp", "bilinear_interp_v2",
-           emits=[T.RESIZE_NEAREST, T.RESIZE_LINEAR, T.CONCAT, T.TRANSPOSE], check=_check_interp)
+           emits=[T.RESIZE_NEAREST, T.RESIZE_LINEAR, T.CONCAT, T.CAST, T.RESHAPE, T.TRANSPOSE], check=_check_interp)
 def convert_interp(ctx, op):
     v = OpView(op)
     out_name = v.output("Out")

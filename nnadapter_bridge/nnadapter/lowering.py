@@ -3,11 +3,16 @@ wants constants folded: every pass keeps the model's semantics as `nnadapter.ref
 
 * `fold_constants(model, should_fold=None)`: an operation whose inputs are all constants (and that
   `should_fold` accepts; default all) is computed once through the reference; its outputs become constant
-  operands. It also folds PRIOR_BOX, whose outputs depend only on the *dims* of its first two inputs
-  (input, image) and on constant attributes: it folds as soon as those inputs' heights and widths are known,
-  whatever computes them. `fold_prior_box(model)` is fold_constants restricted to PRIOR_BOX (what the SDK
-  drivers need). Folding runs in topological order, so chains of constant operations fold whole. An
-  operation the reference rejects is left in place (running it reports the error as before).
+  operands. It also folds the operations whose outputs depend only on the *dims* of an input (not its
+  values) and on constants: SHAPE and FILL_LIKE as soon as that input's dims are all known, PRIOR_BOX as soon
+  as its input's and image's heights and widths are, whatever computes them. `fold_prior_box(model)` is
+  fold_constants restricted to PRIOR_BOX (what the SDK drivers need). Folding runs in topological order, so
+  chains of constant operations fold whole. An operation the reference rejects is left in place (running it
+  reports the error as before).
+* `fold_operation(op)`: the same test and computation for one operation, as the converters use it while
+  they emit (converters.context): the output arrays when `op` can be computed now and its outputs are small
+  (at most EAGER_FOLD_MAX_ELEMENTS values each: shapes, sizes, scales, index tables, never a weight-sized
+  tensor) and not quantized, else None.
 * `decompose(model, types)`: every operation of the given types is replaced by simpler NNAdapter operations
   with the same semantics, drawn from those every driver has (elementwise arithmetic, SIGMOID, EXP,
   RESHAPE, SPLIT, CONCAT, TRANSPOSE, CAST, comparisons, constants). Implemented for YOLO_BOX. An operation
@@ -40,7 +45,10 @@ from nnadapter_bridge.nnadapter.reference import run_operation
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
 # Operations whose outputs depend only on the dims (not the values) of these inputs, and on constants.
-_DIMS_ONLY_INPUTS = {T.PRIOR_BOX: (0, 1)}
+_DIMS_ONLY_INPUTS = {T.PRIOR_BOX: (0, 1), T.SHAPE: (0,), T.FILL_LIKE: (0,)}
+# fold_operation's bound on each output: shape-sized values fold, tensors the size of a feature map do not
+# (a FILL of [N, C, H, W] keeps its operation, with its dims known: a constant would only bloat the model).
+EAGER_FOLD_MAX_ELEMENTS = 4096
 
 
 class _ModelBuilder:
@@ -131,6 +139,23 @@ def _live_operations(model: Model, removed: set) -> set:
 
 # -- constant folding --------------------------------------------------------------------------------------
 
+def _dims_stand_in(op: Operation, operand: Operand) -> Optional[np.ndarray]:
+    """An array with the dims `op` reads from its dims-only input `operand` (a broadcast zero: no memory),
+    or None when those dims are not all known."""
+    t = operand.type
+    if op.type == T.PRIOR_BOX:
+        shape = (1, 1) + tuple(t.dims[2:])  # only the spatial dims are read
+        if t.rank != 4:
+            return None
+    else:
+        shape = tuple(t.dims)
+        if t.dynamic_dims:  # dims that change from run to run
+            return None
+    if not all(known(d) for d in shape):
+        return None
+    return np.broadcast_to(np.zeros((), t.dtype), shape)
+
+
 def _fold_arguments(op: Operation, values: dict) -> Optional[list]:
     """The input arrays to compute `op` now, or None when some input is not known before run time."""
     dims_only = _DIMS_ONLY_INPUTS.get(op.type, ())
@@ -141,14 +166,68 @@ def _fold_arguments(op: Operation, values: dict) -> Optional[list]:
         elif operand.index in values:
             args.append(values[operand.index])
         elif i in dims_only:
-            spatial = operand.type.dims[2:]
-            if operand.type.rank != 4 or not all(known(d) for d in spatial):
+            stand_in = _dims_stand_in(op, operand)
+            if stand_in is None:
                 return None
-            # Only the spatial dims are read: a broadcast zero of that shape costs no memory.
-            args.append(np.broadcast_to(np.zeros((), operand.type.dtype), (1, 1) + tuple(spatial)))
+            args.append(stand_in)
         else:
             return None
     return args
+
+
+def _compute(op: Operation, args: list) -> Optional[list]:
+    """`op` run through the reference on `args`; None when the reference rejects it."""
+    try:
+        # A dead branch's constant (a division by zero the program never reads) is Paddle's inf or NaN too:
+        # computing it early must not warn.
+        with np.errstate(all="ignore"):
+            return run_operation(op, args)
+    except BridgeError:
+        return None
+    except Exception:  # noqa: BLE001 - a reference that fails on these values: run time reports it as before
+        return None
+
+
+def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -> Optional[list]:
+    """The output arrays of `op` (one per output, None for a null one) when it can be computed before run
+    time (see the module docstring) and each output has known dims, at most `max_elements` values and a plain
+    precision; else None. The arrays have exactly the output operands' dims and dtypes."""
+    if op.type in (T.QUANTIZE, T.DEQUANTIZE):
+        return None
+    dims_only = _DIMS_ONLY_INPUTS.get(op.type, ())
+    for i, operand in enumerate(op.inputs):
+        if operand is None:
+            continue
+        if i in dims_only:
+            continue  # only its dims are read
+        if not operand.is_constant or operand.type.is_quantized:
+            return None
+    outputs = [o for o in op.outputs if o is not None]
+    for operand in outputs:
+        t = operand.type
+        if t.is_quantized or t.dynamic_dims or not all(known(d) for d in t.dims):
+            return None
+        if int(np.prod(t.dims, dtype=np.int64)) > max_elements:
+            return None
+    args = _fold_arguments(op, {o.index: o.value for o in op.inputs if o is not None and o.is_constant})
+    if args is None:
+        return None
+    results = _compute(op, args)
+    if results is None or len(results) != len(op.outputs):
+        return None
+    arrays = []
+    for operand, array in zip(op.outputs, results):
+        if operand is None:
+            arrays.append(None)
+            continue
+        if array is None:
+            return None
+        # A private copy: a result may be a view of an input (a constant the caller still owns).
+        array = np.array(array)
+        if array.dtype != operand.type.dtype or tuple(array.shape) != tuple(operand.type.dims):
+            return None  # the reference and shape inference disagree: leave it to run time, which reports it
+        arrays.append(array)
+    return arrays
 
 
 def _is_folded_output(op: Operation) -> bool:
@@ -167,9 +246,8 @@ def fold_constants(model: Model, should_fold: Optional[Callable[[Operation], boo
         args = _fold_arguments(op, values)
         if args is None:
             continue
-        try:
-            results = run_operation(op, args)
-        except BridgeError:
+        results = _compute(op, args)
+        if results is None:
             continue  # left for run time, which reports the error where it always did
         folded[id(op)] = results
         for operand, array in zip(op.outputs, results):

@@ -147,6 +147,46 @@ class Model:
         """A fresh operand for an operation output; its type is filled in by add_operation."""
         return self.add_operand(type or OperandType(), name)
 
+    def replace_with_constants(self, operation: Operation, values: Sequence[Optional[np.ndarray]]) -> None:
+        """Remove `operation` and make each of its outputs a constant (CONSTANT_COPY) holding the matching
+        array of `values` (computed before run time: nnadapter.lowering.fold_operation). Each array must have
+        its operand's dims and dtype; readers of the outputs then read constants."""
+        self._check_open("replace_with_constants")
+        if operation.index >= len(self.operations) or self.operations[operation.index] is not operation:
+            raise OperationError(f"replace_with_constants: {operation.label()} does not belong to this model")
+        if len(values) != len(operation.outputs):
+            raise OperationError(f"replace_with_constants: {operation.label()} has {len(operation.outputs)} "
+                                 f"outputs, got {len(values)} values")
+        for operand, value in zip(operation.outputs, values):
+            if operand is None:
+                continue
+            array = np.asarray(value)
+            if array.dtype != operand.type.dtype or tuple(array.shape) != tuple(operand.type.dims):
+                raise OperationError(f"replace_with_constants: {operand.label()} is {operand.type.describe()}, "
+                                     f"the value is {array.dtype} {list(array.shape)}")
+        del self.operations[operation.index]
+        for k in range(operation.index, len(self.operations)):
+            self.operations[k].index = k
+        for operand, value in zip(operation.outputs, values):
+            if operand is not None:
+                operand.value = np.asarray(value)
+                operand.type.lifetime = Lifetime.CONSTANT_COPY
+
+    def drop_unused_operands(self, keep: Sequence[Operand] = ()) -> int:
+        """Remove the operands no operation reads or writes, except `keep` and the model's inputs and outputs
+        (constants left behind by replace_with_constants); the others are renumbered in order. Returns how
+        many were removed."""
+        self._check_open("drop_unused_operands")
+        used = {id(o) for op in self.operations for o in (*op.inputs, *op.outputs) if o is not None}
+        used.update(id(o) for o in (*keep, *self.input_operands, *self.output_operands) if o is not None)
+        kept = [o for o in self.operands if id(o) in used]
+        removed = len(self.operands) - len(kept)
+        if removed:
+            for k, operand in enumerate(kept):
+                operand.index = k
+            self.operands = kept
+        return removed
+
     # -- queries ------------------------------------------------------------------------------------
     def get_supported_operations(self, context) -> list[bool]:
         """NNAdapterModel_getSupportedOperations: OR over the context's devices, per operation."""

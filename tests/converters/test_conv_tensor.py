@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import convert_and_run, opdesc_program, run_opdesc, run_static
+from support.converter_harness import (check_program, convert_and_run, opdesc_program, run_opdesc, run_static,
+                                       static_program)
 from nnadapter_bridge.errors import ConversionError
 
 rng = np.random.default_rng(20261121)
@@ -391,9 +392,15 @@ def test_tile_repeat_tensor_forms(tmp_path):
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (5,)])
 def test_shape(tmp_path, shape):
+    """A program is converted for its inputs' dims: the SHAPE is computed then (a constant, handed out
+    by an ASSIGN), and matches Paddle's."""
     import paddle
 
-    run_static(tmp_path, "shape", lambda x: paddle.shape(x), {"x": rand(shape)})
+    from nnadapter_bridge.nnadapter.codes import OperationType as T
+
+    _, result = check_program(static_program(tmp_path, lambda x: paddle.shape(x), {"x": rand(shape)}))
+    assert result.folded == {T.SHAPE: 1}
+    assert [op.type for op in result.model.operations] == [T.ASSIGN]
 
 
 @pytest.mark.parametrize("dtype,values", [("float32", (0.5, 4.0, 0.75)), ("int64", (2, 11, 3)),

@@ -138,6 +138,8 @@ def prepare_concat(op):
     types = [o.type for o in op.inputs[:-1]]
     check_same_precision(op, types)
     rank = types[0].rank
+    if rank == 0:
+        raise operation_error(op, "0-d inputs have no axis to join along (reshape them to [1] first)")
     axis = normalize_axis(int(scalar_param(op, len(op.inputs) - 1, "axis")), rank, op)
 
     def join(shapes):
