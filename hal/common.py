@@ -112,7 +112,7 @@ def _lowered_reason(op: Operation, table: OperationTable, trial: Callable[[Opera
     try:
         lowered = lower(operation_alone(op), table)
     except (NNAdapterError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _reason_text(exc)
     for part in lowered.operations:
         if part.type in LOWERED_TYPES and part.type not in table:
             return f"{op.label()}: the lowering keeps {part.type.name} (its dims or attributes are not known)"
@@ -132,7 +132,7 @@ def unsupported_reason(op: Operation, table: OperationTable, trial: Callable[[Op
             spec = get_spec(op.type)
             check_signature(op, spec)
         except errors as exc:
-            return f"{type(exc).__name__}: {exc}"
+            return _reason_text(exc)
         return _lowered_reason(op, table, trial, errors)
     if op.type not in table:
         return f"{op.type.name} has no {table.device} implementation"
@@ -143,8 +143,14 @@ def unsupported_reason(op: Operation, table: OperationTable, trial: Callable[[Op
             spec.validate(op)
         trial(op)
     except errors as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _reason_text(exc)
     return ""
+
+
+def _reason_text(exc: BaseException) -> str:
+    """What a user reads of a failed trial: an implementation's own Unsupported says it all; any other error (a
+    signature check, the SDK's node validation) keeps its type, which tells where it came from."""
+    return str(exc) if isinstance(exc, Unsupported) and str(exc) else f"{type(exc).__name__}: {exc}"
 
 
 # -- operands by slot name -------------------------------------------------------------------------------
