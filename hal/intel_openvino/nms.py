@@ -18,6 +18,9 @@ with clustered boxes, tied scores and overlaps on the threshold):
   declined.
 Output order: sort_result_type "classid" (by class, then by score, ties by box index) without sorting across
 the batch is Paddle's order, keep_top_k included.
+Data it cannot see in advance: candidate boxes without area (x2 <= x1 or y2 <= y1): Paddle takes inverted
+corners as given and a zero union as an overlap of NaN (suppressing), MulticlassNms does neither, so such
+boxes can end differently. Detector heads produce upright boxes of positive area.
 """
 from __future__ import annotations
 

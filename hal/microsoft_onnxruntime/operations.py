@@ -1014,5 +1014,6 @@ def _deformable_conv(g: GraphBuilder, op: Operation):
     g.fuse(conv, code, np.float32, g.out(op))
 
 
-# NON_MAX_SUPPRESSION (Paddle's multiclass_nms3: per-class eta-adaptive NMS, keep_top_k across classes,
-# data-dependent row layout) has no faithful ONNX form here: not registered, so False.
+# NON_MAX_SUPPRESSION (Paddle's multiclass_nms3) is composed around ONNX NonMaxSuppression in nms.py, which
+# registers itself into OPERATIONS (it needs the table defined above).
+from hal.microsoft_onnxruntime import nms as _nms  # noqa: E402,F401
