@@ -51,7 +51,8 @@ device declines are mapped back to the Paddle ops that emitted them (the convers
 subgraph is split for that signature (`SplitPlan`): partition.detect_subgraphs clusters the other ops into child
 engines (each compiled and cached like any subgraph, named "subgraph 3.1"), the declined ops run on the host
 (`host_fallback`), in dependency order, with one SubgraphSplitWarning naming each declined op, the operation and the
-device's reason. A compile failure no operation explains (every operation accepted alone) still drops the device
+device's reason. With a model cache dir the split is remembered (`<token>.split.json`), so a later start runs it at
+once. A compile failure no operation explains (every operation accepted alone) still drops the device
 as below. In strict mode (no host fallback) the failure is an error naming the declined operations instead.
 
 Threads: an engine is run by one thread at a time (its predictor's lock). The engines of a predictor and of
@@ -64,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -84,6 +86,11 @@ from nnadapter_bridge.nnadapter.types import OperandType
 
 class ShapeFallbackWarning(UserWarning):
     """A subgraph runs on the host for input shapes its declared shapes did not foresee (module docstring)."""
+
+
+SPLIT_RECORD_SUFFIX = ".split.json"
+SPLIT_RECORD_FORMAT = "nnadapter-bridge-split-v1"
+MAX_SPLIT_RECORD_BYTES = 1 << 20  # op indices and reasons: a few KB for a split of hundreds of ops
 
 
 class SubgraphSplitWarning(DeviceFallbackWarning):
@@ -641,7 +648,6 @@ class SubgraphEngine:
         mode (no host fallback) a declined operation is an error naming it instead."""
         from converters.context import convert_subgraph
         from nnadapter_bridge.support_decisions import declined_reasons
-        from partition import detect_subgraphs, op_key
 
         try:
             result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
@@ -668,11 +674,77 @@ class SubgraphEngine:
             raise NNAdapterError(f"{self.describe()}: for input shapes {shapes}, "
                                  f"{', '.join(self.context.device_names)} decline {lines} (strict mode: nothing "
                                  f"runs on the host)", failure.code) from failure
+        return self._plan_declining(declined)
+
+    def _plan_declining(self, declined: Mapping[int, Sequence[str]]) -> SplitPlan:
+        """The SplitPlan that runs the ops `declined` ({block-0 op index: reasons}) on the host."""
+        from partition import detect_subgraphs, op_key
+
         declined_keys = {("op", index) for index in declined}
         partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
                                      lambda op: op_key(op) not in declined_keys)
         return SplitPlan(partition, {index: tuple(why) for index, why in declined.items()},
                          {child.index: ProgramPool() for child in partition.subgraphs})
+
+    # A split found once is remembered in the model cache dir (`<token>.split.json`, token: the program's that
+    # failed), so a later start runs the split at once instead of compiling and failing again. The record only moves
+    # ops to the host; it is checked in full, and not used with an integrity key (it carries no MAC).
+    def _split_record_path(self, token: str) -> Optional[str]:
+        from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
+
+        if not self.cache_dir or not token or resolve_cache_key(self.cache_buffers.key) is not None:
+            return None
+        return os.path.join(self.cache_dir, f"{token}{SPLIT_RECORD_SUFFIX}")
+
+    def _read_split_record(self, token: str) -> Optional[SplitPlan]:
+        from nnadapter_bridge.nnadapter.nnc import read_cache_file
+
+        path = self._split_record_path(token)
+        if path is None:
+            return None
+        try:
+            data = read_cache_file(path, MAX_SPLIT_RECORD_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            warnings.warn(f"split record {path} is unusable ({exc}); compiling the model instead", NncCacheWarning,
+                          stacklevel=4)
+            return None
+        ours = {op.index for op in self.subgraph.ops}
+        try:
+            record = json.loads(data.decode("utf-8"))
+            if not isinstance(record, dict) or set(record) != {"format", "token", "fingerprint", "declined"}:
+                raise ValueError(f"not a {SPLIT_RECORD_FORMAT} record")
+            if record["format"] != SPLIT_RECORD_FORMAT or record["token"] != token \
+                    or record["fingerprint"] != self.fingerprint:
+                raise ValueError("it names another format, program or model")
+            declined = record["declined"]
+            if not isinstance(declined, dict) or not declined:
+                raise ValueError("'declined' is not a non-empty object")
+            plan = {}
+            for key, reasons in declined.items():
+                if not (key.isdigit() and int(key) in ours and isinstance(reasons, list) and reasons
+                        and all(isinstance(r, str) for r in reasons)):
+                    raise ValueError(f"declined op {key[:20]!r} is not one of this subgraph's ops with its reasons")
+                plan[int(key)] = reasons
+        except (ValueError, RecursionError) as exc:  # json errors and bad UTF-8 are ValueErrors
+            warnings.warn(f"split record {path} is unusable ({exc}); compiling the model instead", NncCacheWarning,
+                          stacklevel=4)
+            return None
+        return self._plan_declining(plan)
+
+    def _write_split_record(self, token: str, plan: SplitPlan) -> None:
+        from nnadapter_bridge.nnadapter.nnc import write_file_atomically
+
+        path = self._split_record_path(token)
+        if path is None:
+            return
+        record = {"format": SPLIT_RECORD_FORMAT, "token": token, "fingerprint": self.fingerprint,
+                  "declined": {str(index): list(reasons) for index, reasons in sorted(plan.declined.items())}}
+        try:
+            write_file_atomically(path, json.dumps(record, ensure_ascii=False, indent=0).encode("utf-8"))
+        except OSError as exc:
+            warnings.warn(f"cannot write the split record {path}: {exc}", NncCacheWarning, stacklevel=4)
 
     def _warn_split(self, plan: SplitPlan, arrays: Sequence[np.ndarray], context: Context) -> None:
         shapes = ", ".join(str(list(a.shape)) for a in arrays)
@@ -771,6 +843,9 @@ class SubgraphEngine:
                 self._adopt(program)
                 self._release_weights()
                 return outputs
+        plan = self._read_split_record(token) if token is not None else None
+        if plan is not None:
+            raise _Contradicted(plan)
         try:
             program = self._build(token, arrays)
         except NNAdapterError as exc:
@@ -778,6 +853,8 @@ class SubgraphEngine:
                 raise
             plan = self._split_plan(arrays, exc)
             if plan is not None:
+                if self.cache_dir:
+                    self._write_split_record(token or self.token_for(arrays), plan)
                 raise _Contradicted(plan) from exc
             if not self.degrade:
                 raise

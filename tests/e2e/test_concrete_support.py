@@ -12,6 +12,7 @@ Models are small PIR programs built with paddle; outputs are compared with Paddl
 """
 from __future__ import annotations
 
+import json
 import os
 import warnings
 
@@ -20,9 +21,10 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.engine import SubgraphSplitWarning
+from nnadapter_bridge.engine import SubgraphEngine, SubgraphSplitWarning
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import OperationType, ResultCode
+from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
 from support.converter_harness import paddle_inference_run, paddle_pir_static
@@ -182,16 +184,37 @@ def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models
     assert predictor.stats.builds == builds
 
 
-def test_the_split_programs_are_cached_like_any_subgraph(models, tmp_path):
+def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch):
+    """The split's device programs are cached like any subgraph's, and the split itself (`<token>.split.json`): a
+    warm start neither compiles nor asks the devices again, and still says what runs where."""
     model = models("pool_in_the_middle")
     cold = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
     _run_and_compare(cold, model, [1, 3, 10, 10])
     assert cold.stats.builds == 2  # the two device parts of the split
     cold.close()
-    warm = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
-    caught = _run_and_compare(warm, model, [1, 3, 10, 10], seed=1)
+    (record,) = [name for name in os.listdir(tmp_path) if name.endswith(".split.json")]
+
+    def asked_again(*_args):
+        raise AssertionError("a remembered split must not be worked out again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SubgraphEngine, "_split_plan", asked_again)
+        warm = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
+        caught = _run_and_compare(warm, model, [1, 3, 10, 10], seed=1)
     assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1  # said again on each start
     assert (warm.stats.builds, warm.stats.cache_hits_file) == (0, 2)
+    warm.close()
+
+    # A damaged record is one warning, and the split is worked out again (and the record rewritten).
+    with open(tmp_path / record, "w") as f:
+        f.write('{"format": "nnadapter-bridge-split-v1", "declined": {"999": ["?"]}}')
+    again = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
+    caught = _run_and_compare(again, model, [1, 3, 10, 10], seed=2)
+    assert len([w for w in caught if w.category is NncCacheWarning and "split record" in str(w.message)]) == 1
+    assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1
+    with open(tmp_path / record) as f:
+        rewritten = json.load(f)
+    assert list(rewritten["declined"]) != ["999"]
 
 
 def test_strict_mode_names_the_declined_operation(models):
