@@ -317,12 +317,14 @@ def host_share(graph, placements: list) -> HostShare:
 
 
 def host_ops_by_reason(host: list, limit: int = 12) -> list:
-    """'  conv2d (x3, first conv2d#5 (out: c)): reason' lines, one per (op type, reason), most ops first; at most
+    """'  conv2d (x3, first conv2d#5 (out: c)): reason' lines, one per (op type, reason), most ops first (forced
+    ones last); at most
     `limit` lines, then one line counting the rest."""
     groups: dict = {}
     for p in host:
         groups.setdefault((p.op.type, p.reason), []).append(p)
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    # The ops the devices declined first (most first), those the partition config forced last.
+    ordered = sorted(groups.items(), key=lambda kv: (kv[1][0].forced, -len(kv[1]), kv[0]))
     lines = []
     for (op_type, reason), found in ordered[:limit]:
         first = f"first {found[0].op.label()}" if len(found) > 1 else found[0].op.label()
@@ -344,7 +346,7 @@ def host_share_message(share: HostShare, device_names: list) -> str:
     head = (f"{', '.join(parts)} run on the host although {', '.join(device_names)} "
             f"{'was' if len(device_names) == 1 else 'were'} named")
     if share.at_run:
-        head += f" ({share.at_run} moved there at run time: their subgraph could not be compiled or run)"
+        head += f" ({share.at_run} moved there at run time, when their subgraph met the input shapes given)"
     if forced:
         head += f"; {forced} more {'is' if forced == 1 else 'are'} kept there by the partition config"
     return (head + ":\n" + "\n".join(host_ops_by_reason(share.host)) +

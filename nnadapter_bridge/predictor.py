@@ -571,20 +571,30 @@ class Predictor:
                 self.host.run(op, scope)
 
     def _note_moved_to_host(self, ops, reason: Optional[str]) -> None:
-        if not reason:
-            index = self.partition.subgraph_index_of(ops[0])
-            engine = self.engines.get(index) if index is not None else None
-            failed = sorted(engine.pool.failed_devices) if engine is not None else []
-            where = f"subgraph {index}" if index is not None else "its subgraph"
-            if failed:
-                reason = (f"{where} moved to the host at run time: {', '.join(failed)} failed to compile or run it "
-                          "(the DeviceFallbackWarning gives the error)")
-            else:
-                reason = (f"{where} moved to the host at run time: it cannot be converted for the input shapes "
-                          "given, which contradict the declared ones")
+        moved = {op.index: reason or self._moved_reason(op) for op in ops}
         with self._shared.lock:
-            for op in ops:
-                self._shared.moved_to_host.setdefault(op.index, reason)
+            for index, why in moved.items():
+                self._shared.moved_to_host.setdefault(index, why)
+
+    def _moved_reason(self, op) -> str:
+        """Why the engine of `op`'s subgraph runs it on the host (engine module docstring): the devices declined
+        it once its shapes were concrete (the subgraph was split), they failed to compile or run the subgraph, or
+        the subgraph cannot be converted for input shapes that contradict the declared ones."""
+        index = self.partition.subgraph_index_of(op)
+        engine = self.engines.get(index) if index is not None else None
+        where = f"subgraph {index}" if index is not None else "its subgraph"
+        pool = getattr(engine, "pool", None)
+        for split in (getattr(pool, "splits", None) or {}).values():
+            declined = split.declined.get(op.index)
+            if declined:
+                return (f"declined once {where} was compiled for the actual input shapes (the subgraph was split): "
+                        + "; ".join(declined))
+        failed = sorted(getattr(pool, "failed_devices", ()) or ())
+        if failed:
+            return (f"{where} moved to the host at run time: {', '.join(failed)} failed to compile or run it (the "
+                    "DeviceFallbackWarning gives the error)")
+        return (f"{where} moved to the host at run time: it cannot be converted for the input shapes given, which "
+                "contradict the declared ones")
 
     def _warn_if_moved_to_host(self) -> None:
         """The run-time HostPlacementWarning (module docstring, step 4), once."""

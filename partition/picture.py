@@ -202,7 +202,7 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
         for op in subgraph.ops:
             device = place(op).device or joined
             if current is None or current.device != device:
-                current = Box(f"b{len(boxes)}", "device", subgraph=subgraph.index, device=device)
+                current = Box("", "device", subgraph=subgraph.index, device=device)
                 boxes.append(current)
             current.ops.append(op)
             box_of[op.index] = current
@@ -216,7 +216,7 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
             current = None
             continue
         if current is None or (current.reason, current.forced) != (where.reason, where.forced):
-            current = Box(f"b{len(boxes)}", "host", reason=where.reason, forced=where.forced)
+            current = Box("", "host", reason=where.reason, forced=where.forced)
             boxes.append(current)
         current.ops.append(op)
         box_of[op.index] = current
@@ -224,6 +224,8 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
         box.color = colors.get(box.device, DEVICE_COLORS[0]) if box.kind == "device" else HOST_FILL
     # Boxes in program order of their first op (the order dot ranks ties in), then the boundary vars.
     boxes.sort(key=lambda b: b.ops[0].index)
+    for k, box in enumerate(boxes):
+        box.id = f"b{k}"
     producer: dict = {}  # var name -> box id of its latest writer
     edges: dict = {}
     inputs = {name: Box(f"in{k}", "input", name=name) for k, name in enumerate(graph.inputs)}

@@ -15,6 +15,11 @@ then. A model Paddle Inference itself cannot run is one error line ("Paddle Infe
 model: ...", exit status 2), never Paddle's traceback. `--compare-float FLOAT_MODEL` runs Paddle Inference on
 the float model a quantized one came from and reports what quantization costs (the same metrics, no verdict);
 `--samples N` judges N seeded random input sets together (top-1 agreement over N inputs).
+
+It also shows where each op ran, as `partition` does: the subgraphs with the device that took them, the host ops
+with the reason (and, with several devices, why each declined), ops moved to the host during the run included;
+`--json` has every op's placement ("placements") and the host share. `--strict` fails before running when an op
+the partition config does not keep on the host cannot run on the devices (Config.set_strict).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import time
 
 import numpy as np
 
-from nnadapter_bridge.cli import inputs, model_config, options, output, paddle_reference
+from nnadapter_bridge.cli import cmd_partition, inputs, model_config, options, output, paddle_reference
 from nnadapter_bridge.cli.options import CliError
 
 
@@ -118,6 +123,7 @@ def run(args) -> int:
             sample_outputs.append(inputs.outputs_of(predictor))
         stats = predictor.stats
         programs = output.program_report(predictor)
+        placement = cmd_partition.report(predictor.plan, predictor.placements())  # before close: asks the devices
         predictor.close()
 
     data = {
@@ -133,6 +139,11 @@ def run(args) -> int:
         "compiled": stats.builds,
         "restored": stats.cache_hits_file + stats.cache_hits_buffer,
         "programs": programs,
+        # Where each op ran and why (as `partition --json`): subgraphs with their devices, host ops with reasons.
+        "subgraphs": placement["subgraphs"],
+        "host_ops": placement["host_ops"],
+        "host_share": placement["host_share"],
+        "placements": placement["placements"],
     }
     if args.output_dir:
         for name, array in outputs.items():
@@ -252,6 +263,8 @@ def render(data: dict) -> str:
         lines.append(output.format_table(
             ["subgraph", "ops", "token", "program"],
             [[p["subgraph"], p["ops"], p["token"], p["source"]] for p in data["programs"]], right_align={0, 1}))
+    lines.append("")
+    lines.extend(cmd_partition.placement_tables(data))
     if "compare_paddle" in data:
         lines.append("")
         rows = []

@@ -15,8 +15,8 @@ import pytest
 import nnadapter_bridge as nb
 from nnadapter_bridge.partition_plan import HOST_SHARE_LIMIT, HostPlacementWarning, host_share, op_flops
 from support.partition_programs import chain_ops, real_program
-from support.placement_devices import (PICKY, DecliningDevice, FailingCompileDevice, placement_model,
-                                       placement_reference, register_device)  # noqa: F401 (fixture)
+from support.placement_devices import (PICKY, ConcreteDecliningDevice, DecliningDevice, FailingCompileDevice,
+                                       placement_model, placement_reference, register_device)  # noqa: F401
 
 X = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
 
@@ -106,6 +106,25 @@ def test_a_subgraph_that_fails_to_compile_is_named_after_the_run(tmp_path, regis
     assert "5 of 5 ops (100.0%) run on the host although crashing_device was named" in message
     assert "(5 moved there at run time" in message and "crashing_device failed to compile or run it" in message
     assert all(p.device is None and p.at_run for p in predictor.placements())
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), placement_reference(X), rtol=1e-6, atol=1e-6)
+
+
+def test_an_op_split_off_at_compile_time_is_named_with_the_devices_reason(tmp_path, register_device):
+    register_device(ConcreteDecliningDevice("concrete_device"))
+    predictor, caught = _create(_config(placement_model(tmp_path / "m"), ["concrete_device"]))
+    assert caught == []  # with the declared [-1, 4] the device takes every op
+    predictor.get_input(0).from_numpy(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor.run()
+    placement = [w for w in caught if issubclass(w.category, HostPlacementWarning)]
+    assert len(placement) == 1
+    message = str(placement[0].message)
+    assert message.startswith("1 of 5 ops (20.0%) run on the host although concrete_device was named (1 moved")
+    assert "relu (x1, relu#2 (out: t1)): declined once subgraph 0 was compiled for the actual input shapes" in message
+    relu = next(p for p in predictor.placements() if p.op.type == "relu")
+    assert relu.device is None and relu.at_run and "RELU" in relu.reason
+    assert all(p.device == "concrete_device" for p in predictor.placements() if p.op.type != "relu")
     np.testing.assert_allclose(predictor.get_output(0).numpy(), placement_reference(X), rtol=1e-6, atol=1e-6)
 
 

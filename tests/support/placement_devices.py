@@ -27,6 +27,29 @@ class DecliningDevice(BuiltinDeviceDriver):
         return [ok and op.type.name not in self.declines for op, ok in zip(model.operations, flags)]
 
 
+class ConcreteDecliningDevice(BuiltinDeviceDriver):
+    """builtin_device that accepts a RELU while its input dims are unknown (the support decision, made on the
+    declared [-1, 4]) and declines it, in validate_program and in its compiler, once they are all known (the
+    program compiled for the fed shape): the engine then splits the subgraph and runs the relu on the host."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.vendor = "tests"
+
+    @staticmethod
+    def _declines(op) -> bool:
+        return op.type.name == "RELU" and all(d >= 0 for d in op.inputs[0].type.dims)
+
+    def validate_program(self, context, model):
+        flags = super().validate_program(context, model)
+        return [ok and not self._declines(op) for op, ok in zip(model.operations, flags)]
+
+    def create_program(self, context, model, cache):
+        if model is not None and any(self._declines(op) for op in model.operations):
+            raise RuntimeError(f"{self.name}: RELU with known dims is not supported")
+        return super().create_program(context, model, cache)
+
+
 class FailingCompileDevice(BuiltinDeviceDriver):
     """builtin_device whose compiler fails on every model (a device fault: the subgraph falls to the host)."""
 
