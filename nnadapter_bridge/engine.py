@@ -70,7 +70,7 @@ import os
 import threading
 import time
 import warnings
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -82,6 +82,9 @@ from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
                                                 fault_device, is_device_fault)
 from nnadapter_bridge.nnadapter.types import OperandType
+
+if TYPE_CHECKING:  # imported where used: a predictor that never splits does not load the detector from here
+    from partition import PartitionResult
 
 
 class ShapeFallbackWarning(UserWarning):
@@ -109,7 +112,7 @@ class SplitPlan:
     each declined op (block-0 index) to why ("OPERATION#k: reason", one per declined operation); `pools` the
     child subgraphs' ProgramPools, shared by the engines of a predictor and its clones."""
 
-    partition: object  # partition.PartitionResult over the subgraph's ops
+    partition: PartitionResult  # over the subgraph's ops
     declined: dict
     pools: dict  # child subgraph index -> ProgramPool
 
@@ -643,7 +646,7 @@ class SubgraphEngine:
     # -- splitting around the operations the devices decline (module docstring) ------------------------------
     def _split_plan(self, arrays: Sequence[np.ndarray], failure: NNAdapterError) -> Optional[SplitPlan]:
         """The SplitPlan for these inputs when the devices of the current context decline some operations of the
-        concrete model (the support decision, made on the declared dims, said they would not); None when every
+        concrete model (which the support decision, made on the declared dims, did not foresee); None when every
         operation is accepted (the failure is the device's own) or one cannot be traced to a Paddle op. In strict
         mode (no host fallback) a declined operation is an error naming it instead."""
         from converters.context import convert_subgraph
