@@ -82,8 +82,12 @@ def _run_and_compare(predictor, model: tuple, shape: list, seed: int = 0) -> lis
 
 
 def _same_convolutions(paddle, x):
+    """SAME everywhere: a strided conv, a depthwise conv whose dilation SAME resets to 1 (Paddle's rule), a max
+    pool and an exclusive average pool."""
     w = paddle.static.create_parameter([8, 3, 3, 3], "float32")
     y = paddle.nn.functional.conv2d(x, w, stride=2, padding="SAME")
+    depthwise = paddle.static.create_parameter([8, 1, 3, 3], "float32")
+    y = paddle.nn.functional.conv2d(y, depthwise, padding="SAME", dilation=2, groups=8)
     y = paddle.nn.functional.max_pool2d(y, 3, stride=2, padding="SAME")
     return paddle.nn.functional.avg_pool2d(y, 3, stride=1, padding="SAME", exclusive=True)
 
