@@ -9,7 +9,9 @@ leave the pool capped. n <= 0 (or threadpoolctl missing): no cap.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import time
 
 try:  # optional: a clean, process-local way to cap BLAS threads
     import threadpoolctl as _threadpoolctl
@@ -44,8 +46,68 @@ def _shared_limit(num_threads: int):
                 limits.restore_original_limits()
 
 
+USER_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_AUTO_INTERVAL = 1.0  # seconds between two looks at the load
+_auto = {"at": -_AUTO_INTERVAL, "threads": 1}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, else the CPU count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _own_runnable_threads() -> int:
+    count = 0
+    try:
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            count += state == b"R"
+    except OSError:
+        return 1
+    return max(count, 1)
+
+
+def free_cores() -> int:
+    """The usable cores no other process is running on now (module docstring); usable_cores() where the load
+    cannot be read."""
+    cores = usable_cores()
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return cores
+    others = max(running - _own_runnable_threads(), 0)
+    return max(1, min(cores, cores - others))
+
+
+def automatic_thread_count() -> int:
+    """The BLAS thread count for "automatic" (0): free_cores(), re-read at most once a second."""
+    now = time.monotonic()
+    if now - _auto["at"] >= _AUTO_INTERVAL:
+        _auto["threads"], _auto["at"] = free_cores(), now
+    return _auto["threads"]
+
+
+def resolve_thread_count(num_threads: int) -> int:
+    """The cap a thread count setting means: itself when positive, none (-1) when negative or when the user set
+    the BLAS's own variable, automatic_thread_count() for 0."""
+    if num_threads != 0:
+        return num_threads
+    if any(os.environ.get(name, "").strip() for name in USER_THREAD_VARIABLES):
+        return -1
+    return automatic_thread_count()
+
+
 def limit_blas_threads(num_threads: int):
-    """A context manager capping the BLAS pool at `num_threads` (module docstring)."""
+    """A context manager capping the BLAS pool at `num_threads`; 0 is automatic (module docstring)."""
+    num_threads = resolve_thread_count(num_threads)
     if num_threads > 0 and _threadpoolctl is not None:
         return _shared_limit(num_threads)
     return contextlib.nullcontext()

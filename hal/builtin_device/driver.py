@@ -10,7 +10,9 @@
   its `supports(op)` (if any) accepts, and the operation's signature check passes).
 * execute_program accepts other dims of the same rank; an input rank change is INVALID_DIMENSIONS.
 * clone_program shares the model and its operation order (nothing in them changes while a program runs).
-* Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0 = library default):
+* Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0, the default, is automatic:
+  the cores no other process is busy on, as OMP_DYNAMIC does, or the BLAS's own OMP_NUM_THREADS /
+  OPENBLAS_NUM_THREADS when the user set one; blas_threads.resolve_thread_count):
   it caps the BLAS thread pool while a program runs (nnadapter_bridge.blas_threads, shared with the host
   executor: numpy's matmul/einsum paths are the only multi-threaded parts of the references). Should
   threadpoolctl be missing, the value is validated and kept on the context but has no effect. The BLAS pool
@@ -93,7 +95,7 @@ class BuiltinDeviceDriver(Driver):
         parsed = Properties(properties)
         num_threads = parsed.get_int(NUM_THREADS_KEY, 0)
         if num_threads < 0:
-            raise NNAdapterError(f"{NUM_THREADS_KEY}={num_threads}: expected 0 (library default) or a "
+            raise NNAdapterError(f"{NUM_THREADS_KEY}={num_threads}: expected 0 (automatic) or a "
                                  "positive thread count", ResultCode.INVALID_PARAMETER)
         return BuiltinContext(device, parsed, num_threads, callback)
 

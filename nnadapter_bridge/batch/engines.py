@@ -10,6 +10,10 @@
 Each engine's `run(tasks)` yields `(task, payload)` pairs in completion order. A task whose worker died (a
 crashed process, a lost Ray task) yields an "error" payload with `lost: True`: its result is reported but
 not recorded, so a rerun tries it again.
+
+Ctrl-C (SIGINT, which a terminal sends to the workers too) is the coordinator's to handle: local workers
+ignore it. The coordinator then still yields the results that had finished, stops the running workers at once
+(their entries are simply not done, and a rerun does them) and raises KeyboardInterrupt.
 """
 from __future__ import annotations
 
@@ -35,7 +39,10 @@ def _lost(task: dict, why: str) -> dict:
 
 
 def _init_worker() -> None:
+    import signal
+
     os.environ.update(WORKER_ENVIRONMENT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator stops the pool (module docstring)
 
 
 class InlineEngine:
@@ -75,19 +82,46 @@ class LocalEngine:
         if not tasks:
             return
         context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
-                                                    initializer=_init_worker) as pool:
-            futures = {pool.submit(run_task, task): task for task in tasks}
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    task = futures[future]
-                    try:
-                        yield task, future.result()
-                    except Exception as exc:  # noqa: BLE001 - a worker process that died
-                        yield task, _lost(task, f"{type(exc).__name__}: {exc}")
-            finally:
-                for future in futures:
-                    future.cancel()
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
+                                                      initializer=_init_worker)
+        futures = {pool.submit(run_task, task): task for task in tasks}
+        yielded = set()
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                yielded.add(future)
+                yield futures[future], _payload(futures[future], future)
+        except KeyboardInterrupt:
+            # The results that finished meanwhile are kept; the running entries are stopped, not awaited.
+            finished = [f for f in futures if f.done() and not f.cancelled() and f not in yielded]
+            _stop(pool, futures)
+            for future in finished:
+                yield futures[future], _payload(futures[future], future)
+            raise
+        except BaseException:
+            _stop(pool, futures)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _payload(task: dict, future) -> dict:
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - a worker process that died
+        return _lost(task, f"{type(exc).__name__}: {exc}")
+
+
+def _stop(pool, futures) -> None:
+    """Cancel what has not started and end the worker processes now (an interrupted batch stops in a moment;
+    shutdown(wait=True) would wait for every running entry to finish)."""
+    for future in futures:
+        future.cancel()
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.join(timeout=2)
 
 
 def parse_resources(specs: Iterable[str]) -> dict:

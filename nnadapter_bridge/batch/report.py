@@ -22,18 +22,34 @@ def _table(header, rows, right_align=()) -> str:
     return format_table(header, rows, right_align=right_align)
 
 
-def entry_row(r: dict) -> list:
+NOTE_WIDTH = 90  # the summary table's note column; a longer note is shortened there and given whole below
+
+
+def entry_note(r: dict) -> str:
+    note = r.get("error") or r.get("note") or ""
+    if r.get("run", {}).get("reused"):
+        note = ("reused; " + note) if note else "reused (done before)"
+    return note
+
+
+def _shortened(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    cut = text[: width - 3].rsplit(" ", 1)[0]
+    return cut.rstrip(";,:") + " ..."
+
+
+def entry_row(r: dict, note_width: int | None = NOTE_WIDTH) -> list:
     programs = r.get("programs") or []
     size = sum(p.get("bytes") or 0 for p in programs)
     subgraphs = "-"
     if "num_subgraphs" in r:
         made = [f"{r[k]} {k}" for k in ("compiled", "restored") if r.get(k)]
         subgraphs = f"{r['num_subgraphs']}" + (f" ({', '.join(made)})" if made else "")
-    note = r.get("error") or r.get("note") or ""
-    if r.get("run", {}).get("reused"):
-        note = ("reused; " + note) if note else "reused (done before)"
+    note = entry_note(r)
     return [r["id"], r["status"].upper(), subgraphs, r.get("num_host_ops", "-"), _bytes(size),
-            _num(r.get("timings", {}).get("compile_s"), "{:.2f}"), _num(r.get("max_rel_error")), note[:90]]
+            _num(r.get("timings", {}).get("compile_s"), "{:.2f}"), _num(r.get("max_rel_error")),
+            note if note_width is None else _shortened(note, note_width)]
 
 
 SUMMARY_HEADER = ["entry", "result", "subgraphs", "host ops", ".nnc", "compile s", "max rel err", "note"]
@@ -53,6 +69,8 @@ def render_summary(report: dict) -> str:
     for r in report["entries"]:
         if r["status"] == "invalid":
             lines.append(f"invalid entry {r['id']} ({r.get('where', '')}): {r['error']}")
+        elif len(entry_note(r)) > NOTE_WIDTH:  # the whole note, which the table had to shorten
+            lines.append(f"{r['id']}: {entry_note(r)}")
     lines.append("PASS: every entry passed" if report["passed"] else "FAIL: some entries did not pass")
     return "\n".join(lines)
 
@@ -73,7 +91,7 @@ def render_markdown(report: dict) -> str:
              f"Manifest `{report['manifest']}`, engine {report['engine']['name']}, {report['wall_s']:.1f} s. "
              f"{c['total']} entries: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['invalid']} invalid "
              f"({c['reused']} reused from earlier runs). Cache: `{report['cache_dir']}`.", ""]
-    lines += _md_table(SUMMARY_HEADER, [entry_row(r) for r in report["entries"]])
+    lines += _md_table(SUMMARY_HEADER, [entry_row(r, note_width=None) for r in report["entries"]])
     by_model = collections.OrderedDict()
     for r in report["entries"]:
         if r["status"] == "invalid":

@@ -1,8 +1,10 @@
 """The `nnadapter-bridge` command line: one module per command (`cmd_<name>.py`), each exposing
 `register(subparsers)` that adds its parser and sets `func(args) -> int`.
 
-A BridgeError becomes one line on stderr and exit status 2; nothing else is caught, so a bug still
-shows its traceback.
+main() runs the command inside a channel.Channel: warnings are collected, every failure the user can cause
+(a BridgeError, a bad option, an OSError on a file they named, Ctrl-C) becomes one error line, or under --json
+one JSON document on stdout, with the exit statuses of channel's docstring. Anything else is a bug and keeps
+its traceback.
 """
 from __future__ import annotations
 
@@ -11,15 +13,46 @@ import importlib
 import pkgutil
 import sys
 
+from nnadapter_bridge.cli import channel as channel_module
+from nnadapter_bridge.cli.channel import EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
 from nnadapter_bridge.errors import BridgeError
+
+DESCRIPTION = ("Run PaddlePaddle inference models through NNAdapter devices. Look at a model (inspect, "
+               "partition), at this installation (devices, ops, conformance), compile and run it (convert, run, "
+               "bench), write Paddle Lite's .nb (opt), and validate many models at once (batch). "
+               "`nnadapter-bridge COMMAND --help` says more about each.")
+EPILOG = ("exit status: 0 done; 1 a check that was asked for failed (run --compare-paddle, batch, conformance); "
+          "2 a usage or input error; 3 a device or compile failure; 130 interrupted. Under --json every command "
+          "prints one JSON document, {\"ok\": false, \"error\": {...}} when it fails.")
+
+
+class UsageError(CommandError):
+    """A command line argparse cannot parse."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is raised (main reports it through the channel, as JSON under --json)."""
+
+    quiet_usage = False
+
+    def error(self, message):
+        if not _Parser.quiet_usage:
+            self.print_usage(sys.stderr)
+        raise UsageError(message, hint=f"`{self.prog} --help` lists the options")
+
+
+def _version() -> str:
+    try:
+        import importlib.metadata
+
+        return importlib.metadata.version("nnadapter-bridge")
+    except Exception:  # noqa: BLE001 - a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nnadapter-bridge",
-        description="Run PaddlePaddle inference models through NNAdapter devices: inspect a model, "
-                    "list devices and converters, partition, convert to cached device programs, run, bench.",
-    )
+    parser = _Parser(prog="nnadapter-bridge", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"nnadapter-bridge {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("cmd_"):
@@ -28,19 +61,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_name(argv) -> str:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return ""
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 1
-    try:
-        return int(args.func(args) or 0)
-    except BridgeError as exc:
-        print(f"nnadapter-bridge {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+    argv = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in argv
+    channel = Channel(_command_name(argv), json_mode)
+    _Parser.quiet_usage = json_mode
+    with channel_module.activated(channel):
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "func", None):
+                parser.print_help()
+                return EXIT_USAGE
+            channel.command = args.command
+            with channel.collecting():
+                try:
+                    status = int(args.func(args) or 0)
+                finally:
+                    _wait_for_cache_writes()  # their warnings belong to this command
+            channel.flush_warnings()
+            return status
+        except KeyboardInterrupt as exc:
+            return channel.fail(exc, EXIT_INTERRUPTED)
+        except BridgeError as exc:
+            return channel.fail(exc, channel_module.exit_status_of(exc))
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                return 0
+            if exc.filename is None:
+                raise  # not about a file the user named: a bug
+            return channel.fail(CommandError(f"{exc.filename}: {exc.strerror or exc}"), EXIT_USAGE)
+
+
+def _wait_for_cache_writes() -> None:
+    nnc = sys.modules.get("nnadapter_bridge.nnadapter.nnc")
+    if nnc is not None:
+        nnc.wait_for_cache_writes()
 
 
 if __name__ == "__main__":

@@ -90,19 +90,26 @@ def with_threads(args) -> str:
 
 
 def start_predictor(args, cache_dir: str) -> tuple:
-    """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`."""
-    from nnadapter_bridge.predictor import create_predictor
+    """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`. A device that cannot
+    open or compile is an error (exit 3): the times would be the host's."""
+    from nnadapter_bridge.cli.channel import current, raise_for_device_fallbacks
 
     dynamic = options.dynamic_shape_info(args)
     config = model_config.build_config(args, cache_dir=cache_dir, dynamic_shape_info=dynamic or None)
     start = time.perf_counter()
-    predictor = create_predictor(config)
+    predictor = model_config.open_predictor(config)
     created = time.perf_counter()
     arrays, _ = inputs.make_inputs(predictor, args, shapes=options.dynamic_run_shapes(args, dynamic))
     inputs.feed(predictor, arrays)
     fed = time.perf_counter()
+    since = len(current().warnings)
     predictor.run()
     done = time.perf_counter()
+    try:
+        raise_for_device_fallbacks(since, what="the times would be another device's")
+    except BaseException:
+        predictor.close()
+        raise
     predictor.bench_inputs = arrays  # what --compare-paddle / --compare-float feed Paddle Inference
     return predictor, created - start, done - fed
 

@@ -48,6 +48,25 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def check_operation_names(names: list) -> None:
+    """CliError for an --operation that is no NNAdapter operation, with the nearest names (CONV2D -> CONV_2D)."""
+    import difflib
+
+    from nnadapter_bridge.nnadapter.codes import OperationType
+
+    known = sorted(t.name for t in OperationType)
+    squashed = {name.replace("_", ""): name for name in known}
+    for name in names:
+        wanted = name.strip().upper()
+        if wanted in known:
+            continue
+        near = [squashed[wanted.replace("_", "")]] if wanted.replace("_", "") in squashed else \
+            difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
+        raise CliError(f"--operation {name}: no NNAdapter operation of that name"
+                       + (f"; did you mean {' or '.join(near)}?" if near else ""),
+                       hint="`nnadapter-bridge ops` lists each device's operations")
+
+
 def run(args) -> int:
     from nnadapter_bridge.conformance.kit import run_conformance
     from nnadapter_bridge.errors import DeviceNotFoundError
@@ -55,6 +74,7 @@ def run(args) -> int:
 
     if args.seed < 0:
         raise CliError(f"--seed {args.seed}: must be 0 or more")
+    check_operation_names(args.operations or [])
     manager = DeviceManager.instance()
     if not manager.is_declared(args.device):
         raise CliError(f"--device {args.device}: no such driver; installed: {', '.join(manager.names())}")

@@ -5,6 +5,10 @@ It builds a predictor with the cache dir and runs it once on seeded random input
 program: token, ops count, whether it was compiled now or restored from the cache, and its .nnc file and
 size. A second convert with the same options restores everything from the cache. Progress goes to a
 terminal's stderr while subgraphs compile.
+
+It either compiles what it was asked to or exits non-zero saying why (exit 3): a device that cannot open, a
+subgraph a device failed to compile (and that ran elsewhere), a .nnc that could not be written (a read-only or
+full cache dir: the OS's reason is the message). A device without a model cache is said as such.
 """
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ import os
 import time
 
 from nnadapter_bridge.cli import inputs, model_config, options, output
+from nnadapter_bridge.cli.channel import DeviceError, current, raise_for_device_fallbacks
 from nnadapter_bridge.cli.options import CliError
+
+NO_CACHE_SUPPORT = "do not support the model cache"
 
 
 def register(subparsers) -> None:
@@ -40,8 +47,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from nnadapter_bridge.predictor import create_predictor
-
     dynamic = options.dynamic_shape_info(args)
     given = options.dynamic_run_shapes(args, dynamic)
     if os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
@@ -50,12 +55,20 @@ def run(args) -> int:
         config = model_config.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
         options.make_dir(args.cache_dir, "--cache-dir")
         start = time.perf_counter()
-        predictor = create_predictor(config)
+        predictor = model_config.open_predictor(config)
         prepared = time.perf_counter()
-        arrays, _ = inputs.make_inputs(predictor, args, shapes=given)
-        inputs.feed(predictor, arrays)
-        predictor.run()
-        finished = time.perf_counter()
+        try:
+            arrays, _ = inputs.make_inputs(predictor, args, shapes=given)
+            inputs.feed(predictor, arrays)
+            since = len(current().warnings)
+            predictor.run()
+            finished = time.perf_counter()
+            raise_for_device_fallbacks(since, what="nothing was compiled for it")
+            programs = output.program_report(predictor)  # waits for the .nnc writes
+            check_programs_written(programs)
+        except BaseException:
+            predictor.close()
+            raise
     stats = predictor.stats
     data = {
         "model": predictor.graph.model_path or "<buffer>",
@@ -67,7 +80,7 @@ def run(args) -> int:
         "num_host_ops": stats.host_ops,
         "compiled": stats.builds,
         "restored": stats.cache_hits_file + stats.cache_hits_buffer,
-        "programs": output.program_report(predictor),
+        "programs": programs,
         "prepare_seconds": prepared - start,
         "run_seconds": finished - prepared,
     }
@@ -90,10 +103,29 @@ def render(data: dict) -> str:
              f"{data['run_seconds'] * 1000:.0f} ms to convert, compile and run",
              ""]
     if not data["programs"]:
-        lines.append("no device subgraphs: nothing to compile")
+        lines.append("no device subgraphs: every op runs on the host, nothing to compile")
         return "\n".join(lines)
     rows = [[p["subgraph"], p["ops"], p["token"], p["source"], output.human_bytes(p["bytes"]),
-             p["file"] or "(no .nnc: the device does not support the model cache)"] for p in data["programs"]]
+             p["file"] or f"(no .nnc: {p.get('no_file_reason') or 'none written'})"] for p in data["programs"]]
     lines.append(output.format_table(["subgraph", "ops", "token", "program", "size", "file"], rows,
                                      right_align={0, 1, 4}))
     return "\n".join(lines)
+
+
+def check_programs_written(programs: list) -> None:
+    """Every compiled program has its .nnc, or a DeviceError with the reason the write failed (the warning the
+    writer gave, which names the file and the OS's reason); a device without a model cache is noted instead."""
+    channel = current()
+    cache_warnings = channel.warnings_of("NncCacheWarning")
+    for program in programs:
+        if program["file"]:
+            continue
+        reasons = [w for w in cache_warnings if program["token"] in w]
+        if reasons and all(NO_CACHE_SUPPORT in w for w in reasons):
+            program["no_file_reason"] = "the device does not support the model cache"
+            continue
+        if program["source"] != "compiled":
+            continue  # restored from a cache buffer: nothing was to be written
+        why = reasons[0] if reasons else f"no .nnc was written for token {program['token']}"
+        raise DeviceError(f"subgraph {program['subgraph']} was compiled, but its program could not be saved: {why}",
+                          hint="give --cache-dir a writable directory with free space")

@@ -7,7 +7,6 @@ count and bytes, and how long loading took.
 from __future__ import annotations
 
 import collections
-import json
 import time
 
 from nnadapter_bridge.loader import load_model
@@ -56,7 +55,9 @@ def run(args) -> int:
     graph = load_model(args.model, args.params)
     report = summarize(graph, time.perf_counter() - start)
     if args.json:
-        print(json.dumps(report, indent=2))
+        from nnadapter_bridge.cli.output import print_json
+
+        print_json(report)
         return 0
     print(_render(report, graph))
     return 0

@@ -5,8 +5,6 @@ is missing is listed as `unavailable: install nnadapter-bridge[x]` (JSON: an "un
 then), never a traceback."""
 from __future__ import annotations
 
-import json
-
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -105,7 +103,9 @@ def collect_pir() -> dict:
 def _run_pir(args) -> int:
     data = collect_pir()
     if args.json:
-        print(json.dumps({"pir": data}, indent=2))
+        from nnadapter_bridge.cli.output import print_json
+
+        print_json({"pir": data})
         return 0
     counts = {kind: sum(1 for v in data.values() if v["runs"] == kind)
               for kind in (PIR_CONVERTER, PIR_HOST, PIR_READER, PIR_NOTHING)}
@@ -124,7 +124,9 @@ def run(args) -> int:
         return _run_pir(args)
     data = collect(args.device)
     if args.json:
-        print(json.dumps(data, indent=2))
+        from nnadapter_bridge.cli.output import print_json
+
+        print_json(data)
         return 0
     conv = data["converters"]
     width = max((len(k) for k in conv), default=10)

@@ -74,8 +74,6 @@ def output_file_name(name: str) -> str:
 
 
 def run(args) -> int:
-    from nnadapter_bridge.predictor import create_predictor
-
     comparing = args.compare_paddle or args.compare_float
     if comparing and not paddle_reference.paddle_available():
         flag = "--compare-paddle" if args.compare_paddle else "--compare-float"
@@ -104,7 +102,7 @@ def run(args) -> int:
             options.make_dir(args.cache_dir, "--cache-dir")
         if args.output_dir:  # before the run, so a bad dir costs no compile
             options.make_dir(args.output_dir, "--output-dir")
-        predictor = create_predictor(config)
+        predictor = model_config.open_predictor(config)  # a device that cannot open is an error
         arrays, origin = inputs.make_inputs(predictor, args, shapes=shapes)
         if args.samples > 1 and "random" not in origin.values():
             raise CliError("--samples: every input comes from a file, so the samples would all be the same; "

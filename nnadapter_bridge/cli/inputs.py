@@ -1,5 +1,9 @@
 """The input arrays a command feeds: from .npy files, or seeded random data of the given shapes; feeding
-them to a predictor and fetching its outputs."""
+them to a predictor and fetching its outputs.
+
+A .npy file of another precision of the same kind than the input declares (numpy saves float64 by default, the
+model takes float32) is cast to the declared dtype, and the input's origin says so ("file x.npy, float64 cast
+to float32"); an integer file is cast only when every value fits. Any other dtype is an error naming both."""
 from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
@@ -79,12 +83,31 @@ def make_inputs(predictor, args, shapes: Optional[dict] = None) -> tuple:
             if name in shape_of and list(array.shape) != list(shape_of[name]):
                 raise CliError(f"--input {name}: {files[name]} has shape {list(array.shape)}, but --input-shape "
                                f"says {shape_of[name]}")
-            arrays[name], origin[name] = array, f"file {files[name]}"
+            array, cast_note = cast_to_declared(array, tensor.declared_dtype, f"--input {name}: {files[name]}")
+            arrays[name], origin[name] = array, f"file {files[name]}" + cast_note
             continue
         shape = shape_of.get(name) or default_shape(name, tensor.declared_shape or ())
         dtype = tensor.declared_dtype if tensor.declared_dtype is not None else np.float32
         arrays[name], origin[name] = random_array(rng, shape, dtype), "random"
     return arrays, origin
+
+
+def cast_to_declared(array: np.ndarray, declared, what: str) -> tuple:
+    """(array in the declared dtype, ", <from> cast to <to>" or ""): see the module docstring."""
+    if declared is None or array.dtype == np.dtype(declared):
+        return array, ""
+    want = np.dtype(declared)
+    kinds = {array.dtype.kind, want.kind}
+    if kinds == {"f"}:
+        return array.astype(want), f", {array.dtype} cast to {want}"
+    if kinds <= {"i", "u"}:
+        cast = array.astype(want)
+        if np.array_equal(cast.astype(array.dtype), array):
+            return cast, f", {array.dtype} cast to {want}"
+        raise CliError(f"{what}: holds {array.dtype} values that {want} (what the model's input takes) cannot "
+                       "hold; save the array as " + str(want))
+    raise CliError(f"{what}: holds {array.dtype}, but the model's input takes {want}; save the array as {want} "
+                   f"(numpy: array.astype('{want}'))")
 
 
 def feed(predictor, arrays: dict) -> None:

@@ -1,4 +1,6 @@
-"""The Config a command builds from its model, device and partition options (paths checked first)."""
+"""The Config a command builds from its model, device and partition options (paths checked first), and the
+predictor it opens from it: a device the user named that cannot open is an error (exit 3), not a silent run
+on the host."""
 from __future__ import annotations
 
 import os
@@ -50,3 +52,19 @@ def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: O
     if dynamic_shape_info:
         config.set_nnadapter_dynamic_shape_info(dynamic_shape_info)
     return config
+
+
+def open_predictor(config):
+    """create_predictor(config), but a device that fell back while the predictor opened (cannot load, open or
+    create a context) is a channel.DeviceError naming it: the user asked for that device."""
+    from nnadapter_bridge.cli.channel import current, raise_for_device_fallbacks
+    from nnadapter_bridge.predictor import create_predictor
+
+    since = len(current().warnings)
+    predictor = create_predictor(config)
+    try:
+        raise_for_device_fallbacks(since)
+    except BaseException:
+        predictor.close()
+        raise
+    return predictor

@@ -2,20 +2,20 @@
 
 Owns the argparse definitions (model, devices, partition, inputs, dynamic shapes, --json), parsing their
 values (--input-shape, --dynamic-shape, --input), checking them, and CliError: a user mistake found here
-(a missing file, bad --input-shape syntax) is printed by the CLI as one line (exit 2).
+(a missing file, bad --input-shape syntax) is printed by the CLI as one line, or a JSON error (exit 2).
 """
 from __future__ import annotations
 
 import os
 
-from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.cli.channel import CommandError
 
 DEFAULT_DEVICE = "builtin_device"
 # Random integer inputs are drawn from [0, RANDOM_INT_HIGH): small, non-negative (valid as indices or sizes).
 RANDOM_INT_HIGH = 8
 
 
-class CliError(BridgeError):
+class CliError(CommandError):
     """A bad command-line value (option syntax, a missing file, an unknown input name)."""
 
 
@@ -89,15 +89,15 @@ def _parse_dims(text: str, option: str, spec: str, allow_unknown: bool) -> list:
     if not text.strip():
         raise CliError(f"{option} '{spec}': no dimensions after ':'; expected e.g. x:1,3,224,224")
     dims = []
-    for field in text.split(","):
+    for axis, field in enumerate(text.split(",")):
         try:
             dim = int(field.strip())
         except ValueError:
-            raise CliError(f"{option} '{spec}': '{field.strip()}' is not an integer; expected "
+            raise CliError(f"{option} '{spec}': axis {axis} is '{field.strip()}', not an integer; expected "
                            "NAME:D,D,... e.g. x:1,3,224,224") from None
         if dim < (-1 if allow_unknown else 0) or (dim == 0 and not allow_unknown):
             allowed = "positive or -1" if allow_unknown else "positive"
-            raise CliError(f"{option} '{spec}': dimension {dim} must be {allowed}")
+            raise CliError(f"{option} '{spec}': axis {axis} is {dim}; every size must be {allowed}")
         dims.append(dim)
     return dims
 

@@ -3,17 +3,17 @@ array summaries, and the per-subgraph program report (token, compiled or restore
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import sys
-import warnings
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 
 def print_json(data) -> None:
-    print(json.dumps(data, indent=2))
+    """The command's one JSON document (with "ok": true and the warnings collected so far; cli.channel)."""
+    from nnadapter_bridge.cli.channel import current
+
+    current().print_document(data)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: Iterable[int] = ()) -> str:
@@ -50,13 +50,14 @@ def format_number(value) -> str:
 
 @contextlib.contextmanager
 def one_line_warnings(command: str):
-    """Show Python warnings (cache misses, partition config specs that match nothing) as one line each."""
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"nnadapter-bridge {command}: warning: {message}", file=file or sys.stderr)
+    """Python warnings (cache misses, partition config specs that match nothing) go to the command's channel:
+    one line each on stderr, or the "warnings" of its JSON document (cli.channel)."""
+    from nnadapter_bridge.cli.channel import current
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        warnings.showwarning = show
+    channel = current()
+    if not channel.command:
+        channel.command = command
+    with channel.collecting():
         yield
 
 

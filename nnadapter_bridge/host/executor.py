@@ -197,19 +197,21 @@ class HostExecutor:
                 return HostPlan(PATH_HOST_KERNEL, reason="sub-block or tensor-array input")
             raise HostExecutionError(f"{op.label()}: has a sub-block or a tensor-array input, which a converter "
                                      f"cannot take, and no host kernel")
+        label = f"{op.label()}: "
         try:
             return HostPlan(PATH_CONVERTER, conversion=self._convert(op, scope, frozen=False))
         except ConversionError as first:
-            reason = str(first)
+            reason = str(first).removeprefix(label)
         try:
             conversion = self._convert(op, scope, frozen=True)
             return HostPlan(PATH_FROZEN, frozen={self._value_digest(op, scope): conversion})
         except ConversionError as second:
-            reason = f"{reason}; with constant inputs: {second}"
+            again = str(second).removeprefix(label)
+            if again != reason:  # the same reason twice says nothing more
+                reason = f"{reason}; with constant inputs: {again}"
         if has_kernel:
             return HostPlan(PATH_HOST_KERNEL, reason=reason)
-        raise HostExecutionError(f"{op.label()}: the converter cannot take this op ({reason}) and there is no "
-                                 f"host kernel for '{op.type}'; exclude it or provide a host kernel")
+        raise HostExecutionError(f"{op.label()}: {reason} (and no host kernel runs '{op.type}' instead)")
 
     def _convert(self, op, scope: dict, *, frozen: bool):
         """Convert `op` alone; inputs not in the params become model inputs typed from the scope arrays."""

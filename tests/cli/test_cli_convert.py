@@ -69,8 +69,8 @@ def test_table_output(yolo, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--input-shape", "image=1,3,64,64"], "--input-shape 'image=1,3,64,64': expected NAME:D,D,..."),
-    (["--input-shape", "image:1,3,x,64"], "'x' is not an integer"),
-    (["--input-shape", "image:1,3,0,64"], "dimension 0 must be positive"),
+    (["--input-shape", "image:1,3,x,64"], "axis 2 is 'x', not an integer"),
+    (["--input-shape", "image:1,3,0,64"], "axis 2 is 0; every size must be positive"),
     (["--input-shape", "photo:1,3,64,64"], "the model has no input 'photo'; its inputs are image, im_shape"),
     (["--input-shape", "image:1,3,64"], "input 'image' expects float32 with shape [-1, 3, 64, 64]"),
     (["--dynamic-shape", "image:1,3,64,64;2,3"], "the shapes have different ranks"),
@@ -105,7 +105,5 @@ def test_help_says_a_later_predictor_needs_the_dynamic_shape_info(capsys):
 
 
 def test_cache_dir_is_required(yolo, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["convert", yolo])
-    assert exc.value.code == 2
+    assert main(["convert", yolo]) == 2
     assert "--cache-dir" in capsys.readouterr().err

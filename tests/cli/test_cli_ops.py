@@ -10,7 +10,7 @@ from nnadapter_bridge.nnadapter.codes import OperationType
 def test_ops_json_lists_converters_and_devices(capsys):
     assert main(["ops", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"converters", "devices"}
+    assert set(data) == {"ok", "converters", "devices", "warnings"} and data["ok"] is True
     assert "CONV_2D" in data["converters"]["conv2d"]
     assert data["converters"]["softmax"] == ["SOFTMAX", "FILL_LIKE"]  # FILL_LIKE: softmax of a 0-d input
     names = {op.name for op in OperationType}
@@ -31,11 +31,16 @@ def test_ops_table_and_device_filter(capsys):
 
 
 def test_an_unknown_device_is_one_line_listing_the_available_ones(capsys):
-    assert main(["ops", "--device", "builtin_device", "--device", "nosuch", "--json"]) == 2
+    assert main(["ops", "--device", "builtin_device", "--device", "nosuch"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("nnadapter-bridge ops: error: --device nosuch: ")
     assert "no NNAdapter device named 'nosuch'; available: " in err and "builtin_device" in err
+    # under --json the same error is the one JSON document on stdout
+    assert main(["ops", "--device", "builtin_device", "--device", "nosuch", "--json"]) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert err == "" and error["message"].startswith("--device nosuch: no NNAdapter device named 'nosuch'")
 
 
 def test_ops_pir_lists_the_readers_vocabulary_and_what_runs_each_op(capsys):

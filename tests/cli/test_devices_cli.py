@@ -24,14 +24,14 @@ def manager_with_broken_entry_point(monkeypatch):
 
 def test_devices_json_lists_builtin_device(capsys):
     assert main(["devices", "--json"]) == 0
-    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)["devices"]}
     builtin = listed["builtin_device"]
     assert (builtin["vendor"], builtin["type"], builtin["version"], builtin["loaded"]) == ("Paddle", "CPU", 1, True)
 
 
 def test_devices_json_reports_why_a_driver_fails(manager_with_broken_entry_point, capsys):
     assert main(["devices", "--json"]) == 0
-    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)["devices"]}
     assert listed["broken_device"]["loaded"] is False
     assert "ModuleNotFoundError" in listed["broken_device"]["error"]
     assert listed["builtin_device"]["loaded"] is True

@@ -13,8 +13,8 @@ def test_inspect_json_matches_paddle(zoo_model, capsys):
     assert main(["inspect", path, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     truth = paddle_load(path, "combined")
-    assert set(report) == {"format", "format_version", "layout", "inputs", "outputs", "op_types", "num_ops",
-                           "num_blocks", "params", "load_seconds"}
+    assert set(report) == {"ok", "format", "format_version", "layout", "inputs", "outputs", "op_types", "num_ops",
+                           "num_blocks", "params", "load_seconds", "warnings"}
     assert (report["format"], report["format_version"]) == ("program_desc", None)
     assert report["layout"] == "dir+__params__"
     assert report["inputs"] == [{"name": "x", "shape": [-1, 3, 224, 224], "dtype": "float32"}]

@@ -73,7 +73,7 @@ def test_devices_says_unavailable_and_what_to_install(missing):
     assert row.endswith(f"unavailable: install nnadapter-bridge[{extra}]"), row
     builtin = next(line for line in run["out"].splitlines() if line.startswith("builtin_device"))
     assert builtin.endswith("ok")
-    listed = {d["name"]: d for d in json.loads(report["devices --json"]["out"])}
+    listed = {d["name"]: d for d in json.loads(report["devices --json"]["out"])["devices"]}
     assert listed[device]["unavailable"] == f"install nnadapter-bridge[{extra}]"
 
 

@@ -276,13 +276,14 @@ def test_no_source_gives_none():
 def test_example_configs_parse_and_match_their_ops():
     path = pathlib.Path(__file__).resolve().parents[2] / "configs" / "partition_force_host_example.txt"
     config = PartitionConfig.from_path(path)
-    ops = [
-        op(0, "feed", ["feed"], ["image"]),
-        op(1, "conv2d", {"Input": ["image"], "Filter": ["conv1_weights"]}, {"Output": ["conv2d_0.tmp_0"]}),
-        op(2, "conv2d", {"Input": ["conv2d_0.tmp_0"], "Filter": ["conv2_weights"]}, {"Output": ["conv2d_1.tmp_0"]}),
-        op(3, "softmax", ["conv2d_1.tmp_0"], ["softmax_0.tmp_0"]),
-        op(4, "fetch", ["softmax_0.tmp_0"], ["fetch"]),
+    ops = [  # the tail of mobilenet_v1, the README's example model
+        op(0, "feed", ["feed"], ["x"]),
+        op(1, "pool2d", ["relu_26.tmp_0"], ["pool2d_0.tmp_0"]),
+        op(2, "flatten_contiguous_range", ["pool2d_0.tmp_0"], ["flatten_0.tmp_0"]),
+        op(3, "matmul_v2", {"X": ["flatten_0.tmp_0"], "Y": ["linear_0.w_0"]}, {"Out": ["linear_0.tmp_0"]}),
+        op(4, "matmul_v2", {"X": ["linear_0.tmp_0"], "Y": ["other.w_0"]}, {"Out": ["other.tmp_0"]}),
+        op(5, "fetch", ["other.tmp_0"], ["fetch"]),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert config.match(ops) == {("op", 2), ("op", 3)}
+        assert config.match(ops) == {("op", 1), ("op", 3)}

@@ -4,7 +4,9 @@ cholesky, matrix_power, addmm and baddbmm.
 float32 and float64, as Paddle 3.3.1's CPU kernels take them, on the last two dimensions (leading ones are a
 batch); the result keeps the input dtype. The factorizations are LAPACK's (through numpy), Paddle's Eigen's,
 so results agree to rounding, not bit for bit. Where Paddle's kernel refuses an input (a singular matrix to
-invert, a matrix that is not positive definite for cholesky) the kernel raises, naming the op.
+invert, a matrix that is not positive definite for cholesky) the kernel raises, naming the op. An overflow
+to inf (a determinant or power of large values) or a NaN from one is Paddle's result too: numpy's warning
+about it is not shown.
 """
 from __future__ import annotations
 
@@ -27,14 +29,16 @@ def square_input(io: OpScope, slot: str) -> np.ndarray:
 @host_kernel("determinant")
 def determinant(io: OpScope) -> None:
     x = square_input(io, "Input")
-    out = np.linalg.det(x.astype(np.float64)) if x.size else np.ones(x.shape[:-2])
+    with np.errstate(all="ignore"):
+        out = np.linalg.det(x.astype(np.float64)) if x.size else np.ones(x.shape[:-2])
     io.set_output("Out", np.asarray(out).astype(x.dtype))
 
 
 @host_kernel("slogdeterminant")
 def slogdeterminant(io: OpScope) -> None:
     x = square_input(io, "Input")
-    sign, logdet = np.linalg.slogdet(x.astype(np.float64))
+    with np.errstate(all="ignore"):  # a singular matrix: log|det| = -inf
+        sign, logdet = np.linalg.slogdet(x.astype(np.float64))
     io.set_output("Out", np.stack([np.asarray(sign), np.asarray(logdet)]).astype(x.dtype))
 
 
@@ -64,7 +68,8 @@ def matrix_power(io: OpScope) -> None:
     x = square_input(io, "X")
     n = int(io.attr("n", 1))
     try:
-        out = np.linalg.matrix_power(x, n)
+        with np.errstate(all="ignore"):
+            out = np.linalg.matrix_power(x, n)
     except np.linalg.LinAlgError as e:
         raise io.error(f"a negative power needs an invertible matrix ({e})") from None
     io.set_output("Out", np.asarray(out).astype(x.dtype, copy=False))

@@ -331,9 +331,11 @@ def softplus(op, inputs):
     x, beta, threshold = inputs
     beta = float(first_value(beta))
     threshold = float(first_value(threshold))
-    scaled = beta * x.astype(np.float64)
-    # logaddexp(0, t) = log(1 + e^t) without overflow for large t or loss for very negative t.
-    smooth = np.logaddexp(0.0, scaled) / beta
+    # logaddexp(0, t) = log(1 + e^t) without overflow for large t or loss for very negative t; beta = 0 gives
+    # inf / NaN as Paddle does, without numpy's warning
+    with np.errstate(all="ignore"):
+        scaled = beta * x.astype(np.float64)
+        smooth = np.logaddexp(0.0, scaled) / beta
     return [in_dtype_of(np.where(scaled > threshold, x, smooth), x)]
 
 
