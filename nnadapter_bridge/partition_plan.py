@@ -38,7 +38,6 @@ from partition.picture import Placement
 
 # More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
 HOST_SHARE_LIMIT = 0.05
-_MIN_SIZE_REASON = "supported, but its cluster has fewer than {} ops (--min-subgraph-size)"
 
 
 class HostPlacementWarning(UserWarning):
@@ -102,7 +101,7 @@ class PartitionPlan:
         reason = self.support.reason(op)
         if reason:
             return reason
-        return _MIN_SIZE_REASON.format(self.min_subgraph_size)
+        return f"supported, but its cluster has fewer than {self.min_subgraph_size} ops (--min-subgraph-size)"
 
     def placements(self, context=None) -> list:
         """One OpPlacement per op of block 0 (feed/fetch excluded), in program order (module docstring). With
@@ -118,14 +117,14 @@ class PartitionPlan:
             index = self.result.subgraph_index_of(op)
             if index is not None:
                 declined = per_device.declined(op) if per_device is not None else {}
-                device = next((n for n in names if n not in declined), None) if per_device is not None else None
-                if device is None:  # no one device takes all its operations: the runtime splits them
-                    device = "|".join(n for n in names if n not in declined) or "|".join(names)
+                takers = [n for n in names if n not in declined]
+                # The first device taking all its operations; none (each declines some): the runtime splits them.
+                device = takers[0] if takers and per_device is not None else "|".join(names)
                 found.append(OpPlacement(op, index, device, "", False, declined))
                 continue
             reason = self.host_reason(op, forced)
             is_forced = op_key(op) in forced
-            if is_forced or reason == _MIN_SIZE_REASON.format(self.min_subgraph_size):
+            if is_forced or self.support.reason(op) is None:  # forced, or supported in a cluster below the minimum
                 declined = {}
             elif per_device is not None:
                 declined = per_device.declined(op) or {n: reason for n in names}
