@@ -18,7 +18,7 @@ the float model a quantized one came from and reports what quantization costs (t
 
 It also shows where each op ran, as `partition` does: the subgraphs with the device that took them, the host ops
 with the reason (and, with several devices, why each declined), ops moved to the host during the run included;
-`--json` has every op's placement ("placements") and the host share. `--strict` fails before running when an op
+`--per-op` lists every op; `--json` has every op's placement ("placements") and the host share. `--strict` fails before running when an op
 the partition config does not keep on the host cannot run on the devices (Config.set_strict).
 """
 from __future__ import annotations
@@ -47,6 +47,9 @@ def register(subparsers) -> None:
                         help="model cache dir (created if missing): restore compiled programs from "
                              "<DIR>/<token>.nnc, write new ones")
     options.add_partition_arguments(parser)
+    parser.add_argument("--per-op", action="store_true",
+                        help="also list every op with its subgraph, the device that ran it and the devices that "
+                             "declined it (and why), as `partition --per-op`")
     options.add_dynamic_shape_argument(
         parser, help_tail="Give the same values as `convert --dynamic-shape` to restore its programs. The run "
                           "feeds NAME its --input file, else its --input-shape, else the first of these shapes")
@@ -178,6 +181,9 @@ def run(args) -> int:
         output.print_json(data)
     else:
         print(render(data))
+        if args.per_op:
+            print()
+            print(cmd_partition.render_per_op(data))
     return status
 
 

@@ -99,6 +99,16 @@ def test_run_warns_once_and_shows_where_each_op_ran(model, capsys):
     assert RELU_REASON in relu
 
 
+def test_run_per_op_lists_every_op_where_it_ran(model, capsys):
+    path, config = model
+    assert main(["run", path, "--device", PICKY, "--partition-config", config, "--per-op"]) == 0
+    out = capsys.readouterr().out
+    per_op = out[out.index("declined by / why on the host"):].splitlines()[2:]
+    rows = {line.split()[1]: line.split() for line in per_op if line.strip()}
+    assert set(rows) == {"elementwise_add", "relu", "scale", "sigmoid", "tanh"}
+    assert rows["tanh"][3] == PICKY and rows["relu"][3] == "host" and rows["scale"][3] == "host"
+
+
 def test_run_json_carries_the_placements_and_the_warning(model, capsys):
     path, config = model
     data = json_of(capsys, "run", path, "--device", PICKY, "--partition-config", config)
