@@ -27,7 +27,7 @@ import warnings
 from typing import Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
-from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, VarRef
 
 ENV_CONFIG_FILE = "SUBGRAPH_PARTITION_CONFIG_FILE"
 ENV_CONFIG_BUFFER = "SUBGRAPH_PARTITION_CONFIG_BUFFER"
@@ -45,8 +45,14 @@ def op_key(op) -> tuple:
 
 
 def op_input_names(op) -> list[str]:
-    """The op's input var names, each once, in slot order, without Paddle's empty-slot marker."""
-    return [n for n in dict.fromkeys(op.input_names()) if n != EMPTY_VAR_NAME]
+    """The op's input var names, each once, in slot order, then the vars its Variable-valued attributes name (a
+    PIR mutable attribute computed at run time, e.g. arange's end: read as much as an input, so a subgraph that
+    computes one must hand it out), without Paddle's empty-slot marker."""
+    names = list(op.input_names())
+    for value in op.attrs.values():
+        names.extend(ref.name for ref in (value if isinstance(value, (list, tuple)) else [value])
+                     if isinstance(ref, VarRef))
+    return [n for n in dict.fromkeys(names) if n != EMPTY_VAR_NAME]
 
 
 def op_output_names(op) -> list[str]:
