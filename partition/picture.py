@@ -200,7 +200,10 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
     for subgraph in result.subgraphs:
         current = None
         for op in subgraph.ops:
-            device = place(op).device or joined
+            device = place(op).device
+            if device is None:  # moved to the host at run time: drawn with the host ops
+                current = None
+                continue
             if current is None or current.device != device:
                 current = Box("", "device", subgraph=subgraph.index, device=device)
                 boxes.append(current)
@@ -212,7 +215,7 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
         if op.type in _BOUNDARY_OP_TYPES:
             continue
         where = place(op)
-        if result.subgraph_index_of(op) is not None or where.device is not None:
+        if where.device is not None:
             current = None
             continue
         if current is None or (current.reason, current.forced) != (where.reason, where.forced):

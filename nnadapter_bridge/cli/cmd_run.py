@@ -18,8 +18,9 @@ the float model a quantized one came from and reports what quantization costs (t
 
 It also shows where each op ran, as `partition` does: the subgraphs with the device that took them, the host ops
 with the reason (and, with several devices, why each declined), ops moved to the host during the run included;
-`--per-op` lists every op; `--json` has every op's placement ("placements") and the host share. `--strict` fails before running when an op
-the partition config does not keep on the host cannot run on the devices (Config.set_strict).
+`--per-op` lists every op; `--json` has every op's placement ("placements") and the host share. `--strict` fails
+before running when an op the partition config does not keep on the host cannot run on the devices
+(Config.set_strict).
 """
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def run(args) -> int:
     if args.json:
         output.print_json(data)
     else:
-        print(render(data))
+        output.print_text(render(data))
         if args.per_op:
             print()
             print(cmd_partition.render_per_op(data))

@@ -123,3 +123,13 @@ def test_mobilenet_v3_picture_is_small_and_has_a_legend(zoo_model, tmp_path, cap
     assert max(svg_size(text)) < 2000
     assert "legend" in text and "subgraph 0 on builtin_device" in text and "195 ops" in text
     assert f"wrote {svg}" in capsys.readouterr().out
+
+
+def test_an_op_moved_to_the_host_at_run_time_leaves_its_subgraph_box():
+    program, result = long_chain(5, host_every=10)  # no host_op: one subgraph of 5 ops
+    relu = next(op for op in result.ops if op.type == "relu")
+    moved = {relu.index: Placement(0, None, "declined once subgraph 0 was compiled for the actual input shapes")}
+    picture = build_picture(program, result, moved, ["builtin_device"])
+    kinds = [(b.kind, [op.index for op in b.ops]) for b in picture.boxes if b.kind in ("device", "host")]
+    assert kinds == [("device", [1]), ("host", [2]), ("device", [3, 4, 5])]
+    assert picture.boxes[2].reason.startswith("declined once subgraph 0")
