@@ -51,10 +51,11 @@ def var_precision(ctx, name: Optional[str]) -> Optional[Precision]:
 
 
 def runtime_inputs(op, ctx, *slots) -> list:
-    """Vars in `slots` that are not parameters (their values exist only at run time)."""
-    is_param = (lambda name: ctx.is_param(name)) if ctx is not None else (lambda name: False)
+    """Vars in `slots` whose values exist only at run time (not parameters, nor constants computed at
+    conversion: a shape the subgraph's input dims fix)."""
+    known = (lambda name: ctx.constant_value(name) is not None) if ctx is not None else (lambda name: False)
     view = OpView(op)
-    return [name for slot in slots for name in view.inputs(slot) if not is_param(name)]
+    return [name for slot in slots for name in view.inputs(slot) if not known(name)]
 
 
 def needs_constant(*slots, what: str = ""):
@@ -73,9 +74,12 @@ def needs_constant(*slots, what: str = ""):
 
 
 def scalar_attr_or_tensor(ctx, op, attr: str, slot: str, default: int) -> int:
-    """An int attr that may also come as a one-element tensor in `slot` (which must be a parameter)."""
+    """An int attr that may also come as a one-element tensor in `slot` (whose value must be known now)."""
     view = OpView(op)
     name = view.optional_input(slot)
     if name is not None:
-        return int(np.asarray(ctx.param(name)).reshape(-1)[0])
+        value = ctx.constant_value(name)
+        if value is None:
+            raise ctx.error(f"'{slot}' ({name}) is computed at run time; its value is needed now")
+        return int(np.asarray(value).reshape(-1)[0])
     return view.attr_int(attr, default)

@@ -54,8 +54,9 @@ def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
     v = OpView(op)
     zeros = [0, 0]
     runtime = v.optional_input("Paddings")
-    if runtime is None or ctx.is_param(runtime):
-        values = (ctx.param(runtime).reshape(-1).tolist() if runtime else
+    known = ctx.constant_value(runtime) if runtime else None
+    if runtime is None or known is not None:
+        values = (np.asarray(known).reshape(-1).tolist() if runtime else
                   v.attr_ints("paddings", [0] * 2 * spatial))
         spatial_pads = [int(values[i]) for begin_end in order for i in begin_end]
         pads = zeros + spatial_pads + zeros if channel_last else zeros + zeros + spatial_pads

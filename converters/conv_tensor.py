@@ -117,8 +117,8 @@ def convert_split(ctx: ConversionContext, op):
     axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
     outs = v.outputs("Out")
     num = v.attr_int("num", 0)
-    if v.inputs("SectionsTensorList"):
-        sizes = [int(np.asarray(ctx.param(n)).reshape(-1)[0]) for n in v.inputs("SectionsTensorList")]
+    if v.inputs("SectionsTensorList"):  # known now: the check refuses run-time sizes
+        sizes = [int(np.asarray(ctx.constant_value(n)).reshape(-1)[0]) for n in v.inputs("SectionsTensorList")]
     elif num > 0:
         dims = ctx.dims(x)
         dim = dims[axis + len(dims) if axis < 0 else axis]
@@ -194,14 +194,16 @@ def convert_slice(ctx: ConversionContext, op):
 
 
 def _constant_ints(op, ctx, attr, tensor, tensor_list):
-    """An int-list attribute's values when constant (the attr, or parameters in its tensor forms), else None."""
+    """An int-list attribute's values when constant (the attr, or values known now in its tensor forms:
+    parameters, shapes computed at conversion), else None."""
     v = OpView(op)
     for slot in (tensor, tensor_list):
         names = v.inputs(slot)
         if names:
-            if ctx is None or not all(ctx.is_param(n) for n in names):
+            values = [ctx.constant_value(n) for n in names] if ctx is not None else [None]
+            if any(value is None for value in values):
                 return None
-            return [int(v) for n in names for v in np.asarray(ctx.param(n)).reshape(-1)]
+            return [int(x) for value in values for x in np.asarray(value).reshape(-1)]
     return v.attr_ints(attr)
 
 

@@ -1,0 +1,35 @@
+"""What the drivers receive: a test-only observer of the NNAdapter models handed to `create_program`.
+
+`record_driver_models(monkeypatch)` wraps the runtime's one call site of every driver hook
+(`nnadapter.runtime._call_driver`) and returns a list that fills, as the predictor compiles, with one
+`(device name, Model)` per program a driver builds from a model (restores from a cache hand over bytes, not
+a model, and are not recorded). `unknown_dim_operands(model)` lists the operands of such a model whose dims
+are not all known, as "OPERATION output [dims]".
+"""
+from __future__ import annotations
+
+from nnadapter_bridge.nnadapter import runtime
+from nnadapter_bridge.nnadapter.codes import UNKNOWN
+from nnadapter_bridge.nnadapter.model import Model
+
+
+def record_driver_models(monkeypatch) -> list:
+    seen: list = []
+    call_driver = runtime._call_driver
+
+    def observe(what: str, fn, *args):
+        if what.endswith(".create_program") and len(args) > 1 and isinstance(args[1], Model):
+            seen.append((what.rsplit(".", 1)[0], args[1]))
+        return call_driver(what, fn, *args)
+
+    monkeypatch.setattr(runtime, "_call_driver", observe)
+    return seen
+
+
+def unknown_dim_operands(model: Model) -> list:
+    operands = []
+    for op in model.operations:
+        for operand in (*op.inputs, *op.outputs):
+            if operand is not None and any(d == UNKNOWN or d < 0 for d in operand.type.dims):
+                operands.append(f"{op.type.name} {operand.label()} {list(operand.type.dims)}")
+    return sorted(set(operands))
