@@ -246,8 +246,8 @@ def _first(op, slots) -> Optional[str]:
 
 
 def op_flops(graph, op) -> Optional[int]:
-    """The multiply-adds x2 of a convolution or matrix product from its declared shapes (an unknown batch counts
-    as 1); None for other ops and when a shape it needs is unknown."""
+    """The multiply-adds x2 of a convolution, matrix product or fused RNN from its declared shapes (an unknown batch
+    counts as 1); None for other ops and when a shape it needs is unknown."""
     if op.type in _CONV_TYPES or op.type in _CONV_TRANSPOSE_TYPES:
         weight = _dims(graph, _first(op, ("Filter",)) or "")
         spatial_of = _first(op, ("Input",) if op.type in _CONV_TRANSPOSE_TYPES else ("Output",))
@@ -270,6 +270,12 @@ def op_flops(graph, op) -> Optional[int]:
         if reduced < 0:
             return None
         return 2 * math.prod(out) * reduced
+    if op.type == "rnn":  # Paddle's fused RNN, time-major [T, N, I]: every weight matrix at every step and sample
+        shape = _dims(graph, _first(op, ("Input",)) or "")
+        weights = [_dims(graph, name) for name in op.inputs.get("WeightList", [])]
+        if not shape or len(shape) != 3 or shape[0] < 0 or any(w is None for w in weights):
+            return None
+        return 2 * shape[0] * max(shape[1], 1) * sum(math.prod(w) for w in weights if len(w) == 2)
     return None
 
 

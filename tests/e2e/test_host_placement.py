@@ -180,3 +180,20 @@ def test_one_convolution_on_the_host_crosses_the_limit_by_flops_not_by_ops():
     relu = next(op for op in program.ops() if op.type == "relu")
     share = host_share(program, _placements_for(program, {relu.index}))
     assert share.flop_share == 0 and not share.over_limit
+
+
+def test_flops_of_a_fused_rnn_count_every_weight_matrix_at_every_step():
+    weights = {"w_ih": np.zeros((96, 32), np.float32), "w_hh": np.zeros((96, 24), np.float32),
+               "b": np.zeros((96,), np.float32)}
+    program = real_program(chain_ops([
+        ("feed", ["feed"], ["x"]),
+        ("rnn", {"Input": ["x"], "WeightList": ["w_ih", "w_hh", "b"]}, {"Out": ["y"]}),
+        ("fetch", ["y"], ["fetch"]),
+    ]), weights)
+    block = program.blocks[0]
+    block.vars["x"] = dataclasses.replace(block.vars["x"], shape=(16, -1, 32))  # time-major, batch unknown
+    rnn = program.ops()[1]
+    # 16 steps x batch 1 x (96*32 + 96*24) weights, 2 FLOPs per multiply-add; the bias is not a product
+    assert op_flops(program, rnn) == 2 * 16 * (96 * 32 + 96 * 24)
+    block.vars["x"] = dataclasses.replace(block.vars["x"], shape=(-1, -1, 32))
+    assert op_flops(program, rnn) is None  # the number of steps is unknown
