@@ -1,7 +1,10 @@
-"""A one-line progress display for converting and compiling the subgraphs of a large model.
+"""Progress bars on a terminal: converting and compiling the subgraphs of a large model, a batch's entries.
 
-On a terminal (stderr is a tty) it rewrites one line, e.g. `converting subgraph 3/12 (conv2d x 20, ...)`,
-and clears it when done. It is silent when stderr is not a tty or when NNADAPTER_BRIDGE_PROGRESS=0.
+On a terminal (the stream is a tty) it draws one transient `rich` progress bar with the current step, e.g.
+`converting subgraph 3/12 (conv2d x 20, ...)`, and the time left, and removes it when done. It is silent when the
+stream is not a tty, under `--json` (the CLI sets NNADAPTER_BRIDGE_PROGRESS=0 then) or with
+NNADAPTER_BRIDGE_PROGRESS=0. `rich` is imported only when a bar is drawn, never on the library's import path;
+without it the same text is one rewritten line.
 """
 from __future__ import annotations
 
@@ -22,16 +25,63 @@ def summarize_op_types(ops: Sequence, limit: int = 3) -> str:
     return text + ("..." if len(common) > limit else "")
 
 
-class Progress:
-    """Shows `<verb> subgraph i/n (<ops>)` while work is under way."""
+def progress_wanted(stream, environ: Mapping[str, str] = os.environ) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and environ.get(ENV_PROGRESS, "1").strip() != "0"
 
-    def __init__(self, total: int, stream: Optional[TextIO] = None, environ: Mapping[str, str] = os.environ):
+
+class TerminalProgress:
+    """One bar of `total` steps: show(completed, text) moves it, done() removes it."""
+
+    def __init__(self, total: int, stream: Optional[TextIO] = None, environ: Mapping[str, str] = os.environ,
+                 enabled: Optional[bool] = None):
         self.total = total
         self.stream = stream if stream is not None else sys.stderr
-        self._width = 0
-        isatty = getattr(self.stream, "isatty", None)
-        on_terminal = bool(isatty and isatty())
-        self.enabled = on_terminal and environ.get(ENV_PROGRESS, "1").strip() != "0"
+        self.enabled = progress_wanted(self.stream, environ) if enabled is None else enabled
+        self._bar = None
+        self._task = None
+        self._width = 0  # the plain line's width, without rich
+
+    def _start(self) -> bool:
+        if self._bar is not None:
+            return True
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        except ImportError:
+            return False
+        console = Console(file=self.stream, width=shutil.get_terminal_size((100, 20)).columns)
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=16), TimeRemainingColumn(),
+                             console=console, transient=True, auto_refresh=False)
+        self._bar.start()
+        self._task = self._bar.add_task("", total=max(self.total, 1))
+        return True
+
+    def show(self, completed: int, text: str) -> None:
+        if not self.enabled:
+            return
+        if self._start():
+            self._bar.update(self._task, completed=completed, description=text)
+            self._bar.refresh()
+            return
+        columns = shutil.get_terminal_size((80, 20)).columns
+        text = text[: max(columns - 1, 10)]
+        self.stream.write("\r" + text + " " * max(self._width - len(text), 0))
+        self.stream.flush()
+        self._width = len(text)
+
+    def done(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        elif self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+class Progress(TerminalProgress):
+    """Shows `<verb> subgraph i/n (<ops>)` while subgraphs convert and compile."""
 
     def update(self, number: int, ops: Sequence = (), verb: str = "converting") -> None:
         if not self.enabled:
@@ -39,16 +89,4 @@ class Progress:
         text = f"{verb} subgraph {number}/{self.total}"
         if ops:
             text += f" ({summarize_op_types(ops)})"
-        columns = shutil.get_terminal_size((80, 20)).columns
-        text = text[: max(columns - 1, 10)]
-        padding = " " * max(self._width - len(text), 0)
-        self.stream.write("\r" + text + padding)
-        self.stream.flush()
-        self._width = len(text)
-
-    def done(self) -> None:
-        if not self.enabled or not self._width:
-            return
-        self.stream.write("\r" + " " * self._width + "\r")
-        self.stream.flush()
-        self._width = 0
+        self.show(number - 1, text)

@@ -193,31 +193,26 @@ def is_done(entry: dict, key: str, result_path: str, cache_dir: str, retry_faile
 
 
 class Progress:
-    """One rewritten line on a terminal's stderr: `batch: 7/18 done (6 pass, 1 fail; 3 reused) last: ...`."""
+    """A terminal's progress bar on stderr: `batch: 7/18 done (6 pass, 1 fail; 3 reused) last: ...`
+    (nnadapter_bridge.progress: rich on a tty, nothing otherwise)."""
 
     def __init__(self, total: int, enabled: Optional[bool] = None, stream=None):
-        self.stream = stream or sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(isatty and isatty()) if enabled is None else enabled
+        from nnadapter_bridge.progress import TerminalProgress
+
         self.total = total
-        self.width = 0
+        self.bar = TerminalProgress(total, stream or sys.stderr, enabled=enabled)
+        self.enabled = self.bar.enabled
 
     def show(self, counts: dict, last: str = "") -> None:
         if not self.enabled:
             return
         done = sum(counts.values())
         parts = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-        text = f"batch: {done}/{self.total} done" + (f" ({parts})" if parts else "") + (f"; last: {last}" if last else "")
-        columns = shutil.get_terminal_size((100, 20)).columns
-        text = text[: max(columns - 1, 20)]
-        self.stream.write("\r" + text + " " * max(self.width - len(text), 0))
-        self.stream.flush()
-        self.width = len(text)
+        self.bar.show(done, f"batch: {done}/{self.total} done" + (f" ({parts})" if parts else "")
+                      + (f"; last: {last}" if last else ""))
 
     def done(self) -> None:
-        if self.enabled and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
+        self.bar.done()
 
 
 def _render_svg(dot_path: str) -> Optional[str]:

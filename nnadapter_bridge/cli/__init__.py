@@ -9,7 +9,9 @@ its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     json_mode = "--json" in argv
     channel = Channel(_command_name(argv), json_mode)
     _Parser.quiet_usage = json_mode
-    with channel_module.activated(channel):
+    with channel_module.activated(channel), _no_progress_bars(json_mode):
         try:
             parser = build_parser()
             args = parser.parse_args(argv)
@@ -98,6 +100,25 @@ def main(argv=None) -> int:
             if exc.filename is None:
                 raise  # not about a file the user named: a bug
             return channel.fail(CommandError(f"{exc.filename}: {exc.strerror or exc}"), EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def _no_progress_bars(json_mode: bool):
+    """Under --json nothing but the document is printed: no progress bars on stderr either."""
+    from nnadapter_bridge.progress import ENV_PROGRESS
+
+    if not json_mode:
+        yield
+        return
+    saved = os.environ.get(ENV_PROGRESS)
+    os.environ[ENV_PROGRESS] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_PROGRESS, None)
+        else:
+            os.environ[ENV_PROGRESS] = saved
 
 
 def _wait_for_cache_writes() -> None:

@@ -75,5 +75,5 @@ def run(args) -> int:
     else:
         from nnadapter_bridge.batch.report import render_summary
 
-        print(render_summary(report))
+        output.print_text(render_summary(report))
     return 0 if report["passed"] else 1

@@ -8,8 +8,13 @@ Measured, in this order:
                   their own meanwhile, as for any predictor; the warm start waits for them);
   warm start      the same in a fresh process (this CLI again, as a subprocess) with that cache dir now
                   filled: programs are restored, nothing is compiled (the report checks that);
-  steady          --runs timed runs of the cold-start predictor after --warmup untimed ones: median, p90,
-                  mean, min.
+  steady          --runs timed runs (or as many as fit in -t SECONDS) of the cold-start predictor after
+                  --warmup untimed ones: median, p90, p99, mean, min (benchmark_app's latency mode);
+  throughput      with --requests N: N clones run at once on threads of their own (intel_openvino gets N
+                  streams unless INTEL_OPENVINO_NUM_STREAMS is given) for --runs runs in all or -t
+                  SECONDS: frames per second (benchmark_app's throughput mode);
+  where it goes   a few more runs with timers: each subgraph's and host op's time, and the run split into
+                  device / copies / host / Python (cli.bench_modes).
 `--compare-paddle` / `--compare-float FLOAT_MODEL` then report (untimed) how far the benchmarked outputs are
 from Paddle Inference on the same model / on the float model: max errors, cosine, top-1 agreement.
 `--threads N` sets the thread count property of every selected device that has one; `--dynamic-shape`
@@ -21,15 +26,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
 
-from nnadapter_bridge.cli import inputs, model_config, options, output
+from nnadapter_bridge.cli import bench_modes, inputs, model_config, options, output
 from nnadapter_bridge.cli.options import CliError
 
 # The context property each device reads its thread count from.
@@ -54,6 +57,14 @@ def register(subparsers) -> None:
         parser, help_tail="The cold and warm starts and the steady runs use it as `run --dynamic-shape` does: "
                           "NAME gets its --input file, else its --input-shape, else the first of these shapes")
     parser.add_argument("--runs", metavar="N", type=int, default=20, help="timed steady-state runs (default: 20)")
+    parser.add_argument("-t", "--time", metavar="SECONDS", type=float, dest="time_limit",
+                        help="run the steady (and throughput) measures for this long instead of --runs runs")
+    parser.add_argument("--requests", metavar="N", type=int, default=0,
+                        help="throughput mode: N requests in flight (clones of the predictor on N threads; "
+                             "intel_openvino gets N streams unless INTEL_OPENVINO_NUM_STREAMS is set); reports FPS")
+    parser.add_argument("--profile-runs", metavar="N", type=int, default=5,
+                        help="runs timed per subgraph, per host op and per part (device, copies, host, Python); "
+                             "0 skips them (default: 5)")
     parser.add_argument("--warmup", metavar="N", type=int, default=3,
                         help="untimed runs before the timed ones (default: 3)")
     parser.add_argument("--threads", metavar="N", type=int,
@@ -84,9 +95,25 @@ def with_threads(args) -> str:
     if args.threads < 1:
         raise CliError(f"--threads {args.threads}: must be at least 1")
     extra = [f"{THREAD_PROPERTIES[d]}={args.threads}" for d in options.device_names(args) if d in THREAD_PROPERTIES]
+    return _joined(properties, extra)
+
+
+def _joined(properties: str, extra: list) -> str:
+    if not extra:
+        return properties
     if properties and not properties.rstrip().endswith(";"):
         properties += ";"
     return properties + "".join(e + ";" for e in extra)
+
+
+def with_streams(args) -> str:
+    """With --requests N: intel_openvino runs N requests at once on N streams (benchmark_app's throughput
+    mode), unless the properties already say how many."""
+    properties = args.context_properties or ""
+    if args.requests > 1 and "intel_openvino" in options.device_names(args) and \
+            "INTEL_OPENVINO_NUM_STREAMS" not in properties:
+        return _joined(properties, [f"INTEL_OPENVINO_NUM_STREAMS={args.requests}"])
+    return properties
 
 
 def start_predictor(args, cache_dir: str) -> tuple:
@@ -135,6 +162,8 @@ def child_command(args, cache_dir: str) -> list:
         cmd += ["--context-properties", args.context_properties]
     if args.partition_config:
         cmd += ["--partition-config", args.partition_config]
+    if args.strict:  # the warm start is held to the same rule as the cold one
+        cmd.append("--strict")
     for spec in args.inputs:
         cmd += ["--input", spec]
     for spec in args.input_shapes:
@@ -166,6 +195,12 @@ def run(args) -> int:
         raise CliError(f"--runs {args.runs}: must be at least 1")
     if args.warmup < 0:
         raise CliError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise CliError(f"-t {args.time_limit:g}: must be more than 0 seconds")
+    if args.requests < 0:
+        raise CliError(f"--requests {args.requests}: must be 0 or more")
+    if args.profile_runs < 0:
+        raise CliError(f"--profile-runs {args.profile_runs}: must be 0 or more")
     if args.float_params and not args.compare_float:
         raise CliError("--float-params: give it with --compare-float")
     if args.compare_paddle or args.compare_float:
@@ -179,6 +214,7 @@ def run(args) -> int:
         if args.compare_float:
             paddle_reference.check_paddle_readable(args.compare_float, params=args.float_params)
     args.context_properties = with_threads(args)
+    args.context_properties = with_streams(args)
     args.threads = None  # folded into the properties, which the child receives as they are
     if args.warm_probe:
         if not args.cache_dir:
@@ -207,7 +243,7 @@ def run(args) -> int:
     if args.json:
         output.print_json(data)
     else:
-        print(render(data))
+        output.print_text(render(data))
     return 0
 
 
@@ -224,11 +260,10 @@ def measure(args, cache_dir: str) -> dict:
         cold_stats = predictor.stats
         for _ in range(args.warmup):
             predictor.run()
-        times = []
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            predictor.run()
-            times.append(time.perf_counter() - start)
+        times = bench_modes.latency_runs(predictor, args.runs, args.time_limit)
+        rate = (bench_modes.throughput(predictor, predictor.bench_inputs, args.requests, args.runs, args.time_limit)
+                if args.requests else None)
+        profile = bench_modes.breakdown(predictor, args.profile_runs) if args.profile_runs else None
         outputs = inputs.outputs_of(predictor)
         accuracy = accuracy_report(args, predictor, config, outputs)
         predictor.close()
@@ -243,9 +278,10 @@ def measure(args, cache_dir: str) -> dict:
         "cold": {"create_seconds": create, "first_run_seconds": first, "total_seconds": create + first,
                  "builds": cold_stats.builds},
         "warm": None,
-        "steady": {"runs": args.runs, "warmup": args.warmup, "median_seconds": statistics.median(times),
-                   "p90_seconds": float(np.percentile(times, 90)), "mean_seconds": statistics.fmean(times),
-                   "min_seconds": min(times)},
+        "steady": {"warmup": args.warmup, "time_limit_seconds": args.time_limit,
+                   **bench_modes.latency_summary(times)},
+        "throughput": rate,
+        "profile": profile,
     }
     if accuracy:
         data["accuracy"] = accuracy
@@ -307,14 +343,45 @@ def render(data: dict) -> str:
                      f"fresh process: create_predictor {_ms(warm['create_seconds'])} + first run "
                      f"{_ms(warm['first_run_seconds'])}; {warm['cache_hits']} restored from the cache, "
                      f"{warm['builds']} compiled (process wall time {_ms(warm['process_seconds'])})"])
+    limit = f" ({steady['time_limit_seconds']:g} s)" if steady.get("time_limit_seconds") else ""
     rows.append(["steady median", _ms(steady["median_seconds"]),
-                 f"over {steady['runs']} runs after {steady['warmup']} warm-up runs"])
+                 f"over {steady['runs']} runs{limit} after {steady['warmup']} warm-up runs; "
+                 f"{1.0 / steady['median_seconds']:.1f} runs/s one at a time"])
     rows.append(["steady p90", _ms(steady["p90_seconds"]),
-                 f"mean {_ms(steady['mean_seconds'])}, min {_ms(steady['min_seconds'])}"])
+                 f"p99 {_ms(steady['p99_seconds'])}, mean {_ms(steady['mean_seconds'])}, "
+                 f"min {_ms(steady['min_seconds'])}"])
+    rate = data.get("throughput")
+    if rate:
+        latency = rate["latency"] or {}
+        rows.append(["throughput", f"{rate['fps']:.1f} FPS",
+                     f"{rate['requests']} requests in flight, {rate['runs']} runs in {rate['wall_seconds']:.2f} s; "
+                     f"latency median {_ms(latency.get('median_seconds', 0.0))}, "
+                     f"p99 {_ms(latency.get('p99_seconds', 0.0))}"])
     head = [f"model        {data['model']}",
             f"devices      {', '.join(data['devices'])}" + (f" ({data['context_properties']})"
                                                            if data["context_properties"] else ""),
             f"partition    {data['subgraphs']} subgraph(s), {data['host_ops']} host op(s)",
             ""]
     rows += _accuracy_rows(data)
-    return "\n".join(head + [output.format_table(["measure", "time", "details"], rows, right_align={1})])
+    lines = head + [output.format_table(["measure", "time", "details"], rows, right_align={1})]
+    if data.get("profile"):
+        lines += [""] + render_profile(data["profile"])
+    return "\n".join(lines)
+
+
+def render_profile(profile: dict) -> list:
+    split = profile["split_ms"]
+    total = profile["run_ms"] or 1.0
+    lines = [f"where a run's {profile['run_ms']:.2f} ms go (mean of {profile['runs']} timed runs): "
+             + ", ".join(f"{part} {ms:.2f} ms ({ms / total:.0%})" for part, ms in split.items())]
+    rows = [[f"subgraph {s['subgraph']}", "+".join(s["devices"]) or "-", s["ops"], f"{s['ms']:.3f}"]
+            for s in profile["subgraphs"]]
+    rows += [[f"host op {h['op']}", h["type"], 1, f"{h['ms']:.3f}"] for h in profile["host_ops"][:10]]
+    if len(profile["host_ops"]) > 10:
+        rest = sum(h["ms"] for h in profile["host_ops"][10:])
+        rows.append([f"{len(profile['host_ops']) - 10} more host ops", "-", len(profile["host_ops"]) - 10,
+                     f"{rest:.3f}"])
+    if rows:
+        lines += [""] + [output.format_table(["part", "device / op type", "ops", "ms per run"], rows,
+                                             right_align={2, 3})]
+    return lines

@@ -111,5 +111,5 @@ def run(args) -> int:
     if args.json:
         output.print_json(data)
     else:
-        print(report.table(only_claimed=not args.all_rows))
+        output.print_text(report.table(only_claimed=not args.all_rows))
     return 0 if report.passed else 1

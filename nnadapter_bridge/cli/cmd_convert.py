@@ -88,7 +88,7 @@ def run(args) -> int:
     if args.json:
         output.print_json(data)
         return 0
-    print(render(data))
+    output.print_text(render(data))
     return 0
 
 

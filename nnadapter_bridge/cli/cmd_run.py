@@ -69,6 +69,9 @@ def register(subparsers) -> None:
                         help="with --compare-paddle / --compare-float: run N seeded random input sets (seeds "
                              "SEED..SEED+N-1) and judge the outputs of all of them together (top-1 agreement over "
                              "N inputs); default 1")
+    parser.add_argument("--top-k", metavar="K", type=int, dest="top_k",
+                        help="for a classifier: the K largest scores of each float output along its last axis "
+                             "(class index and score, per row)")
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
@@ -85,6 +88,8 @@ def run(args) -> int:
                        "compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
     if args.samples < 1:
         raise CliError(f"--samples {args.samples}: expected 1 or more")
+    if args.top_k is not None and args.top_k < 1:
+        raise CliError(f"--top-k {args.top_k}: expected 1 or more")
     if args.samples > 1 and not comparing:
         raise CliError("--samples: runs several input sets only to compare them (--compare-paddle or "
                        "--compare-float)")
@@ -147,6 +152,9 @@ def run(args) -> int:
         "host_share": placement["host_share"],
         "placements": placement["placements"],
     }
+    if args.top_k:
+        data["top_k"] = {name: top_k(array, args.top_k) for name, array in outputs.items()
+                         if array.dtype.kind == "f" and array.ndim >= 1 and array.shape[-1] > 1}
     if args.output_dir:
         for name, array in outputs.items():
             path = os.path.join(args.output_dir, output_file_name(name))
@@ -186,6 +194,18 @@ def run(args) -> int:
             print()
             print(cmd_partition.render_per_op(data))
     return status
+
+
+def top_k(array: np.ndarray, k: int) -> list:
+    """Per row of `array` (every axis but the last flattened): the k largest values along the last axis, as
+    [{"class": index, "score": value}, ...] from the largest (NaN last; ties by the lower index)."""
+    rows = np.asarray(array, dtype=np.float64).reshape(-1, array.shape[-1])
+    k = min(k, rows.shape[-1])
+    result = []
+    for row in rows:
+        order = np.lexsort((np.arange(row.size), -np.nan_to_num(row, nan=-np.inf)))[:k]
+        result.append([{"class": int(i), "score": float(row[i])} for i in order])
+    return result
 
 
 def _with_seed(args, seed: int):
@@ -303,6 +323,12 @@ def render(data: dict) -> str:
                          "-" if top1 is None else f"{top1 * 100:.1f}%", c.get("note", "")])
         lines.append(output.format_table(["vs the float model", "max abs error", "max rel error", "cosine", "top-1",
                                           "note"], rows, right_align={1, 2, 3, 4}))
+    if data.get("top_k"):
+        lines.append("")
+        rows = [[name, r, rank + 1, entry["class"], output.format_number(entry["score"])]
+                for name, per_row in data["top_k"].items() for r, entries in enumerate(per_row)
+                for rank, entry in enumerate(entries)]
+        lines.append(output.format_table(["output", "row", "rank", "class", "score"], rows, right_align={1, 2, 3, 4}))
     if data.get("samples"):
         lines.append(f"(judged over {data['samples']} seeded input sets)")
     return "\n".join(lines)

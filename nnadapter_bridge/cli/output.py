@@ -16,6 +16,27 @@ def print_json(data) -> None:
     current().print_document(data)
 
 
+def print_text(text: str) -> None:
+    """A command's text result on stdout: on a terminal through `rich`, PASS green and FAIL red; as it is when
+    stdout is a pipe or a file (and rich is imported only for a terminal)."""
+    import sys
+
+    isatty = getattr(sys.stdout, "isatty", None)
+    if not (isatty and isatty()):
+        print(text)
+        return
+    try:
+        from rich.console import Console
+        from rich.text import Text
+    except ImportError:
+        print(text)
+        return
+    rendered = Text(text)
+    rendered.highlight_regex(r"\bPASS\b", "bold green")
+    rendered.highlight_regex(r"\bFAIL\b|\bERROR\b", "bold red")
+    Console(soft_wrap=True, highlight=False).print(rendered)
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: Iterable[int] = ()) -> str:
     right = set(right_align)
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]

@@ -212,7 +212,7 @@ def test_progress_shows_on_a_terminal_and_is_silent_otherwise(tmp_path):
     progress.update(3, ops)
     assert "converting subgraph 3/12 (elementwise_add x 1, relu x 1, scale x 1)" in terminal.getvalue()
     progress.done()
-    assert terminal.getvalue().endswith("\r")
+    assert terminal.getvalue().endswith("\x1b[2K")  # rich's transient bar erases its line
     quiet = FakeTerminal()
     Progress(12, quiet, environ={"NNADAPTER_BRIDGE_PROGRESS": "0"}).update(1, ops)
     piped = io.StringIO()
