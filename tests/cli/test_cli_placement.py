@@ -118,3 +118,13 @@ def test_run_json_carries_the_placements_and_the_warning(model, capsys):
     assert data["host_share"]["op_share"] == pytest.approx(0.2)
     found = [w for w in data.get("warnings", []) if w["category"] == "HostPlacementWarning"]
     assert len(found) == 1 and RELU_REASON in found[0]["message"]
+
+
+def test_bench_warm_start_child_is_strict_too(tmp_path):
+    from nnadapter_bridge.cli import build_parser
+    from nnadapter_bridge.cli.cmd_bench import child_command
+
+    args = build_parser().parse_args(["bench", "m.pdmodel", "--strict"])
+    assert "--strict" in child_command(args, str(tmp_path))
+    args = build_parser().parse_args(["bench", "m.pdmodel"])
+    assert "--strict" not in child_command(args, str(tmp_path))
