@@ -164,8 +164,6 @@ def child_command(args, cache_dir: str) -> list:
         cmd += ["--partition-config", args.partition_config]
     if args.strict:  # the warm start is held to the same rule as the cold one
         cmd.append("--strict")
-    if args.strict:  # the warm start is held to the same rule as the cold one
-        cmd.append("--strict")
     for spec in args.inputs:
         cmd += ["--input", spec]
     for spec in args.input_shapes:
