@@ -42,6 +42,10 @@ def register(subparsers) -> None:
         parser, help_tail="To restore the programs, a later predictor needs the same dynamic shape info "
                           "(`run`/`bench --dynamic-shape` with the same values). The run uses --input-shape if "
                           "given, else the first of these shapes")
+    parser.add_argument("--export-subgraphs", metavar="DIR",
+                        help="also write each compiled subgraph as its driver's inspectable form into DIR: ONNX "
+                             "(microsoft_onnxruntime), OpenVINO IR of the compiled runtime model (intel_openvino), "
+                             "the NNAdapter model as text (builtin_device); open them in Netron")
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
 
@@ -54,6 +58,8 @@ def run(args) -> int:
     with output.one_line_warnings("convert"):
         config = model_config.build_config(args, cache_dir=args.cache_dir, dynamic_shape_info=dynamic or None)
         options.make_dir(args.cache_dir, "--cache-dir")
+        if args.export_subgraphs:
+            options.make_dir(args.export_subgraphs, "--export-subgraphs")
         start = time.perf_counter()
         predictor = model_config.open_predictor(config)
         prepared = time.perf_counter()
@@ -66,6 +72,11 @@ def run(args) -> int:
             raise_for_device_fallbacks(since, what="nothing was compiled for it")
             programs = output.program_report(predictor)  # waits for the .nnc writes
             check_programs_written(programs)
+            exported = None
+            if args.export_subgraphs:
+                from nnadapter_bridge.cli import export_subgraphs
+
+                exported = export_subgraphs.export(programs, args.export_subgraphs, predictor)
         except BaseException:
             predictor.close()
             raise
@@ -81,6 +92,7 @@ def run(args) -> int:
         "compiled": stats.builds,
         "restored": stats.cache_hits_file + stats.cache_hits_buffer,
         "programs": programs,
+        "exported": exported,
         "prepare_seconds": prepared - start,
         "run_seconds": finished - prepared,
     }
@@ -105,6 +117,10 @@ def render(data: dict) -> str:
     if not data["programs"]:
         lines.append("no device subgraphs: every op runs on the host, nothing to compile")
         return "\n".join(lines)
+    if data.get("exported"):
+        lines.extend(f"exported     subgraph {e['subgraph']} ({e['device']}): {', '.join(e['files'])}"
+                     for e in data["exported"])
+        lines.append("")
     rows = [[p["subgraph"], p["ops"], p["token"], p["source"], output.human_bytes(p["bytes"]),
              p["file"] or f"(no .nnc: {p.get('no_file_reason') or 'none written'})"] for p in data["programs"]]
     lines.append(output.format_table(["subgraph", "ops", "token", "program", "size", "file"], rows,

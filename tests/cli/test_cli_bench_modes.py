@@ -3,6 +3,7 @@ and `run --top-k K` for classifiers."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -65,3 +66,41 @@ def test_run_top_k_lists_the_largest_scores(with_host_op, capsys, tmp_path):
     want = np.argsort(-saved.astype(np.float64), axis=-1, kind="stable")[:, :2]
     assert [[e["class"] for e in row] for row in rows] == want.tolist()
     assert [[e["score"] for e in row] for row in rows] == np.take_along_axis(saved, want, -1).astype(float).tolist()
+
+
+# -- convert --export-subgraphs -------------------------------------------------------------------------------
+@pytest.mark.parametrize("device, package", [("microsoft_onnxruntime", "onnxruntime"), ("intel_openvino", "openvino"),
+                                             ("builtin_device", None)])
+def test_exported_subgraphs_open_in_their_own_tools_and_compute_the_model(device, package, tmp_path, capsys):
+    """add_relu_scale is one subgraph, so the exported artifact is the whole model: the SDK itself (not
+    nnadapter-bridge) runs it and must give the reference result."""
+    from support.predictor_programs import reference_add_relu_scale
+
+    if package:
+        pytest.importorskip(package)
+    model = add_relu_scale_model(tmp_path / "m")
+    out = tmp_path / "exported"
+    assert main(["convert", model, "--device", device, "--cache-dir", str(tmp_path / "c"), "--input-shape", "x:2,4",
+                 "--export-subgraphs", str(out), "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["exported"]
+    assert entry["subgraph"] == 0 and entry["device"] == device and all(os.path.isfile(f) for f in entry["files"])
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    want = reference_add_relu_scale(x)
+    if device == "microsoft_onnxruntime":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(entry["files"][0], providers=["CPUExecutionProvider"])
+        got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    elif device == "intel_openvino":
+        import openvino as ov
+
+        assert [os.path.basename(f) for f in entry["files"]] == [
+            "subgraph0.intel_openvino.xml", "subgraph0.intel_openvino.bin",
+            "subgraph0.intel_openvino.runtime.xml", "subgraph0.intel_openvino.runtime.bin"]
+        compiled = ov.Core().compile_model(entry["files"][0], "CPU")
+        got = compiled(x)[compiled.outputs[0]]
+    else:
+        text = open(entry["files"][0]).read()
+        assert "inputs  %0: FLOAT32[2,4]" in text and "= ADD(" in text and "= RELU(" in text
+        return
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
