@@ -1,5 +1,5 @@
-"""Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2), one_hot_v2,
-tril_triu and set_value (slice assignment), each a GATHER or a composition of comparisons with WHERE.
+"""Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2, take_along_axis),
+one_hot_v2, tril_triu and set_value (slice assignment), each a GATHER or a composition of comparisons with WHERE.
 
 Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_assign_layout`,
 `set_value_constant`), which the host kernel shares.
@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from converters.attrs import known_dim, needs_constant, scalar_attr_or_tensor
+from converters.attrs import input_dims, known_dim, needs_constant, scalar_attr_or_tensor
 from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
@@ -449,3 +449,71 @@ class _SetValue:
 def convert_set_value(ctx: ConversionContext, op):
     """x with `x[region] = value` (see the section comment above)."""
     _SetValue(ctx, op).convert()
+
+
+# -- take_along_axis ------------------------------------------------------------------------------------------
+
+
+def check_take_along_axis(op, ctx) -> Optional[str]:
+    dims = input_dims(ctx, op, "Input")
+    if dims is None:
+        return None
+    axis = OpView(op).attr_int("Axis", 0)
+    if not -len(dims) <= axis < max(len(dims), 1):
+        return f"Axis {axis} is out of range for rank {len(dims)}"
+    axis %= max(len(dims), 1)
+    unknown = [d for d in range(axis, len(dims)) if not known_dim(dims[d]) and d > 0]
+    if unknown:
+        return (f"Input dims {list(dims)}: the row-major strides need the dims from axis {axis} on, dims {unknown} "
+                f"are known only at run time")
+    return None
+
+
+@converter("take_along_axis", emits=[T.CAST, T.LESS, T.ADD, T.WHERE, T.MUL, T.SHAPE, T.SLICE, T.RANGE, T.RESHAPE,
+                                      T.GATHER], check=check_take_along_axis)
+def convert_take_along_axis(ctx: ConversionContext, op):
+    """Result[p] = Input[p with `Axis` replaced by Index[p]] (Index no larger than Input on the other axes; a
+    negative index counts from the end): a GATHER from the flattened Input at the row-major offset of each
+    position, Index * stride(Axis) + sum over the other axes of position * stride. Only the dims behind the first
+    enter the strides, so a run-time batch is fine; the positions along an axis of unknown size come from RANGE."""
+    v = OpView(op)
+    x = ctx.input(v.input("Input"))
+    var = v.output("Result")
+    dims = list(ctx.dims(x))
+    rank = len(dims)
+    axis = v.attr_int("Axis", 0) % max(rank, 1)
+    index = ctx.cast(ctx.input(v.input("Index")), Precision.INT64, var, "index")
+    index_dims = list(ctx.dims(index))
+    if len(index_dims) != rank:
+        raise ctx.error(f"Index has rank {len(index_dims)}, Input rank {rank}; they must be equal")
+    strides = [int(np.prod(dims[d + 1:], dtype=np.int64)) for d in range(rank)]
+    size = ctx.const_i64([dims[axis]])
+    negative = ctx.temp(var, "negative")
+    ctx.add(T.LESS, [index, ctx.const_i64([0])], [negative])
+    wrapped = binary(ctx, T.ADD, index, size, ctx.temp(var, "wrapped"))
+    positive = ctx.temp(var, "positive")
+    ctx.add(T.WHERE, [negative, wrapped, index], [positive])
+    offset = binary(ctx, T.MUL, positive, ctx.const_i64([strides[axis]]), ctx.temp(var, "offset_axis"))
+    for d in range(rank):
+        if d == axis or (known_dim(index_dims[d]) and index_dims[d] == 1):
+            continue  # position 0 along a size-1 axis adds nothing
+        shape = [1] * rank
+        shape[d] = -1
+        if known_dim(index_dims[d]):
+            positions = ctx.const_i64(np.arange(index_dims[d], dtype=np.int64) * strides[d])
+            positions = ctx.const(np.asarray(positions.value).reshape(shape), Precision.INT64)
+        else:
+            index_shape = ctx.temp(var, f"axis{d}/index_shape")
+            ctx.add(T.SHAPE, [index, ctx.const_i32(int(Precision.INT64))], [index_shape])
+            count = ctx.temp(var, f"axis{d}/count")
+            ctx.add(T.SLICE, [index_shape, ctx.const_i32([0]), ctx.const_i64([d]), ctx.const_i64([d + 1]), None],
+                    [count])
+            steps = ctx.temp(var, f"axis{d}/positions")
+            ctx.add(T.RANGE, [ctx.const_i64([0]), count, ctx.const_i64([1])], [steps])
+            scaled = binary(ctx, T.MUL, steps, ctx.const_i64([strides[d]]), ctx.temp(var, f"axis{d}/scaled"))
+            positions = ctx.temp(var, f"axis{d}/along")
+            ctx.add(T.RESHAPE, [scaled, ctx.const_i32(shape)], [positions])
+        offset = binary(ctx, T.ADD, offset, positions, ctx.temp(var, f"offset_axis{d}"))
+    flat = ctx.temp(var, "flat_input")
+    ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
+    ctx.add(T.GATHER, [flat, offset, ctx.const_i32(0)], [ctx.output(var)])

@@ -5,8 +5,9 @@ outside, far outside and on exact half-pixel ties (the nearest mode's rounding: 
 also after a reflection folds a point onto a tie). top_k: tie-heavy rows through both of Paddle's CPU paths
 (k * 64 < n takes a partial sort, else nth_element + sort), largest and smallest, integers, NaN. Values must
 match exactly; indices exactly where the value is not tied with another selected or rejected one (Paddle's tie
-order is whatever libstdc++'s partial sort / introselect leave, which no SDK reproduces). take_along_axis: negative
-indices, an index smaller than the input on the other axes (broadcast=False) and a broadcast index.
+order is whatever libstdc++'s partial sort / introselect leave, which no SDK reproduces). take_along_axis (on the
+device: a GATHER at row-major offsets): negative indices, an index smaller than the input on the other axes
+(broadcast=False) and a broadcast index.
 """
 from __future__ import annotations
 
@@ -143,6 +144,14 @@ def take_program(tmp_path_factory):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_take_along_axis_edges_match_paddle(take_program, device):
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(take_program.model_path)
+    config.set_nnadapter_device_names([device])
+    on_host = [p.op.label() for p in nb.create_predictor(config).placements(per_device=False)
+               if p.op.type == "take_along_axis" and p.device is None]
+    assert not on_host, f"take_along_axis left on the host by {device}: {on_host}"
     got = run_predictor(take_program, device)
     for k, (out, want) in enumerate(zip(got, take_program.outputs)):
         assert out.shape == want.shape, f"output {k} on {device}"
