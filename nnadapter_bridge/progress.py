@@ -57,11 +57,14 @@ class TerminalProgress:
         self._task = self._bar.add_task("", total=max(self.total, 1))
         return True
 
-    def show(self, completed: int, text: str) -> None:
+    def show(self, completed: int, text: str, total: Optional[int] = None) -> None:
+        """Move the bar to `completed` (of `total`, when the total changes) with `text` beside it."""
         if not self.enabled:
             return
+        if total is not None:
+            self.total = total
         if self._start():
-            self._bar.update(self._task, completed=completed, description=text)
+            self._bar.update(self._task, completed=completed, description=text, total=max(self.total, 1))
             self._bar.refresh()
             return
         columns = shutil.get_terminal_size((80, 20)).columns

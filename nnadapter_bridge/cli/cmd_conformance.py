@@ -10,7 +10,7 @@ anything the driver claims fails.
 from __future__ import annotations
 
 import json
-import sys
+import re
 
 from nnadapter_bridge.cli import options, output
 from nnadapter_bridge.cli.options import CliError
@@ -78,16 +78,18 @@ def run(args) -> int:
     manager = DeviceManager.instance()
     if not manager.is_declared(args.device):
         raise CliError(f"--device {args.device}: no such driver; installed: {', '.join(manager.names())}")
-    on_terminal = sys.stderr.isatty()
-    width = [0]
+    from nnadapter_bridge.progress import TerminalProgress
 
-    def progress(text: str) -> None:
-        if not on_terminal:
-            return
-        line = f"conformance {args.device}: {text}"
-        sys.stderr.write("\r" + line + " " * max(width[0] - len(line), 0))
-        sys.stderr.flush()
-        width[0] = len(line)
+    bar = TerminalProgress(1)
+    done = {"completed": 0}
+
+    def progress(text: str) -> None:  # "operations: case 12/96 (CONV_2D)", then "graphs", "stress"
+        counted = re.search(r"(\d+)/(\d+)", text)
+        if counted:
+            done["completed"], total = int(counted.group(1)), int(counted.group(2))
+            bar.show(done["completed"], f"conformance {args.device}: {text}", total=total)
+        else:
+            bar.show(done["completed"], f"conformance {args.device}: {text}")
 
     try:
         with output.one_line_warnings("conformance"):
@@ -99,8 +101,7 @@ def run(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:
-        if on_terminal and width[0]:
-            sys.stderr.write("\r" + " " * width[0] + "\r")
+        bar.done()
     data = report.to_json()
     if args.output:
         try:

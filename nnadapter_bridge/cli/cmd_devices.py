@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
-    from nnadapter_bridge.cli.output import print_json
+    from nnadapter_bridge.cli.output import format_table, print_json
 
     # A driver module that imports but whose SDK is missing cannot run anything: not "loaded" (issue 26).
     infos = [dataclasses.replace(info, loaded=False) if info.unavailable else info
@@ -28,13 +28,9 @@ def run(args) -> int:
     if args.json:
         print_json({"devices": [dataclasses.asdict(info) for info in infos]})
         return 0
-    header = ("name", "vendor", "type", "version", "status")
     rows = []
     for info in infos:
-        status = info.status
         version = "-" if info.version is None or not info.loaded else str(info.version)
-        rows.append((info.name, info.vendor or "-", info.type or "-", version, status))
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header) - 1)]
-    for row in [header] + rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        rows.append((info.name, info.vendor or "-", info.type or "-", version, info.status))
+    print(format_table(("name", "vendor", "type", "version", "status"), rows))
     return 0

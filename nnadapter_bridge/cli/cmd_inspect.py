@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import time
 
+from nnadapter_bridge.cli import output
 from nnadapter_bridge.loader import load_model
 
 
@@ -55,9 +56,7 @@ def run(args) -> int:
     graph = load_model(args.model, args.params)
     report = summarize(graph, time.perf_counter() - start)
     if args.json:
-        from nnadapter_bridge.cli.output import print_json
-
-        print_json(report)
+        output.print_json(report)
         return 0
     print(_render(report, graph))
     return 0
@@ -70,16 +69,16 @@ def _render(report: dict, graph) -> str:
              f"layout       {report['layout']}",
              f"blocks       {report['num_blocks']}",
              f"ops          {report['num_ops']}",
-             f"parameters   {report['params']['count']} ({_human_bytes(report['params']['bytes'])})",
+             f"parameters   {report['params']['count']} ({output.human_bytes(report['params']['bytes'])})",
              f"load time    {report['load_seconds'] * 1000:.1f} ms",
              ""]
     for title, entries in (("inputs", report["inputs"]), ("outputs", report["outputs"])):
-        lines.append(_table([title, "shape", "dtype"],
+        lines.append(output.format_table([title, "shape", "dtype"],
                             [[e["name"], "[" + ", ".join(map(str, e["shape"])) + "]", e["dtype"] or "-"]
                              for e in entries]))
         lines.append("")
-    lines.append(_table(["op type", "count"], [[t, str(c)] for t, c in report["op_types"].items()],
-                        right_align={1}))
+    lines.append(output.format_table(["op type", "count"], [[t, str(c)] for t, c in report["op_types"].items()],
+                                     right_align={1}))
     return "\n".join(lines)
 
 
@@ -90,22 +89,3 @@ def _format_label(report: dict) -> str:
     if report["format"] == "pir":
         return f"pir (Paddle 3 PIR program, serialization version {report['format_version']})"
     return "program_desc (legacy ProgramDesc protobuf)"
-
-
-def _table(header: list, rows: list, right_align=frozenset()) -> str:
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-
-    def fmt(row):
-        cells = [str(c).rjust(w) if i in right_align else str(c).ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
-        return "  ".join(cells).rstrip()
-
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
-
-
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"

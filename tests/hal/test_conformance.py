@@ -165,7 +165,7 @@ def test_conformance_command(capsys, tmp_path):
     assert main(["conformance", "--device", "no_such_device"]) == 2
     assert "no such driver" in capsys.readouterr().err
     assert main(["conformance", "--device", "builtin_device", "--operation", "NOPE"]) == 2
-    assert "unknown NNAdapter operation" in capsys.readouterr().err
+    assert "--operation NOPE: no NNAdapter operation of that name" in capsys.readouterr().err
 
 
 # -- the out-of-tree example driver ----------------------------------------------------------------------
