@@ -17,7 +17,7 @@ for sub in ("tests",):
     p = os.path.join(ROOT, sub)
     if p not in sys.path:
         sys.path.insert(0, p)
-pytest_plugins = ["support.model_zoo_fixtures", "support.quant_fixtures"]
+pytest_plugins = ["support.model_zoo_fixtures", "support.quant_fixtures", "support.real_zoo.fixtures"]
 
 
 @pytest.fixture(autouse=True)

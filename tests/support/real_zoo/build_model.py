@@ -1,0 +1,601 @@
+"""Build one real-architecture zoo model with its package's own code and export it the Paddle 3 way.
+
+Usage (in the side venv of tests/support/real_zoo/env.py, never in the project's venv):
+    python build_model.py NAME OUT_DIR
+
+Writes OUT_DIR/NAME.json + NAME.pdiparams (`paddle.jit.save`, a PIR program) and OUT_DIR/feeds.json:
+{"inputs": [{"name", "declared" (the InputSpec shape), "shape" (what the tests feed), "dtype", "low", "high"}]}.
+
+Every model is the official architecture class (paddleclas, paddleseg, paddledet `ppdet`, paddlex, paddlenlp) with
+pretrained=False, weights drawn from a fixed seed by the package's own initialisers; then the tensors those
+initialisers leave constant (norm scales and shifts, biases, class tokens) are drawn at random too, and every batch
+norm is calibrated by a few train-mode forwards on random inputs (momentum 0.5), so activations keep a realistic
+scale instead of vanishing or exploding through a deep random network. NMS detectors get their classification
+logits spread (scale and shift of the last classification layer) so that many candidates pass the score threshold
+and the post-processing does real work. Inputs are declared the way each zoo exports them.
+
+The architecture modules are imported directly (`ppcls.arch.backbone.legendary_models.pp_lcnet`, ...) with their
+parent packages registered as empty shells: the packages' __init__ files import training, data and download code
+(and their dependencies) that an exported model never needs. Nothing is downloaded.
+
+Imports only the standard library, numpy and paddle at module level; must not import the project (nnadapter_bridge
+is not installed in the side venv).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import site
+import sys
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from catalog import MODELS  # noqa: E402  (the side venv has no project on its path)
+
+SEED = 2024
+CALIBRATION_STEPS = 3
+BN_MOMENTUM = 0.5
+
+
+def _site_dir() -> str:
+    for directory in site.getsitepackages():
+        if os.path.isdir(os.path.join(directory, "paddle")):
+            return directory
+    raise SystemExit("paddle is not installed in this interpreter: run build_model.py in the real-zoo side venv")
+
+
+def import_architecture(root: str, dotted: str, shells: tuple[str, ...]):
+    """Import `dotted` from the source tree at `root` (put on sys.path) with the packages in `shells`
+    registered as empty modules, so their __init__ (training and download code) never runs."""
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    for package in shells:
+        if package not in sys.modules:
+            module = types.ModuleType(package)
+            module.__path__ = [os.path.join(root, *package.split("."))]
+            if "." not in package:  # some submodules read their package's version
+                try:
+                    module.__version__ = importlib.metadata.version(package)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+            sys.modules[package] = module
+    return importlib.import_module(dotted)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Weights: random but not degenerate.
+
+def _is_batch_norm(layer) -> bool:
+    import paddle
+
+    return isinstance(layer, (paddle.nn.layer.norm._BatchNormBase, paddle.nn.BatchNorm))
+
+
+def randomise_trivial_tensors(model, rng: np.random.Generator) -> None:
+    """Draw the float parameters an initialiser left constant (all elements equal: norm scales 1, shifts and
+    biases 0, class tokens): a scale around its value, a shift small and centred on it. Batch-norm running
+    statistics are calibrated afterwards (calibrate_batch_norms)."""
+    import paddle
+
+    for name, param in model.named_parameters():
+        value = param.numpy()
+        if value.dtype.kind != "f" or value.size < 2 or not np.all(value == value.flat[0]):
+            continue
+        base = float(value.flat[0])
+        if base != 0.0:
+            drawn = base * rng.uniform(0.75, 1.25, value.shape)
+        else:
+            drawn = rng.normal(0.0, 0.05, value.shape)
+        param.set_value(paddle.to_tensor(drawn.astype(value.dtype)))
+
+
+def calibrate_batch_norms(model, make_batch, forward) -> None:
+    """Train-mode forwards on random batches with momentum BN_MOMENTUM: each batch norm's running mean and
+    variance move to the statistics of the activations it really sees. Only the batch norms are put in train
+    mode (dropout and drop-path stay off, so the calibration batches see the eval network)."""
+    import paddle
+
+    norms = [layer for layer in model.sublayers() if _is_batch_norm(layer)]
+    if not norms:
+        return
+    for layer in norms:
+        layer._momentum = BN_MOMENTUM
+        layer.train()
+    with paddle.no_grad():
+        for _ in range(CALIBRATION_STEPS):
+            forward(make_batch())
+    for layer in norms:
+        layer.eval()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Export.
+
+class Spec:
+    """One model input: its name, the shape declared in the export, the shape the tests feed, dtype and range."""
+
+    def __init__(self, name, declared, shape, dtype="float32", low=-1.0, high=1.0):
+        self.name, self.declared, self.shape = name, list(declared), list(shape)
+        self.dtype, self.low, self.high = dtype, low, high
+
+    def sample(self, rng: np.random.Generator, batch: int | None = None) -> np.ndarray:
+        shape = list(self.shape)
+        if batch is not None:
+            shape[0] = batch
+        if self.dtype.startswith("int"):
+            return rng.integers(int(self.low), int(self.high), shape).astype(self.dtype)
+        return rng.uniform(self.low, self.high, shape).astype(self.dtype)
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "declared": self.declared, "shape": self.shape, "dtype": self.dtype,
+                "low": self.low, "high": self.high}
+
+
+def export(model, specs: list[Spec], out_dir: str, name: str) -> None:
+    import paddle
+    from paddle.static import InputSpec
+
+    model.eval()
+    # ppdet's export (engine/trainer.py) re-parameterises RepVGG-style blocks first: one conv instead of two
+    # branches mixed by a learned alpha (which to_static would otherwise turn into a cond on a parameter).
+    for layer in model.sublayers():
+        if hasattr(layer, "convert_to_deploy"):
+            layer.convert_to_deploy()
+    input_spec = [InputSpec(s.declared, s.dtype, s.name) for s in specs]
+    static = paddle.jit.to_static(model, input_spec=input_spec, full_graph=True)
+    paddle.jit.save(static, os.path.join(out_dir, name), input_spec=input_spec)
+    if not os.path.isfile(os.path.join(out_dir, name + ".json")):
+        raise SystemExit(f"{name}: paddle.jit.save wrote no PIR program (.json) in {out_dir}: "
+                         f"{sorted(os.listdir(out_dir))}")
+    with open(os.path.join(out_dir, "feeds.json"), "w") as f:
+        json.dump({"model": name, "inputs": [s.as_json() for s in specs]}, f, indent=1)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The models.
+
+def _image_batch(spec: Spec, rng):
+    import paddle
+
+    return lambda: paddle.to_tensor(spec.sample(rng, batch=2))
+
+
+def _classifier(arch_name: str, module: str, size: int, **kwargs):
+    root = os.path.join(_site_dir(), "paddleclas")
+    family = module.split(".")[0]
+    arch = import_architecture(root, f"ppcls.arch.backbone.{module}", (
+        "ppcls", "ppcls.arch", "ppcls.arch.backbone", f"ppcls.arch.backbone.{family}", "ppcls.utils"))
+    sys.modules["ppcls.utils.logger"].init_logger()  # ppcls's engine does this; its layers log through it
+    factory = getattr(arch, arch_name)
+    if isinstance(factory, type):  # a class with the factory's configuration spelled out (no pretrained flag)
+        model = factory(class_num=100, **kwargs)
+    else:
+        model = factory(pretrained=False, class_num=100, **kwargs)
+    # ppcls exports classifiers with a fixed image size and a free batch (tools/export_model.py).
+    return model, [Spec("x", [-1, 3, size, size], [1, 3, size, size])]
+
+
+def build_classifier(name: str):
+    table = {
+        "pp_lcnet": ("PPLCNet_x0_25", "legendary_models.pp_lcnet", 96, {}),
+        "pp_hgnetv2": ("PPHGNetV2_B0", "legendary_models.pp_hgnet_v2", 96, {}),
+        "mobilenet_v3": ("MobileNetV3_small_x0_35", "legendary_models.mobilenet_v3", 96, {}),
+        "resnet50_vd": ("ResNet50_vd", "legendary_models.resnet", 64, {}),
+        "deit": ("DeiT_tiny_distilled_patch16_224", "model_zoo.distilled_vision_transformer", 96,
+                 {"img_size": 96}),
+        # Swin-T's configuration (SwinTransformer_tiny_patch4_window7_224) with window 4 at 128 px: every
+        # stage's resolution (32, 16, 8, 4) stays a multiple of the window.
+        "swin": ("SwinTransformer", "legendary_models.swin_transformer", 128,
+                 {"img_size": 128, "window_size": 4, "embed_dim": 96, "depths": [2, 2, 6, 2],
+                  "num_heads": [3, 6, 12, 24]}),
+        "ghostnet": ("GhostNet_x0_5", "model_zoo.ghostnet", 96, {}),
+        "efficientnet": ("EfficientNetB0", "model_zoo.efficientnet", 96, {}),
+    }
+    arch_name, module, size, kwargs = table[name]
+    return _classifier(arch_name, module, size, **kwargs)
+
+
+def _paddleseg(module: str):
+    root = _site_dir()
+    return import_architecture(root, f"paddleseg.models.{module}", (
+        "paddleseg", "paddleseg.models", "paddleseg.models.backbones", "paddleseg.models.losses"))
+
+
+def segmentation_export(net):
+    """paddleseg's SavedSegmentationNet without the output op: the architecture's eval output is [logits]."""
+    import paddle
+
+    class SegmentationExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x)[0]  # the logits at the input's resolution (eval mode returns [logits])
+
+    return SegmentationExport(net)
+
+
+def build_segmenter(name: str):
+    """paddleseg's export (tools/export.py) declares the image [-1, 3, -1, -1]; `--output_op none` keeps the
+    logits (the default argmax would turn float ties into label differences)."""
+    num_classes = 19  # Cityscapes, the classes of these models' reference configs
+    if name == "pp_liteseg":  # pp_liteseg_stdc1_cityscapes_1024x512_scale0.5_160k.yml
+        backbone = _paddleseg("backbones.stdcnet").STDC1()
+        net = _paddleseg("pp_liteseg").PPLiteSeg(num_classes, backbone, arm_out_chs=[32, 64, 128],
+                                                  seg_head_inter_chs=[32, 64, 64])
+        size = 256
+    elif name == "deeplabv3p":  # deeplabv3p_resnet50_os8_cityscapes_1024x512_80k.yml
+        backbone = _paddleseg("backbones.resnet_vd").ResNet50_vd(output_stride=8, multi_grid=[1, 2, 4])
+        net = _paddleseg("deeplab").DeepLabV3P(num_classes, backbone, backbone_indices=[0, 3],
+                                               aspp_ratios=[1, 12, 24, 36], aspp_out_channels=256,
+                                               align_corners=False)
+        size = 128
+    elif name == "segformer":  # segformer_b0_cityscapes_1024x1024_160k.yml
+        backbone = _paddleseg("backbones.mix_transformer").MixVisionTransformer_B0()
+        net = _paddleseg("segformer").SegFormer(num_classes, backbone, embedding_dim=256)
+        size = 256
+    elif name == "bisenetv2":  # bisenet_cityscapes_1024x1024_160k.yml
+        net = _paddleseg("bisenet").BiSeNetV2(num_classes)
+        size = 256
+    else:
+        raise AssertionError(name)
+    model = segmentation_export(net)
+    return model, [Spec("x", [-1, 3, -1, -1], [1, 3, size, size])]
+
+
+def _ppdet(module: str):
+    root = _site_dir()
+    shells = ("ppdet", "ppdet.modeling", "ppdet.modeling.heads", "ppdet.modeling.backbones", "ppdet.modeling.necks",
+              "ppdet.modeling.architectures", "ppdet.modeling.assigners", "ppdet.data", "ppdet.data.transform")
+    # ppdet.modeling's own import order: losses before transformers (they import each other).
+    import_architecture(root, "ppdet.modeling.losses", shells)
+    return import_architecture(root, f"ppdet.modeling.{module}", shells)
+
+
+def _ppdet_nms_for_pir() -> None:
+    """ppdet 2.6's ops.multiclass_nms builds the op with the legacy static-graph LayerHelper unless in dynamic
+    mode, which fails under `paddle.jit.to_static` with PIR (the Paddle 3 default: "The type of '%BBoxes' in
+    operator multiclass_nms3 should be one of [str, bytes, Variable]"). Later PaddleDetection releases call the
+    C++ op in PIR too; do the same: in PIR, `paddle._C_ops.multiclass_nms3` with the same attributes (the
+    dynamic-mode path of ppdet's own function is kept as it is)."""
+    import paddle
+
+    ops = _ppdet("ops")
+    legacy = ops.multiclass_nms
+    if getattr(legacy, "_real_zoo_pir", False):
+        return
+
+    def multiclass_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_threshold=0.3,
+                       normalized=True, nms_eta=1., background_label=-1, return_index=False,
+                       return_rois_num=True, rois_num=None, name=None):
+        if not paddle.framework.in_pir_mode():
+            return legacy(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_threshold, normalized,
+                          nms_eta, background_label, return_index, return_rois_num, rois_num, name)
+        output, index, nms_rois_num = paddle._C_ops.multiclass_nms3(
+            bboxes, scores, rois_num, score_threshold, nms_top_k, keep_top_k, nms_threshold, normalized, nms_eta,
+            background_label)
+        return output, nms_rois_num if return_rois_num else None, index if return_index else None
+
+    multiclass_nms._real_zoo_pir = True
+    ops.multiclass_nms = multiclass_nms
+
+
+def detection_export(net):
+    """ppdet's export (tools/export_model.py): the architecture takes a dict of inputs and its eval output
+    {bbox, bbox_num} is fetched in that order."""
+    import paddle
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            out = self.net({"image": image, "scale_factor": scale_factor})  # these read no im_shape
+            return out["bbox"], out["bbox_num"]
+
+    return DetectionExport(net)
+
+
+def rescale_to_he_init(layer) -> None:
+    """Draw the convolutions of `layer` at He initialisation's scale (std sqrt(2 / fan-in)). PicoDet's head
+    initialises them with std 0.01 (ppdet's choice for training stability): in a random network their outputs
+    then stay below the batch norms' epsilon, the head's features are the same at every position and every anchor
+    gets the same score and box shape, a tie that any NMS may break its own way."""
+    import paddle
+
+    for conv in layer.sublayers(include_self=True):
+        if isinstance(conv, paddle.nn.Conv2D):
+            weight = conv.weight.numpy()
+            fan_in = int(np.prod(weight.shape[1:]))
+            scale = np.sqrt(2.0 / fan_in) / max(float(weight.std()), 1e-12)
+            conv.weight.set_value(paddle.to_tensor((weight * scale).astype(weight.dtype)))
+
+
+def spread_class_logits(layers, num_classes: int, probe, mean: float, std: float) -> None:
+    """Rescale the last classification layers (their first `num_classes` output channels) so that their logits
+    on the probe input have `mean` and `std`: random weights from a prior-probability initialisation give every
+    candidate a score near the prior, below the NMS score threshold; spread scores make NMS keep, suppress and
+    order many boxes."""
+    import paddle
+
+    seen = {}
+
+    def record(k):
+        def hook(layer, inputs, output):
+            seen[k] = output[:, :num_classes].numpy()  # returns None: the output itself is left as it is
+        return hook
+
+    hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
+    with paddle.no_grad():
+        probe()
+    for hook in hooks:
+        hook.remove()
+    for k, layer in enumerate(layers):
+        logits = seen[k]
+        factor = std / max(float(logits.std()), 1e-6)
+        weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
+        weight[:num_classes] *= factor
+        bias[:num_classes] = (bias[:num_classes] - float(logits.mean())) * factor + mean
+        layer.weight.set_value(paddle.to_tensor(weight))
+        layer.bias.set_value(paddle.to_tensor(bias))
+
+
+def _detection_specs(size: int) -> list:
+    # ppdet exports a fixed eval size with a free batch, and prunes the inputs the model does not read (these
+    # read no im_shape: tools/export_model.py's _prune_input_spec). scale_factor 1: the image is the original.
+    return [Spec("image", [-1, 3, size, size], [1, 3, size, size]),
+            Spec("scale_factor", [-1, 2], [1, 2], low=1.0, high=1.0)]
+
+
+def build_detector(name: str):
+    import paddle
+
+    size = 320
+    specs = _detection_specs(size)
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    if name == "picodet":  # picodet_s_320_coco_lcnet.yml
+        backbone = _ppdet("backbones.lcnet").LCNet(scale=0.75, feature_maps=[3, 4, 5])
+        neck = _ppdet("necks.lc_pan").LCPAN(in_channels=[i.channels for i in backbone.out_shape],
+                                            out_channels=96, use_depthwise=True, num_features=4)
+        pico = _ppdet("heads.pico_head")
+        losses = _ppdet("losses")
+        feat = pico.PicoFeat(feat_in=96, feat_out=96, num_convs=2, num_fpn_stride=4, norm_type="bn",
+                             share_cls_reg=True, use_se=True)
+        head = pico.PicoHeadV2(conv_feat=feat, num_classes=80, fpn_stride=[8, 16, 32, 64], prior_prob=0.01,
+                               reg_max=7, cell_offset=0.5, grid_cell_scale=5.0, use_align_head=True,
+                               feat_in_chan=96, eval_size=[size, size],
+                               loss_class=_ppdet("losses.varifocal_loss").VarifocalLoss(use_sigmoid=False,
+                                                                                          iou_weighted=True),
+                               loss_dfl=losses.DistributionFocalLoss(loss_weight=0.5),
+                               loss_bbox=losses.GIoULoss(loss_weight=2.5),
+                               nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025,
+                                                            nms_threshold=0.6))
+        net = _ppdet("architectures.picodet").PicoDet(backbone, neck, head)
+        rescale_to_he_init(head.conv_feat)
+        class_layers, num_classes = list(head.head_cls_list), 80
+    elif name == "ppyoloe_plus":  # ppyoloe_plus_crn_s_80e_coco.yml
+        width, depth = 0.50, 0.33
+        backbone = _ppdet("backbones.cspresnet").CSPResNet(
+            layers=[3, 6, 6, 3], channels=[64, 128, 256, 512, 1024], return_idx=[1, 2, 3], use_large_stem=True,
+            use_alpha=True, width_mult=width, depth_mult=depth)
+        neck = _ppdet("necks.custom_pan").CustomCSPPAN(
+            in_channels=[i.channels for i in backbone.out_shape], out_channels=[768, 384, 192], stage_num=1,
+            block_num=3, act="swish", spp=True, use_alpha=True, width_mult=width, depth_mult=depth)
+        head = _ppdet("heads.ppyoloe_head").PPYOLOEHead(
+            in_channels=[i.channels for i in neck.out_shape], fpn_strides=[32, 16, 8], grid_cell_scale=5.0,
+            grid_cell_offset=0.5, static_assigner_epoch=30, use_varifocal_loss=True, eval_size=[size, size],
+            nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=300, score_threshold=0.01,
+                                         nms_threshold=0.7))
+        net = _ppdet("architectures.ppyoloe").PPYOLOE(backbone, neck, head, post_process=None)
+        class_layers, num_classes = list(head.pred_cls), 80
+    else:
+        raise AssertionError(name)
+    model = detection_export(net)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Logits around -4.5 (std 1.5): after the sigmoid (and PicoDet's alignment factor) a few percent of the
+        # candidates of every class pass the score threshold, hundreds of boxes per image for NMS.
+        spread_class_logits(class_layers, num_classes, lambda: model(*probe), mean=-4.5, std=1.5)
+        bbox, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def _paddlex(task: str, module: str):
+    root = _site_dir()
+    models = "paddlex.inference.models"
+    return import_architecture(root, f"{models}.{task}.modeling.{module}", (
+        "paddlex", "paddlex.inference", models, f"{models}.{task}", f"{models}.image_classification"))
+
+
+def architecture_export(model):
+    """PaddleX's modeling classes wrap the architecture for dygraph inference (`forward([array]) -> [array]`);
+    export `head(model(x))`, what PaddleOCR's own export of the same architecture computes."""
+    import paddle
+
+    class ArchitectureExport(paddle.nn.Layer):
+        def __init__(self, wrapped):
+            super().__init__()
+            self.model, self.head = wrapped.model, wrapped.head
+
+        def forward(self, x):
+            return self.head(self.model(x))
+
+    return ArchitectureExport(model)
+
+
+def _paddlex_released_configs():
+    """PaddleX's table of the released models' configurations (the values of their published config.json)."""
+    root = _site_dir()
+    return import_architecture(root, "paddlex.modules.base.utils.pdparams2safetensors.model_config", (
+        "paddlex", "paddlex.modules", "paddlex.modules.base", "paddlex.modules.base.utils",
+        "paddlex.modules.base.utils.pdparams2safetensors"))
+
+
+def build_ocr(name: str):
+    """PP-OCRv5 mobile: PaddleX's port of PaddleOCR's architecture with the released configuration.
+    PaddleOCR exports det with [-1, 3, -1, -1] and rec with [-1, 3, 48, -1]."""
+    released = _paddlex_released_configs().MODEL_CONFIGS
+    if name == "ppocrv5_det":
+        arch = _paddlex("text_detection", "pp_ocrv5_mobile_det")
+        config = arch.PPOCRV5MobileDetConfig(**released["PP-OCRv5_mobile_det"])
+        return architecture_export(arch.PPOCRV5MobileDet(config)), [Spec("x", [-1, 3, -1, -1], [1, 3, 256, 256])]
+    arch = _paddlex("text_recognition", "pp_ocrv5_mobile_rec")
+    config = arch.PPOCRV5MobileRecConfig(**released["PP-OCRv5_mobile_rec"])
+    return architecture_export(arch.PPOCRV5MobileRec(config)), [Spec("x", [-1, 3, 48, -1], [1, 3, 48, 160])]
+
+
+def _static_transpose_pads_like_dygraph() -> None:
+    """Paddle's dygraph `Tensor.transpose(perm)` accepts a perm shorter than the rank (the trailing axes stay), and
+    PaddleX's RT-DETR relies on it (MultiScaleDeformableAttention: a rank-5 grid transposed with [0, 2, 1, 3]);
+    `paddle.jit.to_static` records that perm unchanged and Paddle Inference then refuses the program ("Input
+    dimension size should be equal to 5, but received dimension size is 4"). While exporting, complete such a perm
+    the way dygraph does, so the exported program computes what the dygraph model computes."""
+    import paddle
+
+    value_type = paddle.pir.Value
+    original = value_type.transpose
+    if getattr(original, "_real_zoo_padded", False):
+        return
+
+    def transpose(x, perm, name=None):
+        perm = list(perm)
+        if len(x.shape) > len(perm):
+            perm += list(range(len(perm), len(x.shape)))
+        return original(x, perm, name=name)
+
+    transpose._real_zoo_padded = True
+    value_type.transpose = transpose
+
+
+def build_rtdetr(name: str):
+    """RT-DETR-L (PaddleX's port: HGNetV2 backbone, hybrid encoder, deformable decoder, DETRPostProcess with
+    focal-loss top-k) with PaddleX's standard RT-DETR configuration for COCO's 80 classes, at a 320 px eval size.
+    PaddleDetection exports it with inputs im_shape, image, scale_factor and a fixed image size."""
+    import paddle
+
+    arch = _paddlex("object_detection", "rt_detr")
+    _static_transpose_pads_like_dygraph()
+    size = 320
+    labels = {str(k): str(k) for k in range(80)}
+    released = _paddlex_released_configs()._rtdetr_config(labels, {v: int(k) for k, v in labels.items()})
+    net = arch.RTDETR(arch.RTDETRConfig(**dict(released, eval_size=[size, size])))
+
+    class RTDETRExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, im_shape, image, scale_factor):
+            # RTDETR.forward without its dygraph-only pad_shape (`paddle.to_tensor` of Python ints, read only by
+            # the "pad" box decoding; the model decodes "origin").
+            outputs = self.net.model(image)
+            head_out = (outputs["intermediate_reference_points"][:, -1], outputs["intermediate_logits"][:, -1])
+            return tuple(self.net.post_process(head_out, im_shape, scale_factor, None))
+
+    model = RTDETRExport(net)
+    specs = [Spec("im_shape", [-1, 2], [1, 2], low=size, high=size),
+             Spec("image", [-1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [-1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+# ERNIE-3.0's released configuration (ernie-3.0-medium-zh: vocabulary 40000, 2048 positions, task ids) with a
+# tiny body: 2 layers of width 128.
+ERNIE_CONFIG = {"vocab_size": 40000, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "intermediate_size": 512, "max_position_embeddings": 2048, "type_vocab_size": 4,
+                "task_type_vocab_size": 16, "use_task_id": True, "hidden_act": "gelu", "layer_norm_eps": 1e-5,
+                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+ERNIE_SEQ_LEN = 32
+
+
+def build_ernie(name: str):
+    """paddlenlp's ErnieFor{Sequence,Token}Classification; paddlenlp exports input_ids and token_type_ids as
+    int64 [-1, -1]."""
+    import paddle
+
+    root = _site_dir()
+    shells = ("paddlenlp",)
+    # paddlenlp.data first: the order paddlenlp/__init__ imports them in (data and transformers import each other).
+    import_architecture(root, "paddlenlp.data", shells)
+    modeling = import_architecture(root, "paddlenlp.transformers.ernie.modeling", shells)
+    config = import_architecture(root, "paddlenlp.transformers.ernie.configuration", shells).ErnieConfig(
+        num_labels=2 if name == "ernie_seq_cls" else 7, **ERNIE_CONFIG)
+    cls = modeling.ErnieForSequenceClassification if name == "ernie_seq_cls" else modeling.ErnieForTokenClassification
+    net = cls(config)
+
+    class ErnieExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, input_ids, token_type_ids):
+            return self.net(input_ids, token_type_ids=token_type_ids, return_dict=False)
+
+    specs = [Spec("input_ids", [-1, -1], [1, ERNIE_SEQ_LEN], "int64", 1, ERNIE_CONFIG["vocab_size"]),
+             Spec("token_type_ids", [-1, -1], [1, ERNIE_SEQ_LEN], "int64", 0, 2)]
+    return ErnieExport(net), specs
+
+
+BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}
+BUILDERS.update({name: build_segmenter for name, (package, _) in MODELS.items() if package == "paddleseg"})
+BUILDERS.update({"picodet": build_detector, "ppyoloe_plus": build_detector, "rtdetr": build_rtdetr,
+                 "ppocrv5_det": build_ocr, "ppocrv5_rec": build_ocr, "ernie_seq_cls": build_ernie,
+                 "ernie_token_cls": build_ernie})
+
+
+def build(name: str, out_dir: str) -> dict:
+    import paddle
+
+    if name not in MODELS:
+        raise SystemExit(f"unknown real-zoo model {name!r}; known: {', '.join(MODELS)}")
+    if name not in BUILDERS:
+        raise SystemExit(f"{name}: no builder yet")
+    paddle.seed(SEED)
+    rng = np.random.default_rng(SEED)
+    model, specs = BUILDERS[name](name)
+    model.eval()
+    randomise_trivial_tensors(model, rng)
+    tune = getattr(model, "_real_zoo_calibrate", None)
+    if tune is not None:
+        tune(rng)
+    else:
+        calibrate_batch_norms(model, _image_batch(specs[0], rng), model)
+    os.makedirs(out_dir, exist_ok=True)
+    export(model, specs, out_dir, name)
+    return {"specs": [s.as_json() for s in specs]}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    build(argv[1], argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
