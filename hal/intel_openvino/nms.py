@@ -1,58 +1,95 @@
-"""intel_openvino's NON_MAX_SUPPRESSION: Paddle's multiclass_nms3 as OpenVINO's MulticlassNms (opset 9),
-the operation OpenVINO made for it, with the attribute mapping that makes its answer Paddle's exactly.
+"""intel_openvino's NON_MAX_SUPPRESSION: Paddle's multiclass_nms3 composed around OpenVINO's
+NonMaxSuppression (opset 9), which does the per-class greedy suppression; opset nodes around it do the rest.
 
 Registers into the operation table of hal.intel_openvino.operations; imports nothing from loader,
 converters or partition.
 
-Where the two differ, and what this module does about it (checked against Paddle 3.3.1 on fuzzed inputs
-with clustered boxes, tied scores and overlaps on the threshold):
-- thresholds: MulticlassNms keeps a score >= score_threshold and suppresses an overlap >= iou_threshold;
-  Paddle keeps a score > score_threshold and suppresses an overlap > nms_threshold. Both compare float32
-  values, so both thresholds are passed as the next float32 above Paddle's.
-- nms_eta: Paddle shrinks the threshold only while it is above 0.5, so with nms_threshold <= 0.5 eta never
-  acts and 1 is passed. Above 0.5 the shrunk threshold is computed from Paddle's own value, which the
-  raised one would change: declined.
-- the second input form (bboxes [M, C, 4], scores [M, C], rois_num): Paddle lists a class's survivors by
-  box index there and numbers them per (box, class); MulticlassNms does neither: declined.
-- a negative nms_threshold (every pair suppresses, even disjoint boxes): not checked against OpenVINO,
-  declined.
-Output order: sort_result_type "classid" (by class, then by score, ties by box index) without sorting across
-the batch is Paddle's order, keep_top_k included.
-Data it cannot see in advance: candidate boxes without area (x2 <= x1 or y2 <= y1): Paddle takes inverted
-corners as given and a zero union as an overlap of NaN (suppressing), MulticlassNms does neither, so such
-boxes can end differently. Detector heads produce upright boxes of positive area.
+Why not MulticlassNms, the operation OpenVINO made for Paddle's multiclass_nms3: the CPU plugin (2026.4)
+orders scores less than about 1e-6 apart by box index instead of by score, and with many such scores (a
+class whose candidates crowd near one value) its sort corrupts memory and the process aborts. NonMaxSuppression
+orders exactly (ties to the lower box index, Paddle's stable order) and has held on every input tried.
+
+The composition (checked against Paddle 3.3.1 on fuzzed inputs with clustered boxes, tied scores and
+overlaps on the threshold):
+- background_label: that class's scores become -inf, under any threshold.
+- nms_top_k: Paddle keeps a class's nms_top_k best candidates before suppressing; a stable TopK picks them
+  and ScatterElementsUpdate writes them over -inf.
+- thresholds: NonMaxSuppression keeps a score > score_threshold, as Paddle, but suppresses an overlap
+  >= iou_threshold where Paddle suppresses one > nms_threshold: both compare float32 values, so the next
+  float32 above nms_threshold is passed (_iou_threshold). The selections come by image, class and selection order: Paddle's
+  when keep_top_k is off.
+- keep_top_k: the selections sorted by image, then score, then that order (two stable TopKs), ranked within
+  their image; those ranked keep_top_k or later sort last in a stable TopK back to (image, class) order and
+  are sliced off.
+- rows [label, score, box], index image * M + box and the per-image counts come from the selections.
+What it declines, with the reason: pixel boxes (normalized False: NonMaxSuppression has no +1 convention),
+adaptive NMS that acts (nms_eta < 1 with nms_threshold > 0.5), a negative nms_threshold, the second (LoD)
+input form, polygons, an unknown class count.
+Data it cannot see in advance: NonMaxSuppression orders each box's corners and never suppresses with a box of
+no area, where Paddle takes x2 < x1 as given and a zero union as an overlap of NaN (suppressing). Detector
+heads produce upright boxes of positive area; boxes without area among the candidates can end differently.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
 from nnadapter_bridge.nnadapter.operations.detection import nms_is_lod_form
 from hal.common import Unsupported, unpack
-from hal.intel_openvino.graph import opset
+from hal.intel_openvino.graph import i64, opset
 from hal.intel_openvino.operations import OPERATIONS
 
 
-def _next_float32_above(value: float) -> float:
-    """The smallest float32 greater than `value`: turns ">= t'" into Paddle's "> t" on float32 values."""
-    return float(np.nextafter(np.float32(value), np.float32(np.inf)))
-
-
 def nms_unsupported_reason(op) -> str:
-    """Why MulticlassNms cannot give Paddle's answer for this NON_MAX_SUPPRESSION, or ""."""
+    """Why the composition cannot give Paddle's answer for this NON_MAX_SUPPRESSION, or ""."""
     args = unpack(op)
     if nms_is_lod_form(op):
-        return ("the second input form (scores [M, C] with rois_num): Paddle orders a class's survivors by box "
-                "index and numbers them per (box, class), MulticlassNms does neither")
+        return "the second input form (scores [M, C] with rois_num) is not composed"
     if op.inputs[0].type.dims[-1] != 4:
-        return f"boxes with {op.inputs[0].type.dims[-1]} coordinates (polygons): MulticlassNms takes 4"
+        return f"boxes with {op.inputs[0].type.dims[-1]} coordinates (polygons): NonMaxSuppression takes 4"
+    if op.inputs[1].type.dims[1] == UNKNOWN:
+        return "the class count (scores dim 1) must be known"
+    if not args.bool("normalized"):
+        return "pixel boxes (normalized false, Paddle's +1 widths): NonMaxSuppression has no such convention"
     nms_threshold, eta = args.float("nms_threshold"), args.float("nms_eta")
     if not nms_threshold >= 0:
         return f"nms_threshold {nms_threshold:.6g} is negative"
     if eta < 1 and nms_threshold > 0.5:
-        return (f"adaptive NMS (nms_eta {eta:.6g} with nms_threshold {nms_threshold:.6g} > 0.5): the shrinking "
-                "threshold would start from the raised float32 value MulticlassNms needs, not from Paddle's")
+        return (f"adaptive NMS (nms_eta {eta:.6g} with nms_threshold {nms_threshold:.6g} > 0.5): NonMaxSuppression's "
+                "threshold is fixed")
     return ""
+
+
+def _iou_threshold(nms_threshold: float) -> np.float32:
+    """The iou_threshold whose ">=" is Paddle's "> nms_threshold" on float32 overlaps: the next float32 above,
+    at least the smallest normal one (the CPU plugin flushes a denormal threshold to 0; an overlap under
+    1.2e-38 would need an intersection that small, which box coordinates cannot make)."""
+    above = np.nextafter(np.float32(nms_threshold), np.float32(np.inf))
+    return max(above, np.finfo(np.float32).tiny)
+
+
+def _out(node):
+    return node.output(0)
+
+
+def _scalar_i64(value: int):
+    return _out(opset.constant(np.int64(value)))
+
+
+def _stable_order(key, count, mode: str = "max"):
+    """Positions sorting the float [K] `key` (descending for "max"), equal keys in position order."""
+    return opset.topk(key, count, 0, mode, "value", "i64", True).output(1)
+
+
+def _per_image_counts(image, batch):
+    """[N] int64: how many of the [K] image indices equal each image 0 .. N-1."""
+    images = _out(opset.range(_scalar_i64(0), batch, _scalar_i64(1), "i64"))
+    hits = opset.equal(opset.unsqueeze(image, i64([1])), opset.unsqueeze(images, i64([0])))
+    return _out(opset.reduce_sum(opset.convert(hits, "i64"), i64([0]), False))
+
+
+def _as_float(x):
+    return _out(opset.convert(x, "f32"))
 
 
 @OPERATIONS.implements(T.NON_MAX_SUPPRESSION)
@@ -61,14 +98,66 @@ def non_max_suppression(b, op):
     if reason:
         raise Unsupported(f"{op.label()}: {reason}")
     args = unpack(op)
-    nms = opset.multiclass_nms(
-        b.value(op.inputs[0]), b.value(op.inputs[1]), sort_result_type="classid", sort_result_across_batch=False,
-        output_type="i32", iou_threshold=_next_float32_above(args.float("nms_threshold")),
-        score_threshold=_next_float32_above(args.float("score_threshold")), nms_top_k=args.int("nms_top_k"),
-        keep_top_k=args.int("keep_top_k"), background_class=args.int("background_label"), nms_eta=1.0,
-        normalized=args.bool("normalized"))
-    selected, indices, per_image = nms.output(0), nms.output(1), nms.output(2)
-    want_index = len(op.outputs) > 2 and op.outputs[2] is not None
-    index = opset.squeeze(indices, opset.constant(np.array([1], np.int64))).output(0) if want_index else None
-    return [selected, per_image, index][:len(op.outputs)]
+    boxes, given_scores = b.value(op.inputs[0]), b.value(op.inputs[1])
+    scores = given_scores
+    n_classes = op.inputs[1].type.dims[1]
+    background = args.int("background_label")
+    nms_top_k, keep_top_k = args.int("nms_top_k"), args.int("keep_top_k")
+    minus_inf = _out(opset.constant(np.float32(-np.inf)))
 
+    if 0 <= background < n_classes:
+        is_background = np.zeros((1, n_classes, 1), bool)
+        is_background[0, background, 0] = True
+        scores = _out(opset.select(opset.constant(is_background), minus_inf, scores))
+    scores_shape = _out(opset.shape_of(scores, "i64"))
+    n_boxes = _out(opset.gather(scores_shape, _scalar_i64(2), _scalar_i64(0)))
+    if nms_top_k > -1:
+        k = _out(opset.minimum(n_boxes, _scalar_i64(nms_top_k)))
+        best = opset.topk(scores, k, 2, "max", "value", "i64", True)
+        scores = _out(opset.scatter_elements_update(opset.broadcast(minus_inf, scores_shape), best.output(1),
+                                                    best.output(0), _scalar_i64(2)))
+
+    nms = opset.non_max_suppression(
+        boxes, scores, _out(opset.constant(np.array([np.iinfo(np.int32).max], np.int64))),
+        _out(opset.constant(_iou_threshold(args.float("nms_threshold")))),
+        _out(opset.constant(np.float32(args.float("score_threshold")))),
+        box_encoding="corner", sort_result_descending=False, output_type="i64")
+    # Rows past valid_outputs are padding: cut them.
+    selected = _out(opset.slice(nms.output(0), i64([0]), nms.output(2), i64([1]), i64([0])))
+    image, label, box = (_out(opset.gather(selected, _scalar_i64(k), _scalar_i64(1))) for k in range(3))
+    batch = _out(opset.gather(scores_shape, _scalar_i64(0), _scalar_i64(0)))
+    if keep_top_k > -1:
+        count = _out(opset.shape_of(image, "i64"))  # [1]: K
+        score = _out(opset.gather_nd(scores, selected))
+        by_score = _stable_order(score, _out(opset.squeeze(count, i64([0]))))
+        image_by_score = _out(opset.gather(image, by_score, _scalar_i64(0)))
+        # Stable: within an image the score order (ties in selection order) stays.
+        by_image = _out(opset.gather(by_score, _stable_order(_as_float(image_by_score),
+                                                             _out(opset.squeeze(count, i64([0]))), "min"),
+                                     _scalar_i64(0)))
+        image_sorted = _out(opset.gather(image, by_image, _scalar_i64(0)))
+        starts = _out(opset.cumsum(_per_image_counts(image_sorted, batch), _scalar_i64(0), exclusive=True))
+        position = _out(opset.range(_scalar_i64(0), _out(opset.squeeze(count, i64([0]))), _scalar_i64(1), "i64"))
+        rank = _out(opset.subtract(position, opset.gather(starts, image_sorted, _scalar_i64(0))))
+        kept = _out(opset.less(rank, _scalar_i64(keep_top_k)))
+        # Back to Paddle's grouping (image, then label; each label's boxes stay in score order), the cut last.
+        group = opset.add(opset.multiply(opset.gather(image, by_image, _scalar_i64(0)), _scalar_i64(n_classes)),
+                          opset.gather(label, by_image, _scalar_i64(0)))
+        key = _out(opset.select(kept, _as_float(group), _out(opset.constant(np.float32(np.inf)))))
+        regrouped = _out(opset.gather(by_image, _stable_order(key, _out(opset.squeeze(count, i64([0]))), "min"),
+                                      _scalar_i64(0)))
+        n_kept = _out(opset.reduce_sum(opset.convert(kept, "i64"), i64([0]), True))
+        final = _out(opset.slice(regrouped, i64([0]), n_kept, i64([1]), i64([0])))
+        image, label, box = (_out(opset.gather(column, final, _scalar_i64(0))) for column in (image, label, box))
+    row_box = _out(opset.add(opset.multiply(image, n_boxes), box))  # image * M + box
+    flat_boxes = _out(opset.reshape(boxes, i64([-1, 4]), False))
+    flat_scores = _out(opset.reshape(given_scores, i64([-1]), False))
+    score_at = opset.add(opset.multiply(opset.add(opset.multiply(image, _scalar_i64(n_classes)), label), n_boxes),
+                         box)  # (image * C + label) * M + box
+    rows = _out(opset.concat([opset.unsqueeze(_as_float(label), i64([1])),
+                              opset.unsqueeze(opset.gather(flat_scores, score_at, _scalar_i64(0)), i64([1])),
+                              opset.gather(flat_boxes, row_box, _scalar_i64(0))], 1))
+    counts = _out(opset.convert(_per_image_counts(image, batch), "i32"))
+    want_index = len(op.outputs) > 2 and op.outputs[2] is not None
+    index = _out(opset.convert(row_box, "i32")) if want_index else None
+    return [rows, counts, index][:len(op.outputs)]
