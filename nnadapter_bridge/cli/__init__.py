@@ -83,6 +83,7 @@ def main(argv=None) -> int:
                 parser.print_help()
                 return EXIT_USAGE
             channel.command = args.command
+            channel.devices = list(getattr(args, "devices", None) or [])
             with channel.collecting():
                 try:
                     status = int(args.func(args) or 0)

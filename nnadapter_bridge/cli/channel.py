@@ -35,6 +35,8 @@ EXIT_USAGE = 2
 EXIT_DEVICE = 3
 EXIT_INTERRUPTED = 130
 
+DEVICES_HINT = "`nnadapter-bridge devices` says which devices load here"
+
 # Library API names in messages -> the option of this command line that sets the same thing.
 _API_TO_OPTION = (
     ("set_nnadapter_device_names", "--device"),
@@ -113,6 +115,7 @@ class Channel:
         self._deferred: list = []
         self.absorbed: set = set()  # warning texts an error says again (not repeated)
         self.documents = 0
+        self.devices: list = []  # the --device names of the command, to name them in a driver's error
 
     @property
     def err(self):
@@ -172,6 +175,10 @@ class Channel:
             kind, message, hint = "Interrupted", "interrupted", None
         else:
             kind, message, hint = type(exc).__name__, user_text(str(exc)), hint_of(exc)
+            named = [d for d in self.devices if message.startswith(f"{d}: ")]
+            if named and not isinstance(exc, CommandError):  # a driver's own error: the option that chose it
+                message = f"--device {message}"
+                hint = hint or DEVICES_HINT
             if hint:  # said once, as the hint
                 message = message.replace(f"; {hint}", "").replace(f". {hint}", ".")
         self.flush_warnings(absorbed_by=message)
@@ -230,4 +237,4 @@ def raise_for_device_fallbacks(since: int = 0, *, what: str = "") -> None:
         reason = f"--device {match.group(1)}: {match.group(2)}"
     more = f" (and {len(fallbacks) - 1} more device failure(s), listed in the warnings)" if len(fallbacks) > 1 else ""
     raise DeviceError(f"{reason}{more}" + (f"; {what}" if what else ""),
-                      hint="`nnadapter-bridge devices` says which devices load here")
+                      hint=DEVICES_HINT)

@@ -244,7 +244,8 @@ def test_an_accelerator_that_is_not_there_is_a_device_error(device, properties, 
     pytest.importorskip({"intel_openvino": "openvino", "microsoft_onnxruntime": "onnxruntime"}[device])
     assert main(["run", tiny, "--device", device, "--context-properties", properties, "--json"]) == 3
     error = json.loads(capsys.readouterr().out)["error"]
-    assert device in error["message"] and missing in error["message"]
+    assert error["message"].startswith(f"--device {device}: ") and missing in error["message"]
+    assert error["hint"] == "`nnadapter-bridge devices` says which devices load here"
     assert "[" not in error["message"].split(")")[-1]  # no NNAdapter result code for a user
 
 
