@@ -13,6 +13,7 @@ exporter) and cached under the fixture root (tests/support/fixture_cache.build_o
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -197,3 +198,76 @@ def test_the_programs_hold_the_forms_under_test(programs):
         assert any(op.input("ValueTensor") for op in ops) and any(not op.input("ValueTensor") for op in ops)
         assert any(op.input("StartsTensorList") for op in ops), form
         assert any(op.attr("none_axes") for op in ops) and any(op.attr("decrease_axes") for op in ops)
+
+
+_EDGES = list(range(-7, 8)) + [2**31 - 1, -2**31, 2**63 - 1, -2**63]
+
+
+def test_set_value_bounds_follow_paddles_kernel():
+    """set_value_bounds (shared by the converter's constant path and the host kernel) against Paddle's own kernel
+    (eager `_C_ops.set_value`), for every start / end in [-7, 7] and the int32 / int64 extremes, steps +-1..3."""
+    paddle = pytest.importorskip("paddle")
+    from converters.conv_tensor_index import set_value_bounds
+    from paddle import _C_ops
+
+    mismatches = []
+    for dim, step in itertools.product((1, 5), (-3, -2, -1, 1, 2, 3)):
+        for start, end in itertools.product(_EDGES, _EDGES):
+            out = _C_ops.set_value(paddle.zeros([dim], "float32"), [start], [end], [step], [0], [], [], [1], [1.0])
+            want = np.flatnonzero(out.numpy()).tolist()
+            first, count = set_value_bounds(dim, start, end, step)
+            got = sorted(first + k * step for k in range(count))
+            if got != want:
+                mismatches.append(f"dim {dim}, {start}:{end}:{step}: Paddle sets {want}, we {got}")
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+SWEEP_BUILD = '''
+import sys, paddle
+class Sweep(paddle.nn.Layer):
+    def forward(self, x, a, b):
+        outs = []
+        for step in (1, 2, -1, -2):
+            y = x * 1.0
+            y[:, a:b:step] = -5.0
+            outs.append(y)
+        z = x * 1.0
+        z[a:b, 1] = x[0, 0:1] * 10.0   # a run-time region on axis 0 with a broadcast tensor value
+        outs.append(z)
+        return outs
+specs = [paddle.static.InputSpec([3, 6], "float32", "x"), paddle.static.InputSpec([1], "int64", "a"),
+         paddle.static.InputSpec([1], "int64", "b")]
+paddle.jit.save(paddle.jit.to_static(Sweep(), input_spec=specs, full_graph=True), sys.argv[1])
+'''
+
+
+@pytest.fixture(scope="module")
+def sweep_program() -> str:
+    pytest.importorskip("paddle")
+    return os.path.join(build_once(fixture_root(), f"{BUILD_ID}-sweep", _build(SWEEP_BUILD, True)), "forms.json")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_run_time_bounds_follow_paddle(sweep_program, device):
+    """Bounds known only at run time take the converter's computed path (RANGE / FLOOR_DIV / WHERE): one predictor,
+    many (start, end) pairs, each step sign, against Paddle Inference."""
+    config = nb.Config()
+    config.set_model_file(sweep_program)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    on_host = [p.op.label() for p in predictor.placements(per_device=False)
+               if p.op.type == "set_value" and p.device is None]
+    assert not on_host, on_host
+    x = np.arange(18, dtype=np.float32).reshape(3, 6)
+    failures = []
+    for a, b in itertools.product((-8, -6, -2, 0, 1, 3, 5, 7), (-9, -3, -1, 0, 2, 6, 2**31 - 1)):
+        feeds = {"x": x, "a": np.array([a], np.int64), "b": np.array([b], np.int64)}
+        want = paddle_inference_run(sweep_program, None, feeds)
+        for name, value in feeds.items():
+            predictor.get_input_by_name(name).from_numpy(value)
+        predictor.run()
+        for k, expected in enumerate(want):
+            got = predictor.get_output(k).numpy()
+            if not np.array_equal(got, expected):
+                failures.append(f"a={a}, b={b}, output {k}:\n{got}\nPaddle:\n{expected}")
+    assert not failures, "\n".join(failures[:5])
