@@ -168,8 +168,9 @@ def convert_tril_triu(ctx: ConversionContext, op):
 #
 # `x[region] = value` in Paddle is `set_value` (a constant `values` attribute or a `ValueTensor`; PIR's
 # pd_op.set_value / set_value_with_tensor). The region is a strided box: per axis in `axes`, starts / ends /
-# steps normalized by Paddle's CheckAndUpdateSliceAttrs (below). The value broadcasts (numpy rules) to the
-# region's dims without the `decrease_axes` (integer-indexed axes) and with a 1 at each `none_axes` position.
+# steps normalized by Python's slice rule, as Paddle applies it (set_value_bounds). The value broadcasts (numpy
+# rules) to the region's dims without the `decrease_axes` (integer-indexed axes) and with a 1 at each `none_axes`
+# position.
 # NNAdapter has no scatter, so the converter composes WHERE(in_region, placed_value, x): `in_region` is the
 # outer AND of one mask per sliced axis, and `placed_value` is the value GATHERed along each sliced axis with
 # the index of the region element each position holds (clamped; WHERE ignores it outside the region). Bounds
