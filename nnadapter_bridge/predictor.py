@@ -409,11 +409,12 @@ class Predictor:
         if self.host is None:
             self._raise_unsupported(self.host_ops, "these Paddle op types run on no device and the host "
                                     "executor (nnadapter_bridge.host) is not available", _ADVICE)
-        missing = set(self.host.unsupported_op_types(self.host_ops))
+        # Loop and branch bodies included: their ops run on the host, op by op, when the control-flow op does.
+        missing = self.host.unsupported_ops(self.host_ops)
         if missing:
-            self._raise_unsupported([op for op in self.host_ops if op.type in missing],
-                                    "these Paddle op types can run neither on "
-                                    f"{', '.join(self.device_names)} nor on the host", _ADVICE)
+            where = f"neither on {', '.join(self.device_names)} nor on the host" if self.device_names else \
+                "on the host (no device was named)"
+            self._raise_unsupported(missing, f"these Paddle op types can run {where}", _ADVICE)
 
     def _host_share(self):
         from nnadapter_bridge.partition_plan import host_share
@@ -446,6 +447,18 @@ class Predictor:
                      if p.op.index in moved else p for p in found]
         return found
 
+    def _body_of(self, op) -> str:
+        """`, in the body of while#3 (...)` for an op of a sub-block (the op holding that block), else ''."""
+        if not op.block_idx:
+            return ""
+        from partition.detector import sub_block_indices
+
+        for block in self.graph.blocks:
+            for holder in block.ops:
+                if op.block_idx in sub_block_indices(holder):
+                    return f", in the body of {holder.label()}"
+        return ""
+
     def _raise_unsupported(self, ops, headline: str, advice: str) -> None:
         by_type: dict[str, list] = {}
         for op in ops:
@@ -453,7 +466,7 @@ class Predictor:
         lines = []
         for op_type in sorted(by_type):
             found = by_type[op_type]
-            line = f"  {op_type} (x{len(found)}, first {found[0].label()})"
+            line = f"  {op_type} (x{len(found)}, first {found[0].label()}{self._body_of(found[0])})"
             reason = self.support.reasons.get(op_type)
             if reason:
                 line += f": {reason}"

@@ -13,6 +13,16 @@ var in place (batch_norm's MeanOut, assign) cannot make a cycle. It also carries
 overwritten vars (a reader of the old value before the writer of the new one): a name-keyed runtime scope
 then never sees a value overwritten too early, whatever the schedule.
 
+An op reads every var it names, wherever it names it (`op_reads`): its input slots (ShapeTensor,
+StartsTensorList and the other `*Tensor` / `*TensorList` slots are slots), the vars its Variable-valued
+attributes name (VarRef: a PIR mutable attribute such as arange's end), and, for a control-flow op
+(while, conditional_block), every var its sub-blocks and their nested blocks read from outside them, whether
+or not the op's X / Input slot lists it; it writes its output slots and every outside var its sub-blocks
+write, and it reads what it writes (a skipped branch or a loop run zero times leaves those vars as they were).
+So a value a device subgraph computes and a host op, a loop body or a branch reads is a boundary var
+(exported), and the cycle a missing edge would hide (subgraph -> host op -> subgraph) cannot form. An op
+carrying a sub-block always runs on the host: its body runs op by op there.
+
 Determinism: subgraphs are numbered by their first op in program order; ops inside a subgraph keep
 program order; boundary var names are sorted.
 """
@@ -23,6 +33,7 @@ import heapq
 from typing import Callable, Collection
 
 from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, BlockRef, VarRef
 from nnadapter_bridge.nnadapter.contraction import contract
 from partition.config import op_input_names, op_key, op_output_names
 
@@ -77,10 +88,75 @@ class PartitionError(BridgeError):
     """The detector produced an impossible partition (a bug here, never a user error)."""
 
 
+def sub_block_indices(op) -> list[int]:
+    """The blocks `op`'s BLOCK / BLOCKS attributes name (while's and conditional_block's sub_block), in order."""
+    found = []
+    for value in op.attrs.values():
+        for ref in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(ref, BlockRef) and ref.idx not in found:
+                found.append(ref.idx)
+    return found
+
+
+def _nested_blocks(blocks, roots: list[int]) -> list[int]:
+    """`roots` and every block their ops' sub-blocks reach, each once, in discovery order."""
+    found, stack = [], list(reversed(roots))
+    while stack:
+        idx = stack.pop()
+        if idx in found or not 0 <= idx < len(blocks):
+            continue
+        found.append(idx)
+        for op in blocks[idx].ops:
+            stack.extend(reversed(sub_block_indices(op)))
+    return found
+
+
+def _attr_var_names(op) -> list[str]:
+    return [ref.name for value in op.attrs.values()
+            for ref in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(ref, VarRef)]
+
+
+def sub_block_io(program, op) -> tuple[list[str], list[str]]:
+    """(vars read, vars written) by the ops of `op`'s sub-blocks and their nested blocks that none of those
+    blocks declares: what a control-flow op takes from and gives back to the block holding it. Reads count
+    input slots and Variable-valued attributes. ([], []) for an op without a sub-block."""
+    blocks = getattr(program, "blocks", None)
+    roots = sub_block_indices(op)
+    if not roots or blocks is None:
+        return [], []
+    nested = _nested_blocks(blocks, roots)
+    local = {name for idx in nested for name in blocks[idx].vars}
+    reads, writes = {}, {}
+    for idx in nested:
+        for inner in blocks[idx].ops:
+            for name in list(inner.input_names()) + _attr_var_names(inner):
+                if name not in local:
+                    reads[name] = None
+            for name in inner.output_names():
+                if name not in local:
+                    writes[name] = None
+    return list(reads), list(writes)
+
+
+def op_reads(program, op) -> list[str]:
+    """Every var `op` reads (module docstring), each once, without Paddle's empty-slot marker."""
+    names = op_input_names(op)
+    extra = sub_block_io(program, op)[0]
+    return names + [n for n in dict.fromkeys(extra) if n not in names and n != EMPTY_VAR_NAME] if extra else names
+
+
+def op_writes(program, op) -> list[str]:
+    """Every var `op` writes: its output slots, then the outside vars its sub-blocks write."""
+    names = op_output_names(op)
+    extra = sub_block_io(program, op)[1]
+    return names + [n for n in dict.fromkeys(extra) if n not in names and n != EMPTY_VAR_NAME] if extra else names
+
+
 class _DependencyGraph:
     """Ops and versioned vars of block 0 as adjacency lists in insertion order, plus data-flow facts."""
 
-    def __init__(self, ops: list):
+    def __init__(self, ops: list, program=None):
+        self.program = program
         self.order: list[tuple] = []  # every node, topologically sorted
         self.succ: dict[tuple, dict] = {}  # node -> {out-neighbour: None}, an ordered set
         self.producer: dict[tuple, tuple] = {}  # var node -> op key
@@ -101,7 +177,12 @@ class _DependencyGraph:
     def _add_op(self, op) -> None:
         key = op_key(op)
         reads = []
-        for name in op_input_names(op):
+        names = op_reads(self.program, op)
+        if sub_block_indices(op):
+            # A skipped branch or a loop run zero times leaves its outputs as they were: their earlier values
+            # pass through the op, so it reads them.
+            names += [n for n in op_writes(self.program, op) if n in self.latest and n not in names]
+        for name in names:
             node = self.latest.get(name)
             if node is None:  # a program input, a parameter, or a var read before anything writes it
                 node = self.latest[name] = ("var", name, 0)
@@ -113,7 +194,7 @@ class _DependencyGraph:
             self._add_edge(node, key)
             self.readers[node].append(key)
         writes = []
-        for name in op_output_names(op):
+        for name in op_writes(self.program, op):
             previous = self.latest.get(name)
             node = ("var", name, previous[2] + 1 if previous else 0)
             if previous is not None:
@@ -220,12 +301,13 @@ def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_
         raise ValueError(f"min_subgraph_size must be >= 1, got {min_subgraph_size}")
     ops = list(program.ops())
     forced = frozenset(forced_op_keys)
-    graph = _DependencyGraph(ops)
+    graph = _DependencyGraph(ops, program)
 
     marked = set()
     for op in ops:
         key = op_key(op)
-        if op.type in HOST_ONLY_OP_TYPES or key in forced or not is_supported(op):
+        if (op.type in HOST_ONLY_OP_TYPES or key in forced or sub_block_indices(op)
+                or not is_supported(op)):
             continue
         marked.add(key)
         marked.update(graph.outputs_of[key])  # so op -> var -> op chains can contract

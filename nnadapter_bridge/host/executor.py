@@ -90,13 +90,18 @@ class HostExecutor:
 
     def unsupported_op_types(self, ops) -> list[str]:
         """Sorted op types among `ops` and every sub-block they reach that nothing here can run."""
-        missing: set[str] = set()
+        return sorted({op.type for op in self.unsupported_ops(ops)})
+
+    def unsupported_ops(self, ops) -> list:
+        """The ops among `ops` and in every sub-block they reach (loop and branch bodies, nested ones too) that
+        nothing here can run: `ops` in order, each sub-block's ops after the op holding it."""
+        missing: list = []
         seen_blocks: set[int] = set()
 
         def visit(op_list):
             for op in op_list:
                 if op.type not in FEED_FETCH and not self.can_run(op):
-                    missing.add(op.type)
+                    missing.append(op)
                 for value in op.attrs.values():
                     refs = value if isinstance(value, list) else [value]
                     for ref in refs:
@@ -105,7 +110,7 @@ class HostExecutor:
                             visit(self.graph.blocks[ref.idx].ops)
 
         visit(ops)
-        return sorted(missing)
+        return missing
 
     def plan_for(self, op, scope: dict) -> Optional[HostPlan]:
         """The cached plan `op` would use with the current scope's input shapes (None before its first run)."""
