@@ -16,7 +16,7 @@ import numpy as np
 
 from converters.attrs import known_dim, needs_constant, scalar_attr_or_tensor
 from converters.context import ConversionContext
-from converters.op_view import OpView, precision_of_var_type
+from converters.op_view import OpView, precision_of_var_type, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, precision_dtype
@@ -347,15 +347,21 @@ def convert_range(ctx: ConversionContext, op):
     """start, start + step, ... below end; the three tensors take Start's precision.
 
     PIR's `range` holds start/end/step as attributes (constants folded by the loader, run-time tensors as
-    Variable-valued attributes, read here once resolved); they take the op's `dtype`."""
+    Variable-valued attributes); they take the op's `dtype`. A Variable known now (a shape element, folded
+    for the input signature) is a constant; one known only at run time is read as an operand."""
     v = OpView(op)
     var = v.output("Out")
     if v.optional_input("Start") is None:
         precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
         dtype = precision_dtype(precision)
-        values = [np.asarray(v._scalar(a, None), dtype=dtype).reshape(1) for a in ("start", "end", "step")]
-        start, end, step = (ctx.const(value, precision) for value in values)
-        ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
+
+        def bound(attr):
+            refs = var_attr_names(op.attrs.get(attr))
+            if refs:  # unresolved: computed at run time
+                return ctx.cast(ctx.input(refs[0]), precision, var, attr)
+            return ctx.const(np.asarray(v._scalar(attr, None), dtype=dtype).reshape(1), precision)
+
+        ctx.add(T.RANGE, [bound("start"), bound("end"), bound("step")], [ctx.output(var)])
         return
     start = ctx.input(v.input("Start"))
     end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")

@@ -521,12 +521,15 @@ class SupportDecider:
         dim the inputs declare unknown (-1), 0 to keep them unknown."""
         from converters import get_converter
         from converters.context import convert_subgraph
+        from converters.op_view import var_attr_names
 
         spec = get_converter(op.type)
         if spec is None:
             return None, SupportVerdict(False, f"no converter for Paddle op '{op.type}'")
         input_types = {}
-        for name in dict.fromkeys(op.input_names()):
+        # The vars Variable-valued attributes name are inputs too (PIR range's end): the subgraph reads them.
+        attr_vars = [name for value in op.attrs.values() for name in var_attr_names(value)]
+        for name in dict.fromkeys(op.input_names() + attr_vars):
             if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types:
                 continue
             var = self._var(name)

@@ -5,7 +5,7 @@ interpolation sizes and fill shapes from `paddle.shape` at run time. Each subgra
 signature, so all of that is known then: these tests build the patterns the model zoos use (SegFormer's
 `reshape([B, C, -1])` before a layer norm and its attention reshapes, DeiT's `cls_token.expand([B, -1, -1])`,
 PP-LiteSeg's `interpolate(size=paddle.shape(x)[2:])`, `full` with a computed shape, ShuffleNet's channel
-shuffle through shape slices) and check, on every device, that the whole program runs there (strict mode:
+shuffle through shape slices, an anchor grid from `arange` over H and W) and check, on every device, that the whole program runs there (strict mode:
 no host op, no fallback), that the model each driver receives has every dim known and no SHAPE left, and
 that the outputs match Paddle Inference for two input signatures. Then one converter-level test per kind of
 fold, against Paddle, and the declared-dims conversion the support decisions make, where nothing folds.
@@ -104,8 +104,18 @@ def channel_shuffle(paddle, x):
     return paddle.nn.LayerNorm(8)(y.transpose([0, 2, 3, 1]))
 
 
+def position_grid(paddle, x):
+    """RT-DETR / PicoDet anchor points: arange over the run-time H and W (PIR `range` with Variable-valued
+    bounds), meshgrid, stack."""
+    shape = paddle.shape(x)
+    ys = paddle.arange(shape[2], dtype="float32") + 0.5
+    xs = paddle.arange(shape[3], dtype="float32") * 0.25
+    grid_y, grid_x = paddle.meshgrid(ys, xs)
+    return x + paddle.stack([grid_y, grid_x, grid_x * grid_y]).unsqueeze(0)
+
+
 PATTERNS = {f.__name__: f for f in (segformer_block, deit_tokens, interpolate_to_shape, full_of_computed_shape,
-                                    channel_shuffle)}
+                                    channel_shuffle, position_grid)}
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +254,12 @@ def test_interpolation_scale_computed_from_shapes_folds(tmp_path):
     result = _convert(tmp_path, build)
     resize = next(op for op in result.model.operations if op.type == T.RESIZE_NEAREST)
     assert resize.outputs[0].type.dims == (2, 3, 16, 24)
+
+
+def test_arange_over_shape_elements_folds(tmp_path):
+    result = _convert(tmp_path, position_grid)
+    _folded(result, T.RANGE, T.MESHGRID, T.STACK)
+    assert _types(result) == [T.ADD]  # the grid is a constant
 
 
 def test_fill_with_a_computed_shape_folds_the_shape_and_keeps_a_large_fill(tmp_path):
