@@ -31,14 +31,23 @@ def print_text(text: str) -> None:
     except ImportError:
         print(text)
         return
-    rendered = Text(text)
+    rendered = Text.from_ansi(text)  # the tables' own styles (bold headers) come as ANSI codes
     rendered.highlight_regex(r"\bPASS\b", "bold green")
     rendered.highlight_regex(r"\bFAIL\b|\bERROR\b", "bold red")
     Console(soft_wrap=True, highlight=False).print(rendered)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: Iterable[int] = ()) -> str:
+    """The rows under their header in aligned columns: laid out by `rich` (long cells wrapped to the terminal's
+    width) when stdout is a terminal, in fixed plain-text columns otherwise (pipes, files, tests)."""
+    import sys
+
     right = set(right_align)
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty and isatty():
+        rendered = _rich_table(header, rows, right)
+        if rendered is not None:
+            return rendered
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
 
@@ -46,6 +55,27 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: I
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def _rich_table(header: Sequence[str], rows: Sequence[Sequence], right: set) -> Optional[str]:
+    try:
+        import io
+        import shutil
+
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for i, title in enumerate(header):
+        table.add_column(str(title), justify="right" if i in right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    console = Console(file=io.StringIO(), width=shutil.get_terminal_size((120, 20)).columns, force_terminal=True,
+                      color_system="standard")
+    console.print(table)
+    return console.file.getvalue().rstrip("\n")
 
 
 def human_bytes(n: Optional[int]) -> str:
