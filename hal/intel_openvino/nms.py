@@ -16,8 +16,8 @@ overlaps on the threshold):
   and ScatterElementsUpdate writes them over -inf.
 - thresholds: NonMaxSuppression keeps a score > score_threshold, as Paddle, but suppresses an overlap
   >= iou_threshold where Paddle suppresses one > nms_threshold: both compare float32 values, so the next
-  float32 above nms_threshold is passed (_iou_threshold). The selections come by image, class and selection order: Paddle's
-  when keep_top_k is off.
+  float32 above nms_threshold is passed (_iou_threshold). The selections come by image, class and
+  selection order: Paddle's when keep_top_k is off.
 - keep_top_k: the selections sorted by image, then score, then that order (two stable TopKs), ranked within
   their image; those ranked keep_top_k or later sort last in a stable TopK back to (image, class) order and
   are sliced off.

@@ -204,8 +204,9 @@ def test_wrong_dtype_is_invalid_parameter(device):
 def test_validate_is_false_for_operations_onnx_cannot_express(device):
     context = DRIVER.create_context(device, "")
     boxes = np.zeros((1, 4, 4), np.float32)
+    # NON_MAX_SUPPRESSION on pixel boxes (normalized false): NonMaxSuppression has no +1 convention.
     nms, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.zeros((1, 2, 4), np.float32), None, -1, 0.0, -1, 0.5, 1.0, -1,
-                                              True, False], n_outputs=2)
+                                              False, False], n_outputs=2)
     assert DRIVER.validate_program(context, nms) == [False]
     uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
     divisible, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])

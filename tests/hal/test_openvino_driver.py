@@ -537,9 +537,10 @@ def test_yolo_box(context, iou_aware, clip_bbox, scale_x_y):
 
 # -- what validate answers false ------------------------------------------------------------------------------------------
 def test_validate_is_false_for_unsupported_operations(context):
+    # NON_MAX_SUPPRESSION on pixel boxes (normalized false): NonMaxSuppression has no +1 convention.
     boxes = np.float32([[[0, 0, 1, 1], [0.1, 0.1, 1, 1]]])
     model, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.float32([[[0.9, 0.8]]]), None, -1, 0.05, -1, 0.3, 1.0, -1,
-                                                True, True], n_outputs=3)
+                                                False, True], n_outputs=3)
     assert DRIVER.validate_program(context.device_contexts[0], model) == [False]
     with pytest.raises(NNAdapterError) as info:
         DRIVER.create_program(context.device_contexts[0], model, _empty_cache())
