@@ -1,5 +1,6 @@
 """Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2, take_along_axis),
-one_hot_v2, tril_triu and set_value (slice assignment), each a GATHER or a composition of comparisons with WHERE.
+one_hot_v2, tril_triu, set_value (slice assignment) and index_put (`x[idx] = t`), each a GATHER or a composition
+of comparisons with WHERE.
 
 Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_assign_layout`,
 `set_value_constant`), which the host kernel shares.
@@ -502,3 +503,97 @@ def convert_take_along_axis(ctx: ConversionContext, op):
     flat = ctx.temp(var, "flat_input")
     ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [flat])
     ctx.add(T.GATHER, [flat, offset, ctx.const_i32(0)], [ctx.output(var)])
+
+
+# -- index_put ------------------------------------------------------------------------------------------------
+
+
+def _index_put_slot(view: OpView, legacy: str, pir: str) -> str:
+    """The slot name the op uses (index_put has no op_compat row: a PIR program keeps the lower-case names)."""
+    return legacy if view.inputs(legacy) or view.outputs(legacy) else pir
+
+
+def check_index_put(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if v.attr_bool("accumulate", False):
+        return "accumulate=True (a scatter-add; NNAdapter has no scatter)"
+    x_name = v.optional_input(_index_put_slot(v, "X", "x"))
+    names = v.inputs(_index_put_slot(v, "Indices", "indices"))
+    if ctx is None or x_name is None or not ctx.has(x_name) or not all(ctx.has(n) for n in names):
+        return None
+    dims = list(ctx.dims(x_name))
+    if not names or len(names) > len(dims):
+        return f"{len(names)} index tensors for an input of rank {len(dims)}"
+    for name in names:
+        index = ctx.input(name)
+        if index.type.precision not in (Precision.INT32, Precision.INT64):
+            return f"index '{name}' is {index.type.precision.name}: a bool mask selects a data-dependent count"
+        if not all(known_dim(d) for d in index.type.dims):
+            return f"index '{name}' has dims {list(index.type.dims)} known only at run time"
+    if not all(known_dim(d) for d in dims):
+        return f"the input's dims {dims} are known only at run time"
+    return None
+
+
+@converter("index_put", emits=[T.CAST, T.LESS, T.ADD, T.WHERE, T.MUL, T.RESHAPE, T.EQUAL, T.REDUCE_MAX, T.GREATER,
+                                T.SUB, T.MAX, T.EXPAND, T.GATHER], check=check_index_put)
+def convert_index_put(ctx: ConversionContext, op):
+    """x[indices] = value with integer index tensors (broadcast together, indexing the leading axes; negative
+    entries count from the end; the last of repeated positions wins, as Paddle's CPU kernel writes in order).
+
+    The indexed axes are flattened to M positions and the K index tuples to their row-major offsets; EQUAL of the
+    two gives a [K, M] hit table, whose REDUCE_MAX of (k + 1) names the last tuple writing each position (0:
+    none). The value, broadcast to [K, rest], is GATHERed at those tuples and WHERE keeps x elsewhere."""
+    v = OpView(op)
+    x = ctx.input(v.input(_index_put_slot(v, "X", "x")))
+    var = v.output(_index_put_slot(v, "Out", "out"))
+    dims = list(ctx.dims(x))
+    indices = [ctx.cast(ctx.input(n), Precision.INT64, var, f"index{k}")
+               for k, n in enumerate(v.inputs(_index_put_slot(v, "Indices", "indices")))]
+    n = len(indices)
+    lead, rest = dims[:n], dims[n:]
+    positions = int(np.prod(lead, dtype=np.int64))
+    batch = list(np.broadcast_shapes(*(tuple(ctx.dims(i)) for i in indices)))
+    tuples = int(np.prod(batch, dtype=np.int64))
+    offset = None
+    for k, index in enumerate(indices):
+        negative = ctx.temp(var, f"index{k}/negative")
+        ctx.add(T.LESS, [index, ctx.const_i64([0])], [negative])
+        wrapped = binary(ctx, T.ADD, index, ctx.const_i64([lead[k]]), ctx.temp(var, f"index{k}/wrapped"))
+        positive = ctx.temp(var, f"index{k}/positive")
+        ctx.add(T.WHERE, [negative, wrapped, index], [positive])
+        stride = int(np.prod(lead[k + 1:], dtype=np.int64))
+        term = positive if stride == 1 else binary(ctx, T.MUL, positive, ctx.const_i64([stride]),
+                                                   ctx.temp(var, f"index{k}/offset"))
+        offset = term if offset is None else binary(ctx, T.ADD, offset, term, ctx.temp(var, f"offset{k}"))
+    column = ctx.temp(var, "offsets")
+    ctx.add(T.RESHAPE, [offset, ctx.const_i32([tuples, 1])], [column])  # broadcasts the index tensors too
+    if list(ctx.dims(column)) != [tuples, 1]:
+        raise ctx.error(f"the index tensors do not broadcast to {batch}")
+    hits = ctx.temp(var, "hits")
+    ctx.add(T.EQUAL, [column, ctx.const(np.arange(positions, dtype=np.int64).reshape(1, positions), Precision.INT64)],
+            [hits])
+    # float32 writer numbers (exact below 2**24): drivers reduce floats everywhere, integers not always
+    writers = ctx.temp(var, "writers")
+    ctx.add(T.WHERE, [hits, ctx.const(np.arange(1, tuples + 1, dtype=np.float32).reshape(tuples, 1), Precision.FLOAT32),
+                      ctx.const_f32([0.0])], [writers])
+    last = ctx.temp(var, "last_writer")
+    ctx.add(T.REDUCE_MAX, [writers, ctx.const_i32([0]), ctx.const_bool(False)], [last])
+    written = ctx.temp(var, "written")
+    ctx.add(T.GREATER, [last, ctx.const_f32([0.0])], [written])
+    source = ctx.cast(binary(ctx, T.MAX, binary(ctx, T.SUB, last, ctx.const_f32([1.0]), ctx.temp(var, "writer")),
+                             ctx.const_f32([0.0]), ctx.temp(var, "writer_index")), Precision.INT32, var, "source")
+    value = ctx.cast(ctx.input(v.input(_index_put_slot(v, "Value", "value"))), x.type.precision, var, "value_cast")
+    expanded = ctx.temp(var, "value_expanded")
+    ctx.add(T.EXPAND, [value, ctx.const_i64(batch + rest)], [expanded])
+    rows = ctx.temp(var, "value_rows")
+    ctx.add(T.RESHAPE, [expanded, ctx.const_i32([tuples] + rest)], [rows])
+    placed = ctx.temp(var, "placed")
+    ctx.add(T.GATHER, [rows, source, ctx.const_i32(0)], [placed])
+    flat = ctx.temp(var, "flat_input")
+    ctx.add(T.RESHAPE, [x, ctx.const_i32([positions] + rest)], [flat])
+    mask = ctx.temp(var, "written_rows")
+    ctx.add(T.RESHAPE, [written, ctx.const_i32([positions] + [1] * len(rest))], [mask])
+    assigned = ctx.temp(var, "assigned")
+    ctx.add(T.WHERE, [mask, placed, flat], [assigned])
+    ctx.add(T.RESHAPE, [assigned, ctx.const_i32(dims)], [ctx.output(var)])

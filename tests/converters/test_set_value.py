@@ -271,3 +271,47 @@ def test_run_time_bounds_follow_paddle(sweep_program, device):
             if not np.array_equal(got, expected):
                 failures.append(f"a={a}, b={b}, output {k}:\n{got}\nPaddle:\n{expected}")
     assert not failures, "\n".join(failures[:5])
+
+
+@pytest.fixture(scope="module")
+def index_put_program(tmp_path_factory):
+    from support.converter_harness import pir_program
+
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal((5, 4, 3)).astype(np.float32),
+             "rows": np.array([4, -1, 0, 2, 0], np.int64),     # -1 and 4 name the same row: the last write wins
+             "cols": np.array([[1], [3]], np.int32),             # broadcasts against `rows2`
+             "rows2": np.array([0, 2, -5], np.int64),
+             "v1": rng.standard_normal((5, 4, 3)).astype(np.float32),
+             "v2": rng.standard_normal((3,)).astype(np.float32),  # broadcast over the tuples
+             "xi": rng.integers(-9, 10, (4, 6)).astype(np.int32),
+             "mask": rng.integers(0, 2, (4, 6)).astype(bool)}
+
+    def build(x, rows, cols, rows2, v1, v2, xi, mask):
+        import paddle
+        return [paddle.index_put(x, (rows,), v1),
+                paddle.index_put(x, (rows2, cols), v2),
+                paddle.index_put(xi, (rows2[:2],), paddle.full([1], 7, "int32")),
+                paddle.index_put(x, (rows,), v1, accumulate=True),       # a scatter-add: on the host
+                paddle.index_put(xi, (mask,), paddle.full([1], -1, "int32"))]  # a bool mask: on the host
+    return pir_program(tmp_path_factory.mktemp("index_put"), build, feeds)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_index_put_matches_paddle(index_put_program, device):
+    """`x[idx] = t` is index_put: integer index tensors (negative, repeated, broadcast against each other, value
+    broadcast) convert; accumulate and a bool mask stay on the host with the reason."""
+    config = nb.Config()
+    config.set_model_file(index_put_program.model_path)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    placed = [p for p in predictor.placements(per_device=False) if p.op.type == "index_put"]
+    assert [p.device is not None for p in placed] == [True, True, True, False, False], \
+        [(p.op.label(), p.reason) for p in placed]
+    for name, value in index_put_program.feeds.items():
+        predictor.get_input_by_name(name).from_numpy(value)
+    predictor.run()
+    for k, want in enumerate(index_put_program.outputs):
+        got = predictor.get_output(k).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"output {k} on {device}")

@@ -29,7 +29,7 @@ from support.model_zoo_fixtures import fixture_root
 from support.tolerances import assert_model_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-BUILD_ID = "detr-decoder-pattern-v2"
+BUILD_ID = "detr-decoder-pattern-v3"
 
 BUILD = r'''
 import sys
@@ -88,7 +88,8 @@ class Decoder(nn.Layer):
         weights = F.softmax(self.attention_weights(target).reshape([bs, QUERIES, HEADS, len(LEVELS) * POINTS]), -1)
         weights = weights.reshape([bs, QUERIES, HEADS, len(LEVELS), POINTS])
         normalizer = spatial_shapes.flip([1]).astype("float32").reshape([1, 1, 1, len(LEVELS), 1, 2])
-        locations = reference[:, :, None, None, None, :2] + offsets / normalizer * reference[:, :, None, None, None, 2:] * 0.5
+        spread = offsets / normalizer * reference[:, :, None, None, None, 2:] * 0.5
+        locations = reference[:, :, None, None, None, :2] + spread
         value = self.value_proj(memory).reshape([bs, -1, HEADS, HIDDEN // HEADS])
         value_list = value.split([h * w for h, w in sizes], axis=1)
         grids = 2 * locations - 1
