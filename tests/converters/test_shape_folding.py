@@ -245,6 +245,35 @@ def test_interpolation_sizes_fold(tmp_path):
         assert op.inputs[1].is_constant and op.outputs[0].type.dims == (2, 4, 8, 12)
 
 
+@pytest.mark.parametrize("declared", [(2, 3, 8, 12), (-1, 3, -1, -1)], ids=["static", "dynamic"])
+def test_legacy_interpolation_size_of_0d_and_1_parts(tmp_path, declared):
+    """A legacy program's SizeTensor list mixing a [1] slice and a 0-d element (issue 28: "inputs have
+    different ranks: [[], [1]]"): joined into one size, folded when the dims are known, read at run time when
+    they are not."""
+    import paddle
+
+    from converters.context import convert_subgraph
+    from nnadapter_bridge.loader import load_model
+    from nnadapter_bridge.nnadapter.reference import run_model
+    from support.converter_harness import static_program
+
+    def build(x):
+        shape = paddle.shape(x)
+        return paddle.nn.functional.interpolate(x, size=[shape[2:3] * 2, shape[3]], mode="nearest")
+
+    x = _feed((2, 3, 8, 12))
+    saved = static_program(tmp_path, build, {"x": x})
+    graph = load_model(saved.model_path, saved.params_path)
+    assert any(op.type == "nearest_interp_v2" and op.inputs.get("SizeTensor") for op in graph.ops())
+    dims = tuple(UNKNOWN if d < 0 else d for d in declared)
+    result = convert_subgraph([op for op in graph.ops() if op.type not in ("feed", "fetch")], graph.params,
+                              {"x": OperandType(precision=Precision.FLOAT32, dims=dims)}, graph.outputs, graph)
+    (got,) = run_model(result.model, [x])
+    assert_model_close(got, saved.outputs[0])
+    resize = next(op for op in result.model.operations if op.type == T.RESIZE_NEAREST)
+    assert resize.inputs[1].is_constant == (UNKNOWN not in dims)
+
+
 def test_interpolation_scale_computed_from_shapes_folds(tmp_path):
     def build(paddle, x):
         shape = paddle.cast(paddle.shape(x), "float32")

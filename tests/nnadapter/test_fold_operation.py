@@ -5,6 +5,7 @@ An operation folds when its inputs are constants, or when it reads only the dims
 FILL_LIKE, PRIOR_BOX) and those are known; and only when every output is small and not quantized. Each kind
 is checked against the reference, and each refusal (an unknown dim, dims that change from run to run, a
 large output, a quantized operand, a reference that rejects the values) leaves the operation in place.
+Last, CONCAT's rule for the 0-d parts that size lists are made of.
 """
 from __future__ import annotations
 
@@ -162,3 +163,12 @@ def test_replace_with_constants_refuses_values_of_another_shape():
     with pytest.raises(OperationError, match="the value is int32"):
         model.replace_with_constants(op, [np.int32([2, 3, 4])])
     assert model.operations == [op]
+
+
+def test_concat_of_0d_inputs_is_refused_with_the_fix():
+    """CONCAT joins along an axis: 0-d parts (a size list of shape elements) must be reshaped to [1] first,
+    as the converters do; the rule says so instead of inferring a 0-d result numpy cannot compute."""
+    model = Model()
+    parts = [model.add_constant(np.asarray(np.int32(4))), model.add_constant(np.asarray(np.int32(6)))]
+    with pytest.raises(OperationError, match=r"0-d inputs have no axis to join along \(reshape them to \[1\]"):
+        _add(model, T.CONCAT, [*parts, model.add_constant(np.int32([0]))])
