@@ -152,6 +152,25 @@ for _name, _type in {"logical_and": T.AND, "logical_or": T.OR, "logical_xor": T.
     converter(_name, emits=[_type, T.CAST])(_make_logical(_type))
 
 
+def _check_bitwise_on_bools(op, ctx):
+    v = OpView(op)
+    for slot in ("X", "Y"):
+        precision = var_precision(ctx, v.optional_input(slot))
+        if precision is not None and precision != Precision.BOOL8:
+            return f"{slot} is {precision.name}: NNAdapter's logic operations take BOOL8, bitwise integers have none"
+    return None
+
+
+# On bool tensors the bitwise ops are the logical ones (RT-DETR's anchor mask is `(a > 0.01) & (a < 0.99)`).
+for _name, _type in {"bitwise_and": T.AND, "bitwise_or": T.OR, "bitwise_xor": T.XOR}.items():
+    converter(_name, emits=[_type, T.CAST], check=_check_bitwise_on_bools)(_make_logical(_type))
+
+
+@converter("bitwise_not", emits=[T.NOT, T.CAST], check=_check_bitwise_on_bools)
+def convert_bitwise_not(ctx, op):
+    convert_logical_not(ctx, op)
+
+
 @converter("logical_not", emits=[T.NOT, T.CAST])
 def convert_logical_not(ctx, op):
     v = OpView(op)

@@ -1,4 +1,4 @@
-"""Converters: gather-like indexing (gather, index_select, lookup_table / lookup_table_v2, take_along_axis),
+"""Converters: gather-like indexing (gather, gather_nd, index_select, lookup_table / lookup_table_v2, take_along_axis),
 one_hot_v2, tril_triu, set_value (slice assignment) and index_put (`x[idx] = t`), each a GATHER or a composition
 of comparisons with WHERE.
 
@@ -597,3 +597,62 @@ def convert_index_put(ctx: ConversionContext, op):
     assigned = ctx.temp(var, "assigned")
     ctx.add(T.WHERE, [mask, placed, flat], [assigned])
     ctx.add(T.RESHAPE, [assigned, ctx.const_i32(dims)], [ctx.output(var)])
+
+
+# -- gather_nd ------------------------------------------------------------------------------------------------
+
+
+def check_gather_nd(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    dims, index_dims = input_dims(ctx, op, "X"), input_dims(ctx, op, "Index")
+    if dims is None or index_dims is None:
+        return None
+    precision = ctx.input(v.input("Index")).type.precision
+    if precision not in (Precision.INT32, Precision.INT64):
+        return f"Index is {precision.name}, not an integer tensor"
+    if not index_dims or not known_dim(index_dims[-1]) or not 1 <= index_dims[-1] <= len(dims):
+        return f"Index dims {list(index_dims)}: the last one (the indexed axes) must be known, 1..{len(dims)}"
+    unknown = [d for d in range(1, len(dims)) if not known_dim(dims[d])]
+    if unknown:
+        return f"X dims {list(dims)}: dims {unknown} are known only at run time (the strides need them)"
+    return None
+
+
+@converter("gather_nd", emits=[T.CAST, T.SLICE, T.SQUEEZE, T.LESS, T.ADD, T.WHERE, T.MUL, T.SHAPE, T.RESHAPE,
+                                T.GATHER], check=check_gather_nd)
+def convert_gather_nd(ctx: ConversionContext, op):
+    """Out[p] = X[Index[p, 0], ..., Index[p, k - 1], ...] (negative entries count from the end, as Paddle's kernel
+    reads them): a GATHER from X with its first k axes flattened, at each tuple's row-major offset. Only the dims
+    behind the first enter the strides, so a run-time batch is fine."""
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    dims = list(ctx.dims(x))
+    index = ctx.cast(ctx.input(v.input("Index")), Precision.INT64, var, "index")
+    last = ctx.rank(index) - 1
+    k = ctx.dims(index)[-1]
+    offset = None
+    for j in range(k):
+        column = ctx.temp(var, f"index{j}/column")
+        ctx.add(T.SLICE, [index, ctx.const_i32([last]), ctx.const_i64([j]), ctx.const_i64([j + 1]), None], [column])
+        entry = ctx.temp(var, f"index{j}/entry")
+        ctx.add(T.SQUEEZE, [column, ctx.const_i32([last])], [entry])
+        if known_dim(dims[j]):
+            size = ctx.const_i64([dims[j]])
+        else:
+            shape = ctx.temp(var, f"index{j}/input_shape")
+            ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT64))], [shape])
+            size = ctx.temp(var, f"index{j}/size")
+            ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i64([j]), ctx.const_i64([j + 1]), None], [size])
+        negative = ctx.temp(var, f"index{j}/negative")
+        ctx.add(T.LESS, [entry, ctx.const_i64([0])], [negative])
+        wrapped = binary(ctx, T.ADD, entry, size, ctx.temp(var, f"index{j}/wrapped"))
+        positive = ctx.temp(var, f"index{j}/positive")
+        ctx.add(T.WHERE, [negative, wrapped, entry], [positive])
+        stride = int(np.prod(dims[j + 1:k], dtype=np.int64))
+        term = positive if stride == 1 else binary(ctx, T.MUL, positive, ctx.const_i64([stride]),
+                                                   ctx.temp(var, f"index{j}/offset"))
+        offset = term if offset is None else binary(ctx, T.ADD, offset, term, ctx.temp(var, f"offset{j}"))
+    flat = ctx.temp(var, "flat_input")
+    ctx.add(T.RESHAPE, [x, ctx.const_i32([-1] + dims[k:])], [flat])
+    ctx.add(T.GATHER, [flat, offset, ctx.const_i32(0)], [ctx.output(var)])

@@ -178,3 +178,37 @@ def test_top_k_orders_nan_as_paddle(topk_nan_program, device):
     got = run_predictor(topk_nan_program, device)
     for out, want in zip(got, topk_nan_program.outputs):
         np.testing.assert_array_equal(out, want, err_msg=device)
+
+
+@pytest.fixture(scope="module")
+def gather_nd_program(tmp_path_factory):
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((3, 5, 4)).astype(np.float32),
+             "pairs": np.array([[[0, 4], [2, -1]], [[-3, 0], [1, 2]]], np.int64),  # negative entries wrap
+             "rows": np.array([[2], [-1], [0]], np.int32),
+             "triples": np.array([[1, 2, 3], [-1, -5, -4]], np.int64),
+             "a": rng.standard_normal((2, 6)).astype(np.float32)}
+
+    def build(x, pairs, rows, triples, a):
+        import paddle
+        return [paddle.gather_nd(x, pairs), paddle.gather_nd(x, rows), paddle.gather_nd(x, triples),
+                paddle.bitwise_and(a > -0.5, a < 0.5).astype("int32"),
+                paddle.bitwise_or(a > 1.0, a < -1.0).astype("int32"),
+                paddle.bitwise_xor(a > 0, a > 0.5).astype("int32"), paddle.bitwise_not(a > 0).astype("int32")]
+    return pir_program(tmp_path_factory.mktemp("gather_nd"), build, feeds)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_nd_and_bool_bitwise_ops_match_paddle_on_the_device(gather_nd_program, device):
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(gather_nd_program.model_path)
+    config.set_nnadapter_device_names([device])
+    on_host = [f"{p.op.label()}: {p.reason}" for p in nb.create_predictor(config).placements(per_device=False)
+               if p.op.type.startswith(("gather_nd", "bitwise")) and p.device is None]
+    assert not on_host, on_host
+    got = run_predictor(gather_nd_program, device)
+    for k, (out, want) in enumerate(zip(got, gather_nd_program.outputs)):
+        assert out.shape == want.shape, f"output {k} on {device}"
+        np.testing.assert_array_equal(out, want, err_msg=f"output {k} on {device}")
