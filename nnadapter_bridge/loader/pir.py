@@ -1186,6 +1186,7 @@ _IMPLIED_ATTRS = {"tril": {"lower": (True, _A.BOOLEAN)}, "triu": {"lower": (Fals
 # Legacy types a fixup turns into another legacy type.
 _RENAMED_BY_FIXUP = {"split_with_num": "split"}
 
+
 def _fix_set_value(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
     """pd_op.set_value(_with_tensor): starts / ends / steps computed as one run-time int tensor (not a stack of
     scalars) reach the legacy op as that tensor in its `*TensorList` slot, which the kernels read flattened."""

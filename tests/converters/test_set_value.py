@@ -5,8 +5,9 @@ layer, as users export) and in legacy ProgramDescs (`save_inference_model` with 
 Forms: a constant on a decreased axis (`x[:, 1] = 0.5`), a tensor through an ellipsis, an advanced index
 (`x[i] = t`: index_put, then set_value over the whole tensor), a start computed at run time with a step, negative
 indices and steps (`[:, -1, 1:4:2]`, `[1:, ::-1]`), none axes (`x[None, 0, :, -2]`), broadcasting values, int32 /
-int64 / bool tensors, a float constant into an int tensor, an empty region, and Swin's attention-mask pattern on a
-tensor whose dims are known only at run time (`zeros([1, H, W, 1])[:, 0:-2, -2:, :] = 1`).
+int64 / bool tensors, a float constant into an int tensor, an empty region, Swin's attention-mask pattern on a
+tensor whose dims are known only at run time (`zeros([1, H, W, 1])[:, 0:-2, -2:, :] = 1`), and (PIR only, through
+`_C_ops`) starts / ends given as whole run-time tensors rather than stacks of scalars.
 
 The programs are built once per paddle version in a subprocess (PIR on for jit.save, off for the legacy
 exporter) and cached under the fixture root (tests/support/fixture_cache.build_once).
@@ -29,7 +30,7 @@ from support.model_zoo_fixtures import fixture_root
 from support.tolerances import assert_model_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-BUILD_ID = "set-value-forms-v1"
+BUILD_ID = "set-value-forms-v2"
 
 # The body both exporters run: `x` [2, 3, 4] f32, `t` [2, 3, 2] f32, `i` [1] i64, `xi` [2, 3] i32, `xl` [2, 4] i64,
 # `xd` [-1, 3, -1] f32; each statement block is one output. (PIR's jit.save needs every feed used.)
@@ -78,6 +79,9 @@ outs.append(d)
 bm = x > 0
 bm[:, 0] = True
 outs.append(bm.astype("int32"))
+g = x * 8.0
+g = paddle._C_ops.set_value_with_tensor(g, t[:, 0:2, 0:1], paddle.concat([i, i - 1]), paddle.concat([i + 2, i + 1]), paddle.full([2], 1, "int64"), [1, 2], [], [])  # PIR only: bounds as whole run-time tensors
+outs.append(g)
 '''
 
 SPECS = [("x", [2, 3, 4], "float32"), ("t", [2, 3, 2], "float32"), ("i", [1], "int64"), ("xi", [2, 3], "int32"),
