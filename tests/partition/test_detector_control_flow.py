@@ -54,7 +54,8 @@ def _loop_program(listed_reads):
                    "attrs": {"axis": -1}},
               ]}
     body = {"parent_idx": 0, "vars": _vars("t"), "ops": [
-        {"type": "elementwise_add", "inputs": {"X": ["u"], "Y": ["v"]}, "outputs": {"Out": ["t"]}, "attrs": {"axis": -1}},
+        {"type": "elementwise_add", "inputs": {"X": ["u"], "Y": ["v"]}, "outputs": {"Out": ["t"]},
+         "attrs": {"axis": -1}},
         {"type": "assign", "inputs": {"X": ["t"]}, "outputs": {"Out": ["u"]}},
         {"type": "increment", "inputs": {"X": ["i"]}, "outputs": {"Out": ["i"]}, "attrs": {"step": 1.0}},
         {"type": "less_than", "inputs": {"X": ["i"], "Y": ["limit"]}, "outputs": {"Out": ["flag"]}},
