@@ -12,6 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from nnadapter_bridge.nnadapter.codes import (
+    UNKNOWN,
     AutoPad,
     FuseCode,
     InterpolateMode,
@@ -868,9 +869,16 @@ def _tile(g: GraphBuilder, op: Operation):
     rank = len(g.dims(op, 0))
     x = g.x(op, 0)
     if args.repeats_value is None:
-        if op.inputs[1].type.dims != (rank,):
-            raise Unsupported("run-time repeats must have one value per input axis")
-        g.one("Tile", [x, g.as_i64(op, 1)], g.out(op))
+        # numpy.tile's rule as below, by the count of run-time repeats, which their operand's dims give
+        count = op.inputs[1].type.dims[0] if op.inputs[1].type.rank == 1 else UNKNOWN
+        if not known(count):
+            raise Unsupported("run-time repeats of unknown count")
+        repeats = g.as_i64(op, 1)
+        if count > rank:
+            x = g.one("Unsqueeze", [x, g.i64(list(range(count - rank)))])
+        elif count < rank:
+            repeats = g.one("Concat", [g.i64([1] * (rank - count)), repeats], axis=0)
+        g.one("Tile", [x, repeats], g.out(op))
         return
     repeats = args.ints("repeats")
     # numpy.tile: the shorter of (dims, repeats) gets leading 1s.

@@ -281,6 +281,21 @@ def test_unknown_dims_the_mapping_does_not_read_decline_nothing(device, op_type,
     assert_op_close(got, want, what=op_type.name)
 
 
+@pytest.mark.parametrize("x_shape, repeats", [((2, 3), [2, 1]), ((2, 3), [3]), ((2, 3), [2, 1, 2]), ((), [4])],
+                         ids=["one-per-axis", "fewer", "more", "0-d"])
+def test_tile_by_run_time_repeats_follows_numpys_rule_for_any_count(device, x_shape, repeats):
+    """RT-DETR tiles a 0-d tensor by a [1] computed at run time: numpy.tile's rule (leading 1s for the shorter
+    of dims and repeats) by the count the repeats operand's dims give."""
+    x = np.arange(int(np.prod(x_shape)), dtype=np.int32).reshape(x_shape)
+    model, feeds = build_op(T.TILE, [x, np.int64(repeats)])
+    assert not model.operations[0].inputs[1].is_constant
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    (got,) = _run(DRIVER.create_program(context, model, Cache()), *feeds)
+    np.testing.assert_array_equal(got, np.tile(x, repeats))
+    np.testing.assert_array_equal(got, run_model(model, feeds)[0])
+
+
 def test_unsupported_reasons_say_why_validate_program_declines(device):
     context = DRIVER.create_context(device, "")
     uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
