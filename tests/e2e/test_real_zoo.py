@@ -21,8 +21,9 @@ no change here, a new host op fails the test.
 
 CI runs CI_SUBSET (a handful of fast models covering classification with a set_value on the host, segmentation
 with interpolation on a [-1, 3, -1, -1] input, OCR, ERNIE and an NMS detector; under 5 minutes once the side venv
-exists). The whole zoo: `NNADAPTER_BRIDGE_FULL_ZOO=1 python -m pytest -q tests/e2e/test_real_zoo.py` (about
-15 minutes on 2 cores, RT-DETR most of it).
+exists: about 1 minute, plus about 2 minutes to build the six models the first time). The whole zoo:
+`NNADAPTER_BRIDGE_FULL_ZOO=1 python -m pytest -q tests/e2e/test_real_zoo.py` (12 minutes on 2 cores with every
+model to build, RT-DETR the longest; the builds are cached).
 """
 from __future__ import annotations
 
@@ -71,7 +72,13 @@ EXPECTED_HOST_OPS = {
 PEER_SPREAD = {"resnet50_vd"}
 
 # (model, device) -> reason: combinations that fail today, marked xfail(strict=True).
-KNOWN_FAILURES: dict = {}
+KNOWN_FAILURES = {
+    ("rtdetr", "builtin_device"): (
+        "top-k near-ties: DETRPostProcess's top_k over 300x80 sigmoid scores meets two queries of one class whose "
+        "scores agree to float32 rounding; builtin_device's decoder rounds them the other way and the two boxes "
+        "come out swapped (10 of 1800 values). intel_openvino and microsoft_onnxruntime give Paddle's order. "
+        "Issue 24's RT-DETR item (top_k ties)"),
+}
 
 
 def _params():

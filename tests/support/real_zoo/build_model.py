@@ -494,7 +494,11 @@ def build_rtdetr(name: str):
     size = 320
     labels = {str(k): str(k) for k in range(80)}
     released = _paddlex_released_configs()._rtdetr_config(labels, {v: int(k) for k, v in labels.items()})
-    net = arch.RTDETR(arch.RTDETRConfig(**dict(released, eval_size=[size, size])))
+    # The backbone's batch norms are frozen in the release (freeze_backbone_batch_norms: constant statistics, the
+    # `(var + 1e-5).rsqrt()` of RTDETRFrozenBatchNorm2d): built unfrozen, calibrated, then frozen by the package's
+    # own replace_batch_norm (which copies the statistics), so the frozen ones hold realistic values.
+    net = arch.RTDETR(arch.RTDETRConfig(**dict(released, eval_size=[size, size],
+                                               freeze_backbone_batch_norms=False)))
 
     class RTDETRExport(paddle.nn.Layer):
         def __init__(self, net):
@@ -518,6 +522,8 @@ def build_rtdetr(name: str):
             return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
 
         calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        with paddle.no_grad():
+            arch.replace_batch_norm(net.model.backbone.model)
 
     model._real_zoo_calibrate = calibrate
     return model, specs
