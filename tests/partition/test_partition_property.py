@@ -208,3 +208,33 @@ def test_partitioned_program_matches_the_whole_program_on_the_host(program, data
     for name in graph.outputs:
         assert name in got, f"{name} is not produced by the partitioned run"
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=programs(), data=st.data())
+def test_the_predictor_on_a_device_matches_the_whole_program_on_the_host(program, data):
+    """The same programs through the predictor on builtin_device, the ops a partition config forces to the host
+    drawn at random (the real engines, boundary copies and host fallbacks instead of the simulation above)."""
+    import warnings
+
+    import nnadapter_bridge as nb
+    from partition.config import config_line
+
+    model, params, feeds = program
+    graph = load_model(model_bytes=model, params_bytes=params)
+    ops = _block_ops(graph)
+    forced = data.draw(st.lists(st.booleans(), min_size=len(ops), max_size=len(ops)), label="forced to the host")
+    lines = [config_line(op.type, [], op.output_names()) for op, force in zip(ops, forced) if force]
+    config = nb.Config()
+    config.set_model_buffer(model, params)
+    config.set_nnadapter_device_names(["builtin_device"])
+    config.set_nnadapter_subgraph_partition_config_buffer("\n".join(line for line in lines if line))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the host share of these small programs is large on purpose
+        predictor = nb.create_predictor(config)
+        predictor.get_input_by_name("x").from_numpy(feeds["x"])
+        predictor.run()
+    want = _run_whole(graph, feeds)
+    for k, name in enumerate(predictor.get_output_names()):
+        np.testing.assert_allclose(predictor.get_output(k).numpy(), want[name], rtol=1e-6, atol=1e-6, err_msg=name)
