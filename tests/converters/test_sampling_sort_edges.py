@@ -201,7 +201,10 @@ def gather_nd_program(tmp_path_factory):
 @pytest.mark.parametrize("device", DEVICES)
 def test_gather_nd_and_bool_bitwise_ops_match_paddle_on_the_device(gather_nd_program, device):
     import nnadapter_bridge as nb
+    from nnadapter_bridge.loader import load_model
 
+    types = {op.type for op in load_model(gather_nd_program.model_path, None).ops()}
+    assert {"gather_nd", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"} <= types, types
     config = nb.Config()
     config.set_model_file(gather_nd_program.model_path)
     config.set_nnadapter_device_names([device])
