@@ -892,10 +892,11 @@ _REDUCE = {T.REDUCE_MEAN: opset.reduce_mean, T.REDUCE_MAX: opset.reduce_max, T.R
 
 @OPERATIONS.implements(*_REDUCE)
 def reduce(b, op):
-    if op.inputs[0].type.precision in (Precision.INT32, Precision.INT64):
+    integer = op.inputs[0].type.precision in (Precision.INT32, Precision.INT64)
+    if integer and op.type != T.REDUCE_MAX:
         # The CPU plugin fuses an integer reduction with the eltwise op after it and then leaves part of the
         # output zero (seen with OpenVINO 2026.4 on [2, 3, 4] int32: max over axis 1, then x * -1); integer
-        # REDUCE_MEAN's rounding is not specified either. Integer reductions go elsewhere.
+        # REDUCE_MEAN's rounding is not specified either. REDUCE_MAX has an exact form (_integer_max).
         raise Unsupported(f"{op.type.name} of {op.inputs[0].type.precision.name} is not computed exactly "
                           "by the CPU plugin")
     if op.type == T.REDUCE_MEAN and reduces_an_empty_axis(op):
@@ -906,7 +907,35 @@ def reduce(b, op):
     # NNAdapter: no axes means every axis (OpenVINO would reduce none).
     axes = sorted({normalize_axis(a, rank) for a in axes}) if axes else list(range(rank))
     keepdim = args.bool("keepdim")
+    if integer:
+        if reduces_an_empty_axis(op):
+            raise Unsupported(f"{op.type.name} over an empty axis")
+        return [_integer_max(b.value(op.inputs[0]), rank, axes, keepdim)]
     return [_out(_REDUCE[op.type](b.value(op.inputs[0]), i64(axes), keepdim))]
+
+
+def _integer_max(x, rank: int, axes: list, keepdim: bool):
+    """REDUCE_MAX of integers as TopK (k = 1) over the reduced axes brought last and flattened into one: exact,
+    where the plugin's integer ReduceMax fused with the eltwise op after it leaves part of the output zero (reduce_all
+    and reduce_any become an integer max, RT-DETR has one)."""
+    if not axes:
+        return x
+    kept = [a for a in range(rank) if a not in axes]
+    if len(axes) == 1:
+        source, axis = x, axes[0]
+    else:
+        moved = _out(opset.transpose(x, i64(kept + axes)))
+        flat = _out(opset.concat([_dims_of(moved, list(range(len(kept)))), i64([-1])], 0)) if kept else i64([-1])
+        source, axis = _out(opset.reshape(moved, flat, False)), len(kept)
+    top = opset.topk(source, opset.constant(np.int64(1)), axis, "max", "none", "i32").output(0)
+    if not keepdim:
+        return _out(opset.squeeze(top, i64([axis])))
+    if len(axes) == 1:
+        return _out(top)
+    reduced = np.zeros(rank, dtype=bool)
+    reduced[axes] = True
+    shape = opset.select(opset.constant(reduced), i64([1] * rank), opset.shape_of(x, "i64"))
+    return _out(opset.reshape(top, shape, False))
 
 
 @OPERATIONS.implements(T.CUM_SUM)

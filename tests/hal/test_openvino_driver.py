@@ -26,6 +26,7 @@ from nnadapter_bridge.nnadapter.codes import (  # noqa: E402
     PadMode,
     Precision,
     ResultCode,
+    dtype_precision,
 )
 from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
 from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
@@ -383,6 +384,28 @@ def test_shape_fill_range(context):
 def test_reductions(context, op_type, axes, keepdim):
     # Sums of up to 60 elements in another order: atol 2e-5 on sums of magnitude ~8.
     check(context, op_type, [randn(3, 4, 5), Const(np.array(axes, dtype=np.int32)), keepdim], atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("axes, keepdim", [([1], False), ([1], True), ([0, -1], True), ([2, 0], False), ([], False)])
+def test_integer_max_stays_exact_when_an_eltwise_op_follows(context, dtype, axes, keepdim):
+    """The CPU plugin's integer ReduceMax fused with a multiply after it zeroes part of the output; the TopK form
+    does not (reduce_all / reduce_any reach the device as an integer max)."""
+    x_value = (np.arange(60).reshape(3, 4, 5) * 1000003 % 7919 - 3000).astype(dtype)
+    model = Model()
+    x = model.add_operand(OperandType(dtype_precision(np.dtype(dtype)), x_value.shape), "x")
+    peak = model.add_output("peak")
+    model.add_operation(T.REDUCE_MAX, [x, model.add_constant(np.int32(axes)), model.add_constant(np.bool_([keepdim]))],
+                        [peak])
+    out = model.add_output("out")
+    model.add_operation(T.MUL, [peak, model.add_constant(np.array([-1], dtype)), model.add_constant(np.int32([0]))],
+                        [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.validate_program(context.device_contexts[0], model) == [True, True]
+    (got,) = run_on_openvino(context, model, [x_value])
+    want = -np.max(x_value, axis=tuple(axes) if axes else None, keepdims=keepdim)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("exclusive, reverse", [(False, False), (True, False), (False, True), (True, True)])
