@@ -358,3 +358,26 @@ def test_automatic_blas_threads_leave_the_cores_other_processes_hold(monkeypatch
     assert blas_threads.resolve_thread_count(3) == 3
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # the user's own BLAS setting stands
     assert blas_threads.resolve_thread_count(0) == -1
+
+
+def test_references_compute_non_finite_values_without_numpy_warnings():
+    """Inf / NaN inputs, with numpy's warnings turned into errors: none may reach a user's terminal on such a
+    correct run (the values are Paddle's, checked against it in tests/converters)."""
+    import warnings
+
+    from nnadapter_bridge.nnadapter.operations.activation import gelu, softplus
+    from nnadapter_bridge.nnadapter.operations.sampling import _reflect, bilinear_zero_padded, nearest_zero_padded
+
+    x = np.array([np.inf, -np.inf, np.nan, 1.0], np.float32)
+    image = np.ones((1, 1, 2, 2), np.float64)
+    points = np.array([[np.inf, np.nan, 0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for approximate in (np.array([True]), np.array([False])):
+            out = gelu(None, [x, approximate])[0]
+            assert out[0] == np.inf and np.isnan(out[1:3]).all()
+        assert softplus(None, [x, np.array([0.0], np.float32), np.array([20.0], np.float32)])[0].shape == (4,)
+        assert bilinear_zero_padded(image, points, points)[0, 0, 2] == 1.0  # (what Paddle gives at inf / NaN points
+        # is checked against Paddle itself in tests/converters/test_sampling_sort_edges.py)
+        assert nearest_zero_padded(image, points, points)[0, 0].tolist()[:2] == [0.0, 0.0]
+        assert np.isnan(_reflect(np.array([np.inf]), 0.0, 1.0)).all()

@@ -83,7 +83,8 @@ def matmul_add(io: OpScope, batched: bool) -> None:
     if x.ndim != rank or y.ndim != rank or x.shape[-1] != y.shape[-2] or (batched and x.shape[0] != y.shape[0]):
         raise io.error(f"X {list(x.shape)} and Y {list(y.shape)} do not multiply as rank-{rank} matrices")
     alpha, beta = x.dtype.type(io.attr("Alpha", 1.0)), x.dtype.type(io.attr("Beta", 1.0))
-    product = np.matmul(x, y)
+    with np.errstate(all="ignore"):  # a NaN or inf operand: NaN / inf products, as BLAS gives them
+        product = np.matmul(x, y)
     try:
         base = np.broadcast_to(base.astype(x.dtype, copy=False), product.shape)
     except ValueError:

@@ -266,13 +266,14 @@ _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 def gelu(op, inputs):
     x, approximate = inputs
     x64 = x.astype(np.float64)
-    if approximate is not None and bool(first_value(approximate)):
-        out = 0.5 * x64 * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x64 + 0.044715 * x64 ** 3)))
-    else:
-        doubled = x64 * (1.0 + erf(x64 / np.sqrt(2.0)))
-        # Paddle forms x * (1 + erf(x / sqrt2)) in the input's type before halving: past half the
-        # type's maximum it overflows to inf.
-        out = 0.5 * _overflowing(doubled, x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # -inf * 0 is NaN, as Paddle gives it: no warning
+        if approximate is not None and bool(first_value(approximate)):
+            out = 0.5 * x64 * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x64 + 0.044715 * x64 ** 3)))
+        else:
+            doubled = x64 * (1.0 + erf(x64 / np.sqrt(2.0)))
+            # Paddle forms x * (1 + erf(x / sqrt2)) in the input's type before halving: past half the
+            # type's maximum it overflows to inf.
+            out = 0.5 * _overflowing(doubled, x.dtype)
     return [in_dtype_of(out, x)]
 
 

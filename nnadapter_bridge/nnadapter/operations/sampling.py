@@ -128,11 +128,14 @@ def bilinear_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.
     Each of the four neighbours that falls outside the image contributes zero (the convention of
     deformable convolution and of grid_sample's 'zeros' padding)."""
     b, c, h, w = image.shape
-    y0 = np.floor(y)
-    x0 = np.floor(x)
-    ly, lx = y - y0, x - x0
-    y0 = y0.astype(np.int64)
-    x0 = x0.astype(np.int64)
+    # A non-finite point (inf - inf, NaN to int) lands outside the image and contributes zero below, as in
+    # Paddle: numpy's warnings about it are not a user's concern
+    with np.errstate(invalid="ignore", over="ignore"):
+        y0 = np.floor(y)
+        x0 = np.floor(x)
+        ly, lx = y - y0, x - x0
+        y0 = y0.astype(np.int64)
+        x0 = x0.astype(np.int64)
     batch = np.arange(b)[:, None]
     flat = image.reshape(b, c, h * w)
     out = np.zeros((b, c) + y.shape[1:], dtype=np.float64)
@@ -151,8 +154,9 @@ def bilinear_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.
 def nearest_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Nearest neighbour (round half to even, as nearbyint) of image [B, C, H, W] at y, x [B, P]."""
     b, c, h, w = image.shape
-    yi = np.rint(y).astype(np.int64)
-    xi = np.rint(x).astype(np.int64)
+    with np.errstate(invalid="ignore"):  # a NaN point casts to an index outside the image: it reads 0
+        yi = np.rint(y).astype(np.int64)
+        xi = np.rint(x).astype(np.int64)
     inside = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
     index = np.where(inside, np.clip(yi, 0, h - 1) * w + np.clip(xi, 0, w - 1), 0)
     values = np.moveaxis(image.reshape(b, c, h * w)[np.arange(b)[:, None], :, index], -1, 1)
@@ -203,10 +207,11 @@ def _reflect(coord: np.ndarray, low: float, high: float) -> np.ndarray:
     span = high - low
     if span <= 0:
         return np.zeros_like(coord)
-    distance = np.abs(coord - low)
-    flips = np.floor(distance / span)
-    rest = distance - flips * span
-    return np.where(flips % 2 == 0, low + rest, high - rest)
+    with np.errstate(invalid="ignore"):  # an infinite coordinate folds to NaN (then sampled as outside)
+        distance = np.abs(coord - low)
+        flips = np.floor(distance / span)
+        rest = distance - flips * span
+        return np.where(flips % 2 == 0, low + rest, high - rest)
 
 
 def _grid_to_pixels(coord: np.ndarray, size: int, align_corners: bool, pad_mode: PadMode) -> np.ndarray:
