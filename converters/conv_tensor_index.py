@@ -177,9 +177,6 @@ def convert_tril_triu(ctx: ConversionContext, op):
 # the index of the region element each position holds (clamped; WHERE ignores it outside the region). Bounds
 # and dims known at conversion time make both constants; otherwise they are computed with RANGE / FLOOR_DIV.
 
-INT64_MAX = np.iinfo(np.int64).max
-
-
 def set_value_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
     """(first index, element count) of `start:end:step` on an axis of `dim` elements. Paddle 3.3.1's set_value
     follows Python's slice rule exactly (checked against its kernel over every start / end in [-8, 8] and the
