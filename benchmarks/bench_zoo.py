@@ -1,0 +1,255 @@
+"""The real-architecture zoo (tests/support/real_zoo: models built from paddleclas, paddleseg, ppdet,
+paddlenlp and paddlex code, exported the Paddle 3 way) run by us on each device and by every peer, side by
+side, interleaved, in one run.
+
+    python benchmarks/bench_zoo.py [--models m1,m2] [--threads 1,2] [--runners r1,r2] [--runs N]
+                                   [--rounds K] [--json out.json] [--markdown out.md]
+    python benchmarks/bench_zoo.py --from-json out.json [--markdown out.md]   # re-render a saved run
+
+Runners (peers/zoo_child.py): ours on intel_openvino, microsoft_onnxruntime and builtin_device;
+paddle2onnx (opset 17) then onnxruntime, and then OpenVINO reading that ONNX; Paddle Inference with oneDNN
+off (also the correctness reference) and on. Every (model, threads, runner) runs a cold child (empty cache
+dir: load + convert + compile + first run, then the steady runs) and a warm child (the cache the cold one
+left); with --rounds K the rows of one (model, threads) are measured K times, the runners interleaved
+within each round, and each row keeps its least-disturbed round (bench_peers.best_of_rounds).
+Every output of every runner is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
+tolerance; a runner that cannot convert or run a model, or gives a wrong answer, does not count as a peer.
+The table gives, per model and thread count, our best device's steady median against the fastest peer
+that runs the model correctly (ratio = peer time / our time: above 1 we are faster), and the geometric mean.
+The models are built (or taken from the test fixture cache) by tests/support/real_zoo; building needs the
+side venv that module makes.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests")]
+
+from bench_peers import best_of_rounds, package_versions, source_state  # noqa: E402
+from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
+
+CHILD = os.path.join(HERE, "peers", "zoo_child.py")
+RESULT_MARKER = "BENCH_ZOO_RESULT "
+CHILD_TIMEOUT_S = 1800
+REFERENCE_RUNNER = "paddle_inference"
+OURS = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
+        "ours_builtin": "builtin_device"}
+PEERS = ["paddle2onnx_ort", "paddle2onnx_openvino", "paddle_inference", "paddle_inference_onednn"]
+RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_builtin", *PEERS]
+DEFAULT_RUNNERS = ["ours_openvino", "ours_onnxruntime", *PEERS]  # builtin_device (numpy) with --runners
+
+
+def zoo_models(names=None) -> dict:
+    """name -> (model path, feeds dict), built or taken from the test fixture cache (support.real_zoo)."""
+    from support.real_zoo import env
+    from support.real_zoo.catalog import MODELS
+    from support.real_zoo.fixtures import feeds_for
+
+    chosen = names or list(MODELS)
+    unknown = sorted(set(chosen) - set(MODELS))
+    if unknown:
+        raise SystemExit(f"bench_zoo: unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(MODELS)}")
+    return {name: (env.model_path(name), feeds_for(name)) for name in chosen}
+
+
+def run_child(runner: str, phase: str, model: str, feeds_path: str, threads: int, work_dir: str, runs: int,
+              output_path: str) -> dict:
+    cmd = [sys.executable, CHILD, runner, "--model", model, "--feeds", feeds_path, "--threads", str(threads),
+           "--phase", phase, "--work-dir", work_dir, "--runs", str(runs), "--output", output_path]
+    env = dict(os.environ, GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
+    spawn = time.time()
+    try:
+        proc = subprocess.run(cmd + ["--spawn-time", repr(spawn)], capture_output=True, text=True, env=env,
+                              timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{phase}: timed out after {CHILD_TIMEOUT_S} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            result = json.loads(line[len(RESULT_MARKER):])
+            if "error" in result:
+                result["error"] = f"{phase}: {result['error']}"
+            return result
+    tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
+    return {"error": f"{phase}: exit {proc.returncode}: " + " | ".join(tail)[-400:]}
+
+
+def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:
+    work_dir = os.path.join(scratch, f"{name}-t{threads}-{runner}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    os.makedirs(work_dir)
+    cold_out = os.path.join(scratch, f"{name}-t{threads}-{runner}-cold.npz")
+    row = {"model": name, "threads": threads, "runner": runner, "load_1min": os.getloadavg()[0]}
+    cold = run_child(runner, "cold", model, feeds_path, threads, work_dir, runs, cold_out)
+    if "error" in cold:
+        row["error"] = cold["error"]
+        return row
+    warm = run_child(runner, "warm", model, feeds_path, threads, work_dir, runs,
+                     os.path.join(scratch, f"{name}-t{threads}-{runner}-warm.npz"))
+    steady = np.array(cold["steady_s"])
+    row.update(cold_start_s=cold["start_s"], cold_since_spawn_s=cold["first_result_since_spawn_s"],
+               steady_median_s=float(np.median(steady)), steady_p90_s=float(np.percentile(steady, 90)),
+               steady_runs=len(steady), peak_rss_bytes=cold["peak_rss_bytes"], output=cold_out,
+               details=cold.get("details"))
+    if "error" in warm:
+        row["warm_error"] = warm["error"]
+    else:
+        row.update(warm_start_s=warm["start_s"], warm_since_spawn_s=warm["first_result_since_spawn_s"])
+    return row
+
+
+def check_outputs(got_path: str, want_path: str) -> str:
+    """'ok' or what differs, over every output, at DESIGN.md's whole-model tolerance (integers exact)."""
+    with np.load(got_path) as got, np.load(want_path) as want:
+        if len(got.files) != len(want.files):
+            return f"MISMATCH {len(got.files)} outputs vs {len(want.files)}"
+        problems = []
+        for key in sorted(want.files, key=lambda k: int(k[3:])):
+            g, w = got[key], want[key]
+            if g.shape != w.shape:
+                problems.append(f"{key} shape {list(g.shape)} vs {list(w.shape)}")
+            elif w.dtype.kind in "iub":
+                if not np.array_equal(g, w):
+                    problems.append(f"{key} {int((g != w).sum())}/{w.size} differ")
+            elif model_out_of_tolerance(g, w).any():
+                diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+                problems.append(f"{key} max |diff| {diff.max():.3g}")
+        return "ok" if not problems else "MISMATCH " + "; ".join(problems)
+
+
+def summarize(rows: list) -> list:
+    """Per (model, threads): our best device against the fastest peer that ran the model correctly."""
+    summary = []
+    for key in sorted({(r["model"], r["threads"]) for r in rows}):
+        batch = [r for r in rows if (r["model"], r["threads"]) == key and "steady_median_s" in r]
+        ok = [r for r in batch if r.get("check") == "ok"]
+        ours = [r for r in ok if r["runner"] in OURS]
+        peers = [r for r in ok if r["runner"] in PEERS]
+        best_ours = min(ours, key=lambda r: r["steady_median_s"]) if ours else None
+        best_peer = min(peers, key=lambda r: r["steady_median_s"]) if peers else None
+        ratio = (best_peer["steady_median_s"] / best_ours["steady_median_s"]
+                 if best_ours is not None and best_peer is not None else None)
+        summary.append({"model": key[0], "threads": key[1], "ours": best_ours and best_ours["runner"],
+                        "ours_ms": best_ours and best_ours["steady_median_s"] * 1e3,
+                        "peer": best_peer and best_peer["runner"],
+                        "peer_ms": best_peer and best_peer["steady_median_s"] * 1e3, "ratio": ratio})
+    return summary
+
+
+def _ms(seconds) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def render_markdown(run: dict) -> str:
+    rows, summary = run["rows"], run["summary"]
+    lines = [f"Measured {run['date']} on {run['machine']}; commit {run['source']['commit']}, sources md5 "
+             f"{run['source']['sources_md5'][:8]}; {run['rounds']} round(s), {run['runs']} steady runs.", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in run["versions"].items()), "",
+             "### Ours (best device) against the fastest peer that runs the model correctly", "",
+             "| model | threads | ours | ms | fastest correct peer | ms | peer / ours |", "|---|---|---|---|---|---|---|"]
+    for s in summary:
+        ratio = "—" if s["ratio"] is None else f"{s['ratio']:.2f}×"
+        ours_ms = "—" if s["ours_ms"] is None else f"{s['ours_ms']:.1f}"
+        peer_ms = "—" if s["peer_ms"] is None else f"{s['peer_ms']:.1f}"
+        lines.append(f"| {s['model']} | {s['threads']} | {s['ours'] or '—'} | {ours_ms} | {s['peer'] or '—'} | "
+                     f"{peer_ms} | {ratio} |")
+    for threads in sorted({s["threads"] for s in summary}):
+        ratios = [s["ratio"] for s in summary if s["threads"] == threads and s["ratio"]]
+        if ratios:
+            geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            lines.append(f"\nGeometric mean at {threads} thread(s): {geo:.2f}× over {len(ratios)} models "
+                         f"(slowest: {min(ratios):.2f}×).")
+    lines += ["", "### Every runner", "",
+              "| model | thr | runner | cold start s | warm start s (spawn→result / after imports) | median ms | "
+              "p90 ms | vs Paddle | host ops |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['threads']} | {r['runner']} | — | — | — | — | "
+                         f"{r['error'][:160]} | |")
+            continue
+        warm = "—" if "warm_start_s" not in r else f"{r['warm_since_spawn_s']:.2f} / {r['warm_start_s']:.2f}"
+        host = (r.get("details") or {}).get("host_ops", "")
+        lines.append(f"| {r['model']} | {r['threads']} | {r['runner']} | {r['cold_start_s']:.2f} | {warm} | "
+                     f"{_ms(r['steady_median_s'])} | {_ms(r['steady_p90_s'])} | {r.get('check', '?')} | {host} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="comma-separated zoo model names (default: all)")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--runners", help=f"comma-separated, from {', '.join(RUNNERS)}")
+    parser.add_argument("--runs", type=int, default=20, help="steady runs per row (default 20)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--markdown", help="write the tables here (default: stdout)")
+    parser.add_argument("--from-json", help="re-render a saved run")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            run = json.load(f)
+    else:
+        runners = args.runners.split(",") if args.runners else DEFAULT_RUNNERS
+        unknown = sorted(set(runners) - set(RUNNERS))
+        if unknown:
+            parser.error(f"unknown runner(s) {', '.join(unknown)}; choose from {', '.join(RUNNERS)}")
+        if REFERENCE_RUNNER not in runners:
+            runners.append(REFERENCE_RUNNER)  # every check needs it
+        models = zoo_models(args.models.split(",") if args.models else None)
+        threads_list = [int(t) for t in args.threads.split(",")]
+        started = source_state()
+        rows = []
+        scratch = tempfile.mkdtemp(prefix="bench-zoo-")
+        try:
+            for name, (model, feeds) in models.items():
+                feeds_path = os.path.join(scratch, f"{name}-feeds.npz")
+                np.savez(feeds_path, **feeds)
+                for threads in threads_list:
+                    rounds = {runner: [] for runner in runners}
+                    for number in range(args.rounds):
+                        for runner in runners:  # interleaved: each round runs every runner once
+                            print(f"bench_zoo: {name} t{threads} {runner} round {number + 1}/{args.rounds}",
+                                  file=sys.stderr, flush=True)
+                            rounds[runner].append(measure(runner, name, model, feeds_path, threads, args.runs,
+                                                          scratch))
+                    batch = [best_of_rounds(rounds[runner]) for runner in runners]
+                    reference = next(r for r in batch if r["runner"] == REFERENCE_RUNNER)
+                    for row in batch:
+                        if "output" in row and "output" in reference:
+                            row["check"] = check_outputs(row["output"], reference["output"])
+                        elif "error" not in row:
+                            row["check"] = "no reference"
+                    rows += batch
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        run = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.machine()}",
+               "versions": package_versions(""), "source": started, "source_after": source_state(),
+               "rounds": args.rounds, "runs": args.runs, "rows": rows, "summary": summarize(rows)}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(run, f, indent=1, default=str)
+    text = render_markdown(run)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""One runner, one phase, one model with any feeds and fetches, in this (fresh) process: the measuring half
+of bench_zoo.py (peers/child.py does the same for single-input models in the legacy format).
+
+    python benchmarks/peers/zoo_child.py RUNNER --model M.json|M.pdmodel --feeds feeds.npz --threads N
+                                         --phase cold|warm --work-dir DIR --runs R --output out.npz
+                                         --spawn-time T
+
+RUNNER is one of RUNNERS below; the process imports only what it needs, then times:
+  start_s      load + partition/convert + compile + first run (after imports), DIR as the cache: empty in
+               the cold phase, filled by the cold phase in the warm one;
+  steady       R more runs after two unmeasured ones (cold phase only);
+  first_result_since_spawn_s   wall time from the parent's Popen (T, time.time()) to the first result.
+Every fetched output of the first run goes to --output (`out0`, `out1`, ... in fetch order); one line
+`BENCH_ZOO_RESULT {json}` on stdout carries the figures, or `{"error": ...}` when the runner cannot run
+the model (the parent reports that as the runner's result for the model, not as a crash).
+"""
+from __future__ import annotations
+
+import time
+
+SCRIPT_START_WALL = time.time()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULT_MARKER = "BENCH_ZOO_RESULT "
+WARMUP_RUNS = 2
+THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
+                     "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
+                     "builtin_device": "BUILTIN_DEVICE_NUM_THREADS"}
+
+
+def params_path(model_path: str) -> str:
+    return os.path.splitext(model_path)[0] + ".pdiparams"
+
+
+# -- runners: prepare(args, feeds) -> (run() -> [outputs], extra figures, details() or None) ---------------
+# Each prepare() does its imports first and reports their time in extra["imports_s"], so "after imports"
+# excludes them for every runner alike.
+
+def prepare_ours(args, feeds, device: str):
+    start = time.perf_counter()
+    sys.path.insert(0, ROOT)
+    import nnadapter_bridge
+
+    if device == "intel_openvino":
+        import openvino  # noqa: F401
+    elif device == "microsoft_onnxruntime":
+        import onnxruntime  # noqa: F401
+    imports_s = time.perf_counter() - start
+    config = nnadapter_bridge.Config()
+    config.set_model_file(args.model)
+    config.set_param_file(params_path(args.model))
+    config.set_nnadapter_device_names([device])
+    properties = f"{THREAD_PROPERTIES[device]}={args.threads};"
+    if device == "intel_openvino":
+        properties += "INTEL_OPENVINO_INFERENCE_PRECISION=f32;"  # the peers run f32 too
+    config.set_nnadapter_context_properties(properties)
+    config.set_nnadapter_model_cache_dir(args.work_dir)
+    predictor = nnadapter_bridge.create_predictor(config)
+    inputs = [predictor.get_input_by_name(name) for name in predictor.get_input_names()]
+    outputs = [predictor.get_output(i) for i in range(len(predictor.get_output_names()))]
+
+    def run():
+        for tensor, name in zip(inputs, predictor.get_input_names()):
+            tensor.from_numpy(feeds[name])
+        predictor.run()
+        return [t.numpy() for t in outputs]
+
+    def details():
+        stats = predictor.stats
+        return {"subgraphs": stats.subgraphs, "host_ops": stats.host_ops, "builds": stats.builds,
+                "cache_hits_file": stats.cache_hits_file, "cache_misses": stats.cache_misses}
+
+    return run, {"imports_s": imports_s}, details
+
+
+def _onnx_file(args, extra) -> str:
+    """paddle2onnx's conversion of the model into the work dir (the cold phase converts; its time counts)."""
+    onnx_path = os.path.join(args.work_dir, "model.onnx")
+    if args.phase == "cold" or not os.path.isfile(onnx_path):
+        t0 = time.perf_counter()
+        import paddle2onnx
+
+        # onnxoptimizer, not the default polygraphy: polygraphy pip-installs missing tools at run time.
+        paddle2onnx.export(args.model, params_path(args.model), save_file=onnx_path, opset_version=17,
+                           enable_onnx_checker=True, optimize_tool="onnxoptimizer", verbose=False)
+        extra["convert_s"] = time.perf_counter() - t0
+    return onnx_path
+
+
+def prepare_paddle2onnx_ort(args, feeds):
+    start = time.perf_counter()
+    import onnxruntime as ort
+
+    extra = {"imports_s": time.perf_counter() - start}
+    onnx_path = _onnx_file(args, extra)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+
+    def run():
+        return session.run(None, {name: feeds[name] for name in names})
+
+    return run, extra, None
+
+
+def prepare_paddle2onnx_openvino(args, feeds):
+    start = time.perf_counter()
+    import openvino as ov
+
+    extra = {"imports_s": time.perf_counter() - start}
+    onnx_path = _onnx_file(args, extra)
+    core = ov.Core()
+    config = {"INFERENCE_NUM_THREADS": args.threads, "CACHE_DIR": os.path.join(args.work_dir, "ov-cache"),
+              "INFERENCE_PRECISION_HINT": "f32"}
+    compiled = core.compile_model(onnx_path, "CPU", config)
+    request = compiled.create_infer_request()
+    names = [port.any_name for port in compiled.inputs]
+
+    def run():
+        request.infer({name: feeds[name] for name in names})
+        return [request.get_output_tensor(i).data.copy() for i in range(len(compiled.outputs))]
+
+    return run, extra, None
+
+
+def prepare_paddle_inference(args, feeds, onednn: bool):
+    os.environ.setdefault("GLOG_minloglevel", "2")
+    start = time.perf_counter()
+    import paddle.inference as paddle_infer
+
+    extra = {"imports_s": time.perf_counter() - start}
+    config = paddle_infer.Config(args.model, params_path(args.model))
+    config.disable_gpu()
+    if onednn:
+        config.enable_mkldnn()
+    else:
+        config.disable_mkldnn()
+    config.set_cpu_math_library_num_threads(args.threads)
+    config.disable_glog_info()
+    predictor = paddle_infer.create_predictor(config)
+    handles = {name: predictor.get_input_handle(name) for name in predictor.get_input_names()}
+    outputs = [predictor.get_output_handle(name) for name in predictor.get_output_names()]
+
+    def run():
+        for name, handle in handles.items():
+            handle.reshape(list(feeds[name].shape))
+            handle.copy_from_cpu(feeds[name])
+        predictor.run()
+        return [h.copy_to_cpu() for h in outputs]
+
+    return run, extra, None
+
+
+RUNNERS = {
+    "ours_openvino": lambda a, f: prepare_ours(a, f, "intel_openvino"),
+    "ours_onnxruntime": lambda a, f: prepare_ours(a, f, "microsoft_onnxruntime"),
+    "ours_builtin": lambda a, f: prepare_ours(a, f, "builtin_device"),
+    "paddle2onnx_ort": prepare_paddle2onnx_ort,
+    "paddle2onnx_openvino": prepare_paddle2onnx_openvino,
+    "paddle_inference": lambda a, f: prepare_paddle_inference(a, f, False),
+    "paddle_inference_onednn": lambda a, f: prepare_paddle_inference(a, f, True),
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runner", choices=sorted(RUNNERS))
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--feeds", required=True)
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--phase", choices=("cold", "warm"), required=True)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--spawn-time", type=float, required=True)
+    args = parser.parse_args(argv)
+    with np.load(args.feeds) as data:
+        feeds = {name: data[name] for name in data.files}
+    result = {"runner": args.runner, "phase": args.phase}
+    try:
+        before_runner = time.perf_counter()
+        run, extra, details = RUNNERS[args.runner](args, feeds)
+        first = run()
+        first_done = time.perf_counter()
+        first_wall = time.time()
+    except Exception as exc:  # noqa: BLE001 - the runner cannot run this model: that is the result
+        lines = traceback.format_exception_only(type(exc), exc)
+        result["error"] = " ".join(" ".join(lines).split())[:600]
+        print(RESULT_MARKER + json.dumps(result), flush=True)
+        return 0
+    np.savez(args.output, **{f"out{i}": np.asarray(a) for i, a in enumerate(first)})
+    result.update(extra)
+    result["python_start_s"] = SCRIPT_START_WALL - args.spawn_time
+    result["first_result_since_spawn_s"] = first_wall - args.spawn_time
+    result["start_s"] = first_done - before_runner - extra.get("imports_s", 0.0)
+    if args.phase == "cold":
+        for _ in range(WARMUP_RUNS):
+            run()
+        times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+        result["steady_s"] = times
+    if details is not None:
+        result["details"] = details()
+    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
