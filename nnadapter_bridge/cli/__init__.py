@@ -4,7 +4,7 @@
 main() runs the command inside a channel.Channel: warnings are collected, every failure the user can cause
 (a BridgeError, a bad option, an OSError on a file they named, Ctrl-C) becomes one error line, or under --json
 one JSON document on stdout, with the exit statuses of channel's docstring. Anything else is a bug and keeps
-its traceback.
+its traceback (under --json on stderr, beside the error document, exit status 70).
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import importlib
 import os
 import pkgutil
 import sys
+import traceback
 
 from nnadapter_bridge.cli import channel as channel_module
-from nnadapter_bridge.cli.channel import EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
+from nnadapter_bridge.cli.channel import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
 from nnadapter_bridge.errors import BridgeError
 
 DESCRIPTION = ("Run PaddlePaddle inference models through NNAdapter devices. Look at a model (inspect, "
@@ -24,7 +25,8 @@ DESCRIPTION = ("Run PaddlePaddle inference models through NNAdapter devices. Loo
                "bench), write Paddle Lite's .nb (opt), and validate many models at once (batch). "
                "`nnadapter-bridge COMMAND --help` says more about each.")
 EPILOG = ("exit status: 0 done; 1 a check that was asked for failed (run --compare-paddle, batch, conformance); "
-          "2 a usage or input error; 3 a device or compile failure; 130 interrupted. Under --json every command "
+          "2 a usage or input error; 3 a device or compile failure; 70 an internal error (a bug); 130 interrupted. "
+          "Under --json every command "
           "prints one JSON document, {\"ok\": false, \"error\": {...}} when it fails.")
 
 
@@ -101,6 +103,11 @@ def main(argv=None) -> int:
             if exc.filename is None:
                 raise  # not about a file the user named: a bug
             return channel.fail(CommandError(f"{exc.filename}: {exc.strerror or exc}"), EXIT_USAGE)
+        except Exception as exc:
+            if not json_mode:
+                raise  # a bug: its traceback is what a report needs
+            traceback.print_exc()  # on stderr; stdout still gets its one document
+            return channel.fail(exc, EXIT_INTERNAL)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ Exit statuses (docs/cli.md):
   1    it ran, and a check it was asked for failed (run --compare-paddle, batch, conformance)
   2    a usage or input error: a bad option, a missing or unreadable file, a model that cannot run
   3    a device or compile failure: a device that cannot open or compile, a compiled program that cannot be written
+  70   an internal error (a bug in nnadapter-bridge): its traceback on stderr, and under --json the error
+       document on stdout all the same, so a script reading it never gets an empty stdout
   130  interrupted (Ctrl-C): the line "interrupted", no traceback
 
 Messages from the library name its API (Config.set_nnadapter_device_names, ...); the channel says the CLI option
@@ -33,7 +35,9 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DEVICE = 3
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE
 EXIT_INTERRUPTED = 130
+INTERNAL_HINT = "this is a bug in nnadapter-bridge: please report it with the traceback printed on stderr"
 
 DEVICES_HINT = "`nnadapter-bridge devices` says which devices load here"
 
@@ -173,6 +177,8 @@ class Channel:
         """Say that the command failed (one line, or the JSON error document); returns `status`."""
         if isinstance(exc, KeyboardInterrupt):
             kind, message, hint = "Interrupted", "interrupted", None
+        elif status == EXIT_INTERNAL:
+            kind, message, hint = "InternalError", f"{type(exc).__name__}: {exc}", INTERNAL_HINT
         else:
             kind, message, hint = type(exc).__name__, user_text(str(exc)), hint_of(exc)
             named = [d for d in self.devices if message.startswith(f"{d}: ")]

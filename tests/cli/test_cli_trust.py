@@ -201,6 +201,28 @@ def test_every_command_fails_as_one_json_document(argv, tiny, tmp_path, capsys):
     assert err == ""
 
 
+def test_a_bug_under_json_still_gives_one_document_and_its_traceback(tiny, capsys, monkeypatch):
+    """An exception no user input explains (here: the loader made to fail) is a bug: under --json the script
+    still reads one error document on stdout, exit status 70; the traceback a report needs goes to stderr."""
+    import nnadapter_bridge.loader as loader
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("the loader divided by zero")
+
+    monkeypatch.setattr(loader, "load_model", broken)
+    assert main(["inspect", str(tiny), "--json"]) == 70
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document["ok"] is False and document["exit_status"] == 70
+    assert document["error"]["type"] == "InternalError"
+    assert document["error"]["message"] == "ZeroDivisionError: the loader divided by zero"
+    assert "bug in nnadapter-bridge" in document["error"]["hint"]
+    assert "Traceback (most recent call last)" in err and "ZeroDivisionError" in err
+    # Without --json a bug keeps its plain traceback.
+    with pytest.raises(ZeroDivisionError):
+        main(["inspect", str(tiny)])
+
+
 @pytest.mark.parametrize("argv", [["inspect", "{tiny}"], ["devices"], ["ops"], ["partition", "{tiny}"],
                                   ["convert", "{tiny}", "--cache-dir", "{tmp}/c"], ["run", "{tiny}"],
                                   ["bench", "{tiny}", "--runs", "1", "--no-fresh-process"],
