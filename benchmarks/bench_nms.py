@@ -2,7 +2,11 @@
 against Paddle Inference on the same CPU.
 
     python benchmarks/bench_nms.py [--cases nms_picodet,head_ppyoloe,...] [--runs 15] [--threads 1]
-                                   [--runners ...] [--json out.json]
+                                   [--runners ...] [--json out.json] [--model DIR ...]
+
+`--model DIR` adds a case for an exported model (the real-architecture zoo's form: DIR/<name>.json,
+DIR/<name>.pdiparams and DIR/feeds.json listing each input's name, dtype, shape and [low, high) range; inputs
+drawn uniformly, seed 7), e.g. the zoo's PicoDet and PP-YOLOE+ exports.
 
 Cases (batch 1, 80 classes; the attributes are PicoDet's and PP-YOLOE+'s post-processing configs):
 
@@ -230,7 +234,25 @@ def same_detections(got, want) -> bool:
     return True
 
 
+def exported_model(directory: str):
+    """(model path, feeds) of an exported model directory (see `--model`)."""
+    with open(os.path.join(directory, "feeds.json")) as f:
+        spec = json.load(f)
+    rng = np.random.default_rng(7)
+    feeds = {}
+    for item in spec["inputs"]:
+        if item["dtype"].startswith("int"):
+            feeds[item["name"]] = rng.integers(int(item["low"]), int(item["high"]), item["shape"]).astype(item["dtype"])
+        else:
+            feeds[item["name"]] = rng.uniform(item["low"], item["high"], item["shape"]).astype(item["dtype"])
+    return os.path.join(directory, spec["model"] + ".json"), feeds
+
+
 def measure(case: str, runners, runs: int, threads: int, work: str) -> list:
+    if os.path.isdir(case):
+        model, feeds = exported_model(case)
+        case = os.path.basename(os.path.normpath(case))
+        return _measure(case, model, feeds, runners, runs, threads)
     kind, family = case.split("_")[:2]
     attrs = NMS_ATTRS[family]
     if kind == "nms":
@@ -239,6 +261,10 @@ def measure(case: str, runners, runs: int, threads: int, work: str) -> list:
     else:
         feeds = head_inputs(attrs["image"])
         model = build_head_model(work, attrs)
+    return _measure(case, model, feeds, runners, runs, threads)
+
+
+def _measure(case: str, model: str, feeds: dict, runners, runs: int, threads: int) -> list:
     made = {}
     for name in runners:
         try:
@@ -276,13 +302,15 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--model", action="append", default=[], metavar="DIR",
+                        help="an exported model directory to measure as one more case (module docstring)")
     args = parser.parse_args(argv)
     runners = [r for r in args.runners.split(",") if r]
     rows = []
     print("| case | runner | NMS on | median ms | p90 ms | Paddle / ours | kept | equal to Paddle |")
     print("|---|---|---|---:|---:|---:|---:|---|")
-    for case in [c for c in args.cases.split(",") if c]:
-        if case not in CASES:
+    for case in [c for c in args.cases.split(",") if c] + args.model:
+        if case not in CASES and case not in args.model:
             raise SystemExit(f"unknown case {case}; choose from {', '.join(CASES)}")
         with tempfile.TemporaryDirectory() as work:
             for row in measure(case, runners, args.runs, args.threads, work):

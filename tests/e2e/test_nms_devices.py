@@ -288,3 +288,20 @@ def test_crowded_scores_keep_paddles_order(tmp_path, device):
     got, predictor = run_on(saved, device)
     assert not predictor.host_ops
     assert_detections_equal(got, saved.outputs, ["Out", "Index", "NmsRoisNum"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_one_class_batch_2_top_k_cuts_through_ties(tmp_path, device):
+    """nms_top_k and keep_top_k cutting through tied scores, one class, two images: the shape at which
+    OpenVINO's CPU plugin fused a mask count wrongly (hal/intel_openvino/nms.py counts by CumSum)."""
+    boxes = clustered_boxes((2, 30), 1.0, 0.05)
+    scores = tied_scores((2, 1, 30), 5)
+    attrs = dict(background_label=-1, score_threshold=0.05, nms_top_k=7, nms_threshold=0.6, nms_eta=1.0,
+                 keep_top_k=4, normalized=True)
+    saved = opdesc_program(tmp_path, "multiclass_nms3", inputs={"BBoxes": ["boxes"], "Scores": ["scores"]},
+                           outputs=NMS3_OUTPUTS, attrs=attrs, feeds={"boxes": boxes, "scores": scores},
+                           extra_vars=NMS3_INT_VARS)
+    np.testing.assert_array_equal(saved.outputs[2], [4, 4])
+    got, predictor = run_on(saved, device)
+    assert not predictor.host_ops
+    assert_detections_equal(got, saved.outputs, ["Out", "Index", "NmsRoisNum"])
