@@ -4,7 +4,10 @@ an [N, C, W] input (NCW) or [N, W, C] (NWC).
 NNAdapter's RESIZE_LINEAR resizes the two spatial axes of a 4-D tensor, so the width axis is resized as the W of
 an [N, C, 1, W] view whose height stays 1 (a single row samples itself whatever the alignment rule), then viewed
 back as [N, C, W']. The output width follows Paddle's priority: SizeTensor > OutSize > the Scale tensor > the scale
-attribute > out_w; a size tensor becomes [1, W'] and a scale [1.0, s]. The 2-D resizes live in conv_nn_resize.py.
+attribute > out_w; a size tensor becomes [1, W'] and a scale [1.0, s]. One case is left to the host kernel:
+half-pixel sampling (align_corners off, align_mode 0) to a single output position, which Paddle's 1-D kernel takes
+between two inputs and RESIZE_LINEAR (Paddle's 2-D rule) at input 0, and so also a width not known at conversion.
+The 2-D resizes live in conv_nn_resize.py.
 Imports only the converter toolkit and the NNAdapter codes.
 """
 from __future__ import annotations
@@ -44,7 +47,34 @@ def _check_linear_1d(op, ctx) -> Optional[str]:
         return "OutSize together with a scale (Paddle samples with 1/scale at OutSize's size)"
     if not v.optional_input("OutSize") and not has_scale and v.attr_int("out_w", -1) <= 0:
         return "no output size: OutSize, SizeTensor, Scale, scale and out_w are all unset"
+    if not v.attr("align_corners", True) and v.attr_int("align_mode", 1) == 0:
+        width = _known_width(ctx, op, dims, layout in _CHANNEL_LAST)
+        if width is None or width == 1:
+            # Paddle's 1-D kernel keeps in/out (or 1/scale) for a single output position and samples it half a
+            # step in; RESIZE_LINEAR, like Paddle's 2-D kernels, reads position 0 then.
+            return ("half-pixel sampling to a single output position (or to a width computed at run time, "
+                    "which may be one): Paddle's 1-D kernel samples it between inputs, RESIZE_LINEAR at input 0")
     return None
+
+
+def _known_width(ctx, op, dims, channel_last: bool) -> Optional[int]:
+    """The output width when it is known at conversion (a lower bound of 2 when only that is), else None."""
+    v = OpView(op)
+    in_w = dims[1 if channel_last else 2] if dims is not None and len(dims) == 3 else -1
+    for tensors in (v.inputs("SizeTensor"), [v.optional_input("OutSize")]):
+        tensors = [name for name in tensors if name]
+        if tensors:
+            value = ctx.constant_value(tensors[0])
+            return None if value is None else int(value.reshape(-1)[0])
+    scale = _scale_attr(op)
+    if v.optional_input("Scale"):
+        value = ctx.constant_value(v.optional_input("Scale"))
+        scale = None if value is None else float(value.reshape(-1)[0])
+    if scale is not None:
+        if in_w > 0:
+            return int(in_w * scale)
+        return 2 if scale >= 2 else None  # any input width (at least 1) gives at least 2 positions
+    return v.attr_int("out_w", -1)
 
 
 def _size_and_scales(ctx, op):
