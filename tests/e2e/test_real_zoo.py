@@ -23,7 +23,7 @@ CI runs CI_SUBSET (a handful of fast models covering classification with a set_v
 with interpolation on a [-1, 3, -1, -1] input, OCR, ERNIE and an NMS detector; under 5 minutes once the side venv
 exists: about 1 minute, plus about 2 minutes to build the six models the first time). The whole zoo:
 `NNADAPTER_BRIDGE_FULL_ZOO=1 python -m pytest -q tests/e2e/test_real_zoo.py` (12 minutes on 2 cores with every
-model to build, RT-DETR the longest; the builds are cached).
+model to build, RT-DETR the longest; about 1 minute once they are cached).
 """
 from __future__ import annotations
 
