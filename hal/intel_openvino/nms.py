@@ -81,10 +81,18 @@ def _first_k(values, k, axis: int, extra_keep=None):
     """Mask of the k largest `values` along `axis`, equal values taken in position order (Paddle's stable
     sort), without a stable sort (the CPU plugin's stable TopK is quadratic): everything above the k-th
     largest value, then as many of the values equal to it as are still needed, first positions first."""
-    largest = opset.topk(values, k, axis, "max", "value", "i64", False).output(0)
     last = opset.unsqueeze(k, i64([0]))
-    # A Slice keeping the axis (Gather + Unsqueeze comes out wrong from the CPU plugin when dim 1 is 1).
-    kth = _out(opset.slice(largest, opset.subtract(last, _scalar_i64(1)), last, i64([1]), i64([axis])))
+    if axis == 2:
+        # [N, C, M] along M: the CPU plugin's TopK is 2.6x faster along a middle axis (80 x 3549, k 1000:
+        # 6.5 ms against 17 ms), so along M of [N, M, C], transposed back after.
+        to_middle = i64([0, 2, 1])
+        largest = opset.topk(opset.transpose(values, to_middle), k, 1, "max", "value", "i64", False).output(0)
+        kth = opset.slice(largest, opset.subtract(last, _scalar_i64(1)), last, i64([1]), i64([1]))
+        kth = _out(opset.transpose(kth, to_middle))
+    else:
+        largest = opset.topk(values, k, axis, "max", "value", "i64", False).output(0)
+        # A Slice keeping the axis (Gather + Unsqueeze comes out wrong from the CPU plugin when dim 1 is 1).
+        kth = _out(opset.slice(largest, opset.subtract(last, _scalar_i64(1)), last, i64([1]), i64([axis])))
     above = _out(opset.greater(values, kth))
     ties = _out(opset.equal(values, kth))
     # The count as the last running sum: the CPU plugin (2026.4) fuses a ReduceSum of this converted mask
