@@ -204,12 +204,12 @@ def test_every_command_fails_as_one_json_document(argv, tiny, tmp_path, capsys):
 def test_a_bug_under_json_still_gives_one_document_and_its_traceback(tiny, capsys, monkeypatch):
     """An exception no user input explains (here: the loader made to fail) is a bug: under --json the script
     still reads one error document on stdout, exit status 70; the traceback a report needs goes to stderr."""
-    import nnadapter_bridge.loader as loader
+    from nnadapter_bridge.cli import cmd_inspect
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("the loader divided by zero")
 
-    monkeypatch.setattr(loader, "load_model", broken)
+    monkeypatch.setattr(cmd_inspect, "load_model", broken)
     assert main(["inspect", str(tiny), "--json"]) == 70
     out, err = capsys.readouterr()
     document = json.loads(out)
