@@ -167,7 +167,9 @@ def test_ctrl_c_stops_a_batch_fast_and_keeps_its_finished_entries(zoo_model, tmp
                                           lambda: len(finished()) >= 1, tmp_path, group=True)
     assert rc == 130 and err.strip().splitlines()[-1] == "nnadapter-bridge batch: interrupted", err
     assert "Traceback" not in err and stdout == ""
-    assert seconds < 2.0
+    # It stops without waiting for the entries in flight (the old pool waited for them: 12 s on an idle machine);
+    # typically under 1 s here, with room for a loaded CI machine. The time itself belongs in no benchmark.
+    assert seconds < 6.0
     kept = finished()
     assert 1 <= len(kept) < 12
     for name in kept:  # whole results, each with its one "done" line
