@@ -8,6 +8,8 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
 * `unpack(operation)` gives the operands by the names of the standard's signature slots
   (`args.input`, `args.axis_value`, `args.int("group", 1)`) instead of by position.
 * `reduces_an_empty_axis(op)`: the reduction cases the SDKs answer differently from Paddle.
+* `nms_unsupported_reason(op)`: the NON_MAX_SUPPRESSION cases neither SDK's NonMaxSuppression composition
+  (hal/*/nms.py) can answer as Paddle does.
 * `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
 * `is_integer_product(op)`: an int8 x int8 product writing its int32 sums (a quantized Paddle conv or matmul),
   which the SDK drivers run as integer kernels where theirs are fast.
@@ -24,10 +26,11 @@ from typing import Callable, Dict, Iterator, Optional
 import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import OperationType, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType, Precision
 from nnadapter_bridge.nnadapter.lowering import decompose, fold_prior_box
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import check_signature, get_spec
+from nnadapter_bridge.nnadapter.operations.detection import nms_is_lod_form
 from nnadapter_bridge.nnadapter.types import Operation
 
 
@@ -291,3 +294,24 @@ def is_integer_product(op: Operation) -> bool:
     if held.size != want.size:
         return False
     return bool(np.allclose(held, want, rtol=1e-5, atol=0.0))
+
+
+def nms_unsupported_reason(op) -> str:
+    """Why a NON_MAX_SUPPRESSION composed around an SDK's NonMaxSuppression (ONNX's, OpenVINO's opset-9 one:
+    hal/*/nms.py) cannot give Paddle's answer for `op`, or ""."""
+    args = unpack(op)
+    if nms_is_lod_form(op):
+        return "the second input form (scores [M, C] with rois_num) is not composed"
+    if op.inputs[0].type.dims[-1] != 4:
+        return f"boxes with {op.inputs[0].type.dims[-1]} coordinates (polygons): NonMaxSuppression takes 4"
+    if op.inputs[1].type.dims[1] == UNKNOWN:
+        return "the class count (scores dim 1) must be known"
+    if not args.bool("normalized"):
+        return "pixel boxes (normalized false, Paddle's +1 widths): NonMaxSuppression has no such convention"
+    nms_threshold, eta = args.float("nms_threshold"), args.float("nms_eta")
+    if not nms_threshold >= 0:
+        return f"nms_threshold {nms_threshold:.6g} is negative"
+    if eta < 1 and nms_threshold > 0.5:
+        return (f"adaptive NMS (nms_eta {eta:.6g} with nms_threshold {nms_threshold:.6g} > 0.5): NonMaxSuppression's "
+                "threshold is fixed")
+    return ""

@@ -34,31 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
-from nnadapter_bridge.nnadapter.operations.detection import nms_is_lod_form
-from hal.common import Unsupported, unpack
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from hal.common import Unsupported, nms_unsupported_reason, unpack
 from hal.intel_openvino.graph import i64, opset
 from hal.intel_openvino.operations import OPERATIONS
-
-
-def nms_unsupported_reason(op) -> str:
-    """Why the composition cannot give Paddle's answer for this NON_MAX_SUPPRESSION, or ""."""
-    args = unpack(op)
-    if nms_is_lod_form(op):
-        return "the second input form (scores [M, C] with rois_num) is not composed"
-    if op.inputs[0].type.dims[-1] != 4:
-        return f"boxes with {op.inputs[0].type.dims[-1]} coordinates (polygons): NonMaxSuppression takes 4"
-    if op.inputs[1].type.dims[1] == UNKNOWN:
-        return "the class count (scores dim 1) must be known"
-    if not args.bool("normalized"):
-        return "pixel boxes (normalized false, Paddle's +1 widths): NonMaxSuppression has no such convention"
-    nms_threshold, eta = args.float("nms_threshold"), args.float("nms_eta")
-    if not nms_threshold >= 0:
-        return f"nms_threshold {nms_threshold:.6g} is negative"
-    if eta < 1 and nms_threshold > 0.5:
-        return (f"adaptive NMS (nms_eta {eta:.6g} with nms_threshold {nms_threshold:.6g} > 0.5): NonMaxSuppression's "
-                "threshold is fixed")
-    return ""
 
 
 def _iou_threshold(nms_threshold: float) -> np.float32:
