@@ -13,7 +13,8 @@ dir: load + convert + compile + first run, then the steady runs) and a warm chil
 left); with --rounds K the rows of one (model, threads) are measured K times, the runners interleaved
 within each round, and each row keeps its least-disturbed round (bench_peers.best_of_rounds).
 Every output of every runner is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
-tolerance; a runner that cannot convert or run a model, or gives a wrong answer, does not count as a peer.
+tolerance (where Paddle's own oneDNN build misses it too, within twice that spread, as tests/e2e/test_real_zoo.py
+does); a runner that cannot convert or run a model, or gives a wrong answer, does not count as a peer.
 The table gives, per model and thread count, our best device's steady median against the fastest peer
 that runs the model correctly (ratio = peer time / our time: above 1 we are faster), and the geometric mean.
 The models are built (or taken from the test fixture cache) by tests/support/real_zoo; building needs the
@@ -111,23 +112,48 @@ def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:
     return row
 
 
-def check_outputs(got_path: str, want_path: str) -> str:
-    """'ok' or what differs, over every output, at DESIGN.md's whole-model tolerance (integers exact)."""
+def output_differences(got_path: str, want_path: str) -> list:
+    """Per output: None within DESIGN.md's whole-model tolerance (integers exact), else (what, max |diff|)."""
     with np.load(got_path) as got, np.load(want_path) as want:
         if len(got.files) != len(want.files):
-            return f"MISMATCH {len(got.files)} outputs vs {len(want.files)}"
-        problems = []
+            return [(f"{len(got.files)} outputs vs {len(want.files)}", math.inf)]
+        found = []
         for key in sorted(want.files, key=lambda k: int(k[3:])):
             g, w = got[key], want[key]
             if g.shape != w.shape:
-                problems.append(f"{key} shape {list(g.shape)} vs {list(w.shape)}")
+                found.append((f"{key} shape {list(g.shape)} vs {list(w.shape)}", math.inf))
             elif w.dtype.kind in "iub":
-                if not np.array_equal(g, w):
-                    problems.append(f"{key} {int((g != w).sum())}/{w.size} differ")
+                found.append(None if np.array_equal(g, w) else (f"{key} {int((g != w).sum())}/{w.size} differ",
+                                                                math.inf))
             elif model_out_of_tolerance(g, w).any():
-                diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
-                problems.append(f"{key} max |diff| {diff.max():.3g}")
-        return "ok" if not problems else "MISMATCH " + "; ".join(problems)
+                diff = float(np.nanmax(np.abs(g.astype(np.float64) - w.astype(np.float64))))
+                found.append((f"{key} max |diff| {diff:.3g}", diff))
+            else:
+                found.append(None)
+        return found
+
+
+def check_rows(batch: list, reference: dict) -> None:
+    """Set each row's "check" against the reference (Paddle Inference without oneDNN). Where Paddle's own oneDNN
+    build misses the tolerance too (random weights amplifying float rounding: ResNet50-vd), a row within twice
+    that spread on every output is "ok", and says so."""
+    differences = {r["runner"]: output_differences(r["output"], reference["output"])
+                   for r in batch if "output" in r}
+    onednn = differences.get("paddle_inference_onednn") or []
+    spread = [d[1] if d else 0.0 for d in onednn]
+    for row in batch:
+        if row["runner"] not in differences:
+            if "error" not in row:
+                row["check"] = "no reference"
+            continue
+        found = differences[row["runner"]]
+        if not any(found):
+            row["check"] = "ok"
+        elif any(spread) and len(spread) == len(found) and all(
+                d is None or d[1] <= 2 * s for d, s in zip(found, spread)):
+            row["check"] = f"ok (within 2x Paddle's oneDNN on/off spread {max(spread):.3g})"
+        else:
+            row["check"] = "MISMATCH " + "; ".join(d[0] for d in found if d)
 
 
 def summarize(rows: list) -> list:
@@ -135,7 +161,7 @@ def summarize(rows: list) -> list:
     summary = []
     for key in sorted({(r["model"], r["threads"]) for r in rows}):
         batch = [r for r in rows if (r["model"], r["threads"]) == key and "steady_median_s" in r]
-        ok = [r for r in batch if r.get("check") == "ok"]
+        ok = [r for r in batch if str(r.get("check", "")).startswith("ok")]
         ours = [r for r in ok if r["runner"] in OURS]
         peers = [r for r in ok if r["runner"] in PEERS]
         best_ours = min(ours, key=lambda r: r["steady_median_s"]) if ours else None
@@ -227,11 +253,8 @@ def main(argv=None) -> int:
                                                           scratch))
                     batch = [best_of_rounds(rounds[runner]) for runner in runners]
                     reference = next(r for r in batch if r["runner"] == REFERENCE_RUNNER)
-                    for row in batch:
-                        if "output" in row and "output" in reference:
-                            row["check"] = check_outputs(row["output"], reference["output"])
-                        elif "error" not in row:
-                            row["check"] = "no reference"
+                    if "output" in reference:
+                        check_rows(batch, reference)
                     rows += batch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
