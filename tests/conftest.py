@@ -20,6 +20,25 @@ for sub in ("tests",):
 pytest_plugins = ["support.model_zoo_fixtures", "support.quant_fixtures", "support.real_zoo.fixtures"]
 
 
+@pytest.fixture
+def register_device():
+    """register_device(driver) -> driver: a test driver in the DeviceManager under its own name, removed after the
+    test (drivers that decline, fail or crash on purpose)."""
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
+
+    manager = DeviceManager.instance()
+    names = []
+
+    def add(driver):
+        manager.register(driver, replace=True)
+        names.append(driver.name)
+        return driver
+
+    yield add
+    for name in names:
+        manager.unregister(name)
+
+
 @pytest.fixture(autouse=True)
 def _paddle_mode_restored():
     """A test (or fixture) that switches paddle to static mode must not leave it there for the next test of

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from nnadapter_bridge.cli import main
-from support.placement_devices import PICKY, DecliningDevice, placement_model, register_device  # noqa: F401
+from support.placement_devices import PICKY, DecliningDevice, placement_model
 
 RELU_REASON = f"RELU not accepted by {PICKY}"
 

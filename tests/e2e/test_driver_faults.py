@@ -65,21 +65,6 @@ class FaultyDevice(BuiltinDeviceDriver):
 
 
 @pytest.fixture
-def register():
-    manager = DeviceManager.instance()
-    names = []
-
-    def add(driver):
-        manager.register(driver, replace=True)
-        names.append(driver.name)
-        return driver
-
-    yield add
-    for name in names:
-        manager.unregister(name)
-
-
-@pytest.fixture
 def model(tmp_path):
     return add_relu_scale_model(tmp_path / "model")
 
@@ -136,8 +121,8 @@ def test_which_errors_are_device_faults(error, fault):
 
 
 # -- opening ------------------------------------------------------------------------------------------
-def test_a_device_that_cannot_open_hands_its_part_to_the_next_device(model, register):
-    register(FaultyDevice("fault_open_device", "open_device"))
+def test_a_device_that_cannot_open_hands_its_part_to_the_next_device(model, register_device):
+    register_device(FaultyDevice("fault_open_device", "open_device"))
     predictor, messages = create_and_run(make_config(model, ["fault_open_device", "builtin_device"]), runs=2)
     assert predictor.context.device_names == ["builtin_device"]
     assert len(messages) == 1
@@ -145,16 +130,16 @@ def test_a_device_that_cannot_open_hands_its_part_to_the_next_device(model, regi
     assert "runs on builtin_device" in messages[0]
 
 
-def test_no_device_that_opens_means_the_host_runs_everything(model, register):
-    register(FaultyDevice("fault_open_device", "open_device"))
+def test_no_device_that_opens_means_the_host_runs_everything(model, register_device):
+    register_device(FaultyDevice("fault_open_device", "open_device"))
     predictor, messages = create_and_run(make_config(model, ["fault_open_device"]))
     assert predictor.context is None and not predictor.engines
     assert len(messages) == 1 and "runs on the host" in messages[0]
     assert "could be opened" in predictor.unsupported_reasons()["relu"]
 
 
-def test_strict_mode_keeps_an_open_fault_an_error(model, register):
-    register(FaultyDevice("fault_open_device", "open_device"))
+def test_strict_mode_keeps_an_open_fault_an_error(model, register_device):
+    register_device(FaultyDevice("fault_open_device", "open_device"))
     with pytest.raises(NNAdapterError, match="simulated open_device fault") as info:
         nb.create_predictor(make_config(model, ["fault_open_device", "builtin_device"], strict=True))
     assert info.value.code == ResultCode.DEVICE_INTERNAL_ERROR
@@ -183,8 +168,8 @@ def test_an_openvino_that_cannot_be_imported_falls_back_to_the_next_device(model
 
 
 # -- contexts -----------------------------------------------------------------------------------------
-def test_a_device_whose_context_fails_is_left_out(model, register):
-    register(FaultyDevice("fault_context_device", "create_context"))
+def test_a_device_whose_context_fails_is_left_out(model, register_device):
+    register_device(FaultyDevice("fault_context_device", "create_context"))
     predictor, messages = create_and_run(make_config(model, ["fault_context_device", "builtin_device"]))
     assert predictor.context.device_names == ["builtin_device"]
     assert len(messages) == 1 and "cannot create a context" in messages[0]
@@ -196,8 +181,8 @@ def test_a_bad_property_value_stays_an_error(model):
 
 
 # -- validation ---------------------------------------------------------------------------------------
-def test_a_failing_validate_program_warns_and_the_next_device_takes_the_ops(model, register, tmp_path):
-    faulty = register(FaultyDevice("fault_validate_device", "validate_program"))
+def test_a_failing_validate_program_warns_and_the_next_device_takes_the_ops(model, register_device, tmp_path):
+    faulty = register_device(FaultyDevice("fault_validate_device", "validate_program"))
     cache = tmp_path / "cache"
     predictor, messages = create_and_run(make_config(model, ["fault_validate_device", "builtin_device"],
                                                      cache_dir=cache))
@@ -210,33 +195,33 @@ def test_a_failing_validate_program_warns_and_the_next_device_takes_the_ops(mode
     assert not list(cache.glob("support-*.json")), "a verdict made with a failing validate_program was persisted"
 
 
-def test_a_failing_validate_program_of_the_only_device_sends_the_ops_to_the_host(model, register):
-    register(FaultyDevice("fault_validate_device", "validate_program"))
+def test_a_failing_validate_program_of_the_only_device_sends_the_ops_to_the_host(model, register_device):
+    register_device(FaultyDevice("fault_validate_device", "validate_program"))
     predictor, messages = create_and_run(make_config(model, ["fault_validate_device"]))
     assert len(messages) == 1 and predictor.stats.subgraphs == 0 and predictor.stats.host_ops == 3
 
 
-def test_a_validate_program_with_the_wrong_number_of_flags_is_a_fault(model, register):
+def test_a_validate_program_with_the_wrong_number_of_flags_is_a_fault(model, register_device):
     class WrongCount(BuiltinDeviceDriver):
         name = "wrong_count_device"
 
         def validate_program(self, context, model):
             return [True] * (len(model.operations) + 1)
 
-    register(WrongCount())
+    register_device(WrongCount())
     predictor, messages = create_and_run(make_config(model, ["wrong_count_device", "builtin_device"]))
     assert len(messages) == 1 and "flags for" in messages[0]
 
 
-def test_strict_mode_keeps_a_validate_fault_an_error(model, register):
-    register(FaultyDevice("fault_validate_device", "validate_program"))
+def test_strict_mode_keeps_a_validate_fault_an_error(model, register_device):
+    register_device(FaultyDevice("fault_validate_device", "validate_program"))
     with pytest.raises(nb.UnsupportedOpError, match="simulated validate_program fault"):
         nb.create_predictor(make_config(model, ["fault_validate_device"], strict=True))
 
 
 # -- compiling ----------------------------------------------------------------------------------------
-def test_a_device_that_cannot_compile_hands_its_part_to_the_next_device_once(model, register):
-    faulty = register(FaultyDevice("fault_compile_device", "create_program"))
+def test_a_device_that_cannot_compile_hands_its_part_to_the_next_device_once(model, register_device):
+    faulty = register_device(FaultyDevice("fault_compile_device", "create_program"))
     predictor, messages = create_and_run(make_config(model, ["fault_compile_device", "builtin_device"]), runs=4)
     assert len(messages) == 1
     assert "'fault_compile_device' failed to compile" in messages[0] and "runs on builtin_device" in messages[0]
@@ -247,8 +232,8 @@ def test_a_device_that_cannot_compile_hands_its_part_to_the_next_device_once(mod
     assert faulty.calls["create_program"] == 1
 
 
-def test_a_compile_fault_of_the_only_device_sends_the_subgraph_to_the_host(model, register):
-    faulty = register(FaultyDevice("fault_compile_device", "create_program",
+def test_a_compile_fault_of_the_only_device_sends_the_subgraph_to_the_host(model, register_device):
+    faulty = register_device(FaultyDevice("fault_compile_device", "create_program",
                                    error=NNAdapterError("no such kernel", ResultCode.FEATURE_NOT_SUPPORTED)))
     predictor, messages = create_and_run(make_config(model, ["fault_compile_device"]), runs=3)
     assert len(messages) == 1 and "runs on the host" in messages[0] and "no such kernel" in messages[0]
@@ -256,8 +241,8 @@ def test_a_compile_fault_of_the_only_device_sends_the_subgraph_to_the_host(model
     assert predictor.stats.subgraph_host_runs == 3
 
 
-def test_strict_mode_keeps_a_compile_fault_an_error(model, register):
-    register(FaultyDevice("fault_compile_device", "create_program"))
+def test_strict_mode_keeps_a_compile_fault_an_error(model, register_device):
+    register_device(FaultyDevice("fault_compile_device", "create_program"))
     predictor = nb.create_predictor(make_config(model, ["fault_compile_device", "builtin_device"], strict=True))
     predictor.get_input(0).from_numpy(X)
     with pytest.raises(NNAdapterError, match="simulated create_program fault") as info:
@@ -265,12 +250,12 @@ def test_strict_mode_keeps_a_compile_fault_an_error(model, register):
     assert info.value.code == ResultCode.DEVICE_INTERNAL_ERROR
 
 
-def test_a_cached_program_the_device_cannot_restore_is_compiled_again(model, register, tmp_path):
+def test_a_cached_program_the_device_cannot_restore_is_compiled_again(model, register_device, tmp_path):
     """A restore fault is a cache miss (one NncCacheWarning), then a compile: nothing fails."""
     from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 
     cache = tmp_path / "cache"
-    register(FaultyDevice("fault_restore_device", "none"))
+    register_device(FaultyDevice("fault_restore_device", "none"))
     create_and_run(make_config(model, ["fault_restore_device"], cache_dir=cache))
     assert nb.wait_for_cache_writes(timeout=60)  # the .nnc is written by a thread of its own
     assert list(cache.glob("*.nnc"))
@@ -281,7 +266,7 @@ def test_a_cached_program_the_device_cannot_restore_is_compiled_again(model, reg
                 raise RuntimeError("simulated restore fault")
             return super().create_program(context, model, cache)
 
-    register(NoRestore("fault_restore_device", "none"))
+    register_device(NoRestore("fault_restore_device", "none"))
     with pytest.warns(NncCacheWarning, match="simulated restore fault"):
         predictor = nb.create_predictor(make_config(model, ["fault_restore_device"], cache_dir=cache))
         run(predictor)
@@ -289,8 +274,8 @@ def test_a_cached_program_the_device_cannot_restore_is_compiled_again(model, reg
 
 
 # -- running ------------------------------------------------------------------------------------------
-def test_a_program_that_fails_twice_in_a_row_is_dropped_for_that_shape(model, register):
-    faulty = register(FaultyDevice("fault_execute_device", "execute_program"))
+def test_a_program_that_fails_twice_in_a_row_is_dropped_for_that_shape(model, register_device):
+    faulty = register_device(FaultyDevice("fault_execute_device", "execute_program"))
     predictor, messages = create_and_run(make_config(model, ["fault_execute_device", "builtin_device"]), runs=5)
     assert len(messages) == 1
     assert "'fault_execute_device' failed twice in a row to run" in messages[0]
@@ -302,16 +287,16 @@ def test_a_program_that_fails_twice_in_a_row_is_dropped_for_that_shape(model, re
     assert [p.compilation.device_names for p in engine.programs] == [["builtin_device"]]
 
 
-def test_a_run_fault_of_the_only_device_runs_the_shape_on_the_host(model, register):
-    faulty = register(FaultyDevice("fault_execute_device", "execute_program"))
+def test_a_run_fault_of_the_only_device_runs_the_shape_on_the_host(model, register_device):
+    faulty = register_device(FaultyDevice("fault_execute_device", "execute_program"))
     predictor, messages = create_and_run(make_config(model, ["fault_execute_device"]), runs=3)
     assert len(messages) == 1 and "runs on the host for these shapes" in messages[0]
     assert faulty.calls["execute_program"] == 2 and faulty.calls["create_program"] == 1
     assert predictor.stats.subgraph_host_runs == 3
 
 
-def test_a_transient_run_fault_is_retried_and_not_dropped(model, register):
-    faulty = register(FaultyDevice("flaky_device", "execute_program", after=1, times=1))
+def test_a_transient_run_fault_is_retried_and_not_dropped(model, register_device):
+    faulty = register_device(FaultyDevice("flaky_device", "execute_program", after=1, times=1))
     predictor, messages = create_and_run(make_config(model, ["flaky_device", "builtin_device"]), runs=4)
     assert messages == []
     assert faulty.calls["execute_program"] == 5  # 4 runs, one of them retried
@@ -319,8 +304,8 @@ def test_a_transient_run_fault_is_retried_and_not_dropped(model, register):
     assert [p.compilation.device_names for p in engine.programs] == [["flaky_device"]]
 
 
-def test_strict_mode_keeps_a_run_fault_an_error(model, register):
-    register(FaultyDevice("fault_execute_device", "execute_program"))
+def test_strict_mode_keeps_a_run_fault_an_error(model, register_device):
+    register_device(FaultyDevice("fault_execute_device", "execute_program"))
     predictor = nb.create_predictor(make_config(model, ["fault_execute_device", "builtin_device"], strict=True))
     predictor.get_input(0).from_numpy(X)
     for _ in range(2):
@@ -328,8 +313,8 @@ def test_strict_mode_keeps_a_run_fault_an_error(model, register):
             predictor.run()
 
 
-def test_the_callers_error_stays_an_error_and_drops_nothing(model, register):
-    faulty = register(FaultyDevice("picky_device", "execute_program",
+def test_the_callers_error_stays_an_error_and_drops_nothing(model, register_device):
+    faulty = register_device(FaultyDevice("picky_device", "execute_program",
                                    error=NNAdapterError("picky_device: an index is out of range",
                                                         ResultCode.INVALID_PARAMETER), after=1))
     predictor = nb.create_predictor(make_config(model, ["picky_device", "builtin_device"]))

@@ -4,10 +4,8 @@ run, with sigmoid and tanh after add/relu/scale."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.nnadapter.runtime import DeviceManager
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 PICKY = "picky_device"
@@ -59,21 +57,6 @@ class FailingCompileDevice(BuiltinDeviceDriver):
 
     def create_program(self, context, model, cache):
         raise RuntimeError(f"{self.name}: simulated compiler crash")
-
-
-@pytest.fixture
-def register_device():
-    manager = DeviceManager.instance()
-    names = []
-
-    def add(driver):
-        manager.register(driver, replace=True)
-        names.append(driver.name)
-        return driver
-
-    yield add
-    for name in names:
-        manager.unregister(name)
 
 
 def placement_model(directory) -> str:
