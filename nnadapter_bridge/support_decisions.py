@@ -7,13 +7,18 @@ converted alone into a scratch Model whose inputs are the op's non-parameter inp
 VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constants as in a real subgraph.
 
 Declared dims are hints: a -1 is unknown when the op is decided, but every program is compiled for concrete input
-shapes. An op some device declines with its declared dims is asked again with each unknown dim made concrete
-(PROBE_DIM), and is supported when the devices accept it so: a check that needs a dim (SAME padding's spatial
-dims, say) decides at compile time, and where the concrete program contradicts the decision the engine splits
-that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no" carries each
+shapes. First, the sizes the declarations fix take the place of -1 wherever they follow from them
+(`infer_block_dims`): the block's ops are converted in order into one scratch model typed from the declarations,
+where the converters fold shape arithmetic as they emit (converters.context), so a var declared -1 whose size
+follows from declared sizes (a reshape whose target is stacked from `shape` slices of a declared input, a split
+of it) is decided with that size, as its subgraph is compiled. An op some device declines with these dims is
+asked again with each unknown dim made concrete (PROBE_DIM), and is supported when the devices accept it so: a
+check that needs a dim (SAME padding's spatial dims, say) decides at compile time, and where the concrete program
+contradicts the decision the engine splits that subgraph around the operation declined (engine.SubgraphEngine),
+saying which and why. A "no" carries each
 device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
 
-The answer is computed once per op signature (type, attributes, input dtypes and declared dims; parameter inputs
+The answer is computed once per op signature (type, attributes, input dtypes and dims as above; parameter inputs
 by dtype and full shape, because converters read their values) and reused for every op that shares it.
 Every "no" keeps its reason, which the partition output and strict-mode errors show.
 
@@ -47,9 +52,10 @@ from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.types import OperandType
 
-SIGNATURE_FORMAT_VERSION = 3  # bump when signature(), signature_text(), the verdict file layout or the decision changes
+SIGNATURE_FORMAT_VERSION = 4  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
 # 3: an unknown declared dim no longer declines an op the devices take once it is concrete (PROBE_DIM)
+# 4: signatures and scratch models carry the dims the declarations fix (infer_block_dims), not only the declared ones
 # The size an unknown declared dim takes when the decision asks whether the devices would accept the op once its
 # dims are concrete: divisible by the strides and pooling bins models use (2, 3, 4, 6, 8, 16, 32), larger than
 # common kernels.
@@ -348,6 +354,89 @@ def declined_reasons(context, model) -> list:
     return answer
 
 
+def infer_block_dims(graph, block: int = 0) -> dict:
+    """var name -> the dims the declarations fix, for the vars of `block` declared with a -1 where a size follows
+    from declared ones (module docstring); a var whose dims nothing refines is absent.
+
+    The block's ops are converted in order into one scratch model whose inputs are typed from their declarations
+    (the conversion folds `shape`, slices, stacks and arithmetic on them, so a reshape gets a constant target and its
+    output known dims). An op that cannot be converted (no converter, a sub-block, a tensor array) gives the vars it
+    writes their declared types and the walk goes on. A var written more than once keeps a size only where every
+    write agrees; a declared size is never replaced, and a rank other than the declared one refines nothing."""
+    from converters import get_converter
+    from converters.context import ConversionContext
+    from nnadapter_bridge.nnadapter.model import Model
+    from partition.detector import op_reads, op_writes, sub_block_indices
+
+    ctx = ConversionContext(Model(), graph.params, graph, block)
+    seen: dict = {}  # var name -> dims of each write, merged (None: a write of another rank)
+
+    def declared(name):
+        try:
+            var = graph.var(name, block)
+        except BridgeError:
+            return None
+        if var.dtype is None:
+            return None
+        try:
+            return OperandType(precision=dtype_precision(var.dtype),
+                               dims=tuple(UNKNOWN if d < 0 else int(d) for d in var.shape))
+        except ValueError:
+            return None
+
+    def bind_declared(names):
+        for name in names:
+            found = declared(name)
+            if found is not None:
+                ctx.add_model_input(name, found)
+                note(name, found.dims)
+
+    def note(name, dims):
+        earlier = seen.get(name, dims)
+        if earlier is None or len(earlier) != len(dims):
+            seen[name] = None
+        else:
+            seen[name] = tuple(a if a == b else UNKNOWN for a, b in zip(earlier, dims))
+
+    for op in graph.blocks[block].ops:
+        if op.type in ("feed", "fetch"):
+            bind_declared(n for n in op.output_names() if n != EMPTY_VAR_NAME)
+            continue
+        bind_declared(n for n in op_reads(graph, op) if n != EMPTY_VAR_NAME and not ctx.has(n))
+        spec = get_converter(op.type)
+        writes = [n for n in dict.fromkeys(op_writes(graph, op)) if n != EMPTY_VAR_NAME]
+        converted = False
+        if spec is not None and not sub_block_indices(op):
+            ctx.current_op = op
+            try:
+                view = ctx.resolved(op)
+                if spec.check is None or not spec.check(view, ctx):
+                    spec.fn(ctx, view)
+                    converted = True
+            except Exception:  # noqa: BLE001 - an op that does not convert here only refines nothing
+                converted = False
+            ctx.current_op = None
+        if not converted:
+            bind_declared(writes)
+            continue
+        for name in writes:
+            if ctx.has(name) and name not in graph.params:
+                note(name, tuple(ctx.input(name).type.dims))
+            else:
+                bind_declared([name])
+    refined = {}
+    for name, dims in seen.items():
+        found = declared(name)
+        if dims is None or found is None or len(dims) != len(found.dims):
+            continue
+        # A size of 0 is never taken from the inference: a declaration does not fix an empty axis, and a shape
+        # rule that makes one from unknown sizes must not decide an op as if its input were empty.
+        merged = tuple(d if d != UNKNOWN else (i if i > 0 else -1) for d, i in zip(found.dims, dims))
+        if merged != tuple(-1 if d == UNKNOWN else d for d in found.dims):
+            refined[name] = merged
+    return refined
+
+
 class SupportDecider:
     """Answers `is_supported(op)` for the ops of one program on one NNAdapter context."""
 
@@ -362,6 +451,7 @@ class SupportDecider:
         self.restored = 0  # distinct signatures whose verdict came from the store
         self._by_op: dict = {}  # op index -> SupportVerdict, this program's (record_program)
         self._volatile = False  # some verdict may differ next start (a validation fault): nothing recorded
+        self._fixed_dims: Optional[dict] = None  # infer_block_dims of the block, computed when first needed
         # A start with this very program (same bytes, params types, devices, properties, versions) decided
         # before: its verdicts by op, without computing a signature (program_key, record_program).
         self.program_key = self._program_key() if store is not None and block == 0 else None
@@ -402,6 +492,13 @@ class SupportDecider:
         except BridgeError:
             return None
 
+    def dims(self, name: str, var) -> tuple:
+        """The dims op decisions use for var `name` (declared `var`): the declared ones, with the sizes the
+        declarations fix (infer_block_dims) in place of -1."""
+        if self._fixed_dims is None:
+            self._fixed_dims = infer_block_dims(self.graph, self.block)
+        return self._fixed_dims.get(name, tuple(var.shape))
+
     def _input_signature(self, op) -> tuple:
         parts = []
         for slot in sorted(op.inputs):
@@ -419,7 +516,7 @@ class SupportDecider:
                 else:
                     # The declared dims, not only the rank: some checks read dims (e.g. pool2d's partial
                     # last window, pixel_shuffle, mul), so ops differing only in dims may differ in verdict.
-                    parts.append((slot, "data", str(var.dtype), tuple(var.shape)))
+                    parts.append((slot, "data", str(var.dtype), self.dims(name, var)))
         outputs = tuple((slot, len(names)) for slot, names in sorted(op.outputs.items()))
         return tuple(parts) + (outputs,)
 
@@ -509,7 +606,7 @@ class SupportDecider:
             if name == EMPTY_VAR_NAME or name in self.graph.params:
                 continue
             var = self._var(name)
-            if var is not None and var.dtype is not None and any(d < 0 for d in var.shape):
+            if var is not None and var.dtype is not None and any(d < 0 for d in self.dims(name, var)):
                 return True
         return False
 
@@ -539,7 +636,7 @@ class SupportDecider:
                 precision = dtype_precision(var.dtype)
             except ValueError:
                 return None, SupportVerdict(False, f"input '{name}' has dtype {var.dtype}, which NNAdapter lacks")
-            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in var.shape)
+            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in self.dims(name, var))
             input_types[name] = OperandType(precision=precision, dims=dims)
         outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
         self.conversions += counted

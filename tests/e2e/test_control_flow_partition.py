@@ -2,9 +2,9 @@
 (PIR .json) and run by the predictor against Paddle Inference:
 
 - a `while` body reading, through a Variable-valued attribute (arange's end), a value a device subgraph computes:
-  PIR's translation does not list it in the while op's X slot; the partition counts what a sub-block reads from
-  outside as read by the control-flow op, so the subgraph exports it (it was left inside: "its attribute(s) end
-  come from tensor(s) ..., which have no value in the scope");
+  the partition counts what a sub-block reads from outside as read by the control-flow op (and PIR's translation
+  lists it in the while op's X slot, tests/loader/test_pir_outer_reads.py), so the subgraph exports it (it was
+  left inside: "its attribute(s) end come from tensor(s) ..., which have no value in the scope");
 - a decoder-style loop writing rows into a buffer by a tensor index (set_value_with_tensor, read as set_value);
 - an op inside a loop body that nothing runs: UnsupportedOpError names it and the loop holding it (the list was
   filtered by block-0 op types and came out empty).
@@ -50,7 +50,7 @@ def test_loop_body_reads_a_device_value_through_an_attribute(loop_reading_an_att
     (loop,) = [op for op in graph.ops() if op.type == "while"]
     body_range = [op for op in graph.blocks[loop.attr("sub_block").idx].ops if op.type == "range"]
     end = body_range[0].attr("end")
-    assert isinstance(end, VarRef) and end.name not in loop.input("X")  # the form under test: not in the slot
+    assert isinstance(end, VarRef)  # the form under test: an attribute tensor read in the body only
 
     config = nb.Config()
     config.set_model_file(saved.model_path)
@@ -112,45 +112,91 @@ def test_unsupported_op_inside_a_loop_body_is_named(tmp_path, monkeypatch):
     assert "block 1), in the body of while#" in message, message
 
 
+def _shuffle_into_a_loop(x):
+    import paddle
+    s = paddle.shape(x)
+    n, c, h, w = s[0], s[1], s[2], s[3]
+    y = paddle.reshape(x, paddle.stack([n, paddle.full([], 2, s.dtype), c // 2, h, w]))
+    y = paddle.reshape(paddle.transpose(y, [0, 2, 1, 3, 4]), paddle.stack([n, c, h, w]))
+    a, b = paddle.split(y, 2, axis=1)
+    _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, lambda i, acc: (i + 1, paddle.tanh(acc + a * b)),
+                                         [paddle.full([1], 0, "int64"), a * 1.0])
+    return [acc]
+
+
 @pytest.fixture(scope="module")
 def shuffle_into_a_loop(tmp_path_factory):
     """Issue 25's channel shuffle: reshape targets stacked from paddle.shape slices, a split in two along the
     channels, then a loop over the halves; the input's shape is declared in full ([1, 4, 3, 5])."""
     feeds = {"x": np.random.default_rng(1).standard_normal([1, 4, 3, 5]).astype(np.float32)}
-
-    def build(x):
-        import paddle
-        s = paddle.shape(x)
-        n, c, h, w = s[0], s[1], s[2], s[3]
-        y = paddle.reshape(x, paddle.stack([n, paddle.full([], 2, s.dtype), c // 2, h, w]))
-        y = paddle.reshape(paddle.transpose(y, [0, 2, 1, 3, 4]), paddle.stack([n, c, h, w]))
-        a, b = paddle.split(y, 2, axis=1)
-        _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, lambda i, acc: (i + 1, paddle.tanh(acc + a * b)),
-                                             [paddle.full([1], 0, "int64"), a * 1.0])
-        return [acc]
-    return pir_program(tmp_path_factory.mktemp("shuffle_loop"), build, feeds)
+    return pir_program(tmp_path_factory.mktemp("shuffle_loop"), _shuffle_into_a_loop, feeds)
 
 
 @pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
-def test_shuffle_into_a_loop_runs_to_the_end(shuffle_into_a_loop, device):
-    # A part the device cannot convert does not end the run: it runs on the host, and the result is Paddle's.
+def test_shuffle_split_stays_on_the_device(shuffle_into_a_loop, device):
+    # The split's input is declared [-1, -1, -1, -1] (its reshape target is a tensor); the declared [1, 4, 3, 5]
+    # input fixes its channels through shape -> slice -> stack -> reshape, and the decision uses them.
+    import nnadapter_bridge as nb
+    from nnadapter_bridge.loader import load_model
     from support.tolerances import assert_model_close
 
-    (got,) = run_predictor(shuffle_into_a_loop, device)
-    assert_model_close(got, shuffle_into_a_loop.outputs[0], what=device)
-
-
-@pytest.mark.xfail(strict=True, reason="the channel count is lost through the reshape target stacked from shape "
-                                       "slices although the input is declared [1, 4, 3, 5], so the split is decided "
-                                       "on the host ('split into num=2 parts needs the size of axis 1, which is "
-                                       "unknown'); folding shape arithmetic for declared types is the converters' "
-                                       "(converters/context.py) work")
-def test_shuffle_split_stays_on_the_device(shuffle_into_a_loop):
-    import nnadapter_bridge as nb
-
+    saved = shuffle_into_a_loop
+    graph = load_model(saved.model_path, saved.params_path)
+    (split,) = [op for op in graph.ops() if op.type == "split"]
+    assert graph.var(split.input("X")[0]).shape == (-1, -1, -1, -1)  # the form under test
     config = nb.Config()
-    config.set_model_file(shuffle_into_a_loop.model_path)
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    host = [(p.op.type, p.reason) for p in predictor.placements() if p.device is None]
+    assert [t for t, _ in host] == ["while"], host  # no NNAdapter device runs a loop
+    (got,) = run_predictor(saved, device)
+    assert_model_close(got, saved.outputs[0], what=device)
+    assert not [p for p in predictor.placements() if p.at_run]
+
+
+def test_fixed_dims_follow_the_shape_arithmetic(shuffle_into_a_loop):
+    # What the decision reads: the sizes the declared input fixes through shape -> slice -> stack -> reshape, and
+    # nothing for the loop-carried var, whose writes (before the loop and by the loop) may differ.
+    from nnadapter_bridge.loader import load_model
+    from nnadapter_bridge.support_decisions import infer_block_dims
+
+    graph = load_model(shuffle_into_a_loop.model_path, None)
+    fixed = infer_block_dims(graph)
+    (split,) = [op for op in graph.ops() if op.type == "split"]
+    (loop,) = [op for op in graph.ops() if op.type == "while"]
+    assert fixed[split.input("X")[0]] == (1, 4, 3, 5)
+    assert [fixed[name] for name in split.output("Out")] == [(1, 2, 3, 5), (1, 2, 3, 5)]
+    carried = [name for name in loop.output("Out") if graph.var(name).dtype == np.float32]
+    assert carried and not any(name in fixed for name in carried), {n: fixed.get(n) for n in carried}
+
+
+def test_shuffle_with_an_unknown_batch_runs_on_the_host_part(tmp_path):
+    # With the batch declared -1, `shape` does not fold, so nothing fixes the channels before run time: the split
+    # is decided on the host (the dims a run brings are not known when the partition is made); the result is
+    # still Paddle's.
+    import nnadapter_bridge as nb
+    from support.converter_harness import paddle_pir_static, paddle_inference_run
+    from support.tolerances import assert_model_close
+
+    x = np.random.default_rng(2).standard_normal([2, 4, 3, 5]).astype(np.float32)
+    with paddle_pir_static() as paddle:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            feed = paddle.static.data("x", shape=[-1, 4, 3, 5], dtype="float32")
+            outs = _shuffle_into_a_loop(feed)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            exe.run(startup)
+            paddle.static.save_inference_model(str(tmp_path / "model"), [feed], outs, exe, program=main)
+    model = str(tmp_path / "model.json")
+    (want,) = paddle_inference_run(model, None, {"x": x})
+    config = nb.Config()
+    config.set_model_file(model)
     config.set_nnadapter_device_names(["builtin_device"])
     predictor = nb.create_predictor(config)
-    host = [(p.op.type, p.reason) for p in predictor.placements() if p.device is None and p.op.type != "while"]
-    assert not host, host
+    host = sorted({p.op.type for p in predictor.placements() if p.device is None})
+    assert host == ["split", "while"], host
+    predictor.get_input_by_name("x").from_numpy(x)
+    predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), want, what="builtin_device")
