@@ -721,11 +721,7 @@ class _Translator:
         read: set = set()
         for block in self.blocks:
             for op in block["ops"]:
-                read.update(op.input_names())
-                for value in op.attrs.values():
-                    for ref in (value if isinstance(value, list) else [value]):
-                        if isinstance(ref, VarRef):
-                            read.add(ref.name)
+                read.update(_op_reads(op))
         return read
 
     def _finish(self) -> list[BlockInfo]:
@@ -903,14 +899,24 @@ def _split_yield(tr: _Translator, ops: list, op) -> tuple:
     return ops[:-1], ops[-1]
 
 
+def _op_reads(op: OpInfo) -> list:
+    """The vars `op` reads: its input slots, then the vars its Variable-valued attributes name (a range's `end`
+    computed by another op, a set_value's run-time starts), in order, repeats kept."""
+    names = list(op.input_names())
+    for value in op.attrs.values():
+        names.extend(ref.name for ref in (value if isinstance(value, list) else [value]) if isinstance(ref, VarRef))
+    return names
+
+
 def _outer_reads(tr: _Translator, sub_blocks: list) -> list:
-    """The names sub-blocks read that none of them defines (what the control-flow op takes as inputs)."""
+    """The names sub-blocks read that none of them defines (what the control-flow op takes as inputs), through
+    input slots or attributes (_op_reads): a body op whose attribute comes from an outer tensor reads it too."""
     defined, read = set(), []
     for b in sub_blocks:
         defined.update(tr.blocks[b]["vars"])
     for b in sub_blocks:
         for o in tr.blocks[b]["ops"]:
-            for n in o.input_names():
+            for n in _op_reads(o):
                 if n not in defined and n not in read:
                     read.append(n)
     return read
