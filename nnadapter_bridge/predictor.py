@@ -705,8 +705,9 @@ class Predictor:
                                  "names a var no op writes")
             # An output that is (a view of) an input buffer would change when that buffer is refilled by the
             # next from_numpy: hand out a copy then.
-            if isinstance(result, np.ndarray) and any(
-                    a is not None and np.may_share_memory(result, a) for a in inputs):
+            # (Only a view, or an input array itself, can: an array owning its data shares it with no input.)
+            if isinstance(result, np.ndarray) and (result.base is not None or any(result is a for a in inputs)) \
+                    and any(a is not None and np.may_share_memory(result, a) for a in inputs):
                 result = result.copy()
             tensor._set_result(result)
         self._runs += 1

@@ -369,9 +369,7 @@ class IntelOpenVinoDriver(Driver):
         program.blob_memory = None  # after the compiled model: a clone still running it holds its own reference
 
     def execute_program(self, program: OpenVinoProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
-        request = program.request
-        if request is None:
-            raise NNAdapterError("intel_openvino: the program was destroyed", ResultCode.INVALID_PARAMETER)
+        request = self._request(program)
         slots = program.inputs
         if len(inputs) != len(slots):
             raise NNAdapterError(f"intel_openvino: the program has {len(slots)} inputs, {len(inputs)} were given",
@@ -380,30 +378,8 @@ class IntelOpenVinoDriver(Driver):
             slot = slots[arg.index]
             scratch = slot.scratch
             scratch.dims = slot.type.dims
-            array = arg.access(arg.memory, scratch)
-            if array.ndim != len(slot.type.dims):
-                raise InvalidDimensionsError(f"intel_openvino: input {arg.index} has rank {array.ndim} (shape "
-                                             f"{list(array.shape)}), the program was built for "
-                                             f"{list(slot.type.dims)}")
-            shape = array.shape
-            for axis, size in slot.static_dims:
-                if shape[axis] != size:
-                    raise InvalidDimensionsError(f"intel_openvino: input {arg.index} has shape {list(shape)}, the "
-                                                 f"program was built for {list(slot.type.dims)}")
-            if array.dtype != slot.dtype:
-                raise NNAdapterError(f"intel_openvino: input {arg.index} has dtype {array.dtype}, expected "
-                                     f"{slot.dtype} ({slot.type.precision.name})", ResultCode.INVALID_PARAMETER)
-            if array is slot.bound_array and shape == slot.bound_shape:
-                continue  # the request already reads this very buffer (its current contents)
-            if not array.flags.c_contiguous:
-                array = np.ascontiguousarray(array)
-            # shared_memory: OpenVINO reads the caller's buffer in place (no copy before the run).
-            request.set_input_tensor(arg.index, program.tensor_class(array, shared_memory=True))
-            slot.bound_array, slot.bound_shape = array, shape
-        request.infer()
-        for position, message in program.checks:
-            if request.get_output_tensor(position).data.item():
-                raise NNAdapterError(f"intel_openvino: {message}", ResultCode.INVALID_PARAMETER)
+            self._bind_input(program, arg.index, arg.access(arg.memory, scratch))
+        self._infer(program, request)
         for arg in outputs:
             if not 0 <= arg.index < len(program.output_types):
                 raise NNAdapterError(f"intel_openvino: output {arg.index} does not exist (the program has "
@@ -417,6 +393,56 @@ class IntelOpenVinoDriver(Driver):
                                      f"shape {list(data.shape)}", ResultCode.INVALID_PARAMETER)
             np.copyto(buffer, data, casting="same_kind")
         return None
+
+    def run_arrays(self, program: OpenVinoProgram, arrays: Sequence[np.ndarray]) -> list:
+        """driver_protocol's run_arrays: execute_program's checks and run without the access callbacks; each
+        output is copied out of the request (which the next run overwrites) at the model's dtype."""
+        request = self._request(program)
+        if len(arrays) != len(program.inputs):
+            raise NNAdapterError(f"intel_openvino: the program has {len(program.inputs)} inputs, {len(arrays)} "
+                                 "were given", ResultCode.INVALID_PARAMETER)
+        for index, array in enumerate(arrays):
+            self._bind_input(program, index, array)
+        self._infer(program, request)
+        return [np.array(request.get_output_tensor(k).data, dtype=scratch.dtype)
+                for k, scratch in enumerate(program.output_scratch)]
+
+    @staticmethod
+    def _request(program: OpenVinoProgram):
+        request = program.request
+        if request is None:
+            raise NNAdapterError("intel_openvino: the program was destroyed", ResultCode.INVALID_PARAMETER)
+        return request
+
+    @staticmethod
+    def _bind_input(program: OpenVinoProgram, index: int, array: np.ndarray) -> None:
+        """Check input `index` against the program (rank, static dims, dtype) and bind it to the request."""
+        slot = program.inputs[index]
+        if array.ndim != len(slot.type.dims):
+            raise InvalidDimensionsError(f"intel_openvino: input {index} has rank {array.ndim} (shape "
+                                         f"{list(array.shape)}), the program was built for {list(slot.type.dims)}")
+        shape = array.shape
+        for axis, size in slot.static_dims:
+            if shape[axis] != size:
+                raise InvalidDimensionsError(f"intel_openvino: input {index} has shape {list(shape)}, the "
+                                             f"program was built for {list(slot.type.dims)}")
+        if array.dtype != slot.dtype:
+            raise NNAdapterError(f"intel_openvino: input {index} has dtype {array.dtype}, expected "
+                                 f"{slot.dtype} ({slot.type.precision.name})", ResultCode.INVALID_PARAMETER)
+        if array is slot.bound_array and shape == slot.bound_shape:
+            return  # the request already reads this very buffer (its current contents)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        # shared_memory: OpenVINO reads the caller's buffer in place (no copy before the run).
+        program.request.set_input_tensor(index, program.tensor_class(array, shared_memory=True))
+        slot.bound_array, slot.bound_shape = array, shape
+
+    @staticmethod
+    def _infer(program: OpenVinoProgram, request) -> None:
+        request.infer()
+        for position, message in program.checks:
+            if request.get_output_tensor(position).data.item():
+                raise NNAdapterError(f"intel_openvino: {message}", ResultCode.INVALID_PARAMETER)
 
 
 DRIVER = IntelOpenVinoDriver()

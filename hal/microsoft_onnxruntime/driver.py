@@ -152,6 +152,10 @@ class OnnxRuntimeProgram:
     inputs: list
     output_names: list
     output_types: list
+    output_dtypes: list = dataclasses.field(default_factory=list)  # of output_types, for run_arrays
+
+    def __post_init__(self):
+        self.output_dtypes = [t.dtype for t in self.output_types]
 
 
 def _input_slot(name: str, t: OperandType, consumed: bool) -> InputSlot:
@@ -332,31 +336,15 @@ class OnnxRuntimeDriver(Driver):
     # -- execution ----------------------------------------------------------------------------------
     def execute_program(self, program: OnnxRuntimeProgram, inputs: Sequence[Argument],
                         outputs: Sequence[Argument]) -> None:
-        session = program.session
-        if session is None:
-            raise _fail("the program was destroyed")
         slots = program.inputs
         if len(inputs) != len(slots):
             raise _fail(f"the program has {len(slots)} inputs, {len(inputs)} were given")
-        feeds = {}
+        arrays: list = [None] * len(slots)
         for arg in inputs:
-            slot = slots[arg.index]
-            array = arg.access(arg.memory, _shallow_copy(slot.type))
-            shape = array.shape
-            if shape != slot.fixed_shape and not self._fits(shape, slot.dims):
-                raise InvalidDimensionsError(f"microsoft_onnxruntime: input {arg.index} has shape {list(shape)}, "
-                                             f"the program was built for {list(slot.type.dims)}")
-            if array.dtype != slot.dtype:
-                raise _fail(f"input {arg.index} has dtype {array.dtype}, expected {slot.dtype} "
-                            f"({slot.type.precision.name})")
-            if slot.consumed:
-                feeds[slot.name] = array
-        try:
-            results = session.run(program.output_names, feeds)
-        except _InvalidArgument as exc:  # the input values (e.g. indices out of range): the caller's error
-            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.INVALID_PARAMETER) from exc
-        except Exception as exc:
-            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+            arrays[arg.index] = arg.access(arg.memory, _shallow_copy(slots[arg.index].type))
+        if any(a is None for a in arrays):
+            raise _fail(f"inputs {[k for k, a in enumerate(arrays) if a is None]} were not given")
+        results = self._run_session(program, arrays)
         for arg in outputs:
             result = results[arg.index]
             actual = _shallow_copy(program.output_types[arg.index])
@@ -370,6 +358,42 @@ class OnnxRuntimeDriver(Driver):
                 raise _fail(f"the access function of output {arg.index} gave no buffer of shape {list(result.shape)}")
             np.copyto(buffer, result, casting="same_kind")
         return None
+
+    def run_arrays(self, program: OnnxRuntimeProgram, arrays: Sequence[np.ndarray]) -> list:
+        """driver_protocol's run_arrays: execute_program's checks and run, without the access callbacks;
+        the session's result arrays are fresh, so they are handed over (cast where the model says another
+        dtype, as execute_program's copy does)."""
+        if len(arrays) != len(program.inputs):
+            raise _fail(f"the program has {len(program.inputs)} inputs, {len(arrays)} were given")
+        results = self._run_session(program, [a if a.flags.c_contiguous else np.asarray(a, order="C")
+                                              for a in arrays])
+        for k, (result, dtype) in enumerate(zip(results, program.output_dtypes)):
+            if result.dtype != dtype or not result.flags.c_contiguous:
+                results[k] = np.array(result, dtype=dtype, order="C")
+        return results
+
+    def _run_session(self, program: OnnxRuntimeProgram, arrays: Sequence[np.ndarray]) -> list:
+        """Check every input against the program (shape, dtype) and run the session on them."""
+        session = program.session
+        if session is None:
+            raise _fail("the program was destroyed")
+        feeds = {}
+        for index, (slot, array) in enumerate(zip(program.inputs, arrays)):
+            shape = array.shape
+            if shape != slot.fixed_shape and not self._fits(shape, slot.dims):
+                raise InvalidDimensionsError(f"microsoft_onnxruntime: input {index} has shape {list(shape)}, "
+                                             f"the program was built for {list(slot.type.dims)}")
+            if array.dtype != slot.dtype:
+                raise _fail(f"input {index} has dtype {array.dtype}, expected {slot.dtype} "
+                            f"({slot.type.precision.name})")
+            if slot.consumed:
+                feeds[slot.name] = array
+        try:
+            return session.run(program.output_names, feeds)
+        except _InvalidArgument as exc:  # the input values (e.g. indices out of range): the caller's error
+            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.INVALID_PARAMETER) from exc
+        except Exception as exc:
+            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
 
     @staticmethod
     def _fits(shape: tuple, dims: tuple) -> bool:

@@ -17,7 +17,10 @@ driver reads (a key no device declares gets a warning naming the nearest known o
 `_NUM_THREADS`, if any, is the driver's thread count, which Config.set_threads fills); `unavailable_reason()`,
 what to install when the driver's SDK is missing (`nnadapter-bridge devices` shows it); `clone_program(program)`,
 a program sharing the compiled parts of `program` with its own execution state, so that predictor clones
-run it from several threads at once; `unsupported_reasons(context, model)`, per operation the reason the driver
+run it from several threads at once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the
+caller owns, for `arrays` in model input order (the runtime calls it instead of `execute_program` for a
+compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small
+models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`, per operation the reason the driver
 declines it ("" when it runs it, so it agrees with `validate_program`), which the support decisions and the
 engine show the user. Which errors are the device's fault and which the caller's:
 `runtime.is_device_fault`.

@@ -71,6 +71,12 @@ def test_claimed_operation_runs_and_round_trips_through_nnc(driver_name, sample,
         assert len(got) == len(want)
         for k, (g, w) in enumerate(zip(got, want)):
             assert_op_close(g, w, what=f"{driver_name} {sample.id} output {k}")
+        # The direct path (the driver's run_arrays where it has one) gives exactly what execute_program gave.
+        direct = compiled.execute_arrays(feeds)
+        assert len(direct) == len(got)
+        for k, (d, g) in enumerate(zip(direct, got)):
+            assert d.dtype == g.dtype and d.shape == g.shape, f"{driver_name} {sample.id} output {k}"
+            np.testing.assert_array_equal(d, g, err_msg=f"{driver_name} {sample.id} output {k}, direct path")
         assert compiled.wait_for_cache_write(timeout=60)  # written by a thread of its own after the first compute
         assert compiled.cache_path is not None and (tmp_path / f"{token}.nnc").is_file(), \
             f"{driver_name} wrote no .nnc for {sample.id} (it filled no program bytes)"

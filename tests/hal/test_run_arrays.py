@@ -1,0 +1,101 @@
+"""The drivers' optional `run_arrays` hook (driver_protocol): the runtime's direct path for a compilation of one
+program. It refuses what execute_program refuses, and the runtime does not take it when a subclass overrides
+execute_program (a wrapper or test double must see every run). Its outputs equal execute_program's on every
+operation sample: tests/hal/test_driver_contract.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution, _run_arrays_hook
+from nnadapter_bridge.nnadapter.types import OperandType
+
+SDK_DRIVERS = ["intel_openvino", "microsoft_onnxruntime"]
+
+
+def _model() -> Model:
+    """x [2, 3] float32 -> (x + b, relu(x + b) as int32 via CAST): two outputs, one of another dtype."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
+    added = model.add_output("added")
+    model.add_operation(T.ADD, [x, model.add_constant(np.float32([1.0, -2.0, 0.5])),
+                                model.add_constant(np.int32([0]))], [added])
+    relu = model.add_output("relu")
+    model.add_operation(T.RELU, [added], [relu])
+    as_int = model.add_output("as_int")
+    model.add_operation(T.CAST, [relu, model.add_constant(np.int32([int(Precision.INT32)]))], [as_int])
+    model.identify_inputs_and_outputs([x], [added, as_int])
+    model.finish()
+    return model
+
+
+def _compiled(name: str):
+    manager = DeviceManager.instance()
+    try:
+        device = manager.acquire(name)
+    except Exception as exc:  # the SDK is an optional extra
+        pytest.skip(f"driver '{name}' cannot be acquired here: {exc}")
+    context = Context([device])
+    compiled = Compilation(_model(), context=context)
+    compiled.finish()
+    return context, compiled
+
+
+@pytest.mark.parametrize("name", SDK_DRIVERS)
+def test_the_direct_path_is_the_drivers_hook_and_matches_execute_program(name):
+    context, compiled = _compiled(name)
+    try:
+        assert compiled._direct_program() is not None and compiled._direct_run is not None
+        x = np.float32([[0.5, 1.5, -3.0], [-1.0, 4.0, 2.25]])
+        direct = compiled.execute_arrays([x])
+        general = Execution(compiled).run([x])
+        for d, g in zip(direct, general):
+            assert d.dtype == g.dtype and d.shape == g.shape
+            np.testing.assert_array_equal(d, g)
+        np.testing.assert_array_equal(direct[0], x + np.float32([1.0, -2.0, 0.5]))
+        assert direct[1].dtype == np.int32
+        # each run hands out new arrays: a second run does not change what the first returned
+        first = direct[0].copy()
+        compiled.execute_arrays([x * 2])
+        np.testing.assert_array_equal(direct[0], first)
+        # a non-contiguous input is read as its values
+        wide = np.zeros((2, 6), np.float32)
+        wide[:, ::2] = x
+        np.testing.assert_array_equal(compiled.execute_arrays([wide[:, ::2]])[0], direct[0])
+    finally:
+        compiled.destroy()
+        context.destroy()
+
+
+@pytest.mark.parametrize("name", SDK_DRIVERS)
+def test_the_direct_path_refuses_what_execute_program_refuses(name):
+    context, compiled = _compiled(name)
+    try:
+        with pytest.raises(InvalidDimensionsError):
+            compiled.execute_arrays([np.zeros((2, 4), np.float32)])
+        with pytest.raises(NNAdapterError, match="dtype"):
+            compiled.execute_arrays([np.zeros((2, 3), np.float64)])
+    finally:
+        compiled.destroy()
+        context.destroy()
+
+
+def test_a_subclass_overriding_execute_program_is_not_bypassed():
+    from hal.microsoft_onnxruntime.driver import OnnxRuntimeDriver
+
+    class Counting(OnnxRuntimeDriver):
+        def execute_program(self, program, inputs, outputs):
+            return super().execute_program(program, inputs, outputs)
+
+    class Faster(Counting):  # defines run_arrays below the override: taken
+        def run_arrays(self, program, arrays):
+            return super().run_arrays(program, arrays)
+
+    assert _run_arrays_hook(OnnxRuntimeDriver()) is not None
+    assert _run_arrays_hook(Counting()) is None
+    assert _run_arrays_hook(Faster()) is not None
+    assert _run_arrays_hook(object()) is None
