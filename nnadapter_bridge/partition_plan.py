@@ -32,12 +32,24 @@ from typing import Optional
 
 from nnadapter_bridge import cache_key
 from nnadapter_bridge.support_decisions import SupportDecider, VerdictStore
-from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, detect_subgraphs, op_key,
-                       resolve_partition_config)
+from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, body_ops, detect_subgraphs, op_key,
+                       resolve_partition_config, sub_block_indices)
 from partition.picture import Placement
 
 # More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
 HOST_SHARE_LIMIT = 0.05
+
+
+# Why a control-flow op is on the host: no NNAdapter operation expresses a loop or a branch over a block of ops, so
+# no device runs one; the op runs on the host executor, which runs its body op by op. Not a device declining an op.
+CONTROL_FLOW_REASON = ("control flow: no NNAdapter device runs a loop or a branch, so it runs on the host with its "
+                       "body")
+
+
+class ControlFlowOnHostWarning(UserWarning):
+    """Strict mode and a model with control flow (while, conditional_block): those ops and their bodies run on the
+    host because no NNAdapter device runs control flow, not because a device declined them; strict mode accepts
+    them and says so once (check_strict)."""
 
 
 class HostPlacementWarning(UserWarning):
@@ -98,6 +110,8 @@ class PartitionPlan:
         key = op_key(op)
         if key in forced:
             return f"forced to the host by the partition config ({forced[key]})"
+        if sub_block_indices(op):
+            return CONTROL_FLOW_REASON
         reason = self.support.reason(op)
         if reason:
             return reason
@@ -124,13 +138,28 @@ class PartitionPlan:
                 continue
             reason = self.host_reason(op, forced)
             is_forced = op_key(op) in forced
-            if is_forced or self.support.reason(op) is None:  # forced, or supported in a cluster below the minimum
-                declined = {}
+            control_flow = bool(sub_block_indices(op))
+            if is_forced or control_flow or self.support.reason(op) is None:
+                declined = {}  # forced, control flow (no device was asked), or supported in a cluster below the minimum
             elif per_device is not None:
                 declined = per_device.declined(op) or {n: reason for n in names}
             else:
                 declined = {n: reason for n in names}
-            found.append(OpPlacement(op, None, None, reason, is_forced, declined))
+            found.append(OpPlacement(op, None, None, reason, is_forced, declined, control_flow=control_flow))
+        return found
+
+    def body_placements(self) -> list:
+        """One BodyPlacement per op of the loop and branch bodies (every block but 0, nested ones too), grouped
+        by the control-flow op of block 0 holding them, in program order: they all run on the host."""
+        found = []
+        for holder in self.result.ops:
+            if not sub_block_indices(holder):
+                continue
+            holders = {idx: holder for idx in sub_block_indices(holder)}
+            for op in body_ops(self.graph, holder):
+                for idx in sub_block_indices(op):  # a nested loop or branch: its blocks' holder
+                    holders.setdefault(idx, op)
+                found.append(BodyPlacement(op, op.block_idx, holders[op.block_idx], holder))
         return found
 
 
@@ -147,6 +176,7 @@ class OpPlacement:
     forced: bool  # the partition config keeps it on the host
     declined: dict
     at_run: bool = False
+    control_flow: bool = False  # a while / conditional_block: on the host because no device runs control flow
 
     def picture_placement(self) -> Placement:
         return Placement(self.subgraph, self.device, self.reason, self.forced)
@@ -154,7 +184,28 @@ class OpPlacement:
     def as_dict(self) -> dict:
         return {"index": self.op.index, "type": self.op.type, "op": self.op.label(), "subgraph": self.subgraph,
                 "device": self.device, "host_reason": self.reason or None, "forced": self.forced,
-                "declined": dict(self.declined), "at_run": self.at_run}
+                "declined": dict(self.declined), "at_run": self.at_run, "control_flow": self.control_flow}
+
+
+@dataclasses.dataclass
+class BodyPlacement:
+    """An op of a loop or branch body: it runs on the host, op by op, each time the control-flow op holding its
+    block runs it (PartitionPlan.body_placements). `holder`: the op whose sub-block is `block` (a nested loop's
+    own op for a nested body); `top`: the control-flow op of block 0 it is under."""
+
+    op: object
+    block: int
+    holder: object
+    top: object
+
+    @property
+    def reason(self) -> str:
+        return f"in the body of {self.holder.label()}: runs on the host with it (no NNAdapter device runs control flow)"
+
+    def as_dict(self) -> dict:
+        return {"block": self.block, "index": self.op.index, "type": self.op.type, "op": self.op.label(),
+                "in": self.holder.label(), "in_type": self.holder.type, "under": self.top.label(),
+                "host_reason": self.reason}
 
 
 class _DeviceVerdicts:
@@ -290,6 +341,7 @@ class HostShare:
     total_flops: int  # over the convolutions and matrix products whose shapes are known
     host_flops: int  # of those, on the host and not forced
     at_run: int  # ops moved to the host at run time (their subgraph could not be compiled or run)
+    body_ops: int = 0  # ops in the bodies of the control-flow ops on the host (not forced there), nested ones too
 
     @property
     def op_share(self) -> float:
@@ -317,8 +369,9 @@ def host_share(graph, placements: list) -> HostShare:
         total_flops += flops
         if p.device is None and not p.forced:
             host_flops += flops
+    body = sum(len(body_ops(graph, p.op)) for p in declined if p.control_flow)
     return HostShare(len(placements), host, len(declined), total_flops, host_flops,
-                     sum(1 for p in host if p.at_run))
+                     sum(1 for p in host if p.at_run), body)
 
 
 def host_ops_by_reason(host: list, limit: int = 12) -> list:
@@ -386,14 +439,54 @@ def plan_partition(config, graph, context) -> PartitionPlan:
 
 def strict_error(share: HostShare, device_names: list):
     """The UnsupportedOpError of strict mode (Config.set_strict, --strict): every op left off the devices that the
-    partition config did not put on the host, grouped as the HostPlacementWarning groups them."""
+    partition config did not put on the host and that is not control flow (check_strict), grouped as the
+    HostPlacementWarning groups them."""
     from nnadapter_bridge.errors import UnsupportedOpError
 
-    declined = [p for p in share.host if not p.forced]
+    declined = [p for p in share.host if not p.forced and not p.control_flow]
+    flow = [p for p in share.host if not p.forced and p.control_flow]
+    also = (f"\n({_control_flow_text(share)} also run on the host, as no NNAdapter device runs control flow: "
+            "strict mode accepts those.)") if flow else ""
     return UnsupportedOpError(
         f"strict mode: {len(declined)} of {share.total_ops} ops cannot run on {', '.join(device_names) or 'a device'}:"
-        "\n" + "\n".join(host_ops_by_reason(declined)) + "\nAdd converters for them, choose devices that support "
-        "them, or drop set_strict() (--strict) to run them on the host.")
+        "\n" + "\n".join(host_ops_by_reason(declined)) + also + "\nAdd converters for them, choose devices that "
+        "support them, or drop set_strict() (--strict) to run them on the host.")
+
+
+def _control_flow_text(share: HostShare) -> str:
+    """'while#22 (out: ...) and the 4 ops of its body' / '2 control-flow ops (while#22 (...), ...) and the 9 ops of
+    their bodies', for the control-flow ops on the host that the partition config did not force there."""
+    flow = [p for p in share.host if not p.forced and p.control_flow]
+    body = share.body_ops
+    if len(flow) == 1:
+        return f"{flow[0].op.label()} and the {body} op{'s' if body != 1 else ''} of its body"
+    labels = ", ".join(p.op.label() for p in flow[:3]) + (", ..." if len(flow) > 3 else "")
+    return f"{len(flow)} control-flow ops ({labels}) and the {body} op{'s' if body != 1 else ''} of their bodies"
+
+
+def control_flow_message(share: HostShare, device_names: list) -> str:
+    """The text of the ControlFlowOnHostWarning (check_strict)."""
+    forced = sum(1 for p in share.host if p.forced)
+    rest = (f"every other op runs on {', '.join(device_names) or 'the devices'}" +
+            (f" but {forced} the partition config keeps on the host" if forced else ""))
+    return (f"strict mode: {_control_flow_text(share)} run on the host: no NNAdapter device runs control flow "
+            f"(loops and branches), so no device declined them and strict mode accepts them; {rest}")
+
+
+def check_strict(share: HostShare, device_names: list, stacklevel: int = 1) -> None:
+    """Strict mode (Config.set_strict, --strict) on a partition: the UnsupportedOpError of strict_error when an op
+    that the partition config did not force there is on the host for a device's reason; when the only such ops
+    are control flow (while, conditional_block: no NNAdapter device runs a loop or a branch, so they and their
+    bodies run on the host whatever the devices), one ControlFlowOnHostWarning saying so, and no error.
+    `stacklevel`: the warning's, counted from the caller."""
+    import warnings
+
+    unforced = [p for p in share.host if not p.forced]
+    if any(not p.control_flow for p in unforced):
+        raise strict_error(share, device_names)
+    if unforced:
+        warnings.warn(control_flow_message(share, device_names), ControlFlowOnHostWarning,
+                      stacklevel=stacklevel + 1)
 
 
 def host_share_summary(share: HostShare) -> dict:

@@ -400,10 +400,10 @@ class Predictor:
         forced = self.partition.forced_op_keys
         if self.config.strict:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
-            if off_device:
-                from nnadapter_bridge.partition_plan import strict_error
+            if off_device:  # an error, or only control flow on the host: a warning saying so (check_strict)
+                from nnadapter_bridge.partition_plan import check_strict
 
-                raise strict_error(self._host_share(), self.device_names)
+                check_strict(self._host_share(), self.device_names, stacklevel=5)
         if not self.host_ops:
             return
         if self.host is None:

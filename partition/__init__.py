@@ -19,7 +19,9 @@ from partition.detector import (  # noqa: F401
     PartitionError,
     PartitionResult,
     Subgraph,
+    body_ops,
     detect_subgraphs,
+    sub_block_indices,
 )
 from partition.dump import (  # noqa: F401
     SUBGRAPH_COLORS,

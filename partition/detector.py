@@ -111,6 +111,16 @@ def _nested_blocks(blocks, roots: list[int]) -> list[int]:
     return found
 
 
+def body_ops(program, op) -> list:
+    """Every op of `op`'s sub-blocks and the blocks nested in them ([] for an op without a sub-block): each block's
+    ops in order, a nested block after the block holding it."""
+    blocks = getattr(program, "blocks", None)
+    roots = sub_block_indices(op)
+    if not roots or blocks is None:
+        return []
+    return [inner for idx in _nested_blocks(blocks, roots) for inner in blocks[idx].ops]
+
+
 def _attr_var_names(op) -> list[str]:
     return [ref.name for value in op.attrs.values()
             for ref in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(ref, VarRef)]

@@ -3,14 +3,17 @@
 Default output: one table row per subgraph (index, device(s) taking its ops, ops count, op types, boundary
 inputs and outputs), one row per host op with the reason it is not on a device (feed/fetch, forced by a
 partition config spec, the support decision's reason, or a cluster below --min-subgraph-size) and, with
-several devices, why each of them declines it, and whether a host kernel can run it; then the host share
+several devices, why each of them declines it, and whether a host kernel can run it; one row per op of the loop
+and branch bodies (every block but 0, nested ones too: they run on the host with the control-flow op), with its
+block, whether a host kernel can run it and the control-flow op holding its block; then the host share
 (partition_plan.HostShare: over 5% of the ops or FLOPs, create_predictor warns). `--per-op` lists every op
 with its subgraph, device and the devices that decline it. `--strict` fails (exit 2) when an op not forced
 there would run on the host, listing them as strict mode does. `--dump` prints Paddle Lite's debug dump
 instead (`subgraph clusters: N`, DOT, `subgraph operators:`), whose op lines are valid partition config specs.
 `--dot/--svg/--png` write the readable picture (partition.picture: boxes of ops by subgraph and device, host
-ops with their reason, a legend); `--json` has the same picture under "picture" and every op's placement
-under "placements".
+ops with their reason, a legend); `--json` has the same picture under "picture", every op's placement
+under "placements" and the body ops under "body_ops". `--strict` does not count control flow as declined (a
+warning says it runs on the host: partition_plan.check_strict).
 
 The partition is the one create_predictor computes (nnadapter_bridge.partition_plan: same support
 decision, partition config and detector), but without requiring every host op to be runnable, so it
@@ -123,6 +126,7 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
             "host_kernel": op.type not in no_host_kernel,
             "declined": dict(placed[op.index].declined) if op.index in placed else {},
         })
+    bodies = [dict(b.as_dict(), host_kernel=b.op.type not in no_host_kernel) for b in plan.body_placements()]
     return {
         "model": graph.model_path or "<buffer>",
         "devices": list(plan.device_names),
@@ -133,6 +137,9 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
         "num_host_ops": len(plan.host_ops) + len(moved),
         "subgraphs": subgraphs,
         "host_ops": host_ops,
+        # The ops of loop and branch bodies (every block but 0): on the host with the control-flow op holding them.
+        "num_body_ops": len(bodies),
+        "body_ops": bodies,
         "host_share": host_share_summary(host_share(graph, placements)),
         "placements": [p.as_dict() for p in placements],
         "picture": picture(plan, placements).as_dict(),
@@ -148,7 +155,8 @@ def picture(plan: PartitionPlan, placements: list):
 
 
 def _no_host_kernel(plan: PartitionPlan) -> set:
-    """The op types among the host ops that nothing on the host can run."""
+    """The op types among the host ops and the ops of their loop and branch bodies that nothing on the host can
+    run."""
     ops = plan.host_ops
     if not ops:
         return set()
@@ -182,12 +190,12 @@ def write_files(args, plan: PartitionPlan) -> list:
 
 
 def check_strict(plan: PartitionPlan) -> None:
-    """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host."""
-    from nnadapter_bridge.partition_plan import host_share, strict_error
+    """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host, other than
+    control flow (partition_plan.check_strict: a warning says it runs on the host)."""
+    from nnadapter_bridge.partition_plan import check_strict as check_share, host_share
 
     share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
-    if share.declined_ops:
-        raise strict_error(share, plan.device_names)
+    check_share(share, plan.device_names)
 
 
 def run(args) -> int:
@@ -251,7 +259,8 @@ def render_summary(data: dict) -> str:
              f"config       {data['partition_config'] or '-'}",
              f"ops          {data['num_ops']} ({data['ops_on_devices']} on devices in {data['num_subgraphs']} "
              f"subgraph{'s' if data['num_subgraphs'] != 1 else ''}, {data['num_host_ops']} on the host, "
-             "plus feed/fetch)",
+             "plus feed/fetch)" + (f"; {data['num_body_ops']} more in loop and branch bodies, on the host"
+                                   if data.get("num_body_ops") else ""),
              ""]
     lines.extend(placement_tables(data))
     share = data["host_share"]
@@ -290,6 +299,13 @@ def placement_tables(data: dict) -> list:
         lines.append(output.format_table(header, rows, right_align={0}))
     else:
         lines.append("no host ops: everything but feed/fetch runs on the devices")
+    bodies = data.get("body_ops") or []
+    if bodies:
+        lines += ["", ("loop and branch bodies: every op runs on the host when the control-flow op holding its block "
+                       "runs (no NNAdapter device runs control flow)")]
+        rows = [[b["block"], b["index"], b["type"], "yes" if b["host_kernel"] else "NO", b["in"]] for b in bodies]
+        lines.append(output.format_table(["block", "op", "body op type", "host kernel", "in the body of"], rows,
+                                         right_align={0, 1}))
     return lines
 
 

@@ -1,0 +1,101 @@
+"""`nnadapter-bridge partition` on a model with control flow (issue 25): the ops of loop and branch bodies are
+listed too (every block but 0, nested ones included), each with its block, whether a host kernel can run it and
+the control-flow op holding its block, in the text and under "body_ops" in --json; `--strict` accepts the control
+flow (no NNAdapter device runs it) with one warning, and still fails on an op a device declines.
+
+The model: relu, then a while loop whose body takes kthvalue (a host kernel, no converter) and holds a branch
+(conditional_block) with tanh in it; saved the Paddle 3 way."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nnadapter_bridge.cli import main
+from support.converter_harness import pir_program
+from support.placement_devices import PICKY, DecliningDevice
+
+X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], np.float32)
+
+
+@pytest.fixture(scope="module")
+def nested_model(tmp_path_factory) -> str:
+    def build(x):
+        import paddle
+
+        def body(i, acc):
+            values, _ = paddle.kthvalue(acc, 2, axis=-1, keepdim=True)
+            acc = paddle.static.nn.cond(values.sum() > 0, lambda: paddle.tanh(acc + values), lambda: acc * 0.5)
+            return i + 1, acc
+        start = paddle.nn.functional.relu(x)
+        _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, body, [paddle.full([1], 0, "int64"), start])
+        return [acc]
+    return pir_program(tmp_path_factory.mktemp("nested_cf"), build, {"x": X}, run_paddle=False).model_path
+
+
+def _graph(path):
+    from nnadapter_bridge.loader import load_model
+
+    graph = load_model(path, None)
+    (loop,) = [op for op in graph.ops() if op.type == "while"]
+    body = graph.blocks[loop.attr("sub_block").idx]
+    branches = [op for op in body.ops if op.type == "conditional_block"]
+    return graph, loop, body, branches
+
+
+def test_partition_lists_body_ops_with_block_and_holder(nested_model, capsys, monkeypatch):
+    from nnadapter_bridge.host.kernels import HOST_KERNELS
+
+    monkeypatch.delitem(HOST_KERNELS, "kthvalue")  # nothing runs it now: the table says so (partition never refuses)
+    graph, loop, body, branches = _graph(nested_model)
+    assert branches, "the loop body holds no branch (paddle changed how cond is saved?)"
+    inner = [op for branch in branches for op in graph.blocks[branch.attr("sub_block").idx].ops]
+    assert main(["partition", nested_model, "--device", "builtin_device"]) == 0
+    out = capsys.readouterr().out
+    total = len(body.ops) + len(inner)
+    assert f"; {total} more in loop and branch bodies, on the host" in out.splitlines()[3], out
+    table = out[out.index("loop and branch bodies:"):].splitlines()
+    assert table[1].split() == ["block", "op", "body", "op", "type", "host", "kernel", "in", "the", "body", "of"]
+    rows = [line.split(None, 4) for line in table[3:] if line.strip() and not line.startswith("host share")]
+    assert len(rows) == total
+    kth = next(r for r in rows if r[2] == "kthvalue")
+    assert kth[:4] == [str(body.idx), str(next(op.index for op in body.ops if op.type == "kthvalue")), "kthvalue",
+                       "NO"] and kth[4] == loop.label()
+    tanh = next(r for r in rows if r[2] == "tanh")
+    holder = next(b for b in branches if graph.blocks[b.attr("sub_block").idx].ops[0].block_idx == int(tanh[0]))
+    assert tanh[3] == "yes" and tanh[4] == holder.label()  # a nested body: held by the branch, not the loop
+
+
+def test_partition_json_has_the_body_ops(nested_model, capsys):
+    graph, loop, body, branches = _graph(nested_model)
+    assert main(["partition", nested_model, "--device", "builtin_device", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ops = data["body_ops"]
+    assert data["num_body_ops"] == len(ops) > len(body.ops)
+    in_body = [(o["block"], o["index"]) for o in ops if o["block"] == body.idx]
+    assert in_body == [(body.idx, op.index) for op in body.ops]
+    assert all(o["under"] == loop.label() for o in ops)
+    kth = next(o for o in ops if o["type"] == "kthvalue")
+    assert kth["in"] == loop.label() and kth["in_type"] == "while" and kth["host_kernel"] is True
+    assert "runs on the host with it (no NNAdapter device runs control flow)" in kth["host_reason"]
+    nested = [o for o in ops if o["block"] != body.idx]
+    assert nested and {o["in_type"] for o in nested} == {"conditional_block"}
+    (placed,) = [p for p in data["placements"] if p["type"] == "while"]
+    assert placed["control_flow"] is True and placed["declined"] == {}
+
+
+def test_partition_strict_accepts_control_flow_with_a_warning(nested_model, capsys):
+    assert main(["partition", nested_model, "--device", "builtin_device", "--strict", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (warning,) = data["warnings"]
+    assert warning["category"] == "ControlFlowOnHostWarning", warning
+    assert warning["message"].startswith("strict mode: while#") and "strict mode accepts them" in warning["message"]
+
+
+def test_partition_strict_still_fails_on_a_declined_op(nested_model, capsys, register_device):
+    register_device(DecliningDevice(PICKY))  # declines RELU
+    assert main(["partition", nested_model, "--device", PICKY, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "strict mode: 1 of" in err and "relu (x1, relu#" in err, err
+    assert "also run on the host, as no NNAdapter device runs control flow" in err, err

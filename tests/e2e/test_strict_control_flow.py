@@ -1,0 +1,100 @@
+"""Strict mode and control flow (issue 25): no NNAdapter device runs a loop or a branch, so a while /
+conditional_block and its body run on the host whatever the devices. That is not a device declining an op:
+strict mode (Config.set_strict) accepts it and says so once with a ControlFlowOnHostWarning, while an op a device
+really declines stays an error (which mentions the control flow apart). Outside strict mode the control-flow op's
+reason says the same instead of "no converter".
+
+The program: relu on the input (block 0), then a loop whose body holds kthvalue (a host kernel, no converter) and
+tanh; saved the Paddle 3 way, the reference from Paddle Inference.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from nnadapter_bridge.partition_plan import CONTROL_FLOW_REASON, ControlFlowOnHostWarning, HostPlacementWarning
+from support.converter_harness import pir_program
+from support.placement_devices import PICKY, DecliningDevice
+from support.tolerances import assert_model_close
+
+X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], np.float32)
+
+
+@pytest.fixture(scope="module")
+def loop_model(tmp_path_factory):
+    def build(x):
+        import paddle
+
+        def body(i, acc):
+            values, _ = paddle.kthvalue(acc, 2, axis=-1, keepdim=True)
+            return i + 1, paddle.tanh(acc + values)
+        start = paddle.nn.functional.relu(x) * 0.5
+        _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, body, [paddle.full([1], 0, "int64"), start])
+        return [acc]
+    return pir_program(tmp_path_factory.mktemp("strict_loop"), build, {"x": X})
+
+
+def _create(saved, devices, strict):
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(devices)
+    if strict:
+        config.set_strict()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor = nb.create_predictor(config)
+    return predictor, caught
+
+
+def _run(predictor):
+    predictor.get_input_by_name("x").from_numpy(X)
+    predictor.run()
+    return predictor.get_output(0).numpy()
+
+
+def test_strict_mode_accepts_control_flow_and_says_so_once(loop_model):
+    predictor, caught = _create(loop_model, ["builtin_device"], strict=True)
+    flow = [w for w in caught if issubclass(w.category, ControlFlowOnHostWarning)]
+    assert len(flow) == 1, [str(w.message) for w in caught]
+    assert not [w for w in caught if issubclass(w.category, HostPlacementWarning)]
+    (loop,) = [op for op in predictor.graph.ops() if op.type == "while"]
+    body = len(predictor.graph.blocks[loop.attr("sub_block").idx].ops)
+    assert str(flow[0].message) == (
+        f"strict mode: {loop.label()} and the {body} ops of its body run on the host: no NNAdapter device runs "
+        "control flow (loops and branches), so no device declined them and strict mode accepts them; every other "
+        "op runs on builtin_device")
+    assert flow[0].filename == __file__  # pointed at the create_predictor call
+    host = [p for p in predictor.placements() if p.device is None]
+    assert [(p.op.type, p.control_flow, p.declined, p.reason) for p in host] == [
+        ("while", True, {}, CONTROL_FLOW_REASON)]
+    assert_model_close(_run(predictor), loop_model.outputs[0], what="strict, builtin_device")
+
+
+def test_strict_mode_still_rejects_a_declined_op_and_tells_the_control_flow_apart(loop_model, register_device):
+    register_device(DecliningDevice(PICKY))  # declines RELU
+    config = nb.Config()
+    config.set_model_file(loop_model.model_path)
+    config.set_nnadapter_device_names([PICKY])
+    config.set_strict()
+    with pytest.raises(nb.UnsupportedOpError) as caught:
+        nb.create_predictor(config)
+    message = str(caught.value)
+    lines = message.splitlines()
+    assert lines[0].startswith("strict mode: 1 of ") and lines[0].endswith(f"ops cannot run on {PICKY}:"), message
+    assert lines[1].startswith("  relu (x1, relu#") and f"RELU not accepted by {PICKY}" in lines[1], message
+    assert "while" not in lines[1] and lines[2].startswith("(while#") and lines[2].endswith(
+        "of its body also run on the host, as no NNAdapter device runs control flow: strict mode accepts those.)")
+
+
+def test_outside_strict_mode_the_reason_is_control_flow(loop_model, register_device):
+    register_device(DecliningDevice(PICKY))
+    predictor, caught = _create(loop_model, [PICKY], strict=False)
+    shares = [str(w.message) for w in caught if issubclass(w.category, HostPlacementWarning)]
+    assert len(shares) == 1, [str(w.message) for w in caught]
+    assert "  while (x1, while#" in shares[0] and f"): {CONTROL_FLOW_REASON}" in shares[0], shares[0]
+    assert "no converter for Paddle op 'while'" not in shares[0]
+    assert not [w for w in caught if issubclass(w.category, ControlFlowOnHostWarning)]
+    assert_model_close(_run(predictor), loop_model.outputs[0], what=PICKY)
