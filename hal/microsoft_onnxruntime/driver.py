@@ -102,6 +102,13 @@ def parse_providers(names: Sequence[str], available: Sequence[str]) -> list:
     return chosen
 
 
+# onnxruntime 1.32 fusions that make our programs slower. A model built for concrete shapes (every program
+# here is) gets its Add + LayerNormalization fused into SkipLayerNormalization and its 3-D MatMul + Add turned
+# into Reshape -> Gemm -> Reshape; measured in one process, interleaved, 1 thread (benchmarks/RESULTS.md):
+# ERNIE-3.0 seq-cls 0.48 -> 0.39 ms, DeiT 6.43 -> 6.19, SegFormer 59.8 -> 58.1; CNNs unchanged (they have neither).
+DISABLED_OPTIMIZERS = ["SkipLayerNormFusion", "MatMulAddFusion"]
+
+
 @dataclasses.dataclass
 class OnnxRuntimeDevice:
     opened: bool = True
@@ -287,7 +294,7 @@ class OnnxRuntimeDriver(Driver):
     def _open_session(self, context: OnnxRuntimeContext, model_bytes: bytes) -> ort.InferenceSession:
         try:
             return ort.InferenceSession(model_bytes, context.session_options(qdq=marked_for_qdq(model_bytes)),
-                                        providers=context.providers)
+                                        providers=context.providers, disabled_optimizers=DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
             raise _fail(f"onnxruntime cannot load the program: {type(exc).__name__}: {exc}",
                         ResultCode.DEVICE_INTERNAL_ERROR) from exc
