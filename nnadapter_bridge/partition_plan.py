@@ -17,8 +17,14 @@ the listed order that accepts every NNAdapter operation its converter emits, as 
 the host with the reason, and why each other listed device declines it. With one device that is the support
 decision's own answer; with several, each device is asked about the op's scratch model on its own.
 
+Control flow (`CONTROL_FLOW_REASON`): no NNAdapter device runs a loop or a branch, so a while / conditional_block runs
+on the host with its body, op by op (`PartitionPlan.body_placements` lists the body ops with their block and the op
+holding them). That is not a device declining an op: strict mode accepts it with one ControlFlowOnHostWarning
+(`check_strict`), and only a real decline is strict mode's error.
+
 The host share (`host_share`, `HostShare`): how much of a model runs on the host although devices were named, in
-ops and in the FLOPs of its convolutions and matrix products where their declared shapes give them. Over
+ops (loop and branch bodies included) and in the FLOPs of its convolutions and matrix products where their declared
+shapes give them. Over
 HOST_SHARE_LIMIT (or when a subgraph fell to the host at run time) the predictor says so once with a
 HostPlacementWarning naming the ops by type and the reason each was declined (`host_share_message`), and strict
 mode (Config.set_strict) makes it an error listing the same.
@@ -271,11 +277,11 @@ _CONV_TRANSPOSE_TYPES = frozenset({"conv2d_transpose", "depthwise_conv2d_transpo
 _MATMUL_TYPES = frozenset({"matmul", "matmul_v2", "mul", "fc"})
 
 
-def _dims(graph, name: str) -> Optional[tuple]:
+def _block_dims(graph, name: str, block: int) -> Optional[tuple]:
     if name in graph.params:
         return tuple(int(d) for d in graph.params[name].shape)
     try:
-        var = graph.var(name)
+        var = graph.var(name, block)
     except Exception:  # a var the model does not declare: no estimate
         return None
     return tuple(int(d) for d in var.shape) if var.dtype is not None else None
@@ -298,18 +304,20 @@ def _first(op, slots) -> Optional[str]:
 
 def op_flops(graph, op) -> Optional[int]:
     """The multiply-adds x2 of a convolution, matrix product or fused RNN from its declared shapes (an unknown batch
-    counts as 1); None for other ops and when a shape it needs is unknown."""
+    counts as 1); None for other ops and when a shape it needs is unknown. An op of a loop or branch body is counted
+    once (the number of iterations is not known before a run)."""
+    block = getattr(op, "block_idx", 0)
     if op.type in _CONV_TYPES or op.type in _CONV_TRANSPOSE_TYPES:
-        weight = _dims(graph, _first(op, ("Filter",)) or "")
+        weight = _block_dims(graph, _first(op, ("Filter",)) or "", block)
         spatial_of = _first(op, ("Input",) if op.type in _CONV_TRANSPOSE_TYPES else ("Output",))
-        shape = _batch_known(_dims(graph, spatial_of)) if spatial_of else None
+        shape = _batch_known(_block_dims(graph, spatial_of, block)) if spatial_of else None
         if not weight or any(d < 0 for d in weight) or not shape or len(shape) < 3:
             return None
         # Output (input for a transposed conv) positions x batch x every weight element: one multiply-add each.
         return 2 * math.prod(weight) * math.prod(shape[2:]) * shape[0]
     if op.type in _MATMUL_TYPES:
-        x = _dims(graph, _first(op, ("X", "Input")) or "")
-        out = _batch_known(_dims(graph, _first(op, ("Out",)) or ""))
+        x = _block_dims(graph, _first(op, ("X", "Input")) or "", block)
+        out = _batch_known(_block_dims(graph, _first(op, ("Out",)) or "", block))
         if not x or not out:
             return None
         if op.type in ("mul", "fc"):  # X flattened at x_num_col_dims / in_num_col_dims: K is the rest
@@ -322,8 +330,8 @@ def op_flops(graph, op) -> Optional[int]:
             return None
         return 2 * math.prod(out) * reduced
     if op.type == "rnn":  # Paddle's fused RNN, time-major [T, N, I]: every weight matrix at every step and sample
-        shape = _dims(graph, _first(op, ("Input",)) or "")
-        weights = [_dims(graph, name) for name in op.inputs.get("WeightList", [])]
+        shape = _block_dims(graph, _first(op, ("Input",)) or "", block)
+        weights = [_block_dims(graph, name, block) for name in op.inputs.get("WeightList", [])]
         if not shape or len(shape) != 3 or shape[0] < 0 or any(w is None for w in weights):
             return None
         return 2 * shape[0] * max(shape[1], 1) * sum(math.prod(w) for w in weights if len(w) == 2)
@@ -335,13 +343,18 @@ class HostShare:
     """How much of a model runs on the host (module docstring). The ops the partition config forces there are
     listed but do not count towards the limit: the user asked for them."""
 
-    total_ops: int
-    host: list  # OpPlacement of every host op (forced ones included), in program order
-    declined_ops: int  # host ops not forced there
+    total_ops: int  # block 0's (feed/fetch left out) and those of the loop and branch bodies on the host
+    host: list  # OpPlacement of every host op of block 0 (forced ones included), in program order
+    declined_ops: int  # host ops not forced there, the ops of their loop and branch bodies included
     total_flops: int  # over the convolutions and matrix products whose shapes are known
     host_flops: int  # of those, on the host and not forced
     at_run: int  # ops moved to the host at run time (their subgraph could not be compiled or run)
     body_ops: int = 0  # ops in the bodies of the control-flow ops on the host (not forced there), nested ones too
+
+    @property
+    def forced_ops(self) -> int:
+        """Host ops the partition config keeps there (block 0's)."""
+        return sum(1 for p in self.host if p.forced)
 
     @property
     def op_share(self) -> float:
@@ -358,19 +371,24 @@ class HostShare:
 
 
 def host_share(graph, placements: list) -> HostShare:
-    """The HostShare of `placements` (PartitionPlan.placements, with the run-time moves the predictor adds)."""
+    """The HostShare of `placements` (PartitionPlan.placements, with the run-time moves the predictor adds). The ops
+    of the loop and branch bodies count too, on the host with their control-flow op (forced there with it, or not):
+    the work they hide runs on the host whatever the devices."""
     host = [p for p in placements if p.device is None]
     declined = [p for p in host if not p.forced]
+    bodies = {id(p): body_ops(graph, p.op) for p in host if p.control_flow}
     total_flops = host_flops = 0
     for p in placements:
-        flops = op_flops(graph, p.op)
-        if flops is None:
-            continue
-        total_flops += flops
-        if p.device is None and not p.forced:
-            host_flops += flops
-    body = sum(len(body_ops(graph, p.op)) for p in declined if p.control_flow)
-    return HostShare(len(placements), host, len(declined), total_flops, host_flops,
+        for op in [p.op] + bodies.get(id(p), []):
+            flops = op_flops(graph, op)
+            if flops is None:
+                continue
+            total_flops += flops
+            if p.device is None and not p.forced:
+                host_flops += flops
+    body = sum(len(bodies[id(p)]) for p in declined if p.control_flow)
+    forced_body = sum(len(bodies[id(p)]) for p in host if p.forced and p.control_flow)
+    return HostShare(len(placements) + body + forced_body, host, len(declined) + body, total_flops, host_flops,
                      sum(1 for p in host if p.at_run), body)
 
 
@@ -400,16 +418,21 @@ def host_share_message(share: HostShare, device_names: list) -> str:
     parts = [f"{share.declined_ops} of {share.total_ops} ops ({share.op_share:.1%})"]
     if share.flop_share is not None:
         parts.append(f"{share.flop_share:.1%} of the estimated conv/matmul FLOPs")
-    forced = len(share.host) - share.declined_ops
+    forced = share.forced_ops
     head = (f"{', '.join(parts)} run on the host although {', '.join(device_names)} "
             f"{'was' if len(device_names) == 1 else 'were'} named")
+    if share.body_ops:
+        head += (f" ({share.body_ops} of them in loop and branch bodies, which run on the host with their "
+                 "control-flow op)")
     if share.at_run:
         head += f" ({share.at_run} moved there at run time, when their subgraph met the input shapes given)"
     if forced:
         head += f"; {forced} more {'is' if forced == 1 else 'are'} kept there by the partition config"
+    only_control_flow = all(p.control_flow for p in share.host if not p.forced)
+    strict = ("Config.set_strict(True) (or --strict) accepts control flow, with a warning, as no device runs it"
+              if only_control_flow else "Config.set_strict(True) (or --strict) makes this an error")
     return (head + ":\n" + "\n".join(host_ops_by_reason(share.host)) +
-            "\n`nnadapter-bridge partition MODEL --device ...` shows where every op runs and why; "
-            "Config.set_strict(True) (or --strict) makes this an error")
+            "\n`nnadapter-bridge partition MODEL --device ...` shows where every op runs and why; " + strict)
 
 
 def plan_partition(config, graph, context) -> PartitionPlan:
@@ -466,7 +489,7 @@ def _control_flow_text(share: HostShare) -> str:
 
 def control_flow_message(share: HostShare, device_names: list) -> str:
     """The text of the ControlFlowOnHostWarning (check_strict)."""
-    forced = sum(1 for p in share.host if p.forced)
+    forced = share.forced_ops
     rest = (f"every other op runs on {', '.join(device_names) or 'the devices'}" +
             (f" but {forced} the partition config keeps on the host" if forced else ""))
     return (f"strict mode: {_control_flow_text(share)} run on the host: no NNAdapter device runs control flow "
@@ -491,8 +514,9 @@ def check_strict(share: HostShare, device_names: list, stacklevel: int = 1) -> N
 
 def host_share_summary(share: HostShare) -> dict:
     """The HostShare as plain data (the `host_share` field of `partition --json` and `run --json`)."""
-    return {"ops": share.total_ops, "host_ops": len(share.host), "declined_ops": share.declined_ops,
-            "forced_ops": len(share.host) - share.declined_ops, "moved_at_run": share.at_run,
+    return {"ops": share.total_ops, "host_ops": share.declined_ops + share.forced_ops,
+            "declined_ops": share.declined_ops, "forced_ops": share.forced_ops, "body_ops": share.body_ops,
+            "moved_at_run": share.at_run,
             "op_share": round(share.op_share, 6),
             "flop_share": None if share.flop_share is None else round(share.flop_share, 6),
             "limit": HOST_SHARE_LIMIT, "over_limit": share.over_limit}

@@ -8,17 +8,20 @@ reasons. This picture is built for reading a 500+ op model:
   where the device changes), labelled with its subgraph, device, op count, op-index range and the most
   frequent op types; with one device, one box per subgraph;
 * a box per run of host ops (consecutive in program order) that share a reason, labelled with the op types,
-  their indices and that reason (ops the partition config forces there are dashed);
+  their indices and that reason (ops the partition config forces there are dashed); a loop or branch in it
+  (while, conditional_block) adds a line per body: its op count, block(s) and most frequent op types, since its
+  ops run on the host with it;
 * the model's inputs and outputs as ellipses; weights are not drawn; an edge per pair of boxes that a var
-  connects (its tooltip names the vars);
+  connects (its tooltip names the vars), what a loop or branch body reads and writes outside it included
+  (partition.detector.op_reads / op_writes);
 * one colour per device (in the listed order), the host in white with a red border, and a legend saying so.
 
 The same structure is `Picture.as_dict()` (the `picture` field of `partition --json`). `render_picture` runs
 graphviz's `dot` and checks the size it drew: a drawing over MAX_PIXELS on a side is scaled to fit with a
 PictureSizeWarning naming the factor, never left for graphviz to shrink (or refuse) without a word.
 
-Imports only partition.config (op var names) and the ground's errors; no device, driver or predictor code: the
-placements come in as data (Placement).
+Imports only partition.config and partition.detector (what ops read and write, their bodies) and the ground's
+errors; no device, driver or predictor code: the placements come in as data (Placement).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import warnings
 from typing import Mapping, Optional, Sequence
 
 from nnadapter_bridge.errors import ConfigError
-from partition.config import op_input_names, op_output_names
+from partition.detector import body_ops, op_reads, op_writes, sub_block_indices
 
 # graphviz's limit on each side of a bitmap (and what most SVG viewers rasterise at), in pixels = points.
 MAX_PIXELS = 32767
@@ -74,10 +77,10 @@ class Box:
     forced: bool = False
     name: str = ""  # the var of an input/output box
     color: str = ""  # fill colour: the device's (build_picture)
+    bodies: list = dataclasses.field(default_factory=list)  # (control-flow op, its body ops) of a host box
 
     def op_types(self) -> dict:
-        counts = collections.Counter(op.type for op in self.ops)
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        return _type_counts(self.ops)
 
     def as_dict(self) -> dict:
         data = {"id": self.id, "kind": self.kind}
@@ -88,6 +91,8 @@ class Box:
                     subgraph=self.subgraph, device=self.device)
         if self.kind == "host":
             data.update(reason=self.reason, forced=self.forced)
+            data["bodies"] = [{"op": holder.index, "type": holder.type, "blocks": sub_block_indices(holder),
+                               "num_ops": len(ops), "op_types": _type_counts(ops)} for holder, ops in self.bodies]
         return data
 
 
@@ -159,12 +164,31 @@ def _indices(ops: Sequence) -> str:
     return f"#{first}" if len(ops) == 1 else f"#{first}-#{last}"
 
 
-def _types_line(box: Box) -> list:
-    types = list(box.op_types().items())
+def _type_counts(ops: Sequence) -> dict:
+    """op type -> count, most frequent first."""
+    counts = collections.Counter(op.type for op in ops)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _types_text(ops: Sequence) -> str:
+    types = list(_type_counts(ops).items())
     shown = [f"{t} x{n}" if n > 1 else t for t, n in types[:_TYPES_SHOWN]]
     if len(types) > _TYPES_SHOWN:
         shown.append(f"+{len(types) - _TYPES_SHOWN} more types")
-    return textwrap.wrap(", ".join(shown), _REASON_WIDTH)
+    return ", ".join(shown)
+
+
+def _types_line(box: Box) -> list:
+    return textwrap.wrap(_types_text(box.ops), _REASON_WIDTH)
+
+
+def _bodies_lines(box: Box) -> list:
+    lines = []
+    for holder, ops in box.bodies:
+        blocks = ", ".join(str(b) for b in sub_block_indices(holder))
+        lines += textwrap.wrap(f"body of {holder.type}#{holder.index}: {len(ops)} op{'s' if len(ops) != 1 else ''} "
+                               f"(block {blocks}): {_types_text(ops)}", _REASON_WIDTH)
+    return lines
 
 
 def _label(box: Box) -> str:
@@ -175,7 +199,7 @@ def _label(box: Box) -> str:
     reason = textwrap.wrap("why: " + box.reason, _REASON_WIDTH)
     if len(reason) > _REASON_LINES:
         reason = reason[:_REASON_LINES - 1] + [_short(reason[_REASON_LINES - 1] + " ...", _REASON_WIDTH)]
-    return "\n".join([f"host: {count}"] + _types_line(box) + reason)
+    return "\n".join([f"host: {count}"] + _types_line(box) + _bodies_lines(box) + reason)
 
 
 def build_picture(graph, result, placements: Mapping[int, Placement], device_names: Sequence[str]) -> Picture:
@@ -222,6 +246,8 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
             current = Box("", "host", reason=where.reason, forced=where.forced)
             boxes.append(current)
         current.ops.append(op)
+        if sub_block_indices(op):
+            current.bodies.append((op, body_ops(graph, op)))
         box_of[op.index] = current
     for box in boxes:
         box.color = colors.get(box.device, DEVICE_COLORS[0]) if box.kind == "device" else HOST_FILL
@@ -238,13 +264,13 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
         box = box_of.get(op.index)
         if box is None:
             continue
-        for name in op_input_names(op):
+        for name in op_reads(graph, op):
             source = producer.get(name)
             if source is not None and source != box.id:
                 edges.setdefault((source, box.id), [])
                 if name not in edges[(source, box.id)]:
                     edges[(source, box.id)].append(name)
-        for name in op_output_names(op):
+        for name in op_writes(graph, op):
             producer[name] = box.id
     outputs = []
     for k, name in enumerate(graph.outputs):

@@ -268,7 +268,9 @@ def render_summary(data: dict) -> str:
         flops = "" if share["flop_share"] is None else f", {share['flop_share']:.1%} of the estimated FLOPs"
         verdict = ("over the 5% limit: create_predictor warns (HostPlacementWarning)" if share["over_limit"]
                    else "within the 5% limit")
-        lines += ["", f"host share   {share['op_share']:.1%} of the ops{flops} (forced ones not counted); {verdict}"]
+        bodies = ", loop and branch bodies included" if share.get("body_ops") else ""
+        lines += ["", f"host share   {share['op_share']:.1%} of the ops{flops} (forced ones not counted{bodies}); "
+                      f"{verdict}"]
     return "\n".join(lines)
 
 

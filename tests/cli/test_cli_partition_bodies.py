@@ -1,6 +1,7 @@
 """`nnadapter-bridge partition` on a model with control flow (issue 25): the ops of loop and branch bodies are
 listed too (every block but 0, nested ones included), each with its block, whether a host kernel can run it and
-the control-flow op holding its block, in the text and under "body_ops" in --json; `--strict` accepts the control
+the control-flow op holding its block, in the text and under "body_ops" in --json, and the picture's box holding
+the loop counts its body; `--strict` accepts the control
 flow (no NNAdapter device runs it) with one warning, and still fails on an op a device declines.
 
 The model: relu, then a while loop whose body takes kthvalue (a host kernel, no converter) and holds a branch
@@ -83,6 +84,11 @@ def test_partition_json_has_the_body_ops(nested_model, capsys):
     assert nested and {o["in_type"] for o in nested} == {"conditional_block"}
     (placed,) = [p for p in data["placements"] if p["type"] == "while"]
     assert placed["control_flow"] is True and placed["declined"] == {}
+    # The picture's host box holding the loop names its body too (the nested branch's ops counted in it).
+    (box,) = [b for b in data["picture"]["boxes"] if b["kind"] == "host" and loop.index in b["op_indices"]]
+    (drawn,) = box["bodies"]
+    assert drawn["op"] == loop.index and drawn["blocks"] == [body.idx] and drawn["num_ops"] == len(ops), drawn
+    assert drawn["op_types"]["kthvalue"] == 1
 
 
 def test_partition_strict_accepts_control_flow_with_a_warning(nested_model, capsys):

@@ -97,4 +97,19 @@ def test_outside_strict_mode_the_reason_is_control_flow(loop_model, register_dev
     assert "  while (x1, while#" in shares[0] and f"): {CONTROL_FLOW_REASON}" in shares[0], shares[0]
     assert "no converter for Paddle op 'while'" not in shares[0]
     assert not [w for w in caught if issubclass(w.category, ControlFlowOnHostWarning)]
+    # The body's ops count in the share: they run on the host with the loop.
+    (loop,) = [op for op in predictor.graph.ops() if op.type == "while"]
+    body = len(predictor.graph.blocks[loop.attr("sub_block").idx].ops)
+    block0 = len(predictor.placements())
+    assert shares[0].startswith(f"{2 + body} of {block0 + body} ops ("), shares[0]
+    assert f"named ({body} of them in loop and branch bodies, which run on the host with their control-flow op)" \
+        in shares[0].splitlines()[0], shares[0]
+    assert shares[0].endswith("Config.set_strict(True) (or --strict) makes this an error")  # relu is declined
     assert_model_close(_run(predictor), loop_model.outputs[0], what=PICKY)
+
+
+def test_outside_strict_mode_a_loop_alone_is_not_said_to_fail_strict_mode(loop_model):
+    predictor, caught = _create(loop_model, ["builtin_device"], strict=False)
+    (share,) = [str(w.message) for w in caught if issubclass(w.category, HostPlacementWarning)]
+    assert share.endswith("Config.set_strict(True) (or --strict) accepts control flow, with a warning, as no device "
+                          "runs it"), share
