@@ -23,8 +23,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 import traceback
 
 import numpy as np
@@ -38,6 +36,7 @@ from nnadapter_bridge.loader import ProgramGraph, load_model
 from nnadapter_bridge.loader import pir
 from nnadapter_bridge.loader.params import encode_lod_tensor
 from nnadapter_bridge.loader.validate import MAX_BLOCK_DEPTH
+from support.pir_export import export_in_child
 from support.tolerances import assert_model_close
 
 MODELS = ("cnn", "noparam", "cond", "loop")
@@ -158,13 +157,7 @@ def exports(tmp_path_factory) -> Exports:
     if importlib.util.find_spec("paddle") is None:
         pytest.skip("paddlepaddle is not installed: no PIR exports")
     root = str(tmp_path_factory.mktemp("pir_loader_exports"))
-    env = {k: v for k, v in os.environ.items() if k != "FLAGS_enable_pir_api"}  # PIR on: Paddle's default
-    env["GLOG_minloglevel"] = "2"
-    script = os.path.join(root, "export_pir_models.py")  # to_static reads the layers' source: a real file
-    with open(script, "w") as f:
-        f.write(_EXPORT)
-    proc = subprocess.run([sys.executable, script, root], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"PIR export failed:\n{proc.stderr[-3000:]}"
+    export_in_child(root, _EXPORT)
     found = Exports(root)
     for name in MODELS:
         assert os.path.isfile(found.json(name)), f"paddle.jit.save wrote no {name}.json (is PIR off?)"

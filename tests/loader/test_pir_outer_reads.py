@@ -3,14 +3,12 @@
 computed `end`, translated to a legacy `range` whose `end` is a Variable-valued attribute) makes that tensor part of
 the while op's X slot and of the conditional_block's Input slot, as a legacy ProgramDesc lists it.
 
-The models are exported by `paddle.jit.save` (paddle 3.3.1, PIR on) in a child interpreter, as
-test_pir_loader.py does, and run through the predictor against Paddle Inference reading the same `.json`.
+The models are exported by `paddle.jit.save` (paddle 3.3.1, PIR on) in a child interpreter
+(support.pir_export), and run through the predictor against Paddle Inference reading the same `.json`.
 """
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import VarRef
 from support.converter_harness import paddle_inference_run
+from support.pir_export import export_in_child
 from support.tolerances import assert_model_close
 
 # The control-flow op has no device path: it runs on the host, above the 5% share of these small programs.
@@ -67,13 +66,7 @@ HOLDER = {"loop_range": ("while", "X"), "cond_range": ("conditional_block", "Inp
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("pir_outer_reads"))
-    env = {k: v for k, v in os.environ.items() if k != "FLAGS_enable_pir_api"}  # PIR on: Paddle's default
-    env["GLOG_minloglevel"] = "2"
-    script = os.path.join(root, "export.py")  # to_static reads the layers' source: a real file
-    with open(script, "w") as f:
-        f.write(_EXPORT)
-    proc = subprocess.run([sys.executable, script, root], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"PIR export failed:\n{proc.stderr[-3000:]}"
+    export_in_child(root, _EXPORT)
     return root
 
 
