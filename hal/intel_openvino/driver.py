@@ -29,6 +29,9 @@
   function returns. A rank change or a dim that differs from a static compiled dim is INVALID_DIMENSIONS.
 * clone_program shares the CompiledModel and gives the clone its own InferRequest and input slots, so
   predictor clones run one compiled program from several threads at once.
+* int64: the CPU plugin computes int64 as int32 (int64.py says what that means per operation): operations that
+  could not stay exact are declined; an int64 input or result beyond int32 raises a run-time check, which
+  execute_program reports as a device fault (FEATURE_NOT_SUPPORTED), so the runtime runs that part elsewhere.
 * validate_program answers by a trial conversion of each operation alone; `unsupported_reasons` (an optional
   hook the runtime's callers read) gives the same answer with the reason for each operation declined.
 * unavailable_reason() says what to install when `openvino` cannot be imported.
@@ -146,7 +149,7 @@ class OpenVinoProgram:
     seconds_to_build: float  # compile_model or import_model wall time
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
-    checks: list = dataclasses.field(default_factory=list)  # (output position, message): graph.check_outputs
+    checks: list = dataclasses.field(default_factory=list)  # (output position, message, code): check_outputs
     # The memory the compiled model reads its constants from when it was imported in place (_import_program):
     # kept as long as the program (and its clones, which copy this reference) may run. The last field, so a
     # program dropped without destroy_program releases its compiled model and request before this memory.
@@ -440,9 +443,9 @@ class IntelOpenVinoDriver(Driver):
     @staticmethod
     def _infer(program: OpenVinoProgram, request) -> None:
         request.infer()
-        for position, message in program.checks:
+        for position, message, code in program.checks:  # check_outputs; a fault: int64 beyond int32 (int64.py)
             if request.get_output_tensor(position).data.item():
-                raise NNAdapterError(f"intel_openvino: {message}", ResultCode.INVALID_PARAMETER)
+                raise NNAdapterError(f"intel_openvino: {message}", code)
 
 
 DRIVER = IntelOpenVinoDriver()

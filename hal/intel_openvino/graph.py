@@ -17,6 +17,9 @@ something reads them raw: a model output), a quantized constant is Constant(int8
 and an int32 product of quantized operands keeps its float result as its real value (is_integer_product).
 The CPU plugin reports what it executed in the runtime model's rt_info ('runtimePrecision').
 
+int64: the CPU plugin computes int64 as int32; `convert_operation` declines what int64.py says cannot stay exact
+and adds its run-time checks (an int64 input or result beyond int32) as extra outputs (GraphBuilder.faults).
+
 Attribute-like operands (axes, pads, strides, flags) must be constants unless an implementation says
 otherwise; anything an implementation cannot express faithfully raises `Unsupported`, which makes
 `operation_supported` answer False for that operation, so the partitioner sends it elsewhere.
@@ -33,7 +36,17 @@ from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precis
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 from hal.common import OperationTable, Unsupported, is_integer_product, unsupported_reason as trial_reason
-from hal.intel_openvino.checks import CHECK_PREFIX, check_outputs  # noqa: F401 (check_outputs: its old home)
+from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, check_outputs  # noqa: F401 (check_outputs: its old home)
+from hal.intel_openvino.int64 import (
+    input_flag,
+    input_message,
+    int64_reason,
+    is_int64,
+    needs_overflow_check,
+    overflow_flag,
+    overflow_message,
+    values_read,
+)
 
 try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
     from openvino import opset16 as opset
@@ -168,6 +181,10 @@ class GraphBuilder:
         # (boolean scalar, what it says when true): run-time checks that Paddle makes and OpenVINO does not
         # (an out-of-range gather index gives zeros there); each becomes an extra model output.
         self.checks: List = []
+        # (boolean scalar, what it says when true): run-time checks of what this device computes wrongly (an int64
+        # result beyond int32, int64.py); each becomes an extra model output, and a true one a device fault, so
+        # the runtime runs the part elsewhere.
+        self.faults: List = []
 
     # -- operands --------------------------------------------------------------------------------
     def add_parameter(self, operand: Operand, name: str) -> None:
@@ -258,7 +275,13 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
     implementation = operations.get(op.type)
     if implementation is None:
         raise Unsupported(f"{op.type.name} has no OpenVINO implementation")
+    reason = int64_reason(op)  # the CPU plugin computes int64 as int32 (int64.py)
+    if reason:
+        raise Unsupported(reason)
     results = implementation(builder, op)
+    if needs_overflow_check(op):
+        inputs = op.inputs if op.type == T.SUM else op.inputs[:1 if op.type in (T.ABS, T.SQUARE, T.CUM_SUM) else 2]
+        builder.faults.append((overflow_flag(op, [builder.value(o) for o in inputs]), overflow_message(op)))
     if len(results) != len(op.outputs):
         raise NNAdapterError(f"intel_openvino: the {op.type.name} implementation gave {len(results)} results for "
                              f"{len(op.outputs)} outputs")
@@ -274,10 +297,14 @@ def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps:
     """The whole NNAdapter model as an openvino.Model (inputs and outputs in model order)."""
     builder = GraphBuilder(keep_nan_in_clamps)
     outputs = {operand.index for operand in model.output_operands}
-    builder.quantized_only = {index for index, readers in model.consumers().items()
+    consumers = model.consumers()
+    builder.quantized_only = {index for index, readers in consumers.items()
                               if index not in outputs and readers and all(r.type == T.QUANTIZE for r in readers)}
     for k, operand in enumerate(model.input_operands):
         builder.add_parameter(operand, f"input{k}")
+        if is_int64(operand) and values_read(operand, consumers.get(operand.index, [])):
+            # the CPU plugin would narrow a value beyond int32 wherever it is read (int64.py)
+            builder.faults.append((input_flag(builder.raw[operand.index]), input_message(k)))
     for op in model.topological_operations():
         convert_operation(builder, op, operations)
     results = []
@@ -289,6 +316,9 @@ def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps:
     for k, (flag, message) in enumerate(builder.checks):
         results.append(opset.result(flag, name=f"check{k}"))
         names.append(f"{CHECK_PREFIX}{k}:{message}")  # the name survives export_model/import_model
+    for k, (flag, message) in enumerate(builder.faults):
+        results.append(opset.result(flag, name=f"fault{k}"))
+        names.append(f"{FAULT_PREFIX}{k}:{message}")
     ov_model = ov.Model(results, builder.parameters, "nnadapter")
     for name, output in zip(names, ov_model.outputs):
         output.get_tensor().set_names({name})
