@@ -38,9 +38,16 @@ _ARITHMETIC = {
 }
 
 
+# Paddle's CPU add and multiply kernels also take bool (C++ bool arithmetic: a sum is an OR, a product an AND).
+_BOOL_ARITHMETIC = {"add": T.OR, "mul": T.AND}
+
+
 def _check_arithmetic(op, ctx):
     v = OpView(op)
     precision = var_precision(ctx, v.optional_input("X"))
+    kind = v.type.removeprefix("fusion_").removeprefix("elementwise_").removesuffix("_activation")
+    if precision == Precision.BOOL8 and kind in _BOOL_ARITHMETIC and not v.attr_str("act_type", ""):
+        return None
     if precision is not None and precision not in FLOATS | INTS:
         return f"{v.type} takes float, int32 or int64 inputs, X is {precision.name}"
     act = v.attr_str("act_type", "")
@@ -55,6 +62,10 @@ def _make_elementwise(kind: str, type: T, fused: bool):
         out_name = v.output("Out")
         x, y = align_by_axis(ctx, out_name, v.input("X"), v.input("Y"), v.attr_int("axis", -1))
         act = v.attr_str("act_type", "") if fused else ""
+        if x.type.precision == Precision.BOOL8 and kind in _BOOL_ARITHMETIC:
+            y = y if y.type.precision == Precision.BOOL8 else cast_to(ctx, y, Precision.BOOL8, ctx.temp(out_name, "y_bool"))
+            compare(ctx, _BOOL_ARITHMETIC[kind], x, y, ctx.output(out_name))
+            return
         fuse = fuse_code_of(act)
         if fuse is not None:
             binary(ctx, type, x, y, output_for(ctx, op, out_name, x), fuse)
@@ -72,7 +83,8 @@ def _make_elementwise(kind: str, type: T, fused: bool):
 _FUSABLE_EXTRA = ("leaky_relu", "sigmoid", "tanh", "hard_swish", "abs", "log", "swish", "gelu")
 
 for _kind, _type in _ARITHMETIC.items():
-    converter(f"elementwise_{_kind}", emits=[_type, T.UNSQUEEZE], check=_check_arithmetic)(
+    _bool_emits = [_BOOL_ARITHMETIC[_kind], T.CAST] if _kind in _BOOL_ARITHMETIC else []
+    converter(f"elementwise_{_kind}", emits=[_type, T.UNSQUEEZE, *_bool_emits], check=_check_arithmetic)(
         _make_elementwise(_kind, _type, False))
     _extra = sorted({t for act in _FUSABLE_EXTRA for t in activation_emits(act)} | {T.CLIP})
     converter(f"fusion_elementwise_{_kind}_activation", emits=[_type, T.UNSQUEEZE, *_extra],

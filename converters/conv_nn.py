@@ -18,6 +18,8 @@ from converters.emit import (
     FUSED_PRODUCT_EMITS,
     binary,
     binary_step,
+    cast_to,
+    compare,
     emit_chain,
     fuse_none,
     fuse_code_of,
@@ -40,8 +42,9 @@ from converters.layout import (
 from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
-    UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, dtype_precision, precision_dtype,
+    UNKNOWN, AutoPad, FuseCode, OperationType as T, PadMode, Precision, dtype_precision, precision_dtype,
 )
+from nnadapter_bridge.nnadapter.operations.window import window_out_size
 from nnadapter_bridge.nnadapter.types import Operand
 
 # -- family helpers --------------------------------------------------------------------------------------
@@ -253,6 +256,100 @@ def _overhang(size, kernel, stride, before, after) -> bool:
     return span % stride != 0
 
 
+def _trunc_div(a: int, b: int) -> int:
+    """C++ integer division (toward zero), which Paddle's output-size formulas use."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _paddle_pool_windows(size: int, k: int, s: int, before: int, after: int, ceil_mode: bool, exclusive: bool):
+    """Paddle's 2-D pooling along one axis: (output length, divisor per output position). The length is
+    (size - k + before + after [+ s - 1]) / s + 1 in C++ integers (a kernel past the padded input still gives
+    one position); window i spans [i*s - before, min(i*s - before + k, size + before)) (the leading pad bounds
+    both ends: Paddle's kernel takes one pad per axis), its divisor is that span (exclusive=false) or the part
+    inside the input (exclusive)."""
+    out = _trunc_div(size - k + before + after + (s - 1 if ceil_mode else 0), s) + 1
+    start = np.arange(max(out, 0)) * s - before
+    end = np.minimum(start + k, size + before)
+    if exclusive:
+        return out, np.minimum(end, size) - np.maximum(start, 0)
+    return out, end - start
+
+
+def _operation_pool_windows(size: int, k: int, s: int, before: int, after: int, ceil_mode: bool, exclusive: bool):
+    """The same for AVERAGE_POOL_2D / MAX_POOL_2D (nnadapter.operations.pool): floor/ceil length, divisor
+    bounded by the trailing pad (count_include_pad) or the input."""
+    out = window_out_size(size, k, s, before, after, 1, ceil_mode)
+    start = np.arange(max(out, 0)) * s - before
+    if exclusive:
+        return out, np.minimum(start + k, size) - np.maximum(start, 0)
+    return out, np.minimum(start + k, size + after) - start
+
+
+def _paddle_pool_form(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type):
+    """None when the pooling operation computes what Paddle's kernel does for `x`; else (out_hw, correction):
+    the output size and, for an average, the factor ksize-area / Paddle's divisor (NaN where that divisor is
+    0: Paddle's 0 / 0) that turns an average over zero-padded ksize windows into Paddle's. Needs the spatial dims
+    (unknown: None, the operation's own rule applies)."""
+    v = OpView(op)
+    dims = x.type.dims
+    if auto_pad not in (AutoPad.AUTO_PAD_NONE, AutoPad.AUTO_PAD_VALID) or not known_dims(dims[2:4]) \
+            or x.type.is_quantized:
+        return None
+    if auto_pad == AutoPad.AUTO_PAD_VALID:
+        pads = [0, 0, 0, 0]
+    ceil_mode = v.attr_bool("ceil_mode", False)
+    exclusive = v.attr_bool("exclusive", True)
+    paddle, ours = [], []
+    for a in (0, 1):
+        args = (int(dims[2 + a]), ksize[a], strides[a], pads[2 * a], pads[2 * a + 1], ceil_mode, exclusive)
+        paddle.append(_paddle_pool_windows(*args))
+        ours.append(_operation_pool_windows(*args))
+    out_hw = [paddle[0][0], paddle[1][0]]
+    if min(out_hw) <= 0:  # _check_pool2d sends these to the host
+        raise ctx.error(f"Paddle's pool2d output would be {out_hw} for an input of {list(dims)}")
+    same_size = out_hw == [ours[0][0], ours[1][0]]
+    if pooling_type == "max":
+        return None if same_size else (out_hw, None)
+    divisor = paddle[0][1][:, None] * paddle[1][1][None, :]
+    if same_size and np.array_equal(divisor, ours[0][1][:, None] * ours[1][1][None, :]) and np.all(divisor > 0):
+        return None
+    with np.errstate(divide="ignore"):
+        correction = np.where(divisor != 0, float(ksize[0] * ksize[1]) / np.where(divisor != 0, divisor, 1), np.nan)
+    return out_hw, correction
+
+
+def _paddle_pool_steps(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type, form) -> list:
+    """Chain steps for _paddle_pool_form's case: the input padded so every window of Paddle's output fits
+    (zeros for an average, which then divides by the ksize area and is corrected; a max pools with that
+    padding as its own, which it skips), then the pooling without ceil_mode."""
+    out_hw, correction = form
+    dims = x.type.dims
+    if auto_pad == AutoPad.AUTO_PAD_VALID:
+        pads = [0, 0, 0, 0]
+    top, left = pads[0], pads[2]
+    extra = [max((out_hw[a] - 1) * strides[a] + ksize[a] - pads[2 * a] - int(dims[2 + a]), 0) for a in (0, 1)]
+    none = ctx.const_i32(int(AutoPad.AUTO_PAD_NONE))
+    if pooling_type == "max":
+        return [("pool", lambda ctx, x, out: ctx.add(
+            T.MAX_POOL_2D, [x, none, ctx.const_i32([top, extra[0], left, extra[1]]), ctx.const_i32(ksize),
+                            ctx.const_i32(strides), ctx.const_bool(False), ctx.const_bool(False),
+                            ctx.const_i32(int(Precision.INT32)), fuse_none(ctx)], [out, None]))]
+    steps = [
+        ("padded", lambda ctx, x, out: ctx.add(
+            T.PAD, [x, ctx.const_i32([0, 0, 0, 0, top, extra[0], left, extra[1]]),
+                    ctx.const_i32(int(PadMode.CONSTANT)), ctx.const_like(0.0, x)], [out])),
+        ("pool", lambda ctx, x, out: ctx.add(
+            T.AVERAGE_POOL_2D, [x, none, ctx.const_i32([0, 0, 0, 0]), ctx.const_i32(ksize), ctx.const_i32(strides),
+                                ctx.const_bool(False), ctx.const_bool(True), fuse_none(ctx)], [out])),
+    ]
+    if not np.all(correction == 1.0):
+        dtype = precision_dtype(x.type.precision)
+        factor = np.asarray(correction, dtype=dtype).reshape(1, 1, *out_hw)
+        steps.append(("paddle_divisor", lambda ctx, x, out: binary(ctx, T.MUL, x, ctx.const(factor), out)))
+    return steps
+
+
 def _check_pool2d(op, ctx) -> Optional[str]:
     v = OpView(op)
     reason = _pool_check_common(op, ctx)
@@ -263,6 +360,16 @@ def _check_pool2d(op, ctx) -> Optional[str]:
         return f"pooling_type '{pooling_type}' is not max or avg"
     dims = input_dims(ctx, op, "X")
     kind, ksize, strides, pads, auto_pad = _pool_geometry(op, dims or ())
+    if dims is not None and known_dims(dims):
+        if kind == "window" and auto_pad in (AutoPad.AUTO_PAD_NONE, AutoPad.AUTO_PAD_VALID):
+            hw = dims[1:3] if is_channel_last(op, "data_format") else dims[2:4]
+            pads = pads if auto_pad == AutoPad.AUTO_PAD_NONE else [0, 0, 0, 0]
+            out_hw = [_paddle_pool_windows(int(hw[a]), ksize[a], strides[a], pads[2 * a], pads[2 * a + 1],
+                                           v.attr_bool("ceil_mode", False), True)[0] for a in (0, 1)]
+            if min(out_hw) <= 0:
+                return (f"the kernel {ksize} leaves Paddle an output of {out_hw} for an input of {list(dims)} (an "
+                        f"empty tensor, or Paddle's error below 0), which the host kernel gives")
+        return None  # the spatial dims are known: convert_pool2d takes Paddle's windows exactly
     if (pooling_type == "avg" and kind == "window" and v.attr("ceil_mode", False)
             and not v.attr("exclusive", True) and auto_pad == AutoPad.AUTO_PAD_NONE):
         # Paddle divides a non-exclusive average by the full ksize area even for the window ceil_mode
@@ -306,7 +413,8 @@ def _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, pooling_type, 
         [out, index_operand])
 
 
-_POOL_EMITS = [T.AVERAGE_POOL_2D, T.MAX_POOL_2D, T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D, T.TRANSPOSE]
+_POOL_EMITS = [T.AVERAGE_POOL_2D, T.MAX_POOL_2D, T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D, T.TRANSPOSE,
+               T.PAD, T.MUL]
 
 
 @converter("pool2d", emits=_POOL_EMITS, check=_check_pool2d)
@@ -319,7 +427,11 @@ def convert_pool2d(ctx, op):
         x = to_channel_first(ctx, x, out_name)
     kind, ksize, strides, pads, auto_pad = _pool_geometry(op, x.type.dims)
     pooling_type = v.attr_str("pooling_type", "max")
-    steps = [("pool", _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, pooling_type))]
+    form = _paddle_pool_form(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type) if kind == "window" else None
+    if form is not None:
+        steps = _paddle_pool_steps(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type, form)
+    else:
+        steps = [("pool", _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, pooling_type))]
     if channel_last:
         steps.append(("channel_last", transpose_step(channel_last_perm(4))))
     emit_chain(ctx, out_name, x, steps)
@@ -556,19 +668,18 @@ def convert_norm(ctx, op):
     binary(ctx, T.DIV, x, norm, ctx.output(out_name))
 
 
-def _check_p_norm(op, ctx) -> Optional[str]:
-    v = OpView(op)
-    porder = v.attr_float("porder", 2.0)
-    if porder == 0:
-        return "porder 0 (count of non-zeros) has no NNAdapter operation"
-    return None
+def _count_non_zero_step(ctx, x, out):
+    """Paddle's p_norm with porder 0: `(x != 0).cast<T>()` summed by the next step (NaN counts as non-zero)."""
+    test = compare(ctx, T.NOT_EQUAL, x, ctx.const_like(0.0, x), ctx.temp(out.name or "p_norm", "non_zero_test"))
+    cast_to(ctx, test, x.type.precision, out)
 
 
-@converter("p_norm", emits=[T.ABS, T.POW, T.REDUCE_SUM, T.REDUCE_MAX, T.MUL, T.RESHAPE, T.SQUEEZE], check=_check_p_norm)
+@converter("p_norm", emits=[T.ABS, T.POW, T.REDUCE_SUM, T.REDUCE_MAX, T.MUL, T.RESHAPE, T.SQUEEZE, T.NOT_EQUAL,
+                            T.CAST])
 def convert_p_norm(ctx, op):
     v = OpView(op)
-    # p_norm is the norm itself: (sum |x|^p)^(1/p) over axis; +inf / -inf orders are max / min of |x|.
-    # epsilon only guards Paddle's gradient.
+    # p_norm is the norm itself: (sum |x|^p)^(1/p) over axis; +inf / -inf orders are max / min of |x|; order 0
+    # counts the non-zeros. epsilon only guards Paddle's gradient.
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
     porder = v.attr_float("porder", 2.0)
@@ -590,6 +701,9 @@ def convert_p_norm(ctx, op):
         steps.append(("max", reduce_step(T.REDUCE_MAX, [axis], True)))
         if negate:
             steps.append(("negate_back", scalar_mul_step(-1.0)))
+    elif porder == 0:
+        steps.append(("non_zero", _count_non_zero_step))
+        steps.append(("sum", reduce_step(T.REDUCE_SUM, [axis], True)))
     else:
         if porder != 1.0:
             steps.append(("pow", binary_step(T.POW, lambda ctx, x: ctx.const_like(porder, x))))

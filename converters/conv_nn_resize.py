@@ -29,11 +29,18 @@ def _emit_pad(ctx, op, x, pads_operand, mode: str, value: float):
             [ctx.output(v.output("Out"))])
 
 
-def _check_pad_nd(spatial: int, default_format: str):
+def _check_pad_nd(spatial: int, default_format: str, *, circular: bool = False):
     def check(op, ctx) -> Optional[str]:
         v = OpView(op)
         mode = v.attr_str("mode", "constant")
-        if mode not in _PAD_MODES:
+        if circular and mode == "circular":
+            runtime = v.optional_input("Paddings")
+            if runtime and (ctx is None or ctx.constant_value(runtime) is None):
+                return "mode 'circular' needs its paddings at conversion, the Paddings tensor is computed at run time"
+            dims = input_dims(ctx, op, "X")
+            if dims is not None and not known_dims(dims):
+                return f"mode 'circular' needs the padded dims, X is {list(dims)}"
+        elif mode not in _PAD_MODES:
             return f"mode '{mode}' has no NNAdapter pad mode (constant, reflect, edge, replicate)"
         reason = layout_reason(op, "data_format", default_format)
         if reason:
@@ -48,19 +55,27 @@ def _check_pad_nd(spatial: int, default_format: str):
     return check
 
 
-def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
-    """PAD's [begin, end] per axis from Paddle's paddings; `order` lists, per spatial axis in data order
-    (D, H, W), the positions of its (begin, end) in Paddle's paddings."""
+def _constant_pads(ctx, op, order: list, channel_last: bool, spatial: int) -> Optional[list]:
+    """PAD's [begin, end] per axis from Paddle's paddings when known at conversion (else None); `order` lists,
+    per spatial axis in data order (D, H, W), the positions of its (begin, end) in Paddle's paddings."""
     v = OpView(op)
     zeros = [0, 0]
     runtime = v.optional_input("Paddings")
     known = ctx.constant_value(runtime) if runtime else None
-    if runtime is None or known is not None:
-        values = (np.asarray(known).reshape(-1).tolist() if runtime else
-                  v.attr_ints("paddings", [0] * 2 * spatial))
-        spatial_pads = [int(values[i]) for begin_end in order for i in begin_end]
-        pads = zeros + spatial_pads + zeros if channel_last else zeros + zeros + spatial_pads
+    if runtime is not None and known is None:
+        return None
+    values = np.asarray(known).reshape(-1).tolist() if runtime else v.attr_ints("paddings", [0] * 2 * spatial)
+    spatial_pads = [int(values[i]) for begin_end in order for i in begin_end]
+    return zeros + spatial_pads + zeros if channel_last else zeros + zeros + spatial_pads
+
+
+def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
+    """PAD's pads operand (see _constant_pads): a constant, or the run-time Paddings tensor reordered."""
+    v = OpView(op)
+    pads = _constant_pads(ctx, op, order, channel_last, spatial)
+    if pads is not None:
         return ctx.const_i32(pads)
+    runtime = v.optional_input("Paddings")
     # A run-time Paddings tensor: reorder it with GATHER when Paddle's order is not D, H, W, then CONCAT
     # the zeros of the batch and channel axes around it.
     paddings = ctx.input(runtime)
@@ -87,12 +102,37 @@ def convert_pad2d(ctx, op):
     _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("pad_value", 0.0))
 
 
-@converter("pad3d", emits=[T.PAD, T.CONCAT, T.GATHER], check=_check_pad_nd(3, "NCDHW"))
+def _emit_circular_pad(ctx, op, x, pads: list) -> None:
+    """Paddle's circular padding: output index i of an axis of size n reads input ((i - begin) mod n), so a
+    pad wider than the axis wraps around again; one GATHER of those constant indices per padded axis."""
+    v = OpView(op)
+    out_name = v.output("Out")
+    padded = [axis for axis in range(len(pads) // 2) if pads[2 * axis] or pads[2 * axis + 1]]
+    if not padded:
+        ctx.add(T.ASSIGN, [x], [ctx.output(out_name)])
+        return
+    dims = ctx.dims(x)
+    for k, axis in enumerate(padded):
+        begin, end = pads[2 * axis], pads[2 * axis + 1]
+        size = int(dims[axis])
+        if size + begin + end < 0 or (size == 0 and begin + end > 0):
+            raise ctx.error(f"circular padding ({begin}, {end}) of an axis of size {size}")
+        indices = [(i - begin) % size for i in range(size + begin + end)]
+        target = ctx.output(out_name) if k == len(padded) - 1 else ctx.temp(out_name, f"circular_{axis}")
+        ctx.add(T.GATHER, [x, ctx.const_i32(indices), ctx.const_i32(axis)], [target])
+        x = target
+
+
+@converter("pad3d", emits=[T.PAD, T.CONCAT, T.GATHER, T.ASSIGN], check=_check_pad_nd(3, "NCDHW", circular=True))
 def convert_pad3d(ctx, op):
     v = OpView(op)
     # Paddle: [left, right, top, bottom, front, back], i.e. W first; PAD wants D, H, W.
     x = ctx.input(v.input("X"))
-    pads = _pads_operand(ctx, op, [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW"), 3)
+    order, channel_last = [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW")
+    if v.attr_str("mode", "constant") == "circular":
+        _emit_circular_pad(ctx, op, x, _constant_pads(ctx, op, order, channel_last, 3))
+        return
+    pads = _pads_operand(ctx, op, order, channel_last, 3)
     _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
 
 

@@ -305,8 +305,12 @@ def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
     if not scale or not ctx.is_param(scale):
         return "Scale must be a persistable var (the NNAdapter scale is a constant)"
     values = ctx.param(scale).reshape(-1)
-    if values.size == 0 or np.any(values <= 0):
-        return f"Scale values must be positive, got {values.tolist()}"
+    if values.size == 0:
+        return "Scale holds no value"
+    if op.type != "dequantize_linear" and np.any(values <= 0):
+        # dequantize_linear multiplies by Scale / qmax whatever its sign (see convert_dequantize_linear);
+        # QUANTIZE's scale must be positive, so a zero or negative one is quantized on the host, as Paddle does.
+        return f"Scale values must be positive for QUANTIZE, got {values.tolist()}"
     axis = v.attr_int("quant_axis", 0)
     if axis < 0 and values.size != 1:
         return f"quant_axis {axis} (per layer) needs one Scale value, got {values.size}"
@@ -395,7 +399,8 @@ def convert_quantize_linear(ctx, op):
 def convert_dequantize_linear(ctx, op):
     """Y = X x step (per channel along quant_axis). A persistable X (an int8 or float weight) folds into
     a float constant; a quantized operand (a quantize_linear result) is DEQUANTIZEd; a float or integer X
-    (Paddle's float-held integers) is multiplied by the step."""
+    (Paddle's float-held integers) is multiplied by the step. Paddle multiplies by a zero or negative Scale
+    too (X x Scale / qmax): such steps are no NNAdapter quantization scale, so they always take the multiply."""
     v = OpView(op)
     y = v.output("Y")
     x_name = v.input("X")
@@ -404,9 +409,10 @@ def convert_dequantize_linear(ctx, op):
     if v.attr("only_observer", False):
         ctx.bind(y, ctx.input(x_name))
         return
+    positive = bool(np.all(steps > 0))
     if ctx.is_param(x_name):
         value = ctx.param(x_name)
-        if value.dtype == np.int8 and not keeps_float(ctx, y):
+        if value.dtype == np.int8 and positive and not keeps_float(ctx, y):
             # An int8 weight stays int8 (a QUANT_INT8 constant) so the devices can run the product in int8;
             # its DEQUANTIZE computes the same q x step.
             ctx.add(T.DEQUANTIZE, [int8_constant(ctx, value, steps, axis, x_name)], [ctx.output(y)])
@@ -418,7 +424,7 @@ def convert_dequantize_linear(ctx, op):
     if x.type.is_quantized:
         held = np.asarray(x.type.scales if x.type.is_per_channel else [x.type.scale], dtype=np.float64)
         factor = steps / held
-        if np.allclose(factor, 1.0, rtol=1e-6, atol=0.0):
+        if positive and np.allclose(factor, 1.0, rtol=1e-6, atol=0.0):
             ctx.add(T.DEQUANTIZE, [x], [ctx.output(y)])
             return
         # Different steps: Paddle multiplies its integers by its own step, so rescale the real value.

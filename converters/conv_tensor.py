@@ -1,5 +1,5 @@
 """Converters: shape and tensor manipulation (reshape, flatten, squeeze/unsqueeze, transpose, concat, split,
-stack/unstack/unbind, slice/strided_slice/flip, expand/expand_v2/expand_as_v2/tile, shape, range, meshgrid,
+stack/unstack/unbind, slice/strided_slice/flip/reverse, expand/expand_v2/expand_as_v2/tile, shape, range, meshgrid,
 shuffle_channel, roll).
 
 Reductions, arg/top-k/cumsum live in conv_tensor_reduce.py, gather-like indexing in conv_tensor_index.py.
@@ -245,9 +245,10 @@ def convert_strided_slice(ctx: ConversionContext, op):
     _squeeze_decreased(ctx, op, sliced, decrease_axis)
 
 
-@converter("flip", emits=[T.SLICE, T.ASSIGN])
+@converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN])
 def convert_flip(ctx: ConversionContext, op):
-    """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1."""
+    """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1. The legacy
+    `reverse` op is the same on a tensor (its tensor-array form runs on the host: k_control)."""
     v = OpView(op)
     x = ctx.input(v.input("X"))
     axes = v.attr_ints("axis")
@@ -304,15 +305,23 @@ def convert_expand_as(ctx: ConversionContext, op):
     ctx.add(T.EXPAND, [x, shape], [out])
 
 
-@converter("tile", emits=[T.TILE, T.CONCAT, T.CAST])
+@converter("tile", emits=[T.TILE, T.CONCAT, T.CAST, T.ASSIGN])
 def convert_tile(ctx: ConversionContext, op):
     """`RepeatTimes`, then `repeat_times_tensor`, then the attr; the shorter of repeats and dims gets
     leading 1s (TILE's rule, as paddle.tile)."""
     v = OpView(op)
     x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
     repeats = ctx.ints_operand(op, "repeat_times", tensor="RepeatTimes", tensor_list="repeat_times_tensor",
                                list_first=False)
-    ctx.add(T.TILE, [x, repeats], [ctx.output(v.output("Out"))])
+    if repeats.is_constant and repeats.value.size < ctx.rank(x):
+        # Spelled out (OpenVINO's Tile reads an empty repeats list as garbage rather than "repeat nothing").
+        times = [1] * (ctx.rank(x) - repeats.value.size) + [int(t) for t in repeats.value.reshape(-1)]
+        if all(t == 1 for t in times):
+            ctx.add(T.ASSIGN, [x], [out])
+            return
+        repeats = ctx.const_i32(times)
+    ctx.add(T.TILE, [x, repeats], [out])
 
 
 # -- shapes and generated tensors --------------------------------------------------------------------

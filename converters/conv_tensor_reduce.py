@@ -280,27 +280,40 @@ def _k_operand(ctx: ConversionContext, op):
 
 
 def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: bool):
+    """TOP_K into the op's `Out` and `Indices`. A 0-d input (Paddle gives its value and index 0, both 0-d) is
+    sorted as [1] and reshaped back: TOP_K needs an axis."""
     v = OpView(op)
+    out, indices = ctx.output(v.output("Out")), ctx.output(v.output("Indices"))
+    zero_d = ctx.rank(x) == 0
+    if zero_d:
+        flat = ctx.temp(v.output("Out"), "as_1d")
+        ctx.add(T.RESHAPE, [x, ctx.const_i32([1])], [flat])
+        x, axis = flat, 0
+        targets = [ctx.temp(v.output("Out"), "top_1d"), ctx.temp(v.output("Indices"), "top_1d")]
+    else:
+        targets = [out, indices]
     ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
-                      ctx.const_i32(int(Precision.INT64))],
-            [ctx.output(v.output("Out")), ctx.output(v.output("Indices"))])
+                      ctx.const_i32(int(Precision.INT64))], targets)
+    if zero_d:
+        for target, result in zip(targets, (out, indices)):
+            ctx.add(T.RESHAPE, [target, ctx.const_i32([])], [result])
 
 
-@converter("top_k", emits=[T.TOP_K])
+@converter("top_k", emits=[T.TOP_K, T.RESHAPE])
 def convert_top_k(ctx: ConversionContext, op):
     """The k largest along the last axis, sorted; indices INT64."""
     v = OpView(op)
     _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), -1, True, True)
 
 
-@converter("top_k_v2", emits=[T.TOP_K])
+@converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE])
 def convert_top_k_v2(ctx: ConversionContext, op):
     v = OpView(op)
     _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), v.attr_int("axis", -1),
            v.attr_bool("largest", True), v.attr_bool("sorted", True))
 
 
-@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE])
+@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE])
 def convert_argsort(ctx: ConversionContext, op):
     """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
     v = OpView(op)

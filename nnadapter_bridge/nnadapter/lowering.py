@@ -327,6 +327,8 @@ def _yolo_box_attributes(op: Operation) -> dict:
     if attrs["class_num"] < 1 or attrs["downsample"] < 1:
         raise _refuse(op, f"class_num {attrs['class_num']}, downsample_ratio {attrs['downsample']}")
     x = op.inputs[0].type
+    if x.precision != Precision.FLOAT32:  # the decomposition computes in float32; Paddle's double kernel does not
+        raise _refuse(op, f"the decomposition computes in float32, the input is {x.precision.name}")
     if x.rank != 4 or not (known(x.dims[2]) and known(x.dims[3])):
         raise _refuse(op, f"the grid needs the input's height and width, got {x.describe()}")
     return attrs

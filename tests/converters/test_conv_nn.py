@@ -271,13 +271,21 @@ def test_pool2d_defaults(tmp_path):
     check_program(bare, want=full.outputs)
 
 
-def test_pool2d_ceil_non_exclusive_partial_window_is_rejected(tmp_path):
+@pytest.mark.parametrize("attrs, ops", [
+    # The ceil_mode window past the input: Paddle's divisor (extent bounded by size + leading pad) is
+    # AVERAGE_POOL_2D's count_include_pad here.
+    ({"ceil_mode": True}, [T.AVERAGE_POOL_2D]),
+    # A trailing pad larger than the leading one: Paddle still bounds the window by the leading pad, so the
+    # converter pools the zero-padded input by the ksize area and corrects each position's divisor.
+    ({"paddings": [0, 1, 0, 1]}, [T.PAD, T.AVERAGE_POOL_2D, T.MUL]),
+], ids=["ceil", "trailing_pad"])
+def test_pool2d_non_exclusive_partial_window_takes_paddles_divisor(tmp_path, attrs, ops):
     saved = opdesc_program(tmp_path, "pool2d", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
                            attrs=_pool_attrs({"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2],
-                                              "ceil_mode": True, "exclusive": False}),
-                           feeds={"x": randn(1, 2, 5, 5)}, run_paddle=False)
-    with pytest.raises(ConversionError, match="ceil_mode"):
-        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+                                              "exclusive": False, **attrs}),
+                           feeds={"x": randn(1, 2, 5, 5)})
+    _, result = check_program(saved)
+    assert operation_types(result) == ops
 
 
 def test_pool2d_static_builder(tmp_path):

@@ -88,10 +88,18 @@ def test_pad3d_static_builder(tmp_path):
                                  {"x": randn(1, 2, 4, 5)}))
 
 
-def test_pad3d_circular_is_rejected(tmp_path):
+def test_pad3d_circular_wraps_like_paddle(tmp_path):
+    # Paddle reads output index i of an axis of size n from input (i - begin) mod n, wider pads wrapping again.
     saved = opdesc_program(tmp_path, "pad3d", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
-                           attrs={"paddings": [1] * 6, "mode": "circular"}, feeds={"x": randn(1, 1, 2, 2, 2)},
-                           run_paddle=False)
+                           attrs={"paddings": [1, 3, 0, 2, 2, 0], "mode": "circular"}, feeds={"x": randn(1, 2, 2, 2, 3)})
+    _, result = check_program(saved)
+    assert operation_types(result) == [T.GATHER, T.GATHER, T.GATHER]
+
+
+def test_pad3d_circular_with_run_time_paddings_is_rejected(tmp_path):
+    saved = opdesc_program(tmp_path, "pad3d", inputs={"X": ["x"], "Paddings": ["p"]}, outputs={"Out": ["out"]},
+                           attrs={"mode": "circular"}, run_paddle=False,
+                           feeds={"x": randn(1, 1, 2, 2, 2), "p": np.ones(6, np.int32)})
     with pytest.raises(ConversionError, match="circular"):
         convert_and_run(saved.model_path, saved.feeds)
 

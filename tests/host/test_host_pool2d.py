@@ -27,6 +27,8 @@ POOL_ATTRS = {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddin
     {"paddings": [1, 0, 0, 1], "ksize": [3, 2]},
     {"adaptive": True, "ksize": [2, 3], "ceil_mode": False},
     {"global_pooling": True},
+    {"ksize": [9, 9], "strides": [2, 2], "ceil_mode": False},  # the kernel past the input: one position (C++ /)
+    {"ksize": [10, 8], "strides": [1, 1], "ceil_mode": False, "exclusive": True},  # an empty output
 ])
 def test_pool2d_host_kernel_matches_paddle(tmp_path, changes):
     x = np.random.default_rng(3).standard_normal((2, 3, 9, 7)).astype(np.float32)
@@ -40,17 +42,19 @@ def test_pool2d_host_kernel_matches_paddle(tmp_path, changes):
 
 
 def test_same_attrs_different_dims_are_decided_separately(tmp_path):
-    """Two pool2d ops with equal attributes: only the 9x9 input has a partial last window, which the converter
-    rejects. The support decision must not reuse the 8x8 op's verdict for it (it is keyed by dims)."""
+    """Two pool2d ops with equal attributes: on the 1x1 input the 2x2 kernel leaves Paddle an empty output, which
+    the converter rejects (the host kernel gives it). The support decision must not reuse the 8x8 op's verdict
+    for it (it is keyed by dims)."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
-    b = rng.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    b = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+    attrs = {**POOL_ATTRS, "strides": [1, 1], "ceil_mode": False}
     vars_ = [{"name": "a", "dtype": "float32", "shape": [1, 3, 8, 8]},
-             {"name": "b", "dtype": "float32", "shape": [1, 3, 9, 9]},
-             {"name": "oa", "dtype": "float32", "shape": [1, 3, 4, 4]},
-             {"name": "ob", "dtype": "float32", "shape": [1, 3, 5, 5]}]
-    ops = [{"type": "pool2d", "inputs": {"X": ["a"]}, "outputs": {"Out": ["oa"]}, "attrs": POOL_ATTRS},
-           {"type": "pool2d", "inputs": {"X": ["b"]}, "outputs": {"Out": ["ob"]}, "attrs": POOL_ATTRS}]
+             {"name": "b", "dtype": "float32", "shape": [1, 3, 1, 1]},
+             {"name": "oa", "dtype": "float32", "shape": [1, 3, 7, 7]},
+             {"name": "ob", "dtype": "float32", "shape": [1, 3, 0, 0]}]
+    ops = [{"type": "pool2d", "inputs": {"X": ["a"]}, "outputs": {"Out": ["oa"]}, "attrs": attrs},
+           {"type": "pool2d", "inputs": {"X": ["b"]}, "outputs": {"Out": ["ob"]}, "attrs": attrs}]
     path = os.path.join(str(tmp_path), "__model__")
     write_program(path, [{"vars": vars_, "ops": ops}], feeds=["a", "b"], fetches=["oa", "ob"])
     from support.converter_harness import _run_saved, paddle_static

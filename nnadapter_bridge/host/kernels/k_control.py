@@ -1,5 +1,5 @@
 """Control flow of sub-blocks and the tensor-array ops: conditional_block, select_input/select_output,
-while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, plus the small ops that
+while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, reverse, plus the small ops that
 drive loops (increment, comparisons, logical ops, assign) so a loop body runs even where a value is a
 tensor array or the converter refuses it.
 
@@ -108,6 +108,20 @@ def lod_array_length(io: OpScope) -> None:
     if not isinstance(array, list):
         raise io.error("X is not a tensor array")
     io.set_output("Out", np.array([len(array)], dtype=np.int64))
+
+
+@host_kernel("reverse")
+def reverse(io: OpScope) -> None:
+    """The legacy `reverse`: a tensor is flipped along `axis` (the converter's case too); a tensor array has its
+    elements in reverse order (Paddle's kernel takes axis [0] for an array, and reverses the list)."""
+    x = io.input("X")
+    axes = [int(a) for a in io.attr("axis", [])]
+    if isinstance(x, list):
+        if axes != [0]:
+            raise io.error(f"a tensor array is reversed along axis 0 only, got axis {axes}")
+        io.set_output("Out", list(reversed(x)))
+        return
+    io.set_output("Out", np.flip(x, axis=tuple(axes)).copy() if axes else x.copy())
 
 
 @host_kernel("tensor_array_to_tensor")

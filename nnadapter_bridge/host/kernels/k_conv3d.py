@@ -146,8 +146,13 @@ def _pool_geometry(io: OpScope, in_dims):
     ceil_mode = bool(io.attr("ceil_mode", False))
     outs = []
     for size, k, s, b, a in zip(in_dims, ksize, strides, before, after):
-        span = size + b + a - k
-        outs.append((span + s - 1) // s + 1 if ceil_mode else span // s + 1)
+        span = size + b + a - k + (s - 1 if ceil_mode else 0)
+        # C++ integer division, toward zero: a kernel past the padded input still gives one position (or none)
+        out = (abs(span) // s) * (1 if span >= 0 else -1) + 1
+        if out < 0:
+            raise io.error(f"the output size must be >= 0 (Paddle's check), got {out} for input {list(in_dims)}, "
+                           f"ksize {ksize}, strides {strides}")
+        outs.append(out)
     return ksize, strides, before, after, outs, False
 
 
@@ -199,6 +204,10 @@ def pool3d(io: OpScope) -> None:
         x = x.transpose(0, 4, 1, 2, 3)
     spans, ksize, adaptive = _pool_spans(io, x.shape[2:])
     is_max = io.attr("pooling_type", "max") == "max"
+    if not all(spans):  # Paddle's output has a 0-length axis: an empty tensor
+        out = np.zeros(x.shape[:2] + tuple(len(axis) for axis in spans), x.dtype)
+        io.set_output("Out", np.ascontiguousarray(out.transpose(0, 2, 3, 4, 1) if _channels_last(io) else out))
+        return
     if is_max:
         out, _ = _max_pool_scan(x, spans, with_index=False)
         if _channels_last(io):
@@ -280,6 +289,9 @@ def pool2d(io: OpScope) -> None:
     if lifted.channels_last:
         x = x.transpose(0, 4, 1, 2, 3)
     ksize, strides, before, _, outs, _ = _pool_geometry(lifted, x.shape[2:])
+    if not all(outs):
+        pool3d(lifted)  # an empty output
+        return
     value = x.astype(np.float64)
     divisor = np.ones((1, 1, 1, 1, 1))
     for axis, size, out, k, stride, pad_before in zip((2, 3, 4), x.shape[2:], outs, ksize, strides, before):

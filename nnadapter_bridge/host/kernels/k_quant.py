@@ -8,6 +8,7 @@ What Paddle 3.3.1 does (checked by running the op):
 - round_type 1: x is first clipped to [-s, s], then q = round(qmax / s * x) with ties away from zero, so
   q stays in [-qmax, qmax];
 - quant_axis < 0 uses one scale, quant_axis 0 or 1 one scale per index of that axis; ZeroPoint is not read;
+- a zero or negative Scale goes through the same formulas (`inverse` nudges it by 1e-6 first);
 - NaN stays NaN; Y keeps X's dtype (float32: Paddle's CPU kernel has no float64 form);
 - only_observer=True returns X unchanged.
 """
@@ -52,7 +53,10 @@ def quantize_linear(io: OpScope) -> None:
         if int(io.attr("round_type", 0)) == 0:
             q = np.clip(np.rint(factor * x), -qmax - 1, qmax)
         else:
-            scaled = factor * np.clip(x, -scale, scale)
+            # Paddle's ClipFunctor: `x < -s ? -s : (x > s ? s : x)`; with a negative Scale s the bounds cross
+            # (np.clip would send everything to s).
+            clipped = np.where(x < -scale, -scale, np.where(x > scale, scale, x))
+            scaled = factor * clipped
             whole = np.trunc(scaled)  # std::round, exactly: floor(|v| + 0.5) would round 0.49999997 up
             q = whole + np.sign(scaled) * (np.abs(scaled - whole) >= 0.5)
     io.set_output("Y", q.astype(x.dtype))

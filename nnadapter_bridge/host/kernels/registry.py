@@ -17,7 +17,10 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.loader.dtypes import VarTypeCode
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME  # noqa: F401  (kernels import it from here)
+
+LOD_TENSOR_ARRAY = int(VarTypeCode.LOD_TENSOR_ARRAY)
 
 
 class HostKernelError(BridgeError):
@@ -98,8 +101,23 @@ class OpScope:
         try:
             return self.scope[name]
         except KeyError:
-            raise self.error(f"input var '{name}' has no value in the scope (nothing produced it before this op)"
-                             ) from None
+            pass
+        if self._declared_array(name):
+            # Paddle's executor creates every declared var before running a block: a tensor array nothing has
+            # written yet is an empty array (a list a to_static loop appends to, first read by its length).
+            self.scope[name] = []
+            return self.scope[name]
+        raise self.error(f"input var '{name}' has no value in the scope (nothing produced it before this op)")
+
+    def _declared_array(self, name: str) -> bool:
+        graph = getattr(self.executor, "graph", None)
+        if graph is None:
+            return False
+        try:
+            var = graph.var(name, self.op.block_idx)
+        except BridgeError:
+            return False
+        return var.var_type == LOD_TENSOR_ARRAY
 
     def input(self, slot: str, default: Any = _MISSING) -> Any:
         """The value of the first var in `slot` (an ndarray, or a list for a tensor array)."""

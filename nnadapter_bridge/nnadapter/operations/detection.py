@@ -25,7 +25,7 @@ from nnadapter_bridge.nnadapter.operations.common import (
     param_int,
     result_type,
 )
-from nnadapter_bridge.nnadapter.operations.registry import BOOL, F32, INT32, Slot, operation, reference
+from nnadapter_bridge.nnadapter.operations.registry import BOOL, F32, F32_64, INT32, Slot, operation, reference
 from nnadapter_bridge.nnadapter.types import OperandType
 
 
@@ -115,7 +115,7 @@ def prepare_non_max_suppression(op):
     return [output, counts, index][:len(op.outputs)]
 
 
-@operation(T.YOLO_BOX, inputs=[Slot("input", F32), Slot("imgsize", INT32), Slot("anchors", INT32),
+@operation(T.YOLO_BOX, inputs=[Slot("input", F32_64), Slot("imgsize", INT32), Slot("anchors", INT32),
                                Slot("class_num", INT32), Slot("conf_thresh", F32),
                                Slot("downsample_ratio", INT32), Slot("clip_bbox", BOOL),
                                Slot("scale_x_y", F32), Slot("iou_aware", BOOL),
@@ -516,6 +516,7 @@ def yolo_box(op, inputs):
     bias = -0.5 * (scale - 1.0)
     n, _, h, w = x.shape
     a = anchors.shape[0]
+    dtype = x.dtype
     x = x.astype(np.float64)
     if param_bool(iou_aware):
         iou = _sigmoid(x[:, :a])  # [N, A, H, W]
@@ -545,8 +546,9 @@ def yolo_box(op, inputs):
     keep = (conf >= conf_thresh)
     boxes = boxes * keep[..., None]
     scores = _sigmoid(pred[:, :, 5:]) * (conf * keep)[:, :, None]  # [N, A, K, H, W]
-    boxes = boxes.reshape(n, a * h * w, 4).astype(np.float32)
-    scores = np.moveaxis(scores, 2, -1).reshape(n, a * h * w, class_num).astype(np.float32)
+    # Paddle's CPU kernel computes in the input's type (float or double): the results take it.
+    boxes = boxes.reshape(n, a * h * w, 4).astype(dtype)
+    scores = np.moveaxis(scores, 2, -1).reshape(n, a * h * w, class_num).astype(dtype)
     outputs = [boxes]
     if len(op.outputs) > 1:
         outputs.append(scores if op.outputs[1] is not None else None)

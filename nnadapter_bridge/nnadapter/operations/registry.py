@@ -30,6 +30,9 @@ from nnadapter_bridge.nnadapter.types import Operation, OperandType
 # take float32, so float operations accept every float width; the references compute in the input's own
 # precision (float16 through float32, as Paddle's kernels do).
 F32 = frozenset({Precision.FLOAT32})  # operations whose references are float32-only (detection, sampling)
+# Paddle CPU kernels registered for float and double only (yolo_box, prior_box, ...): the reference computes in
+# float64 and returns the input's type.
+F32_64 = frozenset({Precision.FLOAT32, Precision.FLOAT64})
 F32_Q8 = frozenset({Precision.FLOAT32, Precision.QUANT_INT8_SYMM_PER_LAYER})
 FLOATS = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64})
 FLOATS_Q8 = FLOATS | {Precision.QUANT_INT8_SYMM_PER_LAYER}
