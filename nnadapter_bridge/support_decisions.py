@@ -7,15 +7,16 @@ converted alone into a scratch Model whose inputs are the op's non-parameter inp
 VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constants as in a real subgraph.
 
 Declared dims are hints: a -1 is unknown when the op is decided, but every program is compiled for concrete input
-shapes. First, the sizes the declarations fix take the place of -1 wherever they follow from them
-(`infer_block_dims`): the block's ops are converted in order into one scratch model typed from the declarations,
-where the converters fold shape arithmetic as they emit (converters.context), so a var declared -1 whose size
-follows from declared sizes (a reshape whose target is stacked from `shape` slices of a declared input, a split
-of it) is decided with that size, as its subgraph is compiled. An op some device declines with these dims is
-asked again with each unknown dim made concrete (PROBE_DIM), and is supported when the devices accept it so: a
-check that needs a dim (SAME padding's spatial dims, say) decides at compile time, and where the concrete program
-contradicts the decision the engine splits that subgraph around the operation declined (engine.SubgraphEngine),
-saying which and why. A "no" carries each
+shapes. An op declined with its declared dims that has -1s among them is decided again with the sizes the
+declarations fix in their place (`infer_block_dims`, computed once per program and only when such an op exists):
+the block's ops are converted in order into one scratch model typed from the declarations, where the converters
+fold shape arithmetic as they emit (converters.context), so a var declared -1 whose size follows from declared
+sizes (a reshape whose target is stacked from `shape` slices of a declared input, a split of it) is decided with
+that size, as its subgraph is compiled; sizes that come out the same whatever the model's unknown input sizes (a
+batch of -1) count as fixed too. An op some device declines with these dims is asked again with each unknown dim
+made concrete (PROBE_DIM), and is supported when the devices accept it so: a check that needs a dim (SAME
+padding's spatial dims, say) decides at compile time, and where the concrete program contradicts the decision the
+engine splits that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no" carries each
 device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
 
 The answer is computed once per op signature (type, attributes, input dtypes and dims as above; parameter inputs
@@ -55,11 +56,14 @@ from nnadapter_bridge.nnadapter.types import OperandType
 SIGNATURE_FORMAT_VERSION = 4  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
 # 3: an unknown declared dim no longer declines an op the devices take once it is concrete (PROBE_DIM)
-# 4: signatures and scratch models carry the dims the declarations fix (infer_block_dims), not only the declared ones
+# 4: an op declined with declared -1 dims is decided again with the dims the declarations fix (infer_block_dims)
 # The size an unknown declared dim takes when the decision asks whether the devices would accept the op once its
 # dims are concrete: divisible by the strides and pooling bins models use (2, 3, 4, 6, 8, 16, 32), larger than
 # common kernels.
 PROBE_DIM = 96
+# A second such size, for telling the sizes that follow an unknown input size from those that do not
+# (infer_block_dims): 5 x 32 where PROBE_DIM is 3 x 32, so the two agree on no size computed from them.
+SECOND_PROBE_DIM = 160
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
 MAX_STORE_DEPTH = 16  # the document nests 3 levels (document, verdicts, verdict)
@@ -360,36 +364,63 @@ def infer_block_dims(graph, block: int = 0) -> dict:
 
     The block's ops are converted in order into one scratch model whose inputs are typed from their declarations
     (the conversion folds `shape`, slices, stacks and arithmetic on them, so a reshape gets a constant target and its
-    output known dims). An op that cannot be converted (no converter, a sub-block, a tensor array) gives the vars it
-    writes their declared types and the walk goes on. A var written more than once keeps a size only where every
-    write agrees; a declared size is never replaced, and a rank other than the declared one refines nothing."""
+    output known dims): `_walk_dims`. A declared size is never replaced, and a rank other than the declared one, or
+    a size of 0, refines nothing.
+
+    A model input declared with an unknown size (a batch of -1) keeps `shape` from folding, and with it every size
+    computed from the others (the channel count of a shuffle whose input is [-1, 4, 3, 5]). So block 0 is walked
+    twice more, with each unknown size of the model's inputs made PROBE_DIM, then SECOND_PROBE_DIM: a size that
+    comes out the same both times does not follow the unknown ones, and is taken as fixed by the declarations. It
+    only decides support (programs are compiled for the shapes fed); a size that merely happens to agree (a min()
+    of the batch and a constant above both probes) is the PROBE_DIM kind of optimism the engine corrects."""
+    exact = _walk_dims(graph, block)
+    probes = []
+    if block == 0 and any(d < 0 for name in graph.inputs for d in _declared_shape(graph, name, block)):
+        probes = [_walk_dims(graph, block, probe) for probe in (PROBE_DIM, SECOND_PROBE_DIM)]
+    refined = {}
+    for name, dims in exact.items():
+        try:
+            var = graph.var(name, block)
+        except BridgeError:
+            continue
+        declared = tuple(int(d) for d in var.shape)
+        if dims is None or len(dims) != len(declared):
+            continue
+        guesses = [walk.get(name) for walk in probes]
+        merged = []
+        for axis, (d, inferred) in enumerate(zip(declared, dims)):
+            # A size of 0 is never taken from the inference: a declaration does not fix an empty axis, and a shape
+            # rule that makes one from unknown sizes must not decide an op as if its input were empty.
+            if d < 0 and inferred <= 0 and guesses and all(g is not None and len(g) == len(dims) for g in guesses):
+                first = guesses[0][axis]
+                inferred = first if first > 0 and all(g[axis] == first for g in guesses) else UNKNOWN
+            merged.append(d if d >= 0 else (inferred if inferred > 0 else -1))
+        if tuple(merged) != declared:
+            refined[name] = tuple(merged)
+    return refined
+
+
+def _declared_shape(graph, name: str, block: int) -> tuple:
+    try:
+        var = graph.var(name, block)
+    except BridgeError:
+        return ()
+    return tuple(var.shape) if var.dtype is not None else ()
+
+
+def _walk_dims(graph, block: int, probe: int = 0) -> dict:
+    """var name -> its dims as the converters infer them when the block's ops are converted in order from the
+    declared types (infer_block_dims), UNKNOWN where they do not know; None for a var written with other ranks.
+    `probe`: the size given to each unknown size of the model's inputs (0: they stay unknown). An op that cannot be
+    converted (no converter, a sub-block, a tensor array) gives the vars it writes their declared types and the walk
+    goes on; a var written more than once keeps a size only where every write agrees."""
     from converters import get_converter
     from converters.context import ConversionContext
     from nnadapter_bridge.nnadapter.model import Model
     from partition.detector import op_reads, op_writes, sub_block_indices
 
     ctx = ConversionContext(Model(), graph.params, graph, block)
-    seen: dict = {}  # var name -> dims of each write, merged (None: a write of another rank)
-
-    def declared(name):
-        try:
-            var = graph.var(name, block)
-        except BridgeError:
-            return None
-        if var.dtype is None:
-            return None
-        try:
-            return OperandType(precision=dtype_precision(var.dtype),
-                               dims=tuple(UNKNOWN if d < 0 else int(d) for d in var.shape))
-        except ValueError:
-            return None
-
-    def bind_declared(names):
-        for name in names:
-            found = declared(name)
-            if found is not None:
-                ctx.add_model_input(name, found)
-                note(name, found.dims)
+    seen: dict = {}
 
     def note(name, dims):
         earlier = seen.get(name, dims)
@@ -398,9 +429,22 @@ def infer_block_dims(graph, block: int = 0) -> dict:
         else:
             seen[name] = tuple(a if a == b else UNKNOWN for a, b in zip(earlier, dims))
 
+    def bind_declared(names, unknown=UNKNOWN):
+        for name in names:
+            try:
+                var = graph.var(name, block)
+                precision = dtype_precision(var.dtype) if var.dtype is not None else None
+            except (BridgeError, ValueError):
+                continue
+            if precision is None:
+                continue
+            dims = tuple(unknown if d < 0 else int(d) for d in var.shape)
+            ctx.add_model_input(name, OperandType(precision=precision, dims=dims))
+            note(name, dims)
+
     for op in graph.blocks[block].ops:
         if op.type in ("feed", "fetch"):
-            bind_declared(n for n in op.output_names() if n != EMPTY_VAR_NAME)
+            bind_declared([n for n in op.output_names() if n != EMPTY_VAR_NAME], probe or UNKNOWN)
             continue
         bind_declared(n for n in op_reads(graph, op) if n != EMPTY_VAR_NAME and not ctx.has(n))
         spec = get_converter(op.type)
@@ -424,17 +468,14 @@ def infer_block_dims(graph, block: int = 0) -> dict:
                 note(name, tuple(ctx.input(name).type.dims))
             else:
                 bind_declared([name])
-    refined = {}
-    for name, dims in seen.items():
-        found = declared(name)
-        if dims is None or found is None or len(dims) != len(found.dims):
-            continue
-        # A size of 0 is never taken from the inference: a declaration does not fix an empty axis, and a shape
-        # rule that makes one from unknown sizes must not decide an op as if its input were empty.
-        merged = tuple(d if d != UNKNOWN else (i if i > 0 else -1) for d, i in zip(found.dims, dims))
-        if merged != tuple(-1 if d == UNKNOWN else d for d in found.dims):
-            refined[name] = merged
-    return refined
+    return seen
+
+
+def _is_block_ref(value) -> bool:
+    """Whether an attribute value names a sub-block (while's and conditional_block's sub_block)."""
+    from nnadapter_bridge.loader.program import BlockRef
+
+    return any(isinstance(v, BlockRef) for v in (value if isinstance(value, (list, tuple)) else [value]))
 
 
 class SupportDecider:
@@ -452,6 +493,7 @@ class SupportDecider:
         self._by_op: dict = {}  # op index -> SupportVerdict, this program's (record_program)
         self._volatile = False  # some verdict may differ next start (a validation fault): nothing recorded
         self._fixed_dims: Optional[dict] = None  # infer_block_dims of the block, computed when first needed
+        self._refined: set = set()  # (block, index) of the ops decided with those dims (_refined_verdict)
         # A start with this very program (same bytes, params types, devices, properties, versions) decided
         # before: its verdicts by op, without computing a signature (program_key, record_program).
         self.program_key = self._program_key() if store is not None and block == 0 else None
@@ -492,9 +534,11 @@ class SupportDecider:
         except BridgeError:
             return None
 
-    def dims(self, name: str, var) -> tuple:
-        """The dims op decisions use for var `name` (declared `var`): the declared ones, with the sizes the
-        declarations fix (infer_block_dims) in place of -1."""
+    def dims(self, name: str, var, op=None) -> tuple:
+        """The dims the decision on `op` uses for its input `name` (declared `var`): the declared ones, or, for an op
+        decided with the sizes the declarations fix (_refined_verdict), those in place of -1."""
+        if op is None or (getattr(op, "block_idx", 0), op.index) not in self._refined:
+            return tuple(var.shape)
         if self._fixed_dims is None:
             self._fixed_dims = infer_block_dims(self.graph, self.block)
         return self._fixed_dims.get(name, tuple(var.shape))
@@ -516,7 +560,7 @@ class SupportDecider:
                 else:
                     # The declared dims, not only the rank: some checks read dims (e.g. pool2d's partial
                     # last window, pixel_shuffle, mul), so ops differing only in dims may differ in verdict.
-                    parts.append((slot, "data", str(var.dtype), self.dims(name, var)))
+                    parts.append((slot, "data", str(var.dtype), self.dims(name, var, op)))
         outputs = tuple((slot, len(names)) for slot, names in sorted(op.outputs.items()))
         return tuple(parts) + (outputs,)
 
@@ -533,6 +577,10 @@ class SupportDecider:
                 self.reasons.setdefault(op.type, found.reason)
             return found
         found = self._signature_verdict(op)
+        if not found.supported:
+            found = self._refined_verdict(op, found)
+        if not found.supported:
+            self.reasons.setdefault(op.type, found.reason)
         if getattr(op, "block_idx", 0) == self.block:
             self._by_op[op.index] = found
             if not found.persistent:
@@ -552,9 +600,24 @@ class SupportDecider:
                 if text is not None:
                     self.store.put(text, found)
             self._verdicts[key] = found
-            if not found.supported:
-                self.reasons.setdefault(op.type, found.reason)
         return found
+
+    def _refined_verdict(self, op, declined: SupportVerdict) -> SupportVerdict:
+        """The verdict on `op` with the sizes the declarations fix in place of its inputs' -1s (infer_block_dims),
+        when the declared dims gave `declined` and fixing them changes the op's signature; else `declined`. Only
+        then is the block walked (once): most programs have no such op, and their start pays nothing for it."""
+        from converters import get_converter
+
+        key = (getattr(op, "block_idx", 0), op.index)
+        if (key in self._refined or get_converter(op.type) is None or any(_is_block_ref(v) for v in op.attrs.values())
+                or not self._declares_unknown_dims(op)):
+            return declined
+        declared = self.signature(op)
+        self._refined.add(key)
+        if self.signature(op) == declared:  # nothing fixes its unknown dims: decided as declared
+            self._refined.discard(key)
+            return declined
+        return self._signature_verdict(op)
 
     def is_supported(self, op) -> bool:
         return self.verdict(op).supported
@@ -606,7 +669,7 @@ class SupportDecider:
             if name == EMPTY_VAR_NAME or name in self.graph.params:
                 continue
             var = self._var(name)
-            if var is not None and var.dtype is not None and any(d < 0 for d in self.dims(name, var)):
+            if var is not None and var.dtype is not None and any(d < 0 for d in self.dims(name, var, op)):
                 return True
         return False
 
@@ -636,7 +699,7 @@ class SupportDecider:
                 precision = dtype_precision(var.dtype)
             except ValueError:
                 return None, SupportVerdict(False, f"input '{name}' has dtype {var.dtype}, which NNAdapter lacks")
-            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in self.dims(name, var))
+            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in self.dims(name, var, op))
             input_types[name] = OperandType(precision=precision, dims=dims)
         outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
         self.conversions += counted

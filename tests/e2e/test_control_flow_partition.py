@@ -171,15 +171,14 @@ def test_fixed_dims_follow_the_shape_arithmetic(shuffle_into_a_loop):
     assert carried and not any(name in fixed for name in carried), {n: fixed.get(n) for n in carried}
 
 
-def test_shuffle_with_an_unknown_batch_runs_on_the_host_part(tmp_path):
-    # With the batch declared -1, `shape` does not fold, so nothing fixes the channels before run time: the split
-    # is decided on the host (the dims a run brings are not known when the partition is made); the result is
-    # still Paddle's.
+def test_shuffle_with_an_unknown_batch_stays_on_the_device(tmp_path):
+    # With the batch declared -1, `shape` does not fold; the channels, equal whatever the batch, still count as fixed
+    # by the declarations, so the split is decided with them; run at two batch sizes, the result is Paddle's.
     import nnadapter_bridge as nb
-    from support.converter_harness import paddle_pir_static, paddle_inference_run
+    from nnadapter_bridge.support_decisions import infer_block_dims
+    from support.converter_harness import paddle_inference_run, paddle_pir_static
     from support.tolerances import assert_model_close
 
-    x = np.random.default_rng(2).standard_normal([2, 4, 3, 5]).astype(np.float32)
     with paddle_pir_static() as paddle:
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
@@ -190,13 +189,18 @@ def test_shuffle_with_an_unknown_batch_runs_on_the_host_part(tmp_path):
             exe.run(startup)
             paddle.static.save_inference_model(str(tmp_path / "model"), [feed], outs, exe, program=main)
     model = str(tmp_path / "model.json")
-    (want,) = paddle_inference_run(model, None, {"x": x})
     config = nb.Config()
     config.set_model_file(model)
     config.set_nnadapter_device_names(["builtin_device"])
     predictor = nb.create_predictor(config)
+    (split,) = [op for op in predictor.graph.ops() if op.type == "split"]
+    assert infer_block_dims(predictor.graph)[split.input("X")[0]] == (-1, 4, 3, 5)
     host = sorted({p.op.type for p in predictor.placements() if p.device is None})
-    assert host == ["split", "while"], host
-    predictor.get_input_by_name("x").from_numpy(x)
-    predictor.run()
-    assert_model_close(predictor.get_output(0).numpy(), want, what="builtin_device")
+    assert host == ["while"], host
+    for batch in (2, 3):
+        x = np.random.default_rng(batch).standard_normal([batch, 4, 3, 5]).astype(np.float32)
+        (want,) = paddle_inference_run(model, None, {"x": x})
+        predictor.get_input_by_name("x").from_numpy(x)
+        predictor.run()
+        assert_model_close(predictor.get_output(0).numpy(), want, what=f"builtin_device, batch {batch}")
+    assert not [p for p in predictor.placements() if p.at_run]
