@@ -16,8 +16,8 @@ that size, as its subgraph is compiled; sizes that come out the same whatever th
 batch of -1) count as fixed too. An op some device declines with these dims is asked again with each unknown dim
 made concrete (PROBE_DIM), and is supported when the devices accept it so: a check that needs a dim (SAME
 padding's spatial dims, say) decides at compile time, and where the concrete program contradicts the decision the
-engine splits that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no" carries each
-device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
+engine splits that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no"
+carries each device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
 
 The answer is computed once per op signature (type, attributes, input dtypes and dims as above; parameter inputs
 by dtype and full shape, because converters read their values) and reused for every op that shares it.

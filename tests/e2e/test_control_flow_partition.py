@@ -204,3 +204,20 @@ def test_shuffle_with_an_unknown_batch_stays_on_the_device(tmp_path):
         predictor.run()
         assert_model_close(predictor.get_output(0).numpy(), want, what=f"builtin_device, batch {batch}")
     assert not [p for p in predictor.placements() if p.at_run]
+
+
+def test_fixed_dims_are_walked_only_for_a_declined_op(tmp_path, monkeypatch):
+    # Every op supported with its declared dims (a batch of -1): the start converts no extra walk of the program.
+    import nnadapter_bridge as nb
+    from nnadapter_bridge import support_decisions
+    from support.predictor_programs import add_relu_scale_model
+
+    def walked(*args, **kwargs):
+        raise AssertionError("infer_block_dims ran although no op was declined")
+
+    monkeypatch.setattr(support_decisions, "infer_block_dims", walked)
+    config = nb.Config()
+    config.set_model_file(add_relu_scale_model(tmp_path / "m", extra_ops=("sigmoid", "tanh")))
+    config.set_nnadapter_device_names(["builtin_device"])
+    predictor = nb.create_predictor(config)
+    assert not [p for p in predictor.placements() if p.device is None]
