@@ -229,16 +229,21 @@ class _DeviceVerdicts:
         scratch = getattr(self.support, "scratch_model", None)
         if scratch is None:  # NoDeviceSupport: no context to ask
             return {}
-        key = self.support.signature(op)
-        found = self._memo.get(key)
+        found = self._memo.get(self.support.signature(op))
         if found is None:
-            found = self._memo[key] = self._ask(op, scratch)
+            found = self._ask(op, scratch)
+            self._memo[self.support.signature(op)] = found  # the signature it was asked with (_ask may refine it)
         return found
 
     def _ask(self, op, scratch) -> dict:
         from nnadapter_bridge.errors import BridgeError
 
         model, refusal = scratch(op)
+        refine = getattr(self.support, "refine", None)
+        if refusal is not None and refine is not None and refine(op):
+            # Decided with the sizes its declarations fix (support_decisions.infer_block_dims), which a verdict
+            # recorded at an earlier start does not say: asked so too.
+            model, refusal = scratch(op)
         names = self.context.device_names
         if refusal is not None:
             return {n: refusal.reason for n in names}

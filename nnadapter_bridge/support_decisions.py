@@ -604,20 +604,25 @@ class SupportDecider:
 
     def _refined_verdict(self, op, declined: SupportVerdict) -> SupportVerdict:
         """The verdict on `op` with the sizes the declarations fix in place of its inputs' -1s (infer_block_dims),
-        when the declared dims gave `declined` and fixing them changes the op's signature; else `declined`. Only
-        then is the block walked (once): most programs have no such op, and their start pays nothing for it."""
+        when the declared dims gave `declined` and fixing them changes the op's signature (refine); else `declined`.
+        Only then is the block walked (once): most programs have no such op, and their start pays nothing for it."""
+        return self._signature_verdict(op) if self.refine(op) else declined
+
+    def refine(self, op) -> bool:
+        """Decide `op` from now on with the sizes the declarations fix in place of its inputs' -1s; False (and
+        nothing changed) when that changes nothing: no converter, a sub-block, no -1, or no size fixed."""
         from converters import get_converter
 
         key = (getattr(op, "block_idx", 0), op.index)
         if (key in self._refined or get_converter(op.type) is None or any(_is_block_ref(v) for v in op.attrs.values())
                 or not self._declares_unknown_dims(op)):
-            return declined
+            return False
         declared = self.signature(op)
         self._refined.add(key)
-        if self.signature(op) == declared:  # nothing fixes its unknown dims: decided as declared
+        if self.signature(op) == declared:
             self._refined.discard(key)
-            return declined
-        return self._signature_verdict(op)
+            return False
+        return True
 
     def is_supported(self, op) -> bool:
         return self.verdict(op).supported

@@ -221,3 +221,21 @@ def test_fixed_dims_are_walked_only_for_a_declined_op(tmp_path, monkeypatch):
     config.set_nnadapter_device_names(["builtin_device"])
     predictor = nb.create_predictor(config)
     assert not [p for p in predictor.placements() if p.device is None]
+
+
+def test_a_warm_start_names_the_device_of_a_split_decided_with_fixed_dims(shuffle_into_a_loop, tmp_path):
+    # The second start reads the verdicts recorded for the program; asked which of two devices takes the split,
+    # it is converted with the sizes the declarations fix again (not declined by both as with its declared dims).
+    import nnadapter_bridge as nb
+
+    devices = ["builtin_device", "microsoft_onnxruntime"]
+    for start in ("cold", "warm"):
+        config = nb.Config()
+        config.set_model_file(shuffle_into_a_loop.model_path)
+        config.set_nnadapter_device_names(devices)
+        config.set_nnadapter_model_cache_dir(str(tmp_path / "cache"))
+        predictor = nb.create_predictor(config)
+        if start == "warm":
+            assert predictor.support.conversions == 0  # nothing decided afresh
+        (split,) = [p for p in predictor.placements() if p.op.type == "split"]
+        assert (split.device, split.declined) == ("builtin_device", {}), (start, split)
