@@ -501,18 +501,25 @@ def control_flow_message(share: HostShare, device_names: list) -> str:
             f"(loops and branches), so no device declined them and strict mode accepts them; {rest}")
 
 
-def check_strict(share: HostShare, device_names: list, stacklevel: int = 1) -> None:
+def check_strict(share: HostShare, device_names: list, stacklevel: int = 1, warn: bool = True) -> None:
     """Strict mode (Config.set_strict, --strict) on a partition: the UnsupportedOpError of strict_error when an op
     that the partition config did not force there is on the host for a device's reason; when the only such ops
     are control flow (while, conditional_block: no NNAdapter device runs a loop or a branch, so they and their
-    bodies run on the host whatever the devices), one ControlFlowOnHostWarning saying so, and no error.
-    `stacklevel`: the warning's, counted from the caller."""
+    bodies run on the host whatever the devices), one ControlFlowOnHostWarning saying so (warn_control_flow; with
+    `warn` False the caller gives it, once it knows the model can run), and no error. `stacklevel`: the warning's,
+    counted from the caller."""
+    if any(not p.forced and not p.control_flow for p in share.host):
+        raise strict_error(share, device_names)
+    if warn:
+        warn_control_flow(share, device_names, stacklevel + 1)
+
+
+def warn_control_flow(share: HostShare, device_names: list, stacklevel: int = 1) -> None:
+    """The ControlFlowOnHostWarning of strict mode (check_strict), when control flow the partition config did not
+    force there is on the host; `stacklevel` counted from the caller."""
     import warnings
 
-    unforced = [p for p in share.host if not p.forced]
-    if any(not p.control_flow for p in unforced):
-        raise strict_error(share, device_names)
-    if unforced:
+    if any(not p.forced and p.control_flow for p in share.host):
         warnings.warn(control_flow_message(share, device_names), ControlFlowOnHostWarning,
                       stacklevel=stacklevel + 1)
 

@@ -398,12 +398,14 @@ class Predictor:
 
     def _check_everything_runs(self) -> None:
         forced = self.partition.forced_op_keys
+        strict_share = None
         if self.config.strict:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
-            if off_device:  # an error, or only control flow on the host: a warning saying so (check_strict)
+            if off_device:  # an error; only control flow on the host: a warning, below, once the model can run
                 from nnadapter_bridge.partition_plan import check_strict
 
-                check_strict(self._host_share(), self.device_names, stacklevel=5)
+                strict_share = self._host_share()
+                check_strict(strict_share, self.device_names, warn=False)
         if not self.host_ops:
             return
         if self.host is None:
@@ -415,6 +417,10 @@ class Predictor:
             where = f"neither on {', '.join(self.device_names)} nor on the host" if self.device_names else \
                 "on the host (no device was named)"
             self._raise_unsupported(missing, f"these Paddle op types can run {where}", _ADVICE)
+        if strict_share is not None:
+            from nnadapter_bridge.partition_plan import warn_control_flow
+
+            warn_control_flow(strict_share, self.device_names, stacklevel=5)
 
     def _host_share(self):
         from nnadapter_bridge.partition_plan import host_share

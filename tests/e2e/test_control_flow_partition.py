@@ -110,6 +110,18 @@ def test_unsupported_op_inside_a_loop_body_is_named(tmp_path, monkeypatch):
     message = str(caught.value)
     assert "can run neither on builtin_device nor on the host:\n  kthvalue (x1, first kthvalue#" in message, message
     assert "block 1), in the body of while#" in message, message
+    # Strict mode: the same error, and no word that it accepts the loop (ControlFlowOnHostWarning) before it.
+    import warnings
+
+    from nnadapter_bridge.partition_plan import ControlFlowOnHostWarning
+
+    config.set_strict()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(nb.UnsupportedOpError) as strict:
+            nb.create_predictor(config)
+    assert str(strict.value) == message
+    assert not [w for w in said if issubclass(w.category, ControlFlowOnHostWarning)]
 
 
 def _shuffle_into_a_loop(x):
