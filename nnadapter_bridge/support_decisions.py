@@ -471,13 +471,6 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
     return seen
 
 
-def _is_block_ref(value) -> bool:
-    """Whether an attribute value names a sub-block (while's and conditional_block's sub_block)."""
-    from nnadapter_bridge.loader.program import BlockRef
-
-    return any(isinstance(v, BlockRef) for v in (value if isinstance(value, (list, tuple)) else [value]))
-
-
 class SupportDecider:
     """Answers `is_supported(op)` for the ops of one program on one NNAdapter context."""
 
@@ -612,9 +605,10 @@ class SupportDecider:
         """Decide `op` from now on with the sizes the declarations fix in place of its inputs' -1s; False (and
         nothing changed) when that changes nothing: no converter, a sub-block, no -1, or no size fixed."""
         from converters import get_converter
+        from partition.detector import sub_block_indices
 
         key = (getattr(op, "block_idx", 0), op.index)
-        if (key in self._refined or get_converter(op.type) is None or any(_is_block_ref(v) for v in op.attrs.values())
+        if (key in self._refined or get_converter(op.type) is None or sub_block_indices(op)
                 or not self._declares_unknown_dims(op)):
             return False
         declared = self.signature(op)
