@@ -117,15 +117,23 @@ def convert_roi_align(ctx, op):
 
 # -- multiclass_nms3 ---------------------------------------------------------------------------------------------
 
-@converter("multiclass_nms3", emits=[T.NON_MAX_SUPPRESSION, T.RESHAPE])
+@converter("multiclass_nms3", emits=[T.NON_MAX_SUPPRESSION, T.RESHAPE, T.CAST])
 def convert_multiclass_nms3(ctx, op):
+    """NON_MAX_SUPPRESSION (float32, in Paddle's float order). Paddle's kernel also takes double: float64 boxes and
+    scores are suppressed in float32 (an overlap within float32 rounding of the threshold may decide otherwise)
+    and the rows come back float64."""
     v = OpView(op)
     rois_num = v.optional_input("RoisNum")
     index_name = v.optional_output("Index")
     out_name = v.output("Out")
     index = ctx.temp(out_name, "index") if index_name else None
+    boxes, scores = ctx.input(v.input("BBoxes")), ctx.input(v.input("Scores"))
+    wide = boxes.type.precision == Precision.FLOAT64
+    if wide:
+        boxes = cast_to(ctx, boxes, Precision.FLOAT32, ctx.temp(out_name, "bboxes_f32"))
+        scores = cast_to(ctx, scores, Precision.FLOAT32, ctx.temp(out_name, "scores_f32"))
     operands = [
-        ctx.input(v.input("BBoxes")), ctx.input(v.input("Scores")),
+        boxes, scores,
         ctx.input(rois_num) if rois_num else None,
         ctx.const_i32(v.attr_int("background_label", 0)), ctx.const_f32(v.attr_float("score_threshold", 0.0)),
         ctx.const_i32(v.attr_int("nms_top_k", -1)), ctx.const_f32(v.attr_float("nms_threshold", 0.3)),
@@ -134,7 +142,10 @@ def convert_multiclass_nms3(ctx, op):
     ]
     counts_name = v.optional_output("NmsRoisNum")
     counts = ctx.output(counts_name) if counts_name else ctx.temp(out_name, "rois_num")
-    ctx.add(T.NON_MAX_SUPPRESSION, operands, [ctx.output(out_name), counts] + ([index] if index is not None else []))
+    rows = ctx.temp(out_name, "rows_f32") if wide else ctx.output(out_name)
+    ctx.add(T.NON_MAX_SUPPRESSION, operands, [rows, counts] + ([index] if index is not None else []))
+    if wide:
+        cast_to(ctx, rows, Precision.FLOAT64, ctx.output(out_name))
     if index is not None:
         # Paddle's Index is a column [M, 1].
         ctx.add(T.RESHAPE, [index, ctx.const_i32([-1, 1])], [ctx.output(index_name)])

@@ -193,24 +193,22 @@ def convert_logical_not(ctx, op):
 
 # -- where, sum ---------------------------------------------------------------------------------------------
 
-def _check_where(op, ctx):
-    v = OpView(op)
-    precision = var_precision(ctx, v.optional_input("X"))
-    if precision == Precision.BOOL8:
-        return "NNAdapter WHERE takes float32/int32/int64 values, X is BOOL8"
-    return None
-
-
-@converter("where", emits=[T.WHERE, T.CAST], check=_check_where)
+@converter("where", emits=[T.WHERE, T.CAST])
 def convert_where(ctx, op):
-    """Condition ? X : Y with numpy broadcasting of all three."""
+    """Condition ? X : Y with numpy broadcasting of all three. Bool X/Y (Paddle's kernel takes them) select as
+    INT32 and come back as BOOL8: NNAdapter WHERE takes no BOOL8 values."""
     v = OpView(op)
     out_name = v.output("Out")
     condition = _as_bool(ctx, ctx.input(v.input("Condition")), out_name, "condition_bool")
     x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))
-    if x.type.precision == Precision.BOOL8:
-        raise ctx.error("where on bool X/Y: NNAdapter WHERE takes float32/int32/int64 values")
-    ctx.add(T.WHERE, [condition, x, y], [ctx.output(out_name)])
+    if x.type.precision != Precision.BOOL8:
+        ctx.add(T.WHERE, [condition, x, y], [ctx.output(out_name)])
+        return
+    x = cast_to(ctx, x, Precision.INT32, ctx.temp(out_name, "x_int"))
+    y = cast_to(ctx, y, Precision.INT32, ctx.temp(out_name, "y_int"))
+    selected = ctx.temp(out_name, "selected_int")
+    ctx.add(T.WHERE, [condition, x, y], [selected])
+    cast_to(ctx, selected, Precision.BOOL8, ctx.output(out_name))
 
 
 @converter("sum", emits=[T.SUM])

@@ -3,7 +3,8 @@ every device against Paddle Inference on the same saved program, as a legacy Pro
 off, or an OpDesc for ops paddle's API no longer writes) and, where the op exists there, as a PIR program:
 
 - `reverse` (the legacy op: flip on a tensor);
-- `yolo_box` on float64 (Paddle's CPU kernel is registered for double: boxes and scores come back float64);
+- float64 where Paddle's CPU kernel is registered for double: `yolo_box`, `prior_box`, `roi_align`,
+  `deformable_conv`, `multiclass_nms3` (results come back float64); `where` on bool values;
 - `p_norm` with porder 0 (the count of non-zeros), `pad3d` in `circular` mode, `elementwise_mul` / `_add` on bool;
 - `dequantize_linear` / `quantize_linear` with zero and negative scales (Paddle just multiplies / divides);
 - `top_k_v2` of a 0-d tensor;
@@ -87,6 +88,44 @@ def test_yolo_box_on_float64(tmp_path):
     # host op's outputs to the declared dtype, so on the SDK devices (whose drivers decline float64 YOLO_BOX) the
     # PIR scores come back float32 (see the issue-28 report): PIR is checked where YOLO_BOX runs on the device.
     legacy_and_pir(tmp_path, _yolo_box, feeds, pir_devices=["builtin_device"])
+
+
+def test_detection_and_sampling_ops_on_float64(tmp_path):
+    import paddle
+
+    ops = paddle.vision.ops
+    x = rng.standard_normal((1, 2, 4, 4))
+    feeds = {"x": x, "image": rng.standard_normal((1, 3, 16, 16)), "rois": np.array([[0, 0, 3, 3], [1, 1, 4, 4.0]]),
+             "rois_num": np.array([2], np.int32), "offset": rng.standard_normal((1, 18, 2, 2)) * 0.5,
+             "w": rng.standard_normal((3, 2, 3, 3))}
+
+    def build(x, image, rois, rois_num, offset, w):
+        return [ops.prior_box(x, image, min_sizes=[2.0], aspect_ratios=[1.0, 2.0], flip=True, clip=True)[0],
+                ops.roi_align(x, rois, rois_num, 2, spatial_scale=0.5), ops.deform_conv2d(x, offset, w)]
+
+    legacy_and_pir(tmp_path, build, feeds)
+
+
+def test_multiclass_nms3_on_float64(tmp_path):
+    boxes = rng.uniform(0, 10, (1, 6, 4))
+    boxes[..., 2:] += boxes[..., :2]
+    attrs = {"background_label": -1, "score_threshold": 0.1, "nms_top_k": 10, "nms_threshold": 0.3, "nms_eta": 1.0,
+             "keep_top_k": 5, "normalized": False}
+    saved = opdesc_program(tmp_path, "multiclass_nms3", inputs={"BBoxes": ["b"], "Scores": ["s"]},
+                           outputs={"Out": ["out"], "Index": ["index"], "NmsRoisNum": ["count"]}, attrs=attrs,
+                           feeds={"b": boxes, "s": rng.uniform(0, 1, (1, 2, 6))}, run_paddle=False,
+                           extra_vars=[{"name": "out", "dtype": "float64", "shape": []},
+                                       {"name": "index", "dtype": "int32", "shape": []},
+                                       {"name": "count", "dtype": "int32", "shape": []}])
+    assert_devices_match_paddle(saved)
+
+
+def test_where_on_bool_values(tmp_path):
+    import paddle
+
+    # paddle 3.3.1's legacy static API refuses bool X/Y; its PIR program runs in Paddle Inference.
+    feeds = {"c": np.array([True, False, True]), "a": np.array([True, True, False]), "b": np.array([False, True, True])}
+    assert_devices_match_paddle(pir_program(tmp_path, lambda c, a, b: paddle.where(c, a, b), feeds, run_paddle=False))
 
 
 # -- ops and modes -------------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def prior_box_count(op):
     return len(expand_aspect_ratios(aspect_ratios, flip)) * n_min + n_max
 
 
-@operation(T.PRIOR_BOX, inputs=[Slot("input", F32), Slot("image", F32), Slot("min_sizes", F32),
+@operation(T.PRIOR_BOX, inputs=[Slot("input", F32_64), Slot("image", F32_64), Slot("min_sizes", F32),
                                 Slot("max_sizes", F32, optional=True), Slot("aspect_ratios", F32),
                                 Slot("variances", F32), Slot("flip", BOOL), Slot("clip", BOOL),
                                 Slot("step_w", F32), Slot("step_h", F32), Slot("offset", F32),
@@ -76,7 +76,9 @@ def prepare_prior_box(op):
         raise operation_error(op, f"variances must hold 4 values, got {np.asarray(variances).size}")
     count = prior_box_count(op)
     dims = (x.dims[2], x.dims[3], UNKNOWN if count is None else count, 4)
-    out = result_type(x, dims, precision=Precision.FLOAT32)
+    # Paddle's CPU kernel (float and double) writes the input's type.
+    precision = Precision.FLOAT64 if x.precision == Precision.FLOAT64 else Precision.FLOAT32
+    out = result_type(x, dims, precision=precision)
     return [out, out.copy()]
 
 
@@ -150,9 +152,11 @@ def prepare_yolo_box(op):
 def prior_box(op, inputs):
     (feature, image, min_sizes, max_sizes, aspect_ratios, variances, flip, clip, step_w, step_h,
      offset, min_max_order) = inputs
-    min_sizes = np.asarray(min_sizes, dtype=np.float32).reshape(-1)
-    max_sizes = np.zeros(0, np.float32) if max_sizes is None else np.asarray(max_sizes, np.float32).reshape(-1)
-    ratios = np.asarray(expand_aspect_ratios(aspect_ratios, param_bool(flip)), dtype=np.float32)
+    # Paddle's kernel computes in the input's type: float, or double for a float64 input.
+    dtype = np.float64 if feature.dtype == np.float64 else np.float32
+    min_sizes = np.asarray(min_sizes, dtype=dtype).reshape(-1)
+    max_sizes = np.zeros(0, dtype) if max_sizes is None else np.asarray(max_sizes, dtype).reshape(-1)
+    ratios = np.asarray(expand_aspect_ratios(aspect_ratios, param_bool(flip)), dtype=dtype)
     feature_h, feature_w = feature.shape[2], feature.shape[3]
     image_h, image_w = image.shape[2], image.shape[3]
     step_w, step_h, offset = param_float(step_w), param_float(step_h), param_float(offset)
@@ -170,16 +174,16 @@ def prior_box(op, inputs):
             half_sizes += [(min_size / 2, min_size / 2)] + max_box + rest
         else:
             half_sizes += ratio_boxes + max_box
-    half = np.asarray(half_sizes, dtype=np.float32)  # [P, 2]
-    center_x = ((np.arange(feature_w, dtype=np.float32) + offset) * step_w)[None, :, None]
-    center_y = ((np.arange(feature_h, dtype=np.float32) + offset) * step_h)[:, None, None]
+    half = np.asarray(half_sizes, dtype=dtype)  # [P, 2]
+    center_x = ((np.arange(feature_w, dtype=dtype) + offset) * step_w)[None, :, None]
+    center_y = ((np.arange(feature_h, dtype=dtype) + offset) * step_h)[:, None, None]
     half_w, half_h = half[None, None, :, 0], half[None, None, :, 1]
     boxes = np.stack(np.broadcast_arrays((center_x - half_w) / image_w, (center_y - half_h) / image_h,
                                          (center_x + half_w) / image_w, (center_y + half_h) / image_h), -1)
-    boxes = boxes.astype(np.float32)
+    boxes = boxes.astype(dtype)
     if param_bool(clip):
         boxes = np.clip(boxes, 0.0, 1.0)
-    variance = np.broadcast_to(np.asarray(variances, np.float32).reshape(1, 1, 1, 4), boxes.shape).copy()
+    variance = np.broadcast_to(np.asarray(variances, dtype).reshape(1, 1, 1, 4), boxes.shape).copy()
     return [boxes, variance]
 
 

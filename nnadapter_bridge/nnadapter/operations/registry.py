@@ -33,6 +33,7 @@ F32 = frozenset({Precision.FLOAT32})  # operations whose references are float32-
 # Paddle CPU kernels registered for float and double only (yolo_box, prior_box, ...): the reference computes in
 # float64 and returns the input's type.
 F32_64 = frozenset({Precision.FLOAT32, Precision.FLOAT64})
+F64_Q8 = F32_64 | {Precision.QUANT_INT8_SYMM_PER_LAYER}
 F32_Q8 = frozenset({Precision.FLOAT32, Precision.QUANT_INT8_SYMM_PER_LAYER})
 FLOATS = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64})
 FLOATS_Q8 = FLOATS | {Precision.QUANT_INT8_SYMM_PER_LAYER}

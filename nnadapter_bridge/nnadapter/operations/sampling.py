@@ -27,7 +27,8 @@ from nnadapter_bridge.nnadapter.operations.registry import (
     BIAS,
     BOOL,
     F32,
-    F32_Q8,
+    F32_64,
+    F64_Q8,
     FILTER,
     INT32,
     Slot,
@@ -56,7 +57,7 @@ def deformable_conv_attrs(op) -> dict:
 
 
 @operation(T.DEFORMABLE_CONV_2D,
-           inputs=[Slot("input", F32_Q8), Slot("offset", F32_Q8), Slot("mask", F32_Q8, optional=True),
+           inputs=[Slot("input", F64_Q8), Slot("offset", F64_Q8), Slot("mask", F64_Q8, optional=True),
                    Slot("filter", FILTER), Slot("bias", BIAS), Slot("pads", INT32, optional=True),
                    Slot("strides", INT32), Slot("group", INT32), Slot("deformable_group", INT32),
                    Slot("dilations", INT32), Slot("fuse_code", INT32)],
@@ -92,7 +93,7 @@ def prepare_deformable_conv_2d(op):
     return [out]
 
 
-@operation(T.GRID_SAMPLE, inputs=[Slot("input", F32_Q8), Slot("grid", F32), Slot("align_corners", BOOL),
+@operation(T.GRID_SAMPLE, inputs=[Slot("input", F64_Q8), Slot("grid", F32_64), Slot("align_corners", BOOL),
                                   Slot("mode", INT32), Slot("pad_mode", INT32)],
            outputs=[Slot("output")])
 def prepare_grid_sample(op):
@@ -105,7 +106,7 @@ def prepare_grid_sample(op):
     return [result_type(x, (n, x.dims[1], grid.dims[1], grid.dims[2]))]
 
 
-@operation(T.ROI_ALIGN, inputs=[Slot("input", F32_Q8), Slot("rois", F32), Slot("batch_indices", INT32),
+@operation(T.ROI_ALIGN, inputs=[Slot("input", F64_Q8), Slot("rois", F32_64), Slot("batch_indices", INT32),
                                 Slot("output_height", INT32), Slot("output_width", INT32),
                                 Slot("sampling_ratio", INT32), Slot("spatial_scale", F32),
                                 Slot("aligned", BOOL)],
@@ -118,6 +119,11 @@ def prepare_roi_align(op):
                                   f"got {x.describe()}, {rois.describe()}")
     oh, ow = const_int(op, 3, UNKNOWN), const_int(op, 4, UNKNOWN)
     return [result_type(x, (rois.dims[0], x.dims[1], oh, ow))]
+
+
+def _result_dtype(x: np.ndarray) -> type:
+    """The references compute in float64; Paddle's CPU kernels return the input's type (float or double)."""
+    return np.float64 if x.dtype == np.float64 else np.float32
 
 
 # -- bilinear sampling shared by DEFORMABLE_CONV_2D and GRID_SAMPLE -----------------------------------
@@ -197,7 +203,7 @@ def deformable_conv_2d(op, inputs):
     out = np.einsum("gok,ngkp->ngop", filters, columns).reshape(n, c_out, h_out, w_out)
     if bias is not None:
         out = out + np.asarray(bias, dtype=np.float64).reshape(1, -1, 1, 1)
-    return [apply_fuse_code(out.astype(np.float32), fuse)]
+    return [apply_fuse_code(out.astype(_result_dtype(x)), fuse)]
 
 
 # -- GRID_SAMPLE -------------------------------------------------------------------------------------
@@ -251,7 +257,7 @@ def grid_sample(op, inputs):
         out = nearest_zero_padded(image, py, px)
     else:
         out = bilinear_zero_padded(image, py, px)
-    return [out.reshape(n, c, h_out, w_out).astype(np.float32)]
+    return [out.reshape(n, c, h_out, w_out).astype(_result_dtype(x))]
 
 
 # -- ROI_ALIGN ---------------------------------------------------------------------------------------
@@ -314,4 +320,4 @@ def roi_align(op, inputs):
     # The bilinear weights factor into rows and columns: out = Wy @ image @ Wx^T per roi.
     features = x.astype(np.float64)[batch_indices]  # [R, C, H, W]
     out = np.einsum("rph,rchw,rqw->rcpq", wy, features, wx, optimize=True)
-    return [out.astype(np.float32)]
+    return [out.astype(_result_dtype(x))]
