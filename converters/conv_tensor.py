@@ -1,6 +1,6 @@
 """Converters: shape and tensor manipulation (reshape, flatten, squeeze/unsqueeze, transpose, concat, split,
-stack/unstack/unbind, slice/strided_slice/flip/reverse, expand/expand_v2/expand_as_v2/tile, shape, range, meshgrid,
-shuffle_channel, roll).
+stack/unstack/unbind, slice/strided_slice/flip/reverse, expand/expand_v2/expand_as_v2/tile/broadcast_tensors,
+shape, range, meshgrid, shuffle_channel, roll).
 
 Reductions, arg/top-k/cumsum live in conv_tensor_reduce.py, gather-like indexing in conv_tensor_index.py.
 Attributes Paddle also accepts as tensors go through
@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from converters.attrs import known_dim, needs_constant, scalar_attr_or_tensor
+from converters.attrs import known_dim, known_dims, needs_constant, scalar_attr_or_tensor
 from converters.context import ConversionContext
 from converters.op_view import OpView, precision_of_var_type, var_attr_names
 from converters.registry import converter
@@ -282,6 +282,34 @@ def convert_expand_v2(ctx: ConversionContext, op):
     x = ctx.input(v.input("X"))
     shape = ctx.ints_operand(op, "shape", tensor="Shape", tensor_list="expand_shapes_tensor", list_first=False)
     ctx.add(T.EXPAND, [x, shape], [ctx.output(v.output("Out"))])
+
+
+def _check_broadcast_tensors(op, ctx) -> Optional[str]:
+    if ctx is None:
+        return None
+    dims = [ctx.dims(ctx.input(n)) for n in OpView(op).inputs("X") if ctx.has(n)]
+    if not all(known_dims(d) for d in dims):
+        return "the broadcast shape needs every input's dims (the host broadcasts at run time)"
+    return None
+
+
+@converter("broadcast_tensors", emits=[T.EXPAND, T.ASSIGN], check=_check_broadcast_tensors)
+def convert_broadcast_tensors(ctx: ConversionContext, op):
+    """Every X broadcast to the inputs' common shape (numpy's rule, as paddle.broadcast_tensors): an EXPAND each."""
+    v = OpView(op)
+    parts = [ctx.input(n) for n in v.inputs("X")]
+    outs = v.outputs("Out")
+    if len(parts) != len(outs):
+        raise ctx.error(f"{len(parts)} inputs X but {len(outs)} outputs Out")
+    try:
+        shape = np.broadcast_shapes(*(tuple(ctx.dims(p)) for p in parts))
+    except ValueError as exc:
+        raise ctx.error(f"the inputs do not broadcast: {exc}") from exc
+    for part, out in zip(parts, outs):
+        if tuple(ctx.dims(part)) == tuple(shape):
+            ctx.add(T.ASSIGN, [part], [ctx.output(out)])
+        else:
+            ctx.add(T.EXPAND, [part, ctx.const_i32(list(shape))], [ctx.output(out)])
 
 
 @converter("expand_as_v2", emits=[T.EXPAND, T.SHAPE])

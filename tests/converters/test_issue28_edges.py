@@ -11,7 +11,7 @@ off, or an OpDesc for ops paddle's API no longer writes) and, where the op exist
 - `pool2d` windows reaching past the padded input: the output size in C++ integer division (a kernel larger
   than the padded input still gives one position, or an empty output), divisors bounded by the leading pad,
   and 0 / 0 = NaN for an exclusive average over a window with no element;
-- `tile` with an empty repeat_times (OpenVINO read it as garbage);
+- `tile` with an empty repeat_times (OpenVINO read it as garbage); `broadcast_tensors` (no path before);
 - a tensor array a `paddle.jit.save`d loop appends to, read by its length (the array var has no producer: Paddle's
   executor starts it empty).
 """
@@ -265,7 +265,30 @@ def test_pool_api_kernel_larger_than_the_input(tmp_path):
                                         F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, exclusive=False)], {"x": x})
 
 
-# -- tile ----------------------------------------------------------------------------------------------------
+# -- tile, broadcast_tensors ---------------------------------------------------------------------------------
+
+def test_broadcast_tensors(tmp_path):
+    import paddle
+
+    feeds = {"a": rng.standard_normal((1, 3)).astype(np.float32), "b": rng.standard_normal((2, 1)).astype(np.float32),
+             "c": np.arange(6).reshape(2, 3)}
+    legacy_and_pir(tmp_path, lambda a, b, c: paddle.broadcast_tensors([a, b]) + paddle.broadcast_tensors(
+        [paddle.cast(a, "int64"), c]), feeds)
+
+
+def test_broadcast_tensors_host_kernel(tmp_path):
+    from nnadapter_bridge.host import HostExecutor
+    from nnadapter_bridge.loader import load_model
+
+    feeds = {"a": rng.standard_normal((1, 3)).astype(np.float32), "b": rng.standard_normal((2, 1)).astype(np.float32)}
+    saved = opdesc_program(tmp_path, "broadcast_tensors", inputs={"X": ["a", "b"]}, outputs={"Out": ["p", "q"]},
+                           feeds=feeds)
+    graph = load_model(saved.model_path)
+    scope = dict(feeds)
+    HostExecutor(graph).run_host_kernel(next(op for op in graph.ops() if op.type == "broadcast_tensors"), scope)
+    for name, want in zip(["p", "q"], saved.outputs):
+        assert_op_close(scope[name], want, what=name)
+
 
 def test_tile_with_empty_repeat_times(tmp_path):
     import paddle

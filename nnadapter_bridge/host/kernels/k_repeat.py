@@ -1,5 +1,6 @@
 """repeat_interleave: each element along `dim` repeated by the int attr `Repeats` or by the per-element
-counts of a tensor (legacy slot `RepeatsTensor`; `RepeatTensor` in PIR's repeat_interleave_with_tensor_index)."""
+counts of a tensor (legacy slot `RepeatsTensor`; `RepeatTensor` in PIR's repeat_interleave_with_tensor_index);
+broadcast_tensors where the inputs' dims are known only at run time."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,3 +27,13 @@ def repeat_interleave(io: OpScope) -> None:
     if np.any(np.asarray(repeats) < 0):
         raise io.error(f"repeat counts must be non-negative, got {np.asarray(repeats).tolist()}")
     io.set_output("Out", np.repeat(x, repeats, axis=dim))
+
+
+@host_kernel("broadcast_tensors")
+def broadcast_tensors(io: OpScope) -> None:
+    xs = io.inputs("X")
+    try:
+        outs = np.broadcast_arrays(*xs)
+    except ValueError as exc:
+        raise io.error(f"the inputs {[list(x.shape) for x in xs]} do not broadcast: {exc}") from exc
+    io.set_outputs("Out", [np.array(o, copy=True) for o in outs])
