@@ -3,6 +3,8 @@
 Each ONNX operation the microsoft_onnxruntime driver emits on int64 runs alone on values at and beyond the int32
 range (2^31 - 1, 2^31, 2^40, -2^40, int64 min / max) and is compared with numpy's int64 answer.
 Usage: python benchmarks/probe_int64_onnxruntime.py   (a few seconds). Companion of probe_int64_openvino.py.
+Found with onnxruntime 1.32: all exact but ReduceSum and ReduceProd, which accumulate int64 in double (inexact beyond
+2^53, INT64_MIN beyond int64); the driver sums int64 by CumSum instead (hal/microsoft_onnxruntime/operations.py).
 """
 from __future__ import annotations
 
@@ -42,7 +44,11 @@ def _cases():
     yield "CumSum", "CumSum", (ADDEND[:4], np.array(0, np.int64)), {}, np.cumsum(ADDEND[:4]), TensorProto.INT64
     yield "ReduceSum", "ReduceSum", (ADDEND[:4].reshape(1, 4), np.array([1], np.int64)), {"keepdims": 0}, \
         ADDEND[:4].reshape(1, 4).sum(1), TensorProto.INT64
-    prod = np.array([[3, 2**20, 2**20]], np.int64)
+    big = np.array([[2**53 + 1, 2**53 + 1, 3]], np.int64)
+    yield "ReduceSum (beyond 2^53)", "ReduceSum", (big, np.array([1], np.int64)), {"keepdims": 0}, big.sum(1), \
+        TensorProto.INT64
+    yield "CumSum (beyond 2^53)", "CumSum", (big[0], np.array(0, np.int64)), {}, np.cumsum(big[0]), TensorProto.INT64
+    prod = np.array([[3, 2**30 + 1, 2**30 + 1]], np.int64)
     yield "ReduceProd", "ReduceProd", (prod, np.array([1], np.int64)), {"keepdims": 0}, prod.prod(1), TensorProto.INT64
     yield "ReduceMax", "ReduceMax", (x.reshape(2, 4), np.array([1], np.int64)), {"keepdims": 0}, \
         x.reshape(2, 4).max(1), TensorProto.INT64

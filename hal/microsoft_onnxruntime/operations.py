@@ -689,7 +689,31 @@ def _reduce(g: GraphBuilder, op: Operation):
         raise Unsupported("integer mean")
     if op.type == T.REDUCE_MEAN and reduces_an_empty_axis(op):
         raise Unsupported("a mean over an empty axis (ReduceMean gives 0, Paddle NaN)")
+    if op.type == T.REDUCE_SUM and _compute_dtype(op) == np.int64 and not reduces_an_empty_axis(op):
+        _int64_sum(g, op, keepdim)
+        return
     g.one(onnx_op, [g.x(op, 0), g.as_i64(op, 1)], g.out(op), keepdims=int(keepdim))
+
+
+def _int64_sum(g: GraphBuilder, op: Operation, keepdim: bool) -> None:
+    """REDUCE_SUM of int64, exactly: onnxruntime's ReduceSum (and ReduceProd) accumulate int64 in double (measured
+    with onnxruntime 1.32, benchmarks/probe_int64_onnxruntime.py: 2 x (2^53 + 1) gives 2^54, a sum beyond int64
+    INT64_MIN), where its CumSum adds in int64 and wraps as Paddle's kernel does: the sum along each reduced axis is
+    the last running sum. (A sum over an empty axis is 0 either way and stays a ReduceSum.)"""
+    dims = g.dims(op, 0)
+    axes = unpack(op).ints("axes")
+    axes = sorted({normalize_axis(a, len(dims)) for a in axes}) if axes else list(range(len(dims)))
+    if any(not known(dims[a]) for a in axes):
+        raise Unsupported("an int64 sum along an axis of unknown length (onnxruntime's ReduceSum adds int64 in "
+                          "double; the exact form needs the length)")
+    x = g.x(op, 0)
+    for axis in axes:
+        running = g.one("CumSum", [x, g.scalar(axis, np.int64)])
+        x = g.one("Slice", [running, g.i64([-1]), g.i64([np.iinfo(np.int64).max]), g.i64([axis])])
+    if keepdim or not axes:
+        g.one("Identity", [x], g.out(op))
+    else:
+        g.one("Squeeze", [x, g.i64(axes)], g.out(op))
 
 
 @OPERATIONS.implements(T.ARG_MAX, T.ARG_MIN)

@@ -27,7 +27,7 @@ from support.model_zoo_fixtures import fixture_root
 import nnadapter_bridge as nb
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-INT64_BUILD_ID = "int64-range-v2"  # bump when a case or its feeds change
+INT64_BUILD_ID = "int64-range-v3"  # bump when a case or its feeds change
 
 I64 = np.iinfo(np.int64)
 I32 = np.iinfo(np.int32)
@@ -84,6 +84,11 @@ def _cases():
         "subtract_near_int32": (lambda x, y: paddle.subtract(x, y), *same({"x": NEAR, "y": -NEAR2})),
         "cumsum_near_int32": (lambda x: paddle.cumsum(x, axis=-1), *same({"x": NEAR})),
         "sum": (lambda x: paddle.sum(x, axis=-1), *same({"x": ADDEND.reshape(2, 4)})),
+        # onnxruntime's ReduceSum adds int64 in double: 2 x (2^53 + 1) + 3 would come out 2^54 + 4
+        "sum_beyond_2p53": (lambda x: paddle.sum(x, axis=-1),
+                            *same({"x": np.array([[2**53 + 1, 2**53 + 1, 3], [2**62, 2**61 + 1, 2**53 + 3]], np.int64)})),
+        "sum_all_beyond_2p53": (lambda x: paddle.sum(x),
+                                *same({"x": np.array([[2**53 + 1, 2**53 + 1], [3, -(2**55) - 1]], np.int64)})),
         "prod": (lambda x: paddle.prod(x, axis=-1),
                  *same({"x": np.array([[2**20, 2**20, 4, 1], [46341, 46341, 1, -1]], np.int64)})),
         "max": (lambda x: paddle.max(x, axis=-1), *same({"x": WIDE.reshape(2, 4)})),
