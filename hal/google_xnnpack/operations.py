@@ -1,0 +1,613 @@
+"""The google_xnnpack operation table: one implementation per NNAdapter operation, appending TFLite operators
+through `graph.TfliteBuilder`.
+
+An implementation reads its attributes by the signature's slot names (`hal.common.unpack`), asks the builder
+for its inputs in the layout it needs (NHWC for convolutions and pools, NNAdapter's order for reshapes, either
+for elementwise operations) and records its outputs with `g.produced` / `g.output`. A case TFLite cannot
+express with the NNAdapter (Paddle) meaning raises `Unsupported` with the reason; whether XNNPACK then takes
+every operator written is the driver's check (driver.py), not this module's. Imports the standard, numpy,
+the TFLite schema and graph.py only.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode
+from nnadapter_bridge.nnadapter.operations.common import normalize_axis
+from nnadapter_bridge.nnadapter.operations.window import resolve_window
+from nnadapter_bridge.nnadapter.types import Operation
+from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
+from hal.google_xnnpack.graph import NHWC, PLAIN, TO_NHWC, BuiltinOperator as B, BuiltinOptions as O, \
+    TfliteBuilder, inverse, schema
+
+OPERATIONS = OperationTable("google_xnnpack")
+
+# NNAdapter's fuse codes are TFLite's ActivationFunctionType values for the same clamps.
+_ACTIVATIONS = {int(FuseCode.FUSED_NONE): schema.ActivationFunctionType.NONE,
+                int(FuseCode.FUSED_RELU): schema.ActivationFunctionType.RELU,
+                int(FuseCode.FUSED_RELU1): schema.ActivationFunctionType.RELU_N1_TO_1,
+                int(FuseCode.FUSED_RELU6): schema.ActivationFunctionType.RELU6}
+
+
+def _activation(args: Operands) -> int:
+    code = args.int("fuse_code", 0)
+    if code not in _ACTIVATIONS:
+        raise Unsupported(f"fuse_code {code}")
+    return _ACTIVATIONS[code]
+
+
+def _axis_in(layout: str, axis: int) -> int:
+    """The stored axis of NNAdapter axis `axis` of a rank-4 value in `layout`."""
+    return inverse(TO_NHWC)[axis] if layout == NHWC else axis
+
+
+# -- elementwise ------------------------------------------------------------------------------------------
+_BINARY = {T.ADD: (B.ADD, O.AddOptions, schema.AddOptionsT), T.SUB: (B.SUB, O.SubOptions, schema.SubOptionsT),
+           T.MUL: (B.MUL, O.MulOptions, schema.MulOptionsT), T.DIV: (B.DIV, O.DivOptions, schema.DivOptionsT),
+           T.MAX: (B.MAXIMUM, 0, None), T.MIN: (B.MINIMUM, 0, None)}
+
+
+def _broadcast_layout(g: TfliteBuilder, op: Operation, indices: Sequence[int]) -> str:
+    """NHWC when the output has rank 4 and a rank-4 input computed at run time is stored NHWC."""
+    if op.outputs[0].type.rank != 4:
+        return PLAIN
+    for i in indices:
+        operand = op.inputs[i]
+        if not operand.is_constant and operand.type.rank == 4 and g.layout_of(op, i) == NHWC:
+            return NHWC
+    return PLAIN
+
+
+def _broadcast_input(g: TfliteBuilder, op: Operation, i: int, layout: str) -> int:
+    """Input i for an elementwise operation computing in `layout`; a lower-rank input is first given the
+    output's rank (numpy's leading 1s) so that its axes line up in NHWC too."""
+    operand = op.inputs[i]
+    rank = op.outputs[0].type.rank
+    if layout == PLAIN or operand.type.rank == 4:
+        return g.value(op, i, layout)
+    dims = (1,) * (rank - operand.type.rank) + g.operand_dims(operand)
+    if operand.is_constant:
+        g.check_float(operand, f"input {i}")
+        array = np.asarray(operand.value, dtype=np.float32).reshape(dims).transpose(TO_NHWC)
+        return g.const(array, hint="w")
+    return g.transpose(g.reshape(g.value(op, i, PLAIN), dims), TO_NHWC)
+
+
+@OPERATIONS.implements(*_BINARY)
+def _arithmetic(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    code, options_type, options_class = _BINARY[op.type]
+    activation = _activation(args)
+    layout = _broadcast_layout(g, op, (0, 1))
+    a, b = _broadcast_input(g, op, 0, layout), _broadcast_input(g, op, 1, layout)
+    out = g.output(op, 0, layout)
+    if options_class is not None:
+        options = options_class()
+        options.fusedActivationFunction = activation
+        g.operator(code, [a, b], [out], options_type, options)
+        return
+    clamp = {schema.ActivationFunctionType.RELU: B.RELU, schema.ActivationFunctionType.RELU_N1_TO_1: B.RELU_N1_TO_1,
+             schema.ActivationFunctionType.RELU6: B.RELU6}.get(activation)
+    if clamp is None:  # MAXIMUM / MINIMUM have no fused activation
+        g.operator(code, [a, b], [out])
+        return
+    g.operator(clamp, [g.one(code, [a, b], g.shape_of(out))], [out])
+
+
+_UNARY = {T.RELU: B.RELU, T.RELU6: B.RELU6, T.SIGMOID: B.LOGISTIC, T.TANH: B.TANH, T.ABS: B.ABS, T.FLOOR: B.FLOOR,
+          T.SQUARE: B.SQUARE, T.RSQRT: B.RSQRT, T.EXP: B.EXP, T.LOG: B.LOG, T.SIN: B.SIN, T.COS: B.COS}
+
+
+@OPERATIONS.implements(*_UNARY)
+def _unary(g: TfliteBuilder, op: Operation):
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    g.operator(_UNARY[op.type], [x], [g.output(op, 0, layout)])
+
+
+@OPERATIONS.implements(T.HARD_SWISH)
+def _hard_swish(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    alpha, beta = args.float("alpha"), args.float("beta")
+    # TFLite's HARD_SWISH is x * relu6(x + 3) / 6: Paddle's hard_swish with its default attributes only.
+    if not (math.isclose(alpha, 1 / 6, rel_tol=1e-6) and math.isclose(beta, 0.5, rel_tol=1e-6)):
+        raise Unsupported(f"alpha {alpha:.6g} and beta {beta:.6g}: TFLite's HARD_SWISH is x * relu6(x + 3) / 6 "
+                          "(alpha 1/6, beta 0.5)")
+    _unary_as(g, op, B.HARD_SWISH)
+
+
+def _unary_as(g: TfliteBuilder, op: Operation, code: int, options_type: int = 0, options=None) -> None:
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    g.operator(code, [x], [g.output(op, 0, layout)], options_type, options)
+
+
+@OPERATIONS.implements(T.HARD_SIGMOID)
+def _hard_sigmoid(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    out = g.output(op, 0, layout)
+    shape = g.shape_of(out)
+    scaled = g.one(B.MUL, [x, g.const(np.float32([args.float("alpha")]))], shape, O.MulOptions, schema.MulOptionsT())
+    shifted = g.one(B.ADD, [scaled, g.const(np.float32([args.float("beta")]))], shape, O.AddOptions,
+                    schema.AddOptionsT())
+    # max(0, min(1, .)): two clamps with constants (TFLite's fused clamps are [0, 6] and [-1, 1] only)
+    g.operator(B.MINIMUM, [g.one(B.MAXIMUM, [shifted, g.const(np.float32([0]))], shape), g.const(np.float32([1]))],
+               [out])
+
+
+@OPERATIONS.implements(T.ASSIGN)
+def _assign(g: TfliteBuilder, op: Operation):
+    value = g.stored(op, 0)
+    g.produced(op, 0, g.reshape_copy(value.tensor), value.layout)
+
+
+@OPERATIONS.implements(T.LEAKY_RELU)
+def _leaky_relu(g: TfliteBuilder, op: Operation):
+    options = schema.LeakyReluOptionsT()
+    options.alpha = unpack(op).float("alpha")
+    _unary_as(g, op, B.LEAKY_RELU, O.LeakyReluOptions, options)
+
+
+@OPERATIONS.implements(T.SWISH)
+def _swish(g: TfliteBuilder, op: Operation):
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    out = g.output(op, 0, layout)
+    gate = g.one(B.LOGISTIC, [x], g.shape_of(out))
+    g.operator(B.MUL, [x, gate], [out], O.MulOptions, schema.MulOptionsT())
+
+
+@OPERATIONS.implements(T.GELU)
+def _gelu(g: TfliteBuilder, op: Operation):
+    options = schema.GeluOptionsT()
+    options.approximate = bool(unpack(op).bool("approximate", False))
+    _unary_as(g, op, B.GELU, O.GeluOptions, options)
+
+
+@OPERATIONS.implements(T.PRELU)
+def _prelu(g: TfliteBuilder, op: Operation):
+    slope = TfliteBuilder.constant(op, 1, "slope").astype(np.float32).reshape(-1)
+    rank = op.inputs[0].type.rank
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    if slope.size == 1:
+        alpha = slope.reshape([1] * max(rank, 1))
+    elif rank < 2:
+        raise Unsupported("a per-channel slope needs an input of rank >= 2")
+    elif layout == NHWC:
+        alpha = slope.reshape(1, 1, 1, -1)
+    else:
+        shape = [1] * rank
+        shape[1] = -1
+        alpha = slope.reshape(shape)
+    g.operator(B.PRELU, [x, g.const(alpha, hint="slope")], [g.output(op, 0, layout)])
+
+
+@OPERATIONS.implements(T.CLIP)
+def _clip(g: TfliteBuilder, op: Operation):
+    low = float(TfliteBuilder.constant(op, 1, "min").reshape(-1)[0])
+    high = float(TfliteBuilder.constant(op, 2, "max").reshape(-1)[0])
+    named = {(0.0, 6.0): B.RELU6, (-1.0, 1.0): B.RELU_N1_TO_1}.get((low, high))
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    out = g.output(op, 0, layout)
+    if named is not None:
+        g.operator(named, [x], [out])
+        return
+    if low > high:
+        raise Unsupported(f"min {low:.6g} > max {high:.6g}")
+    raised = g.one(B.MAXIMUM, [x, g.const(np.float32(low).reshape(1))], g.shape_of(out))
+    g.operator(B.MINIMUM, [raised, g.const(np.float32(high).reshape(1))], [out])
+
+
+@OPERATIONS.implements(T.SOFTMAX)
+def _softmax(g: TfliteBuilder, op: Operation):
+    rank = op.inputs[0].type.rank
+    axis = normalize_axis(unpack(op).int("axis", 1), rank)
+    options = schema.SoftmaxOptionsT()
+    options.beta = 1.0
+    if rank == 4 and axis == 1:  # the channel axis is the last one of NHWC
+        g.operator(B.SOFTMAX, [g.value(op, 0, NHWC)], [g.output(op, 0, NHWC)], O.SoftmaxOptions, options)
+        return
+    x = g.value(op, 0, PLAIN)
+    if axis == rank - 1:
+        g.operator(B.SOFTMAX, [x], [g.output(op, 0, PLAIN)], O.SoftmaxOptions, options)
+        return
+    perm = [k for k in range(rank) if k != axis] + [axis]
+    moved = g.transpose(x, perm)
+    result = g.one(B.SOFTMAX, [moved], g.shape_of(moved), O.SoftmaxOptions, options)
+    g.operator(B.TRANSPOSE, [result, g.i32(inverse(perm))], [g.output(op, 0, PLAIN)])
+
+
+# -- convolution, fully connected, matmul -------------------------------------------------------------------
+def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple:
+    """TFLite's SAME padding of one axis: (before, after)."""
+    effective = (kernel - 1) * dilation + 1
+    out = -(-size // stride)
+    total = max((out - 1) * stride + effective - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_padding(g: TfliteBuilder, x: int, pads: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                    dilations: Sequence[int], pad_allowed: bool) -> tuple:
+    """(the NHWC input, TFLite padding) for explicit (top, bottom, left, right) pads: VALID for none, SAME when
+    they are TFLite's SAME pads, else (`pad_allowed`) a zero PAD before a VALID window."""
+    _, h, w, _ = g.shape_of(x)
+    top, bottom, left, right = (int(p) for p in pads)
+    if not any(pads):
+        return x, schema.Padding.VALID
+    if (top, bottom) == _same_pads(h, kernel[0], strides[0], dilations[0]) and \
+            (left, right) == _same_pads(w, kernel[1], strides[1], dilations[1]):
+        return x, schema.Padding.SAME
+    if not pad_allowed:
+        raise Unsupported(f"pads {list(pads)} are neither none nor TFLite's SAME pads")
+    if min(pads) < 0:
+        raise Unsupported(f"negative pads {list(pads)}")
+    n, _, _, c = g.shape_of(x)
+    padded = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [top, bottom], [left, right], [0, 0]]), np.int32)],
+                   [n, h + top + bottom, w + left + right, c])
+    return padded, schema.Padding.VALID
+
+
+@OPERATIONS.implements(T.CONV_2D)
+def _conv_2d(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    weights = TfliteBuilder.constant(op, 1, "filter").astype(np.float32)  # [O, I / group, kh, kw]
+    out_channels, group_channels, kh, kw = weights.shape
+    group = args.int("group", 1)
+    x = g.value(op, 0, NHWC)
+    _, h, w, in_channels = g.shape_of(x)
+    strides = args.ints("strides", [1, 1])
+    pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides,
+                                     args.ints("dilations", [1, 1]))
+    activation = _activation(args)
+    x, padding = _window_padding(g, x, pads, (kh, kw), strides, dilations, pad_allowed=True)
+    bias = g.const(TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1) if op.inputs[2] is not None
+                   else np.zeros(out_channels, np.float32), hint="bias")
+    out = g.output(op, 0, NHWC)
+    if group > 1 and group == in_channels and group_channels == 1:
+        options = schema.DepthwiseConv2DOptionsT()
+        options.depthMultiplier = out_channels // in_channels
+        filt = g.const(weights.reshape(out_channels, kh, kw).transpose(1, 2, 0)[np.newaxis], hint="filter")
+        code, options_type = B.DEPTHWISE_CONV_2D, O.DepthwiseConv2DOptions
+    else:
+        options = schema.Conv2DOptionsT()  # a grouped conv: the filter's input channels are C / group
+        filt = g.const(weights.transpose(0, 2, 3, 1), hint="filter")
+        code, options_type = B.CONV_2D, O.Conv2DOptions
+    options.padding = padding
+    options.strideH, options.strideW = (int(s) for s in strides)
+    options.dilationHFactor, options.dilationWFactor = (int(d) for d in dilations)
+    options.fusedActivationFunction = activation
+    g.operator(code, [x, filt, bias], [out], options_type, options)
+    _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+
+
+@OPERATIONS.implements(T.CONV_2D_TRANSPOSE)
+def _conv_2d_transpose(g: TfliteBuilder, op: Operation):
+    """TFLite's VALID TRANSPOSE_CONV writes the full (in - 1) * stride + k rows; Paddle's pads crop it (a SLICE),
+    and its output_padding rows must fall inside what the full result holds."""
+    args = unpack(op)
+    weights = TfliteBuilder.constant(op, 1, "filter").astype(np.float32)  # [C_in, C_out / group, kh, kw]
+    if args.int("group", 1) != 1:
+        raise Unsupported("groups (TFLite's TRANSPOSE_CONV has none)")
+    dilations = args.ints("dilations", [1, 1])
+    if list(dilations) != [1, 1]:
+        raise Unsupported(f"dilations {dilations} (TFLite's TRANSPOSE_CONV has none)")
+    in_channels, out_channels, kh, kw = weights.shape
+    x = g.value(op, 0, NHWC)
+    n, h, w, _ = g.shape_of(x)
+    strides = [int(v) for v in args.ints("strides", [1, 1])]
+    pads, _ = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides)
+    if min(pads) < 0:
+        raise Unsupported(f"negative pads {list(pads)}")
+    full = [n, (h - 1) * strides[0] + kh, (w - 1) * strides[1] + kw, out_channels]
+    out_shape = g.out_shape(op, 0, NHWC)
+    top, left = int(pads[0]), int(pads[2])
+    # output_padding rows past the full result hold the bias alone: zero rows padded on, the bias added after
+    beyond = (max(top + out_shape[1] - full[1], 0), max(left + out_shape[2] - full[2], 0))
+    options = schema.TransposeConvOptionsT()
+    options.padding = schema.Padding.VALID
+    options.strideH, options.strideW = strides
+    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1) if op.inputs[2] is not None \
+        else np.zeros(out_channels, np.float32)
+    filt = g.const(weights.transpose(1, 2, 3, 0), hint="filter")  # [C_out, kh, kw, C_in]
+    result = g.tensor(full, "tconv")
+    bias_inside = not any(beyond)
+    g.operator(B.TRANSPOSE_CONV, [g.i32(full), filt, x, g.const(bias if bias_inside else 0 * bias, hint="bias")],
+               [result], O.TransposeConvOptions, options)
+    if not bias_inside:
+        padded = [n, full[1] + beyond[0], full[2] + beyond[1], out_channels]
+        result = g.one(B.PAD, [result, g.const(np.int32([[0, 0], [0, beyond[0]], [0, beyond[1]], [0, 0]]), np.int32)],
+                       padded)
+    if list(out_shape) != list(g.shape_of(result)):
+        result = g.one(B.SLICE, [result, g.i32([0, top, left, 0]), g.i32(out_shape)], out_shape)
+    if not bias_inside:
+        result = g.one(B.ADD, [result, g.const(bias.reshape(1, 1, 1, -1), hint="bias")], out_shape, O.AddOptions,
+                       schema.AddOptionsT())
+    clamp = {schema.ActivationFunctionType.RELU: B.RELU, schema.ActivationFunctionType.RELU6: B.RELU6,
+             schema.ActivationFunctionType.RELU_N1_TO_1: B.RELU_N1_TO_1}.get(_activation(args))
+    if clamp is not None:
+        result = g.one(clamp, [result], out_shape)
+    g.produced(op, 0, result, NHWC)
+
+
+def _check_window_out(g: TfliteBuilder, op: Operation, x: int, padding: int, kernel, strides, dilations) -> None:
+    """TFLite sizes the window's output itself: it must be the operation's (ceil_mode, odd pads)."""
+    _, h, w, _ = g.shape_of(x)
+    sizes = []
+    for size, k, s, d in zip((h, w), kernel, strides, dilations):
+        effective = (k - 1) * d + 1
+        sizes.append(-(-size // s) if padding == schema.Padding.SAME else (size - effective) // s + 1)
+    want = g.out_shape(op, 0, NHWC)[1:3]
+    if tuple(sizes) != tuple(want):
+        raise Unsupported(f"TFLite's window gives {sizes[0]}x{sizes[1]}, the operation {want[0]}x{want[1]}")
+
+
+@OPERATIONS.implements(T.FULLY_CONNECTED)
+def _fully_connected(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    weights = TfliteBuilder.constant(op, 1, "weight").astype(np.float32)  # [units, K], TFLite's own layout
+    units = weights.shape[0]
+    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1) if op.inputs[2] is not None \
+        else np.zeros(units, np.float32)
+    options = schema.FullyConnectedOptionsT()
+    options.fusedActivationFunction = _activation(args)
+    options.keepNumDims = False
+    x = g.plain_memory(op, 0)  # TFLite flattens the input to [-1, K] as NNAdapter does
+    g.operator(B.FULLY_CONNECTED, [x, g.const(weights, hint="weight"), g.const(bias, hint="bias")],
+               [g.output(op, 0, PLAIN)], O.FullyConnectedOptions, options)
+
+
+@OPERATIONS.implements(T.MAT_MUL)
+def _mat_mul(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    transpose_x, transpose_y = args.bool("transpose_x", False), args.bool("transpose_y", False)
+    x_rank, y_rank = op.inputs[0].type.rank, op.inputs[1].type.rank
+    if x_rank < 2 or y_rank < 2:
+        raise Unsupported("a 1-D operand (matmul's vector case)")
+    y = op.inputs[1]
+    out = g.output(op, 0, PLAIN)
+    if y.is_constant and y_rank == 2 and not transpose_x:
+        # x @ W as FULLY_CONNECTED keeping x's leading dims: XNNPACK's packed-weight GEMM
+        weights = np.asarray(y.value, dtype=np.float32)
+        weights = weights if transpose_y else weights.T
+        options = schema.FullyConnectedOptionsT()
+        options.keepNumDims = True
+        g.operator(B.FULLY_CONNECTED, [g.value(op, 0), g.const(np.ascontiguousarray(weights), hint="weight"), -1],
+                   [out], O.FullyConnectedOptions, options)
+        return
+    options = schema.BatchMatMulOptionsT()
+    options.adjX, options.adjY = bool(transpose_x), bool(transpose_y)
+    g.operator(B.BATCH_MATMUL, [g.value(op, 0), g.value(op, 1)], [out], O.BatchMatMulOptions, options)
+
+
+# -- pools and means ----------------------------------------------------------------------------------------
+def _pool_window(g: TfliteBuilder, op: Operation, x: int):
+    args = unpack(op)
+    kernel = args.ints("kernel_shape")
+    strides = args.ints("strides", [1, 1])
+    _, h, w, _ = g.shape_of(x)
+    pads, _ = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), kernel, strides)
+    return args, kernel, strides, pads
+
+
+def _mean(g: TfliteBuilder, x: int, axes: Sequence[int], out: int, keep_dims: bool = True) -> None:
+    options = schema.ReducerOptionsT()
+    options.keepDims = keep_dims
+    g.operator(B.MEAN, [x, g.i32(axes)], [out], O.ReducerOptions, options)
+
+
+@OPERATIONS.implements(T.AVERAGE_POOL_2D, T.MAX_POOL_2D)
+def _pool(g: TfliteBuilder, op: Operation):
+    if op.type == T.MAX_POOL_2D and len(op.outputs) > 1 and op.outputs[1] is not None:
+        raise Unsupported("the indices output (TFLite's MAX_POOL_2D has none)")
+    x = g.value(op, 0, NHWC)
+    args, kernel, strides, pads = _pool_window(g, op, x)
+    activation = _activation(args)
+    _, h, w, _ = g.shape_of(x)
+    out_hw = g.out_shape(op, 0, NHWC)[1:3]
+    if op.type == T.AVERAGE_POOL_2D and list(kernel) == [h, w] and not any(pads) and out_hw == (1, 1) \
+            and activation == schema.ActivationFunctionType.NONE:
+        _mean(g, x, [1, 2], g.output(op, 0, NHWC))  # a global average pool: XNNPACK's global mean
+        return
+    include_pad = op.type == T.AVERAGE_POOL_2D and args.bool("count_include_pad", False)
+    if include_pad and any(pads):
+        # TFLite's SAME average excludes the padding; with the padding counted it is a zero PAD + VALID
+        x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=True)
+        if padding == schema.Padding.SAME:
+            n, ph, pw, c = g.shape_of(x)
+            t, b, left, r = pads
+            x = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [t, b], [left, r], [0, 0]]), np.int32)],
+                      [n, ph + t + b, pw + left + r, c])
+            padding = schema.Padding.VALID
+    elif op.type == T.MAX_POOL_2D and op.inputs[0].index in g.nonnegative:
+        # Paddle pads a max pool with -inf; on a non-negative input (after a relu) a zero PAD gives the same
+        # maxima, since every window holds at least one input element (pads < kernel)
+        x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=max(pads) < min(kernel))
+    else:
+        x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=False)
+    options = schema.Pool2DOptionsT()
+    options.padding = padding
+    options.strideH, options.strideW = (int(s) for s in strides)
+    options.filterHeight, options.filterWidth = (int(k) for k in kernel)
+    options.fusedActivationFunction = activation
+    code = B.AVERAGE_POOL_2D if op.type == T.AVERAGE_POOL_2D else B.MAX_POOL_2D
+    g.operator(code, [x], [g.output(op, 0, NHWC)], O.Pool2DOptions, options)
+    _check_window_out(g, op, x, padding, kernel, strides, (1, 1))
+
+
+@OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D)
+def _adaptive_average_pool(g: TfliteBuilder, op: Operation):
+    if tuple(unpack(op).ints("output_shape")) != (1, 1):
+        raise Unsupported("an output other than 1x1 (TFLite has no adaptive pool)")
+    _mean(g, g.value(op, 0, NHWC), [1, 2], g.output(op, 0, NHWC))
+
+
+@OPERATIONS.implements(T.REDUCE_MEAN)
+def _reduce_mean(g: TfliteBuilder, op: Operation):
+    if reduces_an_empty_axis(op):
+        raise Unsupported("a mean over an empty axis (Paddle's is NaN)")
+    args = unpack(op)
+    rank = op.inputs[0].type.rank
+    axes = args.ints("axes")
+    axes = sorted({normalize_axis(a, rank) for a in axes}) if axes else list(range(rank))
+    keep = bool(args.bool("keepdim", True))
+    layout = g.layout_of(op, 0)
+    if layout == NHWC and not keep:
+        kept_plain = [k for k in range(4) if k not in axes]
+        kept_stored = [k for k in TO_NHWC if k not in axes]
+        if kept_plain != kept_stored:  # the result's axes would come out in another order
+            layout = PLAIN
+    x = g.value(op, 0, layout)
+    stored_axes = sorted(_axis_in(layout, a) for a in axes) if rank == 4 else axes
+    _mean(g, x, stored_axes, g.output(op, 0, layout if keep else PLAIN), keep)
+
+
+# -- data movement --------------------------------------------------------------------------------------------
+@OPERATIONS.implements(T.RESHAPE, T.FLATTEN, T.SQUEEZE, T.UNSQUEEZE)
+def _reshape(g: TfliteBuilder, op: Operation):
+    shape = g.out_shape(op, 0)
+    x = g.plain_memory(op, 0)
+    options = schema.ReshapeOptionsT()
+    options.newShape = list(shape)
+    g.operator(B.RESHAPE, [x, g.i32(shape)], [g.output(op, 0, PLAIN)], O.ReshapeOptions, options)
+
+
+@OPERATIONS.implements(T.TRANSPOSE)
+def _transpose(g: TfliteBuilder, op: Operation):
+    rank = op.inputs[0].type.rank
+    perm = unpack(op).ints("perm") or list(reversed(range(rank)))
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    if layout == NHWC:  # output axis j is input axis perm[j], stored at inverse(TO_NHWC)[perm[j]]
+        perm = [inverse(TO_NHWC)[p] for p in perm]
+    if list(perm) == list(range(rank)):
+        g.produced(op, 0, g.reshape_copy(x))
+        return
+    g.operator(B.TRANSPOSE, [x, g.i32(perm)], [g.output(op, 0, PLAIN)])
+
+
+@OPERATIONS.implements(T.CONCAT)
+def _concat(g: TfliteBuilder, op: Operation):
+    count = len(op.inputs) - 1
+    rank = op.outputs[0].type.rank
+    axis = normalize_axis(unpack(op).int("axis"), rank)
+    layout = _broadcast_layout(g, op, range(count))
+    inputs = [g.value(op, i, layout) for i in range(count)]
+    options = schema.ConcatenationOptionsT()
+    options.axis = _axis_in(layout, axis) if rank == 4 else axis
+    g.operator(B.CONCATENATION, inputs, [g.output(op, 0, layout)], O.ConcatenationOptions, options)
+
+
+@OPERATIONS.implements(T.PAD)
+def _pad(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    if args.int("mode") != int(PadMode.CONSTANT):
+        raise Unsupported("only the constant mode (XNNPACK has no reflect or edge padding)")
+    pads = np.asarray(args.ints("pads"), dtype=np.int32).reshape(-1, 2)
+    if (pads < 0).any():
+        raise Unsupported(f"negative pads {pads.reshape(-1).tolist()} (a crop)")
+    value = args.float("value", 0.0) if op.inputs[3] is not None else 0.0
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    if layout == NHWC:
+        pads = pads[list(TO_NHWC)]
+    out = g.output(op, 0, layout)
+    if value == 0.0:
+        g.operator(B.PAD, [x, g.const(pads, np.int32)], [out])
+    else:
+        g.operator(B.PADV2, [x, g.const(pads, np.int32), g.const(np.float32([value]))], [out])
+
+
+@OPERATIONS.implements(T.SLICE)
+def _slice(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    rank = op.inputs[0].type.rank
+    dims = g.operand_dims(op.inputs[0])
+    starts, ends = args.ints("starts"), args.ints("ends")
+    axes = args.ints("axes", None) or list(range(len(starts)))
+    steps = args.ints("steps", None) or [1] * len(starts)
+    if any(s != 1 for s in steps):
+        raise Unsupported(f"steps {steps} (XNNPACK slices with step 1 only)")
+    begin, size = [0] * rank, list(dims)
+    for axis, start, end in zip(axes, starts, ends):
+        axis = normalize_axis(axis, rank)
+        n = dims[axis]
+        start = max(0, min(n, start + n if start < 0 else start))
+        end = max(start, min(n, end + n if end < 0 else end))
+        begin[axis], size[axis] = start, end - start
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    if layout == NHWC:
+        begin, size = [begin[p] for p in TO_NHWC], [size[p] for p in TO_NHWC]
+    g.operator(B.SLICE, [x, g.i32(begin), g.i32(size)], [g.output(op, 0, layout)])
+
+
+@OPERATIONS.implements(T.SPLIT)
+def _split(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    rank = op.inputs[0].type.rank
+    axis = normalize_axis(args.int("axis"), rank)
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    stored_axis = _axis_in(layout, axis) if rank == 4 else axis
+    stored = list(g.shape_of(x))
+    start = 0
+    for j, operand in enumerate(op.outputs):
+        size = g.out_shape(op, j, layout)
+        begin = [0] * rank
+        begin[stored_axis] = start
+        start += size[stored_axis]
+        if operand is None:
+            continue
+        g.operator(B.SLICE, [x, g.i32(begin), g.i32(size)], [g.output(op, j, layout)])
+    if start != stored[stored_axis]:
+        raise Unsupported(f"the parts cover {start} of {stored[stored_axis]} along axis {axis}")
+
+
+@OPERATIONS.implements(T.BATCH_NORMALIZATION)
+def _batch_norm(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    scale, bias, mean, variance = (TfliteBuilder.constant(op, i, name).astype(np.float32).reshape(-1)
+                                   for i, name in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")))
+    epsilon = np.float32(args.float("epsilon", 1e-5))
+    multiplier = scale / np.sqrt(variance + epsilon)
+    offset = bias - mean * multiplier
+    rank = op.inputs[0].type.rank
+    if rank < 2:
+        raise Unsupported("an input of rank < 2 (no channel axis)")
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    shape: List[int] = [1] * rank
+    shape[3 if layout == NHWC and rank == 4 else 1] = -1
+    out = g.output(op, 0, layout)
+    scaled = g.one(B.MUL, [x, g.const(multiplier.reshape(shape))], g.shape_of(out), O.MulOptions, schema.MulOptionsT())
+    g.operator(B.ADD, [scaled, g.const(offset.reshape(shape))], [out], O.AddOptions, schema.AddOptionsT())
+
+
+@OPERATIONS.implements(T.RESIZE_LINEAR, T.RESIZE_NEAREST)
+def _resize(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    if op.inputs[0].type.rank != 4:
+        raise Unsupported("an input of rank other than 4 (TFLite resizes NHWC images)")
+    align_corners = bool(args.bool("align_corners", False))
+    x = g.value(op, 0, NHWC)
+    out_h, out_w = g.out_shape(op, 0, NHWC)[1:3]
+    if op.type == T.RESIZE_LINEAR:
+        align_mode = args.int("align_mode", 1)
+        options = schema.ResizeBilinearOptionsT()
+        options.alignCorners = align_corners
+        # Paddle's align_mode 0 (without align_corners) samples at half-pixel centers, 1 at the corners' grid
+        options.halfPixelCenters = not align_corners and align_mode == 0
+        code, options_type = B.RESIZE_BILINEAR, O.ResizeBilinearOptions
+    else:
+        options = schema.ResizeNearestNeighborOptionsT()
+        options.alignCorners = align_corners
+        code, options_type = B.RESIZE_NEAREST_NEIGHBOR, O.ResizeNearestNeighborOptions
+    g.operator(code, [x, g.i32([out_h, out_w])], [g.output(op, 0, NHWC)], options_type, options)
+

@@ -1,0 +1,415 @@
+"""google_xnnpack: every operation sample it claims against the NNAdapter reference (compiled, run, restored from
+its .nnc bytes), XNNPACK covering the whole subgraph, the declines and their reasons, the layout (no transposes
+around the convolutions), the context property, shapes and dtypes refused, clones, and the zoo CNNs through the
+predictor against Paddle Inference.
+
+The driver is registered per test through the register_device fixture (tests/conftest.py) until its entry point
+is installed."""
+from __future__ import annotations
+
+import collections
+import hashlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert", reason="the google_xnnpack driver needs ai-edge-litert "
+                    "(install nnadapter-bridge[xnnpack])")
+
+import nnadapter_bridge as nb  # noqa: E402
+from hal.google_xnnpack import DRIVER  # noqa: E402
+from hal.google_xnnpack.driver import NUM_THREADS_KEY, delegate_gaps, open_interpreter  # noqa: E402
+from hal.google_xnnpack.graph import convert_model  # noqa: E402
+from hal.google_xnnpack.operations import OPERATIONS  # noqa: E402
+from hal.protocol import Cache  # noqa: E402
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError  # noqa: E402
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode, Precision, ResultCode  # noqa: E402
+from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
+from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
+from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, Execution  # noqa: E402
+from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
+from support.op_harness import Const, build_op  # noqa: E402
+from support.operation_samples import SAMPLES, randn  # noqa: E402
+from support.tolerances import assert_model_close, assert_op_close  # noqa: E402
+
+# The samples the driver runs: a change that silently declines one of them fails test_claims_what_it_runs.
+CLAIMED = {
+    "ADD_broadcast", "SUB_broadcast", "MUL_broadcast", "MAX_broadcast", "MIN_broadcast", "ADD_relu6_const",
+    "SUB_relu1", "MUL_relu", "DIV_float", "ABS", "COS", "EXP", "FLOOR", "RELU", "RELU6", "SIGMOID", "SIN", "SQUARE",
+    "SWISH", "TANH", "LOG", "RSQRT", "CLIP", "GELU_erf", "GELU_tanh", "HARD_SWISH", "LEAKY_RELU",
+    "PRELU_per_channel", "PRELU_shared", "CONV_2D_pads_relu", "CONV_2D_same_dilated", "CONV_2D_depthwise_valid",
+    "AVERAGE_POOL_2D_same", "ADAPTIVE_AVERAGE_POOL_2D_global", "BATCH_NORMALIZATION", "FULLY_CONNECTED_relu",
+    "FULLY_CONNECTED_no_bias", "MAT_MUL_transposes", "SOFTMAX", "SOFTMAX_default_axis",
+    "RESIZE_LINEAR_align_corners", "RESIZE_LINEAR_half_pixel", "RESIZE_LINEAR_asymmetric",
+    "RESIZE_LINEAR_scales_half_pixel", "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
+    "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
+    "CONV_2D_TRANSPOSE", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
+}
+# Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
+DECLINED = {
+    "PAD_constant": "XNNPACK does not take PADV2",
+    "RESIZE_NEAREST_shape": "XNNPACK does not take RESIZE_NEAREST_NEIGHBOR",
+    "PAD_reflect": "only the constant mode",
+    "MAX_POOL_2D_indices": "indices output",
+    "MAX_POOL_2D_ceil": "neither none nor TFLite's SAME pads",
+    "AVERAGE_POOL_2D_ceil_partial_window": "TFLite's window gives",
+    "ADD_int32": "only float32 tensors",
+    "CONV_2D_TRANSPOSE_output_shape": "groups (TFLite's TRANSPOSE_CONV has none)",
+    "ADD_quant": "only float32 tensors",
+    "SLICE_steps": "step 1 only",
+    "MAT_MUL_vector": "1-D operand",
+    "CLIP_low_above_high": "min 1 > max -1",
+}
+SAMPLE_BY_ID = {s.id: s for s in SAMPLES}
+
+
+@pytest.fixture
+def xnnpack(register_device):
+    register_device(DRIVER)
+    return DRIVER
+
+
+@pytest.fixture(scope="module")
+def context():
+    ctx = DRIVER.create_context(DRIVER.open_device(), "")
+    yield ctx
+    DRIVER.destroy_context(ctx)
+
+
+def _feeds_in_order(model, feeds) -> list:
+    return list(feeds) if isinstance(feeds, (list, tuple)) else [feeds[o.name] for o in model.input_operands]
+
+
+def test_claims_what_it_runs(context):
+    claimed = set()
+    for sample in SAMPLES:
+        model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+        if DRIVER.validate_program(context, model)[0]:
+            claimed.add(sample.id)
+    assert claimed == CLAIMED, f"newly claimed {sorted(claimed - CLAIMED)}, no longer {sorted(CLAIMED - claimed)}"
+
+
+@pytest.mark.parametrize("sample_id", sorted(DECLINED))
+def test_declines_with_a_reason(context, sample_id):
+    sample = SAMPLE_BY_ID[sample_id]
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    assert DRIVER.validate_program(context, model) == [False]
+    reason = DRIVER.unsupported_reasons(context, model)[0]
+    assert DECLINED[sample_id] in reason, reason
+
+
+@pytest.mark.parametrize("sample_id", sorted(CLAIMED))
+def test_claimed_sample_matches_the_reference_and_restores_from_its_bytes(xnnpack, sample_id, tmp_path):
+    sample = SAMPLE_BY_ID[sample_id]
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    want = run_model(model, feeds)
+    context = Context([nb_device()])
+    try:
+        token = hashlib.md5(f"google_xnnpack/{sample_id}".encode()).hexdigest()
+        compiled = Compilation(model, token, cache_dir=str(tmp_path), context=context)
+        compiled.finish()
+        got = Execution(compiled).run(feeds)
+        assert len(got) == len(want)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_op_close(g, w, what=f"google_xnnpack {sample_id} output {k}")
+        assert compiled.wait_for_cache_write(timeout=60)
+        assert (tmp_path / f"{token}.nnc").is_file()
+        compiled.destroy()
+        restores = STATS.cache_restores
+        restored = Compilation(None, token, cache_dir=str(tmp_path), context=context)
+        restored.finish()
+        assert restored.restored_from_cache and STATS.cache_restores == restores + 1
+        for k, (g, r) in enumerate(zip(got, Execution(restored).run(feeds))):
+            np.testing.assert_array_equal(r, g, err_msg=f"{sample_id} output {k} after restore")
+        restored.destroy()
+    finally:
+        context.destroy()
+
+
+def nb_device():
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
+
+    return DeviceManager.instance().acquire("google_xnnpack")
+
+
+@pytest.mark.parametrize("sample_id", sorted(CLAIMED))
+def test_xnnpack_runs_every_operator_of_a_claimed_sample(context, sample_id):
+    """From the interpreter's own node list: one DELEGATE node computes the outputs from the inputs and constants,
+    so nothing runs on LiteRT's reference kernels."""
+    sample = SAMPLE_BY_ID[sample_id]
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    program = DRIVER.create_program(context, model, Cache())
+    nodes = program.interpreter._get_ops_details()
+    delegates = [n for n in nodes if n["op_name"] == "DELEGATE"]
+    assert len(delegates) == 1, [n["op_name"] for n in nodes]
+    outputs = {int(d["index"]) for d in program.interpreter.get_output_details()}
+    assert outputs <= {int(t) for t in delegates[0]["outputs"]}
+    produced = {int(t) for n in nodes if n["op_name"] != "DELEGATE" for t in n["outputs"]}
+    assert not produced & {int(t) for t in delegates[0]["inputs"]}
+    assert delegate_gaps(program.interpreter) == ""
+
+
+def test_an_operator_xnnpack_leaves_to_litert_is_named():
+    """FLOOR_DIV (no XNNPACK kernel) after an ADD: the coverage check names it and no program is built."""
+    from hal.common import Unsupported
+    from hal.google_xnnpack.graph import BuiltinOperator as B, TfliteBuilder
+
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
+    out = model.add_output("out")
+    model.add_operation(T.RELU, [x], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    g = TfliteBuilder()
+    g._model_input(x)
+    summed = g.one(B.ADD, [g.values[x.index].tensor, g.values[x.index].tensor], (2, 3))
+    g.values[out.index] = type(g.values[x.index])(g.one(B.FLOOR_DIV, [summed, summed], (2, 3)), "plain")
+    with pytest.raises(Unsupported, match="XNNPACK does not take FLOOR_DIV"):
+        open_interpreter(g.finish(model), 1)
+
+
+def test_program_bytes_are_stable_for_the_same_model(context):
+    sample = SAMPLE_BY_ID["CONV_2D_pads_relu"]
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs)
+    first, second = Cache(token="t", dir="d"), Cache(token="t", dir="d")
+    DRIVER.create_program(context, model, first)
+    DRIVER.create_program(context, model, second)
+    assert bytes(first.buffer) and bytes(first.buffer) == bytes(second.buffer)
+    assert bytes(first.buffer)[4:8] == b"TFL3"
+
+
+# -- layout -------------------------------------------------------------------------------------------------
+def _conv_chain_model():
+    """conv 3x3 (pads 1, relu) -> depthwise 3x3 -> add the first conv's output -> global average -> reshape."""
+    rng = np.random.default_rng(3)
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 4, 8, 8)), "x")
+
+    def const(a, dtype=np.int32):
+        return model.add_constant(np.asarray(a, dtype=dtype))
+
+    def conv(inp, filt, group, fuse):
+        out = model.add_output("conv")
+        model.add_operation(T.CONV_2D, [inp, model.add_constant(filt), model.add_constant(
+            rng.standard_normal(filt.shape[0]).astype(np.float32)), const([0]), const([1, 1, 1, 1]), const([1, 1]),
+            const([group]), const([1, 1]), const([int(fuse)])], [out])
+        return out
+
+    a = conv(x, rng.standard_normal((8, 4, 3, 3)).astype(np.float32), 1, FuseCode.FUSED_RELU)
+    b = conv(a, rng.standard_normal((8, 1, 3, 3)).astype(np.float32), 8, FuseCode.FUSED_RELU6)
+    s = model.add_output("sum")
+    model.add_operation(T.ADD, [a, b, const([0])], [s])
+    m = model.add_output("mean")
+    model.add_operation(T.ADAPTIVE_AVERAGE_POOL_2D, [s, const([1, 1])], [m])
+    r = model.add_output("flat")
+    model.add_operation(T.RESHAPE, [m, const([1, 8])], [r])
+    model.identify_inputs_and_outputs([x], [r, s])
+    model.finish()
+    return model
+
+
+def test_a_conv_chain_is_transposed_at_the_boundary_only(context):
+    model = _conv_chain_model()
+    program = DRIVER.create_program(context, model, Cache())
+    names = collections.Counter(n["op_name"] for n in program.interpreter._get_ops_details())
+    # one transpose of the NCHW input, one of the NCHW output `sum`; the [1, 8] output needs none
+    assert names["TRANSPOSE"] == 2, names
+    assert names["DEPTHWISE_CONV_2D"] == 1 and names["CONV_2D"] == 1 and names["MEAN"] == 1
+    feeds = [randn(1, 4, 8, 8, seed=5)]
+    got = DRIVER.run_arrays(program, feeds)
+    for g, w in zip(got, run_model(model, feeds)):
+        assert_op_close(g, w, what="conv chain")
+
+
+def _relu_max_pool_model(relu: bool):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, 8, 8)), "x")
+    source = x
+    if relu:
+        source = model.add_output("relu")
+        model.add_operation(T.RELU, [x], [source])
+    out = model.add_output("pool")
+    c = lambda v: model.add_constant(np.asarray(v, dtype=np.int32))  # noqa: E731
+    model.add_operation(T.MAX_POOL_2D, [source, c([0]), c([1, 1, 1, 1]), c([3, 3]), c([2, 2]),
+                                        model.add_constant(np.array([False])), None, None, c([0])], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+def test_a_padded_max_pool_runs_after_a_relu_only(context):
+    """Paddle pads a max pool with -inf; a zero PAD gives the same maxima on a non-negative input only."""
+    after_relu = _relu_max_pool_model(True)
+    assert DRIVER.validate_program(context, after_relu) == [True, True]
+    program = DRIVER.create_program(context, after_relu, Cache())
+    feeds = [randn(1, 3, 8, 8, seed=2)]
+    assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(after_relu, feeds)[0], what="relu -> max pool")
+    alone = _relu_max_pool_model(False)
+    assert DRIVER.validate_program(context, alone) == [False]
+    assert "neither none nor TFLite's SAME pads" in DRIVER.unsupported_reasons(context, alone)[0]
+
+
+@pytest.mark.parametrize("cin, cout, group, kernel, pads, strides, dilations", [
+    (4, 8, 2, 3, (1, 1, 1, 1), (1, 1), (1, 1)),  # grouped: TFLite CONV_2D with C / group filter channels
+    (4, 8, 4, 3, (1, 1, 1, 1), (1, 1), (1, 1)),  # depthwise, multiplier 2
+    (4, 4, 4, 3, (1, 1, 1, 1), (2, 2), (1, 1)),  # depthwise stride 2, Paddle's pads (a PAD, not TFLite's SAME)
+    (6, 6, 3, 3, (2, 2, 2, 2), (1, 1), (2, 2)),  # grouped and dilated
+    (4, 8, 1, 1, (0, 0, 0, 0), (2, 2), (1, 1)),  # 1x1 stride 2
+])
+def test_conv_variants_match_the_reference(context, cin, cout, group, kernel, pads, strides, dilations):
+    rng = np.random.default_rng(cin * 10 + group)
+    x = rng.standard_normal((1, cin, 9, 9)).astype(np.float32)
+    w = Const(rng.standard_normal((cout, cin // group, kernel, kernel)).astype(np.float32))
+    b = Const(rng.standard_normal(cout).astype(np.float32))
+    model, feeds = build_op(T.CONV_2D, [x, w, b, 0, Const(np.int32(pads)), Const(np.int32(strides)), group,
+                                        Const(np.int32(dilations)), int(FuseCode.FUSED_RELU6)])
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    got = DRIVER.run_arrays(program, _feeds_in_order(model, feeds))[0]
+    assert_op_close(got, run_model(model, feeds)[0], what=f"conv {cin}->{cout} group {group}")
+
+
+@pytest.mark.parametrize("kernel, stride, pads", [(4, 2, (1, 1, 1, 1)), (2, 2, (0, 0, 0, 0)), (3, 1, (1, 1, 1, 1))])
+def test_transposed_conv_variants_match_the_reference(context, kernel, stride, pads):
+    rng = np.random.default_rng(kernel)
+    x = rng.standard_normal((1, 4, 6, 5)).astype(np.float32)
+    w = Const(rng.standard_normal((4, 3, kernel, kernel)).astype(np.float32))
+    b = Const(rng.standard_normal(3).astype(np.float32))
+    model, feeds = build_op(T.CONV_2D_TRANSPOSE, [x, w, b, 0, Const(np.int32(pads)), Const(np.int32([stride] * 2)), 1,
+                                                  Const(np.int32([1, 1])), None, None, 0])
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    got = DRIVER.run_arrays(program, _feeds_in_order(model, feeds))[0]
+    assert_op_close(got, run_model(model, feeds)[0], what=f"transposed conv k{kernel} s{stride}")
+
+
+def test_hard_swish_with_other_attributes_is_declined(context):
+    model, _ = build_op(T.HARD_SWISH, [randn(2, 3), 0.2, 0.5])
+    assert "TFLite's HARD_SWISH is x * relu6(x + 3) / 6" in DRIVER.unsupported_reasons(context, model)[0]
+
+
+# -- properties, shapes, clones ------------------------------------------------------------------------------
+def test_num_threads_from_the_properties_and_the_environment(monkeypatch):
+    device = DRIVER.open_device()
+    assert DRIVER.create_context(device, "").num_threads == 0
+    assert DRIVER.create_context(device, f"{NUM_THREADS_KEY}=2").num_threads == 2
+    monkeypatch.setenv(NUM_THREADS_KEY, "3")
+    assert DRIVER.create_context(device, "").num_threads == 3
+    with pytest.raises(NNAdapterError, match="expected 0"):
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=-1")
+    with pytest.raises((NNAdapterError, PropertiesError)):
+        DRIVER.create_context(device, f"{NUM_THREADS_KEY}=many")
+    assert NUM_THREADS_KEY in DRIVER.property_keys and NUM_THREADS_KEY.endswith("_NUM_THREADS")
+
+
+def test_set_threads_fills_the_thread_count(xnnpack, zoo_model):
+    captured = []
+    original = DRIVER.create_context
+
+    def spy(device, properties, callback=None):
+        ctx = original(device, properties, callback)
+        captured.append(ctx.num_threads)
+        return ctx
+
+    config = nb.Config()
+    config.set_model_file(zoo_model("mobilenet_v1", "pdmodel"))
+    config.set_nnadapter_device_names(["google_xnnpack"])
+    config.set_threads(2)
+    try:
+        DRIVER.create_context = spy
+        nb.create_predictor(config)
+    finally:
+        del DRIVER.create_context
+    assert captured and captured[-1] == 2
+
+
+def test_other_shapes_and_dtypes_are_refused(context):
+    sample = SAMPLE_BY_ID["SOFTMAX"]
+    model, feeds = build_op(sample.type, sample.inputs)
+    program = DRIVER.create_program(context, model, Cache())
+    x = _feeds_in_order(model, feeds)[0]
+    with pytest.raises(InvalidDimensionsError):
+        DRIVER.run_arrays(program, [np.concatenate([x, x])])
+    with pytest.raises(NNAdapterError) as info:
+        DRIVER.run_arrays(program, [x.astype(np.float64)])
+    assert info.value.code == ResultCode.INVALID_PARAMETER
+    DRIVER.destroy_program(program)
+    with pytest.raises(NNAdapterError, match="destroyed"):
+        DRIVER.run_arrays(program, [x])
+
+
+def test_a_clone_runs_on_its_own_interpreter(context):
+    model = _conv_chain_model()
+    program = DRIVER.create_program(context, model, Cache())
+    clone = DRIVER.clone_program(program)
+    assert clone.interpreter is not program.interpreter
+    a, b = randn(1, 4, 8, 8, seed=1), randn(1, 4, 8, 8, seed=2)
+    first = DRIVER.run_arrays(program, [a])
+    other = DRIVER.run_arrays(clone, [b])
+    DRIVER.destroy_program(program)
+    np.testing.assert_array_equal(DRIVER.run_arrays(clone, [a])[0], first[0])
+    assert not np.array_equal(other[0], first[0])
+
+
+def test_an_unknown_dim_is_refused_at_compile_time(context):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (-1, 3)), "x")
+    out = model.add_output("out")
+    model.add_operation(T.RELU, [x], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.validate_program(context, model) == [True]  # the compiled program has the concrete dims
+    with pytest.raises(NNAdapterError, match="must be known") as info:
+        DRIVER.create_program(context, model, Cache())
+    assert info.value.code == ResultCode.FEATURE_NOT_SUPPORTED
+
+
+def test_convert_model_names_the_operation_it_cannot_build():
+    from hal.common import Unsupported
+
+    model, _ = build_op(T.PAD, [randn(2, 3), Const(np.int32([1, 1, 0, 0])), int(PadMode.REFLECT), 0.0])
+    with pytest.raises(Unsupported, match="PAD#0: only the constant mode"):
+        convert_model(model, OPERATIONS)
+
+
+# -- whole models through the predictor, against Paddle Inference ---------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0"])
+def test_zoo_model_runs_wholly_on_xnnpack_and_matches_paddle(xnnpack, name, zoo_model, paddle_reference, tmp_path):
+    path = zoo_model(name, "pdmodel")
+    x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    want = paddle_reference(path, {"x": x})
+    for attempt in ("compiled", "restored"):
+        config = nb.Config()
+        config.set_model_file(path)
+        config.set_nnadapter_device_names(["google_xnnpack"])
+        config.set_nnadapter_model_cache_dir(str(tmp_path))
+        config.set_threads(1)
+        predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(x)
+        predictor.run()
+        assert_model_close(predictor.get_output(0).numpy(), want[0], what=f"{name} {attempt}")
+        placements = predictor.placements()
+        assert placements and {p.device for p in placements} == {"google_xnnpack"}, \
+            [(p.op.type, p.reason) for p in placements if p.device != "google_xnnpack"]
+        if attempt == "restored":
+            assert predictor.stats.cache_hits_file == 1 and predictor.stats.builds == 0, predictor.stats
+        predictor.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50", "shufflenet_v2_x1_0"])
+def test_zoo_model_with_a_padded_max_pool_matches_paddle(xnnpack, name, zoo_model, paddle_reference):
+    """The stem's max pool (pads 1, -inf padding) runs on the host: the support decision sees the pool alone,
+    without the relu before it that would make a zero PAD exact; the rest runs on XNNPACK."""
+    path = zoo_model(name, "pdmodel")
+    x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    config = nb.Config()
+    config.set_model_file(path)
+    config.set_nnadapter_device_names(["google_xnnpack"])
+    predictor = nb.create_predictor(config)
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), paddle_reference(path, {"x": x})[0], what=name)
+    off_device = [p.op.type for p in predictor.placements() if p.device != "google_xnnpack"]
+    assert off_device == ["pool2d"], off_device
