@@ -444,6 +444,18 @@ def _check_max_pool_with_index(op, ctx) -> Optional[str]:
         return reason
     if v.attr_str("padding_algorithm", "EXPLICIT") == "SAME":
         return "max_pool2d_with_index has no SAME padding"
+    dims = input_dims(ctx, op, "X")
+    kind, ksize, strides, pads, auto_pad = _pool_geometry(op, dims or ())
+    if dims is not None and known_dims(dims[2:4]) and kind == "window":
+        pads = pads if auto_pad == AutoPad.AUTO_PAD_NONE else [0, 0, 0, 0]
+        ceil_mode = v.attr_bool("ceil_mode", False)
+        sizes = [(_paddle_pool_windows(int(dims[2 + a]), ksize[a], strides[a], pads[2 * a], pads[2 * a + 1], ceil_mode,
+                                       True)[0],
+                  window_out_size(int(dims[2 + a]), ksize[a], strides[a], pads[2 * a], pads[2 * a + 1], 1, ceil_mode))
+                 for a in (0, 1)]
+        if any(paddle != ours for paddle, ours in sizes):
+            return (f"the kernel {ksize} reaches past the padded input {list(dims)}: Paddle's output size "
+                    f"{[p for p, _ in sizes]} (C++ integer division) is not MAX_POOL_2D's (the host kernel gives it)")
     return None
 
 

@@ -256,6 +256,19 @@ def test_pool2d_empty_output_and_nhwc_float64(tmp_path):
                                            {"Out": ["out"]}, attrs, {"x": x}, out_dtype="float64"))
 
 
+@pytest.mark.parametrize("hw, k, s, p, ceil_mode", [((1, 1), 2, 2, 0, False), ((3, 3), 2, 2, 0, True),
+                                                   ((3, 3), 3, 2, 1, True), ((4, 5), 3, 3, 1, True)])
+def test_max_pool_with_index_and_pool3d_windows_past_the_input(tmp_path, hw, k, s, p, ceil_mode):
+    import paddle
+
+    F = paddle.nn.functional
+    feeds = {"x": rng.standard_normal((1, 2, *hw)).astype(np.float32),
+             "v": rng.standard_normal((1, 2, 2, *hw)).astype(np.float32)}
+    legacy_and_pir(tmp_path, lambda x, v: [*F.max_pool2d(x, k, s, p, ceil_mode=ceil_mode, return_mask=True),
+                                           F.avg_pool3d(v, k, s, p, ceil_mode=ceil_mode, exclusive=False),
+                                           F.max_pool3d(v, k, s, p, ceil_mode=ceil_mode)], feeds)
+
+
 def test_pool_api_kernel_larger_than_the_input(tmp_path):
     import paddle
 

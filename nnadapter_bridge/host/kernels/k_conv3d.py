@@ -1,5 +1,5 @@
 """3-D convolution and pooling (NNAdapter has only 2-D ones): conv3d, conv3d_transpose, pool3d,
-max_pool3d_with_index.
+max_pool3d_with_index; pool2d and max_pool2d_with_index over a unit depth axis where their converters decline.
 
 conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
 the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
@@ -7,10 +7,10 @@ contribution per filter tap, and the taps are added into the output with one str
 over the kd*kh*kw taps, never over voxels). Pooling windows are boxes, so a box sum is a sequence of 1-D
 reductions along D, H and W, each looping over that axis's output positions only; a box max is Paddle's
 scan (from -FLT_MAX, in row-major window order, its NaN rules) with one vectorized pass per tap offset.
+Output sizes are Paddle's C++ integer divisions: a kernel past the padded input gives one position, or none.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -230,11 +230,25 @@ def pool3d(io: OpScope) -> None:
         if io.attr("exclusive", True) or adaptive:
             value = value / count
         else:
-            value = value / math.prod(ksize)
+            value = value / _padded_extents(io, x.shape[2:])
     out = value.astype(x.dtype)
     if _channels_last(io):
         out = out.transpose(0, 2, 3, 4, 1)
     io.set_output("Out", np.ascontiguousarray(out))
+
+
+def _padded_extents(io: OpScope, in_dims) -> np.ndarray:
+    """The non-exclusive average's divisor per output position, [1, 1, D, H, W]: Paddle's 2-D and 3-D kernels
+    bound each window by the input plus the leading pad on both sides (they take one pad per axis), so pads
+    count and the ceil_mode overhang does not."""
+    ksize, strides, before, _, outs, _ = _pool_geometry(io, in_dims)
+    divisor = np.ones((1, 1, 1, 1, 1))
+    for axis, size, out, k, stride, pad_before in zip((2, 3, 4), in_dims, outs, ksize, strides, before):
+        starts = np.arange(out) * stride - pad_before
+        shape = [1] * 5
+        shape[axis] = out
+        divisor = divisor * (np.minimum(starts + k, size + pad_before) - starts).astype(np.float64).reshape(shape)
+    return divisor
 
 
 @host_kernel("max_pool3d_with_index")
@@ -277,34 +291,13 @@ class _Pool2dAsPool3d:
 
 @host_kernel("pool2d")
 def pool2d(io: OpScope) -> None:
-    """Paddle's pool2d, for the cases its converter cannot express: pool3d over a unit depth axis, except
-    the average including padding (exclusive=false), where Paddle 3.3.1's 2-D kernel divides each window
-    by its extent clipped to the input plus the leading pad: pads count, the ceil_mode overhang does not."""
-    lifted = _Pool2dAsPool3d(io)
-    if io.attr("pooling_type", "max") == "max" or io.attr("exclusive", True) or io.attr("adaptive", False) \
-            or io.attr("global_pooling", False):
-        pool3d(lifted)
-        return
-    x = lifted.input("X")
-    if lifted.channels_last:
-        x = x.transpose(0, 4, 1, 2, 3)
-    ksize, strides, before, _, outs, _ = _pool_geometry(lifted, x.shape[2:])
-    if not all(outs):
-        pool3d(lifted)  # an empty output
-        return
-    value = x.astype(np.float64)
-    divisor = np.ones((1, 1, 1, 1, 1))
-    for axis, size, out, k, stride, pad_before in zip((2, 3, 4), x.shape[2:], outs, ksize, strides, before):
-        spans = _windows(size, out, k, stride, pad_before, False)
-        value = np.concatenate([np.take(value, range(a, b), axis=axis).sum(axis=axis, keepdims=True)
-                                for a, b in spans], axis=axis)
-        starts = np.arange(out) * stride - pad_before
-        # Paddle bounds the window with the leading pad on both sides (its kernel takes one pad per axis).
-        extent = np.minimum(starts + k, size + pad_before) - starts
-        shape = [1] * 5
-        shape[axis] = out
-        divisor = divisor * extent.astype(np.float64).reshape(shape)
-    result = (value / divisor).astype(x.dtype)
-    if lifted.channels_last:
-        result = result.transpose(0, 2, 3, 4, 1)
-    lifted.set_output("Out", result)
+    """Paddle's pool2d, for the cases its converter cannot express: pool3d over a unit depth axis (the same
+    windows and divisors: Paddle's 2-D kernel bounds a non-exclusive window by the input plus the leading pad)."""
+    pool3d(_Pool2dAsPool3d(io))
+
+
+@host_kernel("max_pool2d_with_index")
+def max_pool2d_with_index(io: OpScope) -> None:
+    """max_pool2d_with_index (Out and the flat h * W + w Mask) as max_pool3d_with_index over a unit depth axis:
+    the same windows, and the depth index is 0 so the flat index is the 2-D one."""
+    max_pool3d_with_index(_Pool2dAsPool3d(io))
