@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -370,6 +371,24 @@ def test_convert_model_names_the_operation_it_cannot_build():
     model, _ = build_op(T.PAD, [randn(2, 3), Const(np.int32([1, 1, 0, 0])), int(PadMode.REFLECT), 0.0])
     with pytest.raises(Unsupported, match="PAD#0: only the constant mode"):
         convert_model(model, OPERATIONS)
+
+
+def test_missing_litert_says_what_to_install():
+    """A child process where importing ai_edge_litert fails, as without the optional extra: the package's import
+    error (what the device manager shows as the device's status) names the extra."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "sys.modules['ai_edge_litert'] = None\n"
+              "try:\n"
+              "    import hal.google_xnnpack\n"
+              "except ImportError as exc:\n"
+              "    print('ImportError:', exc)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "install nnadapter-bridge[xnnpack]" in result.stdout, result.stdout
 
 
 # -- whole models through the predictor, against Paddle Inference ---------------------------------------------
