@@ -19,6 +19,7 @@ from converters.context import ConversionContext
 from converters.op_view import OpView, precision_of_var_type, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.loader.dtypes import VarTypeCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, precision_dtype
 
 INT64_MAX = int(np.iinfo(np.int64).max)
@@ -245,7 +246,23 @@ def convert_strided_slice(ctx: ConversionContext, op):
     _squeeze_decreased(ctx, op, sliced, decrease_axis)
 
 
-@converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN])
+def _check_flip(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if v.type == "reverse" and not v.attr_ints("axis"):
+        return "reverse needs at least one axis (Paddle rejects an empty 'axis')"
+    graph = getattr(ctx, "graph", None)
+    x = v.optional_input("X")
+    if graph is not None and x:
+        try:
+            var = graph.var(x, getattr(ctx, "block", 0))
+        except ModelFormatError:
+            return None
+        if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY):
+            return f"X '{x}' is a tensor array: its elements are reversed on the host"
+    return None
+
+
+@converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN], check=_check_flip)
 def convert_flip(ctx: ConversionContext, op):
     """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1. The legacy
     `reverse` op is the same on a tensor (its tensor-array form runs on the host: k_control)."""

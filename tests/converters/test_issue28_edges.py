@@ -73,6 +73,40 @@ def test_reverse_is_flip(tmp_path, axis, dtype):
                                        {"x": x}, out_dtype=dtype))
 
 
+def test_reverse_of_a_tensor_array(tmp_path):
+    from nnadapter_bridge.loader.dtypes import VarTypeCode
+    from nnadapter_bridge.zoo import write_program
+
+    array = int(VarTypeCode.LOD_TENSOR_ARRAY)
+    specs = [("x", "float32", [2, 3], None), ("i0", "int64", [1], None), ("i1", "int64", [1], None),
+             ("x1", "float32", [2, 3], None), ("arr", "float32", [2, 3], array), ("rev", "float32", [2, 3], array),
+             ("out", "float32", [4, 3], None), ("index", "int32", [2], None)]
+    var_specs = [dict(name=n, dtype=d, shape=s, **({"var_type": t} if t else {})) for n, d, s, t in specs]
+    ops = [{"type": "fill_constant", "outputs": {"Out": ["i0"]}, "attrs": {"shape": [1], "dtype": 3, "value": 0.0}},
+           {"type": "fill_constant", "outputs": {"Out": ["i1"]}, "attrs": {"shape": [1], "dtype": 3, "value": 1.0}},
+           {"type": "scale", "inputs": {"X": ["x"]}, "outputs": {"Out": ["x1"]}, "attrs": {"scale": 2.0, "bias": 1.0}},
+           {"type": "write_to_array", "inputs": {"X": ["x"], "I": ["i0"]}, "outputs": {"Out": ["arr"]}},
+           {"type": "write_to_array", "inputs": {"X": ["x1"], "I": ["i1"]}, "outputs": {"Out": ["arr"]}},
+           {"type": "reverse", "inputs": {"X": ["arr"]}, "outputs": {"Out": ["rev"]}, "attrs": {"axis": [0]}},
+           {"type": "tensor_array_to_tensor", "inputs": {"X": ["rev"]}, "outputs": {"Out": ["out"], "OutIndex": ["index"]},
+            "attrs": {"axis": 0, "use_stack": False}}]
+    model = os.path.join(str(tmp_path), "__model__")
+    write_program(model, [{"vars": var_specs, "ops": ops}], feeds=["x"], fetches=["out"])
+    want = assert_devices_match_paddle(SavedProgram(model, None, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)},
+                                                    None))
+    assert want[0][0, 0] == 1.0  # the second element (x * 2 + 1) comes first
+
+
+def test_reverse_without_axis_is_refused_as_paddle_refuses_it(tmp_path):
+    import nnadapter_bridge as nb
+
+    saved = one_op(tmp_path, "reverse", {"X": ["x"]}, {"Out": ["out"]}, {"axis": []}, {"x": np.ones((2, 3), np.float32)})
+    with pytest.raises(Exception, match="can not be empty"):
+        paddle_inference_run(saved.model_path, None, saved.feeds)
+    with pytest.raises(nb.BridgeError, match="can not be empty"):
+        run_predictor(saved, "builtin_device")
+
+
 # -- float64 -------------------------------------------------------------------------------------------------
 
 def _yolo_box(x, size):

@@ -116,12 +116,14 @@ def reverse(io: OpScope) -> None:
     elements in reverse order (Paddle's kernel takes axis [0] for an array, and reverses the list)."""
     x = io.input("X")
     axes = [int(a) for a in io.attr("axis", [])]
+    if not axes:
+        raise io.error("'axis' can not be empty (Paddle's check)")
     if isinstance(x, list):
         if axes != [0]:
             raise io.error(f"a tensor array is reversed along axis 0 only, got axis {axes}")
         io.set_output("Out", list(reversed(x)))
         return
-    io.set_output("Out", np.flip(x, axis=tuple(axes)).copy() if axes else x.copy())
+    io.set_output("Out", np.flip(x, axis=tuple(axes)).copy())
 
 
 @host_kernel("tensor_array_to_tensor")
