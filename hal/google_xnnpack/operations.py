@@ -205,22 +205,28 @@ def _clip(g: TfliteBuilder, op: Operation):
     g.operator(B.MINIMUM, [raised, g.const(np.float32(high).reshape(1))], [out])
 
 
-@OPERATIONS.implements(T.SOFTMAX)
+@OPERATIONS.implements(T.SOFTMAX, T.LOG_SOFTMAX)
 def _softmax(g: TfliteBuilder, op: Operation):
+    """TFLite's softmax runs over the last axis: NNAdapter's channel axis of a rank-4 input is NHWC's last one,
+    another axis is transposed to the end and back."""
     rank = op.inputs[0].type.rank
     axis = normalize_axis(unpack(op).int("axis", 1), rank)
-    options = schema.SoftmaxOptionsT()
-    options.beta = 1.0
-    if rank == 4 and axis == 1:  # the channel axis is the last one of NHWC
-        g.operator(B.SOFTMAX, [g.value(op, 0, NHWC)], [g.output(op, 0, NHWC)], O.SoftmaxOptions, options)
+    if op.type == T.SOFTMAX:
+        options = schema.SoftmaxOptionsT()
+        options.beta = 1.0
+        code, options_type = B.SOFTMAX, O.SoftmaxOptions
+    else:
+        options, code, options_type = None, B.LOG_SOFTMAX, 0
+    if rank == 4 and axis == 1:
+        g.operator(code, [g.value(op, 0, NHWC)], [g.output(op, 0, NHWC)], options_type, options)
         return
     x = g.value(op, 0, PLAIN)
     if axis == rank - 1:
-        g.operator(B.SOFTMAX, [x], [g.output(op, 0, PLAIN)], O.SoftmaxOptions, options)
+        g.operator(code, [x], [g.output(op, 0, PLAIN)], options_type, options)
         return
     perm = [k for k in range(rank) if k != axis] + [axis]
     moved = g.transpose(x, perm)
-    result = g.one(B.SOFTMAX, [moved], g.shape_of(moved), O.SoftmaxOptions, options)
+    result = g.one(code, [moved], g.shape_of(moved), options_type, options)
     g.operator(B.TRANSPOSE, [result, g.i32(inverse(perm))], [g.output(op, 0, PLAIN)])
 
 
@@ -468,6 +474,63 @@ def _reduce_mean(g: TfliteBuilder, op: Operation):
     _mean(g, x, stored_axes, g.output(op, 0, layout if keep else PLAIN), keep)
 
 
+@OPERATIONS.implements(T.REDUCE_SUM, T.REDUCE_MAX)
+def _reduce(g: TfliteBuilder, op: Operation):
+    args = unpack(op)
+    rank = op.inputs[0].type.rank
+    if any(d == 0 for d in g.operand_dims(op.inputs[0])):
+        raise Unsupported("a reduction over an empty tensor")
+    axes = args.ints("axes")
+    axes = sorted({normalize_axis(a, rank) for a in axes}) if axes else list(range(rank))
+    options = schema.ReducerOptionsT()
+    options.keepDims = bool(args.bool("keepdim", True))
+    code = B.SUM if op.type == T.REDUCE_SUM else B.REDUCE_MAX
+    g.operator(code, [g.value(op, 0, PLAIN), g.i32(axes)], [g.output(op, 0, PLAIN)], O.ReducerOptions, options)
+
+
+@OPERATIONS.implements(T.SUM)
+def _sum(g: TfliteBuilder, op: Operation):
+    layout = _broadcast_layout(g, op, range(len(op.inputs)))
+    parts = [_broadcast_input(g, op, i, layout) for i in range(len(op.inputs))]
+    out = g.output(op, 0, layout)
+    if len(parts) == 1:
+        g.produced(op, 0, g.reshape_copy(parts[0]), layout)
+        return
+    total = parts[0]
+    for k, part in enumerate(parts[1:]):
+        last = k == len(parts) - 2
+        shape = g.shape_of(out) if last else np.broadcast_shapes(g.shape_of(total), g.shape_of(part))
+        total = g.one(B.ADD, [total, part], shape, O.AddOptions, schema.AddOptionsT(), output=out if last else None)
+
+
+@OPERATIONS.implements(T.LAYER_NORMALIZATION)
+def _layer_norm(g: TfliteBuilder, op: Operation):
+    """(x - mean) / sqrt(var + eps) * scale + bias over the axes from begin_norm_axis on, composed: two MEANs,
+    as Paddle computes the (biased) variance from the centered values."""
+    args = unpack(op)
+    dims = g.operand_dims(op.inputs[0])
+    begin = normalize_axis(args.int("begin_norm_axis"), len(dims))
+    tail = dims[begin:]
+    scale = TfliteBuilder.constant(op, 1, "scale").astype(np.float32).reshape(tail)
+    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(tail)
+    epsilon = np.float32(args.float("epsilon", 1e-5))
+    x = g.value(op, 0, PLAIN)
+    axes = list(range(begin, len(dims)))
+    stats_shape = dims[:begin] + (1,) * len(tail)
+    options = schema.ReducerOptionsT()
+    options.keepDims = True
+    mean = g.one(B.MEAN, [x, g.i32(axes)], stats_shape, O.ReducerOptions, options)
+    centered = g.one(B.SUB, [x, mean], dims, O.SubOptions, schema.SubOptionsT())
+    variance = g.one(B.MEAN, [g.one(B.SQUARE, [centered], dims), g.i32(axes)], stats_shape, O.ReducerOptions,
+                     options)
+    shifted = g.one(B.ADD, [variance, g.const(epsilon.reshape(1))], stats_shape, O.AddOptions, schema.AddOptionsT())
+    normalized = g.one(B.MUL, [centered, g.one(B.RSQRT, [shifted], stats_shape)], dims, O.MulOptions,
+                       schema.MulOptionsT())
+    scaled = g.one(B.MUL, [normalized, g.const(scale, hint="scale")], dims, O.MulOptions, schema.MulOptionsT())
+    g.operator(B.ADD, [scaled, g.const(bias, hint="bias")], [g.output(op, 0, PLAIN)], O.AddOptions,
+               schema.AddOptionsT())
+
+
 # -- data movement --------------------------------------------------------------------------------------------
 @OPERATIONS.implements(T.RESHAPE, T.FLATTEN, T.SQUEEZE, T.UNSQUEEZE)
 def _reshape(g: TfliteBuilder, op: Operation):
@@ -490,6 +553,33 @@ def _transpose(g: TfliteBuilder, op: Operation):
         g.produced(op, 0, g.reshape_copy(x))
         return
     g.operator(B.TRANSPOSE, [x, g.i32(perm)], [g.output(op, 0, PLAIN)])
+
+
+@OPERATIONS.implements(T.STACK)
+def _stack(g: TfliteBuilder, op: Operation):
+    count = len(op.inputs) - 1
+    out_dims = g.out_shape(op, 0)
+    axis = normalize_axis(unpack(op).int("axis"), len(out_dims))
+    part_dims = out_dims[:axis] + (1,) + out_dims[axis + 1:]
+    parts = [g.reshape(g.value(op, i, PLAIN), part_dims) for i in range(count)]
+    options = schema.ConcatenationOptionsT()
+    options.axis = axis
+    g.operator(B.CONCATENATION, parts, [g.output(op, 0, PLAIN)], O.ConcatenationOptions, options)
+
+
+@OPERATIONS.implements(T.CHANNEL_SHUFFLE)
+def _channel_shuffle(g: TfliteBuilder, op: Operation):
+    """[N, C, H, W] -> [N, G, C / G, H, W] -> swap the two channel axes -> back: on NHWC, the channels last."""
+    group = unpack(op).int("group")
+    x = g.value(op, 0, NHWC)
+    n, h, w, c = g.shape_of(x)
+    if group <= 0 or c % group:
+        raise Unsupported(f"group {group} does not divide {c} channels")
+    split = g.reshape(x, (n, h, w, group, c // group))
+    swapped = g.one(B.TRANSPOSE, [split, g.i32([0, 1, 2, 4, 3])], (n, h, w, c // group, group))
+    options = schema.ReshapeOptionsT()
+    options.newShape = [n, h, w, c]
+    g.operator(B.RESHAPE, [swapped, g.i32([n, h, w, c])], [g.output(op, 0, NHWC)], O.ReshapeOptions, options)
 
 
 @OPERATIONS.implements(T.CONCAT)

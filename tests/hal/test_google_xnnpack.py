@@ -44,12 +44,14 @@ CLAIMED = {
     "RESIZE_LINEAR_align_corners", "RESIZE_LINEAR_half_pixel", "RESIZE_LINEAR_asymmetric",
     "RESIZE_LINEAR_scales_half_pixel", "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
     "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
-    "CONV_2D_TRANSPOSE", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
+    "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
+    "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
 }
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
     "PAD_constant": "XNNPACK does not take PADV2",
     "RESIZE_NEAREST_shape": "XNNPACK does not take RESIZE_NEAREST_NEIGHBOR",
+    "LOG_SOFTMAX": "XNNPACK does not take LOG_SOFTMAX",
     "PAD_reflect": "only the constant mode",
     "MAX_POOL_2D_indices": "indices output",
     "MAX_POOL_2D_ceil": "neither none nor TFLite's SAME pads",
