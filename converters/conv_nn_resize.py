@@ -219,6 +219,10 @@ def _interp_size_and_scales(ctx, op, in_hw):
         return ctx.const_i32([int(np.float32(d) * np.float32(s)) for d, s in zip(in_hw, scales_attr)]), None
     if scale_tensor:
         scales = ctx.input(scale_tensor)
+        if scales.type.rank == 0:  # a 0-d scale (paddle.to_tensor(2.0)) scales both axes, like a [1] one
+            flat = ctx.temp(out_name, "scale_1d")
+            ctx.add(T.RESHAPE, [scales, ctx.const_i32([1])], [flat])
+            scales = flat
         if scales.type.dims and scales.type.dims[0] == 1:
             both = ctx.temp(out_name, "scales")
             ctx.add(T.CONCAT, [scales, scales, ctx.const_i32(0)], [both])

@@ -11,6 +11,7 @@ off, or an OpDesc for ops paddle's API no longer writes) and, where the op exist
 - `pool2d` windows reaching past the padded input: the output size in C++ integer division (a kernel larger
   than the padded input still gives one position, or an empty output), divisors bounded by the leading pad,
   and 0 / 0 = NaN for an exclusive average over a window with no element;
+- interpolation with a 0-d Scale tensor (RESIZE was given one scale for two axes), sizes mixing 0-d and [1];
 - `tile` with an empty repeat_times (OpenVINO read it as garbage); `broadcast_tensors` (no path before);
 - a tensor array a `paddle.jit.save`d loop appends to, read by its length (the array var has no producer: Paddle's
   executor starts it empty).
@@ -310,6 +311,18 @@ def test_pool_api_kernel_larger_than_the_input(tmp_path):
     x = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
     legacy_and_pir(tmp_path, lambda x: [F.avg_pool2d(x, 2, 2), F.max_pool2d(x, 2, 2),
                                         F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, exclusive=False)], {"x": x})
+
+
+# -- interpolation sizes and scales --------------------------------------------------------------------------
+
+def test_interpolation_size_and_scale_tensors_0d_and_1(tmp_path):
+    import paddle
+
+    F = paddle.nn.functional
+    feeds = {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32), "s": np.array(2.0, np.float32),
+             "h": np.array(6, np.int64), "w": np.array([5], np.int64)}
+    legacy_and_pir(tmp_path, lambda x, s, h, w: [F.interpolate(x, scale_factor=s, mode="bilinear"),
+                                                 F.interpolate(x, size=[h, w], mode="nearest")], feeds)
 
 
 # -- tile, broadcast_tensors ---------------------------------------------------------------------------------
