@@ -36,7 +36,7 @@ from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from hal.builtin_device.optimize import fuse_operations
 from hal.common import LOWERED_TYPES, Unsupported, lower
-from hal.google_xnnpack.graph import convert_model, nonnegative_operands, operation_unsupported_reason
+from hal.google_xnnpack.graph import convert_model, operation_unsupported_reason
 from hal.google_xnnpack.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
@@ -153,14 +153,13 @@ class XnnpackDriver(Driver):
         XNNPACK must take every operator of it. Answers are cached per operation signature (types,
         constants), since a CNN repeats the same few."""
         cache: Dict[tuple, str] = {}
-        nonnegative = nonnegative_operands(model)
-        return [self._reason(op, cache, nonnegative) for op in model.operations]
+        return [self._reason(op, cache) for op in model.operations]
 
-    def _reason(self, op, cache: dict, nonnegative: frozenset) -> str:
-        key = (_signature(op), tuple(o is not None and o.index in nonnegative for o in op.inputs))
+    @staticmethod
+    def _reason(op, cache: dict) -> str:
+        key = _signature(op)
         if key not in cache:
-            cache[key] = operation_unsupported_reason(op, OPERATIONS, lambda data: open_interpreter(data, 1),
-                                                      nonnegative)
+            cache[key] = operation_unsupported_reason(op, OPERATIONS, lambda data: open_interpreter(data, 1))
         return cache[key]
 
     # -- programs -----------------------------------------------------------------------------------

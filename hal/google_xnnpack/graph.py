@@ -27,7 +27,6 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from nnadapter_bridge.errors import NNAdapterError, OperationError
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.types import Operand, Operation
@@ -61,9 +60,8 @@ class Value:
 class TfliteBuilder:
     """Collects the tensors and operators of one subgraph; `finish` packs them into `.tflite` bytes."""
 
-    def __init__(self, trial: bool = False, nonnegative: frozenset = frozenset()):
+    def __init__(self, trial: bool = False):
         self.trial = trial
-        self.nonnegative = nonnegative  # operand indexes known >= 0 (nonnegative_operands)
         self.tensors: list = []
         self.buffers: list = [schema.BufferT()]  # buffer 0: the empty buffer of every non-constant tensor
         self.operators: list = []
@@ -306,34 +304,9 @@ def _code_name(code: int) -> str:
     return "op"
 
 
-# Operations whose result is >= 0 whatever their input, and those whose result is one of their input's values.
-_NONNEGATIVE_RESULTS = frozenset({T.RELU, T.RELU6, T.SIGMOID, T.HARD_SIGMOID})
-_SELECTING = frozenset({T.MAX_POOL_2D, T.RESHAPE, T.FLATTEN, T.SQUEEZE, T.UNSQUEEZE, T.TRANSPOSE, T.ASSIGN})
-_FUSE_CODE_POSITION = {T.CONV_2D: 8, T.FULLY_CONNECTED: 3, T.ADD: 2, T.SUB: 2, T.MUL: 2, T.DIV: 2}
-
-
-def nonnegative_operands(model: Model) -> frozenset:
-    """Operand indexes whose values are >= 0 by construction: the results of a relu, relu6 or sigmoid, of an
-    operation with a RELU or RELU6 fuse code, and what a max pool or a reshape makes of those."""
-    found: set = set()
-    for op in model.operations:
-        position = _FUSE_CODE_POSITION.get(op.type)
-        fused = False
-        if position is not None and len(op.inputs) > position and op.inputs[position] is not None \
-                and op.inputs[position].is_constant:
-            fused = int(np.asarray(op.inputs[position].value).reshape(-1)[0]) in (int(FuseCode.FUSED_RELU),
-                                                                                   int(FuseCode.FUSED_RELU6))
-        selects = op.type in _SELECTING and op.inputs and op.inputs[0] is not None and op.inputs[0].index in found
-        if fused or op.type in _NONNEGATIVE_RESULTS or selects:
-            found.update(o.index for o in op.outputs[:1] if o is not None)
-    return frozenset(found)
-
-
-def convert_model(model: Model, table: OperationTable, trial: bool = False,
-                  nonnegative: Optional[frozenset] = None) -> bytes:
-    """The `.tflite` bytes of `model` (raises Unsupported naming the operation that has no faithful form).
-    `nonnegative`: the operand indexes known >= 0 (default: nonnegative_operands(model))."""
-    g = TfliteBuilder(trial=trial, nonnegative=nonnegative_operands(model) if nonnegative is None else nonnegative)
+def convert_model(model: Model, table: OperationTable, trial: bool = False) -> bytes:
+    """The `.tflite` bytes of `model` (raises Unsupported naming the operation that has no faithful form)."""
+    g = TfliteBuilder(trial=trial)
     for operand in model.input_operands:
         g._model_input(operand)
     for op in model.operations:
@@ -351,16 +324,11 @@ def convert_model(model: Model, table: OperationTable, trial: bool = False,
 TRIAL_ERRORS = (Unsupported, OperationError, NNAdapterError, ValueError, TypeError, IndexError, KeyError)
 
 
-def operation_unsupported_reason(op: Operation, table: OperationTable, trial_run,
-                                 nonnegative: frozenset = frozenset()) -> str:
+def operation_unsupported_reason(op: Operation, table: OperationTable, trial_run) -> str:
     """hal.common.unsupported_reason with this builder's trial: the operation alone converts, and `trial_run`
-    (the driver's: LiteRT builds it and XNNPACK takes every operator) accepts the bytes. `nonnegative`: the
-    operand indexes of the whole model known >= 0, which the operation's inputs keep in the trial."""
+    (the driver's: LiteRT builds it and XNNPACK takes every operator) accepts the bytes."""
     def trial(operation: Operation) -> None:
-        alone = operation_alone(operation)
-        known_positive = frozenset(copy.index for original, copy in zip(operation.inputs, alone.operations[0].inputs)
-                                   if original is not None and original.index in nonnegative)
-        trial_run(convert_model(alone, table, trial=True, nonnegative=known_positive))
+        trial_run(convert_model(operation_alone(operation), table, trial=True))
 
     return unsupported_reason(op, table, trial, TRIAL_ERRORS)
 

@@ -431,10 +431,8 @@ def _pool(g: TfliteBuilder, op: Operation):
             x = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [t, b], [left, r], [0, 0]]), np.int32)],
                       [n, ph + t + b, pw + left + r, c])
             padding = schema.Padding.VALID
-    elif op.type == T.MAX_POOL_2D and op.inputs[0].index in g.nonnegative:
-        # Paddle pads a max pool with -inf; on a non-negative input (after a relu) a zero PAD gives the same
-        # maxima, since every window holds at least one input element (pads < kernel)
-        x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=max(pads) < min(kernel))
+    elif op.type == T.MAX_POOL_2D and not _pool_fits(g, x, pads, kernel, strides, out_hw):
+        x, padding = _edge_padded(g, x, pads, kernel, strides, out_hw), schema.Padding.VALID
     else:
         x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=False)
     options = schema.Pool2DOptionsT()
@@ -445,6 +443,43 @@ def _pool(g: TfliteBuilder, op: Operation):
     code = B.AVERAGE_POOL_2D if op.type == T.AVERAGE_POOL_2D else B.MAX_POOL_2D
     g.operator(code, [x], [g.output(op, 0, NHWC)], O.Pool2DOptions, options)
     _check_window_out(g, op, x, padding, kernel, strides, (1, 1))
+
+
+def _pool_fits(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> bool:
+    """TFLite's own VALID or SAME window gives the operation's pads and output size."""
+    _, h, w, _ = g.shape_of(x)
+    top, bottom, left, right = (int(p) for p in pads)
+    if not any(pads):
+        return ((h - kernel[0]) // strides[0] + 1, (w - kernel[1]) // strides[1] + 1) == tuple(out_hw)
+    return (top, bottom) == _same_pads(h, kernel[0], strides[0], 1) and \
+        (left, right) == _same_pads(w, kernel[1], strides[1], 1) and \
+        (-(-h // strides[0]), -(-w // strides[1])) == tuple(out_hw)
+
+
+def _edge_padded(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> int:
+    """x (NHWC) with its first / last rows and columns repeated (SLICE + CONCATENATION) so that a VALID max pool
+    gives the operation's windows: its pads before, and after them as many as the output size needs (ceil_mode
+    included). Paddle pads a max pool with -inf (and clips a ceil_mode window to the input); when every window
+    holds an input element, repeating the window's own edge element gives the same maxima."""
+    for axis, before, size, k, stride in ((1, int(pads[0]), out_hw[0], kernel[0], strides[0]),
+                                          (2, int(pads[2]), out_hw[1], kernel[1], strides[1])):
+        shape = list(g.shape_of(x))
+        after = (size - 1) * stride + k - shape[axis] - before
+        if before < 0 or after < 0 or before >= k or (size - 1) * stride - before > shape[axis] - 1:
+            raise Unsupported(f"a max pool window would hold padding only (pads {list(pads)}, window {list(kernel)})")
+        if not before and not after:
+            continue
+        edge = shape[:axis] + [1] + shape[axis + 1:]
+        first = g.one(B.SLICE, [x, g.i32([0] * 4), g.i32(edge)], edge)
+        begin = [0] * 4
+        begin[axis] = shape[axis] - 1
+        last = g.one(B.SLICE, [x, g.i32(begin), g.i32(edge)], edge)
+        parts = [first] * before + [x] + [last] * after
+        shape[axis] += before + after
+        options = schema.ConcatenationOptionsT()
+        options.axis = axis
+        x = g.one(B.CONCATENATION, parts, shape, O.ConcatenationOptions, options)
+    return x
 
 
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D)
