@@ -41,7 +41,6 @@ from hal.google_xnnpack.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "GOOGLE_XNNPACK_NUM_THREADS"
-INSTALL_HINT = "install nnadapter-bridge[xnnpack]"
 
 
 def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAdapterError:
@@ -120,9 +119,6 @@ class XnnpackDriver(Driver):
     type = DeviceType.CPU
     version = 1
     property_keys = (NUM_THREADS_KEY,)
-
-    def unavailable_reason(self) -> str:
-        return ""  # the package imported ai_edge_litert; without it the import fails with INSTALL_HINT
 
     def open_device(self) -> XnnpackDevice:
         return XnnpackDevice()
