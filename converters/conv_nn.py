@@ -687,7 +687,7 @@ def _count_non_zero_step(ctx, x, out):
 
 
 @converter("p_norm", emits=[T.ABS, T.POW, T.REDUCE_SUM, T.REDUCE_MAX, T.MUL, T.RESHAPE, T.SQUEEZE, T.NOT_EQUAL,
-                            T.CAST])
+                            T.CAST, T.FILL_LIKE])
 def convert_p_norm(ctx, op):
     v = OpView(op)
     # p_norm is the norm itself: (sum |x|^p)^(1/p) over axis; +inf / -inf orders are max / min of |x|; order 0
@@ -698,6 +698,14 @@ def convert_p_norm(ctx, op):
     keepdim = v.attr_bool("keepdim", False)
     asvector = v.attr_bool("asvector", False)
     steps = []
+    rank = len(x.type.dims)
+    if rank == 0 and not asvector:
+        # Paddle's kernel reduces a 0-d x along `axis` over no element at all: 0 (the empty sum, whatever the
+        # order), -inf for the max of order +inf, +inf for the min of order -inf; the result is 0-d.
+        empty = -np.inf if porder == np.inf else np.inf if porder == -np.inf else 0.0
+        value = ctx.const(np.asarray([empty], dtype=precision_dtype(x.type.precision)), x.type.precision)
+        ctx.add(T.FILL_LIKE, [x, value], [ctx.output(out_name)])
+        return
     if asvector:
         steps.append(("flatten", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([-1])], [out])))
         axis = 0
@@ -724,7 +732,6 @@ def convert_p_norm(ctx, op):
             steps.append(("root", binary_step(T.POW, lambda ctx, x: ctx.const_like(1.0 / porder, x))))
     # With asvector Paddle's result is [1] * rank(x) under keepdim (0-D for a 0-D x), else 0-D; the
     # flattened reduction above has shape [1].
-    rank = len(x.type.dims)
     if asvector and keepdim and rank > 1:
         steps.append(("keepdim", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([1] * rank)], [out])))
     elif not keepdim or (asvector and rank == 0):

@@ -5,7 +5,7 @@ off, or an OpDesc for ops paddle's API no longer writes) and, where the op exist
 - `reverse` (the legacy op: flip on a tensor);
 - float64 where Paddle's CPU kernel is registered for double: `yolo_box`, `prior_box`, `roi_align`,
   `deformable_conv`, `multiclass_nms3` (results come back float64); `where` on bool values;
-- `p_norm` with porder 0 (the count of non-zeros), `pad3d` in `circular` mode, `elementwise_mul` / `_add` on bool;
+- `p_norm` with porder 0 (the count of non-zeros), of a 0-d tensor along its axis, `histogram`, `pad3d` in `circular` mode, `elementwise_mul` / `_add` on bool;
 - `dequantize_linear` / `quantize_linear` with zero and negative scales (Paddle just multiplies / divides);
 - `top_k_v2` of a 0-d tensor;
 - `pool2d` windows reaching past the padded input: the output size in C++ integer division (a kernel larger
@@ -172,6 +172,26 @@ def test_p_norm_order_0_counts_non_zeros(tmp_path, dtype):
     x = np.array([[0, 1, 2], [0, 0, 3.0], [np.nan, 0, -0.0]], dtype)
     legacy_and_pir(tmp_path, lambda x: [paddle.linalg.norm(x, p=0, axis=1),
                                         paddle.linalg.norm(x, p=0, axis=0, keepdim=True)], {"x": x})
+
+
+@pytest.mark.parametrize("porder, keepdim", [(2.0, True), (3.0, False), (0.0, False), (np.inf, True), (-np.inf, False)])
+def test_p_norm_of_a_0d_tensor_along_its_axis(tmp_path, porder, keepdim):
+    import paddle
+
+    # Paddle's kernel reduces a 0-d x along axis 0 over no element: 0, or -inf / +inf for the orders +-inf.
+    legacy_and_pir(tmp_path, lambda x: paddle.linalg.norm(x, p=porder, axis=0, keepdim=keepdim),
+                   {"x": np.array(-1.5, np.float32)})
+
+
+def test_histogram(tmp_path):
+    import paddle
+
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    feeds = {"x": x, "w": rng.uniform(0, 1, (3, 5)).astype(np.float32), "i": rng.integers(0, 12, (10,))}
+    legacy_and_pir(tmp_path, lambda x, w, i: [
+        paddle.histogram(x, 4, -1, 1), paddle.histogram(x, 7), paddle.histogram(x * 0 + 2, 3),
+        paddle.histogram(i, 5, 0, 10), paddle.histogram(x, 4, -1, 1, weight=w),
+        paddle.histogram(x, 4, -1, 1, density=True)], feeds)
 
 
 @pytest.mark.parametrize("paddings, data_format", [([1, 2, 0, 1, 2, 0], "NCDHW"), ([6, 2, 4, 5, 3, 3], "NCDHW"),

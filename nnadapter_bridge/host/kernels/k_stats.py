@@ -1,5 +1,5 @@
 """Order statistics and counting with no NNAdapter operation: median, nanmedian, kthvalue, mode, searchsorted,
-bincount, unique_consecutive and reduce_amax / reduce_amin.
+bincount, histogram, unique_consecutive and reduce_amax / reduce_amin.
 
 Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
 skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
@@ -212,6 +212,43 @@ def bincount(io: OpScope) -> None:
         out_dtype = weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64)
         out = np.zeros(max(minlength, int(flat.max()) + 1 if flat.size else 0), dtype=out_dtype)
         np.add.at(out, flat, weights.reshape(-1).astype(out_dtype))
+    io.set_output("Out", out)
+
+
+@host_kernel("histogram")
+def histogram(io: OpScope) -> None:
+    """Paddle's CPU histogram: `bins` equal bins over [min, max] (min == max: the data's range; still equal:
+    widened by 1 each way), values outside skipped, bin (x - min) * bins / (max - min) in X's type with the
+    maximum in the last bin; counts int64, or the summed Weight, or a density (count / total / bin width)."""
+    x = io.input("X")
+    require(io, x, NUMERIC)
+    bins = int(io.attr("bins", 100))
+    if bins < 1:
+        raise io.error(f"bins must be >= 1, got {bins}")
+    low, high = x.dtype.type(io.attr("min", 0)), x.dtype.type(io.attr("max", 0))
+    if low > high:
+        raise io.error(f"max {high} must be >= min {low}")
+    flat = x.reshape(-1)
+    if low == high and flat.size:
+        low, high = flat.min(), flat.max()
+    if low == high:
+        low, high = low - x.dtype.type(1), high + x.dtype.type(1)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise io.error(f"the range [{low}, {high}] is not finite")
+    inside = (flat >= low) & (flat <= high)
+    values = flat[inside]
+    with np.errstate(invalid="ignore", over="ignore"):
+        index = ((values - low) * x.dtype.type(bins) / (high - low)).astype(np.int64)
+    index = np.minimum(index, bins - 1)
+    weight = io.input("Weight", None) if io.has_input("Weight") else None
+    if weight is None:
+        out = np.bincount(index, minlength=bins).astype(np.int64)
+    else:
+        out = np.zeros(bins, weight.dtype)
+        np.add.at(out, index, weight.reshape(-1)[inside])
+    if io.attr("density", False):
+        total = out.sum()
+        out = (out / total / ((high - low) / bins)).astype(weight.dtype if weight is not None else np.float32)
     io.set_output("Out", out)
 
 
