@@ -31,11 +31,11 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from hal.builtin_device.optimize import fuse_operations
-from hal.common import LOWERED_TYPES, Unsupported, lower
+from hal.common import Unsupported, lower
 from hal.google_xnnpack.graph import convert_model, operation_unsupported_reason
 from hal.google_xnnpack.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
@@ -139,7 +139,8 @@ class XnnpackDriver(Driver):
         context.callback = None
 
     def operation_types(self) -> list:
-        return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
+        # PRIOR_BOX folds to constants (hal.common.lower); YOLO_BOX's decomposition needs operations not built here
+        return sorted(set(OPERATIONS.types()) | {OperationType.PRIOR_BOX})
 
     def validate_program(self, context: XnnpackContext, model: Model) -> list:
         return [not reason for reason in self.unsupported_reasons(context, model)]

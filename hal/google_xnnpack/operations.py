@@ -205,18 +205,15 @@ def _clip(g: TfliteBuilder, op: Operation):
     g.operator(B.MINIMUM, [raised, g.const(np.float32(high).reshape(1))], [out])
 
 
-@OPERATIONS.implements(T.SOFTMAX, T.LOG_SOFTMAX)
+@OPERATIONS.implements(T.SOFTMAX)
 def _softmax(g: TfliteBuilder, op: Operation):
     """TFLite's softmax runs over the last axis: NNAdapter's channel axis of a rank-4 input is NHWC's last one,
-    another axis is transposed to the end and back."""
+    another axis is transposed to the end and back. (XNNPACK leaves LOG_SOFTMAX to LiteRT's kernels: not built.)"""
     rank = op.inputs[0].type.rank
     axis = normalize_axis(unpack(op).int("axis", 1), rank)
-    if op.type == T.SOFTMAX:
-        options = schema.SoftmaxOptionsT()
-        options.beta = 1.0
-        code, options_type = B.SOFTMAX, O.SoftmaxOptions
-    else:
-        options, code, options_type = None, B.LOG_SOFTMAX, 0
+    options = schema.SoftmaxOptionsT()
+    options.beta = 1.0
+    code, options_type = B.SOFTMAX, O.SoftmaxOptions
     if rank == 4 and axis == 1:
         g.operator(code, [g.value(op, 0, NHWC)], [g.output(op, 0, NHWC)], options_type, options)
         return
@@ -637,16 +634,14 @@ def _pad(g: TfliteBuilder, op: Operation):
     pads = np.asarray(args.ints("pads"), dtype=np.int32).reshape(-1, 2)
     if (pads < 0).any():
         raise Unsupported(f"negative pads {pads.reshape(-1).tolist()} (a crop)")
-    value = args.float("value", 0.0) if op.inputs[3] is not None else 0.0
+    value = args.float("value", 0.0) if len(op.inputs) > 3 and op.inputs[3] is not None else 0.0
+    if value != 0.0:
+        raise Unsupported(f"a non-zero pad value {value:.6g} (XNNPACK leaves PADV2 to LiteRT's kernels)")
     layout = g.layout_of(op, 0)
     x = g.value(op, 0, layout)
     if layout == NHWC:
         pads = pads[list(TO_NHWC)]
-    out = g.output(op, 0, layout)
-    if value == 0.0:
-        g.operator(B.PAD, [x, g.const(pads, np.int32)], [out])
-    else:
-        g.operator(B.PADV2, [x, g.const(pads, np.int32), g.const(np.float32([value]))], [out])
+    g.operator(B.PAD, [x, g.const(pads, np.int32)], [g.output(op, 0, layout)])
 
 
 @OPERATIONS.implements(T.SLICE)
@@ -715,24 +710,19 @@ def _batch_norm(g: TfliteBuilder, op: Operation):
     g.operator(B.ADD, [scaled, g.const(offset.reshape(shape))], [out], O.AddOptions, schema.AddOptionsT())
 
 
-@OPERATIONS.implements(T.RESIZE_LINEAR, T.RESIZE_NEAREST)
+@OPERATIONS.implements(T.RESIZE_LINEAR)
 def _resize(g: TfliteBuilder, op: Operation):
+    """RESIZE_BILINEAR. (XNNPACK leaves RESIZE_NEAREST_NEIGHBOR to LiteRT's kernels: RESIZE_NEAREST is not built.)"""
     args = unpack(op)
     if op.inputs[0].type.rank != 4:
         raise Unsupported("an input of rank other than 4 (TFLite resizes NHWC images)")
     align_corners = bool(args.bool("align_corners", False))
     x = g.value(op, 0, NHWC)
     out_h, out_w = g.out_shape(op, 0, NHWC)[1:3]
-    if op.type == T.RESIZE_LINEAR:
-        align_mode = args.int("align_mode", 1)
-        options = schema.ResizeBilinearOptionsT()
-        options.alignCorners = align_corners
-        # Paddle's align_mode 0 (without align_corners) samples at half-pixel centers, 1 at the corners' grid
-        options.halfPixelCenters = not align_corners and align_mode == 0
-        code, options_type = B.RESIZE_BILINEAR, O.ResizeBilinearOptions
-    else:
-        options = schema.ResizeNearestNeighborOptionsT()
-        options.alignCorners = align_corners
-        code, options_type = B.RESIZE_NEAREST_NEIGHBOR, O.ResizeNearestNeighborOptions
-    g.operator(code, [x, g.i32([out_h, out_w])], [g.output(op, 0, NHWC)], options_type, options)
+    options = schema.ResizeBilinearOptionsT()
+    options.alignCorners = align_corners
+    # Paddle's align_mode 0 (without align_corners) samples at half-pixel centers, 1 at the corners' grid
+    options.halfPixelCenters = not align_corners and args.int("align_mode", 1) == 0
+    g.operator(B.RESIZE_BILINEAR, [x, g.i32([out_h, out_w])], [g.output(op, 0, NHWC)], O.ResizeBilinearOptions,
+               options)
 

@@ -49,9 +49,9 @@ CLAIMED = {
 }
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
-    "PAD_constant": "XNNPACK does not take PADV2",
-    "RESIZE_NEAREST_shape": "XNNPACK does not take RESIZE_NEAREST_NEIGHBOR",
-    "LOG_SOFTMAX": "XNNPACK does not take LOG_SOFTMAX",
+    "PAD_constant": "a non-zero pad value",
+    "RESIZE_NEAREST_shape": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
+    "LOG_SOFTMAX": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
     "PAD_reflect": "only the constant mode",
     "MAX_POOL_2D_indices": "indices output",
     "AVERAGE_POOL_2D_ceil_partial_window": "TFLite's window gives",
@@ -247,6 +247,17 @@ def test_a_padded_max_pool_pads_with_edge_copies_as_paddle_pads_with_minus_infin
     want = run_model(model, feeds)[0]
     assert want.max() < 0
     assert_op_close(DRIVER.run_arrays(program, feeds)[0], want, what=f"max pool pads {pads} ceil {ceil_mode}")
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+def test_a_zero_pad_matches_the_reference(context, rank):
+    x = randn(*([2, 3, 4, 5][:rank]), seed=4)
+    pads = np.int32([1, 0, 0, 2, 2, 1, 0, 1][:2 * rank])
+    model, feeds = build_op(T.PAD, [x, Const(pads), int(PadMode.CONSTANT), 0.0])
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert_op_close(DRIVER.run_arrays(program, _feeds_in_order(model, feeds))[0], run_model(model, feeds)[0],
+                    what=f"PAD rank {rank}")
 
 
 def test_hard_swish_with_other_attributes_is_declined(context):
