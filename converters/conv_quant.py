@@ -429,10 +429,12 @@ def convert_dequantize_linear(ctx, op):
             return
         # Different steps: Paddle multiplies its integers by its own step, so rescale the real value.
         x, steps = dequantized(ctx, x, y, "float"), factor
-    elif x.type.precision != Precision.FLOAT32:
+    elif x.type.precision not in (Precision.FLOAT32, Precision.FLOAT64):
         x = ctx.cast(x, Precision.FLOAT32, y, "float")
+    # Paddle's kernel also takes double: a float64 X is multiplied in float64.
+    dtype = np.float64 if x.type.precision == Precision.FLOAT64 else np.float32
     shape = _broadcast_shape(steps, axis, x.type.rank)
-    binary(ctx, T.MUL, x, ctx.const(steps.astype(np.float32).reshape(shape)), ctx.output(y))
+    binary(ctx, T.MUL, x, ctx.const(steps.astype(dtype).reshape(shape)), ctx.output(y))
 
 
 # -- fake quant-dequant ops ------------------------------------------------------------------------------

@@ -258,6 +258,14 @@ def test_dequantize_linear_of_an_int8_weight_with_negative_scales(tmp_path):
     assert_devices_match_paddle(saved)
 
 
+def test_dequantize_linear_on_float64(tmp_path):
+    x = np.round(rng.standard_normal((4, 3)) * 20)
+    saved = one_op(tmp_path, "dequantize_linear", {"X": ["x"], "Scale": ["s"], "ZeroPoint": ["z"]}, {"Y": ["y"]},
+                   {"quant_axis": 0, "bit_length": 8, "round_type": 0, "is_test": True}, {"x": x}, out_dtype="float64",
+                   params={"s": np.array([2.0, -1.0, 0.5, 3.0]), "z": np.zeros(4)})
+    assert_devices_match_paddle(saved)
+
+
 def test_quantize_then_dequantize_with_a_negative_scale(tmp_path):
     x = (rng.standard_normal((4, 3)) * 3).astype(np.float32)
     ops = [_linear_op("quantize_linear", "x", "q", -1, 0), _linear_op("dequantize_linear", "q", "y", -1, 0)]
