@@ -40,6 +40,9 @@ _ARITHMETIC = {
 
 # Paddle's CPU add and multiply kernels also take bool (C++ bool arithmetic: a sum is an OR, a product an AND).
 _BOOL_ARITHMETIC = {"add": T.OR, "mul": T.AND}
+# Narrow integers some of Paddle's CPU kernels take (add and floor_divide: int8, uint8, int16): computed in INT32
+# and cast back, which wraps as C++'s conversion of the promoted result does.
+_NARROW_INTS = frozenset({Precision.INT8, Precision.UINT8, Precision.INT16})
 
 
 def _check_arithmetic(op, ctx):
@@ -47,6 +50,8 @@ def _check_arithmetic(op, ctx):
     precision = var_precision(ctx, v.optional_input("X"))
     kind = v.type.removeprefix("fusion_").removeprefix("elementwise_").removesuffix("_activation")
     if precision == Precision.BOOL8 and kind in _BOOL_ARITHMETIC and not v.attr_str("act_type", ""):
+        return None
+    if precision in _NARROW_INTS and kind in ("add", "floordiv") and not v.attr_str("act_type", ""):
         return None
     if precision is not None and precision not in FLOATS | INTS:
         return f"{v.type} takes float, int32 or int64 inputs, X is {precision.name}"
@@ -66,6 +71,13 @@ def _make_elementwise(kind: str, type: T, fused: bool):
             y = y if y.type.precision == Precision.BOOL8 else cast_to(ctx, y, Precision.BOOL8, ctx.temp(out_name, "y_bool"))
             compare(ctx, _BOOL_ARITHMETIC[kind], x, y, ctx.output(out_name))
             return
+        if x.type.precision in _NARROW_INTS:
+            narrow = x.type.precision
+            wide = [cast_to(ctx, operand, Precision.INT32, ctx.temp(out_name, f"{slot}_int32"))
+                    for operand, slot in ((x, "x"), (y, "y"))]
+            result = binary(ctx, type, wide[0], wide[1], ctx.temp(out_name, f"{kind}_int32"))
+            cast_to(ctx, result, narrow, ctx.output(out_name))
+            return
         fuse = fuse_code_of(act)
         if fuse is not None:
             binary(ctx, type, x, y, output_for(ctx, op, out_name, x), fuse)
@@ -83,7 +95,8 @@ def _make_elementwise(kind: str, type: T, fused: bool):
 _FUSABLE_EXTRA = ("leaky_relu", "sigmoid", "tanh", "hard_swish", "abs", "log", "swish", "gelu")
 
 for _kind, _type in _ARITHMETIC.items():
-    _bool_emits = [_BOOL_ARITHMETIC[_kind], T.CAST] if _kind in _BOOL_ARITHMETIC else []
+    _bool_emits = [_BOOL_ARITHMETIC[_kind]] if _kind in _BOOL_ARITHMETIC else []
+    _bool_emits += [T.CAST] if _kind in _BOOL_ARITHMETIC or _kind in ("add", "floordiv") else []
     converter(f"elementwise_{_kind}", emits=[_type, T.UNSQUEEZE, *_bool_emits], check=_check_arithmetic)(
         _make_elementwise(_kind, _type, False))
     _extra = sorted({t for act in _FUSABLE_EXTRA for t in activation_emits(act)} | {T.CLIP})

@@ -5,7 +5,8 @@ off, or an OpDesc for ops paddle's API no longer writes) and, where the op exist
 - `reverse` (the legacy op: flip on a tensor);
 - float64 where Paddle's CPU kernel is registered for double: `yolo_box`, `prior_box`, `roi_align`,
   `deformable_conv`, `multiclass_nms3` (results come back float64); `where` on bool values;
-- `p_norm` with porder 0 (the count of non-zeros), of a 0-d tensor along its axis, `histogram`, `pad3d` in `circular` mode, `elementwise_mul` / `_add` on bool;
+- `p_norm` with porder 0 (the count of non-zeros) and of a 0-d tensor along its axis, `histogram`, `pad3d` in
+  `circular` mode, `elementwise_mul` / `_add` on bool, `elementwise_add` / `_floordiv` on int8 and uint8;
 - `dequantize_linear` / `quantize_linear` with zero and negative scales (Paddle just multiplies / divides);
 - `top_k_v2` of a 0-d tensor;
 - `pool2d` windows reaching past the padded input: the output size in C++ integer division (a kernel larger
@@ -208,6 +209,17 @@ def test_bool_multiply_and_add(tmp_path):
     a = rng.integers(0, 2, (2, 4)).astype(bool)
     b = rng.integers(0, 2, (4,)).astype(bool)
     legacy_and_pir(tmp_path, lambda a, b: [a * b, a + b], {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_narrow_integer_add_and_floor_divide_wrap_like_paddle(tmp_path, dtype):
+    import paddle
+
+    info = np.iinfo(dtype)
+    feeds = {"a": np.array([info.max, info.min, 5, 7, 100], dtype), "b": np.array([3, 2, 2, 3, 100], dtype)}
+    # Paddle's CPU add and floor_divide take int8 / uint8 (subtract and multiply do not run in Paddle Inference).
+    assert_devices_match_paddle(pir_program(tmp_path, lambda a, b: [a + b, paddle.floor_divide(a, b)], feeds,
+                                            run_paddle=False))
 
 
 # -- quantization parameters ---------------------------------------------------------------------------------
