@@ -1,5 +1,5 @@
 """Converters for the neural-network layer ops: convolutions (conv2d, depthwise_conv2d, conv2d_transpose,
-depthwise_conv2d_transpose), pooling (pool2d, max_pool2d_with_index), normalizations (batch_norm, affine_channel,
+depthwise_conv2d_transpose), pooling (pool2d, max_pool2d_with_index, unpool), normalizations (batch_norm, affine_channel,
 sync_batch_norm, instance_norm, layer_norm, group_norm, lrn, norm, p_norm), matrix products (fc, mul,
 matmul, matmul_v2, bmm, dot), softmax, log_softmax and dropout.
 
@@ -39,7 +39,7 @@ from converters.layout import (
     padding_reason,
     to_channel_first,
 )
-from converters.op_view import OpView
+from converters.op_view import OpView, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN, AutoPad, FuseCode, OperationType as T, PadMode, Precision, dtype_precision, precision_dtype,
@@ -127,7 +127,7 @@ def _conv_window_operands(ctx, op):
 
 
 def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
-                       filter_channel_dim: int = 0):
+                       filter_channel_dim: int = 0, after: Optional[Callable] = None):
     if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     v = OpView(op)
@@ -179,6 +179,8 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
             conv_quant.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
 
     steps = [("conv", main)] + fused_activation_steps(op, act_type)
+    if after is not None:
+        steps += after(ctx, op, out_name)
     if channel_last:
         steps.append(("channel_last", transpose_step(channel_last_perm(4))))
     emit_chain(ctx, out_name, x, steps)
@@ -195,6 +197,12 @@ def _check_conv_transpose(op, ctx) -> Optional[str]:
     reason = _check_conv(op, ctx)
     if reason:
         return reason
+    if var_attr_names(op.attrs.get("output_size")):
+        if v.attr_ints("output_padding", []) or v.attr_str("padding_algorithm", "EXPLICIT") != "EXPLICIT":
+            return "a run-time output_size is converted only with explicit paddings and no output_padding"
+        if is_channel_last(op, "data_format"):
+            return "a run-time output_size is converted only for a channel-first (NCHW) layout"
+        return None
     for name in ("output_padding", "output_size"):
         values = v.attr_ints(name, [])
         if values and len(values) != 2:
@@ -204,21 +212,63 @@ def _check_conv_transpose(op, ctx) -> Optional[str]:
 
 def _transpose_extra(ctx, op) -> list:
     v = OpView(op)
+    if var_attr_names(op.attrs.get("output_size")):  # the largest output; _slice_to_output_size slices it
+        return [ctx.const_i32([max(s, d) - 1 for s, d in zip(v.attr_ints("strides", [1, 1]),
+                                                             v.attr_ints("dilations", [1, 1]))]), None]
     output_padding = v.attr_ints("output_padding", [])
     output_size = v.attr_ints("output_size", [])
     return [ctx.const_i32(output_padding) if output_padding else None,
             ctx.const_i32(output_size) if output_size else None]
 
 
+def _run_time_hw(ctx, op, attr: str, var: str) -> Operand:
+    """The last two values of the Variable-valued attribute `attr` (one tensor, or one tensor per value) as an int32
+    [2] operand computed at run time."""
+    pieces = []
+    for k, ref in enumerate(var_attr_names(op.attrs.get(attr))):
+        piece = ctx.input(ref)
+        if piece.type.precision != Precision.INT32:
+            piece = cast_to(ctx, piece, Precision.INT32, ctx.temp(var, f"{attr}{k}_i32"))
+        if len(piece.type.dims) == 0:
+            flat = ctx.temp(var, f"{attr}{k}_flat")
+            ctx.add(T.RESHAPE, [piece, ctx.const_i32([1])], [flat])
+            piece = flat
+        pieces.append(piece)
+    size = pieces[0]
+    if len(pieces) > 1:
+        size = ctx.temp(var, attr)
+        ctx.add(T.CONCAT, [*pieces, ctx.const_i32(0)], [size])
+    hw = ctx.temp(var, f"{attr}_hw")
+    ctx.add(T.SLICE, [size, ctx.const_i32([0]), ctx.const_i32([-2]), ctx.const_i32([np.iinfo(np.int32).max]), None],
+            [hw])
+    return hw
+
+
 @converter("conv2d_transpose", "depthwise_conv2d_transpose",
-           emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *conv_quant.QUANT_EMITS],
+           emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, T.SLICE, T.CONCAT, T.CAST, T.RESHAPE, *FUSED_PRODUCT_EMITS,
+                  *conv_quant.QUANT_EMITS],
            check=_check_conv_transpose)
 def convert_conv2d_transpose(ctx, op):
+    """A run-time output_size (ENet passes the skip tensor's shape) is any size from the default up to the default
+    plus stride - 1: the transposed convolution with the largest output padding, sliced to it. A position's value
+    does not depend on how far the output extends, so the slice is what Paddle computes at that size."""
     v = OpView(op)
     groups = int(v.attr("groups", 1) or 1)
+    run_time_size = bool(var_attr_names(op.attrs.get("output_size")))
+    if run_time_size and conv_quant.product_quant(ctx, op, "Input", "Filter", "Output") is not None:
+        raise ctx.error("a quantized conv2d_transpose with a run-time output_size is not converted")
     # Paddle's transposed filter is [C_in, C_out / groups, kh, kw].
     _convert_conv_like(ctx, op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,
-                       filter_channel_dim=1)
+                       filter_channel_dim=1, after=_slice_to_output_size if run_time_size else None)
+
+
+def _slice_to_output_size(ctx, op, out_name: str):
+    size = _run_time_hw(ctx, op, "output_size", out_name)
+
+    def step(ctx, x, out):
+        ctx.add(T.SLICE, [x, ctx.const_i32([2, 3]), ctx.const_i32([0, 0]), size, None], [out])
+
+    return [("output_size", step)]
 
 
 # -- pooling ---------------------------------------------------------------------------------------------------
@@ -471,6 +521,108 @@ def convert_max_pool2d_with_index(ctx, op):
     mask = ctx.output(mask_name) if mask_name else ctx.temp(out_name, "mask")
     step = _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, "max", index_operand=mask)
     emit_chain(ctx, out_name, x, [("pool", step)])
+
+
+# -- max unpooling ----------------------------------------------------------------------------------------------
+#
+# Paddle's unpool (F.max_unpool2d; ENet's decoder) writes each X value at its flat h * W_out + w position in
+# Indices, zeros elsewhere. NNAdapter has no scatter. When the windows tile the input (ksize == strides, no
+# padding) and Indices is the Mask of a max_pool2d_with_index with those same windows, every index lies in its
+# own window: output position (h, w) can only receive the cell (h // kh, w // kw), and receives it exactly when
+# that cell's index is h * W_out + w. So X and Indices are GATHERed at the clamped cell of every output position
+# (rows past the tiled input clamp to the last cell, whose index never names them: zeros, as Paddle leaves them),
+# compared with the flat positions (RANGE), and WHERE(equal, X, 0). The output size is the run-time
+# `output_size` tensor (ENet passes the pooled tensor's shape), the constant one, or Paddle's default H * k.
+# Other indices (from elsewhere, or overlapping windows) could land outside their window: the host kernel.
+
+def _unpool_indices_source(op, ctx) -> Optional[str]:
+    """Why Indices is not the Mask of a max_pool2d_with_index over the same ksize/strides (None when it is)."""
+    v = OpView(op)
+    graph, current = getattr(ctx, "graph", None), getattr(ctx, "current_op", None)
+    if graph is None or current is None:
+        return "the op producing Indices is not known here"
+    name = v.input("Indices")
+    writers = [w for w in graph.writers(name, current.block_idx) if w.index < current.index]
+    pool = writers[-1] if writers else None
+    if pool is None or pool.type != "max_pool2d_with_index" or name not in pool.output("Mask"):
+        return "Indices is not the Mask of a max_pool2d_with_index (its indices may leave their windows)"
+    p = OpView(ctx.resolved(pool))
+    same = (p.attr_ints("ksize", []) == v.attr_ints("ksize", []) and p.attr_ints("strides", []) == v.attr_ints(
+        "strides", []) and not any(p.attr_ints("paddings", [0, 0])) and not p.attr_bool("global_pooling")
+        and not p.attr_bool("adaptive"))
+    if not same:
+        return "Indices comes from a max_pool2d_with_index whose windows are not the unpool's"
+    return None
+
+
+def _check_unpool(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if v.attr_str("unpooling_type", "max") != "max":
+        return f"unpooling_type '{v.attr_str('unpooling_type', 'max')}' is not max"
+    if v.attr_str("data_format", "NCHW") != "NCHW":
+        return f"data_format '{v.attr_str('data_format', 'NCHW')}' is not NCHW"
+    ksize, strides = v.attr_ints("ksize", []), v.attr_ints("strides", [])
+    if len(ksize) != 2 or ksize != strides or any(v.attr_ints("paddings", [0, 0])):
+        return (f"the windows (ksize {ksize}, strides {strides}, paddings {v.attr_ints('paddings', [0, 0])}) "
+                "do not tile the input")
+    dims = input_dims(ctx, op, "X")
+    if dims is not None and len(dims) != 4:
+        return f"X must be 4-D, got dims {list(dims)}"
+    return _unpool_indices_source(op, ctx)
+
+
+@converter("unpool", emits=[T.SHAPE, T.SLICE, T.CONCAT, T.RESHAPE, T.MUL, T.CAST, T.RANGE, T.FLOOR_DIV, T.SUB, T.MIN, T.GATHER,
+                            T.UNSQUEEZE, T.ADD, T.EQUAL, T.WHERE], check=_check_unpool)
+def convert_unpool(ctx, op):
+    v = OpView(op)
+    var = v.output("Out")
+    x = ctx.input(v.input("X"))
+    indices = ctx.input(v.input("Indices"))
+    kernel = v.attr_ints("ksize", [])
+
+    def out(type_, inputs, purpose):
+        result = ctx.temp(var, purpose)
+        ctx.add(type_, inputs, [result])
+        return result
+
+    def as_i32(value, purpose):
+        return value if value.type.precision == Precision.INT32 else cast_to(
+            ctx, value, Precision.INT32, ctx.temp(var, purpose))
+
+    in_shape = out(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], "in_shape")
+    if var_attr_names(op.attrs.get("output_size")):  # a run-time size (ENet: the pooled tensor's shape)
+        size = _run_time_hw(ctx, op, "output_size", var)
+    elif v.attr_ints("output_size", []):
+        size = ctx.const_i32(v.attr_ints("output_size", [])[-2:])
+    else:  # Paddle's default (in - 1) * stride - 2 * padding + ksize, which is in * k here
+        in_hw = out(T.SLICE, [in_shape, ctx.const_i32([0]), ctx.const_i32([2]), ctx.const_i32([4]), None], "in_hw")
+        size = binary(ctx, T.MUL, in_hw, ctx.const_i32(kernel), ctx.temp(var, "out_hw"))
+    size_w = out(T.SLICE, [size, ctx.const_i32([0]), ctx.const_i32([1]), ctx.const_i32([2]), None], "out_w")
+
+    def source_cells(axis):
+        """RANGE over output axis `axis` (2: rows, 3: columns), and the input cell each reads, clamped."""
+        count = out(T.SLICE, [size, ctx.const_i32([0]), ctx.const_i32([axis - 2]), ctx.const_i32([axis - 1]),
+                              None], f"count{axis}")
+        positions = out(T.RANGE, [ctx.const_i32(0), count, ctx.const_i32(1)], f"positions{axis}")
+        cell = binary(ctx, T.FLOOR_DIV, positions, ctx.const_i32(kernel[axis - 2]), ctx.temp(var, f"cell{axis}"))
+        last = out(T.SLICE, [in_shape, ctx.const_i32([0]), ctx.const_i32([axis]), ctx.const_i32([axis + 1]), None],
+                   f"in_count{axis}")
+        last = binary(ctx, T.SUB, last, ctx.const_i32(1), ctx.temp(var, f"last{axis}"))
+        return positions, binary(ctx, T.MIN, cell, last, ctx.temp(var, f"source{axis}"))
+
+    rows, source_rows = source_cells(2)
+    cols, source_cols = source_cells(3)
+
+    def spread(value, purpose):
+        by_row = out(T.GATHER, [value, source_rows, ctx.const_i32(2)], f"{purpose}_rows")
+        return out(T.GATHER, [by_row, source_cols, ctx.const_i32(3)], purpose)
+
+    row_starts = binary(ctx, T.MUL, out(T.UNSQUEEZE, [rows, ctx.const_i32([1])], "rows_column"), size_w,
+                        ctx.temp(var, "row_starts"))
+    positions = binary(ctx, T.ADD, row_starts, cols, ctx.temp(var, "positions"))
+    chosen = compare(ctx, T.EQUAL, spread(as_i32(indices, "indices_i32"), "indices"), positions,
+                     ctx.temp(var, "chosen"))
+    ctx.add(T.WHERE, [chosen, spread(x, "values"), ctx.const_like(0, x)], [ctx.output(var)])
 
 
 # -- normalization ---------------------------------------------------------------------------------------------

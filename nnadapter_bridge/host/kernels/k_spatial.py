@@ -1,5 +1,5 @@
 """Spatial rearrangements of NCHW/NHWC images with no NNAdapter operation: unfold (im2col),
-temporal_shift, pixel_unshuffle, maxout and affine_grid."""
+temporal_shift, pixel_unshuffle, maxout, affine_grid, and unpool where its converter declines."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,3 +132,34 @@ def affine_grid(io: OpScope) -> None:
     with np.errstate(all="ignore"):
         out = np.einsum("...j,nij->n...i", base.astype(np.float64), theta.astype(np.float64))
     io.set_output("Output", out.astype(theta.dtype))
+
+
+@host_kernel("unpool")
+def unpool(io: OpScope) -> None:
+    """Paddle's max unpooling (Unpool2dMaxFunctor): zeros of [N, C, out_h, out_w], then each X value written at its
+    flat h * out_w + w position in Indices, in input order (a later value overwrites an earlier one). The output
+    size is `output_size` when given, else (in - 1) * stride - 2 * padding + ksize."""
+    x, indices = io.input("X"), np.asarray(io.input("Indices"))
+    if io.attr("unpooling_type", "max") != "max":
+        raise io.error(f"unpooling_type '{io.attr('unpooling_type', 'max')}' is not max (Paddle has only max)")
+    if io.attr("data_format", "NCHW") != "NCHW":
+        raise io.error(f"data_format '{io.attr('data_format', 'NCHW')}' is not NCHW")
+    if x.ndim != 4 or indices.shape != x.shape:
+        raise io.error(f"X must be 4-D and Indices of its shape, got {list(x.shape)} and {list(indices.shape)}")
+    output_size = [int(v) for v in io.attr("output_size", [])]
+    if len(output_size) >= 2:
+        out_h, out_w = output_size[-2:]
+    else:
+        kh, kw = pair(io, "ksize", [1, 1])
+        sh, sw = pair(io, "strides", [1, 1])
+        ph, pw = pair(io, "paddings", [0, 0])[:2]
+        out_h, out_w = (x.shape[2] - 1) * sh - 2 * ph + kh, (x.shape[3] - 1) * sw - 2 * pw + kw
+    n, c = x.shape[:2]
+    flat_x, flat_index = x.reshape(n * c, -1), indices.reshape(n * c, -1).astype(np.int64)
+    if flat_index.size and (flat_index.min() < 0 or flat_index.max() >= out_h * out_w):
+        raise io.error(f"Indices hold positions outside the {out_h}x{out_w} output "
+                       f"[{int(flat_index.min())}, {int(flat_index.max())}]")
+    out = np.zeros((n * c, out_h * out_w), x.dtype)
+    rows = np.repeat(np.arange(n * c), flat_index.shape[1])
+    out[rows, flat_index.reshape(-1)] = flat_x.reshape(-1)  # numpy keeps the last of repeated positions
+    io.set_output("Out", out.reshape(n, c, out_h, out_w))
