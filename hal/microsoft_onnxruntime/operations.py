@@ -22,6 +22,7 @@ from nnadapter_bridge.nnadapter.codes import (
     precision_dtype,
 )
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
+from nnadapter_bridge.nnadapter.operations.pool import adaptive_bounds
 from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
@@ -420,6 +421,22 @@ def _plane_indices(g: GraphBuilder, op: Operation, flat: str, pooled: str):
     g.one("Cast", [within], g.out(op, 1), to=onnx_type(op.outputs[1].type.dtype))
 
 
+def _adaptive_average_by_bins(g: GraphBuilder, op: Operation, in_hw, out_hw) -> None:
+    """Adaptive average pooling whose bins are not one regular window (PSPNet's 3x3 and 6x6 bins of a 16x16
+    map overlap and differ in size): the bin sums as two products with constant 0/1 bin matrices,
+    rows [out_h, H] @ x [N, C, H, W] @ columns [W, out_w], divided by each bin's element count as Paddle divides."""
+    dtype = _compute_dtype(op)
+    (h, w), (out_h, out_w) = in_hw, out_hw
+    starts_h, ends_h = adaptive_bounds(h, out_h)
+    starts_w, ends_w = adaptive_bounds(w, out_w)
+    positions_h, positions_w = np.arange(h), np.arange(w)
+    rows = ((positions_h >= starts_h[:, None]) & (positions_h < ends_h[:, None])).astype(dtype)
+    columns = ((positions_w[:, None] >= starts_w) & (positions_w[:, None] < ends_w)).astype(dtype)
+    counts = ((ends_h - starts_h)[:, None] * (ends_w - starts_w)[None, :]).astype(dtype)
+    sums = g.one("MatMul", [g.one("MatMul", [g.const(rows, dtype), g.x(op, 0)]), g.const(columns, dtype)])
+    g.one("Div", [sums, g.const(counts, dtype)], g.out(op))
+
+
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D)
 def _adaptive_pool(g: GraphBuilder, op: Operation):
     args = unpack(op)
@@ -433,8 +450,13 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
         else:
             g.one("Identity", [_from_lowest(g, op, g.one("GlobalMaxPool", [x]))], g.out(op))
         return
-    if not (known(h) and known(w)) or h % out_h or w % out_w:
-        raise Unsupported(f"adaptive pooling {h}x{w} -> {out_h}x{out_w} is not a regular window")
+    if not (known(h) and known(w)):
+        raise Unsupported(f"adaptive pooling of a {h}x{w} input needs its sizes (ONNX has no adaptive pool)")
+    if (h % out_h or w % out_w) and op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
+        _adaptive_average_by_bins(g, op, (h, w), (out_h, out_w))
+        return
+    if h % out_h or w % out_w:
+        raise Unsupported(f"adaptive max pooling {h}x{w} -> {out_h}x{out_w} is not a regular window")
     kernel = [h // out_h, w // out_w]
     if op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
         g.one("AveragePool", [x], g.out(op), kernel_shape=kernel, strides=kernel)

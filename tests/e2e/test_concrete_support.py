@@ -110,11 +110,11 @@ def _expand_as(paddle, x):
 
 
 def _pool_in_the_middle(paddle, x):
-    """conv -> adaptive average pool to 3x3 -> conv -> relu: onnxruntime runs the pool as a plain window only
+    """conv -> adaptive max pool to 3x3 -> conv -> relu: onnxruntime runs the pool as a plain window only
     where the input size divides by 3, which declared [-1, 3, -1, -1] dims cannot tell."""
     w = paddle.static.create_parameter([4, 3, 3, 3], "float32")
     y = paddle.nn.functional.conv2d(x, w, padding=1)
-    y = paddle.nn.functional.adaptive_avg_pool2d(y, 3)
+    y = paddle.nn.functional.adaptive_max_pool2d(y, 3)
     w2 = paddle.static.create_parameter([5, 4, 1, 1], "float32")
     return paddle.nn.functional.relu(paddle.nn.functional.conv2d(y, w2))
 
@@ -164,7 +164,7 @@ def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models
     # Decided on [-1, 3, -1, -1]: the pool would run once the size is known.
     assert _host_ops(predictor) == []
     (subgraph,) = predictor.partition.subgraphs
-    pool = next(op for op in subgraph.ops if op.type == "pool2d")
+    pool = next(op for op in subgraph.ops if op.type == "max_pool2d_with_index")
     engine = predictor.engines[subgraph.index]
 
     assert _run_and_compare(predictor, model, [1, 3, 9, 9]) == []  # 9 divides by 3: one program
@@ -173,12 +173,12 @@ def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models
     caught = _run_and_compare(predictor, model, [1, 3, 10, 10], seed=1)
     (warning,) = [w for w in caught if w.category is SubgraphSplitWarning]
     text = str(warning.message)
-    assert pool.label() in text and "ADAPTIVE_AVERAGE_POOL_2D" in text
-    assert "adaptive pooling 10x10 -> 3x3 is not a regular window" in text
+    assert pool.label() in text and "ADAPTIVE_MAX_POOL_2D" in text
+    assert "adaptive max pooling 10x10 -> 3x3 is not a regular window" in text
     assert "the other 3 ops on microsoft_onnxruntime as 2 subgraph(s)" in text
     (plan,) = engine.pool.splits.values()
     assert set(plan.declined) == {pool.index}
-    assert [op.type for op in plan.partition.host_ops] == ["pool2d"]
+    assert [op.type for op in plan.partition.host_ops] == ["max_pool2d_with_index"]
     assert [[op.type for op in child.ops] for child in plan.partition.subgraphs] == [["conv2d"], ["conv2d", "relu"]]
 
     # The same shapes again: the split runs, no new warning, no new build.
@@ -225,17 +225,17 @@ def test_strict_mode_names_the_declined_operation(models):
     model = models("pool_in_the_middle")
     predictor = _predictor(model, "microsoft_onnxruntime", strict=True)
     predictor.get_input_by_name("x").from_numpy(np.zeros([1, 3, 10, 10], np.float32))
-    with pytest.raises(NNAdapterError, match=r"pool2d#\d+ .*ADAPTIVE_AVERAGE_POOL_2D#\d+: .*not a regular window"):
+    with pytest.raises(NNAdapterError, match=r"max_pool2d_with_index#\d+ .*ADAPTIVE_MAX_POOL_2D#\d+: .*not a regular window"):
         predictor.run()
 
 
 def test_a_decline_the_declared_dims_already_show_keeps_the_op_off_the_device_with_the_drivers_reason(tmp_path):
     model = _save(tmp_path, _pool_in_the_middle, [-1, 3, 10, 10])
     predictor = _predictor(model, "microsoft_onnxruntime")
-    assert _host_ops(predictor) == ["pool2d"]
-    reason = predictor.unsupported_reasons()["pool2d"]
+    assert _host_ops(predictor) == ["max_pool2d_with_index"]
+    reason = predictor.unsupported_reasons()["max_pool2d_with_index"]
     assert "not accepted by microsoft_onnxruntime" in reason
-    assert "adaptive pooling 10x10 -> 3x3 is not a regular window" in reason
+    assert "adaptive max pooling 10x10 -> 3x3 is not a regular window" in reason
     assert _run_and_compare(predictor, model, [2, 3, 10, 10]) == []
 
 

@@ -298,10 +298,26 @@ def test_tile_by_run_time_repeats_follows_numpys_rule_for_any_count(device, x_sh
 
 def test_unsupported_reasons_say_why_validate_program_declines(device):
     context = DRIVER.create_context(device, "")
-    uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
+    uneven, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
     assert DRIVER.validate_program(context, uneven) == [False]
     (reason,) = DRIVER.unsupported_reasons(context, uneven)
-    assert "adaptive pooling 7x9 -> 3x4 is not a regular window" in reason
+    assert "adaptive max pooling 7x9 -> 3x4 is not a regular window" in reason
+
+
+@pytest.mark.parametrize("x_shape, out_hw", [((2, 3, 16, 16), [6, 6]), ((1, 2, 7, 9), [3, 4]), ((1, 1, 5, 8), [5, 3])])
+def test_adaptive_average_pool_with_uneven_bins_matches_paddle(device, x_shape, out_hw):
+    """PSPNet and Fast-SCNN pool a 16x16 (or 8x8) map into 3x3 and 6x6 bins, which overlap and differ in size:
+    ONNX has no adaptive pool, so the driver sums the bins with two constant 0/1 matrices and divides by the bin
+    sizes, as Paddle's kernel does."""
+    import paddle
+
+    x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
+    want = paddle.nn.functional.adaptive_avg_pool2d(paddle.to_tensor(x), out_hw).numpy()
+    model, feeds = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [x, Const(out_hw)])
+    context = DRIVER.create_context(device, "")
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    (got,) = _run(DRIVER.create_program(context, model, Cache()), *feeds)
+    assert_op_close(got, want, what=f"adaptive average pool {x_shape[2:]} -> {out_hw}")
 
 
 # -- programs ------------------------------------------------------------------------------------------------

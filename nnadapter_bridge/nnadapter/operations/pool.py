@@ -268,7 +268,9 @@ def max_pool_2d(op, inputs):
     return [out, None if indices is None else indices.astype(op.outputs[1].type.dtype)]
 
 
-def _adaptive_bounds(size: int, out: int):
+def adaptive_bounds(size: int, out: int):
+    """Paddle's adaptive bins over `size` elements into `out`: bin i is [floor(i * size / out),
+    ceil((i + 1) * size / out)) (as arrays of starts and ends)."""
     i = np.arange(out)
     return (i * size) // out, -((-(i + 1) * size) // out)
 
@@ -279,8 +281,8 @@ def _adaptive_reduce(x: np.ndarray, out_hw, reduce) -> np.ndarray:
     oh, ow = out_hw
     if h % oh == 0 and w % ow == 0:
         return reduce(x.reshape(n, c, oh, h // oh, ow, w // ow), axis=(3, 5))
-    hs, he = _adaptive_bounds(h, oh)
-    ws, we = _adaptive_bounds(w, ow)
+    hs, he = adaptive_bounds(h, oh)
+    ws, we = adaptive_bounds(w, ow)
     rows = np.stack([reduce(x[:, :, a:b, :], axis=2) for a, b in zip(hs, he)], axis=2)
     return np.stack([reduce(rows[:, :, :, a:b], axis=3) for a, b in zip(ws, we)], axis=3)
 
@@ -290,8 +292,8 @@ def adaptive_average_pool_2d(op, inputs):
     x = as_compute_float(inputs[0])
     oh, ow = param_ints(inputs[1])
     out = _adaptive_reduce(x, (oh, ow), lambda a, axis: a.sum(axis=axis, dtype=x.dtype))
-    hs, he = _adaptive_bounds(x.shape[2], oh)
-    ws, we = _adaptive_bounds(x.shape[3], ow)
+    hs, he = adaptive_bounds(x.shape[2], oh)
+    ws, we = adaptive_bounds(x.shape[3], ow)
     out /= ((he - hs)[:, None] * (we - ws)[None, :]).astype(_F32)
     return [out]
 
@@ -302,8 +304,8 @@ def adaptive_max_pool_2d(op, inputs):
     oh, ow = param_ints(inputs[1])
     start = x.dtype.type(_MAX_POOL_START)
     n, c, h, w = x.shape
-    hs, he = _adaptive_bounds(h, oh)
-    ws, we = _adaptive_bounds(w, ow)
+    hs, he = adaptive_bounds(h, oh)
+    ws, we = adaptive_bounds(w, ow)
     if not _wants_indices(op):
         if not np.isnan(x).any():
             out = np.maximum(_adaptive_reduce(x, (oh, ow), np.max), start)
