@@ -464,7 +464,10 @@ class SubgraphEngine:
                         if self.host_fallback is None or not self.degrade:
                             raise faults[-1].error if faults else NNAdapterError(
                                 f"{self.describe()}: no device is left to run it")
-                        self._run_on_host(scope)
+                        ran_on = sorted({name for fault in faults for name in fault.devices})
+                        self._run_on_host(scope, (
+                            f"{self.name} moved to the host at run time: {', '.join(ran_on)} failed to run it for "
+                            "the input shapes given (the DeviceFallbackWarning gives the error)") if ran_on else None)
                         outputs = None
                     else:
                         outputs = self._run_with(context, arrays, signature, scope)
@@ -639,8 +642,13 @@ class SubgraphEngine:
                 found.append(f"'{name}' declared {list(declared)}, given {list(array.shape)}")
         return found
 
-    def _run_on_host(self, scope: dict) -> None:
-        self.host_fallback(self.subgraph.ops, scope)
+    def _run_on_host(self, scope: dict, reason: Optional[str] = None) -> None:
+        """The subgraph's ops on the host; `reason`, when the caller knows why (device faults for these shapes),
+        is what placements show for them."""
+        if reason:
+            self.host_fallback(self.subgraph.ops, scope, reason)
+        else:
+            self.host_fallback(self.subgraph.ops, scope)
         self.stats.host_runs += 1
 
     # -- splitting around the operations the devices decline (module docstring) ------------------------------

@@ -16,6 +16,7 @@ import nnadapter_bridge as nb
 from nnadapter_bridge.partition_plan import HOST_SHARE_LIMIT, HostPlacementWarning, host_share, op_flops
 from support.partition_programs import chain_ops, real_program
 from support.placement_devices import (PICKY, ConcreteDecliningDevice, DecliningDevice, FailingCompileDevice,
+                                       FailingRunDevice,
                                        placement_model, placement_reference)
 
 X = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
@@ -106,6 +107,20 @@ def test_a_subgraph_that_fails_to_compile_is_named_after_the_run(tmp_path, regis
     assert "5 of 5 ops (100.0%) run on the host although crashing_device was named" in message
     assert "(5 moved there at run time" in message and "crashing_device failed to compile or run it" in message
     assert all(p.device is None and p.at_run for p in predictor.placements())
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), placement_reference(X), rtol=1e-6, atol=1e-6)
+
+
+def test_a_subgraph_whose_runs_fail_for_some_shapes_is_named_after_the_run(tmp_path, register_device):
+    register_device(FailingRunDevice("faulting_device"))
+    predictor, caught = _create(_config(placement_model(tmp_path / "m"), ["faulting_device"]))
+    assert caught == []
+    predictor.get_input(0).from_numpy(X)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        predictor.run()
+    reasons = {p.reason for p in predictor.placements()}
+    assert reasons == {"subgraph 0 moved to the host at run time: faulting_device failed to run it for the input "
+                       "shapes given (the DeviceFallbackWarning gives the error)"}, reasons
     np.testing.assert_allclose(predictor.get_output(0).numpy(), placement_reference(X), rtol=1e-6, atol=1e-6)
 
 

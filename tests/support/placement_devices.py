@@ -59,6 +59,21 @@ class FailingCompileDevice(BuiltinDeviceDriver):
         raise RuntimeError(f"{self.name}: simulated compiler crash")
 
 
+class FailingRunDevice(BuiltinDeviceDriver):
+    """builtin_device whose programs fail every run with a device fault (as intel_openvino's int64 range check
+    does for values beyond int32): the subgraph runs on the host for those input shapes."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.vendor = "tests"
+
+    def execute_program(self, program, inputs, outputs):
+        from nnadapter_bridge.errors import NNAdapterError
+        from nnadapter_bridge.nnadapter.codes import ResultCode
+
+        raise NNAdapterError(f"{self.name}: simulated run fault", ResultCode.DEVICE_INTERNAL_ERROR)
+
+
 def placement_model(directory) -> str:
     """add -> relu -> scale -> sigmoid -> tanh (ops #1-#5 after feed #0)."""
     return add_relu_scale_model(directory, extra_ops=EXTRA_OPS)
