@@ -243,14 +243,31 @@ class XnnpackDriver(Driver):
                                              f"program was built for {list(shape)}")
             if array.dtype != t.dtype:
                 raise _fail(f"input {index} has dtype {array.dtype}, expected {t.dtype} ({t.precision.name})")
+            if not np.isfinite(array).all():
+                raise _fail(f"input {index} holds NaN or infinity: {_NAN_FAULT}", ResultCode.DEVICE_INTERNAL_ERROR)
         with program.lock:  # one invocation at a time per interpreter
             try:
                 for tensor, array in zip(program.input_tensors, arrays):
                     interpreter.set_tensor(tensor, array)
                 interpreter.invoke()
-                return [interpreter.get_tensor(tensor) for tensor in program.output_tensors]
+                results = [interpreter.get_tensor(tensor) for tensor in program.output_tensors]
             except (RuntimeError, ValueError) as exc:
                 raise _fail(f"LiteRT failed: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+        for index, result in enumerate(results):
+            if np.isnan(result).any():
+                raise _fail(f"output {index} holds NaN: {_NAN_FAULT}", ResultCode.DEVICE_INTERNAL_ERROR)
+        return results
+
+
+# XNNPACK's clamps (relu, relu6, the activations fused into convolutions) and its maximum/minimum pass a NaN on,
+# where Paddle's relu gives 0 (`x > 0 ? x : 0`), and its average pool drops one where Paddle's keeps it (measured
+# on ai-edge-litert 2.3.0: no operator XNNPACK takes turns NaN into 0 as Paddle's relu does). So a run whose inputs
+# hold NaN or infinity (which meets another inside as NaN) is a device fault, and so is a run whose outputs hold
+# NaN: the runtime runs that part on the next device or the host for these input shapes (a DeviceFallbackWarning
+# says so). Not caught: a float32 overflow to infinity inside a model fed finite inputs, whose NaN a pool drops
+# before any output.
+_NAN_FAULT = ("XNNPACK passes NaN through its clamps where Paddle's relu gives 0, so this part runs on the next "
+              "device or the host for these input shapes")
 
 
 def _signature(op) -> tuple:

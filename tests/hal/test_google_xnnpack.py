@@ -27,7 +27,8 @@ from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, Prop
 from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode, Precision, ResultCode  # noqa: E402
 from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
 from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
-from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, Execution  # noqa: E402
+from nnadapter_bridge.nnadapter.runtime import (  # noqa: E402
+    STATS, Compilation, Context, DeviceFallbackWarning, Execution)
 from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
 from support.op_harness import Const, build_op  # noqa: E402
 from support.operation_samples import SAMPLES, randn  # noqa: E402
@@ -391,3 +392,54 @@ def test_zoo_model_runs_wholly_on_xnnpack_and_matches_paddle(xnnpack, name, zoo_
         if attempt == "restored":
             assert predictor.stats.cache_hits_file == 1 and predictor.stats.builds == 0, predictor.stats
         predictor.close()
+
+
+# -- NaN: XNNPACK's clamps pass it on, Paddle's relu gives 0 (driver._NAN_FAULT) -------------------------------
+@pytest.fixture(scope="module")
+def conv_relu_program(tmp_path_factory):
+    """relu(x) + 1 and relu(conv(x)), saved the Paddle 3 way (support.converter_harness.pir_program)."""
+    from support.converter_harness import pir_program
+
+    def build(x):
+        import paddle
+
+        paddle.seed(3)
+        conv = paddle.nn.Conv2D(3, 4, 3, padding=1)
+        return [paddle.nn.functional.relu(x) + 1.0, paddle.nn.functional.relu(conv(x))]
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    return pir_program(tmp_path_factory.mktemp("xnn_nan"), build, {"x": x})
+
+
+def _conv_relu_predictor(saved):
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    if saved.params_path:
+        config.set_param_file(saved.params_path)
+    config.set_nnadapter_device_names(["google_xnnpack"])
+    return nb.create_predictor(config)
+
+
+def test_a_nan_input_runs_elsewhere_and_gives_paddles_zeros(xnnpack, conv_relu_program):
+    from support.converter_harness import paddle_inference_run
+
+    x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    x[0, 0, 2, 2], x[0, 1, 5, 5] = np.nan, -np.inf
+    want = paddle_inference_run(conv_relu_program.model_path, conv_relu_program.params_path, {"x": x})
+    assert not any(np.isnan(w).any() for w in want)  # Paddle's relu turned the NaN into 0
+    predictor = _conv_relu_predictor(conv_relu_program)
+    predictor.get_input(0).from_numpy(x)
+    with pytest.warns(DeviceFallbackWarning, match="holds NaN or infinity"):
+        predictor.run()
+    for k, w in enumerate(want):
+        got = predictor.get_output(k).numpy()
+        assert not np.isnan(got).any()
+        assert_model_close(got, w, what=f"output {k}")
+
+
+def test_finite_inputs_stay_on_xnnpack(xnnpack, conv_relu_program):
+    predictor = _conv_relu_predictor(conv_relu_program)
+    predictor.get_input(0).from_numpy(conv_relu_program.feeds["x"])
+    predictor.run()
+    for k, w in enumerate(conv_relu_program.outputs):
+        assert_model_close(predictor.get_output(k).numpy(), w, what=f"output {k}")
+    assert predictor.stats.host_ops == 0 and predictor.stats.subgraph_host_runs == 0, predictor.stats
