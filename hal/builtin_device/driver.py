@@ -3,7 +3,7 @@
 
 * Programs compiled from a model keep a reference to the (finished) model; when the cache has a token
   and a dir, the program bytes (the serialized model, nnadapter.serialization) go into cache.buffer.
-  A model is first fused (hal.builtin_device.optimize: conv+batch norm, conv/fc+relu), as Paddle Lite's
+  A model is first fused (hal.fusion: conv+batch norm, conv/fc+relu), as Paddle Lite's
   builtin device does; the stored program is the fused model.
   Programs restored from a cache deserialize those bytes; nothing else is ever read from them.
 * validate_program is truthful per operation: the standard's reference can run it (a reference exists,
@@ -35,7 +35,7 @@ from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
 from nnadapter_bridge.nnadapter.reference import run_model, supports as operation_supported
 from nnadapter_bridge.nnadapter.types import OperandType
-from hal.builtin_device.optimize import fuse_operations
+from hal.fusion import fuse_operations
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"

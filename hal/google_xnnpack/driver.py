@@ -7,9 +7,9 @@
   operations.OPERATIONS table) and opens a LiteRT `Interpreter` on it, which applies the XNNPACK delegate. The
   program bytes in the `.nnc` are those `.tflite` bytes (the same model gives the same bytes); a program
   restored from a cache opens an interpreter on them without converting anything. Before the build, batch norms
-  are folded into the convolutions before them and relu / relu6 into their fuse codes (builtin_device's
-  `fuse_operations`, a model-to-model rewrite of the standard): XNNPACK fuses a clamp into a convolution but
-  not a MUL + ADD (mobilenet_v2 at one thread 8.6 -> 4.x ms).
+  are folded into the convolutions before them and relu / relu6 into their fuse codes (hal.fusion, the
+  model-to-model rewrite builtin_device applies too): XNNPACK fuses a clamp into a convolution but not a
+  MUL + ADD (mobilenet_v2 at one thread 8.6 -> 4.x ms).
 * XNNPACK takes the whole subgraph or the program is refused: after the interpreter is built, `delegate_gaps`
   reads its nodes and requires one DELEGATE node computing every subgraph output from subgraph inputs and
   constants only, so no operator runs silently on LiteRT's reference kernels. validate_program builds every
@@ -34,7 +34,7 @@ from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
-from hal.builtin_device.optimize import fuse_operations
+from hal.fusion import fuse_operations
 from hal.common import Unsupported, lower
 from hal.google_xnnpack.graph import convert_model, operation_unsupported_reason
 from hal.google_xnnpack.operations import OPERATIONS

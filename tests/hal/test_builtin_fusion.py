@@ -6,7 +6,7 @@ import pytest
 
 from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, OperationType as T, Precision
 from nnadapter_bridge.nnadapter.reference import run_model
-from hal.builtin_device.optimize import fuse_operations
+from hal.fusion import fuse_operations
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(11)

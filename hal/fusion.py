@@ -1,5 +1,5 @@
-"""Model fusions builtin_device applies before it stores or runs a program (Paddle Lite's builtin device
-does the same, facts §6.5):
+"""Model fusions a driver applies before it builds a program (builtin_device and google_xnnpack; Paddle Lite's
+builtin device does the same, its NNAdapter optimizer passes):
 
 * CONV_2D followed by BATCH_NORMALIZATION with constant statistics -> one CONV_2D with folded
   filter and bias (the batch norm is a per-output-channel affine map);
@@ -9,6 +9,8 @@ A fusion applies only where the intermediate operand has exactly one consumer an
 every operand involved is plain FLOAT32 (quantized operations keep their own rounding points), and the
 parameters are constants. The caller's model is never modified: `fuse_operations` returns a new Model
 that shares the unchanged constant arrays and leaves out operands nothing uses any more.
+
+Only the NNAdapter standard and numpy are imported here, never a driver or an SDK.
 """
 from __future__ import annotations
 
