@@ -72,6 +72,25 @@ def _params():
             yield pytest.param(name, device, marks=marks, id=f"{name}-{device}")
 
 
+# The classification and segmentation architectures added for issue 24 item 7 (catalog.py, full zoo only).
+# Deep random networks whose rounding grows past the whole-model tolerance on all three runtimes alike (measured
+# max errors 1e-4 to 2e-4 on outputs of magnitude 1 to 4): compared against Paddle's own spread, like ResNet50-vd.
+PEER_SPREAD |= {"res2net", "inception_v3", "enet"}
+_SHAPE_LOOP = ("ESPNetV2's down-sampler average-pools the image in a Python `while` until its width matches the "
+               "feature map's; with a [-1, 3, -1, -1] input the export keeps that loop, and NNAdapter has no "
+               "control flow: the host runs the loop (its body ops are converted)")
+_SHAPE_BRANCH = ("paddleseg's ViT resizes its position embedding inside an `if` on the run-time image size; with a "
+                 "[-1, 3, -1, -1] input the export keeps both branches, and NNAdapter has no control flow: the host "
+                 "runs the branch")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("espnetv2", _device)] = {"while": (3, _SHAPE_LOOP)}
+    EXPECTED_HOST_OPS[("segmenter", _device)] = {"conditional_block": (2, _SHAPE_BRANCH)}
+KNOWN_FAILURES[("mobilevit", "intel_openvino")] = (
+    "OpenVINO's CPU plugin computes MobileViT-XXS's 4-token attention blocks (stage 4: 4 heads of 20 at 64 px) off "
+    "by up to 4.6e-3 on outputs of magnitude 1.6; with any one of those softmax ops (or its matmuls) on the host the "
+    "error is 4e-6. A standalone attention block of the same shapes is exact: not isolated yet")
+
+
 _references: dict = {}
 
 

@@ -195,6 +195,20 @@ def build_classifier(name: str):
                   "num_heads": [3, 6, 12, 24]}),
         "ghostnet": ("GhostNet_x0_5", "model_zoo.ghostnet", 96, {}),
         "efficientnet": ("EfficientNetB0", "model_zoo.efficientnet", 96, {}),
+        "convnext": ("ConvNeXt_tiny", "model_zoo.convnext", 64, {}),
+        "repvgg": ("RepVGG_A0", "model_zoo.repvgg", 64, {}),  # export() re-parameterises it (convert_to_deploy)
+        "dla": ("DLA34", "model_zoo.dla", 64, {}),
+        "res2net": ("Res2Net50_26w_4s", "model_zoo.res2net", 64, {}),
+        "densenet": ("DenseNet121", "model_zoo.densenet", 64, {}),
+        "inception_v3": ("InceptionV3", "legendary_models.inception_v3", 96, {}),
+        "shufflenet_v2": ("ShuffleNetV2_x0_25", "model_zoo.shufflenet_v2", 64, {}),
+        "pvt_v2": ("PVT_V2_B0", "model_zoo.pvt_v2", 96, {"img_size": 96}),
+        # LeViT's attention biases are laid out for its 224 px grid (14x14 tokens): no smaller size.
+        "levit": ("LeViT_128S", "model_zoo.levit", 224, {}),
+        "mobilevit": ("MobileViT_XXS", "model_zoo.mobilevit", 64, {}),
+        "resnest": ("ResNeSt50_fast_1s1x64d", "model_zoo.resnest", 64, {}),
+        "mixnet": ("MixNet_S", "model_zoo.mixnet", 224, {}),  # its head pools a fixed 7x7 window
+        "pp_hgnet": ("PPHGNet_tiny", "legendary_models.pp_hgnet", 64, {}),
     }
     arch_name, module, size, kwargs = table[name]
     return _classifier(arch_name, module, size, **kwargs)
@@ -243,6 +257,56 @@ def build_segmenter(name: str):
     elif name == "bisenetv2":  # bisenet_cityscapes_1024x1024_160k.yml
         net = _paddleseg("bisenet").BiSeNetV2(num_classes)
         size = 256
+    elif name == "unet":  # unet_cityscapes_1024x512_160k.yml
+        net = _paddleseg("unet").UNet(num_classes, use_deconv=False)
+        size = 128
+    elif name == "ocrnet":  # ocrnet_hrnetw18_cityscapes_1024x512_160k.yml with HRNet-W18-Small-V1
+        backbone = _paddleseg("backbones.hrnet").HRNet_W18_Small_V1()
+        net = _paddleseg("ocrnet").OCRNet(num_classes, backbone, backbone_indices=[0])
+        size = 128
+    elif name == "pspnet":  # pspnet_resnet50_os8_cityscapes_1024x512_80k.yml with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=8)
+        net = _paddleseg("pspnet").PSPNet(num_classes, backbone, backbone_indices=[2, 3], pp_out_channels=256,
+                                          bin_sizes=[1, 2, 3, 6], enable_auxiliary_loss=False)
+        size = 128
+    elif name == "stdcseg":  # stdc1_seg_cityscapes_1024x512_80k.yml
+        backbone = _paddleseg("backbones.stdcnet").STDC1()
+        net = _paddleseg("stdcseg").STDCSeg(num_classes, backbone)
+        size = 256
+    elif name == "fast_scnn":  # fastscnn_cityscapes_1024x1024_160k.yml
+        net = _paddleseg("fast_scnn").FastSCNN(num_classes, enable_auxiliary_loss=False)
+        size = 256
+    elif name == "enet":  # enet_cityscapes_1024x512_80k.yml (max pooling with indices, max unpooling)
+        net = _paddleseg("enet").ENet(num_classes)
+        size = 128
+    elif name == "espnetv2":  # espnet_cityscapes_1024x512_120k.yml
+        net = _paddleseg("espnet").ESPNetV2(num_classes, scale=1.0)
+        size = 128
+    elif name == "upernet":  # upernet_resnet18_os8 style: UPerNet head on ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=8)
+        net = _paddleseg("upernet").UPerNet(num_classes, backbone, backbone_indices=[0, 1, 2, 3], channels=128)
+        size = 128
+    elif name == "segmenter":  # segmenter_vit_small_mask_ade20k_512x512_160k.yml with a tiny ViT body
+        vit = _paddleseg("backbones.vision_transformer")
+
+        class RandomVisionTransformer(vit.VisionTransformer):
+            def init_weight(self):
+                pass  # paddleseg 2.8's ViT reads its `pretrained` file unconditionally; the zoo's weights are random
+
+        backbone = RandomVisionTransformer(
+            img_size=128, patch_size=16, embed_dim=192, depth=4, num_heads=3, mlp_ratio=4, qkv_bias=True,
+            final_norm=True)
+        net = _paddleseg("segmenter").MaskSegmenter(num_classes, backbone, h_embed_dim=192, h_depth=2,
+                                                    h_num_heads=3)
+        size = 128
+    elif name == "pp_mobileseg":  # pp_mobileseg_tiny_ade20k_512x512_80k.yml
+        backbone = _paddleseg("backbones.strideformer").MobileSeg_Tiny(inj_type="AAMSx8",
+                                                                       out_feat_chs=[32, 64, 128])
+        net = _paddleseg("pp_mobileseg").PPMobileSeg(num_classes, backbone, upsample="intepolate")
+        size = 256
+    elif name == "pphumanseg_lite":  # pphumanseg_lite_mini_supervisely.yml (2 classes)
+        net = _paddleseg("pphumanseg_lite").PPHumanSegLite(2)
+        size = 128
     else:
         raise AssertionError(name)
     model = segmentation_export(net)
