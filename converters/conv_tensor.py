@@ -426,7 +426,14 @@ def convert_range(ctx: ConversionContext, op):
 @converter("meshgrid", emits=[T.MESHGRID])
 def convert_meshgrid(ctx: ConversionContext, op):
     v = OpView(op)
-    parts = [ctx.input(n) for n in v.inputs("X")]
+    parts = []
+    for name in v.inputs("X"):
+        part = ctx.input(name)
+        if part.type.rank == 0:  # Paddle's meshgrid takes a 0-d input as one of size 1 (MESHGRID wants 1-D)
+            flat = ctx.temp(name, "meshgrid/as_vector")
+            ctx.add(T.RESHAPE, [part, ctx.const_i32([1])], [flat])
+            part = flat
+        parts.append(part)
     ctx.add(T.MESHGRID, parts, [ctx.output(n) for n in v.outputs("Out")])
 
 

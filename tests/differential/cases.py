@@ -1869,3 +1869,56 @@ def generate_cases(seed: int, cases_per_op: int = CASES_PER_OP) -> list:
             dtype, variant, feeds, build, attrs = spec.make(rng)
             cases.append(Case(f"{spec.op_type}.{seed}.{k}", spec.op_type, dtype, variant, feeds, build, attrs))
     return cases
+
+
+# -- the rank and dtype sweep ------------------------------------------------------------------------------------
+# Derived from the generated cases, so every op gets them whatever the seed drew: "0d" (the op's first drawn 0-d
+# case, or else a copy of its first plain case with each input cut to its first element), "1" (the 0-d
+# case with every 0-d input shaped [1]), "0d+1" (a case of several inputs with the first 0-d and the others [1])
+# and a float64 copy of the op's first float32 case when no float64 case was drawn. Cases Paddle rejects (an axis
+# a 0-d input lacks, a dtype the op does not take) are discarded like any other. The sweep is exported in every
+# program format (legacy and PIR programs of paddle 3.3.1, legacy programs of paddle 2.6.2): how Paddle
+# Inference shapes a result may depend on the format, so each format is judged against Paddle Inference on itself.
+SWEEP_VARIANTS = ("0d", "1", "0d+1")
+
+
+def _derived(case: Case, tag: str, variant: str, dtype: str, feeds: dict) -> Case:
+    return Case(f"{case.case_id}.{tag}", case.op_type, dtype, variant, feeds, case.build, case.attrs)
+
+
+def _first_element(array: np.ndarray) -> np.ndarray:
+    return np.array(array.reshape(-1)[0], dtype=array.dtype)
+
+
+def sweep_cases(seed: int, cases_per_op: int = CASES_PER_OP) -> list:
+    """The rank and dtype sweep of `seed` (see above), in a fixed order."""
+    by_op: dict = {}
+    for case in generate_cases(seed, cases_per_op):
+        by_op.setdefault(case.op_type, []).append(case)
+    derived = []
+    for cases in by_op.values():
+        zero_d = [c for c in cases if c.variant == "0d" and c.feeds][:1]
+        if zero_d:
+            derived.append(_derived(zero_d[0], "z", "0d", zero_d[0].dtype, dict(zero_d[0].feeds)))
+        else:
+            plain = next((c for c in cases if c.variant in ("plain", "broadcast") and c.feeds
+                          and all(a.size for a in c.feeds.values())), None)
+            if plain is not None:
+                zero_d = [_derived(plain, "d0", "0d", plain.dtype,
+                                   {n: _first_element(a) for n, a in plain.feeds.items()})]
+                derived.append(zero_d[0])
+        if zero_d:
+            base = zero_d[0]
+            derived.append(_derived(base, "d1", "1", base.dtype,
+                                    {n: a.reshape(1) if a.ndim == 0 else a for n, a in base.feeds.items()}))
+            names = [n for n, a in base.feeds.items() if a.ndim == 0]
+            if len(names) > 1:
+                derived.append(_derived(base, "d01", "0d+1", base.dtype,
+                                        {n: a.reshape(1) if n in names[1:] else a for n, a in base.feeds.items()}))
+        if not any(c.dtype == "float64" for c in cases):
+            single = next((c for c in cases if c.dtype == "float32"), None)
+            if single is not None:
+                derived.append(_derived(single, "f64", single.variant, "float64",
+                                        {n: a.astype(np.float64) if a.dtype == np.float32 else a
+                                         for n, a in single.feeds.items()}))
+    return derived

@@ -86,10 +86,11 @@ def _judge_case(case: dict, got: list, want: list, device: str) -> Outcome:
 def run_batch(seed: int, cases_per_op: int, directory: str, record: dict, device: str) -> list:
     """Every case of a cached batch on `device`: [Outcome]."""
     want = programs.load_want(directory)
-    return _run(seed, cases_per_op, directory, record, record["cases"], want, device)
+    cases = [dict(c, format=record["mode"]) for c in record["cases"]]  # failures name the program format
+    return _run(os.path.dirname(directory), seed, cases_per_op, directory, record, cases, want, device)
 
 
-def _run(seed, cases_per_op, directory, record, cases, want, device) -> list:
+def _run(root, seed, cases_per_op, directory, record, cases, want, device) -> list:
     try:
         got = predictor_outputs(directory, record, device)
     except Exception as exc:  # noqa: BLE001 - a failure of ours: find the cases that cause it
@@ -99,12 +100,14 @@ def _run(seed, cases_per_op, directory, record, cases, want, device) -> list:
         half = len(cases) // 2
         outcomes = []
         for part in (cases[:half], cases[half:]):
-            sub_dir, sub_record = programs.program_for(seed, cases_per_op, [c["id"] for c in part], record["mode"])
+            sub_dir, sub_record = programs.program_for(root, seed, cases_per_op, [c["id"] for c in part],
+                                                       record["mode"], record.get("set", "base"))
             # the sub-program fetches its cases in the same order; Paddle's outputs stay the batch's
             positions = {c["id"]: c["fetch"] for c in sub_record["cases"]}
             sub_want_cases = [dict(c, fetch=positions[c["id"]]) for c in part]
             sub_want = _regather(part, positions, want)
-            outcomes.extend(_run(seed, cases_per_op, sub_dir, sub_record, sub_want_cases, sub_want, device))
+            sub_record["set"] = record.get("set", "base")
+            outcomes.extend(_run(root, seed, cases_per_op, sub_dir, sub_record, sub_want_cases, sub_want, device))
         return outcomes
     expected = sum(c["fetch"][1] for c in cases)
     if len(got) != expected:

@@ -241,7 +241,8 @@ def label_smooth(io: OpScope) -> None:
     one = label.dtype.type(1)
     prior = io.input("PriorDist", None)
     if prior is not None:
-        out = (one - epsilon) * label + epsilon * prior.reshape(-1).astype(label.dtype)
+        # prior_dist broadcasts along label's rows; the result keeps label's shape (a 0-d label stays 0-d)
+        out = ((one - epsilon) * label + epsilon * prior.reshape(-1).astype(label.dtype)).reshape(label.shape)
     else:
         classes = label.shape[-1] if label.ndim else 1
         out = (one - epsilon) * label + epsilon / label.dtype.type(classes)
