@@ -5,7 +5,8 @@
 
 One legacy static-mode program holding each op family issue 28 names on a 0-d feed `x`, a 0-d feed `b`
 (bool), a 0-d parameter `w` and a `[1]` parameter `w1`: unary math, clip, logical ops, shrink, elu, leaky_relu,
-hard_sigmoid, cast, assign, the output of a conditional_block and of a while loop. It is saved in two layouts:
+hard_sigmoid, cast (to int8 and uint8 too: paddle 2.6.2 appends an identity scale to every fetched var), assign,
+the output of a conditional_block and of a while loop. It is saved in two layouts:
 OUT_DIR/combined/model.pdmodel + model.pdiparams (save_inference_model) and OUT_DIR/separate/__model__ + one
 file per parameter (save_vars). Imports only numpy and paddle.
 """
@@ -37,7 +38,8 @@ def build(paddle):
         lambda: paddle.tanh(xw), lambda: paddle.exp(x), lambda: paddle.clip(xw, -0.2, 0.2), lambda: f.elu(xw),
         lambda: f.leaky_relu(xw - 1.0), lambda: f.hardsigmoid(xw), lambda: f.softshrink(xw, 0.1),
         lambda: f.hardshrink(x, 0.2), lambda: paddle.cast(xw, "int32"), lambda: paddle.assign(w),
-        lambda: paddle.cast(b, "float32"),
+        lambda: paddle.cast(b, "float32"), lambda: paddle.cast(xw * 100.0, "uint8"),
+        lambda: paddle.cast(xw * 100.0, "int8"),
         lambda: paddle.logical_not(b), lambda: paddle.logical_and(b, x > w), lambda: f.elu(w), lambda: x * w1,
         lambda: paddle.static.nn.cond(x > w, lambda: x + w, lambda: x - w), looped,
     ]
