@@ -208,8 +208,8 @@ def test_validate_is_false_for_operations_onnx_cannot_express(device):
     nms, _ = build_op(T.NON_MAX_SUPPRESSION, [boxes, np.zeros((1, 2, 4), np.float32), None, -1, 0.0, -1, 0.5, 1.0, -1,
                                               False, False], n_outputs=2)
     assert DRIVER.validate_program(context, nms) == [False]
-    uneven, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
-    divisible, _ = build_op(T.ADAPTIVE_AVERAGE_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])
+    uneven, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
+    divisible, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])
     assert DRIVER.validate_program(context, uneven) == [False]
     assert DRIVER.validate_program(context, divisible) == [True]
     runtime_alpha, _ = build_op(T.LEAKY_RELU, [np.zeros((2, 2), np.float32), np.float32([0.1])])
