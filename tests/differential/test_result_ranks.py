@@ -90,21 +90,8 @@ def _ours(directory: str, layout: str, feeds: dict) -> list:
 
 
 def _paddle(directory: str, layout: str, feeds: dict) -> list:
-    if layout == "separate":  # Paddle Inference reads a __model__ directory through Config(model_dir)
-        import paddle.inference as paddle_infer
-
-        config = paddle_infer.Config(os.path.join(directory, layout))
-        config.disable_gpu()
-        config.disable_mkldnn()
-        config.switch_ir_optim(False)
-        config.disable_glog_info()
-        predictor = paddle_infer.create_predictor(config)
-        for name in predictor.get_input_names():
-            handle = predictor.get_input_handle(name)
-            handle.reshape(list(feeds[name].shape))
-            handle.copy_from_cpu(np.asarray(feeds[name], order="C"))  # a 0-d feed stays 0-d
-        predictor.run()
-        return [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
+    if layout == "separate":
+        return paddle_inference_run(os.path.join(directory, layout), None, feeds)
     return paddle_inference_run(os.path.join(directory, layout, "model.pdmodel"),
                                 os.path.join(directory, layout, "model.pdiparams"), feeds)
 

@@ -185,10 +185,14 @@ def paddle_pir_static():
 
 
 def paddle_inference_run(model_path: str, params_path: Optional[str], feeds: dict) -> list:
-    """Paddle Inference on CPU (no IR optimization: the program as written); outputs in fetch order."""
+    """Paddle Inference on CPU (no IR optimization: the program as written); outputs in fetch order.
+    `model_path` is a model file, or a directory holding `__model__` and one file per parameter."""
     import paddle.inference as paddle_infer
 
-    config = paddle_infer.Config(model_path, params_path or "")
+    if os.path.isdir(model_path):
+        config = paddle_infer.Config(model_path)
+    else:
+        config = paddle_infer.Config(model_path, params_path or "")
     config.disable_gpu()
     config.disable_mkldnn()
     config.switch_ir_optim(False)
