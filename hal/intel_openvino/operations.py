@@ -213,6 +213,10 @@ def cast(b, op):
             # The CPU plugin computes i64 in i32: 3e9 or NaN cast to int64 gives INT32_MIN (Paddle: 3e9 and
             # INT64_MIN).
             raise Unsupported("CAST float -> int64: the CPU plugin converts through int32")
+        if target in (ov.Type.u8, ov.Type.i8, ov.Type.i16, ov.Type.u16):
+            # The plugin's own float -> u8 saturates (-15.7 -> 0; Paddle 241) once its snippets are off (driver.py
+            # turns them off): through int32, whose narrowing keeps the low bits.
+            x = opset.convert(x, ov.Type.i32)
     # Convert truncates float -> integer toward zero (INT_MIN for NaN, inf and out of range) and keeps the low
     # bits for a narrower type, as Paddle's static_cast does.
     return [_out(opset.convert(x, target))]

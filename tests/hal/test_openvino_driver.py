@@ -300,6 +300,31 @@ def test_softmax(context, op_type, axis):
     check(context, op_type, [randn(3, 4, 5), axis], rtol=1e-6)  # exp/log approximations: a few ulps
 
 
+def test_attention_on_slices_of_one_qkv_tensor_then_transposed(tmp_path):
+    """MobileViT's attention block: q, k and v sliced from one [B, heads, 3, N, d] tensor, softmax(q k^T) v, then
+    transposed [0, 2, 1, 3]. OpenVINO 2026.4's CPU snippets computed it off by more than the outputs' magnitude
+    (max error 11.4 on outputs of 7.7); the driver compiles with them off. The reference is Paddle Inference."""
+    from support.converter_harness import pir_program, run_predictor
+
+    patches, tokens, width, heads = 4, 4, 80, 4
+    weight = np.random.default_rng(0).normal(0, 0.3, (width, 3 * width)).astype(np.float32)
+
+    def build(x):
+        import paddle
+
+        w = paddle.static.create_parameter([width, 3 * width], "float32",
+                                           default_initializer=paddle.nn.initializer.Assign(weight))
+        qkv = paddle.matmul(x, w).reshape([patches, tokens, 3, heads, -1]).transpose([0, 3, 2, 1, 4])
+        q, k, v = qkv[:, :, 0] * (width // heads) ** -0.5, qkv[:, :, 1], qkv[:, :, 2]
+        attention = paddle.nn.functional.softmax(paddle.matmul(q, k.transpose([0, 1, 3, 2])), axis=-1)
+        return paddle.matmul(attention, v).transpose([0, 2, 1, 3]).reshape([patches, tokens, -1])
+
+    x = np.random.default_rng(1).standard_normal((patches, tokens, width)).astype(np.float32)
+    saved = pir_program(tmp_path, build, {"x": x})
+    (got,) = run_predictor(saved, "intel_openvino")
+    assert_op_close(got, saved.outputs[0], atol=2e-5, rtol=1e-5, what="attention on intel_openvino")
+
+
 # -- pad and resize ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", [PadMode.CONSTANT, PadMode.REFLECT, PadMode.EDGE, PadMode.REPLICATE])
 def test_pad(context, mode):
