@@ -85,10 +85,6 @@ _SHAPE_BRANCH = ("paddleseg's ViT resizes its position embedding inside an `if` 
 for _device in DEVICES:
     EXPECTED_HOST_OPS[("espnetv2", _device)] = {"while": (3, _SHAPE_LOOP)}
     EXPECTED_HOST_OPS[("segmenter", _device)] = {"conditional_block": (2, _SHAPE_BRANCH)}
-KNOWN_FAILURES[("mobilevit", "intel_openvino")] = (
-    "OpenVINO's CPU plugin computes MobileViT-XXS's 4-token attention blocks (stage 4: 4 heads of 20 at 64 px) off "
-    "by up to 4.6e-3 on outputs of magnitude 1.6; with any one of those softmax ops (or its matmuls) on the host the "
-    "error is 4e-6. A standalone attention block of the same shapes is exact: not isolated yet")
 
 
 _references: dict = {}
