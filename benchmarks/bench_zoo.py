@@ -48,10 +48,10 @@ RESULT_MARKER = "BENCH_ZOO_RESULT "
 CHILD_TIMEOUT_S = 1800
 REFERENCE_RUNNER = "paddle_inference"
 OURS = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
-        "ours_builtin": "builtin_device"}
+        "ours_xnnpack": "google_xnnpack", "ours_builtin": "builtin_device"}
 PEERS = ["paddle2onnx_ort", "paddle2onnx_openvino", "paddle_inference", "paddle_inference_onednn"]
-RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_builtin", *PEERS]
-DEFAULT_RUNNERS = ["ours_openvino", "ours_onnxruntime", *PEERS]  # builtin_device (numpy) with --runners
+RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", "ours_builtin", *PEERS]
+DEFAULT_RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", *PEERS]  # builtin_device (numpy) with --runners
 
 
 def zoo_models(names=None) -> dict:

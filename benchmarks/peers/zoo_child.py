@@ -35,6 +35,7 @@ RESULT_MARKER = "BENCH_ZOO_RESULT "
 WARMUP_RUNS = 2
 THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
                      "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
+                     "google_xnnpack": "GOOGLE_XNNPACK_NUM_THREADS",
                      "builtin_device": "BUILTIN_DEVICE_NUM_THREADS"}
 
 
@@ -55,6 +56,8 @@ def prepare_ours(args, feeds, device: str):
         import openvino  # noqa: F401
     elif device == "microsoft_onnxruntime":
         import onnxruntime  # noqa: F401
+    elif device == "google_xnnpack":
+        import ai_edge_litert.interpreter  # noqa: F401
     imports_s = time.perf_counter() - start
     config = nnadapter_bridge.Config()
     config.set_model_file(args.model)
@@ -174,6 +177,7 @@ def prepare_paddle_inference(args, feeds, onednn: bool):
 RUNNERS = {
     "ours_openvino": lambda a, f: prepare_ours(a, f, "intel_openvino"),
     "ours_onnxruntime": lambda a, f: prepare_ours(a, f, "microsoft_onnxruntime"),
+    "ours_xnnpack": lambda a, f: prepare_ours(a, f, "google_xnnpack"),
     "ours_builtin": lambda a, f: prepare_ours(a, f, "builtin_device"),
     "paddle2onnx_ort": prepare_paddle2onnx_ort,
     "paddle2onnx_openvino": prepare_paddle2onnx_openvino,
