@@ -11,7 +11,9 @@
   INFERENCE_PRECISION_HINT the float parts compute in (f32 is pinned on CPU: the plugin would otherwise pick
   bf16 on hardware that has it); another value is a PropertiesError, and a precision the device lacks
   (OPTIMIZATION_CAPABILITIES: the CPU plugin would silently run bf16 for f16) an INVALID_PARAMETER error.
-  Quantized convolutions and matrix products run in int8 whatever the precision (see graph.py).
+  Quantized convolutions and matrix products run in int8 whatever the precision (see graph.py). On CPU the
+  plugin's snippets (generated attention and elementwise kernels) are off, SNIPPETS_MODE=DISABLE: OpenVINO
+  2026.4's get an attention on slices of one qkv tensor wrong (compile_config says which).
   INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS (1, the default: CLIP, RELU6 and HARD_SIGMOID pass a NaN through, as
   Paddle's kernels do, with a Select the CPU plugin cannot fuse into the preceding convolution; 0: OpenVINO's
   own clamp, fused, which maps a NaN to a bound: mobilenet_v2 runs about 12% faster). A clamp whose result
