@@ -209,6 +209,12 @@ def build_classifier(name: str):
         "resnest": ("ResNeSt50_fast_1s1x64d", "model_zoo.resnest", 64, {}),
         "mixnet": ("MixNet_S", "model_zoo.mixnet", 224, {}),  # its head pools a fixed 7x7 window
         "pp_hgnet": ("PPHGNet_tiny", "legendary_models.pp_hgnet", 64, {}),
+        "se_resnext": ("SE_ResNeXt50_32x4d", "model_zoo.se_resnext", 64, {}),
+        "xception": ("Xception41", "model_zoo.xception", 96, {}),
+        "dpn": ("DPN68", "model_zoo.dpn", 64, {}),
+        "rexnet": ("ReXNet_1_0", "model_zoo.rexnet", 64, {}),
+        "mobilenet_v2": ("MobileNetV2_x0_25", "model_zoo.mobilenet_v2", 64, {}),
+        "regnet": ("RegNetX_200MF", "model_zoo.regnet", 64, {}),
     }
     arch_name, module, size, kwargs = table[name]
     return _classifier(arch_name, module, size, **kwargs)
