@@ -313,6 +313,17 @@ def build_segmenter(name: str):
     elif name == "pphumanseg_lite":  # pphumanseg_lite_mini_supervisely.yml (2 classes)
         net = _paddleseg("pphumanseg_lite").PPHumanSegLite(2)
         size = 128
+    elif name in ("danet", "gcnet", "ann"):  # {danet,gcnet,ann}_resnet50_os8_cityscapes configs with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=8)
+        if name == "danet":
+            net = _paddleseg("danet").DANet(num_classes, backbone, backbone_indices=[2, 3])
+        elif name == "gcnet":
+            net = _paddleseg("gcnet").GCNet(num_classes, backbone, backbone_indices=[2, 3], gc_channels=128,
+                                            enable_auxiliary_loss=False)
+        else:
+            net = _paddleseg("ann").ANN(num_classes, backbone, backbone_indices=[2, 3], key_value_channels=64,
+                                        inter_channels=128, enable_auxiliary_loss=False)
+        size = 128
     else:
         raise AssertionError(name)
     model = segmentation_export(net)
