@@ -404,28 +404,7 @@ def spread_class_logits(layers, num_classes: int, probe, mean: float, std: float
     on the probe input have `mean` and `std`: random weights from a prior-probability initialisation give every
     candidate a score near the prior, below the NMS score threshold; spread scores make NMS keep, suppress and
     order many boxes."""
-    import paddle
-
-    seen = {}
-
-    def record(k):
-        def hook(layer, inputs, output):
-            seen[k] = output[:, :num_classes].numpy()  # returns None: the output itself is left as it is
-        return hook
-
-    hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
-    with paddle.no_grad():
-        probe()
-    for hook in hooks:
-        hook.remove()
-    for k, layer in enumerate(layers):
-        logits = seen[k]
-        factor = std / max(float(logits.std()), 1e-6)
-        weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
-        weight[:num_classes] *= factor
-        bias[:num_classes] = (bias[:num_classes] - float(logits.mean())) * factor + mean
-        layer.weight.set_value(paddle.to_tensor(weight))
-        layer.bias.set_value(paddle.to_tensor(bias))
+    spread_score_channels(layers, slice(0, num_classes), probe, mean, std)
 
 
 def _detection_specs(size: int) -> list:
@@ -647,11 +626,445 @@ def build_ernie(name: str):
     return ErnieExport(net), specs
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Wider detection, OCR, keypoint and NLP architectures (issue 24 item 7's "more is better").
+
+def spread_score_channels(layers, channels, probe, mean: float, std: float) -> None:
+    """Rescale the output channels `channels` (a slice or index list) of each conv in `layers` so that their outputs
+    on the probe input have `mean` and `std` (spread_class_logits for the first channels; YOLOv3 interleaves, per
+    anchor, 4 box channels, an objectness and the class logits)."""
+    import paddle
+
+    seen = {}
+
+    def record(k):
+        def hook(layer, inputs, output):
+            seen[k] = output.numpy()[:, channels]
+        return hook
+
+    hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
+    with paddle.no_grad():
+        probe()
+    for hook in hooks:
+        hook.remove()
+    for k, layer in enumerate(layers):
+        logits = seen[k]
+        factor = std / max(float(logits.std()), 1e-6)
+        weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
+        weight[channels] *= factor
+        bias[channels] = (bias[channels] - float(logits.mean())) * factor + mean
+        layer.weight.set_value(paddle.to_tensor(weight))
+        layer.bias.set_value(paddle.to_tensor(bias))
+
+
+def _ppdet_prior_box_for_pir() -> None:
+    """ppdet 2.6's ops.prior_box, like its multiclass_nms (see _ppdet_nms_for_pir), builds the op with the legacy
+    LayerHelper outside dynamic mode and fails under to_static with PIR; in PIR call Paddle's own
+    paddle.vision.ops.prior_box, the same op with the same arguments."""
+    import paddle
+
+    ops = _ppdet("ops")
+    legacy = ops.prior_box
+    if getattr(legacy, "_real_zoo_pir", False):
+        return
+
+    def prior_box(*args, **kwargs):
+        if paddle.framework.in_pir_mode():
+            return paddle.vision.ops.prior_box(*args, **kwargs)
+        return legacy(*args, **kwargs)
+
+    prior_box._real_zoo_pir = True
+    ops.prior_box = prior_box
+
+
+def _ppdet_matrix_nms_for_paddle3() -> None:
+    """ppdet 2.6's ops.matrix_nms builds the op with the legacy LayerHelper outside dynamic mode (failing under
+    to_static with PIR) and calls the legacy attribute-tuple form of C_ops.matrix_nms in dynamic mode (which Paddle
+    3 no longer takes); in both modes call Paddle's own paddle.vision.ops.matrix_nms, the same op with the same
+    arguments and the same (out, rois_num, index) result."""
+    import paddle
+
+    ops = _ppdet("ops")
+    if getattr(ops.matrix_nms, "_real_zoo_pir", False):
+        return
+
+    def matrix_nms(bboxes, scores, score_threshold, post_threshold, nms_top_k, keep_top_k, use_gaussian=False,
+                   gaussian_sigma=2., background_label=0, normalized=True, return_index=False,
+                   return_rois_num=True, name=None):
+        return paddle.vision.ops.matrix_nms(bboxes, scores, score_threshold, post_threshold, nms_top_k,
+                                            keep_top_k, use_gaussian, gaussian_sigma, background_label,
+                                            normalized, return_index, return_rois_num)
+
+    matrix_nms._real_zoo_pir = True
+    ops.matrix_nms = matrix_nms
+
+
+def _ppdet_export_with_im_shape(net):
+    """ppdet's export of the architectures that read im_shape too (YOLOv3, SSD): inputs im_shape, image,
+    scale_factor (tools/export_model.py's order), outputs {bbox, bbox_num}."""
+    import paddle
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, im_shape, image, scale_factor):
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    return DetectionExport(net)
+
+
+def _detection_specs_with_im_shape(size: int) -> list:
+    return [Spec("im_shape", [-1, 2], [1, 2], low=size, high=size)] + _detection_specs(size)[:1] + [
+        Spec("scale_factor", [-1, 2], [1, 2], low=1.0, high=1.0)]
+
+
+def build_detector_more(name: str):
+    """ppdet's detectors that read im_shape too, each with its reference config: YOLOv3 (MobileNetV1, yolo_box +
+    multiclass_nms3; yolov3_mobilenet_v1_270e_coco.yml), SSD (MobileNetV1 with extra blocks, prior_box + softmax +
+    multiclass_nms3; ssd_mobilenet_v1_300_120e_voc.yml, 300 px), PP-YOLOv2 (ResNet50-vd with DCNv2, IoU-aware head,
+    yolo_box + matrix_nms; ppyolov2_r50vd_dcn_365e_coco.yml) and CenterNet (DLA34, max-pool peaks + top-k;
+    centernet_dla34_140e_coco.yml); the others at 320 px."""
+    import paddle
+
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    _ppdet_prior_box_for_pir()
+    mobilenet = _ppdet("backbones.mobilenet_v1").MobileNet
+    post_process = _ppdet("post_process").BBoxPostProcess
+    if name == "yolov3":
+        size = 320
+        backbone = mobilenet(scale=1, feature_maps=[4, 6, 13], with_extra_blocks=False)
+        neck = _ppdet("necks.yolo_fpn").YOLOv3FPN(in_channels=[i.channels for i in backbone.out_shape])
+        head = _ppdet("heads.yolo_head").YOLOv3Head(in_channels=[i.channels for i in neck.out_shape],
+                                                    num_classes=80)
+        decode = nms_module.YOLOBox(num_classes=80, conf_thresh=0.005, downsample_ratio=32, clip_bbox=True)
+        nms = nms_module.MultiClassNMS(keep_top_k=100, nms_threshold=0.45, nms_top_k=1000, score_threshold=0.01)
+        net = _ppdet("architectures.yolo").YOLOv3(backbone, neck, head, post_process(80, decode, nms))
+        # Per anchor: x, y, w, h, objectness, 80 class logits.
+        per_anchor = 5 + 80
+        score_channels = [a * per_anchor + c for a in range(3) for c in range(4, per_anchor)]
+        score_layers = list(head.yolo_outputs)
+    elif name == "ssd":
+        size = 300
+        num_classes = 20  # VOC
+        backbone = mobilenet(norm_decay=0.0, conv_decay=0.00004, scale=1, conv_learning_rate=0.1,
+                             extra_block_filters=[[256, 512], [128, 256], [128, 256], [64, 128]],
+                             with_extra_blocks=True, feature_maps=[11, 13, 14, 15, 16, 17])
+        anchors = nms_module.AnchorGeneratorSSD(
+            steps=[0, 0, 0, 0, 0, 0], aspect_ratios=[[2.0], [2.0, 3.0], [2.0, 3.0], [2.0, 3.0], [2.0, 3.0],
+                                                     [2.0, 3.0]],
+            min_ratio=20, max_ratio=90, base_size=300, min_sizes=[60.0, 105.0, 150.0, 195.0, 240.0, 285.0],
+            max_sizes=[[], 150.0, 195.0, 240.0, 285.0, 300.0],
+            offset=0.5, flip=True, min_max_aspect_ratios_order=False)
+        head = _ppdet("heads.ssd_head").SSDHead(num_classes=num_classes, in_channels=[512, 1024, 512, 256, 256, 128],
+                                                anchor_generator=anchors, kernel_size=1, padding=0)
+        decode = nms_module.SSDBox()
+        nms = nms_module.MultiClassNMS(keep_top_k=200, score_threshold=0.01, nms_threshold=0.45, nms_top_k=400)
+        net = _ppdet("architectures.ssd").SSD(backbone, head, post_process(num_classes, decode, nms))
+        score_channels, score_layers = None, list(head.score_convs)
+    elif name == "centernet":  # centernet_dla34_140e_coco.yml: max-pool peak picking and top-k, no NMS
+        size = 320
+        backbone = _ppdet("backbones.dla").DLA(depth=34)
+        neck = _ppdet("necks.centernet_fpn").CenterNetDLAFPN(in_channels=[i.channels for i in backbone.out_shape],
+                                                             down_ratio=4)
+        head = _ppdet("heads.centernet_head").CenterNetHead(in_channels=neck.out_shape[0].channels,
+                                                            head_planes=256, regress_ltrb=False)
+        post = _ppdet("post_process").CenterNetPostProcess(max_per_img=100, down_ratio=4, regress_ltrb=False)
+        net = _ppdet("architectures.centernet").CenterNet(backbone, neck, head, post)
+        score_channels, score_layers = None, []
+    elif name == "ppyolov2":  # ppyolov2_r50vd_dcn_365e_coco.yml
+        size = 320
+        _ppdet_matrix_nms_for_paddle3()
+        backbone = _ppdet("backbones.resnet").ResNet(depth=50, variant="d", return_idx=[1, 2, 3],
+                                                     dcn_v2_stages=[3], freeze_at=-1, freeze_norm=False,
+                                                     norm_decay=0.0)
+        neck = _ppdet("necks.yolo_fpn").PPYOLOPAN(in_channels=[i.channels for i in backbone.out_shape],
+                                                  drop_block=True, block_size=3, keep_prob=0.9, spp=True)
+        head = _ppdet("heads.yolo_head").YOLOv3Head(
+            in_channels=[i.channels for i in neck.out_shape], num_classes=80,
+            anchors=[[10, 13], [16, 30], [33, 23], [30, 61], [62, 45], [59, 119], [116, 90], [156, 198],
+                     [373, 326]], anchor_masks=[[6, 7, 8], [3, 4, 5], [0, 1, 2]], iou_aware=True,
+            iou_aware_factor=0.5)
+        decode = nms_module.YOLOBox(num_classes=80, conf_thresh=0.01, downsample_ratio=32, clip_bbox=True,
+                                    scale_x_y=1.05)
+        nms = nms_module.MatrixNMS(keep_top_k=100, score_threshold=0.01, post_threshold=0.01, nms_top_k=-1,
+                                   background_label=-1)
+        net = _ppdet("architectures.yolo").YOLOv3(backbone, neck, head, post_process(80, decode, nms))
+        # Per anchor after the 3 IoU predictions: x, y, w, h, objectness, 80 class logits.
+        per_anchor = 5 + 80
+        score_channels = [3 + a * per_anchor + c for a in range(3) for c in range(4, per_anchor)]
+        score_layers = list(head.yolo_outputs)
+    else:
+        raise AssertionError(name)
+    model = _ppdet_export_with_im_shape(net)
+    specs = _detection_specs_with_im_shape(size)
+
+    def calibrate(rng):
+        # CenterNetPostProcess decodes one image only ("only support batch_size=1 now"): calibrate on single images.
+        calibration_batch = 1 if name == "centernet" else 2
+
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=calibration_batch)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        if score_channels is not None:
+            # sigmoid(objectness) * sigmoid(class) past the 0.01 threshold for a part of the candidates: YOLOv3's
+            # NMS takes the best 1000 of each class, PP-YOLOv2's Matrix NMS all of them (an IoU matrix of the
+            # candidates squared per class), so fewer pass there.
+            mean = -4.0 if name == "ppyolov2" else -2.5
+            spread_score_channels(score_layers, score_channels, lambda: model(*probe), mean=mean, std=1.5)
+        elif score_layers:
+            # A softmax over the background and 20 classes: spread logits so a few classes beat 0.01 per prior.
+            for layer in score_layers:
+                weight = layer.weight.numpy()
+                layer.weight.set_value(paddle.to_tensor((weight * 8.0).astype(weight.dtype)))
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_tinypose(name: str):
+    """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
+    as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
+    import paddle
+
+    backbone = _ppdet("backbones.lite_hrnet").LiteHRNet(network_type="wider_naive", freeze_at=-1,
+                                                        freeze_norm=False, return_idx=[0])
+    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=40, num_joints=17, backbone=backbone,
+                                                              loss=None, use_dark=False)
+    net.deploy = True
+
+    class KeypointExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image):
+            return tuple(self.net({"image": image})["keypoint"])  # (heatmaps, argmax) in deploy mode
+
+    model = KeypointExport(net)
+    return model, [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+
+
+def build_ocr_more(name: str):
+    """PaddleX's ports of PP-OCRv5 server det (HGNetV2 large, [-1, 3, -1, -1]) and rec (SVTR on HGNetV2,
+    [-1, 3, 48, -1]), PP-LCNet_x0_25_textline_ori ([-1, 3, 80, 160], softmax) and SLANet (PP-LCNet, CSP-PAN, the
+    autoregressive attention-GRU head, each step fed the one-hot argmax of the last), each with its released
+    configuration; SLANet's max_text_length is cut from 500 to 24 steps (the loop's length, not its body,
+    changes)."""
+    import paddle
+
+    released = _paddlex_released_configs().MODEL_CONFIGS
+    if name == "ppocrv5_server_det":
+        arch = _paddlex("text_detection", "pp_ocrv5_server_det")
+        config = arch.PPOCRV5ServerDetConfig(**released["PP-OCRv5_server_det"])
+        return architecture_export(arch.PPOCRV5ServerDet(config)), [Spec("x", [-1, 3, -1, -1], [1, 3, 256, 256])]
+    if name == "ppocrv5_server_rec":
+        arch = _paddlex("text_recognition", "pp_ocrv5_server_rec")
+        config = arch.PPOCRV5ServerRecConfig(**released["PP-OCRv5_server_rec"])
+        return architecture_export(arch.PPOCRV5ServerRec(config)), [Spec("x", [-1, 3, 48, -1], [1, 3, 48, 160])]
+    if name == "textline_ori":
+        arch = _paddlex("image_classification", "pplcnet")
+        config = _paddlex("image_classification", "_config").PPLCNetConfig(
+            **released["PP-LCNet_x0_25_textline_ori"])
+        net = arch.PPLCNet(config)
+
+        class ClassifierExport(paddle.nn.Layer):
+            """PPLCNet.forward without its numpy round trip: the same layers, then the softmax it ends with."""
+
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, x):
+                n = self.net
+                hidden = n.act_fn(n.last_convolution(n.avg_pool(n.encoder(x))))
+                hidden = n.flatten(hidden * (1 - n.hidden_dropout_prob))
+                return n.head(hidden).softmax()
+
+        return ClassifierExport(net), [Spec("x", [-1, 3, 80, 160], [1, 3, 80, 160])]
+    if name == "slanet":
+        # slanet.py imports SLANeXt's cells, whose module imports doc_vlm's GOT-OCR encoder: that package's
+        # __init__ (training-side dataset checkers) stays a shell too.
+        models = "paddlex.inference.models"
+        import_architecture(_site_dir(), f"{models}.doc_vlm.modeling.GOT_ocr_2_0", (
+            "paddlex", "paddlex.inference", models, f"{models}.doc_vlm", f"{models}.doc_vlm.modeling"))
+        arch = _paddlex("table_structure_recognition", "slanet")
+        config = _paddlex("table_structure_recognition", "_config_slanet").SLANetConfig(
+            **dict(released["SLANet"], max_text_length=24))
+        net = arch.SLANet(config)
+
+        class TableExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, x):
+                # SLANetSLAHead.forward without its early exit (a Python `break` on a tensor, which to_static
+                # refuses): PaddleOCR's SLAHead, which PaddleOCR exports, runs all max_text_length + 1 steps.
+                head, hidden = self.net.head, self.net.backbone(x)
+                config = head.config
+                features = paddle.zeros([hidden.shape[0], config.hidden_size], dtype="float32")
+                predicted = paddle.zeros([hidden.shape[0]], dtype="int64")
+                steps = []
+                for _ in range(config.max_text_length + 1):
+                    embedding = paddle.nn.functional.one_hot(predicted, config.out_channels).astype("float32")
+                    features, _ = head.structure_attention_cell(features, hidden, embedding)
+                    step = head.structure_generator(features)
+                    predicted = step.argmax(axis=1)
+                    steps.append(step)
+                return paddle.nn.functional.softmax(paddle.stack(steps, axis=1), axis=-1)
+
+        # PaddleOCR exports SLANet at a fixed 488 px; 256 px keeps the test fast (the head reads any grid).
+        return TableExport(net), [Spec("x", [-1, 3, 256, 256], [1, 3, 256, 256])]
+    raise AssertionError(name)
+
+
+NLP_SEQ_LEN = 32
+# Tiny bodies of the released configurations' families (vocabularies kept: they size the embedding gathers).
+BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "intermediate_size": 512, "max_position_embeddings": 512, "type_vocab_size": 2}
+GPT_CONFIG = {"vocab_size": 1000, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "intermediate_size": 512, "max_position_embeddings": 256, "hidden_dropout_prob": 0.0,
+              "attention_probs_dropout_prob": 0.0}
+
+
+def _paddlenlp(module: str):
+    root = _site_dir()
+    import_architecture(root, "paddlenlp.data", ("paddlenlp",))
+    return import_architecture(root, f"paddlenlp.transformers.{module}", ("paddlenlp",))
+
+
+def build_nlp_more(name: str):
+    """paddlenlp: UIE (ERNIE-3.0 with start/end pointer heads; Taskflow exports input_ids, token_type_ids,
+    position_ids and attention_mask as int64 [-1, -1]), BertForSequenceClassification (input_ids,
+    token_type_ids) and GPTForCausalLM (input_ids; the logits of a fixed-length forward, no cache)."""
+    import paddle
+
+    ids = Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 1000)
+    if name == "uie":
+        config = _paddlenlp("ernie.configuration").ErnieConfig(**ERNIE_CONFIG)
+        net = _paddlenlp("ernie.modeling").UIE(config)
+
+        class UIEExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids, token_type_ids, position_ids, attention_mask):
+                return self.net(input_ids, token_type_ids=token_type_ids, position_ids=position_ids,
+                                attention_mask=attention_mask, return_dict=False)
+
+        return UIEExport(net), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, ERNIE_CONFIG["vocab_size"]),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2),
+            Spec("position_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, NLP_SEQ_LEN),
+            # 1 on the tokens, 0 on the padding: a random mask masks some positions.
+            Spec("attention_mask", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "bert_seq_cls":
+        config = _paddlenlp("bert.configuration").BertConfig(num_labels=3, **BERT_CONFIG)
+        net = _paddlenlp("bert.modeling").BertForSequenceClassification(config)
+
+        class BertExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids, token_type_ids):
+                return self.net(input_ids, token_type_ids=token_type_ids, return_dict=False)
+
+        return BertExport(net), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, BERT_CONFIG["vocab_size"]),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "gpt_lm":
+        config = _paddlenlp("gpt.configuration").GPTConfig(**GPT_CONFIG)
+        net = _paddlenlp("gpt.modeling").GPTForCausalLM(config)
+
+        class GPTExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids):
+                return self.net(input_ids, use_cache=False, return_dict=False)
+
+        return GPTExport(net), [ids]
+    if name == "electra_token_cls":
+        config = _paddlenlp("electra.configuration").ElectraConfig(
+            num_labels=5, vocab_size=22608, embedding_size=64, **{k: v for k, v in BERT_CONFIG.items()
+                                                                  if k != "vocab_size"})
+        net = _paddlenlp("electra.modeling").ElectraForTokenClassification(config)
+
+        class ElectraExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids, token_type_ids):
+                return self.net(input_ids, token_type_ids=token_type_ids, return_dict=False)
+
+        return ElectraExport(net), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 22608),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "ernie_m":
+        config = _paddlenlp("ernie_m.configuration").ErnieMConfig(
+            num_labels=3, vocab_size=250002, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=512)
+        net = _paddlenlp("ernie_m.modeling").ErnieMForSequenceClassification(config)
+
+        class ErnieMExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids):
+                return self.net(input_ids, return_dict=False)
+
+        # ERNIE-M's pad id is 1: ids from 2 up, so no position is read as padding.
+        return ErnieMExport(net), [Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 2, 250002)]
+    if name == "bigru_crf":
+        # Taskflow's lexical_analysis: BiGruCrf(word_emb_dim 128, hidden 128, LAC's 20940 words, 57 tags),
+        # exported with token_ids int64 [-1, -1] and length int64 [-1]; the output is the Viterbi path.
+        root = _site_dir()
+        import_architecture(root, "paddlenlp.data", ("paddlenlp",))
+        lac = import_architecture(root, "paddlenlp.taskflow.models.lexical_analysis_model",
+                                  ("paddlenlp", "paddlenlp.taskflow", "paddlenlp.taskflow.models"))
+        net = lac.BiGruCrf(128, 128, 20940, 57)
+
+        class LacExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, token_ids, length):
+                return self.net(token_ids, length)
+
+        # Every row is NLP_SEQ_LEN tokens long (the test feeds one length: low == high).
+        return LacExport(net), [Spec("token_ids", [-1, -1], [2, NLP_SEQ_LEN], "int64", 0, 20940),
+                                Spec("length", [-1], [2], "int64", NLP_SEQ_LEN, NLP_SEQ_LEN + 1)]
+    raise AssertionError(name)
+
+
+MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppyolov2": build_detector_more,
+                 "centernet": build_detector_more, "tinypose": build_tinypose,
+                 "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
+                 "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
+                 "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
+                 "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more}
+
+
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}
 BUILDERS.update({name: build_segmenter for name, (package, _) in MODELS.items() if package == "paddleseg"})
 BUILDERS.update({"picodet": build_detector, "ppyoloe_plus": build_detector, "rtdetr": build_rtdetr,
                  "ppocrv5_det": build_ocr, "ppocrv5_rec": build_ocr, "ernie_seq_cls": build_ernie,
                  "ernie_token_cls": build_ernie})
+BUILDERS.update(MORE_BUILDERS)
 
 
 def build(name: str, out_dir: str) -> dict:

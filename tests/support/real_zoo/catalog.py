@@ -60,4 +60,21 @@ MODELS = {
     "ppocrv5_rec": ("paddlex", "PP-OCRv5_mobile_rec"),
     "ernie_seq_cls": ("paddlenlp", "ErnieForSequenceClassification (ERNIE-3.0, tiny config)"),
     "ernie_token_cls": ("paddlenlp", "ErnieForTokenClassification (ERNIE-3.0, tiny config)"),
+    # Wider detection, OCR, keypoint and NLP architectures.
+    "yolov3": ("paddledet", "YOLOv3 (MobileNetV1, YOLOv3FPN, YOLOv3Head, yolo_box, multiclass_nms3)"),
+    "ppyolov2": ("paddledet", ("PP-YOLOv2 (ResNet50-vd with DCNv2, PPYOLOPAN with SPP and mish, IoU-aware head, "
+                               "yolo_box, matrix_nms)")),
+    "ssd": ("paddledet", "SSD (MobileNetV1 with extra blocks, prior_box, multiclass_nms3; VOC at 300 px)"),
+    "centernet": ("paddledet", "CenterNet (DLA34, CenterNetDLAFPN with DCNv2, max-pool peaks and top-k)"),
+    "tinypose": ("paddledet", "PP-TinyPose 128x96 (LiteHRNet, TopDownHRNet, heatmaps and argmax)"),
+    "ppocrv5_server_det": ("paddlex", "PP-OCRv5_server_det"),
+    "ppocrv5_server_rec": ("paddlex", "PP-OCRv5_server_rec"),
+    "textline_ori": ("paddlex", "PP-LCNet_x0_25_textline_ori"),
+    "slanet": ("paddlex", "SLANet (table structure, autoregressive attention-GRU loop, 24 steps)"),
+    "uie": ("paddlenlp", "UIE (ERNIE-3.0 tiny config, start/end pointers, 4 inputs with attention mask)"),
+    "bert_seq_cls": ("paddlenlp", "BertForSequenceClassification (tiny config)"),
+    "gpt_lm": ("paddlenlp", "GPTForCausalLM (tiny config, logits of a fixed-length forward)"),
+    "electra_token_cls": ("paddlenlp", "ElectraForTokenClassification (tiny config)"),
+    "ernie_m": ("paddlenlp", "ErnieMForSequenceClassification (tiny config, 250002-word vocabulary)"),
+    "bigru_crf": ("paddlenlp", "BiGruCrf lexical analysis (two bidirectional GRU layers, viterbi_decode)"),
 }
