@@ -1205,7 +1205,22 @@ def _fix_set_value(tr, op, block, legacy, inputs, outputs, attrs, types, operand
     return None
 
 
+def _fix_yolo_box(tr, op, block, legacy, inputs, outputs, attrs, types, operands):
+    """Paddle 3.3.1's PIR file declares yolo_box's Scores float32 whatever X is, but its CPU kernel writes them in
+    X's type (float64 for a float64 X: what Paddle Inference returns): declared as the kernel writes them."""
+    x = operands[0]
+    if x is None or x.dtype_code is None:
+        return None
+    names = set(outputs.get("Scores", []))
+    for value in tr.values.values():
+        if value.name in names and value.dtype_code != x.dtype_code:
+            value.dtype_code = x.dtype_code
+            tr._declare(value.block, value, False)
+    return None
+
+
 _FIXUPS = {
+    "yolo_box": _fix_yolo_box,
     "set_value": _fix_set_value,
     "split_with_num": _fix_split_with_num,
     "elementwise_add": _fix_elementwise_add,

@@ -120,10 +120,10 @@ def _yolo_box(x, size):
 
 def test_yolo_box_on_float64(tmp_path):
     feeds = {"x": rng.standard_normal((1, 3 * 7, 4, 4)), "size": np.array([[32, 48]], np.int32)}
-    # PIR declares the scores float32 although the double kernel writes float64; the host executor casts a
-    # host op's outputs to the declared dtype, so on the SDK devices (whose drivers decline float64 YOLO_BOX) the
-    # PIR scores come back float32 (see the issue-28 report): PIR is checked where YOLO_BOX runs on the device.
-    legacy_and_pir(tmp_path, _yolo_box, feeds, pir_devices=["builtin_device"])
+    # PIR declares the scores float32 although the double kernel writes float64: the PIR loader declares them
+    # as the kernel writes them (loader/pir.py _fix_yolo_box), so the SDK devices, whose drivers decline
+    # float64 YOLO_BOX and leave it to the host kernel, give Paddle's float64 scores too.
+    legacy_and_pir(tmp_path, _yolo_box, feeds)
 
 
 def test_detection_and_sampling_ops_on_float64(tmp_path):

@@ -116,8 +116,6 @@ KNOWN_DIFFERENCES += [
             "appends an identity scale to it: on intel_openvino the subgraph of that scale takes the declared "
             "dtype (float64) for the host kernel's int64 tensor; builtin_device and onnxruntime pass",
             formats=("legacy262",)) for op in ("kthvalue", "mode")],
-    Known("yolo_box", "float64", "*", (OPENVINO, ORT),
-          "yolo_box with float64 input: the converter emits YOLO_BOX in float32 (issue 28, item 2)", pending=True),
 ]
 
 # Found by more seeds (--deep), where other cases of the same groups are drawn: used only by --deep runs.
