@@ -111,11 +111,6 @@ KNOWN_DIFFERENCES += [
           "TransposeInferMeta accepts fewer perm entries than axes (for its squeeze2 + transpose2 fusion) and "
           "keeps the trailing dims; our loader's check requires one entry per axis (legacy programs of both "
           "paddle versions refuse to build it)", formats=("pir",)),
-    *[Known(op, "float64", "*", (OPENVINO,),
-            "paddle 2.6.2 declares the int64 Indices output float64 in the ProgramDesc, and save_inference_model "
-            "appends an identity scale to it: on intel_openvino the subgraph of that scale takes the declared "
-            "dtype (float64) for the host kernel's int64 tensor; builtin_device and onnxruntime pass",
-            formats=("legacy262",)) for op in ("kthvalue", "mode")],
 ]
 
 # Found by more seeds (--deep), where other cases of the same groups are drawn: used only by --deep runs.
