@@ -44,6 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from nnadapter_bridge import zoo  # noqa: E402
+from peers.child_protocol import spawn  # noqa: E402
 from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
@@ -181,17 +182,7 @@ def run_child(runner: str, phase: str, model: str, input_path: str, threads: int
     cmd += [runner, "--model", model, "--input", input_path, "--threads", str(threads), "--phase", phase,
             "--work-dir", work_dir, "--runs", str(runs), "--output", output_path]
     env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
-    spawn_time = time.time()
-    try:
-        proc = subprocess.run(cmd + ["--spawn-time", repr(spawn_time)], capture_output=True, text=True, env=env,
-                              timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"{phase}: timed out after {CHILD_TIMEOUT_S} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER):])
-    tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
-    return {"error": f"{phase}: exit {proc.returncode}: " + " | ".join(tail)[-400:]}
+    return spawn(cmd, phase, RESULT_MARKER, env, CHILD_TIMEOUT_S)
 
 
 def check_output(got: np.ndarray, want: np.ndarray) -> str:

@@ -29,10 +29,8 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -41,6 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests")]
 
 from bench_peers import best_of_rounds, package_versions, source_state  # noqa: E402
+from peers.child_protocol import spawn  # noqa: E402
 from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
 
 CHILD = os.path.join(HERE, "peers", "zoo_child.py")
@@ -72,20 +71,7 @@ def run_child(runner: str, phase: str, model: str, feeds_path: str, threads: int
     cmd = [sys.executable, CHILD, runner, "--model", model, "--feeds", feeds_path, "--threads", str(threads),
            "--phase", phase, "--work-dir", work_dir, "--runs", str(runs), "--output", output_path]
     env = dict(os.environ, GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
-    spawn = time.time()
-    try:
-        proc = subprocess.run(cmd + ["--spawn-time", repr(spawn)], capture_output=True, text=True, env=env,
-                              timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"{phase}: timed out after {CHILD_TIMEOUT_S} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            result = json.loads(line[len(RESULT_MARKER):])
-            if "error" in result:
-                result["error"] = f"{phase}: {result['error']}"
-            return result
-    tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
-    return {"error": f"{phase}: exit {proc.returncode}: " + " | ".join(tail)[-400:]}
+    return spawn(cmd, phase, RESULT_MARKER, env, CHILD_TIMEOUT_S)
 
 
 def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:

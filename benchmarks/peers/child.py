@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import time
 
-SCRIPT_START = time.perf_counter()
 SCRIPT_START_WALL = time.time()
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from child_protocol import time_runner  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT_MARKER = "BENCH_PEERS_RESULT "
-WARMUP_RUNS = 2
 OURS_DEVICES = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
                 "ours_builtin": "builtin_device"}
 THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
@@ -188,33 +186,13 @@ def main(argv=None) -> int:
     parser.add_argument("--spawn-time", type=float, required=True)
     args = parser.parse_args(argv)
     x = np.load(args.input)
-    before_runner = time.perf_counter()
-    run, extra, details = RUNNERS[args.runner](args)
-    first = run(x)
-    first_done = time.perf_counter()
-    first_wall = time.time()
-    np.save(args.output, np.asarray(first))
-    result = dict(extra)
-    result["runner"] = args.runner
-    result["phase"] = args.phase
-    result["python_start_s"] = SCRIPT_START_WALL - args.spawn_time
-    result["first_result_since_spawn_s"] = first_wall - args.spawn_time
-    result["start_s"] = first_done - before_runner - extra.get("imports_s", 0.0)
-    result["start_with_imports_s"] = first_done - before_runner
-    if args.phase == "cold":
-        for _ in range(WARMUP_RUNS):
-            run(x)
-        times = []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            run(x)
-            times.append(time.perf_counter() - t0)
-        result["steady_s"] = times
-    if details is not None:
-        result["details"] = details()
-    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(RESULT_MARKER + json.dumps(result), flush=True)
-    return 0
+
+    def prepare():
+        run, extra, details = RUNNERS[args.runner](args)
+        return (lambda: run(x)), extra, details
+
+    return time_runner(args, prepare, lambda first: np.save(args.output, np.asarray(first)), RESULT_MARKER,
+                       SCRIPT_START_WALL)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,15 @@ import time
 SCRIPT_START_WALL = time.time()
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
-import traceback  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from child_protocol import time_runner  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT_MARKER = "BENCH_ZOO_RESULT "
-WARMUP_RUNS = 2
 THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
                      "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
                      "google_xnnpack": "GOOGLE_XNNPACK_NUM_THREADS",
@@ -200,38 +198,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with np.load(args.feeds) as data:
         feeds = {name: data[name] for name in data.files}
-    result = {"runner": args.runner, "phase": args.phase}
-    try:
-        before_runner = time.perf_counter()
-        run, extra, details = RUNNERS[args.runner](args, feeds)
-        first = run()
-        first_done = time.perf_counter()
-        first_wall = time.time()
-    except Exception as exc:  # noqa: BLE001 - the runner cannot run this model: that is the result
-        lines = traceback.format_exception_only(type(exc), exc)
-        result["error"] = " ".join(" ".join(lines).split())[:600]
-        print(RESULT_MARKER + json.dumps(result), flush=True)
-        return 0
-    np.savez(args.output, **{f"out{i}": np.asarray(a) for i, a in enumerate(first)})
-    result.update(extra)
-    result["python_start_s"] = SCRIPT_START_WALL - args.spawn_time
-    result["first_result_since_spawn_s"] = first_wall - args.spawn_time
-    result["start_s"] = first_done - before_runner - extra.get("imports_s", 0.0)
-    if args.phase == "cold":
-        getattr(run, "settle", lambda: None)()
-        for _ in range(WARMUP_RUNS):
-            run()
-        times = []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t0)
-        result["steady_s"] = times
-    if details is not None:
-        result["details"] = details()
-    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(RESULT_MARKER + json.dumps(result), flush=True)
-    return 0
+    return time_runner(args, lambda: RUNNERS[args.runner](args, feeds),
+                       lambda first: np.savez(args.output, **{f"out{i}": np.asarray(a) for i, a in enumerate(first)}),
+                       RESULT_MARKER, SCRIPT_START_WALL, catch_errors=True)
 
 
 if __name__ == "__main__":
