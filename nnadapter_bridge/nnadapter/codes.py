@@ -97,24 +97,108 @@ class InterpolateMode(enum.IntEnum):
     NEAREST = 2
 
 
-_OPERATION_NAMES = """
-ABS ADAPTIVE_AVERAGE_POOL_2D ADAPTIVE_MAX_POOL_2D ADD AND ARG_MAX ARG_MIN ASSIGN AVERAGE_POOL_2D
-BATCH_NORMALIZATION CAST CHANNEL_SHUFFLE CLIP CONCAT CONV_2D CONV_2D_TRANSPOSE COS CUM_SUM
-DEFORMABLE_CONV_2D DEQUANTIZE DIV EQUAL EXP EXPAND FILL FILL_LIKE FLATTEN FLOOR FLOOR_DIV
-FULLY_CONNECTED GATHER GELU GREATER GREATER_EQUAL GRID_SAMPLE GROUP_NORMALIZATION HARD_SIGMOID
-HARD_SWISH INSTANCE_NORMALIZATION LAYER_NORMALIZATION LEAKY_RELU LESS LESS_EQUAL LOG LOG_SOFTMAX
-LP_NORMALIZATION LRN MAT_MUL MAX MAX_POOL_2D MESHGRID MIN MUL NOT NOT_EQUAL OR PAD POW PRIOR_BOX
-PRELU QUANTIZE RANGE REDUCE_MEAN REDUCE_MAX REDUCE_SUM RELU RELU6 RESHAPE RESIZE_NEAREST
-RESIZE_LINEAR ROI_ALIGN ROLL RSQRT SHAPE SIGMOID SIN SLICE SOFTMAX SOFTPLUS SPLIT SQUARE SQUEEZE
-STACK SUB SUM SWISH TANH TILE TOP_K TRANSPOSE UNSQUEEZE UNSTACK WHERE XOR NON_MAX_SUPPRESSION
-YOLO_BOX
-""".split()
+@enum.unique
+class OperationType(enum.IntEnum):
+    """The 96 NNAdapter operation codes (NNAdapterOperationCode): ABS = 0, then +1 in declaration order.
+    Explicit values so that type checkers see the members; `enum.unique` rejects a repeated number and
+    tests/nnadapter/test_operation_coverage.py pins every (code, name) pair against nnadapter.h's list."""
 
-# NNAdapterOperationCode: ABS = 0, then +1 in declaration order (96 codes, 0..95).
-OperationType = enum.IntEnum("OperationType", [(name, code) for code, name in enumerate(_OPERATION_NAMES)])
-OperationType.__doc__ = "The 96 NNAdapter operation codes (NNAdapterOperationCode)."
-OperationType.__module__ = __name__
-assert len(OperationType) == 96
+    ABS = 0
+    ADAPTIVE_AVERAGE_POOL_2D = 1
+    ADAPTIVE_MAX_POOL_2D = 2
+    ADD = 3
+    AND = 4
+    ARG_MAX = 5
+    ARG_MIN = 6
+    ASSIGN = 7
+    AVERAGE_POOL_2D = 8
+    BATCH_NORMALIZATION = 9
+    CAST = 10
+    CHANNEL_SHUFFLE = 11
+    CLIP = 12
+    CONCAT = 13
+    CONV_2D = 14
+    CONV_2D_TRANSPOSE = 15
+    COS = 16
+    CUM_SUM = 17
+    DEFORMABLE_CONV_2D = 18
+    DEQUANTIZE = 19
+    DIV = 20
+    EQUAL = 21
+    EXP = 22
+    EXPAND = 23
+    FILL = 24
+    FILL_LIKE = 25
+    FLATTEN = 26
+    FLOOR = 27
+    FLOOR_DIV = 28
+    FULLY_CONNECTED = 29
+    GATHER = 30
+    GELU = 31
+    GREATER = 32
+    GREATER_EQUAL = 33
+    GRID_SAMPLE = 34
+    GROUP_NORMALIZATION = 35
+    HARD_SIGMOID = 36
+    HARD_SWISH = 37
+    INSTANCE_NORMALIZATION = 38
+    LAYER_NORMALIZATION = 39
+    LEAKY_RELU = 40
+    LESS = 41
+    LESS_EQUAL = 42
+    LOG = 43
+    LOG_SOFTMAX = 44
+    LP_NORMALIZATION = 45
+    LRN = 46
+    MAT_MUL = 47
+    MAX = 48
+    MAX_POOL_2D = 49
+    MESHGRID = 50
+    MIN = 51
+    MUL = 52
+    NOT = 53
+    NOT_EQUAL = 54
+    OR = 55
+    PAD = 56
+    POW = 57
+    PRIOR_BOX = 58
+    PRELU = 59
+    QUANTIZE = 60
+    RANGE = 61
+    REDUCE_MEAN = 62
+    REDUCE_MAX = 63
+    REDUCE_SUM = 64
+    RELU = 65
+    RELU6 = 66
+    RESHAPE = 67
+    RESIZE_NEAREST = 68
+    RESIZE_LINEAR = 69
+    ROI_ALIGN = 70
+    ROLL = 71
+    RSQRT = 72
+    SHAPE = 73
+    SIGMOID = 74
+    SIN = 75
+    SLICE = 76
+    SOFTMAX = 77
+    SOFTPLUS = 78
+    SPLIT = 79
+    SQUARE = 80
+    SQUEEZE = 81
+    STACK = 82
+    SUB = 83
+    SUM = 84
+    SWISH = 85
+    TANH = 86
+    TILE = 87
+    TOP_K = 88
+    TRANSPOSE = 89
+    UNSQUEEZE = 90
+    UNSTACK = 91
+    WHERE = 92
+    XOR = 93
+    NON_MAX_SUPPRESSION = 94
+    YOLO_BOX = 95
 
 # Bytes per element (GetOperandPrecisionDataLength) and the numpy dtype that holds the raw values.
 _PRECISION_DTYPES = {

@@ -23,9 +23,12 @@ MIN_COLLECTED_OPERATION_TESTS = 400
 def test_there_are_96_operation_codes():
     assert len(OperationType) == 96
     assert [op.value for op in OperationType] == list(range(96))
+    # The numbers are part of the .nnc format: every (code, name) pair as nnadapter.h declares it.
     reference = os.path.join(os.path.dirname(HERE), "support", "data", "nnadapter_operations.txt")
-    names = [line.split()[1] for line in open(reference) if line.strip() and not line.startswith("#")]
-    assert names == [op.name for op in OperationType]
+    with open(reference, encoding="utf-8") as f:
+        declared = [(int(line.split()[0]), line.split()[1]) for line in f if line.strip() and not line.startswith("#")]
+    assert declared == [(op.value, op.name) for op in OperationType]
+    assert len(OperationType.__members__) == len(OperationType), "an operation name is an alias of another code"
 
 
 @pytest.mark.parametrize("op", list(OperationType), ids=lambda o: o.name)
