@@ -1,23 +1,30 @@
 """Converters: one per Paddle op type, each emitting NNAdapter operations into a Model.
 
-Importing this package registers every converter (modules `conv_<family>.py`) in `registry.CONVERTERS`.
-The family modules share: `op_view` (reading an op's slots and attrs), `attrs` (tensor-or-attr forms,
-known dims), `layout` (channel-first/last, paddings), `emit` (operation forms, broadcasting, the
-activation table) and `context` (var name -> operand, constants, `convert_subgraph`).
+Importing this package registers every converter of the modules in `CONVERTER_MODULES` in
+`registry.CONVERTERS`. The modules are named by the NNAdapter operation family they mostly emit (the
+families of `nnadapter_bridge.nnadapter.operations`). They share: `op_view` (reading an op's slots and
+attrs), `attrs` (tensor-or-attr forms, known dims), `layout` (channel-first/last, paddings), `emit`
+(operation forms, broadcasting, the activation table) and `context` (var name -> operand, constants,
+`convert_subgraph`). Must not import a device (hal) or the partitioner.
 """
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
 from converters.registry import CONVERTERS, ConverterSpec, converter, get_converter  # noqa: F401
 from converters.context import ConversionContext  # noqa: F401
 
+# The converter modules, in the order of the standard's families; a new module is added here (a module
+# missing from the list registers nothing, which test_converter_coverage catches).
+CONVERTER_MODULES = (
+    "elementwise", "activation", "conv", "resize", "resize_linear_1d", "reduce", "shape", "tensor_index",
+    "generate", "quantization", "detection",
+)
+
 
 def _load_all() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("conv_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    for name in CONVERTER_MODULES:
+        importlib.import_module(f"{__name__}.{name}")
 
 
 _load_all()

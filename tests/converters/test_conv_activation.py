@@ -149,7 +149,7 @@ def test_static_mode_activations(tmp_path):
 # -- emit_activation with prefixed (fused) attribute names --------------------------------------------------
 
 def test_emit_activation_reads_prefixed_attrs():
-    from converters.conv_activation import ActivationAttrs
+    from converters.activation import ActivationAttrs
 
     attrs = ActivationAttrs("leaky_relu", {"leaky_relu_alpha": 0.3, "alpha": 0.9})
     assert attrs.f("alpha", 0.02) == pytest.approx(0.3)

@@ -80,6 +80,21 @@ def test_every_registered_converter_is_tested():
     assert not untested, f"converters without a test naming them: {untested}"
 
 
+def test_every_converter_module_is_listed():
+    """Discovery is the explicit CONVERTER_MODULES list: importing every module of the package registers
+    nothing more, and every listed module registers at least one converter (a helper module registers none)."""
+    import importlib
+    import pkgutil
+
+    before = dict(converters.CONVERTERS)
+    for info in pkgutil.iter_modules(converters.__path__):
+        importlib.import_module(f"converters.{info.name}")
+    unlisted = sorted({spec.fn.__module__ for name, spec in converters.CONVERTERS.items() if name not in before})
+    assert not unlisted, f"converter modules missing from converters.CONVERTER_MODULES: {unlisted}"
+    registering = {spec.fn.__module__.rsplit(".", 1)[1] for spec in converters.CONVERTERS.values()}
+    assert set(converters.CONVERTER_MODULES) == registering
+
+
 def test_collected_converter_tests_floor():
     result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", CONVERTER_TESTS,
                              "--ignore", os.path.join(CONVERTER_TESTS, THIS_FILE)],

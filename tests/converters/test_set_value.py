@@ -211,7 +211,7 @@ def test_set_value_bounds_follow_paddles_kernel():
     """set_value_bounds (shared by the converter's constant path and the host kernel) against Paddle's own kernel
     (eager `_C_ops.set_value`), for every start / end in [-7, 7] and the int32 / int64 extremes, steps +-1..3."""
     paddle = pytest.importorskip("paddle")
-    from converters.conv_tensor_index import set_value_bounds
+    from converters.tensor_index import set_value_bounds
     from paddle import _C_ops
 
     mismatches = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.conv_tensor_index import set_value_assign_layout, set_value_bounds, set_value_constant
+from converters.tensor_index import set_value_assign_layout, set_value_bounds, set_value_constant
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
 
 
@@ -36,7 +36,7 @@ def _set_value_bounds(io: OpScope, slot: str, attr: str) -> list[int]:
 @host_kernel("set_value")
 def set_value(io: OpScope) -> None:
     """x[region] = value, Paddle 3.3.1's SetValueImpl: the region's bounds normalized by its slice rule (see
-    converters.conv_tensor_index.set_value_bounds), the value broadcast to the region's dims without the
+    converters.tensor_index.set_value_bounds), the value broadcast to the region's dims without the
     `decrease_axes` and with the `none_axes`, in x's dtype."""
     x = io.input("Input")
     axes = [int(a) % x.ndim for a in io.attr("axes", [])] if x.ndim else []

@@ -4,7 +4,7 @@ sync_batch_norm, instance_norm, layer_norm, group_norm, lrn, norm, p_norm), matr
 matmul, matmul_v2, bmm, dot), softmax, log_softmax and dropout.
 
 Layout and padding attributes are read through `layout`; operation chains, fused activations and
-binary steps come from `emit`; quantized products from `conv_quant`.
+binary steps come from `emit`; quantized products from `quantization`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from converters import conv_quant
+from converters import quantization
 from converters.attrs import input_dims, known_dims
 from converters.emit import (
     FUSED_PRODUCT_EMITS,
@@ -102,7 +102,7 @@ def _check_conv(op, ctx) -> Optional[str]:
 def _conv_quant_reason(op, ctx) -> Optional[str]:
     """Quantized path (int8 Filter): the scale attrs, a persistable Bias, per-channel only along C_out."""
     v = OpView(op)
-    if not conv_quant.has_int8_weight(ctx, op, "Filter"):
+    if not quantization.has_int8_weight(ctx, op, "Filter"):
         return None
     bias = v.optional_input("Bias")
     if bias and not ctx.is_param(bias):
@@ -112,7 +112,7 @@ def _conv_quant_reason(op, ctx) -> Optional[str]:
     groups = int(v.attr("groups", 1) or 1)
     # A transposed filter [C_in, C_out/groups, kh, kw] has C_out along one axis only when groups == 1.
     channels = (filter_dims[1] if transpose else filter_dims[0])
-    return conv_quant.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
+    return quantization.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
                                            per_channel_ok=not transpose or groups == 1,
                                            float_output_ok=not transpose)
 
@@ -128,24 +128,24 @@ def _conv_window_operands(ctx, op):
 
 def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
                        filter_channel_dim: int = 0, after: Optional[Callable] = None):
-    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     v = OpView(op)
     out_name = v.output("Output")
     # A Paddle Lite int8 conv the mixed-precision config lists: float input and dequantized filter.
-    floats = conv_quant.float_product_operands(ctx, op, "Input", "Filter", filter_channel_dim, out_name)
+    floats = quantization.float_product_operands(ctx, op, "Input", "Filter", filter_channel_dim, out_name)
     x = floats[0] if floats else ctx.input(v.input("Input"))
     channel_last = is_channel_last(op, "data_format")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
     filter_operand = floats[1] if floats else ctx.input(v.input("Filter"))
-    quant = conv_quant.product_quant(ctx, op, "Input", "Filter", "Output")
+    quant = quantization.product_quant(ctx, op, "Input", "Filter", "Output")
     if quant is None:
         bias = _bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name, x)
-    else:  # quantized path (conv_quant): int8 filter, int32 bias, quantized input and output
-        filter_operand = conv_quant.quantized_weight(ctx, v.input("Filter"), quant.weight_scales,
+    else:  # quantized path (quantization): int8 filter, int32 bias, quantized input and output
+        filter_operand = quantization.quantized_weight(ctx, v.input("Filter"), quant.weight_scales,
                                                      filter_channel_dim)
-        bias = conv_quant.quantized_bias(ctx, v.optional_input("Bias"), quant,
+        bias = quantization.quantized_bias(ctx, v.optional_input("Bias"), quant,
                                          out_channels_of(filter_operand.type.dims), out_name)
     act_type = conv_act_type(op)
     fuse = fuse_code_of(act_type)
@@ -159,9 +159,9 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
         elif quant.output_scale is None:
             # Paddle Lite's int8 conv with no Output0_scale (the last one before a float op): the int32 sums,
             # dequantized at input_scale x weight_scale, then the float bias and the fused activation
-            x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
+            x = quantization.quantized_input(ctx, x, quant.input_scale, out_name)
             steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
-            sums = ctx.temp(out_name, "int32_sums", conv_quant.int32_sums_type(steps, 1))
+            sums = ctx.temp(out_name, "int32_sums", quantization.int32_sums_type(steps, 1))
             integer_operands = operands(x)
             integer_operands[2] = None
             integer_operands[-1] = ctx.const_i32(int(FuseCode.FUSED_NONE))
@@ -175,8 +175,8 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
             bias_operand = ctx.model.add_constant(np.ascontiguousarray(bias_value.reshape(1, channels, 1, 1)))
             binary(ctx, T.ADD, real, bias_operand, out, fuse=fuse)
         else:
-            x = conv_quant.quantized_input(ctx, x, quant.input_scale, out_name)
-            conv_quant.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
+            x = quantization.quantized_input(ctx, x, quant.input_scale, out_name)
+            quantization.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
 
     steps = [("conv", main)] + fused_activation_steps(op, act_type)
     if after is not None:
@@ -186,7 +186,7 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
     emit_chain(ctx, out_name, x, steps)
 
 
-@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *conv_quant.QUANT_EMITS],
+@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantization.QUANT_EMITS],
            check=_check_conv)
 def convert_conv2d(ctx, op):
     _convert_conv_like(ctx, op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
@@ -246,7 +246,7 @@ def _run_time_hw(ctx, op, attr: str, var: str) -> Operand:
 
 @converter("conv2d_transpose", "depthwise_conv2d_transpose",
            emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, T.SLICE, T.CONCAT, T.CAST, T.RESHAPE, *FUSED_PRODUCT_EMITS,
-                  *conv_quant.QUANT_EMITS],
+                  *quantization.QUANT_EMITS],
            check=_check_conv_transpose)
 def convert_conv2d_transpose(ctx, op):
     """A run-time output_size (ENet passes the skip tensor's shape) is any size from the default up to the default
@@ -255,7 +255,7 @@ def convert_conv2d_transpose(ctx, op):
     v = OpView(op)
     groups = int(v.attr("groups", 1) or 1)
     run_time_size = bool(var_attr_names(op.attrs.get("output_size")))
-    if run_time_size and conv_quant.product_quant(ctx, op, "Input", "Filter", "Output") is not None:
+    if run_time_size and quantization.product_quant(ctx, op, "Input", "Filter", "Output") is not None:
         raise ctx.error("a quantized conv2d_transpose with a run-time output_size is not converted")
     # Paddle's transposed filter is [C_in, C_out / groups, kh, kw].
     _convert_conv_like(ctx, op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,
@@ -943,7 +943,7 @@ def convert_dropout(ctx, op):
 
 # -- matrix products --------------------------------------------------------------------------------------------
 
-# Quantized products (an int8 persistable weight with Paddle Lite's scale attrs) go through conv_quant's
+# Quantized products (an int8 persistable weight with Paddle Lite's scale attrs) go through quantization's
 # QUANTIZE -> FULLY_CONNECTED -> DEQUANTIZE step; FULLY_CONNECTED flattens the input to rows, so the
 # output is reshaped back to the input's leading dims.
 
@@ -952,7 +952,7 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
     """Why the quantized path cannot take this op (None when it can or the weight is not int8).
     `lead_count`: how many leading X dims the output keeps (None: all but the last)."""
     v = OpView(op)
-    if not conv_quant.has_int8_weight(ctx, op, w_slot):
+    if not quantization.has_int8_weight(ctx, op, w_slot):
         return None
     w = ctx.param(v.input(w_slot))
     if w.ndim != 2:
@@ -964,7 +964,7 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
             return f"a quantized product needs {x_slot} of rank >= 2"
         if len(lead) > 1 and sum(1 for d in lead if not known_dims([d])) > 1:
             return f"{x_slot} needs at most one unknown leading dim to reshape the quantized product back"
-    return conv_quant.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim],
+    return quantization.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim],
                                            float_output_ok=True)
 
 
@@ -972,7 +972,7 @@ def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_n
                         fuse: FuseCode, out_name: str, lead_count: Optional[int]) -> list:
     """Chain steps of a quantized product: the quantized FULLY_CONNECTED, then the reshape back."""
     v = OpView(op)
-    steps = [("matmul_quant", conv_quant.quantized_fc_step(ctx, op, quant, v.input(w_slot), channel_dim,
+    steps = [("matmul_quant", quantization.quantized_fc_step(ctx, op, quant, v.input(w_slot), channel_dim,
                                                            bias_name, fuse, out_name))]
     lead = list(x.type.dims[:lead_count] if lead_count is not None else x.type.dims[:-1])
     if len(lead) > 1:
@@ -982,7 +982,7 @@ def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_n
     return steps
 
 
-_QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *conv_quant.QUANT_EMITS]
+_QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *quantization.QUANT_EMITS]
 
 
 def _check_fc(op, ctx) -> Optional[str]:
@@ -996,7 +996,7 @@ def _check_fc(op, ctx) -> Optional[str]:
     if len(w_dims) != 2:
         return f"W must be 2-D, got shape {list(w_dims)}"
     bias = v.optional_input("Bias")
-    if conv_quant.has_int8_weight(ctx, op, "W") and bias and not ctx.is_param(bias):
+    if quantization.has_int8_weight(ctx, op, "W") and bias and not ctx.is_param(bias):
         return "a quantized fc needs a persistable Bias (it becomes an int32 constant)"
     return (fused_activation_reason(op, v.attr_str("activation_type", ""))
             or _quant_matmul_reason(op, ctx, "Input", "W", "Out", v.attr_int("in_num_col_dims", 1), 1))
@@ -1008,14 +1008,14 @@ def _is_constant_operand(ctx, name: str) -> bool:
     if not ctx.has(name) or ctx.is_param(name):
         return False
     operand = ctx.input(name)
-    return operand.is_constant or conv_quant.is_dequantized_constant(ctx, operand)
+    return operand.is_constant or quantization.is_dequantized_constant(ctx, operand)
 
 
 @converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *FUSED_PRODUCT_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
 def convert_fc(ctx, op):
     v = OpView(op)
     out_name = v.output("Out")
-    floats = conv_quant.float_product_operands(ctx, op, "Input", "W", 1, out_name)  # listed in mixed precision
+    floats = quantization.float_product_operands(ctx, op, "Input", "W", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(v.input("Input"))
     w = floats[1] if floats else ctx.input(v.input("W"))
     k, n = w.type.dims
@@ -1023,7 +1023,7 @@ def convert_fc(ctx, op):
     act_type = v.attr_str("activation_type", "")
     fuse = fuse_code_of(act_type)
     fuse = FuseCode.FUSED_NONE if fuse is None else fuse
-    quant = conv_quant.product_quant(ctx, op, "Input", "W", "Out")
+    quant = quantization.product_quant(ctx, op, "Input", "W", "Out")
     if quant is not None:  # quantized path: the bias and the fuse code go into FULLY_CONNECTED
         steps = _quant_matmul_steps(ctx, op, quant, x, "W", 1, v.optional_input("Bias"), fuse, out_name,
                                     num_col_dims)
@@ -1056,15 +1056,15 @@ def _check_mul(op, ctx) -> Optional[str]:
 
 @converter("mul", emits=[T.RESHAPE, T.MAT_MUL, *_QUANT_MATMUL_EMITS], check=_check_mul)
 def convert_mul(ctx, op):
-    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     v = OpView(op)
     out_name = v.output("Out")
     x_name, y_name = v.input("X"), v.input("Y")
-    floats = conv_quant.float_product_operands(ctx, op, "X", "Y", 1, out_name)  # listed in mixed precision
+    floats = quantization.float_product_operands(ctx, op, "X", "Y", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(x_name)
     xk, yk = v.attr_int("x_num_col_dims", 1), v.attr_int("y_num_col_dims", 1)
-    quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
+    quant = quantization.product_quant(ctx, op, "X", "Y", "Out")
     if quant is not None:  # quantized path; the check keeps Y 2-D, so y_num_col_dims is 1
         emit_chain(ctx, out_name, x, _quant_matmul_steps(ctx, op, quant, x, "Y", 1, None, FuseCode.FUSED_NONE,
                                                          out_name, xk))
@@ -1094,14 +1094,14 @@ def convert_mul(ctx, op):
 
 
 def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
-    if conv_quant.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return None
     v = OpView(op)
     out_name = v.output("Out")
     # Listed in the mixed-precision config: float X and Y (Y's output units along axis 0 when transposed).
-    floats = conv_quant.float_product_operands(ctx, op, "X", "Y", 0 if transpose_y else 1, out_name)
+    floats = quantization.float_product_operands(ctx, op, "X", "Y", 0 if transpose_y else 1, out_name)
     x, y = floats if floats else (ctx.input(v.input("X")), ctx.input(v.input("Y")))
-    quant = conv_quant.product_quant(ctx, op, "X", "Y", "Out")
+    quant = quantization.product_quant(ctx, op, "X", "Y", "Out")
     if quant is not None:  # quantized path: Y's output units are axis 0 when transposed, else axis 1
         steps = _quant_matmul_steps(ctx, op, quant, x, "Y", 0 if transpose_y else 1, None, FuseCode.FUSED_NONE,
                                     out_name, None)
@@ -1130,7 +1130,7 @@ def _check_matmul(op, ctx) -> Optional[str]:
 def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> Optional[str]:
     """The quantized-path conditions of matmul / matmul_v2: X not transposed, a 2-D int8 Y."""
     v = OpView(op)
-    if not conv_quant.has_int8_weight(ctx, op, "Y"):
+    if not quantization.has_int8_weight(ctx, op, "Y"):
         return None
     if v.attr(trans_x_attr, False):
         return f"a quantized matmul with {trans_x_attr} is not converted"

@@ -7,7 +7,7 @@ back as [N, C, W']. The output width follows Paddle's priority: SizeTensor > Out
 attribute > out_w; a size tensor becomes [1, W'] and a scale [1.0, s]. One case is left to the host kernel:
 half-pixel sampling (align_corners off, align_mode 0) to a single output position, which Paddle's 1-D kernel takes
 between two inputs and RESIZE_LINEAR (Paddle's 2-D rule) at input 0, and so also a width not known at conversion.
-The 2-D resizes live in conv_nn_resize.py.
+The 2-D resizes live in resize.py.
 Imports only the converter toolkit and the NNAdapter codes.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 stack/unstack/unbind, slice/strided_slice/flip/reverse, expand/expand_v2/expand_as_v2/tile/broadcast_tensors,
 shape, range, meshgrid, shuffle_channel, roll).
 
-Reductions, arg/top-k/cumsum live in conv_tensor_reduce.py, gather-like indexing in conv_tensor_index.py.
+Reductions, arg/top-k/cumsum live in reduce.py, gather-like indexing in tensor_index.py.
 Attributes Paddle also accepts as tensors go through
 `ctx.ints_operand` (params fold into constants). Where an emitted operation needs a constant that a
 run-time tensor would supply (UNSQUEEZE axes, CONCAT axis, SPLIT sizes), the op's `check` says so and the

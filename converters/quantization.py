@@ -1,5 +1,5 @@
 """Quantization: Paddle's quantize_linear / dequantize_linear and fake quant-dequant ops, and the helpers
-the NN family (conv_nn) calls for Paddle Lite's quantized conv / fc / mul / matmul forms.
+the product converters (conv, matmul) call for Paddle Lite's quantized conv / fc / mul / matmul forms.
 
 Scale conventions (the two Paddle formats differ; both end in NNAdapter's "real = integer x scale",
 facts §3):
@@ -22,7 +22,7 @@ constant, the operation writes a per-layer QUANT_INT8 output with the output sca
 gives the Paddle var a float value. Why the DEQUANTIZE: the Paddle var is declared float32 and the
 engine hands subgraph outputs over as they are, so a float consumer (or the caller) must never see int8
 storage; two quantized products in a row pay a DEQUANTIZE + QUANTIZE with the same scale, which is
-lossless. Products with a float weight keep the float path in conv_nn.
+lossless. Products with a float weight keep the float path in conv.py and matmul.py.
 
 Paddle's own post-training quantization (both encodings: quantize_linear / dequantize_linear pairs with int8
 weights, and the fake quant/dequant ops) converts its quantized convs and matmuls into int8 x int8 -> int32
