@@ -122,7 +122,7 @@ class ProgramGraph:
                         continue
                     if name in latest:
                         versions[name] += 1
-                        node = ("var", name, versions[name])
+                        node: tuple = ("var", name, versions[name])
                         g.add_node(node, var=lookup_var(self.blocks, block, name), version=versions[name])
                     else:
                         node = ("var", name)
@@ -270,7 +270,7 @@ def _node_sort_key(node):
 
 def _feed_fetch_targets(block: BlockInfo, op_type: str, slot: str) -> list[str]:
     """Feed (fetch) target vars ordered by the ops' `col` attribute, file order breaking ties."""
-    found = []
+    found: list[tuple[int, int, str]] = []  # (col, file position, name)
     for op in block.ops:
         if op.type == op_type:
             names = op.output(slot) if op_type == "feed" else op.input(slot)
@@ -342,8 +342,10 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
     source = resolve(model_path, params_path, model_bytes, params_bytes)
     if source.model_bytes is not None:
         model_data, model_where = source.model_bytes, "<model buffer>"
-    else:
+    elif source.model_path is not None:
         model_data, model_where = map_file(source.model_path), source.model_path
+    else:  # resolve() refuses this already
+        raise ModelFormatError("no model given: pass a model directory, a model file, or model_bytes")
     params_where = source.params_path if source.params_path is not None else (
         "<params buffer>" if source.params_bytes is not None else None)
     # What the program (ops, attributes, declared vars) is, for records keyed by it (support verdicts by op).
@@ -369,12 +371,12 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
         if source.params_is_dir:
             raise ModelFormatError("a PIR program keeps its parameters in one .pdiparams file, not a directory of "
                                    "per-var files; pass the .pdiparams", path=source.params_path)
-        program = pir.translate(pir.parse_json(model_data, model_where), model_where)
+        pir_program = pir.translate(pir.parse_json(model_data, model_where), model_where)
         del model_data  # the JSON tree is gone with translate's frame; drop the file bytes too
-        params = _load_params(source, program.param_specs, model_where)
-        validate_program(program.blocks, params, model_where)
-        graph = ProgramGraph(None, program.blocks, params, source.layout, source.model_path, params_where,
-                             model_format="pir", format_version=program.version)
+        params = _load_params(source, pir_program.param_specs, model_where)
+        validate_program(pir_program.blocks, params, model_where)
+        graph = ProgramGraph(None, pir_program.blocks, params, source.layout, source.model_path, params_where,
+                             model_format="pir", format_version=pir_program.version)
         graph.source_digest = source_digest
         return graph
     program = parse_program_desc(model_data, model_where)

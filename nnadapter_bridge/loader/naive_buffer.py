@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import struct
+from typing import cast
 
 import numpy as np
 from flatbuffers import number_types as N
@@ -214,11 +215,11 @@ def _check_sorted(keys: list, table: _Table, field: str) -> None:
 _VAR_TYPE_CODES = frozenset(pb.VarType.Type.values())
 
 
-def _var_type_code(table: _Table, value: int, field: str) -> int:
+def _var_type_code(table: _Table, value: int, field: str) -> pb.VarType.Type:
     """A VarType_.Type value, checked before protobuf's closed enum sees it."""
     if value not in _VAR_TYPE_CODES:
         raise table.buf.fail(f"{table.name}.{field}", f"{value} is not a VarType.Type code")
-    return value
+    return cast("pb.VarType.Type", value)  # checked just above: the generated stub's type for the code
 
 
 def _tensor_desc(table: _Table, into) -> None:

@@ -20,6 +20,7 @@ Paddle Lite's fallback: its first registered kernel for the target.
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 
 import flatbuffers
 import numpy as np
@@ -256,14 +257,14 @@ def program_bytes(blocks: list, program_version: int | None = None, kernel_types
 _XSHAPE_OPS = ("flatten_contiguous_range", "flatten2", "reshape2")
 # Attributes paddle >= 2.5 no longer writes and Lite 2.13 reads without a default (GetAttr aborts): the values
 # paddle computes with.
-_LITE_ATTRS = {"relu6": {"threshold": (pb.FLOAT, 6.0)},
+_LITE_ATTRS: dict[str, dict[str, tuple[int, Any]]] = {"relu6": {"threshold": (pb.FLOAT, 6.0)},
                "hard_swish": {"threshold": (pb.FLOAT, 6.0), "scale": (pb.FLOAT, 6.0), "offset": (pb.FLOAT, 3.0)},
                "split": {"num": (pb.INT, 0), "sections": (pb.INTS, [])}}  # a PIR split holds one of the two
 
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 # (type held, type Paddle declares) -> the value converted; integer narrowing only when every value fits.
-_COERCIONS = {
+_COERCIONS: dict[tuple[int, int], Callable[[Any], Any]] = {
     (pb.LONG, pb.INT): lambda v: int(v) if _INT32[0] <= v <= _INT32[1] else None,
     (pb.LONGS, pb.INTS): lambda v: [int(x) for x in v] if all(_INT32[0] <= x <= _INT32[1] for x in v) else None,
     (pb.INT, pb.LONG): int,
@@ -285,7 +286,7 @@ def _declared_types(op: OpInfo, attrs: dict, kinds: dict) -> tuple:
     changed = {}
     for name, kind in kinds.items():
         want = declared.get(name)
-        convert = _COERCIONS.get((kind, want))
+        convert = _COERCIONS.get((kind, want)) if want is not None else None
         if convert is not None:
             value = convert(attrs[name])
             if value is not None:

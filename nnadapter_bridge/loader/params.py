@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from typing import cast
 
 import numpy as np
 
@@ -192,7 +193,7 @@ def encode_lod_tensor(array: np.ndarray, data_type: int | None = None) -> bytes:
     """The §7.2 record of `array` (no LoD). `data_type` overrides the element code (e.g. BF16 as uint16)."""
     array = np.asarray(array, order="C")  # a 0-d array keeps dims [] (np.ascontiguousarray would write [1])
     code = dtypes.var_type_of_dtype(array.dtype) if data_type is None else int(data_type)
-    desc = pb.VarType.TensorDesc(data_type=code, dims=list(array.shape))
+    desc = pb.VarType.TensorDesc(data_type=cast("pb.VarType.Type", code), dims=list(array.shape))
     desc_bytes = desc.SerializeToString()
     if array.dtype.byteorder == ">":  # files are little-endian whatever the array's order
         array = array.byteswap().view(array.dtype.newbyteorder("<"))

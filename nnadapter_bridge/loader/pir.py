@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from types import ModuleType
+from typing import Any, Optional
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.pir_tables import compat, compat_by_legacy, signatures
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
 
+_orjson: Optional[ModuleType]
 try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
@@ -184,7 +186,7 @@ class _Translator:
         self.values: dict[int, _Value] = {}
         self.blocks: list[dict] = []  # {"idx", "parent", "ops": [OpInfo], "vars": {name: VarInfo}}
         self.counters: dict[str, int] = {}
-        self.fetch_names: dict[int, str] = {}
+        self.fetch_names: dict[Optional[int], str] = {}
         self.params: dict[str, tuple] = {}
         self.feed_col = 0
         self.current_block = 0
@@ -336,10 +338,11 @@ class _Translator:
                         raise self.fail(f"attribute '{name}' of kind {kind} has special value {data!r}; "
                                         f"paddle writes only INF, -INF and NaN there", op)
                 if isinstance(data, str):  # paddle writes non-finite floats as strings
+                    text = data
                     try:
-                        data = float(data)
+                        data = float(text)
                     except ValueError:
-                        raise self.fail(f"attribute '{name}' of kind {kind} holds {data[:80]!r}, not a number",
+                        raise self.fail(f"attribute '{name}' of kind {kind} holds {text[:80]!r}, not a number",
                                         op) from None
                 if not isinstance(data, (int, float)) or isinstance(data, bool):
                     raise self.fail(f"attribute '{name}' of kind {kind} holds {data!r}", op)
@@ -625,7 +628,7 @@ class _Translator:
         inputs: dict = {}
         attrs: dict = {}
         types: dict = {}
-        rename_attr = {}
+        rename_attr: dict[str, str] = {}
         if row is not None:
             # op_compat sometimes lists an attribute rename in the inputs column (mish: lambda=threshold)
             rename_attr.update((k, v) for k, v in row.inputs.items() if k in sig.attrs)
@@ -1190,7 +1193,7 @@ _OPERAND_ALIASES = {("one_hot", "num_classes"): "depth"}
 _IMPLIED_ATTRS = {"tril": {"lower": (True, _A.BOOLEAN)}, "triu": {"lower": (False, _A.BOOLEAN)}}
 
 # Legacy types a fixup turns into another legacy type.
-_RENAMED_BY_FIXUP = {"split_with_num": "split"}
+_RENAMED_BY_FIXUP: dict[Optional[str], Optional[str]] = {"split_with_num": "split"}
 
 
 def _fix_set_value(tr, op, block, legacy, inputs, outputs, attrs, types, operands):

@@ -25,7 +25,7 @@ import functools
 import json
 import os
 import re
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
@@ -189,7 +189,7 @@ _LISTS = frozenset({_A.INTS, _A.LONGS, _A.FLOATS, _A.FLOAT64S, _A.STRINGS, _A.BO
 # Declared type -> the stored types read as it. Paddle converts int -> int64 and int -> bool, and reads the
 # tensor (VAR/VARS) forms; this loader also takes int64 for int (the PIR translation writes 64-bit integers)
 # and integers for floats (lossless). Refused: a float for an int, a string for a number, a list for a scalar.
-_ACCEPTS = {
+_ACCEPTS: dict[int, frozenset[int]] = {
     _A.INT: _INT_TYPES, _A.LONG: _INT_TYPES,
     _A.FLOAT: _FLOAT_TYPES, _A.FLOAT64: _FLOAT_TYPES,
     _A.BOOLEAN: frozenset({_A.BOOLEAN}) | _INT_TYPES,
@@ -202,7 +202,7 @@ _ACCEPTS = {
     _A.SCALAR: frozenset({_A.SCALAR, _A.BOOLEAN}) | _FLOAT_TYPES,
     _A.SCALARS: frozenset({_A.SCALARS, _A.BOOLEANS}) | _FLOAT_LISTS,
 }
-_TYPE_WORDS = {
+_TYPE_WORDS: dict[int, str] = {
     _A.INT: "an int", _A.LONG: "an int64", _A.FLOAT: "a float", _A.FLOAT64: "a float64", _A.STRING: "a string",
     _A.BOOLEAN: "a bool", _A.INTS: "a list of ints", _A.LONGS: "a list of int64s", _A.FLOATS: "a list of floats",
     _A.FLOAT64S: "a list of float64s", _A.STRINGS: "a list of strings", _A.BOOLEANS: "a list of bools",
@@ -559,7 +559,7 @@ def _check_feed_fetch(p: _Program) -> None:
     save_inference_model writes; Paddle Inference indexes its input and output lists by them)."""
     block = p.blocks[0]
     for op_type, slot in (("feed", "Out"), ("fetch", "X")):
-        cols = {}
+        cols: dict[int, Any] = {}  # col -> its feed (fetch) op
         for op in block.ops:
             if op.type != op_type:
                 continue

@@ -14,7 +14,9 @@ merged node, which networkx's contracted_nodes would do by copying the graph eac
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Mapping, Optional
+from typing import Callable, Hashable, Iterable, Mapping, Optional, TypeVar
+
+Node = TypeVar("Node", bound=Hashable)
 
 
 def _reaches_backwards(starts: Iterable, target, pred: Mapping) -> bool:
@@ -32,8 +34,8 @@ def _reaches_backwards(starts: Iterable, target, pred: Mapping) -> bool:
     return False
 
 
-def contract(order: Iterable[Hashable], successors: Mapping[Hashable, Iterable[Hashable]],
-             group_of: Callable[[Hashable], Optional[Hashable]]) -> dict:
+def contract(order: Iterable[Node], successors: Mapping[Node, Iterable[Node]],
+             group_of: Callable[[Node], Optional[Hashable]]) -> dict[Node, Node]:
     """Cluster the nodes of a DAG: node -> its cluster's root (a member that names the cluster; not
     necessarily its first node in `order`).
 

@@ -39,11 +39,11 @@ def model_to_dot(model: Model, name: str = "model", device_of: Optional[Sequence
             attrs += ["style=filled", f"fillcolor={color}", f"tooltip={_quote('device ' + str(device_of[k]))}"]
         lines.append(f"  operation_{k} [{' '.join(attrs)}];")
     for k, op in enumerate(model.operations):
-        for slot, operand in enumerate(op.inputs):
-            if operand is not None:
-                lines.append(f"  operand_{positions[id(operand)]} -> operation_{k} [label={slot}];")
-        for slot, operand in enumerate(op.outputs):
-            if operand is not None:
-                lines.append(f"  operation_{k} -> operand_{positions[id(operand)]} [label={slot}];")
+        for slot, source in enumerate(op.inputs):
+            if source is not None:
+                lines.append(f"  operand_{positions[id(source)]} -> operation_{k} [label={slot}];")
+        for slot, result in enumerate(op.outputs):
+            if result is not None:
+                lines.append(f"  operation_{k} -> operand_{positions[id(result)]} [label={slot}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

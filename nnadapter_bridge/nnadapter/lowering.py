@@ -33,7 +33,7 @@ still comes out of an operation.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence, overload
 
 import numpy as np
 
@@ -61,6 +61,12 @@ class _ModelBuilder:
         self._carried: dict[int, Operand] = {}  # source operand index -> its copy
         self._constants: dict[tuple, Operand] = {}  # small shared parameter constants
 
+    @overload
+    def carry(self, operand: Operand) -> Operand: ...
+    @overload
+    def carry(self, operand: None) -> None: ...
+    @overload
+    def carry(self, operand: Optional[Operand]) -> Optional[Operand]: ...
     def carry(self, operand: Optional[Operand]) -> Optional[Operand]:
         if operand is None:
             return None
@@ -123,17 +129,17 @@ def _live_operations(model: Model, removed: set) -> set:
                 if o is not None:
                     producers[o.index] = op
     live: set = set()
-    pending = [o for o in model.output_operands]
+    pending: list[Optional[Operand]] = [o for o in model.output_operands]
     seen: set = set()
     while pending:
         operand = pending.pop()
         if operand is None or operand.index in seen:
             continue
         seen.add(operand.index)
-        op = producers.get(operand.index)
-        if op is not None and id(op) not in live:
-            live.add(id(op))
-            pending.extend(op.inputs)
+        producer = producers.get(operand.index)
+        if producer is not None and id(producer) not in live:
+            live.add(id(producer))
+            pending.extend(producer.inputs)
     return live
 
 
@@ -159,7 +165,7 @@ def _dims_stand_in(op: Operation, operand: Operand) -> Optional[np.ndarray]:
 def _fold_arguments(op: Operation, values: dict) -> Optional[list]:
     """The input arrays to compute `op` now, or None when some input is not known before run time."""
     dims_only = _DIMS_ONLY_INPUTS.get(op.type, ())
-    args = []
+    args: list[Optional[np.ndarray]] = []
     for i, operand in enumerate(op.inputs):
         if operand is None:
             args.append(None)
@@ -215,7 +221,7 @@ def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -
     results = _compute(op, args)
     if results is None or len(results) != len(op.outputs):
         return None
-    arrays = []
+    arrays: list[Optional[np.ndarray]] = []
     for operand, array in zip(op.outputs, results):
         if operand is None:
             arrays.append(None)
@@ -238,7 +244,7 @@ def _is_folded_output(op: Operation) -> bool:
 
 def fold_constants(model: Model, should_fold: Optional[Callable[[Operation], bool]] = None) -> Model:
     """A model with every foldable operation (see the module docstring) replaced by constants."""
-    values: dict[int, np.ndarray] = {o.index: o.value for o in model.operands if o.is_constant}
+    values: dict[int, np.ndarray] = {o.index: o.value for o in model.operands if o.is_constant and o.value is not None}
     folded: dict[int, list] = {}  # id(op) -> its output arrays
     for op in model.topological_operations():
         if _is_folded_output(op) or (should_fold is not None and not should_fold(op)):
@@ -308,10 +314,10 @@ def _const_scalar(op: Operation, i: int, what: str, cast):
 
 def _yolo_box_attributes(op: Operation) -> dict:
     """YOLO_BOX's constant attributes, validated; raises the refusal the drivers gave before."""
-    anchors = op.input_value(2)
-    if anchors is None:
+    anchors_value = op.input_value(2)
+    if anchors_value is None:
         raise _refuse(op, "anchors must be a constant")
-    anchors = [int(v) for v in np.asarray(anchors).reshape(-1)]
+    anchors = [int(v) for v in np.asarray(anchors_value).reshape(-1)]
     attrs = dict(
         anchors=anchors,
         class_num=_const_scalar(op, 3, "class_num", int),
@@ -326,7 +332,7 @@ def _yolo_box_attributes(op: Operation) -> dict:
         raise _refuse(op, f"anchors must hold (width, height) pairs, got {len(anchors)} values")
     if attrs["class_num"] < 1 or attrs["downsample"] < 1:
         raise _refuse(op, f"class_num {attrs['class_num']}, downsample_ratio {attrs['downsample']}")
-    x = op.inputs[0].type
+    x = op.input(0).type
     if x.precision != Precision.FLOAT32:  # the decomposition computes in float32; Paddle's double kernel does not
         raise _refuse(op, f"the decomposition computes in float32, the input is {x.precision.name}")
     if x.rank != 4 or not (known(x.dims[2]) and known(x.dims[3])):
@@ -347,7 +353,7 @@ def _decompose_yolo_box(b: _ModelBuilder, op: Operation) -> None:
     attrs = _yolo_box_attributes(op)
     a = len(attrs["anchors"]) // 2
     k = attrs["class_num"]
-    h, w = (int(d) for d in op.inputs[0].type.dims[2:])
+    h, w = (int(d) for d in op.input(0).type.dims[2:])
     anchors = np.asarray(attrs["anchors"], dtype=np.float32).reshape(a, 2)
     base = op.outputs[0].label() if op.outputs[0] is not None else op.label()
     i32 = np.int32
@@ -376,7 +382,7 @@ def _decompose_yolo_box(b: _ModelBuilder, op: Operation) -> None:
         return b.emit(T.RESHAPE, [x, b.parameter(shape, i32, name("shape"))], name(hint),
                       outputs=None if output is None else [output])[0]
 
-    x = b.carry(op.inputs[0])
+    x = b.carry(op.input(0))
     iou = None
     if attrs["iou_aware"]:
         iou_logits, x = split(x, 1, [a, a * (5 + k)], "iou_split")  # [N, A, H, W], [N, A * (5 + K), H, W]

@@ -49,7 +49,7 @@ def _operation_successors(order: list) -> dict:
         for o in op.outputs:
             if o is not None:
                 producers[o.index] = op
-    successors = {id(op): {} for op in order}
+    successors: dict[int, dict[int, None]] = {id(op): {} for op in order}
     for op in order:
         for o in op.inputs:
             if o is None or o.is_constant:

@@ -80,7 +80,7 @@ def run_model(model: Model, inputs: Sequence[np.ndarray], order: Optional[list] 
     for operand, array in zip(model.input_operands, inputs):
         values[operand.index] = array
     for op in order if order is not None else model.topological_operations():
-        args = []
+        args: list[Optional[np.ndarray]] = []
         for o in op.inputs:
             if o is None:
                 args.append(None)

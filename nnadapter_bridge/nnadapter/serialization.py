@@ -91,7 +91,7 @@ class _Reader:
         self.key = key
         self.offset = 0
 
-    def take(self, size: int) -> bytes:
+    def take(self, size: int) -> memoryview:
         if size < 0 or size > len(self.data) - self.offset:
             raise NncFormatError(f"'{self.key}': needs {size} bytes at offset {self.offset}, "
                                  f"only {len(self.data) - self.offset} left")

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import (
     ASYMM_PRECISIONS,
     MAX_SIZE_OF_DIMENSIONS,
@@ -140,10 +141,24 @@ class Operation:
 
     def input_value(self, i: int) -> Optional[np.ndarray]:
         """The constant value of input i, or None when it is absent or not a constant."""
-        if i >= len(self.inputs) or self.inputs[i] is None:
+        operand = self.inputs[i] if i < len(self.inputs) else None
+        if operand is None:
             return None
-        operand = self.inputs[i]
         return operand.value if operand.is_constant else None
+
+    def input(self, i: int) -> Operand:
+        """Input i, which the signature requires (an OperationError if it is absent)."""
+        operand = self.inputs[i]
+        if operand is None:
+            raise OperationError(f"{self.label()}: input {i} is required, the operation has none there")
+        return operand
+
+    def output(self, i: int) -> Operand:
+        """Output i, which the caller needs (an OperationError if it is absent)."""
+        operand = self.outputs[i]
+        if operand is None:
+            raise OperationError(f"{self.label()}: output {i} is required, the operation has none there")
+        return operand
 
     def label(self) -> str:
         return f"{self.type.name}#{self.index}"

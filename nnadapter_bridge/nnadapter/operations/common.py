@@ -5,7 +5,7 @@ the checks several families make on parameter operands. References: readers of p
 values a reference receives in `inputs`), float32 conversion and the fused activation (fuse_code)."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -19,7 +19,7 @@ def result_type(base: OperandType, dims: Sequence[int] | None = None, *, precisi
     """A temporary-variable type derived from `base` with new dims and/or precision.
 
     A new precision that is not quantized drops the quantization params."""
-    changes = {"lifetime": Lifetime.TEMPORARY_VARIABLE}
+    changes: dict[str, Any] = {"lifetime": Lifetime.TEMPORARY_VARIABLE}
     if dims is not None:
         changes["dims"] = tuple(int(d) for d in dims)
     if dynamic_dims is not None:
@@ -41,7 +41,7 @@ def map_shapes(base: OperandType, fn: Callable[[tuple], Sequence[int]], *, preci
 
 
 def same_as_input(op: Operation, i: int = 0) -> OperandType:
-    return result_type(op.inputs[i].type)
+    return result_type(op.input(i).type)
 
 
 def known(d: int) -> bool:
@@ -87,6 +87,10 @@ def const_array(op: Operation, i: int) -> Optional[np.ndarray]:
     return op.input_value(i)
 
 
+@overload
+def const_int(op: Operation, i: int, default: int) -> int: ...
+@overload
+def const_int(op: Operation, i: int, default: None = None) -> Optional[int]: ...
 def const_int(op: Operation, i: int, default: Optional[int] = None) -> Optional[int]:
     v = op.input_value(i)
     if v is None:
@@ -94,6 +98,10 @@ def const_int(op: Operation, i: int, default: Optional[int] = None) -> Optional[
     return int(np.asarray(v).reshape(-1)[0])
 
 
+@overload
+def const_bool(op: Operation, i: int, default: bool) -> bool: ...
+@overload
+def const_bool(op: Operation, i: int, default: None = None) -> Optional[bool]: ...
 def const_bool(op: Operation, i: int, default: Optional[bool] = None) -> Optional[bool]:
     v = op.input_value(i)
     if v is None:
@@ -188,10 +196,27 @@ def first_value(array):
     return np.asarray(array).reshape(-1)[0]
 
 
+# A reference receives a parameter as an array, or None for an omitted optional operand: the readers return
+# `default` for None. Typed so that a present value (or a non-None default) gives a plain value back.
+_Present = Union[np.ndarray, np.generic, int, float, Sequence]
+
+
+@overload
+def param_int(value: _Present, default: Optional[int] = None) -> int: ...
+@overload
+def param_int(value: None, default: int) -> int: ...
+@overload
+def param_int(value: None, default: None = None) -> None: ...
 def param_int(value, default: Optional[int] = None) -> Optional[int]:
     return default if value is None else int(np.asarray(value).reshape(-1)[0])
 
 
+@overload
+def param_float(value: _Present, default: Optional[float] = None) -> float: ...
+@overload
+def param_float(value: None, default: float) -> float: ...
+@overload
+def param_float(value: None, default: None = None) -> None: ...
 def param_float(value, default: Optional[float] = None) -> Optional[float]:
     return default if value is None else float(np.asarray(value).reshape(-1)[0])
 
@@ -200,6 +225,12 @@ def param_bool(value, default: bool = False) -> bool:
     return default if value is None else bool(np.asarray(value).reshape(-1)[0])
 
 
+@overload
+def param_ints(value: _Present, default: Optional[list] = None) -> list[int]: ...
+@overload
+def param_ints(value: None, default: list) -> list: ...
+@overload
+def param_ints(value: None, default: None = None) -> None: ...
 def param_ints(value, default=None) -> Optional[list]:
     return default if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 

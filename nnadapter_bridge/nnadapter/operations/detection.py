@@ -425,11 +425,11 @@ def nms_one_image(boxes_of_class, scores: np.ndarray, attrs: NmsAttributes, lod_
             kept.update(nms_classes(boxes_of_class(c), {c: order}, attrs))
     else:
         kept = nms_classes(boxes_of_class(0), orders, attrs)
-    labels = [np.full(kept[c].size, c, np.int64) for c in sorted(kept)]
-    indices = [np.sort(kept[c], kind="stable") if lod_form else kept[c] for c in sorted(kept)]
-    if not labels:
+    label_parts = [np.full(kept[c].size, c, np.int64) for c in sorted(kept)]
+    index_parts = [np.sort(kept[c], kind="stable") if lod_form else kept[c] for c in sorted(kept)]
+    if not label_parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    labels, indices = np.concatenate(labels), np.concatenate(indices)
+    labels, indices = np.concatenate(label_parts), np.concatenate(index_parts)
     if -1 < attrs.keep_top_k < labels.size:
         # The keep_top_k best across classes; equal scores keep the (label, per-label) order above.
         best = np.argsort(-scores[labels, indices], kind="stable")[:attrs.keep_top_k]

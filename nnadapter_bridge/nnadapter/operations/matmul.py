@@ -90,7 +90,7 @@ def prepare_mat_mul(op):
     tx, ty = const_bool(op, 2, False), const_bool(op, 3, False)
     x, y = op.inputs[0].type, op.inputs[1].type
     dims = matmul_dims(x.dims, y.dims, tx, ty, op)
-    dynamic = ()
+    dynamic: tuple = ()
     if x.dynamic_dims or y.dynamic_dims:
         xs = x.dynamic_dims or (x.dims,) * len(y.dynamic_dims)
         ys = y.dynamic_dims or (y.dims,) * len(x.dynamic_dims)

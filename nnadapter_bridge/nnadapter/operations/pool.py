@@ -127,7 +127,7 @@ def _pool_geometry(x, inputs, ceil_mode):
     return (kh, kw), strides, (top, bottom, left, right), (oh, ow)
 
 
-def _overhang_pads(x, kernel, strides, pads, out_hw):
+def _overhang_pads(x, kernel, strides, pads, out_hw) -> tuple[int, int, int, int]:
     """Bottom/right padding that makes every window (ceil_mode ones included) fit in the buffer."""
     top, _, left, _ = pads
     need_h = (out_hw[0] - 1) * strides[0] + kernel[0] - top - x.shape[2]
@@ -243,7 +243,7 @@ def _max_pool_taps(x, kernel_hw, strides, pads, out_hw, with_indices: bool):
             if i == j == 0:
                 continue
             tap = window_tap(xp, i, j, oh, ow, strides[0], strides[1])
-            if with_indices:
+            if indices is not None:  # with_indices
                 better = tap > out  # strict: ties keep the earlier tap, as Paddle's mask does
                 np.copyto(out, tap, where=better)
                 np.copyto(indices, base + (i * width + j), where=better)

@@ -7,7 +7,7 @@ read every parameter from `inputs`. Ties go to the first occurrence (arg max/min
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def _prepare_arg(op):
     return [map_shapes(t, lambda d: reduce_dims(d, [axis], keepdim, op), precision=precision)]
 
 
-_ARG_SIGNATURE = dict(
+_ARG_SIGNATURE: dict[str, Any] = dict(
     inputs=[Slot("input", _ORDERED), Slot("axis", INT32), Slot("keepdim", BOOL),
             Slot("dtype", INT32, optional=True)],
     outputs=[Slot("output")],

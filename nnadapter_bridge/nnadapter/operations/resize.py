@@ -108,7 +108,7 @@ def _resize_plan(op, inputs):
             ratio = _F32(0)  # a single output row reads source row 0
         elif align_corners:
             ratio = _F32(size - 1) / _F32(out - 1)
-        elif shape is None and scales[a] > 0:
+        elif shape is None and scales is not None and scales[a] > 0:
             ratio = _F32(1.0 / scales[a])
         else:
             ratio = _F32(size) / _F32(out)

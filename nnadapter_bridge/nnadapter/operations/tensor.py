@@ -8,7 +8,7 @@ these carry INT32/INT64/BOOL8 shape tensors as well as data. Results are fresh C
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 
@@ -356,7 +356,7 @@ def roll(op, inputs):
     return [np.roll(x, shifts, axis=tuple(normalize_axis(a, x.ndim, op) for a in axes))]
 
 
-_NUMPY_PAD_MODES = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.REPLICATE: "edge",
+_NUMPY_PAD_MODES: dict[PadMode, Literal["constant", "reflect", "edge"]] = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.REPLICATE: "edge",
                     PadMode.EDGE: "edge"}
 
 
