@@ -136,7 +136,8 @@ def sub_block_io(program, op) -> tuple[list[str], list[str]]:
         return [], []
     nested = _nested_blocks(blocks, roots)
     local = {name for idx in nested for name in blocks[idx].vars}
-    reads, writes = {}, {}
+    reads: dict[str, None] = {}  # ordered sets
+    writes: dict[str, None] = {}
     for idx in nested:
         for inner in blocks[idx].ops:
             for name in list(inner.input_names()) + _attr_var_names(inner):
@@ -328,7 +329,7 @@ def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_
         key = op_key(op)
         if key in marked:
             clusters.setdefault(root_of[key], []).append(op)  # dicts keep first-op order
-    subgraphs = []
+    subgraphs: list[Subgraph] = []
     unit_of, units = {}, {}
     for members in clusters.values():
         if len(members) < min_subgraph_size:

@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import textwrap
 import warnings
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from nnadapter_bridge.errors import ConfigError
 from partition.detector import body_ops, op_reads, op_writes, sub_block_indices
@@ -83,7 +83,7 @@ class Box:
         return _type_counts(self.ops)
 
     def as_dict(self) -> dict:
-        data = {"id": self.id, "kind": self.kind}
+        data: dict[str, Any] = {"id": self.id, "kind": self.kind}
         if self.kind in ("input", "output"):
             data["var"] = self.name
             return data
@@ -206,7 +206,7 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
     """The picture of `result` (partition.PartitionResult of `graph`); `placements`: op index -> Placement for
     the ops of block 0 (feed/fetch need none; an op without one is placed by `result`: its subgraph on the
     listed devices, or the host)."""
-    colors = {}
+    colors: dict[str, str] = {}
     for name in device_names:
         colors.setdefault(name, DEVICE_COLORS[len(colors) % len(DEVICE_COLORS)])
     joined = "|".join(device_names) or "the devices"
