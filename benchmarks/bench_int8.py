@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runners", default=",".join(RUNNERS))
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    from nnadapter_bridge import zoo_quant
+    from devtools import zoo_quant
     from support.model_zoo_fixtures import paddle_inference_outputs
 
     image = zoo_quant.synthetic_images(4242, 1)

@@ -19,7 +19,7 @@ With --rounds K every row is measured K times, the rounds interleaved; each star
 over the rounds and the steady figures come from the round with the lowest median (the machine may be
 shared: other work only ever slows a round down).
 Each runner's first output is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
-tolerance |got - want| <= 1e-4*|want| + 1e-5*max|want| (nnadapter_bridge.tolerances). Ratios compare
+tolerance |got - want| <= 1e-4*|want| + 1e-5*max|want| (nnadapter_bridge.validation.tolerances). Ratios compare
 steady medians with the peer on the same row (PEER_OF). The models are built once (zoo, clip_extra=False so Paddle Lite can read them)
 into ~/.cache/nnadapter-bridge/bench-peers/ (--model-dir to change); paddlepaddle is needed for that.
 """
@@ -45,7 +45,7 @@ sys.path.insert(0, ROOT)
 
 from nnadapter_bridge import zoo  # noqa: E402
 from peers.child_protocol import spawn  # noqa: E402
-from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
+from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noqa: E402
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
 RESULT_MARKER = "BENCH_PEERS_RESULT "

@@ -40,7 +40,7 @@ sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests")]
 
 from bench_peers import best_of_rounds, package_versions, source_state  # noqa: E402
 from peers.child_protocol import spawn  # noqa: E402
-from nnadapter_bridge.tolerances import model_out_of_tolerance  # noqa: E402
+from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noqa: E402
 
 CHILD = os.path.join(HERE, "peers", "zoo_child.py")
 RESULT_MARKER = "BENCH_ZOO_RESULT "

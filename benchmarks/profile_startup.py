@@ -64,17 +64,17 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # another is subtracted from the outer one's "self" time.
 PHASES = [
     ("nnadapter_bridge.loader", "load_model", "load"),
-    ("nnadapter_bridge.predictor", "_open_context", "context"),
-    ("nnadapter_bridge.partition_plan", "plan_partition", "partition"),
-    ("nnadapter_bridge.support_decisions", "VerdictStore.open", "support: read verdicts"),
-    ("nnadapter_bridge.support_decisions", "SupportDecider._decide", "support: convert + validate"),
-    ("nnadapter_bridge.support_decisions", "VerdictStore.save", "support: save verdicts"),
-    ("nnadapter_bridge.cache_key", "subgraph_fingerprint", "fingerprint"),
-    ("nnadapter_bridge.cache_key", "versions", "versions"),
-    ("nnadapter_bridge.engine", "SubgraphEngine._restore", "restore"),
+    ("nnadapter_bridge.predictor.predictor", "_open_context", "context"),
+    ("nnadapter_bridge.subgraph.plan", "plan_partition", "partition"),
+    ("nnadapter_bridge.subgraph.support_decisions", "VerdictStore.open", "support: read verdicts"),
+    ("nnadapter_bridge.subgraph.support_decisions", "SupportDecider._decide", "support: convert + validate"),
+    ("nnadapter_bridge.subgraph.support_decisions", "VerdictStore.save", "support: save verdicts"),
+    ("nnadapter_bridge.subgraph.cache_key", "subgraph_fingerprint", "fingerprint"),
+    ("nnadapter_bridge.subgraph.cache_key", "versions", "versions"),
+    ("nnadapter_bridge.subgraph.engine", "SubgraphEngine._restore", "restore"),
     ("nnadapter_bridge.nnadapter.runtime", "read_nnc_file", "restore: read + check .nnc"),
     ("nnadapter_bridge.nnadapter.runtime", "Compilation._finish_from_cache", "restore: driver import"),
-    ("nnadapter_bridge.engine", "SubgraphEngine._build", "build"),
+    ("nnadapter_bridge.subgraph.engine", "SubgraphEngine._build", "build"),
     ("converters.context", "convert_subgraph", "convert"),
     ("nnadapter_bridge.nnadapter.runtime", "Compilation._finish_from_model", "compile (driver create_program)"),
     # Runs in a thread of its own after the first compute (PendingCacheWrite): timed apart, outside the nesting.
@@ -299,7 +299,7 @@ def example_input(model_path: str):
 
     rng = np.random.default_rng(0)
     if model_path.endswith(".json"):
-        from nnadapter_bridge.zoo import TRANSFORMER_SEQ, TRANSFORMER_VOCAB
+        from devtools.zoo import TRANSFORMER_SEQ, TRANSFORMER_VOCAB
 
         return rng.integers(0, TRANSFORMER_VOCAB, (1, TRANSFORMER_SEQ)).astype(np.int64)
     return rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
@@ -308,8 +308,7 @@ def example_input(model_path: str):
 def ensure_benchmark_model(name: str, model_dir: str) -> str:
     """A zoo model (legacy .pdmodel, as bench_peers builds it) or a PIR-only zoo model (.json: OpenVINO's
     Paddle frontend cannot read those, so it has no OpenVINO-direct peer)."""
-    from nnadapter_bridge import zoo
-
+    from devtools import zoo
     if name in zoo.PIR_MODELS:
         out = os.path.join(model_dir, name, zoo.PIR_LAYOUT)
         path = zoo.model_path(name, zoo.PIR_LAYOUT, out)

@@ -21,8 +21,7 @@ import tempfile
 
 import numpy as np
 
-from nnadapter_bridge import zoo
-
+from devtools import zoo
 MODEL = "mobilenet_v1"
 IMAGE_SIZE = 224
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
@@ -58,7 +57,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def run_predictor(model_path: str, device: str, cache_dir: str, image: np.ndarray):
     """One predictor: create, run once, and describe how its programs were obtained."""
     import nnadapter_bridge as nb
-    from nnadapter_bridge.cli.output import program_report
+    from nnadapter_bridge.commands.output import program_report
 
     config = nb.Config()
     config.set_model_file(model_path)  # its .pdiparams beside it is found by name
@@ -92,7 +91,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-paddle", action="store_true", help="skip the comparison with Paddle Inference")
     args = parser.parse_args(argv)
 
-    from nnadapter_bridge.cli import output, paddle_reference
+    from nnadapter_bridge.commands import output
+
+    from nnadapter_bridge.validation import paddle_reference
     from nnadapter_bridge.errors import BridgeError
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)

@@ -17,8 +17,7 @@ import sys
 
 import numpy as np
 
-from nnadapter_bridge import zoo
-
+from devtools import zoo
 MODEL = "yolo_detector"
 SIZE = zoo.DETECTOR_SIZE
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,7 +51,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import nnadapter_bridge as nb
-    from nnadapter_bridge.cli import cmd_partition, inputs, options, output, paddle_reference
+    from nnadapter_bridge.cli import cmd_partition
+    from nnadapter_bridge.validation import inputs, paddle_reference
+    from nnadapter_bridge.commands import options, output
     from nnadapter_bridge.errors import BridgeError
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)

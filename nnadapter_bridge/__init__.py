@@ -25,11 +25,11 @@ __version__ = "0.1.0"
 # The predictor API is imported on first use, so that importing a lower layer (a converter, the loader, the
 # standard) does not load the predictor, the engine and the runtime with it.
 _LAZY = {
-    "Config": "nnadapter_bridge.config",
-    "check_nnadapter_device_name": "nnadapter_bridge.config",
-    "Predictor": "nnadapter_bridge.predictor",
-    "create_predictor": "nnadapter_bridge.predictor",
-    "Tensor": "nnadapter_bridge.tensor",
+    "Config": "nnadapter_bridge.predictor.config",
+    "check_nnadapter_device_name": "nnadapter_bridge.predictor.config",
+    "Predictor": "nnadapter_bridge.predictor.predictor",
+    "create_predictor": "nnadapter_bridge.predictor.predictor",
+    "Tensor": "nnadapter_bridge.predictor.tensor",
     "wait_for_cache_writes": "nnadapter_bridge.nnadapter.nnc",
 }
 

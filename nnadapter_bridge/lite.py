@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import enum
 
-from nnadapter_bridge.config import Config, _as_bytes, check_nnadapter_device_name
+from nnadapter_bridge.predictor.config import Config, _as_bytes, check_nnadapter_device_name
 from nnadapter_bridge.errors import ConfigError, NotSupportedError
-from nnadapter_bridge.predictor import Predictor, create_predictor
-from nnadapter_bridge.tensor import DataLayoutType, Place, PowerMode, PrecisionType, TargetType, Tensor
+from nnadapter_bridge.predictor.predictor import Predictor, create_predictor
+from nnadapter_bridge.predictor.tensor import DataLayoutType, Place, PowerMode, PrecisionType, TargetType, Tensor
 
 __all__ = ["CxxConfig", "MobileConfig", "create_paddle_predictor", "Place", "TargetType", "PrecisionType",
            "DataLayoutType", "PowerMode", "CLPrecisionType", "CLTuneMode", "Tensor", "CxxPredictor",

@@ -13,7 +13,7 @@
 * Context property BUILTIN_DEVICE_NUM_THREADS (also read from the environment; 0, the default, is automatic:
   the cores no other process is busy on, as OMP_DYNAMIC does, or the BLAS's own OMP_NUM_THREADS /
   OPENBLAS_NUM_THREADS when the user set one; blas_threads.resolve_thread_count):
-  it caps the BLAS thread pool while a program runs (nnadapter_bridge.blas_threads, shared with the host
+  it caps the BLAS thread pool while a program runs (nnadapter_bridge.nnadapter.blas_threads, shared with the host
   executor: numpy's matmul/einsum paths are the only multi-threaded parts of the references). Should
   threadpoolctl be missing, the value is validated and kept on the context but has no effect. The BLAS pool
   is global to the process: while programs run on several threads at once, the limit of the first one to
@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.blas_threads import limit_blas_threads
+from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model

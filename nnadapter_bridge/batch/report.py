@@ -7,7 +7,7 @@ import os
 
 
 def _bytes(n) -> str:
-    from nnadapter_bridge.cli.output import human_bytes
+    from nnadapter_bridge.commands.output import human_bytes
 
     return human_bytes(n) if n else "-"
 
@@ -17,7 +17,7 @@ def _num(value, fmt="{:.3g}") -> str:
 
 
 def _table(header, rows, right_align=()) -> str:
-    from nnadapter_bridge.cli.output import format_table
+    from nnadapter_bridge.commands.output import format_table
 
     return format_table(header, rows, right_align=right_align)
 

@@ -72,7 +72,7 @@ def model_digest(entry: dict) -> str:
 
 def versions_of(devices) -> str:
     """cache_key.versions for these devices, without opening them (what their cache tokens depend on)."""
-    from nnadapter_bridge import cache_key
+    from nnadapter_bridge.subgraph import cache_key
     from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
     manager = DeviceManager.instance()
@@ -194,10 +194,10 @@ def is_done(entry: dict, key: str, result_path: str, cache_dir: str, retry_faile
 
 class Progress:
     """A terminal's progress bar on stderr: `batch: 7/18 done (6 pass, 1 fail; 3 reused) last: ...`
-    (nnadapter_bridge.progress: rich on a tty, nothing otherwise)."""
+    (nnadapter_bridge.subgraph.progress: rich on a tty, nothing otherwise)."""
 
     def __init__(self, total: int, enabled: Optional[bool] = None, stream=None):
-        from nnadapter_bridge.progress import TerminalProgress
+        from nnadapter_bridge.subgraph.progress import TerminalProgress
 
         self.total = total
         self.bar = TerminalProgress(total, stream or sys.stderr, enabled=enabled)

@@ -59,8 +59,8 @@ def _feeds_digest(arrays: dict) -> str:
 
 def _reference_outputs(entry: dict, feeds: dict, cache_dir) -> tuple:
     """({name: array}, where from) for the comparison, or (None, "none")."""
-    from nnadapter_bridge.cli.inputs import load_npy
-    from nnadapter_bridge.cli.paddle_reference import paddle_outputs
+    from nnadapter_bridge.validation.inputs import load_npy
+    from nnadapter_bridge.validation.paddle_reference import paddle_outputs
 
     mode = entry["compare"]
     if mode == "none":
@@ -200,9 +200,10 @@ def run_task(task: dict) -> dict:
 
 
 def _run(entry: dict, task: dict, cache_dir: str, result: dict, timings: dict, payload: dict) -> None:
-    from nnadapter_bridge.cli import inputs, model_config
-    from nnadapter_bridge.cli.paddle_reference import compare
-    from nnadapter_bridge.predictor import create_predictor
+    from nnadapter_bridge.validation import inputs
+    from nnadapter_bridge.commands import model_config
+    from nnadapter_bridge.validation.paddle_reference import compare
+    from nnadapter_bridge.predictor.predictor import create_predictor
     from partition import dot_text
 
     args = _args(entry)

@@ -16,8 +16,8 @@ import pkgutil
 import sys
 import traceback
 
-from nnadapter_bridge.cli import channel as channel_module
-from nnadapter_bridge.cli.channel import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
+from nnadapter_bridge.commands import channel as channel_module
+from nnadapter_bridge.commands.channel import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
 from nnadapter_bridge.errors import BridgeError
 
 DESCRIPTION = ("Run PaddlePaddle inference models through NNAdapter devices. Look at a model (inspect, "
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
 @contextlib.contextmanager
 def _no_progress_bars(json_mode: bool):
     """Under --json nothing but the document is printed: no progress bars on stderr either."""
-    from nnadapter_bridge.progress import ENV_PROGRESS
+    from nnadapter_bridge.subgraph.progress import ENV_PROGRESS
 
     if not json_mode:
         yield

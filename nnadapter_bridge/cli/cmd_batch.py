@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from nnadapter_bridge.cli import options, output
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.commands import options, output
+from nnadapter_bridge.commands.options import CliError
 
 
 def register(subparsers) -> None:

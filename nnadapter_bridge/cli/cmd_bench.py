@@ -32,8 +32,14 @@ import tempfile
 import time
 
 
-from nnadapter_bridge.cli import bench_modes, inputs, model_config, options, output
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.cli import bench_modes
+
+
+from nnadapter_bridge.validation import inputs
+
+
+from nnadapter_bridge.commands import model_config, options, output
+from nnadapter_bridge.commands.options import CliError
 
 # The context property each device reads its thread count from.
 THREAD_PROPERTIES = {
@@ -119,7 +125,7 @@ def with_streams(args) -> str:
 def start_predictor(args, cache_dir: str) -> tuple:
     """(predictor, create seconds, first run seconds) for a predictor using `cache_dir`. A device that cannot
     open or compile is an error (exit 3): the times would be the host's."""
-    from nnadapter_bridge.cli.channel import current, raise_for_device_fallbacks
+    from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
 
     dynamic = options.dynamic_shape_info(args)
     config = model_config.build_config(args, cache_dir=cache_dir, dynamic_shape_info=dynamic or None)
@@ -204,8 +210,7 @@ def run(args) -> int:
     if args.float_params and not args.compare_float:
         raise CliError("--float-params: give it with --compare-float")
     if args.compare_paddle or args.compare_float:
-        from nnadapter_bridge.cli import paddle_reference
-
+        from nnadapter_bridge.validation import paddle_reference
         if not paddle_reference.paddle_available():
             raise CliError("--compare-paddle / --compare-float: paddlepaddle is not installed, so there is no "
                            "Paddle Inference to compare with; pip install paddlepaddle (or nnadapter-bridge[paddle])")
@@ -299,7 +304,7 @@ def accuracy_report(args, predictor, config, outputs: dict) -> dict:
     compare_float = getattr(args, "compare_float", None)
     if not (compare_paddle or compare_float):
         return {}
-    from nnadapter_bridge.cli import paddle_reference
+    from nnadapter_bridge.validation import paddle_reference
     from nnadapter_bridge.cli.cmd_run import _compare_float, reduced_precision_reason
 
     report = {}

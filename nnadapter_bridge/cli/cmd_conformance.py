@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import re
 
-from nnadapter_bridge.cli import options, output
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.commands import options, output
+from nnadapter_bridge.commands.options import CliError
 
 
 def register(subparsers) -> None:
@@ -78,7 +78,7 @@ def run(args) -> int:
     manager = DeviceManager.instance()
     if not manager.is_declared(args.device):
         raise CliError(f"--device {args.device}: no such driver; installed: {', '.join(manager.names())}")
-    from nnadapter_bridge.progress import TerminalProgress
+    from nnadapter_bridge.subgraph.progress import TerminalProgress
 
     bar = TerminalProgress(1)
     done = {"completed": 0}

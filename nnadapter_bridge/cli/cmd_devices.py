@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
-    from nnadapter_bridge.cli.output import format_table, print_json
+    from nnadapter_bridge.commands.output import format_table, print_json
 
     # A driver module that imports but whose SDK is missing cannot run anything: not "loaded" (issue 26).
     infos = [dataclasses.replace(info, loaded=False) if info.unavailable else info

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import time
 
-from nnadapter_bridge.cli import output
+from nnadapter_bridge.commands import output
 from nnadapter_bridge.loader import load_model
 
 

@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 def check_device_names(manager, device_names) -> None:
     """CliError naming the available devices when a requested device is unknown, its driver fails to load or
     its SDK is missing."""
-    from nnadapter_bridge.cli.options import CliError
+    from nnadapter_bridge.commands.options import CliError
     from nnadapter_bridge.errors import DeviceNotFoundError
 
     for name in device_names or []:
@@ -103,7 +103,7 @@ def collect_pir() -> dict:
 def _run_pir(args) -> int:
     data = collect_pir()
     if args.json:
-        from nnadapter_bridge.cli.output import print_json
+        from nnadapter_bridge.commands.output import print_json
 
         print_json({"pir": data})
         return 0
@@ -124,7 +124,7 @@ def run(args) -> int:
         return _run_pir(args)
     data = collect(args.device)
     if args.json:
-        from nnadapter_bridge.cli.output import print_json
+        from nnadapter_bridge.commands.output import print_json
 
         print_json(data)
         return 0

@@ -15,7 +15,7 @@ ops with their reason, a legend); `--json` has the same picture under "picture",
 under "placements" and the body ops under "body_ops". `--strict` does not count control flow as declined (a
 warning says it runs on the host: partition_plan.check_strict).
 
-The partition is the one create_predictor computes (nnadapter_bridge.partition_plan: same support
+The partition is the one create_predictor computes (nnadapter_bridge.subgraph.plan: same support
 decision, partition config and detector), but without requiring every host op to be runnable, so it
 also explains models the predictor refuses.
 """
@@ -24,11 +24,11 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING
 
-from nnadapter_bridge.cli import model_config, options, output
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.commands import model_config, options, output
+from nnadapter_bridge.commands.options import CliError
 
 if TYPE_CHECKING:  # the partition machinery is imported when a command runs, not when the parser is built
-    from nnadapter_bridge.partition_plan import PartitionPlan
+    from nnadapter_bridge.subgraph.plan import PartitionPlan
 
 
 def register(subparsers) -> None:
@@ -61,7 +61,7 @@ def analyze(config) -> PartitionPlan:
     from nnadapter_bridge.errors import DeviceNotFoundError
     from nnadapter_bridge.loader import load_model
     from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
-    from nnadapter_bridge.partition_plan import plan_partition
+    from nnadapter_bridge.subgraph.plan import plan_partition
 
     graph = load_model(**config.model_source())
     devices = []
@@ -86,7 +86,7 @@ def analyze(config) -> PartitionPlan:
 def report(plan: PartitionPlan, placements: list | None = None) -> dict:
     """The summary as plain data (the --json output). `placements`: partition_plan.OpPlacement per op (default:
     the plan's), e.g. a predictor's after a run, with the ops it moved to the host then."""
-    from nnadapter_bridge.partition_plan import host_share, host_share_summary
+    from nnadapter_bridge.subgraph.plan import host_share, host_share_summary
     from partition import op_key
     from partition.dump import operator_lines
 
@@ -192,7 +192,7 @@ def write_files(args, plan: PartitionPlan) -> list:
 def check_strict(plan: PartitionPlan) -> None:
     """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host, other than
     control flow (partition_plan.check_strict: a warning says it runs on the host)."""
-    from nnadapter_bridge.partition_plan import check_strict as check_share, host_share
+    from nnadapter_bridge.subgraph.plan import check_strict as check_share, host_share
 
     share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
     check_share(share, plan.device_names)

@@ -30,8 +30,12 @@ import time
 
 import numpy as np
 
-from nnadapter_bridge.cli import cmd_partition, inputs, model_config, options, output, paddle_reference
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.cli import cmd_partition
+
+from nnadapter_bridge.validation import inputs, paddle_reference
+
+from nnadapter_bridge.commands import model_config, options, output
+from nnadapter_bridge.commands.options import CliError
 
 
 def register(subparsers) -> None:
@@ -247,7 +251,7 @@ def _compare_float(ours: dict, reference: dict) -> dict:
 def reduced_precision_reason(predictor, config) -> str:
     """Why the outputs are judged at the reduced-precision tolerance ("" when they are not): a quantized model,
     or intel_openvino computing in bf16 / f16."""
-    from nnadapter_bridge.mixed_precision import is_quantized_model
+    from nnadapter_bridge.subgraph.mixed_precision import is_quantized_model
     from nnadapter_bridge.nnadapter.properties import Properties
 
     if is_quantized_model(predictor.graph):
@@ -305,7 +309,7 @@ def render(data: dict) -> str:
         lines.append(output.format_table(["vs Paddle Inference", "max abs error", "max rel error", "cosine", "top-1",
                                           "result"], rows, right_align={1, 2, 3, 4}))
         if data.get("reduced_precision"):
-            from nnadapter_bridge.tolerances import REDUCED_COSINE, REDUCED_TOP1
+            from nnadapter_bridge.validation.tolerances import REDUCED_COSINE, REDUCED_TOP1
 
             lines.append(f"tolerance: reduced precision ({data['reduced_precision']}): cosine >= {REDUCED_COSINE} "
                          f"and top-1 agreement >= {REDUCED_TOP1:.0%}")

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.commands.options import CliError
 
 
 def model_text(model) -> str:

@@ -33,7 +33,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge import tolerances
+from nnadapter_bridge.validation import tolerances
 from nnadapter_bridge.conformance import generators
 from nnadapter_bridge.conformance.harness import build_op
 from nnadapter_bridge.conformance.samples import SAMPLES

@@ -254,7 +254,7 @@ def test_a_nb_entry_is_not_compared_with_paddle_inference_unless_asked(tmp_path)
     """Paddle Inference cannot read a Paddle Lite .nb (it crashes on one): `compare: auto` leaves it uncompared
     and says why; an explicit `compare: paddle` is an error naming the way out."""
     from nnadapter_bridge.batch.task import _reference_outputs
-    from nnadapter_bridge.cli.options import CliError
+    from nnadapter_bridge.commands.options import CliError
 
     nb_file = tmp_path / "m.nb"
     nb_file.write_bytes(b"\x02\x00v2.13-rc\x00" + bytes(40))

@@ -11,7 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from nnadapter_bridge.cli import main, paddle_reference
+from nnadapter_bridge.cli import main
+
+from nnadapter_bridge.validation import paddle_reference
 from support.tolerances import assert_model_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -311,8 +313,8 @@ def test_sample_and_float_arguments_are_checked(yolo, capsys, argv, message):
 def test_compare_paddle_on_a_nb_is_refused_before_running(zoo_model, capsys, tmp_path, monkeypatch):
     """Paddle Inference crashes (SIGSEGV) on a Paddle Lite .nb: the CLI says so before it compiles anything,
     and --compare-float against the source model is the way to compare."""
-    from nnadapter_bridge import lite, predictor
-
+    from nnadapter_bridge import lite
+    from nnadapter_bridge.predictor import predictor
     source = zoo_model("mobilenet_v1")
     opt = lite.Opt()
     opt.set_model_file(source)
@@ -332,7 +334,7 @@ def test_compare_paddle_on_a_nb_is_refused_before_running(zoo_model, capsys, tmp
 
 def test_samples_refuse_an_output_whose_shape_changes():
     from nnadapter_bridge.cli.cmd_run import _stacked
-    from nnadapter_bridge.cli.options import CliError
+    from nnadapter_bridge.commands.options import CliError
 
     same = [{"y": np.zeros((1, 3))}, {"y": np.ones((1, 3))}]
     assert _stacked(same)["y"].shape == (2, 1, 3)

@@ -364,8 +364,7 @@ def test_a_float64_npy_is_cast_and_said_so(tiny, tmp_path, capsys):
 
 # -- 8: builtin_device's automatic thread count never oversubscribes -----------------------------------------
 def test_automatic_blas_threads_leave_the_cores_other_processes_hold(monkeypatch):
-    from nnadapter_bridge import blas_threads
-
+    from nnadapter_bridge.nnadapter import blas_threads
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)

@@ -256,7 +256,7 @@ def test_float_weight_keeps_the_float_path(tmp_path):
 
 def _write_ops(tmp_path, ops, feeds, params, fetches, run_paddle=True) -> SavedProgram:
     """A multi-op OpDesc program (intermediate vars float32), saved with its Paddle reference."""
-    from nnadapter_bridge.zoo import write_combined_params, write_program
+    from devtools.zoo import write_combined_params, write_program
 
     names = {n for op in ops for slot in op["outputs"].values() for n in slot} - set(params)  # in-place params
     var_specs = [{"name": n, "dtype": str(a.dtype), "shape": list(a.shape)} for n, a in feeds.items()]

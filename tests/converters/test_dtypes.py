@@ -101,7 +101,7 @@ class Case:
 
 def write_case(tmp_path, case: Case):
     """Write `case` as a ProgramDesc (+ combined params); only `case.fetches()` are fetched."""
-    from nnadapter_bridge.zoo import write_combined_params, write_program
+    from devtools.zoo import write_combined_params, write_program
 
     var_specs = []
     for name, a in case.feeds.items():

@@ -77,7 +77,7 @@ def test_reverse_is_flip(tmp_path, axis, dtype):
 
 def test_reverse_of_a_tensor_array(tmp_path):
     from nnadapter_bridge.loader.dtypes import VarTypeCode
-    from nnadapter_bridge.zoo import write_program
+    from devtools.zoo import write_program
 
     array = int(VarTypeCode.LOD_TENSOR_ARRAY)
     specs = [("x", "float32", [2, 3], None), ("i0", "int64", [1], None), ("i1", "int64", [1], None),
@@ -229,7 +229,7 @@ SCALES = {"negative": np.array([-2.0], np.float32), "zero": np.array([0.0], np.f
 
 
 def _linear_program(tmp_path, ops, feeds, params, fetch) -> SavedProgram:
-    from nnadapter_bridge.zoo import write_combined_params, write_program
+    from devtools.zoo import write_combined_params, write_program
 
     written = {n for op in ops for names in op["outputs"].values() for n in names}
     var_specs = [{"name": n, "dtype": str(a.dtype), "shape": list(a.shape)} for n, a in feeds.items()]

@@ -67,7 +67,7 @@ def test_linear_interp_1d_size_from_a_tensor(tmp_path):
 
 
 @pytest.mark.parametrize("size_kwargs", [dict(size=[1]), dict(scale_factor=0.25)], ids=["size_1", "scale_to_1"])
-@pytest.mark.filterwarnings("ignore::nnadapter_bridge.partition_plan.HostPlacementWarning")
+@pytest.mark.filterwarnings("ignore::nnadapter_bridge.subgraph.plan.HostPlacementWarning")
 def test_half_pixel_to_a_single_position_stays_on_the_host(tmp_path, size_kwargs):
     # Paddle's 1-D kernel samples a single output position between inputs (in/out, or 1/scale, half a step in);
     # RESIZE_LINEAR reads input 0 there, so the op is left to the host kernel, which matches Paddle.

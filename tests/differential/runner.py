@@ -6,7 +6,7 @@ run raises), the batch is halved (sub-programs exported on demand by `programs.p
 that fail alone are found; each of those is a failed case ("error"), the others are judged normally.
 
 A case passes when each of its outputs has Paddle's shape and dtype and its values are within the
-per-operation bound of nnadapter_bridge.tolerances (|got-want| <= OP_ATOL + OP_RTOL*|want|; integers and
+per-operation bound of nnadapter_bridge.validation.tolerances (|got-want| <= OP_ATOL + OP_RTOL*|want|; integers and
 booleans exact; an infinity or NaN only by the same value).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from differential import programs
-from nnadapter_bridge.tolerances import op_bound, out_of_bound
+from nnadapter_bridge.validation.tolerances import op_bound, out_of_bound
 
 DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime")
 

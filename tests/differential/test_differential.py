@@ -254,7 +254,7 @@ def cached_programs(request):
 
 @pytest.mark.parametrize("device", ALL_DEVICES)
 def test_predictor_matches_paddle_inference(device, cached_programs, request):
-    from nnadapter_bridge.config import check_nnadapter_device_name
+    from nnadapter_bridge.predictor.config import check_nnadapter_device_name
 
     if not check_nnadapter_device_name(device):
         pytest.skip(f"{device} is not available here")

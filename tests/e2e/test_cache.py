@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.cache_key import paddle_lite_cache_token
+from nnadapter_bridge.subgraph.cache_key import paddle_lite_cache_token
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
@@ -162,8 +162,7 @@ def _fingerprint_threads(monkeypatch) -> list:
     """Spy on cache_key.subgraph_fingerprint: the threads it runs on."""
     import threading
 
-    from nnadapter_bridge import cache_key
-
+    from nnadapter_bridge.subgraph import cache_key
     threads = []
     real = cache_key.subgraph_fingerprint
 

@@ -21,7 +21,7 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.engine import SubgraphEngine, SubgraphSplitWarning
+from nnadapter_bridge.subgraph.engine import SubgraphEngine, SubgraphSplitWarning
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import OperationType, ResultCode
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning

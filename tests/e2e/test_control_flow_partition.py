@@ -19,7 +19,7 @@ from support.converter_harness import pir_program, run_predictor
 DEVICES = ["builtin_device", "microsoft_onnxruntime"]
 
 # A while op has no device path: it is always on the host, and in these small programs above the 5% share.
-pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.partition_plan.HostPlacementWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.subgraph.plan.HostPlacementWarning")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_unsupported_op_inside_a_loop_body_is_named(tmp_path, monkeypatch):
     # Strict mode: the same error, and no word that it accepts the loop (ControlFlowOnHostWarning) before it.
     import warnings
 
-    from nnadapter_bridge.partition_plan import ControlFlowOnHostWarning
+    from nnadapter_bridge.subgraph.plan import ControlFlowOnHostWarning
 
     config.set_strict()
     with warnings.catch_warnings(record=True) as said:
@@ -171,7 +171,7 @@ def test_fixed_dims_follow_the_shape_arithmetic(shuffle_into_a_loop):
     # What the decision reads: the sizes the declared input fixes through shape -> slice -> stack -> reshape, and
     # nothing for the loop-carried var, whose writes (before the loop and by the loop) may differ.
     from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.support_decisions import infer_block_dims
+    from nnadapter_bridge.subgraph.support_decisions import infer_block_dims
 
     graph = load_model(shuffle_into_a_loop.model_path, None)
     fixed = infer_block_dims(graph)
@@ -187,7 +187,7 @@ def test_shuffle_with_an_unknown_batch_stays_on_the_device(tmp_path):
     # With the batch declared -1, `shape` does not fold; the channels, equal whatever the batch, still count as fixed
     # by the declarations, so the split is decided with them; run at two batch sizes, the result is Paddle's.
     import nnadapter_bridge as nb
-    from nnadapter_bridge.support_decisions import infer_block_dims
+    from nnadapter_bridge.subgraph.support_decisions import infer_block_dims
     from support.converter_harness import paddle_inference_run, paddle_pir_static
     from support.tolerances import assert_model_close
 
@@ -221,7 +221,7 @@ def test_shuffle_with_an_unknown_batch_stays_on_the_device(tmp_path):
 def test_fixed_dims_are_walked_only_for_a_declined_op(tmp_path, monkeypatch):
     # Every op supported with its declared dims (a batch of -1): the start converts no extra walk of the program.
     import nnadapter_bridge as nb
-    from nnadapter_bridge import support_decisions
+    from nnadapter_bridge.subgraph import support_decisions
     from support.predictor_programs import add_relu_scale_model
 
     def walked(*args, **kwargs):

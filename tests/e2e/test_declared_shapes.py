@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.engine import ShapeFallbackWarning
+from nnadapter_bridge.subgraph.engine import ShapeFallbackWarning
 from support.converter_harness import paddle_inference_run, paddle_pir_static, paddle_static
 from support.tolerances import assert_model_close
 

@@ -9,7 +9,7 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.cache_key import code_digest
+from nnadapter_bridge.subgraph.cache_key import code_digest
 from nnadapter_bridge.errors import InvalidDimensionsError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
@@ -158,7 +158,7 @@ def test_several_devices_share_one_context_and_the_runtime_splits_the_model(mode
 
 
 def test_weights_are_hashed_once_per_engine_not_per_run(model, monkeypatch):
-    import nnadapter_bridge.cache_key as cache_key_module
+    import nnadapter_bridge.subgraph.cache_key as cache_key_module
 
     calls = []
     original = cache_key_module.subgraph_fingerprint

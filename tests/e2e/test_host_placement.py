@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.partition_plan import HOST_SHARE_LIMIT, HostPlacementWarning, host_share, op_flops
+from nnadapter_bridge.subgraph.plan import HOST_SHARE_LIMIT, HostPlacementWarning, host_share, op_flops
 from support.partition_programs import chain_ops, real_program
 from support.placement_devices import (PICKY, ConcreteDecliningDevice, DecliningDevice, FailingCompileDevice,
                                        FailingRunDevice,
@@ -171,7 +171,7 @@ def _conv_program(host_index):
 
 
 def _placements_for(program, host_indices):
-    from nnadapter_bridge.partition_plan import OpPlacement
+    from nnadapter_bridge.subgraph.plan import OpPlacement
 
     return [OpPlacement(op, None if op.index in host_indices else 0, None if op.index in host_indices else "d",
                         "why" if op.index in host_indices else "", False, {})

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge import config as config_module
-from nnadapter_bridge.config import NoEffectWarning
+from nnadapter_bridge.predictor import config as config_module
+from nnadapter_bridge.predictor.config import NoEffectWarning
 from nnadapter_bridge.lite import (CLPrecisionType, CLTuneMode, CxxConfig, CxxPredictor, DataLayoutType,
                                    LightPredictor, MobileConfig, Place, PowerMode, PrecisionType, TargetType,
                                    create_paddle_predictor, get_version)
@@ -328,7 +328,7 @@ def test_without_set_threads_the_drivers_keep_their_defaults(small_model, monkey
 
 
 def test_set_threads_caps_the_host_executors_blas_pool(small_model):
-    from nnadapter_bridge.blas_threads import blas_thread_counts
+    from nnadapter_bridge.nnadapter.blas_threads import blas_thread_counts
 
     before = blas_thread_counts()
     if not before:

@@ -147,7 +147,7 @@ def test_paddle_lite_int8_form_runs_like_paddle_inference(weight_type):
     ops = [op for op in graph.blocks[0].ops]
     assert "calib" in [op.type for op in ops]
     assert any(op.type == "conv2d" and op.attrs.get("enable_int8") for op in ops)
-    from nnadapter_bridge.tolerances import within_reduced_precision
+    from nnadapter_bridge.validation.tolerances import within_reduced_precision
 
     x = paddlelite_env.lite_quant_input()
     for device in DEVICES:
@@ -170,10 +170,10 @@ def test_mixed_precision_config_keeps_listed_ops_of_paddle_lites_int8_form_in_fl
     int8; the result still runs like Paddle Inference on the quantized source, on every device."""
     from converters.context import convert_subgraph
     from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.mixed_precision import float_op_indices
+    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
     from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
     from nnadapter_bridge.nnadapter.types import OperandType
-    from nnadapter_bridge.tolerances import within_reduced_precision
+    from nnadapter_bridge.validation.tolerances import within_reduced_precision
 
     nb_path, want = _side(paddlelite_env.ensure_lite_quant_nb, "mobilenet_v1", weight_type)
     graph = load_model(nb_path)

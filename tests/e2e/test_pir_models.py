@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge import zoo
+from devtools import zoo
 from support.tolerances import assert_model_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]

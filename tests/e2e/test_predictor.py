@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.progress import Progress, summarize_op_types
-from nnadapter_bridge.tensor import PrecisionType
+from nnadapter_bridge.subgraph.progress import Progress, summarize_op_types
+from nnadapter_bridge.predictor.tensor import PrecisionType
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 X = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)
@@ -251,7 +251,7 @@ def test_refeeding_the_same_shape_reuses_the_input_buffer_and_sees_new_data(mode
 
 def test_an_output_that_is_a_feed_var_does_not_change_with_the_next_input(tmp_path):
     """A fetch of the feed var itself: the output must keep its values when the input buffer is refilled."""
-    from nnadapter_bridge.zoo import write_program
+    from devtools.zoo import write_program
 
     path = str(tmp_path / "__model__")
     write_program(path, [{"vars": [{"name": "x", "dtype": "float32", "shape": [-1, 4]},

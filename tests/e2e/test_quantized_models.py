@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.tolerances import (
+from nnadapter_bridge.validation.tolerances import (
     REDUCED_COSINE,
     REDUCED_TOP1,
     cosine_similarity,
@@ -113,7 +113,7 @@ def test_mixed_precision_config_keeps_listed_ops_in_float(quant_model, tmp_path)
     matches Paddle, and the listed ops are part of the cache key."""
     from converters.context import convert_subgraph
     from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.mixed_precision import float_op_indices
+    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
     from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
     from nnadapter_bridge.nnadapter.types import OperandType
 

@@ -32,8 +32,8 @@ from nnadapter_bridge.nnadapter.nnc import (
 )
 from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.partition_plan import HostPlacementWarning
-from nnadapter_bridge.support_decisions import VerdictStore, signature_text
+from nnadapter_bridge.subgraph.plan import HostPlacementWarning
+from nnadapter_bridge.subgraph.support_decisions import VerdictStore, signature_text
 from support.predictor_programs import add_relu_scale_model
 
 X = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)

@@ -52,7 +52,7 @@ def model(tmp_path):
 
 # -- support verdicts by op ------------------------------------------------------------------------------
 def test_a_warm_start_of_the_same_program_computes_no_signature(model, tmp_path, monkeypatch):
-    from nnadapter_bridge.support_decisions import SupportDecider
+    from nnadapter_bridge.subgraph.support_decisions import SupportDecider
 
     cache = tmp_path / "cache"
     first = start(model, cache)
@@ -307,8 +307,7 @@ def test_a_file_others_may_write_is_read_not_mapped(tmp_path, monkeypatch):
 
 # -- fingerprints remembered across starts -------------------------------------------------------------------
 def _counting_fingerprints(monkeypatch):
-    from nnadapter_bridge import cache_key
-
+    from nnadapter_bridge.subgraph import cache_key
     calls = []
     real = cache_key.subgraph_fingerprint
 
@@ -321,7 +320,7 @@ def _counting_fingerprints(monkeypatch):
 
 
 def test_a_warm_start_does_not_hash_the_weights_again(model, tmp_path, monkeypatch):
-    from nnadapter_bridge.support_decisions import FingerprintMemo
+    from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
 
     monkeypatch.setattr(FingerprintMemo, "RACY_NS", -(1 << 62))  # the test's params file is seconds old
     calls = _counting_fingerprints(monkeypatch)
@@ -342,7 +341,7 @@ def test_a_warm_start_does_not_hash_the_weights_again(model, tmp_path, monkeypat
 
 
 def test_no_fingerprint_is_remembered_with_an_integrity_key(model, tmp_path, monkeypatch):
-    from nnadapter_bridge.support_decisions import FingerprintMemo
+    from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
 
     monkeypatch.setattr(FingerprintMemo, "RACY_NS", -(1 << 62))
     monkeypatch.setenv("NNADAPTER_BRIDGE_CACHE_KEY", "secret")

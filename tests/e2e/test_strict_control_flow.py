@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.partition_plan import CONTROL_FLOW_REASON, ControlFlowOnHostWarning, HostPlacementWarning
+from nnadapter_bridge.subgraph.plan import CONTROL_FLOW_REASON, ControlFlowOnHostWarning, HostPlacementWarning
 from support.converter_harness import pir_program
 from support.placement_devices import PICKY, DecliningDevice
 from support.tolerances import assert_model_close

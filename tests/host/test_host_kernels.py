@@ -104,7 +104,7 @@ def test_linspace(tmp_path, start, stop, num, dtype):
 
 @pytest.mark.parametrize("rows,cols,dtype", [(3, -1, 5), (2, 5, 5), (4, 3, 3)])
 def test_eye(tmp_path, rows, cols, dtype):
-    from nnadapter_bridge.zoo import write_program
+    from devtools.zoo import write_program
     import os
 
     from support.converter_harness import _run_saved, paddle_static
@@ -148,7 +148,7 @@ def test_random(tmp_path, op_type, attrs):
     import os
 
     from support.converter_harness import _run_saved, paddle_static
-    from nnadapter_bridge.zoo import write_program
+    from devtools.zoo import write_program
 
     np_dtype = {5: "float32", 6: "float64"}[attrs["dtype"]]
     write_program(os.path.join(tmp_path, "__model__"), [{

@@ -11,7 +11,7 @@ import nnadapter_bridge as nb
 from support.converter_harness import opdesc_program
 from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.loader import load_model
-from nnadapter_bridge.zoo import write_program
+from devtools.zoo import write_program
 from support.tolerances import assert_op_close
 
 POOL_ATTRS = {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0], "ceil_mode": True,

@@ -9,7 +9,7 @@ import pytest
 
 from support.converter_harness import opdesc_program, pir_program, run_predictor
 
-pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.partition_plan.HostPlacementWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.subgraph.plan.HostPlacementWarning")
 
 
 def _viterbi_feeds(seed: int, ties: bool):

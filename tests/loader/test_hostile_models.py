@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.errors import ConfigError, ModelFormatError
 from nnadapter_bridge.loader import dtypes, load_model
 from nnadapter_bridge.loader import framework_pb2 as pb

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from support.model_zoo_fixtures import ours_flat_op, paddle_load
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import BlockRef, VarRef, dtypes, load_model
 from nnadapter_bridge.loader import framework_pb2 as pb

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from support.model_zoo_fixtures import ours_flat_op, ours_flat_var, paddle_load
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.loader import load_model
 
 EXPECTED_LAYOUT = {"pdmodel": "pdmodel+pdiparams", "combined": "dir+__params__", "per-var": "dir+per-var"}

@@ -18,7 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader import load_model

@@ -14,7 +14,7 @@ import pytest
 
 import converters  # noqa: F401  (registers every converter)
 from converters.registry import CONVERTERS
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.host.kernels import HOST_KERNELS
 from nnadapter_bridge.loader import pir
 

@@ -20,7 +20,7 @@ from support.pir_export import export_in_child
 from support.tolerances import assert_model_close
 
 # The control-flow op has no device path: it runs on the host, above the 5% share of these small programs.
-pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.partition_plan.HostPlacementWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::nnadapter_bridge.subgraph.plan.HostPlacementWarning")
 
 _EXPORT = r'''
 import os, sys

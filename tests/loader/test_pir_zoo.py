@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge import zoo
+from devtools import zoo
 from nnadapter_bridge.loader import load_model
 from support.tolerances import assert_model_close
 
@@ -294,17 +294,17 @@ def test_pir_export_refuses_weights_that_do_not_match(zoo_model, tmp_path):
 
 @pytest.mark.slow
 def test_zoo_cli_writes_pir_models(tmp_path):
-    """`python -m nnadapter_bridge.zoo NAME DIR` defaults to --layout pir for a PIR-only model, and the result
+    """`python -m devtools.zoo NAME DIR` defaults to --layout pir for a PIR-only model, and the result
     loads (inputs as the model's docstring says)."""
     zoo.require_paddle()
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "nnadapter_bridge.zoo", "while_loop", str(tmp_path)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "devtools.zoo", "while_loop", str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = zoo.model_path("while_loop", zoo.PIR_LAYOUT, str(tmp_path))
     assert proc.stdout.strip().endswith(path)
     assert os.path.isfile(path[: -len(".json")] + ".pdiparams")
     assert load_model(path).inputs == ["x", "n"]
-    proc = subprocess.run([sys.executable, "-m", "nnadapter_bridge.zoo", "while_loop", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "devtools.zoo", "while_loop", str(tmp_path),
                            "--layout", "pdmodel"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "only in the PIR format" in proc.stderr

@@ -372,14 +372,14 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet
 @settings(max_examples=60, deadline=None)
 @given(value=JSON)
 def test_json_depth_matches_the_structure_whatever_the_strings_hold(value):
-    from nnadapter_bridge.support_decisions import json_depth
+    from nnadapter_bridge.subgraph.support_decisions import json_depth
 
     for text in (json.dumps(value), json.dumps(value, indent=1, ensure_ascii=False)):
         assert json_depth(text.encode("utf-8")) == _reference_depth(value)
 
 
 def _open_store(tmp_path):
-    from nnadapter_bridge.support_decisions import VerdictStore
+    from nnadapter_bridge.subgraph.support_decisions import VerdictStore
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -388,13 +388,13 @@ def _open_store(tmp_path):
 
 
 def _store_path(tmp_path):
-    from nnadapter_bridge.support_decisions import VerdictStore
+    from nnadapter_bridge.subgraph.support_decisions import VerdictStore
 
     return tmp_path / f"support-{VerdictStore.store_key(['builtin_device'], '', 'v')}.json"
 
 
 def test_verdict_store_round_trip_still_works(tmp_path):
-    from nnadapter_bridge.support_decisions import SupportVerdict
+    from nnadapter_bridge.subgraph.support_decisions import SupportVerdict
 
     store, messages = _open_store(tmp_path)
     store.put('["relu"]', SupportVerdict(True))
@@ -416,7 +416,7 @@ def test_a_hostile_verdict_store_is_ignored_with_one_warning(tmp_path, content, 
 
 
 def test_a_verdict_store_over_the_size_cap_is_not_read(tmp_path, monkeypatch):
-    import nnadapter_bridge.support_decisions as support_decisions
+    import nnadapter_bridge.subgraph.support_decisions as support_decisions
 
     _store_path(tmp_path).write_bytes(b" " * 1000)
     monkeypatch.setattr(support_decisions, "MAX_STORE_BYTES", 999)

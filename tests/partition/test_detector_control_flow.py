@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import BlockRef, VarRef
-from nnadapter_bridge.zoo import write_program
+from devtools.zoo import write_program
 from partition import Subgraph, detect_subgraphs
 from partition.detector import op_reads, op_writes
 

@@ -1,5 +1,5 @@
 """Property: whatever ops the devices take, a partitioned program computes what the whole program computes on
-the host. Random legacy programs (written with nnadapter_bridge.zoo.write_program, read back by the loader) hold
+the host. Random legacy programs (written with devtools.zoo.write_program, read back by the loader) hold
 attribute tensors (a reshape target from a `shape` op's ShapeTensor-style `Shape` slot, a `range` whose `end` is a
 Variable-valued attribute computed from the data) and control flow (`conditional_block`, `while`, one nested in the
 other) whose bodies read block-0 values, directly and through attributes, that the control-flow op's X / Input slot
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nnadapter_bridge.host.executor import HostExecutor
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import BlockRef, VarRef
-from nnadapter_bridge.zoo import write_combined_params, write_program
+from devtools.zoo import write_combined_params, write_program
 from partition import Subgraph, detect_subgraphs, op_key
 
 SHAPE = [2, 3]

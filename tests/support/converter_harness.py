@@ -7,7 +7,7 @@ Two ways to make the program:
   `paddle.static.save_inference_model` and the reference comes from Paddle running the SAVED program.
 - `opdesc_program(tmp_path, op_type, inputs=..., outputs=..., attrs=..., feeds=..., params=...)`: for ops
   paddle 3.3.1 cannot build in legacy static mode, the OpDesc is written with our own proto module
-  (`nnadapter_bridge.zoo.write_program`). The reference comes from Paddle executing that program when it
+  (`devtools.zoo.write_program`). The reference comes from Paddle executing that program when it
   can; otherwise the test passes its own oracle (a paddle dygraph call).
 
 `convert_and_run(model_path, feeds)` converts every op of block 0 (feed/fetch excluded) into one NNAdapter
@@ -87,7 +87,7 @@ def opdesc_program(tmp_path, op_type: str, *, inputs: dict, outputs: dict, attrs
     inputs/outputs: {slot: [var names]}; feeds: {name: array}; params: {name: array} (persistable);
     output vars are declared float32 with unknown shape unless `extra_vars` declares them.
     """
-    from nnadapter_bridge.zoo import write_combined_params, write_program
+    from devtools.zoo import write_combined_params, write_program
 
     params = params or {}
     declared = {v["name"] for v in (extra_vars or [])}

@@ -30,7 +30,7 @@ import os
 import numpy as np
 import pytest
 
-from nnadapter_bridge import zoo
+from devtools import zoo
 from support.fixture_cache import build_once, is_complete
 
 # Bump when the zoo's export changes (seed, weight init, names) so stale caches are not reused.

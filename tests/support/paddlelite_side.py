@@ -4,7 +4,7 @@ WORKDIR/request.json holds the arguments and WORKDIR/in<k>.npy the input arrays 
 Writes WORKDIR/result.json and WORKDIR/out<k>.npy.
 
 Commands:
-  export  name, out_dir, repo: the zoo network `name` (nnadapter_bridge.zoo._build_network, imported from `repo`)
+  export  name, out_dir, repo: the zoo network `name` (devtools.zoo._build_network, imported from `repo`)
           built with this venv's paddle 2.6.2, its persistable vars set from the input arrays (every one named,
           shapes equal), saved with save_inference_model as out_dir/<name>.pdmodel + .pdiparams. Paddle Lite's
           opt cannot read paddle 3.3.1's exports (relu6 without `threshold`; crashes), this gives it the same
@@ -48,8 +48,7 @@ def _opt(request):
 def _export(request, arrays):
     sys.path.insert(0, request["repo"])
     import paddle
-    from nnadapter_bridge import zoo
-
+    from devtools import zoo
     paddle.enable_static()
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup):

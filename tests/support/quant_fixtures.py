@@ -1,5 +1,5 @@
 """Pytest fixtures for quantized zoo models: Paddle's own post-training quantization of the zoo models
-(nnadapter_bridge.zoo_quant), built once and cached next to the zoo fixtures.
+(devtools.zoo_quant), built once and cached next to the zoo fixtures.
 
 Cache: `<fixture_root()>/<name>-q<onnx|fake>-<channel|layer>-<QUANT_BUILD_ID>/model.pdmodel` (+ .pdiparams),
 built under an exclusive lock into a staging directory renamed into place after the COMPLETE marker is
@@ -19,7 +19,7 @@ import os
 import numpy as np
 import pytest
 
-from nnadapter_bridge import zoo, zoo_quant
+from devtools import zoo, zoo_quant
 from support.fixture_cache import build_once, is_complete
 from support.model_zoo_fixtures import BUILD_ID, ensure_zoo_model, fixture_root, paddle_inference_outputs
 

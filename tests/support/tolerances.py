@@ -1,9 +1,9 @@
-"""Assertion helpers over the tolerances of DESIGN.md (nnadapter_bridge.tolerances), used by every test."""
+"""Assertion helpers over the tolerances of DESIGN.md (nnadapter_bridge.validation.tolerances), used by every test."""
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.tolerances import OP_ATOL, OP_RTOL, model_bound, model_scale, op_bound, out_of_bound
+from nnadapter_bridge.validation.tolerances import OP_ATOL, OP_RTOL, model_bound, model_scale, op_bound, out_of_bound
 
 
 def assert_op_close(got, want, *, atol: float = OP_ATOL, rtol: float = OP_RTOL, what: str = "") -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from nnadapter_bridge.cli.channel import CommandError
+from nnadapter_bridge.commands.channel import CommandError
 
 DEFAULT_DEVICE = "builtin_device"
 # Random integer inputs are drawn from [0, RANDOM_INT_HIGH): small, non-negative (valid as indices or sizes).

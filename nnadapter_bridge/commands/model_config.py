@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from nnadapter_bridge.cli.options import (CliError, check_file, check_min_subgraph_size, check_seed,
+from nnadapter_bridge.commands.options import (CliError, check_file, check_min_subgraph_size, check_seed,
                                           device_names)
 
 
@@ -25,7 +25,7 @@ def check_partition_config_path(args) -> None:
 
 def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: Optional[dict] = None):
     """A Config from the model, device and partition options in `args` (checks paths first)."""
-    from nnadapter_bridge.config import Config
+    from nnadapter_bridge.predictor.config import Config
 
     check_model_path(args)
     check_partition_config_path(args)
@@ -57,8 +57,8 @@ def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: O
 def open_predictor(config):
     """create_predictor(config), but a device that fell back while the predictor opened (cannot load, open or
     create a context) is a channel.DeviceError naming it: the user asked for that device."""
-    from nnadapter_bridge.cli.channel import current, raise_for_device_fallbacks
-    from nnadapter_bridge.predictor import create_predictor
+    from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
+    from nnadapter_bridge.predictor.predictor import create_predictor
 
     since = len(current().warnings)
     predictor = create_predictor(config)

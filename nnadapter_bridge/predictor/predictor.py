@@ -55,12 +55,12 @@ from typing import Optional
 
 import numpy as np
 
-from nnadapter_bridge.config import Config
-from nnadapter_bridge.engine import CacheBufferStore, ContextPool, EngineStats, ProgramPool, SubgraphEngine
+from nnadapter_bridge.predictor.config import Config
+from nnadapter_bridge.subgraph.engine import CacheBufferStore, ContextPool, EngineStats, ProgramPool, SubgraphEngine
 from nnadapter_bridge.errors import (BridgeError, ConfigError, DeviceNotFoundError, InputError, NNAdapterError,
                                      UnsupportedOpError)
-from nnadapter_bridge.progress import Progress
-from nnadapter_bridge.tensor import Tensor
+from nnadapter_bridge.subgraph.progress import Progress
+from nnadapter_bridge.predictor.tensor import Tensor
 
 _ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/host/kernels/) for them, or choose "
            "devices that support them.")
@@ -151,7 +151,7 @@ def _nnadapter_devices(config: Config) -> list:
                           f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so "
                           "no device runs; add Place(TargetType.NNAdapter) or drop set_strict()")
     if config.nnadapter_device_names_given():
-        from nnadapter_bridge.config import NoEffectWarning
+        from nnadapter_bridge.predictor.config import NoEffectWarning
 
         warnings.warn(f"set_nnadapter_device_names({config.nnadapter_device_names()}) is unused: set_valid_places "
                       f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so the "
@@ -215,7 +215,7 @@ def _fingerprint_memo(plan, graph, key):
     """The subgraph fingerprints remembered in the verdict store (support_decisions.FingerprintMemo), or None
     (no model cache dir, or an integrity key: Config.set_nnadapter_model_cache_key / the environment)."""
     from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
-    from nnadapter_bridge.support_decisions import FingerprintMemo
+    from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
 
     support = plan.support
     return FingerprintMemo.for_graph(getattr(support, "store", None), graph, getattr(support, "program_key", None),
@@ -235,7 +235,7 @@ class Predictor:
 
     def __init__(self, config: Config):
         from nnadapter_bridge.loader import load_model
-        from nnadapter_bridge.partition_plan import plan_partition
+        from nnadapter_bridge.subgraph.plan import plan_partition
         from partition import print_dump_if_verbose
 
         if not isinstance(config, Config):
@@ -252,7 +252,7 @@ class Predictor:
 
             plan = plan_partition(config, self.graph, self.context)
             print_dump_if_verbose(self.graph, plan.result)
-            from nnadapter_bridge.mixed_precision import float_op_indices
+            from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
 
             float_ops = float_op_indices(config, self.graph)
             # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
@@ -402,7 +402,7 @@ class Predictor:
         if self.config.strict:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
             if off_device:  # an error; only control flow on the host: a warning, below, once the model can run
-                from nnadapter_bridge.partition_plan import check_strict
+                from nnadapter_bridge.subgraph.plan import check_strict
 
                 strict_share = self._host_share()
                 check_strict(strict_share, self.device_names, warn=False)
@@ -418,12 +418,12 @@ class Predictor:
                 "on the host (no device was named)"
             self._raise_unsupported(missing, f"these Paddle op types can run {where}", _ADVICE)
         if strict_share is not None:
-            from nnadapter_bridge.partition_plan import warn_control_flow
+            from nnadapter_bridge.subgraph.plan import warn_control_flow
 
             warn_control_flow(strict_share, self.device_names, stacklevel=5)
 
     def _host_share(self):
-        from nnadapter_bridge.partition_plan import host_share
+        from nnadapter_bridge.subgraph.plan import host_share
 
         return host_share(self.graph, self.placements(per_device=False))
 
@@ -433,7 +433,7 @@ class Predictor:
             return
         share = self._host_share()
         if share.over_limit:
-            from nnadapter_bridge.partition_plan import HostPlacementWarning, host_share_message
+            from nnadapter_bridge.subgraph.plan import HostPlacementWarning, host_share_message
 
             warnings.warn(host_share_message(share, self.device_names), HostPlacementWarning, stacklevel=4)
 
@@ -622,16 +622,16 @@ class Predictor:
             if shared.moved_warned or not shared.moved_to_host or self.config.strict:
                 return
             shared.moved_warned = True
-        from nnadapter_bridge.partition_plan import HostPlacementWarning, host_share_message
+        from nnadapter_bridge.subgraph.plan import HostPlacementWarning, host_share_message
 
         warnings.warn(host_share_message(self._host_share(), self.device_names or ["(no device)"]),
                       HostPlacementWarning, stacklevel=3)
 
     def _host_thread_cap(self):
-        """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.blas_threads); none without."""
+        """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.nnadapter.blas_threads); none without."""
         if not self._host_threads:
             return contextlib.nullcontext()
-        from nnadapter_bridge.blas_threads import limit_blas_threads
+        from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
 
         return limit_blas_threads(self._host_threads)
 

@@ -47,7 +47,7 @@ import warnings
 import numpy as np
 from typing import Any, Optional
 
-from nnadapter_bridge.cache_key import semantic_attrs
+from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from nnadapter_bridge.errors import BridgeError, ModelFormatError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision

@@ -36,8 +36,8 @@ import math
 import os
 from typing import Optional
 
-from nnadapter_bridge import cache_key
-from nnadapter_bridge.support_decisions import SupportDecider, VerdictStore
+from nnadapter_bridge.subgraph import cache_key
+from nnadapter_bridge.subgraph.support_decisions import SupportDecider, VerdictStore
 from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, body_ops, detect_subgraphs, op_key,
                        resolve_partition_config, sub_block_indices)
 from partition.picture import Placement

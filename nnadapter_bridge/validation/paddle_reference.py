@@ -1,5 +1,5 @@
 """Paddle Inference as the reference: running a model on it and comparing our outputs with its outputs at
-the whole-model tolerance (nnadapter_bridge.tolerances).
+the whole-model tolerance (nnadapter_bridge.validation.tolerances).
 
 When Paddle Inference itself cannot load or run the model (an op it does not know, an input it rejects), the
 CLI says so in one line (CliError "Paddle Inference could not run this model: ..."), never with Paddle's
@@ -12,9 +12,9 @@ from typing import Optional
 
 import numpy as np
 
-from nnadapter_bridge.cli.options import CliError
+from nnadapter_bridge.commands.options import CliError
 from nnadapter_bridge.errors import BridgeError
-from nnadapter_bridge.tolerances import (
+from nnadapter_bridge.validation.tolerances import (
     cosine_similarity,
     model_out_of_tolerance,
     model_scale,

@@ -11,13 +11,13 @@ Paddle's legacy ProgramDesc format in one of three layouts (LAYOUTS):
 paddlepaddle is optional for this package: it is imported lazily, in a child process. The legacy format
 needs FLAGS_enable_pir_api=0 before paddle is first imported, which the parent process cannot promise
 (paddle may already be loaded in PIR mode), so the export always runs in a fresh interpreter:
-`python -m nnadapter_bridge.zoo NAME OUT_DIR [--layout L] [--keep-extra]`.
+`python -m devtools.zoo NAME OUT_DIR [--layout L] [--keep-extra]`.
 
 The PIR format (PIR_LAYOUT = "pir"; Paddle 3's default export): `<out_dir>/<name>.json` + `<name>.pdiparams`,
 written by `paddle.jit.save` (through `paddle.jit.to_static(full_graph=True)`) in a fresh interpreter with PIR
 on (FLAGS_enable_pir_api unset), from the network built in dygraph (eval mode) with named InputSpecs:
 `build_pir_model(name, out_dir, weights_from=None)`, or `build_model(name, out_dir, layout="pir")`, or
-`python -m nnadapter_bridge.zoo NAME OUT_DIR --layout pir [--weights-from LEGACY_MODEL]`.
+`python -m devtools.zoo NAME OUT_DIR --layout pir [--weights-from LEGACY_MODEL]`.
 
   - a zoo model (MODELS, EXTRA_MODELS: `x` [-1, 3, 224, 224] float32; yolo_detector: `image`, `im_shape`)
     gets exactly the weights of its legacy export: every parameter and persistable buffer is set by name
@@ -96,7 +96,7 @@ def build_models(name: str, out_dirs: dict, clip_extra: bool = True, seed: int =
         if layout not in LAYOUTS:
             raise ZooError(f"unknown layout '{layout}'; choose one of: {', '.join(LAYOUTS)}")
     require_paddle()
-    cmd = [sys.executable, "-m", "nnadapter_bridge.zoo", name, "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "devtools.zoo", name, "--seed", str(seed)]
     for layout, out_dir in out_dirs.items():
         cmd += ["--to", f"{layout}={os.path.abspath(out_dir)}"]
     if not clip_extra:
@@ -370,7 +370,7 @@ def build_pir_model(name: str, out_dir: str, weights_from: str | None = None, se
 
 
 def _run_pir_child(name: str, out_dir: str, weights_from: str | None, seed: int, timeout: float) -> str:
-    cmd = [sys.executable, "-m", "nnadapter_bridge.zoo", name, "--seed", str(seed),
+    cmd = [sys.executable, "-m", "devtools.zoo", name, "--seed", str(seed),
            "--to", f"{PIR_LAYOUT}={os.path.abspath(out_dir)}"]
     if weights_from is not None:
         cmd += ["--weights-from", os.path.abspath(weights_from)]
@@ -661,7 +661,7 @@ def _pir_while_loop(paddle):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nnadapter_bridge.zoo",
+    parser = argparse.ArgumentParser(prog="python -m devtools.zoo",
                                      description="Build a zoo model: paddle.vision models in the legacy inference "
                                                  "format, and any zoo model in the PIR format (--layout pir).")
     parser.add_argument("name", choices=MODELS + EXTRA_MODELS + PIR_MODELS)

@@ -42,7 +42,7 @@ known for ops from the legacy phase. Entries of other dialects (``onednn_op.*``)
 Requires paddlepaddle 3.3.1 (another version runs too, but regenerate the table only with the version the
 loader targets). Takes under a minute on two cores. Run from the repository root::
 
-    python -m nnadapter_bridge.loader.regenerate_pir_signatures [--out PATH]
+    python -m devtools.regenerate_pir_signatures [--out PATH]
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
+# The tables are package data of the loader, one folder over from this (development-only) script.
+HERE = Path(__file__).resolve().parent.parent / "nnadapter_bridge" / "loader"
 DEFAULT_OUT = HERE / "pir_signatures.json"
 COMPAT_TSV = HERE / "pir_op_compat.tsv"
 
@@ -835,7 +836,7 @@ def merge(legacy: dict, api: dict, compat: dict[str, str], paddle_version: str) 
         legacy_name = compat.get(short) or compat.get(short.rstrip("_")) or API_LEGACY.get(short)
         entries[pir_name] = {"legacy": legacy_name, **{k: v for k, v in sig.items() if k != "name"}}
     out: dict[str, Any] = dict(sorted(entries.items()))
-    out["_generated_by"] = f"nnadapter_bridge.loader.regenerate_pir_signatures with paddlepaddle {paddle_version}"
+    out["_generated_by"] = f"devtools.regenerate_pir_signatures with paddlepaddle {paddle_version}"
     out["_no_legacy_proto"] = legacy["no_legacy_proto"]
     out["_untranslated"] = dict(sorted(legacy["untranslated"].items()))
     return dict(sorted(out.items()))

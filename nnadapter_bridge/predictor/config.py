@@ -303,7 +303,7 @@ class Config:
 
     def set_nnadapter_mixed_precision_quantization_config_path(self, path) -> None:
         """A file listing ops of a quantized model that compute in float (partition-config syntax; see
-        nnadapter_bridge.mixed_precision). The buffer, when set, wins."""
+        nnadapter_bridge.subgraph.mixed_precision). The buffer, when set, wins."""
         self._mixed_precision_config_path = _path(path, "set_nnadapter_mixed_precision_quantization_config_path")
 
     def nnadapter_mixed_precision_quantization_config_path(self) -> str:
@@ -382,7 +382,7 @@ class Config:
         and so does nnadapter-bridge (there is no core binding to do). A PowerMode (or its int) is kept and
         returned by power_mode(); a mode other than LITE_POWER_NO_BIND (the default) gets one NoEffectWarning
         per process saying it has no effect. Anything else is a ConfigError."""
-        from nnadapter_bridge.tensor import PowerMode, _enum_member
+        from nnadapter_bridge.predictor.tensor import PowerMode, _enum_member
 
         mode = _enum_member(PowerMode, mode, "set_power_mode")
         if mode != PowerMode.LITE_POWER_NO_BIND:
@@ -393,7 +393,7 @@ class Config:
 
     def power_mode(self):
         """The mode given to set_power_mode (LITE_POWER_NO_BIND by default, as in Paddle Lite)."""
-        from nnadapter_bridge.tensor import PowerMode
+        from nnadapter_bridge.predictor.tensor import PowerMode
 
         return PowerMode(self._power_mode)
 
@@ -406,7 +406,7 @@ class Config:
         Never called: the devices are used (Paddle Lite's CxxConfig insists on valid places; a MobileConfig's
         .nb carries them). A non-empty list of Place objects; a string (the 'x86,arm' form of Opt), an empty
         list or anything else is a ConfigError."""
-        from nnadapter_bridge.tensor import Place
+        from nnadapter_bridge.predictor.tensor import Place
 
         if isinstance(places, (str, bytes)):
             raise ConfigError(f"set_valid_places: expected a list of Place objects, got the string {places!r}; "
@@ -439,7 +439,7 @@ class Config:
     def nnadapter_enabled(self) -> bool:
         """Whether the NNAdapter devices may run: set_valid_places never called, or a Place with
         TargetType.NNAdapter among the valid places (set_valid_places)."""
-        from nnadapter_bridge.tensor import TargetType
+        from nnadapter_bridge.predictor.tensor import TargetType
 
         if self._valid_places is None:
             return True

@@ -10,7 +10,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.cli.options import (RANDOM_INT_HIGH, CliError, check_file, parse_input_file,
+from nnadapter_bridge.commands.options import (RANDOM_INT_HIGH, CliError, check_file, parse_input_file,
                                           parse_input_shape)
 
 NPY_MAGIC = b"\x93NUMPY"

@@ -17,7 +17,7 @@ Calibration reads CALIBRATION_BATCHES x CALIBRATION_BATCH deterministic syntheti
 (`synthetic_images(seed, n)`: smooth random colour fields plus noise, roughly unit variance, so every layer
 sees a spread of values). The quantization runs in a fresh interpreter with FLAGS_enable_pir_api=0, as the
 zoo's legacy export does: the parent may have paddle loaded in PIR mode.
-`python -m nnadapter_bridge.zoo_quant FLOAT_PDMODEL OUT_DIR --onnx-format 1 --weight-type abs_max`.
+`python -m devtools.zoo_quant FLOAT_PDMODEL OUT_DIR --onnx-format 1 --weight-type abs_max`.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-from nnadapter_bridge.zoo import INPUT_NAME, ZooError, require_paddle
+from devtools.zoo import INPUT_NAME, ZooError, require_paddle
 
 WEIGHT_TYPES = ("channel_wise_abs_max", "abs_max")
 CALIBRATION_BATCH = 10
@@ -58,7 +58,7 @@ def build_quantized_model(float_model: str, out_dir: str, onnx_format: bool, wei
     if weight_type not in WEIGHT_TYPES:
         raise ZooError(f"unknown weight type '{weight_type}'; choose one of: {', '.join(WEIGHT_TYPES)}")
     require_paddle()
-    cmd = [sys.executable, "-m", "nnadapter_bridge.zoo_quant", os.path.abspath(float_model), os.path.abspath(out_dir),
+    cmd = [sys.executable, "-m", "devtools.zoo_quant", os.path.abspath(float_model), os.path.abspath(out_dir),
            "--onnx-format", "1" if onnx_format else "0", "--weight-type", weight_type, "--batches", str(batches)]
     env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_minloglevel=os.environ.get("GLOG_minloglevel", "2"))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -96,7 +96,7 @@ def _quantize_in_this_process(float_model: str, out_dir: str, onnx_format: bool,
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nnadapter_bridge.zoo_quant",
+    parser = argparse.ArgumentParser(prog="python -m devtools.zoo_quant",
                                      description="Post-training quantize a legacy zoo model with Paddle's own PTQ.")
     parser.add_argument("float_model", help="the float model's <name>.pdmodel (its .pdiparams next to it)")
     parser.add_argument("out_dir")

@@ -7,7 +7,7 @@ Paddle's attribute checker refuses an OpDesc whose attribute has another type th
 the same programs at load time, so an op never reaches a converter or a host kernel with, say, a float where
 an int is expected. Requires paddlepaddle 3.3.1 (the version the loader targets). Run from the repository root::
 
-    python -m nnadapter_bridge.loader.regenerate_attr_types [--out PATH]
+    python -m devtools.regenerate_attr_types [--out PATH]
 """
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import argparse
 import json
 import os
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paddle_attr_types.json")
+# The table is package data of the loader, one folder over from this (development-only) script.
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nnadapter_bridge", "loader",
+                   "paddle_attr_types.json")
 
 
 def collect() -> dict:

@@ -32,7 +32,7 @@ actual shapes, the engine runs the subgraph's ops one by one on the host (`host_
 predictor outside strict mode) for that input signature from then on, with one warning.
 
 The cache token names a program; its recipe (and the subgraph fingerprint inside it) is owned by
-nnadapter_bridge.cache_key.
+nnadapter_bridge.subgraph.cache_key.
 
 Faults degrade, they do not fail (outside strict mode, i.e. when the engine has a host fallback): a device
 whose driver fails to compile (or, after the cache miss that a failed restore is, to compile) this subgraph
@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge import cache_key
+from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, InvalidDimensionsError,
                                      NNAdapterError)
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
@@ -658,7 +658,7 @@ class SubgraphEngine:
         operation is accepted (the failure is the device's own) or one cannot be traced to a Paddle op. In strict
         mode (no host fallback) a declined operation is an error naming it instead."""
         from converters.context import convert_subgraph
-        from nnadapter_bridge.support_decisions import declined_reasons
+        from nnadapter_bridge.subgraph.support_decisions import declined_reasons
 
         try:
             result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
