@@ -14,11 +14,12 @@ import importlib
 from converters.registry import CONVERTERS, ConverterSpec, converter, get_converter  # noqa: F401
 from converters.context import ConversionContext  # noqa: F401
 
-# The converter modules, in the order of the standard's families; a new module is added here (a module
-# missing from the list registers nothing, which test_converter_coverage catches).
+# The converter modules, in the order of the standard's families (nnadapter.operations.FAMILY_MODULES), with
+# `tensor_index` (gather-like indexing and slice assignment, compositions of GATHER and WHERE) beside `tensor`.
+# A module missing from this list registers nothing, which test_converter_coverage catches.
 CONVERTER_MODULES = (
-    "elementwise", "activation", "conv", "resize", "resize_linear_1d", "reduce", "shape", "tensor_index",
-    "generate", "quantization", "detection",
+    "elementwise", "activation", "conv", "pool", "normalization", "matmul", "resize", "reduce", "shape",
+    "tensor", "tensor_index", "generate", "quantization", "sampling", "detection",
 )
 
 

@@ -3,15 +3,19 @@
 Owns: relu, relu6, sigmoid, tanh, abs, exp, log, floor, square, sin, cos, rsqrt, sqrt, silu, swish,
 leaky_relu, hard_sigmoid, hard_swish, gelu, softplus, prelu, pow, clip, scale, and the activations
 composed from NNAdapter operations (brelu, elu, selu, mish, logsigmoid, softsign, tanh_shrink,
-thresholded_relu, hard_shrink, softshrink, reciprocal, log2, log10, log1p, ceil, round, sign).
+thresholded_relu, hard_shrink, softshrink, reciprocal, log2, log10, log1p, ceil, round, sign), softmax and
+log_softmax, dropout, and the copies and conversions of the standard's activation family: cast (CAST),
+assign and share_data (ASSIGN).
 
 What each activation name becomes is `emit.ACTIVATIONS`; the converters here bind it to op slots.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
-from converters.attrs import var_precision
+from converters.attrs import check_dtype_attr, var_precision
 from converters.emit import (
     ACTIVATIONS,
     FLOATS,
@@ -23,11 +27,10 @@ from converters.emit import (
     emit_where_positive,
     output_for,
 )
-from converters.op_view import OpView
+from converters.op_view import OpView, vartype_precision
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.types import Operand
-
 
 # -- converters: one per activation op type ------------------------------------------------------------
 
@@ -277,3 +280,75 @@ def convert_scale(ctx, op):
         last = i == len(steps) - 1
         target = output_for(ctx, op, out_name, x) if last else ctx.temp(out_name, type.name.lower())
         current = binary(ctx, type, current, value, target)
+
+
+# -- softmax -----------------------------------------------------------------------------------------------------
+
+def _softmax(ctx, op, operation: T, scalar_result: float) -> None:
+    """SOFTMAX / LOG_SOFTMAX along `axis`. On a 0-d X Paddle's kernel does not compute: it writes 1 (0 for
+    log_softmax) into a 0-d Out, even for a NaN or inf X, so a FILL_LIKE of that value is the exact form
+    (and every driver takes it, where onnxruntime refuses a rank-0 Softmax)."""
+    v = OpView(op)
+    x = ctx.input(v.input("X"))
+    out = ctx.output(v.output("Out"))
+    if x.type.rank == 0:
+        precision = x.type.precision if not x.type.is_quantized else Precision.FLOAT32
+        value = ctx.const(np.asarray([scalar_result], dtype=precision_dtype(precision)), precision)
+        ctx.add(T.FILL_LIKE, [x, value], [out])
+        return
+    ctx.add(operation, [x, ctx.const_i32(v.attr_int("axis", -1))], [out])
+
+
+def _check_softmax(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    x = v.optional_input("X")
+    if x and ctx.has(x) and ctx.rank(x) == 0 and v.attr_int("axis", -1) not in (-1, 0):
+        return f"axis {v.attr('axis')} is out of range for a 0-d X (Paddle takes -1 or 0)"
+    return None
+
+
+@converter("softmax", emits=[T.SOFTMAX, T.FILL_LIKE], check=_check_softmax)
+def convert_softmax(ctx, op):
+    _softmax(ctx, op, T.SOFTMAX, 1.0)
+
+
+@converter("log_softmax", emits=[T.LOG_SOFTMAX, T.FILL_LIKE], check=_check_softmax)
+def convert_log_softmax(ctx, op):
+    _softmax(ctx, op, T.LOG_SOFTMAX, 0.0)
+
+
+# -- dropout -----------------------------------------------------------------------------------------------------
+
+@converter("dropout", emits=[T.MUL])
+def convert_dropout(ctx, op):
+    v = OpView(op)
+    # Inference: upscale_in_train already scaled while training (identity now); downgrade_in_infer
+    # scales by the keep probability. Paddle Lite emits a MUL either way; so do we.
+    x = ctx.input(v.input("X"))
+    if v.attr_str("dropout_implementation", "downgrade_in_infer") == "upscale_in_train":
+        factor = 1.0
+    else:
+        factor = 1.0 - v.attr_float("dropout_prob", 0.5)
+    binary(ctx, T.MUL, x, ctx.const_like(factor, x), ctx.output(v.output("Out")))
+
+
+# -- cast ------------------------------------------------------------------------------------------------
+
+def _check_cast(op, ctx):
+    return check_dtype_attr(op, "out_dtype", 5)
+
+
+@converter("cast", emits=[T.CAST], check=_check_cast)
+def convert_cast(ctx, op):
+    """CAST to the precision of `out_dtype` (in_dtype is implied by the input operand)."""
+    v = OpView(op)
+    target = vartype_precision(v.attr("out_dtype", 5), "out_dtype")
+    cast_to(ctx, ctx.input(v.input("X")), target, ctx.output(v.output("Out")))
+
+
+# -- copies -----------------------------------------------------------------------------------------------
+
+@converter("assign", "share_data", emits=[T.ASSIGN])
+def convert_assign(ctx, op):
+    v = OpView(op)
+    ctx.add(T.ASSIGN, [ctx.input(v.input("X"))], [ctx.output(v.output("Out"))])

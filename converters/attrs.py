@@ -1,6 +1,7 @@
 """What converters and checks of several families read beyond the op view: attributes Paddle also accepts
 as tensors (and the checks that keep an op on the host when such a tensor is only known at run time),
-whether dims are known at conversion time, and a var's precision or dims before it is converted.
+whether dims are known at conversion time, a var's precision or dims before it is converted, the float
+parameters (biases, scales) that go with an input's precision, and the element-type attributes NNAdapter holds.
 
 Checks run with a context during conversion; during partitioning there may be none (ctx is None).
 """
@@ -10,9 +11,10 @@ from typing import Optional
 
 import numpy as np
 
-from converters.op_view import OpView
+from converters.op_view import VARTYPE_PRECISIONS, OpView
 from nnadapter_bridge.errors import BridgeError, ConversionError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.types import Operand
 
 
 def known_dim(d) -> bool:
@@ -83,3 +85,40 @@ def scalar_attr_or_tensor(ctx, op, attr: str, slot: str, default: int) -> int:
             raise ctx.error(f"'{slot}' ({name}) is computed at run time; its value is needed now")
         return int(np.asarray(value).reshape(-1)[0])
     return view.attr_int(attr, default)
+
+
+# -- parameters ------------------------------------------------------------------------------------------
+
+def param_float(like: Optional[Operand]) -> Precision:
+    """The precision of a float parameter that goes with `like`: float64 for a float64 input (Paddle's
+    double kernels take double parameters), float32 otherwise (float32, float16 and quantized inputs)."""
+    return Precision.FLOAT64 if like is not None and like.type.precision == Precision.FLOAT64 else Precision.FLOAT32
+
+
+def float_param_const(ctx, value: np.ndarray, like: Optional[Operand], name: str):
+    precision = param_float(like)
+    return ctx.const(np.asarray(value).astype(precision_dtype(precision)), precision, name=name)
+
+
+def bias_vector(ctx, op, slot: str, size: int, like_name: str, like: Optional[Operand] = None):
+    """The op's bias as a 1-D operand of `size` values (a zero constant when the slot is empty), in the
+    float precision that goes with the input `like`."""
+    v = OpView(op)
+    name = v.optional_input(slot)
+    if name is None:
+        return float_param_const(ctx, np.zeros(size), like, f"{like_name}/zero_bias")
+    if ctx.is_param(name):
+        return float_param_const(ctx, ctx.param(name).reshape(-1), like, name)
+    return ctx.input(name)
+
+
+def check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> Optional[str]:
+    """Why the op's element-type attribute `attr` cannot be expressed (None when it can; -1 is "same as the
+    input" when `allow_same`)."""
+    v = OpView(op)
+    code = v.attr(attr, default)
+    if allow_same and int(code) == -1:
+        return None
+    if int(code) not in VARTYPE_PRECISIONS:
+        return f"{attr} {code} is not a Paddle element type NNAdapter can hold"
+    return None

@@ -1,22 +1,25 @@
-"""Converters for dtype conversion, copies and generated tensors.
-
-Owns: cast, assign, share_data, assign_value, fill_constant, fill_any_like, fill_zeros_like,
-fill_constant_batch_size_like.
+"""Converters for the ops that make a tensor from attributes or another tensor's shape: assign_value,
+fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape and range (FILL,
+FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value).
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
 `op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
 INT64 or BOOL8; other target types are filled in the nearest of those and CAST.
+
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
+from converters.attrs import check_dtype_attr
+from converters.context import ConversionContext
 from converters.emit import cast_to
-from converters.op_view import VARTYPE_PRECISIONS, OpView, vartype_precision
+from converters.op_view import VARTYPE_PRECISIONS, OpView, precision_of_var_type, var_attr_names, vartype_precision
 from converters.registry import converter
+from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, dtype_precision, precision_dtype
 
 _FILLABLE = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64, Precision.INT32, Precision.INT64,
@@ -28,38 +31,6 @@ def _fill_precision(target: Precision) -> Precision:
     if target in _FILLABLE:
         return target
     return Precision.INT64 if target == Precision.UINT64 else Precision.INT32
-
-
-def _check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> Optional[str]:
-    v = OpView(op)
-    code = v.attr(attr, default)
-    if allow_same and int(code) == -1:
-        return None
-    if int(code) not in VARTYPE_PRECISIONS:
-        return f"{attr} {code} is not a Paddle element type NNAdapter can hold"
-    return None
-
-
-# -- cast ------------------------------------------------------------------------------------------------
-
-def _check_cast(op, ctx):
-    return _check_dtype_attr(op, "out_dtype", 5)
-
-
-@converter("cast", emits=[T.CAST], check=_check_cast)
-def convert_cast(ctx, op):
-    """CAST to the precision of `out_dtype` (in_dtype is implied by the input operand)."""
-    v = OpView(op)
-    target = vartype_precision(v.attr("out_dtype", 5), "out_dtype")
-    cast_to(ctx, ctx.input(v.input("X")), target, ctx.output(v.output("Out")))
-
-
-# -- copies -----------------------------------------------------------------------------------------------
-
-@converter("assign", "share_data", emits=[T.ASSIGN])
-def convert_assign(ctx, op):
-    v = OpView(op)
-    ctx.add(T.ASSIGN, [ctx.input(v.input("X"))], [ctx.output(v.output("Out"))])
 
 
 _ASSIGN_VALUE_ATTRS = {
@@ -83,7 +54,7 @@ def _assign_value_array(op) -> np.ndarray:
 
 def _check_assign_value(op, ctx):
     v = OpView(op)
-    reason = _check_dtype_attr(op, "dtype", 5)
+    reason = check_dtype_attr(op, "dtype", 5)
     if reason:
         return reason
     if v.optional_input("ValuesTensor"):
@@ -176,7 +147,7 @@ def _shape_from_list(ctx, names, out_name: str):
 
 def _check_fill_constant(op, ctx):
     v = OpView(op)
-    reason = _check_dtype_attr(op, "dtype", 5)
+    reason = check_dtype_attr(op, "dtype", 5)
     if reason:
         return reason
     if not v.optional_input("ValueTensor"):
@@ -207,7 +178,7 @@ def convert_fill_constant(ctx, op):
 # -- fill_*_like --------------------------------------------------------------------------------------------
 
 def _check_fill_any_like(op, ctx):
-    return _check_dtype_attr(op, "dtype", -1, allow_same=True)
+    return check_dtype_attr(op, "dtype", -1, allow_same=True)
 
 
 @converter("fill_any_like", emits=[T.FILL_LIKE, T.CAST], check=_check_fill_any_like)
@@ -285,3 +256,57 @@ def convert_fill_constant_batch_size_like(ctx, op):
             ctx.add(T.CONCAT, [*pieces, ctx.const_i32(0)], [shape_operand])
     value = _fill_value_operand(ctx, op, target, out_name)
     _finish_fill(ctx, T.FILL, shape_operand, value, target, out_name)
+
+
+# -- shapes and generated tensors --------------------------------------------------------------------
+
+
+def declared_precision(ctx: ConversionContext, name: str, default: Precision) -> Precision:
+    """The precision the program declares for var `name` (when the graph is known and declares an int type)."""
+    graph = getattr(ctx, "graph", None)
+    if graph is None:
+        return default
+    try:
+        info = graph.var(name, getattr(ctx, "block", 0))
+    except ModelFormatError:  # a var the program does not declare: keep the default
+        return default
+    code = getattr(info, "data_type", None)
+    precision = precision_of_var_type(code) if code is not None else None
+    return precision if precision in (Precision.INT32, Precision.INT64) else default
+
+
+@converter("shape", emits=[T.SHAPE])
+def convert_shape(ctx: ConversionContext, op):
+    """The input's dims as a 1-D tensor; INT32 (Paddle's `shape` op) unless the program declares INT64."""
+    v = OpView(op)
+    x = ctx.input(v.input("Input"))
+    out = v.output("Out")
+    precision = declared_precision(ctx, out, Precision.INT32)
+    ctx.add(T.SHAPE, [x, ctx.const_i32(int(precision))], [ctx.output(out)])
+
+
+@converter("range", emits=[T.RANGE, T.CAST])
+def convert_range(ctx: ConversionContext, op):
+    """start, start + step, ... below end; the three tensors take Start's precision.
+
+    PIR's `range` holds start/end/step as attributes (constants folded by the loader, run-time tensors as
+    Variable-valued attributes); they take the op's `dtype`. A Variable known now (a shape element, folded
+    for the input signature) is a constant; one known only at run time is read as an operand."""
+    v = OpView(op)
+    var = v.output("Out")
+    if v.optional_input("Start") is None:
+        precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
+        dtype = precision_dtype(precision)
+
+        def bound(attr):
+            refs = var_attr_names(op.attrs.get(attr))
+            if refs:  # unresolved: computed at run time
+                return ctx.cast(ctx.input(refs[0]), precision, var, attr)
+            return ctx.const(np.asarray(v._scalar(attr, None), dtype=dtype).reshape(1), precision)
+
+        ctx.add(T.RANGE, [bound("start"), bound("end"), bound("step")], [ctx.output(var)])
+        return
+    start = ctx.input(v.input("Start"))
+    end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")
+    step = ctx.cast(ctx.input(v.input("Step")), start.type.precision, var, "step")
+    ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])

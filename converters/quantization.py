@@ -1,5 +1,6 @@
-"""Quantization: Paddle's quantize_linear / dequantize_linear and fake quant-dequant ops, and the helpers
-the product converters (conv, matmul) call for Paddle Lite's quantized conv / fc / mul / matmul forms.
+"""Quantization: Paddle's quantize_linear / dequantize_linear and fake quant-dequant ops, Paddle Lite's calib
+(float <-> int8 with one scale), and the helpers the product converters (conv, matmul) call for Paddle Lite's
+quantized conv / fc / mul / matmul forms.
 
 Scale conventions (the two Paddle formats differ; both end in NNAdapter's "real = integer x scale",
 facts §3):
@@ -1021,3 +1022,34 @@ def emit_integer_product(ctx, op) -> bool:
         ctx.add(T.FULLY_CONNECTED, [xq, wq, None, fuse], [sums])
     ctx.add(T.DEQUANTIZE, [sums], [ctx.output(out_name)])
     return True
+
+
+# -- calib -----------------------------------------------------------------------------------------------------
+
+def _check_calib(op, ctx) -> Optional[str]:
+    v = OpView(op)
+    if v.attr_float("scale", 1.0) <= 0:
+        return f"scale {v.attr('scale')} must be positive"
+    name = v.optional_input("Input")
+    if name is not None and ctx.has(name):
+        precision = ctx.input(name).type.precision
+        if precision not in (Precision.FLOAT32, Precision.INT8, Precision.QUANT_INT8_SYMM_PER_LAYER):
+            return f"calib converts float32 <-> int8, the input is {precision.name}"
+    return None
+
+
+@converter("calib", emits=[T.QUANTIZE, T.DEQUANTIZE, T.CAST, T.MUL], check=_check_calib)
+def convert_calib(ctx, op):
+    v = OpView(op)
+    # Paddle Lite's calib: float -> int8 is round(x / scale); int8 -> float is q * scale.
+    x = ctx.input(v.input("Input"))
+    out_name = v.output("Out")
+    scale = v.attr_float("scale", 1.0)
+    if x.type.precision == Precision.FLOAT32:
+        ctx.add(T.QUANTIZE, [x, ctx.const_i32(1), ctx.const_f32(scale), ctx.const_i32(0)], [ctx.output(out_name)])
+    elif x.type.is_quantized:
+        ctx.add(T.DEQUANTIZE, [x], [ctx.output(out_name)])
+    else:
+        # Plain int8 storage (no scale on the operand): widen, then scale.
+        widened = cast_to(ctx, x, Precision.FLOAT32, ctx.temp(out_name, "float"))
+        binary(ctx, T.MUL, widened, ctx.const_f32(scale), ctx.output(out_name))

@@ -1,8 +1,19 @@
-"""Converters for the spatial-resampling ops of the NN family: padding (pad2d, pad3d, pad), resizing
-(nearest_interp, bilinear_interp and their _v2 forms) and pixel_shuffle.
+"""Converters for the resizes: nearest_interp, bilinear_interp and their _v2 forms (RESIZE_NEAREST,
+RESIZE_LINEAR), and linear_interp_v2 (paddle.nn.functional.interpolate(mode="linear")) of an [N, C, W] (NCW)
+or [N, W, C] (NWC) input.
 
-Tensor forms of attributes become operands: pad2d/pad3d `Paddings`, interp `OutSize`, `SizeTensor`
-(a list of [1] tensors, CONCATenated) and `Scale`.
+Tensor forms of attributes become operands: interp `OutSize`, `SizeTensor` (a list of [1] tensors,
+CONCATenated) and `Scale`.
+
+1-D: NNAdapter's RESIZE_LINEAR resizes the two spatial axes of a 4-D tensor, so the width axis is resized as
+the W of an [N, C, 1, W] view whose height stays 1 (a single row samples itself whatever the alignment rule),
+then viewed back as [N, C, W']. The output width follows Paddle's priority: SizeTensor > OutSize > the Scale
+tensor > the scale attribute > out_w; a size tensor becomes [1, W'] and a scale [1.0, s]. One case is left to
+the host kernel: half-pixel sampling (align_corners off, align_mode 0) to a single output position, which
+Paddle's 1-D kernel takes between two inputs and RESIZE_LINEAR (Paddle's 2-D rule) at input 0, and so also a
+width not known at conversion.
+
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 
@@ -15,143 +26,7 @@ from converters.emit import emit_chain, transpose_step
 from converters.layout import channel_last_perm, is_channel_last, layout_reason, to_channel_first
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, PadMode
-
-# -- padding ----------------------------------------------------------------------------------------------------
-
-_PAD_MODES = {"constant": PadMode.CONSTANT, "reflect": PadMode.REFLECT, "edge": PadMode.EDGE,
-              "replicate": PadMode.REPLICATE}
-
-
-def _emit_pad(ctx, op, x, pads_operand, mode: str, value: float):
-    v = OpView(op)
-    ctx.add(T.PAD, [x, pads_operand, ctx.const_i32(int(_PAD_MODES[mode])), ctx.const_like(value, x)],
-            [ctx.output(v.output("Out"))])
-
-
-def _check_pad_nd(spatial: int, default_format: str, *, circular: bool = False):
-    def check(op, ctx) -> Optional[str]:
-        v = OpView(op)
-        mode = v.attr_str("mode", "constant")
-        if circular and mode == "circular":
-            runtime = v.optional_input("Paddings")
-            if runtime and (ctx is None or ctx.constant_value(runtime) is None):
-                return "mode 'circular' needs its paddings at conversion, the Paddings tensor is computed at run time"
-            dims = input_dims(ctx, op, "X")
-            if dims is not None and not known_dims(dims):
-                return f"mode 'circular' needs the padded dims, X is {list(dims)}"
-        elif mode not in _PAD_MODES:
-            return f"mode '{mode}' has no NNAdapter pad mode (constant, reflect, edge, replicate)"
-        reason = layout_reason(op, "data_format", default_format)
-        if reason:
-            return reason
-        if not v.optional_input("Paddings") and len(v.attr_ints("paddings", [0] * 2 * spatial)) != 2 * spatial:
-            return f"paddings must hold {2 * spatial} values"
-        dims = input_dims(ctx, op, "X")
-        if dims is not None and len(dims) != spatial + 2:
-            return f"X must have rank {spatial + 2}, got {len(dims)}"
-        return None
-
-    return check
-
-
-def _constant_pads(ctx, op, order: list, channel_last: bool, spatial: int) -> Optional[list]:
-    """PAD's [begin, end] per axis from Paddle's paddings when known at conversion (else None); `order` lists,
-    per spatial axis in data order (D, H, W), the positions of its (begin, end) in Paddle's paddings."""
-    v = OpView(op)
-    zeros = [0, 0]
-    runtime = v.optional_input("Paddings")
-    known = ctx.constant_value(runtime) if runtime else None
-    if runtime is not None and known is None:
-        return None
-    values = np.asarray(known).reshape(-1).tolist() if runtime else v.attr_ints("paddings", [0] * 2 * spatial)
-    spatial_pads = [int(values[i]) for begin_end in order for i in begin_end]
-    return zeros + spatial_pads + zeros if channel_last else zeros + zeros + spatial_pads
-
-
-def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
-    """PAD's pads operand (see _constant_pads): a constant, or the run-time Paddings tensor reordered."""
-    v = OpView(op)
-    pads = _constant_pads(ctx, op, order, channel_last, spatial)
-    if pads is not None:
-        return ctx.const_i32(pads)
-    runtime = v.optional_input("Paddings")
-    # A run-time Paddings tensor: reorder it with GATHER when Paddle's order is not D, H, W, then CONCAT
-    # the zeros of the batch and channel axes around it.
-    paddings = ctx.input(runtime)
-    flat_order = [i for begin_end in order for i in begin_end]
-    out_name = v.output("Out")
-    if flat_order != list(range(2 * spatial)):
-        reordered = ctx.temp(out_name, "paddings")
-        ctx.add(T.GATHER, [paddings, ctx.const_i32(flat_order), ctx.const_i32(0)], [reordered])
-        paddings = reordered
-    dtype = paddings.type.dtype
-    zero2 = ctx.const(np.zeros(2, dtype=dtype))
-    parts = [zero2, paddings, zero2] if channel_last else [zero2, zero2, paddings]
-    pads = ctx.temp(out_name, "pads")
-    ctx.add(T.CONCAT, parts + [ctx.const_i32(0)], [pads])
-    return pads
-
-
-@converter("pad2d", emits=[T.PAD, T.CONCAT], check=_check_pad_nd(2, "NCHW"))
-def convert_pad2d(ctx, op):
-    v = OpView(op)
-    # Paddle: [top, bottom, left, right].
-    x = ctx.input(v.input("X"))
-    pads = _pads_operand(ctx, op, [(0, 1), (2, 3)], is_channel_last(op, "data_format"), 2)
-    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("pad_value", 0.0))
-
-
-def _emit_circular_pad(ctx, op, x, pads: list) -> None:
-    """Paddle's circular padding: output index i of an axis of size n reads input ((i - begin) mod n), so a
-    pad wider than the axis wraps around again; one GATHER of those constant indices per padded axis."""
-    v = OpView(op)
-    out_name = v.output("Out")
-    padded = [axis for axis in range(len(pads) // 2) if pads[2 * axis] or pads[2 * axis + 1]]
-    if not padded:
-        ctx.add(T.ASSIGN, [x], [ctx.output(out_name)])
-        return
-    dims = ctx.dims(x)
-    for k, axis in enumerate(padded):
-        begin, end = pads[2 * axis], pads[2 * axis + 1]
-        size = int(dims[axis])
-        if size + begin + end < 0 or (size == 0 and begin + end > 0):
-            raise ctx.error(f"circular padding ({begin}, {end}) of an axis of size {size}")
-        indices = [(i - begin) % size for i in range(size + begin + end)]
-        target = ctx.output(out_name) if k == len(padded) - 1 else ctx.temp(out_name, f"circular_{axis}")
-        ctx.add(T.GATHER, [x, ctx.const_i32(indices), ctx.const_i32(axis)], [target])
-        x = target
-
-
-@converter("pad3d", emits=[T.PAD, T.CONCAT, T.GATHER, T.ASSIGN], check=_check_pad_nd(3, "NCDHW", circular=True))
-def convert_pad3d(ctx, op):
-    v = OpView(op)
-    # Paddle: [left, right, top, bottom, front, back], i.e. W first; PAD wants D, H, W.
-    x = ctx.input(v.input("X"))
-    order, channel_last = [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW")
-    if v.attr_str("mode", "constant") == "circular":
-        _emit_circular_pad(ctx, op, x, _constant_pads(ctx, op, order, channel_last, 3))
-        return
-    pads = _pads_operand(ctx, op, order, channel_last, 3)
-    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
-
-
-def _check_pad(op, ctx) -> Optional[str]:
-    v = OpView(op)
-    dims = input_dims(ctx, op, "X")
-    paddings = v.attr_ints("paddings", [])
-    if dims is not None and len(paddings) != 2 * len(dims):
-        return f"paddings {paddings} must hold 2 * rank(X) = {2 * len(dims)} values"
-    return None
-
-
-@converter("pad", emits=[T.PAD], check=_check_pad)
-def convert_pad(ctx, op):
-    v = OpView(op)
-    # The original pad op: [before_0, after_0, before_1, ...] over every axis, constant fill.
-    x = ctx.input(v.input("X"))
-    _emit_pad(ctx, op, x, ctx.const_i32(v.attr_ints("paddings", [])), "constant", v.attr_float("pad_value", 0.0))
-
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 # -- resize ----------------------------------------------------------------------------------------------------
 
@@ -257,40 +132,106 @@ def convert_interp(ctx, op):
     emit_chain(ctx, out_name, x, steps)
 
 
-# -- pixel_shuffle ------------------------------------------------------------------------------------------------
+# -- linear_interp_v2 (1-D) --------------------------------------------------------------------------------
 
-def _check_pixel_shuffle(op, ctx) -> Optional[str]:
+_CHANNEL_FIRST = ("NCW", "NCHW", "AnyLayout", "ANYLAYOUT", "")
+_CHANNEL_LAST = ("NWC", "NHWC")
+
+
+def _scale_attr(op) -> Optional[float]:
+    scales = OpView(op).attr_floats("scale", [])
+    return scales[0] if scales and scales[0] > 0 else None
+
+
+def _check_linear_1d(op, ctx) -> Optional[str]:
     v = OpView(op)
-    reason = layout_reason(op, "data_format")
-    if reason:
-        return reason
-    factor = v.attr_int("upscale_factor", 1)
+    layout = v.attr_str("data_layout", "NCW")
+    if layout not in _CHANNEL_FIRST + _CHANNEL_LAST:
+        return f"data_layout '{layout}' is neither NCW nor NWC"
     dims = input_dims(ctx, op, "X")
-    if dims is None:
-        return None
-    if len(dims) != 4 or not known_dims(dims[1:]):
-        return "pixel_shuffle needs a 4-D input with known channel and spatial dims"
-    channels = dims[3] if is_channel_last(op, "data_format") else dims[1]
-    if factor <= 0 or channels % (factor * factor):
-        return f"{channels} channels do not split by upscale_factor {factor} squared"
+    if dims is not None and len(dims) != 3:
+        return f"only the 1-D form ([N, C, W] input) is converted, X has rank {len(dims)}"
+    method = v.attr_str("interp_method", "linear")
+    if method != "linear":
+        return f"interp_method '{method}' does not match linear_interp_v2"
+    if v.inputs("SizeTensor"):
+        return None  # Paddle takes the size from SizeTensor and samples with in / out: RESIZE at that size
+    has_scale = bool(v.optional_input("Scale")) or _scale_attr(op) is not None
+    if v.optional_input("OutSize") and has_scale and not v.attr("align_corners", True):
+        return "OutSize together with a scale (Paddle samples with 1/scale at OutSize's size)"
+    if not v.optional_input("OutSize") and not has_scale and v.attr_int("out_w", -1) <= 0:
+        return "no output size: OutSize, SizeTensor, Scale, scale and out_w are all unset"
+    if not v.attr("align_corners", True) and v.attr_int("align_mode", 1) == 0:
+        width = _known_width(ctx, op, dims, layout in _CHANNEL_LAST)
+        if width is None or width == 1:
+            # Paddle's 1-D kernel keeps in/out (or 1/scale) for a single output position and samples it half a
+            # step in; RESIZE_LINEAR, like Paddle's 2-D kernels, reads position 0 then.
+            return ("half-pixel sampling to a single output position (or to a width computed at run time, "
+                    "which may be one): Paddle's 1-D kernel samples it between inputs, RESIZE_LINEAR at input 0")
     return None
 
 
-@converter("pixel_shuffle", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_pixel_shuffle)
-def convert_pixel_shuffle(ctx, op):
+def _known_width(ctx, op, dims, channel_last: bool) -> Optional[int]:
+    """The output width when it is known at conversion (a lower bound of 2 when only that is), else None."""
     v = OpView(op)
-    # [N, C*r*r, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H*r, W*r] (channel-first).
+    in_w = dims[1 if channel_last else 2] if dims is not None and len(dims) == 3 else -1
+    for tensors in (v.inputs("SizeTensor"), [v.optional_input("OutSize")]):
+        tensors = [name for name in tensors if name]
+        if tensors:
+            value = ctx.constant_value(tensors[0])
+            return None if value is None else int(value.reshape(-1)[0])
+    scale = _scale_attr(op)
+    if v.optional_input("Scale"):
+        value = ctx.constant_value(v.optional_input("Scale"))
+        scale = None if value is None else float(value.reshape(-1)[0])
+    if scale is not None:
+        if in_w > 0:
+            return int(in_w * scale)
+        return 2 if scale >= 2 else None  # any input width (at least 1) gives at least 2 positions
+    return v.attr_int("out_w", -1)
+
+
+def _size_and_scales(ctx, op):
+    """(shape [1, W'] or None, scales [1.0, s] or None) for RESIZE_LINEAR, in Paddle's priority."""
+    v = OpView(op)
+    out_name = v.output("Out")
+
+    def with_unit_height(operand, unit, purpose):
+        both = ctx.temp(out_name, purpose)
+        ctx.add(T.CONCAT, [unit, operand, ctx.const_i32(0)], [both])
+        return both
+
+    if v.inputs("SizeTensor"):
+        width = ctx.ints_operand(op, "out_size", tensor_list="SizeTensor")
+        return with_unit_height(width, ctx.const_i32([1]), "size"), None
+    if v.optional_input("OutSize"):
+        width = ctx.ints_operand(op, "out_size", tensor="OutSize")
+        return with_unit_height(width, ctx.const_i32([1]), "size"), None
+    scale_tensor = v.optional_input("Scale")
+    if scale_tensor:
+        return None, with_unit_height(ctx.input(scale_tensor), ctx.const_f32([1.0]), "scales")
+    scale = _scale_attr(op)
+    if scale is not None:
+        return None, ctx.const_f32([1.0, scale])
+    return ctx.const_i32([1, v.attr_int("out_w", -1)]), None
+
+
+@converter("linear_interp_v2", emits=[T.RESIZE_LINEAR, T.RESHAPE, T.CONCAT, T.CAST, T.TRANSPOSE],
+           check=_check_linear_1d)
+def convert_linear_interp_1d(ctx, op):
+    v = OpView(op)
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    r = v.attr_int("upscale_factor", 1)
-    if is_channel_last(op, "data_format"):
-        _, h, w, c = x.type.dims
-        split, perm, merged = [0, h, w, c // (r * r), r, r], [0, 1, 4, 2, 5, 3], [0, h * r, w * r, c // (r * r)]
-    else:
-        _, c, h, w = x.type.dims
-        split, perm, merged = [0, c // (r * r), r, r, h, w], [0, 1, 4, 2, 5, 3], [0, c // (r * r), h * r, w * r]
-    emit_chain(ctx, out_name, x, [
-        ("split", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32(split)], [out])),
-        ("interleave", transpose_step(perm)),
-        ("merge", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32(merged)], [out])),
-    ])
+    channel_last = v.attr_str("data_layout", "NCW") in _CHANNEL_LAST
+    shape, scales = _size_and_scales(ctx, op)
+    align_corners = ctx.const_bool(v.attr_bool("align_corners", True))
+    align_mode = ctx.const_i32(v.attr_int("align_mode", 1))
+    steps = [("channel_first", transpose_step([0, 2, 1]))] if channel_last else []
+    steps += [
+        ("as_2d", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([0, 0, 1, -1])], [out])),
+        ("resize", lambda ctx, x, out: ctx.add(T.RESIZE_LINEAR, [x, shape, scales, align_corners, align_mode], [out])),
+        ("as_1d", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32([0, 0, -1])], [out])),
+    ]
+    if channel_last:
+        steps.append(("channel_last", transpose_step([0, 2, 1])))
+    emit_chain(ctx, out_name, x, steps)

@@ -1,12 +1,13 @@
-"""Converters: shape and tensor manipulation (reshape, flatten, squeeze/unsqueeze, transpose, concat, split,
-stack/unstack/unbind, slice/strided_slice/flip/reverse, expand/expand_v2/expand_as_v2/tile/broadcast_tensors,
-shape, range, meshgrid, shuffle_channel, roll).
+"""Converters for the reshaping ops: reshape(2), flatten(2), flatten_contiguous_range, squeeze(2),
+unsqueeze(2), transpose(2), shuffle_channel, channel_shuffle, pixel_shuffle (RESHAPE, FLATTEN, SQUEEZE,
+UNSQUEEZE, TRANSPOSE, CHANNEL_SHUFFLE), and the broadcasting ones expand, expand_v2, expand_as_v2,
+broadcast_tensors and tile (TILE, EXPAND).
 
-Reductions, arg/top-k/cumsum live in reduce.py, gather-like indexing in tensor_index.py.
-Attributes Paddle also accepts as tensors go through
-`ctx.ints_operand` (params fold into constants). Where an emitted operation needs a constant that a
-run-time tensor would supply (UNSQUEEZE axes, CONCAT axis, SPLIT sizes), the op's `check` says so and the
-op stays on the host.
+Attributes Paddle also accepts as tensors go through `ctx.ints_operand` (params fold into constants). Where
+an emitted operation needs a constant that a run-time tensor would supply (UNSQUEEZE axes), the op's `check`
+says so and the op stays on the host.
+
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from typing import Optional
 
 import numpy as np
 
-from converters.attrs import known_dim, known_dims, needs_constant, scalar_attr_or_tensor
+from converters.attrs import input_dims, known_dim, known_dims, needs_constant
 from converters.context import ConversionContext
-from converters.op_view import OpView, precision_of_var_type, var_attr_names
+from converters.emit import emit_chain, transpose_step
+from converters.layout import is_channel_last, layout_reason
+from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader.dtypes import VarTypeCode
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -95,187 +96,6 @@ def convert_transpose(ctx: ConversionContext, op):
     x = ctx.input(v.input("X"))
     perm = v.attr_ints("axis")
     ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [ctx.output(v.output("Out"))])
-
-
-# -- joining and splitting ---------------------------------------------------------------------------
-
-
-@converter("concat", emits=[T.CONCAT], check=needs_constant("AxisTensor", what="CONCAT's axis"))
-def convert_concat(ctx: ConversionContext, op):
-    v = OpView(op)
-    axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
-    parts = [ctx.input(n) for n in v.inputs("X")]
-    ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(v.output("Out"))])
-
-
-@converter("split", emits=[T.SPLIT],
-           check=needs_constant("AxisTensor", "SectionsTensorList", what="SPLIT's axis and sizes"))
-def convert_split(ctx: ConversionContext, op):
-    """`num` > 0 cuts the axis into equal parts; otherwise `sections` (one -1 inferred, or the
-    `SectionsTensorList` of parameters) gives the sizes."""
-    v = OpView(op)
-    x = ctx.input(v.input("X"))
-    axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
-    outs = v.outputs("Out")
-    num = v.attr_int("num", 0)
-    if v.inputs("SectionsTensorList"):  # known now: the check refuses run-time sizes
-        sizes = [int(np.asarray(ctx.constant_value(n)).reshape(-1)[0]) for n in v.inputs("SectionsTensorList")]
-    elif num > 0:
-        dims = ctx.dims(x)
-        dim = dims[axis + len(dims) if axis < 0 else axis]
-        if not known_dim(dim):
-            raise ctx.error(f"split into num={num} parts needs the size of axis {axis}, which is unknown")
-        if dim % num:
-            raise ctx.error(f"axis {axis} of size {dim} does not split into {num} equal parts")
-        sizes = [dim // num] * num
-    else:
-        sizes = v.attr_ints("sections")
-    if len(sizes) != len(outs):
-        raise ctx.error(f"{len(sizes)} sections {sizes} but {len(outs)} outputs")
-    ctx.add(T.SPLIT, [x, ctx.const_i32(axis), ctx.const_i32(sizes)], [ctx.output(n) for n in outs])
-
-
-@converter("stack", emits=[T.STACK])
-def convert_stack(ctx: ConversionContext, op):
-    v = OpView(op)
-    parts = [ctx.input(n) for n in v.inputs("X")]
-    ctx.add(T.STACK, [*parts, ctx.const_i32(v.attr_int("axis", 0))], [ctx.output(v.output("Y"))])
-
-
-def _unstack(ctx: ConversionContext, op, out_slot: str):
-    v = OpView(op)
-    x = ctx.input(v.input("X"))
-    axis = v.attr_int("axis", 0)
-    outs = v.outputs(out_slot)
-    ctx.add(T.UNSTACK, [x, ctx.const_i32(axis), ctx.const_i32(len(outs))], [ctx.output(n) for n in outs])
-
-
-@converter("unstack", emits=[T.UNSTACK])
-def convert_unstack(ctx: ConversionContext, op):
-    _unstack(ctx, op, "Y")
-
-
-@converter("unbind", emits=[T.UNSTACK])
-def convert_unbind(ctx: ConversionContext, op):
-    _unstack(ctx, op, "Out")
-
-
-# -- slicing ---------------------------------------------------------------------------------------
-
-
-def _squeeze_decreased(ctx: ConversionContext, op, sliced, decrease_axis):
-    """Drop the `decrease_axis` dims (each of size 1 after slicing) into the op's output."""
-    v = OpView(op)
-    if not decrease_axis:
-        return
-    ctx.add(T.SQUEEZE, [sliced, ctx.const_i32(decrease_axis)], [ctx.output(v.output("Out"))])
-
-
-def _slice_target(ctx: ConversionContext, op, decrease_axis):
-    v = OpView(op)
-    return ctx.temp(v.output("Out"), "slice") if decrease_axis else ctx.output(v.output("Out"))
-
-
-@converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST])
-def convert_slice(ctx: ConversionContext, op):
-    """input[starts:ends] along `axes` (negative indices count from the end, out-of-range bounds clamp:
-    SLICE's Python rule, which is Paddle's for step 1). Bounds come from `StartsTensor`/`EndsTensor`
-    first, then the tensor lists, then the attrs; `decrease_axis` squeezes the sliced axes."""
-    v = OpView(op)
-    x = ctx.input(v.input("Input"))
-    axes = v.attr_ints("axes")
-    starts = ctx.ints_operand(op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
-                              list_first=False, precision=Precision.INT64)
-    ends = ctx.ints_operand(op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
-                            list_first=False, precision=Precision.INT64)
-    decrease_axis = v.attr_ints("decrease_axis")
-    sliced = _slice_target(ctx, op, decrease_axis)
-    ctx.add(T.SLICE, [x, ctx.const_i32(axes), starts, ends, None], [sliced])
-    _squeeze_decreased(ctx, op, sliced, decrease_axis)
-
-
-def _constant_ints(op, ctx, attr, tensor, tensor_list):
-    """An int-list attribute's values when constant (the attr, or values known now in its tensor forms:
-    parameters, shapes computed at conversion), else None."""
-    v = OpView(op)
-    for slot in (tensor, tensor_list):
-        names = v.inputs(slot)
-        if names:
-            values = [ctx.constant_value(n) for n in names] if ctx is not None else [None]
-            if any(value is None for value in values):
-                return None
-            return [int(x) for value in values for x in np.asarray(value).reshape(-1)]
-    return v.attr_ints(attr)
-
-
-def check_strided_slice(op, ctx) -> Optional[str]:
-    strides = _constant_ints(op, ctx, "strides", "StridesTensor", "StridesTensorList")
-    if strides is not None and any(s == 0 for s in strides):
-        return f"strides {strides} contain 0"
-    return None
-
-
-@converter("strided_slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST], check=check_strided_slice)
-def convert_strided_slice(ctx: ConversionContext, op):
-    """input[starts:ends:strides] along `axes`. Paddle 3's bounds rule is Python's for either stride
-    sign (verified: x[::-1] is starts=INT32_MAX, ends=INT32_MIN; an end of -1 with a negative stride
-    selects nothing), which is SLICE's. One legacy encoding differs: starts=-1, ends=0 with infer flag -1
-    on a decreased axis means "the last element", not an empty range."""
-    v = OpView(op)
-    x = ctx.input(v.input("Input"))
-    axes = v.attr_ints("axes")
-    decrease_axis = v.attr_ints("decrease_axis")
-    infer_flags = v.attr_ints("infer_flags") or [1] * len(axes)
-    starts = _constant_ints(op, ctx, "starts", "StartsTensor", "StartsTensorList")
-    ends = _constant_ints(op, ctx, "ends", "EndsTensor", "EndsTensorList")
-    strides = _constant_ints(op, ctx, "strides", "StridesTensor", "StridesTensorList")
-    if starts is not None and ends is not None and strides is not None:
-        for i, (a, s, e, f) in enumerate(zip(axes, starts, ends, infer_flags)):
-            if a in decrease_axis and s == -1 and e == 0 and f == -1:
-                ends[i], strides[i] = INT64_MAX, 1
-        starts_op, ends_op, steps_op = ctx.const_i64(starts), ctx.const_i64(ends), ctx.const_i64(strides)
-    else:
-        starts_op = ctx.ints_operand(op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
-                                     list_first=False, precision=Precision.INT64)
-        ends_op = ctx.ints_operand(op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
-                                   list_first=False, precision=Precision.INT64)
-        steps_op = ctx.ints_operand(op, "strides", tensor="StridesTensor", tensor_list="StridesTensorList",
-                                    list_first=False, precision=Precision.INT64)
-    sliced = _slice_target(ctx, op, decrease_axis)
-    ctx.add(T.SLICE, [x, ctx.const_i32(axes), starts_op, ends_op, steps_op], [sliced])
-    _squeeze_decreased(ctx, op, sliced, decrease_axis)
-
-
-def _check_flip(op, ctx) -> Optional[str]:
-    v = OpView(op)
-    if v.type == "reverse" and not v.attr_ints("axis"):
-        return "reverse needs at least one axis (Paddle rejects an empty 'axis')"
-    graph = getattr(ctx, "graph", None)
-    x = v.optional_input("X")
-    if graph is not None and x:
-        try:
-            var = graph.var(x, getattr(ctx, "block", 0))
-        except ModelFormatError:
-            return None
-        if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY):
-            return f"X '{x}' is a tensor array: its elements are reversed on the host"
-    return None
-
-
-@converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN], check=_check_flip)
-def convert_flip(ctx: ConversionContext, op):
-    """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1. The legacy
-    `reverse` op is the same on a tensor (its tensor-array form runs on the host: k_control)."""
-    v = OpView(op)
-    x = ctx.input(v.input("X"))
-    axes = v.attr_ints("axis")
-    out = ctx.output(v.output("Out"))
-    if not axes:
-        ctx.add(T.ASSIGN, [x], [out])
-        return
-    n = len(axes)
-    ctx.add(T.SLICE, [x, ctx.const_i32(axes), ctx.const_i64([-1] * n), ctx.const_i64([INT64_MIN] * n),
-                      ctx.const_i64([-1] * n)], [out])
 
 
 # -- broadcasting and repeating -----------------------------------------------------------------------
@@ -369,74 +189,6 @@ def convert_tile(ctx: ConversionContext, op):
     ctx.add(T.TILE, [x, repeats], [out])
 
 
-# -- shapes and generated tensors --------------------------------------------------------------------
-
-
-def declared_precision(ctx: ConversionContext, name: str, default: Precision) -> Precision:
-    """The precision the program declares for var `name` (when the graph is known and declares an int type)."""
-    graph = getattr(ctx, "graph", None)
-    if graph is None:
-        return default
-    try:
-        info = graph.var(name, getattr(ctx, "block", 0))
-    except ModelFormatError:  # a var the program does not declare: keep the default
-        return default
-    code = getattr(info, "data_type", None)
-    precision = precision_of_var_type(code) if code is not None else None
-    return precision if precision in (Precision.INT32, Precision.INT64) else default
-
-
-@converter("shape", emits=[T.SHAPE])
-def convert_shape(ctx: ConversionContext, op):
-    """The input's dims as a 1-D tensor; INT32 (Paddle's `shape` op) unless the program declares INT64."""
-    v = OpView(op)
-    x = ctx.input(v.input("Input"))
-    out = v.output("Out")
-    precision = declared_precision(ctx, out, Precision.INT32)
-    ctx.add(T.SHAPE, [x, ctx.const_i32(int(precision))], [ctx.output(out)])
-
-
-@converter("range", emits=[T.RANGE, T.CAST])
-def convert_range(ctx: ConversionContext, op):
-    """start, start + step, ... below end; the three tensors take Start's precision.
-
-    PIR's `range` holds start/end/step as attributes (constants folded by the loader, run-time tensors as
-    Variable-valued attributes); they take the op's `dtype`. A Variable known now (a shape element, folded
-    for the input signature) is a constant; one known only at run time is read as an operand."""
-    v = OpView(op)
-    var = v.output("Out")
-    if v.optional_input("Start") is None:
-        precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
-        dtype = precision_dtype(precision)
-
-        def bound(attr):
-            refs = var_attr_names(op.attrs.get(attr))
-            if refs:  # unresolved: computed at run time
-                return ctx.cast(ctx.input(refs[0]), precision, var, attr)
-            return ctx.const(np.asarray(v._scalar(attr, None), dtype=dtype).reshape(1), precision)
-
-        ctx.add(T.RANGE, [bound("start"), bound("end"), bound("step")], [ctx.output(var)])
-        return
-    start = ctx.input(v.input("Start"))
-    end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")
-    step = ctx.cast(ctx.input(v.input("Step")), start.type.precision, var, "step")
-    ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
-
-
-@converter("meshgrid", emits=[T.MESHGRID])
-def convert_meshgrid(ctx: ConversionContext, op):
-    v = OpView(op)
-    parts = []
-    for name in v.inputs("X"):
-        part = ctx.input(name)
-        if part.type.rank == 0:  # Paddle's meshgrid takes a 0-d input as one of size 1 (MESHGRID wants 1-D)
-            flat = ctx.temp(name, "meshgrid/as_vector")
-            ctx.add(T.RESHAPE, [part, ctx.const_i32([1])], [flat])
-            part = flat
-        parts.append(part)
-    ctx.add(T.MESHGRID, parts, [ctx.output(n) for n in v.outputs("Out")])
-
-
 # -- moving elements -----------------------------------------------------------------------------------
 
 
@@ -472,11 +224,40 @@ def convert_channel_shuffle(ctx: ConversionContext, op):
     ctx.add(T.TRANSPOSE, [shuffled, ctx.const_i32([0, 2, 3, 1])], [out])
 
 
-@converter("roll", emits=[T.ROLL, T.CONCAT, T.CAST])
-def convert_roll(ctx: ConversionContext, op):
-    """Rotate along `axis` by `shifts` (or the `ShiftsTensor`); no axis rolls the flattened tensor."""
+# -- pixel_shuffle ------------------------------------------------------------------------------------------------
+
+def _check_pixel_shuffle(op, ctx) -> Optional[str]:
     v = OpView(op)
+    reason = layout_reason(op, "data_format")
+    if reason:
+        return reason
+    factor = v.attr_int("upscale_factor", 1)
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return None
+    if len(dims) != 4 or not known_dims(dims[1:]):
+        return "pixel_shuffle needs a 4-D input with known channel and spatial dims"
+    channels = dims[3] if is_channel_last(op, "data_format") else dims[1]
+    if factor <= 0 or channels % (factor * factor):
+        return f"{channels} channels do not split by upscale_factor {factor} squared"
+    return None
+
+
+@converter("pixel_shuffle", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_pixel_shuffle)
+def convert_pixel_shuffle(ctx, op):
+    v = OpView(op)
+    # [N, C*r*r, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H*r, W*r] (channel-first).
+    out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    shifts = ctx.ints_operand(op, "shifts", tensor="ShiftsTensor", list_first=False, precision=Precision.INT64)
-    axes = v.attr_ints("axis")
-    ctx.add(T.ROLL, [x, shifts, ctx.const_i32(axes) if axes else None], [ctx.output(v.output("Out"))])
+    r = v.attr_int("upscale_factor", 1)
+    if is_channel_last(op, "data_format"):
+        _, h, w, c = x.type.dims
+        split, perm, merged = [0, h, w, c // (r * r), r, r], [0, 1, 4, 2, 5, 3], [0, h * r, w * r, c // (r * r)]
+    else:
+        _, c, h, w = x.type.dims
+        split, perm, merged = [0, c // (r * r), r, r, h, w], [0, 1, 4, 2, 5, 3], [0, c // (r * r), h * r, w * r]
+    emit_chain(ctx, out_name, x, [
+        ("split", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32(split)], [out])),
+        ("interleave", transpose_step(perm)),
+        ("merge", lambda ctx, x, out: ctx.add(T.RESHAPE, [x, ctx.const_i32(merged)], [out])),
+    ])

@@ -1,5 +1,5 @@
-"""Converters of conv_detection.py: prior_box, yolo_box, roi_align, multiclass_nms3, deformable_conv(_v1),
-grid_sampler and calib, each a one-op Paddle program compared with Paddle's own result (calib, a
+"""Converters of detection.py (prior_box, yolo_box, multiclass_nms3), sampling.py (roi_align, deformable_conv(_v1),
+grid_sampler) and quantization.py (calib), each a one-op Paddle program compared with Paddle's own result (calib, a
 Paddle Lite op, against its definition).
 """
 from __future__ import annotations

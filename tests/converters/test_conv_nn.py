@@ -1,7 +1,7 @@
-"""Converters of the NN family (conv_nn.py): convolutions, pooling, normalizations, matrix products,
-softmax and dropout. Each test is a one-op Paddle program converted, run on builtin_device and compared
-with what Paddle computes for the same saved program (DESIGN.md single-operation tolerance unless a
-comment says why not).
+"""Converters of the NN layers: convolutions (conv.py), pooling (pool.py), normalizations (normalization.py),
+matrix products (matmul.py), softmax and dropout (activation.py). Each test is a one-op Paddle program
+converted, run on builtin_device and compared with what Paddle computes for the same saved program (DESIGN.md
+single-operation tolerance unless a comment says why not).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Converters of conv_nn_resize.py: pad2d, pad3d, pad, the interp family (v1 and v2, every size source)
-and pixel_shuffle, each a one-op Paddle program compared with Paddle's own result.
+"""Converters of tensor.py (pad2d, pad3d, pad), resize.py (the interp family, v1 and v2, every size source)
+and shape.py (pixel_shuffle), each a one-op Paddle program compared with Paddle's own result.
 """
 from __future__ import annotations
 
