@@ -21,7 +21,10 @@ import tempfile
 
 import numpy as np
 
-from devtools import zoo
+# The demo's model is built by the repository's development zoo (devtools/, not part of the installed package).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devtools import zoo  # noqa: E402
+
 MODEL = "mobilenet_v1"
 IMAGE_SIZE = 224
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)

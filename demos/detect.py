@@ -17,7 +17,10 @@ import sys
 
 import numpy as np
 
-from devtools import zoo
+# The demo's model is built by the repository's development zoo (devtools/, not part of the installed package).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devtools import zoo  # noqa: E402
+
 MODEL = "yolo_detector"
 SIZE = zoo.DETECTOR_SIZE
 HERE = os.path.dirname(os.path.abspath(__file__))
