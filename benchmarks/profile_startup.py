@@ -72,14 +72,14 @@ PHASES = [
     ("nnadapter_bridge.subgraph.cache_key", "subgraph_fingerprint", "fingerprint"),
     ("nnadapter_bridge.subgraph.cache_key", "versions", "versions"),
     ("nnadapter_bridge.subgraph.engine", "SubgraphEngine._restore", "restore"),
-    ("nnadapter_bridge.nnadapter.runtime", "read_nnc_file", "restore: read + check .nnc"),
-    ("nnadapter_bridge.nnadapter.runtime", "Compilation._finish_from_cache", "restore: driver import"),
+    ("nnadapter_bridge.nnadapter.runtime.compilation", "read_nnc_file", "restore: read + check .nnc"),
+    ("nnadapter_bridge.nnadapter.runtime.compilation", "Compilation._finish_from_cache", "restore: driver import"),
     ("nnadapter_bridge.subgraph.engine", "SubgraphEngine._build", "build"),
     ("converters.context", "convert_subgraph", "convert"),
-    ("nnadapter_bridge.nnadapter.runtime", "Compilation._finish_from_model", "compile (driver create_program)"),
+    ("nnadapter_bridge.nnadapter.runtime.compilation", "Compilation._finish_from_model", "compile (driver create_program)"),
     # Runs in a thread of its own after the first compute (PendingCacheWrite): timed apart, outside the nesting.
     ("nnadapter_bridge.nnadapter.nnc", "PendingCacheWrite._run", "write .nnc (own thread)"),
-    ("nnadapter_bridge.nnadapter.runtime", "Execution.compute", "execute"),
+    ("nnadapter_bridge.nnadapter.runtime.execution", "Execution.compute", "execute"),
 ]
 
 

@@ -198,15 +198,15 @@ def test_a_program_still_being_written_is_restored_not_compiled_again(model, tmp
     """A second predictor started while the first one's .nnc is still being written waits for that file."""
     import time
 
-    from nnadapter_bridge.nnadapter import runtime
+    from nnadapter_bridge.nnadapter.runtime import compilation
 
-    real = runtime.write_file_atomically
+    real = compilation.write_file_atomically
 
     def slow(path, data):
         time.sleep(0.3)
         real(path, data)
 
-    monkeypatch.setattr(runtime, "write_file_atomically", slow)
+    monkeypatch.setattr(compilation, "write_file_atomically", slow)
     cache = tmp_path / "cache"
     config = nb.Config()
     config.set_model_file(model)

@@ -11,7 +11,8 @@ from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution, _run_arrays_hook
+from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
+from nnadapter_bridge.nnadapter.runtime.execution import run_arrays_hook
 from nnadapter_bridge.nnadapter.types import OperandType
 
 SDK_DRIVERS = ["intel_openvino", "microsoft_onnxruntime"]
@@ -95,7 +96,7 @@ def test_a_subclass_overriding_execute_program_is_not_bypassed():
         def run_arrays(self, program, arrays):
             return super().run_arrays(program, arrays)
 
-    assert _run_arrays_hook(OnnxRuntimeDriver()) is not None
-    assert _run_arrays_hook(Counting()) is None
-    assert _run_arrays_hook(Faster()) is not None
-    assert _run_arrays_hook(object()) is None
+    assert run_arrays_hook(OnnxRuntimeDriver()) is not None
+    assert run_arrays_hook(Counting()) is None
+    assert run_arrays_hook(Faster()) is not None
+    assert run_arrays_hook(object()) is None

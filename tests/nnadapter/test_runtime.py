@@ -652,12 +652,12 @@ def test_destroy_waits_for_the_write_and_foreground_mode_writes_before_returning
 
 
 def test_a_failed_background_write_is_a_warning_and_leaves_no_file(tmp_path, monkeypatch):
-    from nnadapter_bridge.nnadapter import runtime
+    from nnadapter_bridge.nnadapter.runtime import compilation as compilation_module
 
     def full_disk(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runtime, "write_file_atomically", full_disk)
+    monkeypatch.setattr(compilation_module, "write_file_atomically", full_disk)
     compilation = Compilation(relu_add_model(), TOKEN, None, str(tmp_path), builtin_context())
     compilation.finish()
     with warnings.catch_warnings(record=True) as caught:
@@ -679,11 +679,12 @@ def test_a_process_that_exits_right_after_its_first_result_still_leaves_its_nnc(
         "sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + '/tests/nnadapter')\n"
         "from test_runtime import relu_add_model, builtin_context, TOKEN\n"
         "from nnadapter_bridge.nnadapter import runtime\n"
-        "real = runtime.write_file_atomically\n"
+        "from nnadapter_bridge.nnadapter.runtime import compilation\n"
+        "real = compilation.write_file_atomically\n"
         "def slow(path, data):\n"
         "    time.sleep(0.5)\n"
         "    real(path, data)\n"
-        "runtime.write_file_atomically = slow\n"
+        "compilation.write_file_atomically = slow\n"
         "c = runtime.Compilation(relu_add_model(), TOKEN, None, sys.argv[2], builtin_context())\n"
         "c.finish()\n"
         "runtime.Execution(c).run([np.ones((2, 3), np.float32)])\n"

@@ -1,28 +1,28 @@
 """What the drivers receive: a test-only observer of the NNAdapter models handed to `create_program`.
 
 `record_driver_models(monkeypatch)` wraps the runtime's one call site of every driver hook
-(`nnadapter.runtime._call_driver`) and returns a list that fills, as the predictor compiles, with one
+(`nnadapter.runtime.compilation.call_driver`, where programs are created) and returns a list that fills, as the predictor compiles, with one
 `(device name, Model)` per program a driver builds from a model (restores from a cache hand over bytes, not
 a model, and are not recorded). `unknown_dim_operands(model)` lists the operands of such a model whose dims
 are not all known, as "OPERATION output [dims]".
 """
 from __future__ import annotations
 
-from nnadapter_bridge.nnadapter import runtime
+from nnadapter_bridge.nnadapter.runtime import compilation
 from nnadapter_bridge.nnadapter.codes import UNKNOWN
 from nnadapter_bridge.nnadapter.model import Model
 
 
 def record_driver_models(monkeypatch) -> list:
     seen: list = []
-    call_driver = runtime._call_driver
+    call_driver = compilation.call_driver
 
     def observe(what: str, fn, *args):
         if what.endswith(".create_program") and len(args) > 1 and isinstance(args[1], Model):
             seen.append((what.rsplit(".", 1)[0], args[1]))
         return call_driver(what, fn, *args)
 
-    monkeypatch.setattr(runtime, "_call_driver", observe)
+    monkeypatch.setattr(compilation, "call_driver", observe)
     return seen
 
 

@@ -1,0 +1,174 @@
+"""NNAdapterExecution: running a finished compilation's device programs on host arrays.
+
+Owns `Execution` (bind inputs and outputs by index with access functions, `compute`; `run(arrays)`), the access
+functions for numpy arrays and `HostBuffer`. Imports faults and the driver protocol; must not import anything
+above the ground.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import ResultCode
+from nnadapter_bridge.nnadapter.driver_protocol import Argument
+from nnadapter_bridge.nnadapter.runtime.faults import raise_for_result, raise_from_driver
+from nnadapter_bridge.nnadapter.types import OperandType
+
+if TYPE_CHECKING:
+    from nnadapter_bridge.nnadapter.runtime.compilation import Compilation
+
+
+def run_arrays_hook(driver: Any) -> Optional[Callable[..., list]]:
+    """The driver's optional `run_arrays` (driver_protocol), or None when a subclass overrides
+    execute_program below the class defining it (a wrapper or a test double then sees every run)."""
+    if getattr(driver, "run_arrays", None) is None:
+        return None
+    mro = type(driver).__mro__
+    run_owner = next((c for c in mro if "run_arrays" in vars(c)), None)
+    execute_owner = next((c for c in mro if "execute_program" in vars(c)), None)
+    if run_owner is None or execute_owner is None or not issubclass(run_owner, execute_owner):
+        return None
+    return driver.run_arrays
+
+
+class HostBuffer:
+    """An output holder: the runtime allocates `array` at the dims the device reports."""
+
+    def __init__(self):
+        self.array: Optional[np.ndarray] = None
+        self.type: Optional[OperandType] = None
+
+
+def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
+    """Input access for a numpy array: report its dims, hand it over."""
+    # np.asarray(order="C"), not np.ascontiguousarray: the latter turns a 0-d array into shape [1], and a
+    # program compiled for a 0-d input would then refuse it.
+    array = np.asarray(memory, order="C")
+    operand_type.dims = array.shape  # a tuple of Python ints already
+    return array
+
+
+def host_buffer_output_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
+    """Output access for a HostBuffer: allocate exactly what the device reports."""
+    memory.type = operand_type.copy()
+    memory.array = np.empty(operand_type.dims, dtype=operand_type.dtype)
+    return memory.array
+
+
+def _host_buffer_adopt(memory: HostBuffer, operand_type: OperandType, array: np.ndarray) -> None:
+    """host_buffer_output_access's `adopt` (driver_protocol.AccessFunction): take a driver's fresh array."""
+    memory.type = operand_type.copy()
+    memory.array = array
+
+
+host_buffer_output_access.adopt = _host_buffer_adopt
+
+
+def host_buffer_input_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
+    operand_type.dims = tuple(memory.array.shape)
+    return memory.array
+
+
+def array_output_access(memory: np.ndarray, operand_type: OperandType) -> np.ndarray:
+    """Output access for a preallocated array: it must already have the reported dims and dtype."""
+    if tuple(memory.shape) != tuple(operand_type.dims) or memory.dtype != operand_type.dtype:
+        raise NNAdapterError(f"output buffer is {memory.dtype}{list(memory.shape)}, the device produces "
+                             f"{operand_type.dtype}{list(operand_type.dims)}", ResultCode.INVALID_PARAMETER)
+    return memory
+
+
+@dataclasses.dataclass
+class _Binding:
+    memory: Any
+    access: Callable
+
+
+class Execution:
+    """NNAdapterExecution: bind inputs/outputs by index, then compute."""
+
+    def __init__(self, compilation: Compilation):
+        if not compilation.finished:
+            raise NNAdapterError("an execution needs a finished compilation", ResultCode.INVALID_PARAMETER)
+        self.compilation = compilation
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+        self._watch_outputs = False  # a HostBuffer output is bound: compute() checks some program wrote it
+
+    def _check_index(self, index: int, count: int, side: str) -> None:
+        if not 0 <= index < count:
+            raise NNAdapterError(f"{side} index {index} is out of range (the model has {count} {side}s)",
+                                 ResultCode.INVALID_PARAMETER)
+
+    def set_input(self, index: int, memory, access: Optional[Callable] = None) -> None:
+        self._check_index(index, len(self.compilation.input_types), "input")
+        self._inputs[index] = _Binding(memory, access or array_input_access)
+
+    def set_output(self, index: int, memory, access: Optional[Callable] = None) -> None:
+        self._check_index(index, len(self.compilation.output_types), "output")
+        if isinstance(memory, HostBuffer):
+            self._watch_outputs = True
+        if access is None:
+            if isinstance(memory, HostBuffer):
+                access = host_buffer_output_access
+            elif isinstance(memory, np.ndarray):
+                access = array_output_access
+            else:
+                raise NNAdapterError("set_output without an access function needs a HostBuffer or an ndarray",
+                                     ResultCode.INVALID_PARAMETER)
+        self._outputs[index] = _Binding(memory, access)
+
+    def compute(self) -> None:
+        shared: dict = {}
+        for number, program in enumerate(self.compilation.programs):
+            inputs = []
+            for k, index in enumerate(program.input_indexes):
+                if index < 0:
+                    binding = self._inputs.get(-index - 1)
+                    if binding is None:
+                        raise NNAdapterError(f"input {-index - 1} was not set", ResultCode.INVALID_PARAMETER)
+                    inputs.append(Argument(k, binding.memory, binding.access))
+                else:
+                    if index not in shared:
+                        raise NNAdapterError(f"program {number} reads shared buffer {index} before any program "
+                                             "wrote it", ResultCode.DEVICE_INTERNAL_ERROR)
+                    inputs.append(Argument(k, shared[index], host_buffer_input_access))
+            outputs = []
+            for k, index in enumerate(program.output_indexes):
+                if index < 0:
+                    binding = self._outputs.get(-index - 1)
+                    if binding is None:
+                        raise NNAdapterError(f"output {-index - 1} was not set", ResultCode.INVALID_PARAMETER)
+                    outputs.append(Argument(k, binding.memory, binding.access))
+                else:
+                    shared[index] = HostBuffer()
+                    outputs.append(Argument(k, shared[index], host_buffer_output_access))
+            try:
+                with program.lock:  # one execution of a driver program at a time (Program.lock)
+                    result = program.device.driver.execute_program(program.handle, inputs, outputs)
+                if result is not None and int(result) != ResultCode.NO_ERROR:
+                    raise_for_result(result, f"{program.device.name}.execute_program (program {number})")
+            except BaseException as exc:  # as _call_driver does, with the label formatted only on failure
+                raise_from_driver(exc, f"{program.device.name}.execute_program (program {number})")
+        if self._watch_outputs:
+            for index, binding in self._outputs.items():
+                if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
+                    raise NNAdapterError(f"output {index} was not written by any program",
+                                         ResultCode.DEVICE_INTERNAL_ERROR)
+        if not self.compilation._first_compute_done:
+            self.compilation._after_first_compute()
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list:
+        """Set every input from `arrays`, compute, return the outputs as new arrays."""
+        if len(arrays) != len(self.compilation.input_types):
+            raise NNAdapterError(f"the model has {len(self.compilation.input_types)} inputs, got {len(arrays)} "
+                                 "arrays", ResultCode.INVALID_PARAMETER)
+        for k, array in enumerate(arrays):
+            self.set_input(k, array)
+        holders = [HostBuffer() for _ in self.compilation.output_types]
+        for k, holder in enumerate(holders):
+            self.set_output(k, holder)
+        self.compute()
+        return [holder.array for holder in holders]
