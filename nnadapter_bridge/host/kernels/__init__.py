@@ -1,19 +1,28 @@
-"""numpy host kernels for Paddle ops with no NNAdapter expression, one module per op family (`k_*.py`).
+"""numpy host kernels for Paddle ops with no NNAdapter expression, one module per operation family.
 
-Importing this package registers every kernel in `registry.HOST_KERNELS`.
+The families are the standard's (`nnadapter_bridge.nnadapter.operations`: activation for unary math,
+elementwise for binary, ...) plus three the standard has no operation for: `control` (sub-blocks and tensor
+arrays), `loss` and `sequence` (recurrent layers and CRF decoding). Importing this package registers every
+kernel of the modules in `KERNEL_MODULES` in `registry.HOST_KERNELS`.
 """
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
 from nnadapter_bridge.host.kernels.registry import HOST_KERNELS, HostKernel, OpScope, host_kernel  # noqa: F401
 
+# The kernel modules, in the order of the standard's families, then the host-only ones. A module missing from
+# this list registers nothing, which tests/host/test_kernel_modules.py catches.
+KERNEL_MODULES = (
+    "elementwise", "activation", "conv", "normalization", "matmul", "resize", "reduce", "shape", "tensor",
+    "generate", "quantization", "detection", "control", "loss", "sequence",
+    "k_decomp", "k_float_math", "k_index_update", "k_loss", "k_math", "k_partial", "k_repeat", "k_rnn", "k_scan",
+)
+
 
 def _load_all() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("k_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    for name in KERNEL_MODULES:
+        importlib.import_module(f"{__name__}.{name}")
 
 
 _load_all()
