@@ -135,7 +135,7 @@ def _check_entry(raw: dict, base: str, known_devices) -> tuple:
         entry["model"] = _path(model, "model", base, problems)
     entry["params"] = _path(raw["params"], "params", base, problems) if raw.get("params") is not None else None
     if entry.get("model"):
-        from nnadapter_bridge.loader.layout import resolve
+        from nnadapter_bridge.loader.model_files import resolve
 
         try:
             resolve(entry["model"], entry["params"])

@@ -64,7 +64,7 @@ def _path_digest(path: Optional[str]) -> str:
 
 
 def model_digest(entry: dict) -> str:
-    from nnadapter_bridge.loader.layout import resolve
+    from nnadapter_bridge.loader.model_files import resolve
 
     source = resolve(entry["model"], entry["params"])
     return hashlib.sha256(f"{_path_digest(source.model_path)}|{_path_digest(source.params_path)}".encode()).hexdigest()

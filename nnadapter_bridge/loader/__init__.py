@@ -12,6 +12,6 @@ from nnadapter_bridge.loader.graph import (  # noqa: F401
     VarRef,
     load_model,
 )
-from nnadapter_bridge.loader.layout import LAYOUTS  # noqa: F401
+from nnadapter_bridge.loader.model_files import LAYOUTS  # noqa: F401
 
 __all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "BlockRef", "VarRef", "LAYOUTS"]

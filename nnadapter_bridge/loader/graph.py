@@ -23,7 +23,7 @@ import numpy as np
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
-from nnadapter_bridge.loader.layout import ModelSource, resolve
+from nnadapter_bridge.loader.model_files import ModelSource, resolve
 from nnadapter_bridge.loader.params import (
     NOT_SAVED_KINDS, PER_VAR_MMAP_THRESHOLD, map_file, read_combined, read_single,
 )

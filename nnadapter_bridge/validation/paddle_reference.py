@@ -33,7 +33,7 @@ def check_paddle_readable(model: str, source=None, params: Optional[str] = None)
     """CliError before anything runs when Paddle Inference cannot read `model` at all: a Paddle Lite .nb (Paddle
     Inference crashes on one, SIGSEGV, rather than refusing it)."""
     if source is None:
-        from nnadapter_bridge.loader.layout import resolve
+        from nnadapter_bridge.loader.model_files import resolve
 
         try:
             source = resolve(model, params)
@@ -58,7 +58,7 @@ def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
         import paddle.inference as paddle_infer
 
     # The same layout resolution as our loader, so both sides read the same files (PIR .json included).
-    from nnadapter_bridge.loader.layout import resolve
+    from nnadapter_bridge.loader.model_files import resolve
 
     try:
         source = resolve(model, params)
