@@ -334,7 +334,7 @@ def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.n
 
 
 def load_model(model_path=None, params_path=None, *, model_bytes=None, params_bytes=None) -> ProgramGraph:
-    """Load a Paddle inference model from a directory, files or bytes (see loader.layout for the layouts).
+    """Load a Paddle inference model from a directory, files or bytes (see loader.model_files for the layouts).
 
     `model_path` may be a directory (layout auto-detected) or a model file; `params_path` a combined params
     file or a directory of per-var files. Raises ModelFormatError for anything missing, ambiguous or corrupt.
