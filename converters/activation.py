@@ -274,10 +274,10 @@ def convert_scale(ctx, op):
     if not after and not scale_name and bias_name:
         # bias tensor before a constant scale: scale * x + scale * bias == scale * (x + bias).
         steps = [(T.ADD, bias_operand), (T.MUL, scale_operand)]
-    steps = [(type, operand) for type, operand in steps if operand is not None]
+    applied: list[tuple[T, Operand]] = [(type, operand) for type, operand in steps if operand is not None]
     current = x
-    for i, (type, value) in enumerate(steps):
-        last = i == len(steps) - 1
+    for i, (type, value) in enumerate(applied):
+        last = i == len(applied) - 1
         target = output_for(ctx, op, out_name, x) if last else ctx.temp(out_name, type.name.lower())
         current = binary(ctx, type, current, value, target)
 

@@ -212,7 +212,7 @@ class ConversionContext:
         def from_list(names):
             values = [self.constant_value(n) for n in names]
             if all(value is not None for value in values):
-                return fold(np.concatenate([value.reshape(-1) for value in values]))
+                return fold(np.concatenate([value.reshape(-1) for value in values if value is not None]))
             parts = [from_tensor(n) for n in names]
             out = self.temp(var, f"{tensor_list}/concat")
             self.add(OperationType.CONCAT, [*parts, self.const_i32(0)], [out])

@@ -49,6 +49,8 @@ def _param_or_default(ctx, op, slot: str, size: Optional[int], fill: float, out_
         if ctx.is_param(name):
             return float_param_const(ctx, ctx.param(name).reshape(-1), like, name)
         return ctx.input(name)
+    if size is None:  # the checks ask for the parameter when the dims are unknown
+        raise ctx.error(f"'{slot}' is missing and the normalized dims are unknown")
     return float_param_const(ctx, np.full(size, fill), like, f"{out_name}/{purpose}")
 
 

@@ -564,7 +564,9 @@ def keeps_float(ctx, var: str) -> bool:
 def op_keeps_float(ctx, op) -> bool:
     """True when `op` itself is listed in the mixed-precision quantization config."""
     float_ops = getattr(ctx, "float_ops", None)
-    return bool(float_ops) and getattr(op, "block_idx", 0) == 0 and getattr(op, "index", None) in float_ops
+    if not float_ops:
+        return False
+    return getattr(op, "block_idx", 0) == 0 and getattr(op, "index", None) in float_ops
 
 
 def int8_constant(ctx, value: np.ndarray, steps: np.ndarray, axis: int, name: str) -> Operand:
@@ -642,8 +644,8 @@ def fake_dequant_factor(ctx, op) -> Optional[tuple]:
     return None
 
 
-def _fake_product_geometry(ctx, op) -> Optional[tuple]:
-    """(weight [C_out, ...] as int8, output channel axis) of a product in the fake form, or None."""
+def _fake_product_geometry(ctx, op) -> tuple[np.ndarray, int]:
+    """(weight [C_out, ...] as int8, output channel axis) of a product in the fake form."""
     v = OpView(op)
     _, w_slot, _ = FAKE_PRODUCTS[op.type]
     w = ctx.param(v.input(w_slot))
@@ -703,7 +705,7 @@ def fake_product_reason(ctx, op, quantized_var: Optional[str] = None, x_rank: Op
         if op.type == "mul" and (v.attr_int("x_num_col_dims", 1) != 1 or v.attr_int("y_num_col_dims", 1) != 1):
             return "a fake-quantized mul needs x_num_col_dims = y_num_col_dims = 1"
     channels = _fake_product_geometry(ctx, op)[0].shape[0]
-    factors = [fake_dequant_factor(ctx, r) for r in readers]
+    factors = [f for f in (fake_dequant_factor(ctx, r) for r in readers) if f is not None]  # all: checked above
     first, axis = factors[0]
     for factor, other_axis in factors:
         if factor.size not in (1, channels) or (factor.size > 1 and other_axis != 1):
@@ -746,7 +748,10 @@ def emit_fake_product(ctx, op) -> None:
     x = ctx.input(v.input(a_slot))
     step_x = float(x.type.scale)
     w, channel_axis = _fake_product_geometry(ctx, op)
-    factor, _ = fake_dequant_factor(ctx, getattr(ctx, "graph").consumers(out_name)[0])
+    dequant = fake_dequant_factor(ctx, getattr(ctx, "graph").consumers(out_name)[0])
+    if dequant is None:  # fake_product_reason accepted only products whose readers have one
+        raise ctx.error(f"{o_slot} '{out_name}' is not read by a fake dequantizer with a known factor")
+    factor, _ = dequant
     w_steps = factor / step_x
     weight = int8_constant(ctx, np.ascontiguousarray(w), w_steps, 0, f"{v.input(w_slot)}/int8")
     out = ctx.output(out_name, int32_sums_type(factor, channel_axis))

@@ -226,7 +226,10 @@ def _convert_arg(ctx: ConversionContext, op, type: T):
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     keepdims = v.attr_bool("keepdims", False)
-    dtype = ctx.const_i32(int(_index_precision(op)))
+    precision = _index_precision(op)
+    if precision is None:  # check_arg refused it already
+        raise ctx.error(f"dtype {v.attr('dtype')} is neither int32 (2) nor int64 (3)")
+    dtype = ctx.const_i32(int(precision))
     out = ctx.output(var)
     if v.attr_bool("flatten", False):
         rank = ctx.rank(x)

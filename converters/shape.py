@@ -179,7 +179,7 @@ def convert_tile(ctx: ConversionContext, op):
     out = ctx.output(v.output("Out"))
     repeats = ctx.ints_operand(op, "repeat_times", tensor="RepeatTimes", tensor_list="repeat_times_tensor",
                                list_first=False)
-    if repeats.is_constant and repeats.value.size < ctx.rank(x):
+    if repeats.is_constant and repeats.value is not None and repeats.value.size < ctx.rank(x):
         # Spelled out (OpenVINO's Tile reads an empty repeats list as garbage rather than "repeat nothing").
         times = [1] * (ctx.rank(x) - repeats.value.size) + [int(t) for t in repeats.value.reshape(-1)]
         if all(t == 1 for t in times):

@@ -351,7 +351,11 @@ def convert_pad3d(ctx, op):
     x = ctx.input(v.input("X"))
     order, channel_last = [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW")
     if v.attr_str("mode", "constant") == "circular":
-        _emit_circular_pad(ctx, op, x, _constant_pads(ctx, op, order, channel_last, 3))
+        pads = _constant_pads(ctx, op, order, channel_last, 3)
+        if pads is None:  # the check refused run-time paddings already
+            raise ctx.error("mode 'circular' needs its paddings at conversion, the Paddings tensor is computed "
+                            "at run time")
+        _emit_circular_pad(ctx, op, x, pads)
         return
     pads = _pads_operand(ctx, op, order, channel_last, 3)
     _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))

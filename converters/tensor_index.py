@@ -129,7 +129,10 @@ def convert_one_hot_v2(ctx: ConversionContext, op):
     ctx.add(T.UNSQUEEZE, [x, ctx.const_i32([-1])], [ids])
     hits = ctx.temp(var, "hits")
     ctx.add(T.EQUAL, [ids, classes], [hits])
-    cast_to(ctx, hits, v.attr_precision("dtype", 5), ctx.output(var))
+    out_precision = v.attr_precision("dtype", 5)
+    if out_precision is None:  # check_one_hot refused it already
+        raise ctx.error(f"dtype {v.attr('dtype')!r} is not a tensor element type NNAdapter has")
+    cast_to(ctx, hits, out_precision, ctx.output(var))
 
 
 @converter("tril_triu", emits=[T.SHAPE, T.SLICE, T.RANGE, T.UNSQUEEZE, T.SUB, T.LESS_EQUAL,
@@ -192,7 +195,8 @@ def set_value_assign_layout(rank: int, decrease_axes, none_axes) -> list:
     """The value's target dims as positions: for each, an input axis (an int) or None (a `none_axes` 1), in
     Paddle's order (SetValueImpl: the none axes go before the input axis of the same index)."""
     decrease, none = sorted(int(a) % max(rank, 1) for a in decrease_axes), sorted(int(a) for a in none_axes)
-    layout, n = [], 0
+    layout: list[Optional[int]] = []
+    n = 0
     for axis in range(rank):
         while n < len(none) and none[n] <= axis:
             layout.append(None)
@@ -230,7 +234,7 @@ def _bound_values(ctx, op, slot: str, attr: str) -> Optional[list]:
     names = v.inputs(slot)
     if not names:
         return [int(a) for a in (v.attr(attr) or [])]
-    values = []
+    values: list[int] = []
     for name in names:
         known = ctx.constant_value(name) if ctx is not None else None
         if known is None:
@@ -369,7 +373,10 @@ class _SetValue:
         if names:
             value = ctx.cast(ctx.input(names[0]), precision, self.var, "value_cast")
         else:
-            array = set_value_constant(self.op).astype(precision_dtype(precision))
+            constant = set_value_constant(self.op)
+            if constant is None:  # check_set_value refused it already
+                raise ctx.error("neither a ValueTensor nor constant values")
+            array = constant.astype(precision_dtype(precision))
             if array.size == 1:
                 return ctx.const(array.reshape([1] * self.rank), precision)
             value = ctx.const(array, precision)
