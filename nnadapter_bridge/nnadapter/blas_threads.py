@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 import time
+from typing import Any
 
 try:  # optional: a clean, process-local way to cap BLAS threads
     import threadpoolctl as _threadpoolctl
@@ -19,7 +20,8 @@ except ImportError:  # pragma: no cover - depends on the environment
     _threadpoolctl = None
 
 _LOCK = threading.Lock()
-_state = {"users": 0, "limits": None, "controller": None}  # the BLAS limit while capped blocks run
+# the BLAS limit while capped blocks run
+_state: dict[str, Any] = {"users": 0, "limits": None, "controller": None}
 
 
 def _controller():
@@ -48,7 +50,7 @@ def _shared_limit(num_threads: int):
 
 USER_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _AUTO_INTERVAL = 1.0  # seconds between two looks at the load
-_auto = {"at": -_AUTO_INTERVAL, "threads": 1}
+_auto: dict[str, Any] = {"at": -_AUTO_INTERVAL, "threads": 1}
 
 
 def usable_cores() -> int:

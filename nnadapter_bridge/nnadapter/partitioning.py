@@ -84,7 +84,7 @@ def _order_clusters(successors: dict, position: dict, clusters: dict, device_of:
 
     root_of = {id(op): root for root, ops in clusters.items() for op in ops}
     first = {root: position[id(ops[0])] for root, ops in clusters.items()}
-    cluster_graph = nx.DiGraph()
+    cluster_graph: nx.DiGraph[int] = nx.DiGraph()
     cluster_graph.add_nodes_from(clusters)
     for node, targets in successors.items():
         for target in targets:

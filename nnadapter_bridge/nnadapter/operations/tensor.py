@@ -356,8 +356,8 @@ def roll(op, inputs):
     return [np.roll(x, shifts, axis=tuple(normalize_axis(a, x.ndim, op) for a in axes))]
 
 
-_NUMPY_PAD_MODES: dict[PadMode, Literal["constant", "reflect", "edge"]] = {PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.REPLICATE: "edge",
-                    PadMode.EDGE: "edge"}
+_NUMPY_PAD_MODES: dict[PadMode, Literal["constant", "reflect", "edge"]] = {
+    PadMode.CONSTANT: "constant", PadMode.REFLECT: "reflect", PadMode.REPLICATE: "edge", PadMode.EDGE: "edge"}
 
 
 @reference(T.PAD)
