@@ -153,13 +153,6 @@ class Operation:
             raise OperationError(f"{self.label()}: input {i} is required, the operation has none there")
         return operand
 
-    def output(self, i: int) -> Operand:
-        """Output i, which the caller needs (an OperationError if it is absent)."""
-        operand = self.outputs[i]
-        if operand is None:
-            raise OperationError(f"{self.label()}: output {i} is required, the operation has none there")
-        return operand
-
     def label(self) -> str:
         return f"{self.type.name}#{self.index}"
 
