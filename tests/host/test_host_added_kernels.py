@@ -1,4 +1,5 @@
-"""The host kernels of k_bitwise, k_linalg, k_spatial, k_loss, k_partial, k_repeat and k_quant against
+"""Host kernels (bitwise, linear algebra, spatial, softmax_with_cross_entropy, partial_*, repeats, quantize_linear)
+against
 Paddle: each program (PIR through Paddle's API where it builds, else a legacy OpDesc) is saved, loaded with
 our loader and run op by op with every host kernel forced, and compared with Paddle Inference on the saved
 program; one program per module also goes through `create_predictor` end to end (the op lands on the host).
@@ -57,7 +58,7 @@ def check_predictor(saved):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
-# -- k_bitwise ------------------------------------------------------------------------------------------
+# -- elementwise: bitwise -------------------------------------------------------------------------------------
 # int16 is left out: Paddle Inference 3.3.1 cannot take an int16 feed (it reads it as int32)
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32", "int64"])
 def test_bitwise(tmp_path, dtype):
@@ -107,7 +108,7 @@ def test_bitwise_rejects_float(tmp_path):
         run_on_host(saved)
 
 
-# -- k_linalg -------------------------------------------------------------------------------------------
+# -- matmul: linear algebra -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_dist_and_mv(tmp_path, dtype):
     import paddle
@@ -161,7 +162,7 @@ def test_linalg_through_predictor(tmp_path):
     check_predictor(saved)
 
 
-# -- k_spatial ------------------------------------------------------------------------------------------
+# -- conv: unfold; pool: maxout, unpool; shape; sampling: affine_grid -----------------------------------------
 @pytest.mark.parametrize("kernel,strides,paddings,dilations", [
     ([2, 2], 1, 0, 1), ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]), ([2, 3], 2, [1, 2], 1)])
 def test_unfold(tmp_path, kernel, strides, paddings, dilations):
@@ -199,7 +200,7 @@ def test_spatial_through_predictor(tmp_path):
     check_predictor(saved)
 
 
-# -- k_loss ---------------------------------------------------------------------------------------------
+# -- loss: softmax_with_cross_entropy -------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("label_dtype", ["int64", "int32"])
 def test_softmax_with_cross_entropy_hard(tmp_path, dtype, label_dtype):
@@ -258,7 +259,7 @@ def test_softmax_with_cross_entropy_bad_label_and_predictor(tmp_path):
         run_on_host(saved)
 
 
-# -- k_partial ------------------------------------------------------------------------------------------
+# -- tensor: partial_concat, partial_sum ----------------------------------------------------------------------
 @pytest.mark.parametrize("op_type", ["partial_concat", "partial_sum"])
 @pytest.mark.parametrize("start,length", [(0, -1), (1, 2), (-3, 2), (2, -1)])
 def test_partial(tmp_path, op_type, start, length):
@@ -285,7 +286,7 @@ def test_partial_through_predictor(tmp_path):
     check_predictor(saved)
 
 
-# -- k_repeat -------------------------------------------------------------------------------------------
+# -- tensor: repeat_interleave; shape: broadcast_tensors ------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 def test_repeat_interleave_int(tmp_path, dtype):
     import paddle
@@ -320,7 +321,7 @@ def test_repeat_interleave_tensor_pir(tmp_path):
     check_predictor(saved)
 
 
-# -- k_quant --------------------------------------------------------------------------------------------
+# -- quantization ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("round_type", [0, 1])
 @pytest.mark.parametrize("quant_axis,scale", [(-1, [127.0]), (-1, [0.8]), (0, [0.8, 1.6]),
                                               (1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])])
@@ -347,7 +348,7 @@ def test_quantize_linear_through_predictor(tmp_path):
     check_predictor(saved)
 
 
-# -- k_float_math ---------------------------------------------------------------------------------------
+# -- activation and elementwise: float math -------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_math(tmp_path, dtype):
     import paddle

@@ -1,4 +1,5 @@
-"""The host kernels of k_scan, k_stats, k_special, k_index_update, k_norm, k_loss2 and k_decomp against Paddle:
+"""Host kernels (scans, order statistics, special functions, index updates, norms, losses, matrix functions)
+against Paddle:
 each program is built through Paddle's API in PIR (an OpDesc where the API writes a different op), saved,
 loaded with our loader and run op by op with every host kernel forced, then compared with Paddle Inference
 on the saved program (dtype, shape, values; integers exact); one program per module also goes through
@@ -17,7 +18,7 @@ RNG = np.random.default_rng(5)
 FLOATS = ["float32", "float64"]
 
 
-# -- k_scan ---------------------------------------------------------------------------------------------
+# -- reduce: cumprod, logcumsumexp ----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 def test_cumprod(tmp_path, dtype):
     import paddle
@@ -68,7 +69,7 @@ def test_scan_through_predictor(tmp_path):
     check_predictor(pir_program(tmp_path, lambda x: [paddle.cumprod(x, 1), paddle.logcumsumexp(x, 0)], {"x": x}))
 
 
-# -- k_stats --------------------------------------------------------------------------------------------
+# -- reduce: order statistics ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_median_nanmedian(tmp_path, dtype):
     import paddle
@@ -189,7 +190,7 @@ def test_stats_through_predictor(tmp_path):
                                 {"x": x}))
 
 
-# -- k_special ------------------------------------------------------------------------------------------
+# -- activation: special functions; elementwise: copysign, nextafter, trunc_divide ----------------------------
 SPECIAL_X = [-3.5, -2.0, -1.0, -0.5, -0.0, 0.0, 1e-8, 0.3, 1.0, 2.5, 9.7, 11.0, 30.0, 60.0, 170.5, 800.0,
              np.nan, np.inf, -np.inf]
 
@@ -256,7 +257,7 @@ def test_special_through_predictor(tmp_path):
                                 {"x": x}))
 
 
-# -- k_index_update -------------------------------------------------------------------------------------
+# -- tensor: updates; generate: indices, logspace; elementwise: label_smooth ----------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 def test_index_add_put_masked_fill(tmp_path, dtype):
     import paddle
@@ -321,7 +322,7 @@ def test_index_update_through_predictor(tmp_path):
                                                           paddle.masked_fill(x, x < 0, 0.5)], {"x": x, "idx": idx}))
 
 
-# -- k_norm ---------------------------------------------------------------------------------------------
+# -- normalization --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_norms(tmp_path, dtype):
     import paddle
@@ -348,7 +349,7 @@ def test_norm_through_predictor(tmp_path):
                                 {"x": x}))
 
 
-# -- k_loss2 --------------------------------------------------------------------------------------------
+# -- loss -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_losses(tmp_path, dtype):
     import paddle
@@ -416,7 +417,7 @@ def test_loss_domain_errors_and_predictor(tmp_path):
         run_on_host(saved)
 
 
-# -- k_decomp -------------------------------------------------------------------------------------------
+# -- matmul: matrix functions ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_matrix_functions(tmp_path, dtype):
     import paddle

@@ -14,9 +14,8 @@ from nnadapter_bridge.host.kernels.registry import HOST_KERNELS, HostKernel, OpS
 # The kernel modules, in the order of the standard's families, then the host-only ones. A module missing from
 # this list registers nothing, which tests/host/test_kernel_modules.py catches.
 KERNEL_MODULES = (
-    "elementwise", "activation", "conv", "normalization", "matmul", "resize", "reduce", "shape", "tensor",
-    "generate", "quantization", "detection", "control", "loss", "sequence",
-    "k_decomp", "k_float_math", "k_index_update", "k_loss", "k_math", "k_partial", "k_repeat", "k_rnn", "k_scan",
+    "elementwise", "activation", "conv", "pool", "normalization", "matmul", "resize", "reduce", "shape", "tensor",
+    "generate", "quantization", "sampling", "detection", "control", "loss", "sequence",
 )
 
 

@@ -1,10 +1,13 @@
-"""Special functions and float-bit elementwise ops with no NNAdapter operation: lgamma, digamma, polygamma,
-erfinv, the modified Bessel functions i0 / i0e / i1 / i1e, copysign, nextafter and trunc_divide.
+"""Unary math and activations with no NNAdapter operation (the standard's activation family): the special
+functions lgamma, digamma, polygamma, erfinv and the modified Bessel functions i0 / i0e / i1 / i1e; erf, the
+inverse and hyperbolic trig functions (acos, asin, atan, tan, cosh, sinh, expm1, asinh, acosh, atanh),
+trunc and logit; the activations celu and stanh.
 
 Paddle 3.3.1's CPU kernels take float32 and float64 for the special functions (the result keeps the input
 dtype); they are evaluated here in float64 and rounded once, so a float32 result may differ from Paddle's
-float32 arithmetic in the last bits. copysign and trunc_divide also take the integer types, nextafter only
-float32/float64.
+float32 arithmetic in the last bits. The others: float32 and float64, float16 for expm1 too (computed in
+float32), int32/int64 for trunc. Paddle's dygraph API casts an integer input of the float-only functions to
+float32 before the op, so a program never hands them one; the kernel raises if it does.
 """
 from __future__ import annotations
 
@@ -12,27 +15,81 @@ import math
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, float_input, host_kernel, require, slot
 from nnadapter_bridge.nnadapter.operations.activation import erf as erf_float64
 
-FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
-INTS = frozenset(np.dtype(t) for t in ("uint8", "int8", "int16", "int32", "int64"))
+INT32_64 = frozenset(np.dtype(t) for t in ("int32", "int64"))
 
 
-def require(io: OpScope, x: np.ndarray, allowed) -> None:
-    if x.dtype not in allowed:
-        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes {sorted(map(str, allowed))})")
+_TRIG = {"acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "tan": np.tan, "cosh": np.cosh,
+          "sinh": np.sinh}
 
 
-def float_input(io: OpScope, slot: str) -> np.ndarray:
-    x = io.input(slot)
+@host_kernel(*_TRIG)
+def unary_math(io: OpScope) -> None:
+    x = io.input("X")
+    with np.errstate(all="ignore"):  # out-of-domain inputs give NaN, as in Paddle, without a warning
+        io.set_output("Out", _TRIG[io.op.type](x).astype(x.dtype, copy=False))
+
+
+@host_kernel("erf")
+def erf(io: OpScope) -> None:
+    x = io.input("X")
+    io.set_output("Out", erf_float64(x.astype(np.float64)).astype(x.dtype))
+
+
+_FLOAT_UNARY = {"expm1": np.expm1, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+
+
+@host_kernel(*_FLOAT_UNARY)
+def unary_float(io: OpScope) -> None:
+    x = io.input("X")
+    allowed = FLOATS | {np.dtype("float16")} if io.op.type == "expm1" else FLOATS
+    require(io, x, allowed)
+    compute = x.astype(np.float32) if x.dtype == np.float16 else x
+    with np.errstate(all="ignore"):  # out-of-domain inputs give NaN (or inf at the poles), as in Paddle
+        io.set_output("Out", _FLOAT_UNARY[io.op.type](compute).astype(x.dtype, copy=False))
+
+
+@host_kernel("trunc")
+def trunc(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, FLOATS | INT32_64)
+    io.set_output("Out", np.trunc(x) if x.dtype.kind == "f" else x.copy())
+
+
+@host_kernel("logit")
+def logit(io: OpScope) -> None:
+    x = io.input("X")
     require(io, x, FLOATS)
-    return x
+    eps = float(io.attr("eps", 0.0))
+    if eps > 0:
+        # clipped to [eps, 1 - eps] in x's dtype (so float32 logit(0) and logit(1) differ in the last bit)
+        low, high = x.dtype.type(eps), x.dtype.type(1) - x.dtype.type(eps)
+        x = np.where(x < low, low, np.where(x > high, high, x))
+    with np.errstate(all="ignore"):  # outside [0, 1] without eps: NaN, and +-inf at 0 and 1, as in Paddle
+        io.set_output("Out", np.log(x / (x.dtype.type(1) - x)).astype(x.dtype, copy=False))
 
 
-def slot(io: OpScope, legacy: str, new: str) -> str:
-    """The slot name the op uses: ops absent from the compat table keep their PIR (lower-case) names."""
-    return legacy if io.input_names(legacy) or io.output_names(legacy) else new
+@host_kernel("celu")
+def celu(io: OpScope) -> None:
+    """Paddle's CELU functor: x < 0 ? alpha * (exp(x / alpha) - 1) : x (so -0.0 and NaN pass through)."""
+    x = io.input("X")
+    require(io, x, FLOATS)
+    alpha = x.dtype.type(io.attr("alpha", 1.0))
+    with np.errstate(all="ignore"):
+        negative = alpha * (np.exp(x / alpha) - x.dtype.type(1))  # exp - 1 as Paddle (not expm1)
+    io.set_output("Out", np.where(x < 0, negative, x).astype(x.dtype, copy=False))
+
+
+@host_kernel("stanh")
+def stanh(io: OpScope) -> None:
+    """scale_b * tanh(scale_a * x), as Paddle's STanh functor."""
+    x = io.input("X")
+    require(io, x, FLOATS)
+    a, b = x.dtype.type(io.attr("scale_a", 0.67)), x.dtype.type(io.attr("scale_b", 1.7159))
+    with np.errstate(all="ignore"):
+        io.set_output("Out", (b * np.tanh(a * x)).astype(x.dtype, copy=False))
 
 
 # -- gamma family -----------------------------------------------------------------------------------------
@@ -237,41 +294,3 @@ def bessel(io: OpScope) -> None:
         out = np.where(np.isinf(x), np.nan, out)
     with np.errstate(over="ignore"):  # I0(x) beyond float32's range is inf in float32, as Paddle's
         io.set_output(slot(io, "Out", "out"), out.astype(x.dtype))
-
-
-# -- float bits and integer division ----------------------------------------------------------------------
-@host_kernel("copysign")
-def copysign(io: OpScope) -> None:
-    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
-    require(io, x, FLOATS | INTS | {np.dtype(bool)})
-    if x.dtype.kind == "f":
-        out = np.copysign(x, y.astype(x.dtype, copy=False))
-    else:
-        # Paddle computes std::copysign in double and casts back to the integer type
-        out = np.copysign(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
-    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))
-
-
-@host_kernel("nextafter")
-def nextafter(io: OpScope) -> None:
-    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
-    require(io, x, FLOATS)
-    if y.dtype != x.dtype:
-        raise io.error(f"x and y must have one dtype, got {x.dtype} and {y.dtype}")
-    io.set_output(slot(io, "Out", "out"), np.asarray(np.nextafter(x, y)))
-
-
-@host_kernel("trunc_divide")
-def trunc_divide(io: OpScope) -> None:
-    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
-    require(io, x, FLOATS | INTS)
-    y = y.astype(x.dtype, copy=False)
-    if x.dtype.kind == "f":
-        with np.errstate(all="ignore"):
-            out = np.trunc(x / y)
-    else:
-        if (y == 0).any():
-            raise io.error("integer division by zero")
-        q = np.abs(x.astype(np.int64)) // np.abs(y.astype(np.int64))
-        out = np.where((x < 0) != (y < 0), -q, q).astype(x.dtype)
-    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))

@@ -1,24 +1,30 @@
-"""Bitwise ops on bool and integer tensors: bitwise_and, bitwise_or, bitwise_xor, bitwise_not and the shifts
-bitwise_left_shift / bitwise_right_shift (arithmetic or logical).
+"""Binary elementwise ops with no NNAdapter operation (the standard's elementwise family): the bitwise
+ops bitwise_and / or / xor / not and the shifts bitwise_left_shift / bitwise_right_shift (arithmetic or
+logical); atan2, lerp, elementwise_fmax / elementwise_fmin (NaN-ignoring max / min), elementwise_heaviside,
+elementwise_mod (float remainders), copysign, nextafter, trunc_divide; label_smooth.
 
-Paddle's CPU kernels take bool, uint8, int8, int16, int32 and int64 (the shifts: the integer types only) and
-broadcast the two operands numpy-style; the result keeps the operand dtype.
+Bitwise: Paddle's CPU kernels take bool, uint8, int8, int16, int32 and int64 (the shifts: the integer types
+only) and broadcast the two operands numpy-style; the result keeps the operand dtype. The others take float32
+and float64, and int32/int64 for fmax, fmin, heaviside and mod; copysign and trunc_divide also take the other
+integer types, nextafter only float32/float64; the result keeps the input dtype.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, require, slot
 
 _BITWISE_DTYPES = frozenset(np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "int32", "int64"))
+
+
 _BINARY = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}
 
 
 def slot_value(io: OpScope, *slots: str) -> np.ndarray:
     """The first of `slots` the op fills (the PIR-only shift ops keep their lower-case slot names)."""
-    for slot in slots:
-        if io.has_input(slot):
-            return io.input(slot)
+    for name in slots:
+        if io.has_input(name):
+            return io.input(name)
     raise io.error(f"none of the input slots {list(slots)} is filled")
 
 
@@ -83,3 +89,122 @@ def bitwise_right_shift(io: OpScope) -> None:
         shifted = np.right_shift(np.ascontiguousarray(x).view(unsigned), y.astype(unsigned)).view(dtype)
         out = np.where(out_of_range, 0, shifted)
     set_out(io, out.astype(dtype))
+
+
+INTS = frozenset(np.dtype(t) for t in ("uint8", "int8", "int16", "int32", "int64"))
+
+
+INT32_64 = frozenset(np.dtype(t) for t in ("int32", "int64"))
+
+
+@host_kernel("atan2")
+def atan2(io: OpScope) -> None:
+    x1, x2 = io.input("X1"), io.input("X2")
+    out = np.arctan2(x1, x2)
+    # Paddle computes integer atan2 in float64 and returns float64.
+    io.set_output("Out", out if x1.dtype.kind == "f" else out.astype(np.float64))
+
+
+@host_kernel("lerp")
+def lerp(io: OpScope) -> None:
+    x, y, weight = io.input("X"), io.input("Y"), io.input("Weight")
+    require(io, x, FLOATS)
+    weight = weight.astype(x.dtype, copy=False)
+    with np.errstate(invalid="ignore"):  # inf - inf gives NaN, as in Paddle
+        io.set_output("Out", (x + weight * (y - x)).astype(x.dtype, copy=False))
+
+
+def aligned(io: OpScope, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`y` placed at the legacy `axis` of `x` (axis -1: numpy's trailing alignment)."""
+    axis = int(io.attr("axis", -1))
+    if axis == -1 or y.ndim >= x.ndim:
+        return y
+    return y.reshape(y.shape + (1,) * (x.ndim - axis - y.ndim))
+
+
+@host_kernel("elementwise_fmax", "elementwise_fmin")
+def fmax_fmin(io: OpScope) -> None:
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, FLOATS | INT32_64)
+    fn = np.fmax if io.op.type == "elementwise_fmax" else np.fmin
+    io.set_output("Out", fn(x, aligned(io, x, y)).astype(x.dtype, copy=False))
+
+
+@host_kernel("elementwise_heaviside")
+def heaviside(io: OpScope) -> None:
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, FLOATS | INT32_64)
+    y = aligned(io, x, y)
+    # Paddle's functor: x == 0 ? y : (x > 0), so a NaN x gives 0 (numpy's heaviside would give NaN)
+    io.set_output("Out", np.where(x == 0, y, x > 0).astype(x.dtype))
+
+
+@host_kernel("elementwise_mod")
+def elementwise_mod(io: OpScope) -> None:
+    """Paddle's remainder: r = fmod(x, y), then r += y where r != 0 and r's sign differs from y's (so the result
+    takes the divisor's sign). fmod is exact, which x - floor(x / y) * y is not for huge x or y = +-inf (the
+    converter composes that form only for integers). Integer division by zero raises, as Paddle does."""
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, FLOATS | INT32_64)
+    y = aligned(io, x, y).astype(x.dtype, copy=False)
+    if x.dtype.kind in "iu" and (y == 0).any():
+        raise io.error("integer division by zero")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.fmod(x, y)
+        fix = (r != 0) & ((r < 0) != (y < 0))
+        io.set_output("Out", np.where(fix, r + y, r).astype(x.dtype, copy=False))
+
+
+# -- float bits and integer division ----------------------------------------------------------------------
+@host_kernel("copysign")
+def copysign(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS | INTS | {np.dtype(bool)})
+    if x.dtype.kind == "f":
+        out = np.copysign(x, y.astype(x.dtype, copy=False))
+    else:
+        # Paddle computes std::copysign in double and casts back to the integer type
+        out = np.copysign(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
+    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))
+
+
+@host_kernel("nextafter")
+def nextafter(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS)
+    if y.dtype != x.dtype:
+        raise io.error(f"x and y must have one dtype, got {x.dtype} and {y.dtype}")
+    io.set_output(slot(io, "Out", "out"), np.asarray(np.nextafter(x, y)))
+
+
+@host_kernel("trunc_divide")
+def trunc_divide(io: OpScope) -> None:
+    x, y = io.input(slot(io, "X", "x")), io.input(slot(io, "Y", "y"))
+    require(io, x, FLOATS | INTS)
+    y = y.astype(x.dtype, copy=False)
+    if x.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            out = np.trunc(x / y)
+    else:
+        if (y == 0).any():
+            raise io.error("integer division by zero")
+        q = np.abs(x.astype(np.int64)) // np.abs(y.astype(np.int64))
+        out = np.where((x < 0) != (y < 0), -q, q).astype(x.dtype)
+    io.set_output(slot(io, "Out", "out"), np.asarray(out).astype(x.dtype, copy=False))
+
+
+@host_kernel("label_smooth")
+def label_smooth(io: OpScope) -> None:
+    label = io.input("X")
+    if label.dtype.kind != "f":
+        raise io.error(f"X must be a float tensor, got {label.dtype}")
+    epsilon = label.dtype.type(io.attr("epsilon", 0.0))
+    one = label.dtype.type(1)
+    prior = io.input("PriorDist", None)
+    if prior is not None:
+        # prior_dist broadcasts along label's rows; the result keeps label's shape (a 0-d label stays 0-d)
+        out = ((one - epsilon) * label + epsilon * prior.reshape(-1).astype(label.dtype)).reshape(label.shape)
+    else:
+        classes = label.shape[-1] if label.ndim else 1
+        out = (one - epsilon) * label + epsilon / label.dtype.type(classes)
+    io.set_output("Out", np.asarray(out, dtype=label.dtype))

@@ -1,15 +1,18 @@
-"""Ops whose whole point is attributes Paddle also takes from tensors, run where those tensors are known:
-crop_tensor (`shape`/`offsets` as attrs, the `Shape`/`Offsets` tensors or the `ShapeTensor`/`OffsetsTensor`
-lists) and empty (`shape` as an attr, the `ShapeTensor` tensor or the `ShapeTensorList` list).
+"""Tensor factories with no NNAdapter operation (the standard's generate family): size, linspace, logspace,
+eye, tril_indices, triu_indices, gaussian_random, uniform_random, and empty (`shape` as an attr, the
+`ShapeTensor` tensor or the `ShapeTensorList` list: its output dims are the tensors' values, which a static
+NNAdapter model cannot take when they are computed at run time).
 
-Neither has a converter: their output dims are the tensors' values, which a static NNAdapter model cannot
-take when they are computed at run time.
+The random factories are deterministic given their `seed` attr (numpy's PCG64 seeded with it; seed 0,
+which means "pick one" to Paddle, is seed 0 here so a host run is reproducible). Their values cannot match
+Paddle's: that would need Paddle's own generator (an mt19937 fed to its distribution code), so only the
+shape, dtype and distribution agree.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype, slot
 
 
 def ints_from(io: OpScope, attr: str, tensor: str, tensor_list: str) -> list:
@@ -23,23 +26,6 @@ def ints_from(io: OpScope, attr: str, tensor: str, tensor_list: str) -> list:
     return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
 
 
-@host_kernel("crop_tensor")
-def crop_tensor(io: OpScope) -> None:
-    x = io.input("X")
-    shape = ints_from(io, "shape", "Shape", "ShapeTensor")
-    offsets = ints_from(io, "offsets", "Offsets", "OffsetsTensor") or [0] * x.ndim
-    if len(shape) != x.ndim or len(offsets) != x.ndim:
-        raise io.error(f"shape {shape} and offsets {offsets} must have one value per dim of X {list(x.shape)}")
-    window = []
-    for axis, (size, offset, dim) in enumerate(zip(shape, offsets, x.shape)):
-        if size == -1:  # Paddle: the rest of the dim after the offset
-            size = dim - offset
-        if size <= 0 or offset < 0 or offset + size > dim:
-            raise io.error(f"axis {axis}: offset {offset} + size {size} is out of X's dim {dim}")
-        window.append(slice(offset, offset + size))
-    io.set_output("Out", x[tuple(window)].copy())
-
-
 @host_kernel("empty")
 def empty(io: OpScope) -> None:
     """Paddle leaves the values uninitialized; zeros are one such tensor (and reproducible)."""
@@ -47,3 +33,113 @@ def empty(io: OpScope) -> None:
     if any(d < 0 for d in shape):
         raise io.error(f"shape {shape} has a negative dim")
     io.set_output("Out", np.zeros(shape, dtype=paddle_dtype(io.attr("dtype"), "float32")))
+
+
+@host_kernel("size")
+def size(io: OpScope) -> None:
+    io.set_output("Out", np.asarray(io.input("Input").size, dtype=np.int64))
+
+
+@host_kernel("linspace")
+def linspace(io: OpScope) -> None:
+    start = float(io.input("Start").reshape(-1)[0])
+    stop = float(io.input("Stop").reshape(-1)[0])
+    num = int(io.input("Num").reshape(-1)[0])
+    dtype = paddle_dtype(io.attr("dtype"), "float32")
+    if num < 0:
+        raise io.error(f"Num must be non-negative, got {num}")
+    if num == 0:
+        io.set_output("Out", np.zeros([0], dtype))  # Paddle gives an empty result
+        return
+    if num == 1:
+        io.set_output("Out", np.asarray([start]).astype(dtype))
+        return
+    # Paddle's kernel fills the first half from Start and the second half back from Stop, in double; the
+    # result is symmetric and hits Stop exactly, which a single start + i*step would not.
+    step = (stop - start) / (num - 1)
+    i = np.arange(num, dtype=np.float64)
+    values = np.where(i < num // 2, start + step * i, stop - step * (num - 1 - i))
+    io.set_output("Out", values.astype(dtype))
+
+
+@host_kernel("eye")
+def eye(io: OpScope) -> None:
+    # Either may come from a one-element tensor (a Variable-valued attribute, read as a list).
+    rows = int(np.asarray(io.attr("num_rows", 0)).reshape(-1)[0])
+    cols = int(np.asarray(io.attr("num_columns", -1)).reshape(-1)[0])
+    cols = rows if cols < 0 else cols
+    io.set_output("Out", np.eye(rows, cols, dtype=paddle_dtype(io.attr("dtype"), "float32")))
+
+
+def random_shape(io: OpScope) -> tuple:
+    if io.has_input("ShapeTensor"):
+        return tuple(int(d) for d in io.input("ShapeTensor").reshape(-1))
+    if io.has_input("ShapeTensorList"):
+        return tuple(int(np.asarray(t).reshape(-1)[0]) for t in io.inputs("ShapeTensorList"))
+    return tuple(int(d) for d in io.attr("shape", []))
+
+
+@host_kernel("gaussian_random")
+def gaussian_random(io: OpScope) -> None:
+    rng = np.random.default_rng(int(io.attr("seed", 0)))
+    values = rng.normal(float(io.attr("mean", 0.0)), float(io.attr("std", 1.0)), size=random_shape(io))
+    io.set_output("Out", values.astype(paddle_dtype(io.attr("dtype"), "float32")))
+
+
+@host_kernel("uniform_random")
+def uniform_random(io: OpScope) -> None:
+    rng = np.random.default_rng(int(io.attr("seed", 0)))
+    values = rng.uniform(float(io.attr("min", -1.0)), float(io.attr("max", 1.0)), size=random_shape(io))
+    values = values.astype(paddle_dtype(io.attr("dtype"), "float32"))
+    diag_num = int(io.attr("diag_num", 0))
+    if diag_num > 0:
+        # Paddle's diagonal initialisation: element i*diag_step + i of the flat tensor gets diag_val.
+        flat = values.reshape(-1)
+        positions = np.arange(diag_num) * (int(io.attr("diag_step", 0)) + 1)
+        flat[positions[positions < flat.size]] = float(io.attr("diag_val", 1.0))
+    io.set_output("Out", values)
+
+
+def triangle_indices(io: OpScope, rows: int, cols: int, offset: int, lower: bool) -> None:
+    if rows < 0 or cols < 0:
+        raise io.error(f"rows and cols must be non-negative, got {rows} and {cols}")
+    fn = np.tril_indices if lower else np.triu_indices
+    r, c = fn(rows, offset, cols)
+    io.set_output(slot(io, "Out", "out"), np.stack([r, c]).astype(paddle_dtype(io.attr("dtype", 3), "int64")))
+
+
+@host_kernel("tril_indices")
+def tril_indices(io: OpScope) -> None:
+    triangle_indices(io, int(io.attr("rows")), int(io.attr("cols")), int(io.attr("offset", 0)), True)
+
+
+@host_kernel("triu_indices")
+def triu_indices(io: OpScope) -> None:
+    triangle_indices(io, int(io.attr("row")), int(io.attr("col")), int(io.attr("offset", 0)), False)
+
+
+def scalar_input(io: OpScope, name: str) -> float:
+    value = io.input(name)
+    if value.size != 1:
+        raise io.error(f"{name} must hold one element, got shape {list(value.shape)}")
+    return value.reshape(()).item()
+
+
+@host_kernel("logspace")
+def logspace(io: OpScope) -> None:
+    dtype = paddle_dtype(io.attr("dtype", 5), "float32")
+    # Paddle reads start, stop and base in the output dtype before computing
+    start, stop, base = (np.asarray(scalar_input(io, n)).astype(dtype).item() for n in ("Start", "Stop", "Base"))
+    num = int(scalar_input(io, "Num"))
+    if num <= 0:
+        raise io.error(f"Num must be positive, got {num}")
+    if num == 1:
+        out = np.asarray([base ** start], np.float64)
+    else:
+        # Paddle's kernel: the first half steps up from start, the second half down from stop
+        step = (stop - start) / (num - 1)
+        i = np.arange(num, dtype=np.float64)
+        exponent = np.where(i < num // 2, start + step * i, stop - step * (num - i - 1))
+        with np.errstate(all="ignore"):
+            out = np.power(float(base), exponent)
+    io.set_output("Out", out.astype(dtype))

@@ -1,22 +1,15 @@
-"""Norms with no NNAdapter operation: squared_l2_norm, l1_norm, frobenius_norm, clip_by_norm and renorm.
+"""Norms with no NNAdapter operation (the standard's normalization family): squared_l2_norm, l1_norm,
+frobenius_norm, clip_by_norm and renorm.
 
-float32 and float64 (l1_norm and clip_by_norm float32 only), as Paddle 3.3.1's CPU kernels take them; the result keeps the input dtype. Sums run in
-the input dtype, so a float32 result may differ from Paddle's Eigen reduction order in the last bits.
+float32 and float64 (l1_norm and clip_by_norm float32 only), as Paddle 3.3.1's CPU kernels take them; the
+result keeps the input dtype. Sums run in the input dtype, so a float32 result may differ from Paddle's Eigen
+reduction order in the last bits.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
-
-FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
-
-
-def float_input(io: OpScope, slot: str = "X") -> np.ndarray:
-    x = io.input(slot)
-    if x.dtype not in FLOATS:
-        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32, float64)")
-    return x
+from nnadapter_bridge.host.kernels.registry import OpScope, float_input, host_kernel
 
 
 @host_kernel("squared_l2_norm")

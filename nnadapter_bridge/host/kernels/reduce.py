@@ -1,29 +1,24 @@
-"""Order statistics and counting with no NNAdapter operation: median, nanmedian, kthvalue, mode, searchsorted,
-bincount, histogram, unique_consecutive and reduce_amax / reduce_amin.
+"""Reductions, scans and order statistics with no NNAdapter operation (the standard's reduce family):
+reduce_prod; the scans cumprod and logcumsumexp (with Paddle's exclusive / reverse / flatten forms); median,
+nanmedian, kthvalue, mode, searchsorted, bincount, histogram, unique_consecutive and reduce_amax / reduce_amin.
 
 Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
 skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
 std::nth_element / std::sort and is not a documented order; these kernels give the stable-order pick (first of
 equal elements for median and kthvalue, last for mode, which is what Paddle's insertion sort gives on rows of
 up to 16 elements), so indices of tied values can differ from Paddle's.
+
+cumprod takes float32, float64, int32, int64 and the complex types, logcumsumexp float32/float64, as Paddle
+3.3.1's CPU kernels do; both keep the input dtype. The scan runs step by step in the input dtype, as Paddle's
+does, so rounding accumulates the same way.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype
+from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, paddle_dtype, require, slot
 
 NUMERIC = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
-
-
-def require(io: OpScope, x: np.ndarray, allowed) -> None:
-    if x.dtype not in allowed:
-        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes {sorted(map(str, allowed))})")
-
-
-def slot(io: OpScope, legacy: str, new: str) -> str:
-    """The slot name the op uses: ops absent from the compat table keep their PIR (lower-case) names."""
-    return legacy if io.input_names(legacy) or io.output_names(legacy) else new
 
 
 def rows_along(x: np.ndarray, axes) -> tuple[np.ndarray, tuple]:
@@ -287,3 +282,81 @@ def reduce_amax_amin(io: OpScope) -> None:
     fn = np.max if io.op.type == "reduce_amax" else np.min
     out = fn(x, axis=axes, keepdims=bool(io.attr("keep_dim", False))) if x.ndim else x.copy()
     io.set_output("Out", np.asarray(out, dtype=x.dtype))
+
+
+def reduce_axes(io: OpScope, rank: int):
+    dims = io.attr("dim", [])
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if io.attr("reduce_all", False) or not dims or rank == 0:
+        return None
+    return tuple(sorted({d % rank for d in dims}))
+
+
+@host_kernel("reduce_prod")
+def reduce_prod(io: OpScope) -> None:
+    x = io.input("X")
+    axes = reduce_axes(io, x.ndim)
+    out = np.prod(x, axis=axes, keepdims=bool(io.attr("keep_dim", False)))
+    out_dtype = io.attr("out_dtype", -1)
+    io.set_output("Out", np.asarray(out).astype(paddle_dtype(out_dtype, x.dtype)))
+
+
+CUMPROD_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64", "complex64", "complex128"))
+
+
+def scan(x: np.ndarray, axis: int, step, init, exclusive: bool, reverse: bool) -> np.ndarray:
+    """Inclusive or exclusive scan of `step(acc, item)` along `axis` (0-d handled by the caller)."""
+    moved = np.moveaxis(x, axis, 0)
+    if reverse:
+        moved = moved[::-1]
+    out = np.empty_like(moved)
+    acc = np.full(moved.shape[1:], init, dtype=x.dtype)
+    with np.errstate(all="ignore"):
+        for i in range(moved.shape[0]):
+            if exclusive:
+                out[i] = acc
+                acc = step(acc, moved[i])
+            else:
+                acc = step(acc, moved[i])
+                out[i] = acc
+    if reverse:
+        out = out[::-1]
+    return np.ascontiguousarray(np.moveaxis(out, 0, axis))
+
+
+def scan_axis(io: OpScope, x: np.ndarray, axis: int) -> int:
+    rank = max(x.ndim, 1)
+    if not -rank <= axis < rank:
+        raise io.error(f"axis {axis} is out of range for a rank-{x.ndim} input")
+    return axis % rank
+
+
+@host_kernel("cumprod")
+def cumprod(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, CUMPROD_DTYPES)
+    axis = scan_axis(io, x, int(io.attr("dim", -1)))
+    flat = x.reshape(-1) if x.ndim == 0 else x
+    out = scan(flat, axis, lambda acc, v: acc * v, 1, bool(io.attr("exclusive", False)),
+               bool(io.attr("reverse", False)))
+    io.set_output("Out", out.reshape(x.shape))
+
+
+def log_add_exp(acc: np.ndarray, item: np.ndarray) -> np.ndarray:
+    # Paddle's functor: max + log1p(exp(min - max)) with std::max / std::min(acc, item), which return acc when
+    # item is NaN, so a NaN item adds log(2) to the running value instead of poisoning it
+    hi = np.where(acc < item, item, acc)
+    lo = np.where(item < acc, item, acc)
+    return (hi + np.log1p(np.exp(lo - hi))).astype(acc.dtype, copy=False)
+
+
+@host_kernel("logcumsumexp")
+def logcumsumexp(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, FLOATS)
+    flatten = bool(io.attr("flatten", False))
+    data = x.reshape(-1) if flatten or x.ndim == 0 else x
+    axis = 0 if flatten else scan_axis(io, x, int(io.attr("axis", -1)))
+    # the scan starts from the dtype's lowest finite value, as Paddle's (so exclusive scans start there)
+    out = scan(data, axis, log_add_exp, np.finfo(x.dtype).min, bool(io.attr("exclusive", False)), bool(io.attr("reverse", False)))
+    io.set_output("Out", out if flatten else out.reshape(x.shape))

@@ -166,6 +166,28 @@ class OpScope:
         return HostKernelError(f"{self.op.label()}: host kernel: {message}")
 
 
+# -- helpers the kernel families share -------------------------------------------------------------------
+FLOATS = frozenset(np.dtype(t) for t in ("float32", "float64"))
+
+
+def require(io: OpScope, x: np.ndarray, allowed) -> None:
+    """Raise, naming the op, when `x`'s dtype is not one Paddle's CPU kernel takes (`allowed`)."""
+    if x.dtype not in allowed:
+        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes {sorted(map(str, allowed))})")
+
+
+def float_input(io: OpScope, slot: str = "X") -> np.ndarray:
+    """Input `slot`, which Paddle's CPU kernel takes in float32 or float64 only."""
+    x = io.input(slot)
+    require(io, x, FLOATS)
+    return x
+
+
+def slot(io: OpScope, legacy: str, new: str) -> str:
+    """The slot name the op uses: ops absent from the compat table keep their PIR (lower-case) names."""
+    return legacy if io.input_names(legacy) or io.output_names(legacy) else new
+
+
 def paddle_dtype(code: Optional[int], fallback="float32") -> np.dtype:
     """The numpy dtype of a Paddle `dtype` attribute (a VarType.Type code); `fallback` for -1/None."""
     from nnadapter_bridge.loader import dtypes
