@@ -34,10 +34,9 @@ from nnadapter_bridge.loader.program import (
     OpInfo,
     VarInfo,
     VarRef,
-    decode_blocks,
     lookup_var,
-    parse_program_desc,
 )
+from nnadapter_bridge.loader.program_desc import decode_blocks, parse_program_desc
 from nnadapter_bridge.loader.validate import validate_program
 
 if TYPE_CHECKING:  # imported on first use of ProgramGraph.graph (~40 ms to import)

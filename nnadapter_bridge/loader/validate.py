@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
+from nnadapter_bridge.loader.program import BlockRef, lookup_var
 from nnadapter_bridge.nnadapter.codes import MAX_SIZE_OF_DIMENSIONS
 
 # NNADAPTER_MAX_SIZE_OF_DIMENSIONS: no NNAdapter operand (nor the .nnc format) holds more axes. Paddle's DDim
@@ -148,8 +149,6 @@ def check_sub_blocks(blocks, where: str) -> None:
     block references always goes deeper and stops within MAX_BLOCK_DEPTH steps; and no two `sub_block`
     attributes (what conditional_block / while run) name the same block, so running the program runs each
     block once per run of its own op, whatever the file says."""
-    from nnadapter_bridge.loader.program import BlockRef
-
     depths = block_depths([b.parent_idx for b in blocks], where)
     owner: dict = {}
     for block in blocks:
@@ -255,8 +254,6 @@ class _Program:
     def shape(self, op, name: Optional[str]) -> Optional[tuple]:
         """The dims of var `name` when the file states them: a parameter's stored dims, else the declared dims
         of a dense tensor. A declared [] counts as unknown (hand-written programs declare outputs that way)."""
-        from nnadapter_bridge.loader.program import lookup_var
-
         if not name:
             return None
         if op.block_idx == 0 or lookup_var(self.blocks, op.block_idx, name) is lookup_var(self.blocks, 0, name):

@@ -266,8 +266,8 @@ def test_container_pieces_are_the_values_themselves():
 # -- the loader's fast path ------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50"])
 def test_fast_op_decoding_matches_the_checked_decoder(zoo_model, name):
-    from nnadapter_bridge.loader import program as program_module
-    from nnadapter_bridge.loader.program import parse_program_desc
+    from nnadapter_bridge.loader import program_desc as program_module
+    from nnadapter_bridge.loader.program_desc import parse_program_desc
 
     path = zoo_model(name, "pdmodel")
     with open(path, "rb") as f:
