@@ -31,8 +31,8 @@ every driver's version and the devices' environment variables): other devices, p
 another file. The file is JSON (never code), written atomically, and checked in full when read; a file
 that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
 It is read like a `.nnc` (nnc.read_cache_file: no symlinks followed, never blocking, regular files only) and
-at most MAX_STORE_BYTES; its nesting is measured before parsing (at most MAX_STORE_DEPTH levels, the
-format needs 3), so a hostile file can neither exhaust memory nor the parser's recursion.
+at most MAX_STORE_BYTES and parsed by orjson, which refuses more than 1024 levels of nesting without
+recursing (the format needs 3), so a hostile file can neither exhaust memory nor the parser's stack.
 """
 from __future__ import annotations
 
@@ -44,7 +44,6 @@ import re
 import stat
 import warnings
 
-import numpy as np
 from typing import Any, Optional
 
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
@@ -66,24 +65,6 @@ PROBE_DIM = 96
 SECOND_PROBE_DIM = 160
 _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
-MAX_STORE_DEPTH = 16  # the document nests 3 levels (document, verdicts, verdict)
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKET_STEPS = np.zeros(256, dtype=np.int8)
-_BRACKET_STEPS[[0x5B, 0x7B]] = 1  # [ {
-_BRACKET_STEPS[[0x5D, 0x7D]] = -1  # ] }
-
-
-def json_depth(data: bytes) -> int:
-    """The deepest nesting of arrays/objects in JSON text, measured without recursion: strings are cut out
-    by a regular expression, then brackets are counted (numpy). For text that is not valid JSON the value
-    may be off, but then the parser rejects it anyway."""
-    codes = np.frombuffer(_JSON_STRING.sub(b'""', data), dtype=np.uint8)
-    deepest = depth = 0
-    for start in range(0, len(codes), 1 << 20):  # in chunks: a few MB of scratch whatever the file's size
-        levels = np.cumsum(_BRACKET_STEPS[codes[start:start + (1 << 20)]], dtype=np.int64) + depth
-        deepest = max(deepest, int(levels.max()))
-        depth = int(levels[-1])
-    return deepest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,8 +152,8 @@ class VerdictStore:
             return cls(path, key, {})
         try:
             verdicts, programs, fingerprints = cls._parse(data, key)
-        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            cls._warn(path, str(exc) if isinstance(exc, ValueError) else "nested too deeply")
+        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            cls._warn(path, str(exc))
             return cls(path, key, {})
         return cls(path, key, verdicts, programs, fingerprints)
 
@@ -185,10 +166,14 @@ class VerdictStore:
 
     @staticmethod
     def _parse(data: bytes, key: str) -> dict:
-        depth = json_depth(data)
-        if depth > MAX_STORE_DEPTH:
-            raise ValueError(f"it nests {depth} levels deep, more than {MAX_STORE_DEPTH}")
-        document = json.loads(data.decode("utf-8"))
+        import orjson  # only when a store file exists: not on the import path of the package
+
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            if "depth limit" in str(exc):
+                raise ValueError("it nests more than 1024 levels deep (the format needs 3)") from None
+            raise ValueError(f"not valid JSON ({exc})") from None
         if not isinstance(document, dict) or document.get("format") != _STORE_FORMAT:
             raise ValueError(f"not a {_STORE_FORMAT} file")
         if document.get("key") != key:
