@@ -80,7 +80,7 @@ from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, 
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
-                                                fault_device, is_device_fault)
+                                                Execution, fault_device, is_device_fault)
 from nnadapter_bridge.nnadapter.types import OperandType
 
 if TYPE_CHECKING:  # imported where used: a predictor that never splits does not load the detector from here
@@ -294,6 +294,10 @@ class EngineProgram:
     source: str  # "build", "file" or "buffer"
     input_types: list
     original: Optional["EngineProgram"] = None  # for a copy made from a ProgramPool original: that original
+    execution: Execution = dataclasses.field(init=False)  # kept: what it looks up is not looked up per run
+
+    def __post_init__(self) -> None:
+        self.execution = Execution(self.compilation)
 
     def accepts(self, arrays: Sequence[np.ndarray]) -> bool:
         """Whether the inputs fit the compiled types: same count, dtype, rank, and every known axis."""
@@ -801,7 +805,7 @@ class SubgraphEngine:
         return steps
 
     def _execute(self, program: EngineProgram, arrays: Sequence[np.ndarray]) -> list:
-        return program.compilation.execute_arrays(arrays)
+        return program.execution.run(arrays)
 
     def _nothing_to_restore(self) -> bool:
         """True when no program could be restored for these inputs whatever their token (module docstring):

@@ -1,4 +1,4 @@
-"""The drivers' optional `run_arrays` hook (driver_protocol): the runtime's direct path for a compilation of one
+"""The drivers' optional `run_arrays` hook (driver_protocol): how `Execution.run` runs a compilation of one
 program. It refuses what execute_program refuses, and the runtime does not take it when a subclass overrides
 execute_program (a wrapper or test double must see every run). Its outputs equal execute_program's on every
 operation sample: tests/hal/test_driver_contract.py."""
@@ -14,6 +14,7 @@ from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
 from nnadapter_bridge.nnadapter.runtime.execution import run_arrays_hook
 from nnadapter_bridge.nnadapter.types import OperandType
+from support.driver_models import run_through_execute_program
 
 SDK_DRIVERS = ["intel_openvino", "microsoft_onnxruntime"]
 
@@ -50,10 +51,12 @@ def _compiled(name: str):
 def test_the_direct_path_is_the_drivers_hook_and_matches_execute_program(name):
     context, compiled = _compiled(name)
     try:
-        assert compiled._direct_program() is not None and compiled._direct_run is not None
+        execution = Execution(compiled)
+        driver = compiled.programs[0].device.driver
+        assert execution._direct is not None and execution._run_arrays_hooks == [driver.run_arrays]
         x = np.float32([[0.5, 1.5, -3.0], [-1.0, 4.0, 2.25]])
-        direct = compiled.execute_arrays([x])
-        general = Execution(compiled).run([x])
+        direct = execution.run([x])
+        general = run_through_execute_program(compiled, [x])
         for d, g in zip(direct, general):
             assert d.dtype == g.dtype and d.shape == g.shape
             np.testing.assert_array_equal(d, g)
@@ -61,12 +64,12 @@ def test_the_direct_path_is_the_drivers_hook_and_matches_execute_program(name):
         assert direct[1].dtype == np.int32
         # each run hands out new arrays: a second run does not change what the first returned
         first = direct[0].copy()
-        compiled.execute_arrays([x * 2])
+        execution.run([x * 2])
         np.testing.assert_array_equal(direct[0], first)
         # a non-contiguous input is read as its values
         wide = np.zeros((2, 6), np.float32)
         wide[:, ::2] = x
-        np.testing.assert_array_equal(compiled.execute_arrays([wide[:, ::2]])[0], direct[0])
+        np.testing.assert_array_equal(execution.run([wide[:, ::2]])[0], direct[0])
     finally:
         compiled.destroy()
         context.destroy()
@@ -77,9 +80,9 @@ def test_the_direct_path_refuses_what_execute_program_refuses(name):
     context, compiled = _compiled(name)
     try:
         with pytest.raises(InvalidDimensionsError):
-            compiled.execute_arrays([np.zeros((2, 4), np.float32)])
+            Execution(compiled).run([np.zeros((2, 4), np.float32)])
         with pytest.raises(NNAdapterError, match="dtype"):
-            compiled.execute_arrays([np.zeros((2, 3), np.float64)])
+            Execution(compiled).run([np.zeros((2, 3), np.float64)])
     finally:
         compiled.destroy()
         context.destroy()

@@ -4,11 +4,13 @@
 (`nnadapter.runtime.compilation.call_driver`, where programs are created) and returns a list that fills, as the predictor compiles, with one
 `(device name, Model)` per program a driver builds from a model (restores from a cache hand over bytes, not
 a model, and are not recorded). `unknown_dim_operands(model)` lists the operands of such a model whose dims
-are not all known, as "OPERATION output [dims]".
+are not all known, as "OPERATION output [dims]". `run_through_execute_program(compilation, arrays)` runs a
+compilation through its drivers' `execute_program` and the access callbacks (bound inputs and outputs), where
+`Execution.run` takes a driver's `run_arrays` when it has one.
 """
 from __future__ import annotations
 
-from nnadapter_bridge.nnadapter.runtime import compilation
+from nnadapter_bridge.nnadapter.runtime import Compilation, Execution, HostBuffer, compilation
 from nnadapter_bridge.nnadapter.codes import UNKNOWN
 from nnadapter_bridge.nnadapter.model import Model
 
@@ -24,6 +26,17 @@ def record_driver_models(monkeypatch) -> list:
 
     monkeypatch.setattr(compilation, "call_driver", observe)
     return seen
+
+
+def run_through_execute_program(compiled: Compilation, arrays) -> list:
+    execution = Execution(compiled)
+    for k, array in enumerate(arrays):
+        execution.set_input(k, array)
+    holders = [HostBuffer() for _ in compiled.output_types]
+    for k, holder in enumerate(holders):
+        execution.set_output(k, holder)
+    execution.compute()
+    return [holder.array for holder in holders]
 
 
 def unknown_dim_operands(model: Model) -> list:

@@ -13,13 +13,12 @@ import dataclasses
 import os
 import threading
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
-import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import ResultCode
-from nnadapter_bridge.nnadapter.driver_protocol import Argument, Cache
+from nnadapter_bridge.nnadapter.driver_protocol import Cache
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
     CacheIdentity,
@@ -37,9 +36,7 @@ from nnadapter_bridge.nnadapter.nnc import (
 )
 from nnadapter_bridge.nnadapter.runtime.context import Context
 from nnadapter_bridge.nnadapter.runtime.devices import Device
-from nnadapter_bridge.nnadapter.runtime.execution import (Execution, HostBuffer, array_input_access,
-                                                         host_buffer_output_access, run_arrays_hook)
-from nnadapter_bridge.nnadapter.runtime.faults import CacheMissError, call_driver, raise_for_result, raise_from_driver
+from nnadapter_bridge.nnadapter.runtime.faults import CacheMissError, call_driver
 
 
 # -- statistics --------------------------------------------------------------------------------------
@@ -128,8 +125,6 @@ class Compilation:
         self._write_mode = cache_write_mode() if model is not None and self.cache_dir else ""
         self._named_later = bool(named_later and model is not None and self.cache_dir and not self.cache_token)
         self._compiled_from_model = False  # finish() compiled `model` (then dropped): the .nnc is written once
-        self._direct = None  # execute_arrays' program, found on first use (False: none)
-        self._direct_run = None  # its driver's optional run_arrays hook (set with _direct)
         self._record: Optional[CompilationRecord] = None
         self._miss_reason = ""
         if self.cache_dir:
@@ -243,60 +238,6 @@ class Compilation:
         for program in self.programs:
             program.cache.token = self.cache_token
 
-    # -- running ---------------------------------------------------------------------------------
-    def execute_arrays(self, arrays: Sequence[np.ndarray]) -> list:
-        """Execution(self).run(arrays): set every input from `arrays`, compute, return the outputs as new
-        arrays. A compilation of one device program reading and writing the model's own inputs and outputs
-        in order (the usual case) is run straight through its driver, without the per-run bookkeeping of an
-        Execution; anything else goes through one."""
-        program = self._direct_program()
-        if program is None or len(arrays) != len(self.input_types):
-            return Execution(self).run(arrays)
-        run_arrays = self._direct_run
-        if run_arrays is not None:  # the driver's own array path (driver_protocol: run_arrays)
-            try:
-                with program.lock:
-                    results = run_arrays(program.handle, arrays)
-            except BaseException as exc:
-                raise_from_driver(exc, f"{program.device.name}.run_arrays (program 0)")
-            if len(results) != len(self.output_types):
-                raise NNAdapterError(f"{program.device.name}.run_arrays gave {len(results)} outputs, the program "
-                                     f"has {len(self.output_types)}", ResultCode.DEVICE_INTERNAL_ERROR)
-            if not self._first_compute_done:
-                self._after_first_compute()
-            return results
-        holders = [HostBuffer() for _ in self.output_types]
-        inputs = [Argument(k, array, array_input_access) for k, array in enumerate(arrays)]
-        outputs = [Argument(k, holder, host_buffer_output_access) for k, holder in enumerate(holders)]
-        try:
-            with program.lock:  # one execution of a driver program at a time (Program.lock)
-                result = program.device.driver.execute_program(program.handle, inputs, outputs)
-            if result is not None and int(result) != ResultCode.NO_ERROR:
-                raise_for_result(result, f"{program.device.name}.execute_program (program 0)")
-        except BaseException as exc:
-            raise_from_driver(exc, f"{program.device.name}.execute_program (program 0)")
-        for index, holder in enumerate(holders):
-            if holder.array is None:
-                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
-        if not self._first_compute_done:
-            self._after_first_compute()
-        return [holder.array for holder in holders]
-
-    def _direct_program(self) -> Optional["Program"]:
-        """The program execute_arrays runs directly, or None (several programs, or other I/O wiring)."""
-        direct = self._direct
-        if direct is None:
-            direct = False
-            self._direct_run = None
-            if self.finished and len(self.programs) == 1:
-                program = self.programs[0]
-                if (program.input_indexes == [-k - 1 for k in range(len(self.input_types))]
-                        and program.output_indexes == [-k - 1 for k in range(len(self.output_types))]):
-                    direct = program
-                    self._direct_run = run_arrays_hook(program.device.driver)
-            self._direct = direct
-        return direct or None
-
     # -- queries -----------------------------------------------------------------------------------
     def query_inputs_and_outputs(self) -> tuple:
         """NNAdapterCompilation_queryInputsAndOutputs: copies of the model's input and output types."""
@@ -320,7 +261,6 @@ class Compilation:
             raise NNAdapterError("clone() before finish()", ResultCode.INVALID_PARAMETER)
         twin = copy.copy(self)
         twin.programs = []
-        twin._direct = None
         twin._record = None
         twin._pending_write = None  # the original's write: its destroy() waits for it
         twin._first_compute_done = True  # the original writes the cache, once
@@ -426,7 +366,6 @@ class Compilation:
     # -- teardown ----------------------------------------------------------------------------------
     def _destroy_programs(self) -> None:
         self.wait_for_cache_write()  # its exporter reads the programs destroyed here
-        self._direct = None
         programs, self.programs = self.programs, []
         for program in programs:
             if program.handle is not None and program.owns_handle:

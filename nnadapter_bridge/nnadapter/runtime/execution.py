@@ -1,25 +1,23 @@
 """NNAdapterExecution: running a finished compilation's device programs on host arrays.
 
-Owns `Execution` (bind inputs and outputs by index with access functions, `compute`; `run(arrays)`), the access
-functions for numpy arrays and `HostBuffer`. Imports faults and the driver protocol; must not import anything
-above the ground.
+Owns `Execution` (bind inputs and outputs by index with access functions and `compute`, or `run(arrays)`), the one
+place a driver runs a program (`Execution._run_program`: the driver's optional `run_arrays` for a run on arrays,
+`execute_program` with access callbacks otherwise), the access functions for numpy arrays and `HostBuffer`.
+Imports the compilation and faults; must not import anything above the ground.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import ResultCode
-from nnadapter_bridge.nnadapter.driver_protocol import Argument
+from nnadapter_bridge.nnadapter.driver_protocol import AccessFunction, Argument
+from nnadapter_bridge.nnadapter.runtime.compilation import Compilation, Program
 from nnadapter_bridge.nnadapter.runtime.faults import raise_for_result, raise_from_driver
 from nnadapter_bridge.nnadapter.types import OperandType
-
-if TYPE_CHECKING:
-    from nnadapter_bridge.nnadapter.runtime.compilation import Compilation
-
 
 def run_arrays_hook(driver: Any) -> Optional[Callable[..., list]]:
     """The driver's optional `run_arrays` (driver_protocol), or None when a subclass overrides
@@ -83,30 +81,48 @@ def array_output_access(memory: np.ndarray, operand_type: OperandType) -> np.nda
 @dataclasses.dataclass
 class _Binding:
     memory: Any
-    access: Callable
+    access: AccessFunction
+
+
+def _direct_program(compilation: Compilation) -> Optional[Program]:
+    """The compilation's only program when it reads and writes the model's own inputs and outputs in order (the
+    usual case: `run(arrays)` then hands the arrays straight to it), else None."""
+    if len(compilation.programs) != 1:
+        return None
+    program = compilation.programs[0]
+    if (program.input_indexes == [-k - 1 for k in range(len(compilation.input_types))]
+            and program.output_indexes == [-k - 1 for k in range(len(compilation.output_types))]):
+        return program
+    return None
 
 
 class Execution:
-    """NNAdapterExecution: bind inputs/outputs by index, then compute."""
+    """NNAdapterExecution: bind inputs/outputs by index, then compute; or `run(arrays)`.
+
+    An execution may be kept and run again (the engine keeps one per compilation: what it looks up once, the
+    driver hooks and the direct program, is not looked up per run); like its compilation, it is run by one
+    thread at a time."""
 
     def __init__(self, compilation: Compilation):
         if not compilation.finished:
             raise NNAdapterError("an execution needs a finished compilation", ResultCode.INVALID_PARAMETER)
         self.compilation = compilation
-        self._inputs: dict = {}
-        self._outputs: dict = {}
+        self._inputs: Dict[int, _Binding] = {}
+        self._outputs: Dict[int, _Binding] = {}
         self._watch_outputs = False  # a HostBuffer output is bound: compute() checks some program wrote it
+        self._run_arrays_hooks = [run_arrays_hook(p.device.driver) for p in compilation.programs]
+        self._direct = _direct_program(compilation)
 
     def _check_index(self, index: int, count: int, side: str) -> None:
         if not 0 <= index < count:
             raise NNAdapterError(f"{side} index {index} is out of range (the model has {count} {side}s)",
                                  ResultCode.INVALID_PARAMETER)
 
-    def set_input(self, index: int, memory, access: Optional[Callable] = None) -> None:
+    def set_input(self, index: int, memory: Any, access: Optional[AccessFunction] = None) -> None:
         self._check_index(index, len(self.compilation.input_types), "input")
         self._inputs[index] = _Binding(memory, access or array_input_access)
 
-    def set_output(self, index: int, memory, access: Optional[Callable] = None) -> None:
+    def set_output(self, index: int, memory: Any, access: Optional[AccessFunction] = None) -> None:
         self._check_index(index, len(self.compilation.output_types), "output")
         if isinstance(memory, HostBuffer):
             self._watch_outputs = True
@@ -121,7 +137,9 @@ class Execution:
         self._outputs[index] = _Binding(memory, access)
 
     def compute(self) -> None:
-        shared: dict = {}
+        """Run the device programs in order on the bound inputs and outputs, passing shared buffers between
+        them (each program through its driver's execute_program, with the bound access functions)."""
+        shared: Dict[int, HostBuffer] = {}
         for number, program in enumerate(self.compilation.programs):
             inputs = []
             for k, index in enumerate(program.input_indexes):
@@ -145,13 +163,7 @@ class Execution:
                 else:
                     shared[index] = HostBuffer()
                     outputs.append(Argument(k, shared[index], host_buffer_output_access))
-            try:
-                with program.lock:  # one execution of a driver program at a time (Program.lock)
-                    result = program.device.driver.execute_program(program.handle, inputs, outputs)
-                if result is not None and int(result) != ResultCode.NO_ERROR:
-                    raise_for_result(result, f"{program.device.name}.execute_program (program {number})")
-            except BaseException as exc:  # as _call_driver does, with the label formatted only on failure
-                raise_from_driver(exc, f"{program.device.name}.execute_program (program {number})")
+            self._run_program(number, program, inputs, outputs)
         if self._watch_outputs:
             for index, binding in self._outputs.items():
                 if isinstance(binding.memory, HostBuffer) and binding.memory.array is None:
@@ -160,15 +172,63 @@ class Execution:
         if not self.compilation._first_compute_done:
             self.compilation._after_first_compute()
 
-    def run(self, arrays: Sequence[np.ndarray]) -> list:
-        """Set every input from `arrays`, compute, return the outputs as new arrays."""
-        if len(arrays) != len(self.compilation.input_types):
-            raise NNAdapterError(f"the model has {len(self.compilation.input_types)} inputs, got {len(arrays)} "
+    def run(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Set every input from `arrays`, compute, return the outputs as new arrays. A compilation of one program
+        wired to the model's own inputs and outputs in order (the usual case, and the predictor's per-run path)
+        hands the arrays straight to it, without bindings; anything else is bound and computed."""
+        compilation = self.compilation
+        program = self._direct
+        if program is not None and len(arrays) == len(compilation.input_types) and compilation.finished:
+            results = self._run_program(0, program, arrays)
+            if not compilation._first_compute_done:
+                compilation._after_first_compute()
+            return results
+        if len(arrays) != len(compilation.input_types):
+            raise NNAdapterError(f"the model has {len(compilation.input_types)} inputs, got {len(arrays)} "
                                  "arrays", ResultCode.INVALID_PARAMETER)
         for k, array in enumerate(arrays):
             self.set_input(k, array)
-        holders = [HostBuffer() for _ in self.compilation.output_types]
+        holders = [HostBuffer() for _ in compilation.output_types]
         for k, holder in enumerate(holders):
             self.set_output(k, holder)
         self.compute()
-        return [holder.array for holder in holders]
+        return [holder.array for holder in holders]  # type: ignore[misc]  # compute() checked each was written
+
+    def _run_program(self, number: int, program: Program, inputs: Sequence[Any],
+                     outputs: Optional[List[Argument]] = None) -> List[np.ndarray]:
+        """Run device program `number`: the one place a driver runs a program. With `outputs` None, `inputs` are
+        arrays in the program's input order and the outputs come back as new arrays: through the driver's
+        `run_arrays` when it offers one (run_arrays_hook), else through `execute_program` with the array access
+        functions. With `outputs`, `inputs` and `outputs` are Arguments whose access functions the driver's
+        `execute_program` calls (nothing comes back)."""
+        holders: Optional[List[HostBuffer]] = None
+        if outputs is None:
+            run_arrays = self._run_arrays_hooks[number]
+            if run_arrays is not None:  # the driver's own array path (driver_protocol: run_arrays)
+                try:
+                    with program.lock:  # one execution of a driver program at a time (Program.lock)
+                        results = run_arrays(program.handle, inputs)
+                except BaseException as exc:
+                    raise_from_driver(exc, f"{program.device.name}.run_arrays (program {number})")
+                if len(results) != len(program.output_types):
+                    raise NNAdapterError(f"{program.device.name}.run_arrays gave {len(results)} outputs, the program "
+                                         f"has {len(program.output_types)}", ResultCode.DEVICE_INTERNAL_ERROR)
+                return results
+            holders = [HostBuffer() for _ in program.output_types]
+            inputs = [Argument(k, array, array_input_access) for k, array in enumerate(inputs)]
+            outputs = [Argument(k, holder, host_buffer_output_access) for k, holder in enumerate(holders)]
+        try:
+            with program.lock:
+                result = program.device.driver.execute_program(program.handle, inputs, outputs)
+            if result is not None and int(result) != ResultCode.NO_ERROR:
+                raise_for_result(result, f"{program.device.name}.execute_program (program {number})")
+        except BaseException as exc:  # as call_driver does, with the label formatted only on failure
+            raise_from_driver(exc, f"{program.device.name}.execute_program (program {number})")
+        if holders is None:
+            return []
+        arrays = []
+        for index, holder in enumerate(holders):
+            if holder.array is None:
+                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
+            arrays.append(holder.array)
+        return arrays
