@@ -5,21 +5,15 @@ from __future__ import annotations
 import collections
 import os
 
+from nnadapter_bridge.commands.output import format_table, human_bytes
+
 
 def _bytes(n) -> str:
-    from nnadapter_bridge.commands.output import human_bytes
-
     return human_bytes(n) if n else "-"
 
 
 def _num(value, fmt="{:.3g}") -> str:
     return "-" if value is None else fmt.format(value)
-
-
-def _table(header, rows, right_align=()) -> str:
-    from nnadapter_bridge.commands.output import format_table
-
-    return format_table(header, rows, right_align=right_align)
 
 
 NOTE_WIDTH = 90  # the summary table's note column; a longer note is shortened there and given whole below
@@ -62,7 +56,7 @@ def render_summary(report: dict) -> str:
     where = engine["name"] + (f", {engine['jobs']} jobs" if engine.get("jobs") else "")
     if engine["name"] == "ray":
         where += f", address {engine.get('address')}"
-    lines = [_table(SUMMARY_HEADER, rows, right_align={3, 4, 5, 6}), "",
+    lines = [format_table(SUMMARY_HEADER, rows, right_align={3, 4, 5, 6}), "",
              f"{c['total']} entries: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['invalid']} invalid; "
              f"{c['ran']} ran, {c['reused']} reused from earlier runs ({where}, {report['wall_s']:.1f} s)",
              f"report: {os.path.join(report['out_dir'], 'report.json')} and report.md; cache: {report['cache_dir']}"]

@@ -33,6 +33,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from nnadapter_bridge.commands.output import format_table
 from nnadapter_bridge.validation import tolerances
 from nnadapter_bridge.conformance import generators
 from nnadapter_bridge.conformance.harness import build_op
@@ -266,7 +267,7 @@ class ConformanceReport:
                          f"{r.claimed}/{r.cases}", _num(r.max_abs_error), _num(r.worst_ratio)])
         lines = [f"device       {self.device} ({self.driver.get('vendor', '')}, version "
                  f"{self.driver.get('version', '')}); level {self.level}, seed {self.seed}, "
-                 f"{self.seconds:.1f} s", "", _format_table(header, rows, right_align={3, 4, 5}), ""]
+                 f"{self.seconds:.1f} s", "", format_table(header, rows, right_align={3, 4, 5}), ""]
         g = self.graphs
         lines.append(f"graphs       {g.get('passed', 0)}/{g.get('claimed', 0)} claimed random graphs of 2-6 "
                      f"operations match ({g.get('drawn', 0)} drawn, {g.get('not_claimed', 0)} not claimed"
@@ -298,17 +299,6 @@ def _num(value) -> str:
     if value == float("inf"):
         return "inf"
     return f"{value:.3g}"
-
-
-def _format_table(header, rows, right_align=()) -> str:
-    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-
-    def line(row):
-        return "  ".join(c.rjust(w) if i in right_align else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-
-    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
 
 
 def _describe(exc: BaseException) -> str:
