@@ -1,6 +1,6 @@
 """Builds a one-operation NNAdapter model, checks its inferred output types, and runs it.
 
-Shared by the operation tests (tests/support/op_harness.py re-exports it) and the conformance kit, which
+Shared by the operation tests (they import it from here) and the conformance kit, which
 an installed package (an out-of-tree driver's tests) uses without the repository's tests/.
 
     outs = run_op(OperationType.CONV_2D, [x, Const(w), Const(b), 0, Const([0,0,0,0]), ...])

@@ -1,6 +1,6 @@
 """Representative samples of every NNAdapter operation: the driver contract tests (tests/hal/) and the
 conformance kit (nnadapter_bridge.conformance) run each one on every driver. This is their one home;
-tests import them from here (tests/support/operation_samples.py re-exports them).
+the tests import them from here.
 
 Each `Sample` is one operation with its inputs in the `harness.build_op` format (ndarray = model
 input, `Const(...)` = constant, Python scalar = shape-[1] constant, None = omitted optional operand,

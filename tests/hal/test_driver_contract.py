@@ -19,8 +19,8 @@ from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, DeviceManager, Execution
 from support.driver_models import run_through_execute_program
-from support.op_harness import build_op
-from support.operation_samples import SAMPLES
+from nnadapter_bridge.conformance.harness import build_op
+from nnadapter_bridge.conformance.samples import SAMPLES
 from support.tolerances import assert_op_close
 
 DRIVER_NAMES = DeviceManager.instance().names()

@@ -1,6 +1,6 @@
 """What the SDK drivers claim in float64, and that a claim is exact.
 
-Every operation sample of tests/support/operation_samples.py is rebuilt with its float32 tensors in
+Every operation sample of nnadapter_bridge/conformance/samples.py is rebuilt with its float32 tensors in
 float64 (model inputs and float constants alike). For each SDK driver (intel_openvino,
 microsoft_onnxruntime) and each such sample the standard accepts, `validate_program` either answers false
 (OpenVINO's CPU plugin computes float64 in float32; onnxruntime lacks float64 kernels for some operators),
@@ -15,8 +15,8 @@ import pytest
 from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
-from support.op_harness import Const, Quant, build_op
-from support.operation_samples import SAMPLES
+from nnadapter_bridge.conformance.harness import Const, Quant, build_op
+from nnadapter_bridge.conformance.samples import SAMPLES
 
 SDK_DRIVERS = [name for name in ("microsoft_onnxruntime", "intel_openvino") if name in DeviceManager.instance().names()]
 

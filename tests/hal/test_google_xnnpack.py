@@ -30,8 +30,8 @@ from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
 from nnadapter_bridge.nnadapter.runtime import (  # noqa: E402
     STATS, Compilation, Context, DeviceFallbackWarning, Execution)
 from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
-from support.op_harness import Const, build_op  # noqa: E402
-from support.operation_samples import SAMPLES, randn  # noqa: E402
+from nnadapter_bridge.conformance.harness import Const, build_op  # noqa: E402
+from nnadapter_bridge.conformance.samples import SAMPLES, randn  # noqa: E402
 from support.tolerances import assert_model_close, assert_op_close  # noqa: E402
 
 # The samples the driver runs: a change that silently declines one of them fails test_claims_what_it_runs.

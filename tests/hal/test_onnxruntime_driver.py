@@ -34,7 +34,7 @@ from nnadapter_bridge.nnadapter.runtime import (
     HostBuffer,
 )
 from nnadapter_bridge.nnadapter.types import OperandType
-from support.op_harness import Const, build_op
+from nnadapter_bridge.conformance.harness import Const, build_op
 from support.tolerances import assert_op_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -34,7 +34,7 @@ from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
 from hal.intel_openvino import DRIVER  # noqa: E402
 from hal.intel_openvino.graph import operation_supported  # noqa: E402
 from hal.intel_openvino.operations import OPERATIONS  # noqa: E402
-from support.op_harness import Const, Quant, build_op  # noqa: E402
+from nnadapter_bridge.conformance.harness import Const, Quant, build_op  # noqa: E402
 from support.tolerances import assert_op_close  # noqa: E402
 
 rng = np.random.default_rng(6)

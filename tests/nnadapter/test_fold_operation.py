@@ -61,7 +61,7 @@ def test_fill_like_of_known_dims_folds_to_the_value():
 
 
 def test_prior_box_folds_from_the_spatial_dims_alone():
-    from support.op_harness import Const, build_op
+    from nnadapter_bridge.conformance.harness import Const, build_op
 
     feature = np.zeros((1, 8, 3, 4), np.float32)
     image = np.zeros((1, 3, 24, 32), np.float32)

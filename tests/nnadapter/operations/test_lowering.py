@@ -14,8 +14,8 @@ from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import dequantize
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.types import OperandType
-from support.op_harness import Const, build_op
-from support.operation_samples import YOLO_BOX_CASES
+from nnadapter_bridge.conformance.harness import Const, build_op
+from nnadapter_bridge.conformance.samples import YOLO_BOX_CASES
 
 rng = np.random.default_rng(29)
 

@@ -8,8 +8,8 @@ import pytest
 
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, InterpolateMode, OperationType as T, PadMode, Precision
-from support.op_harness import Const, Quant, build_op, run_op
-from support.operation_samples import YOLO_BOX_CASES
+from nnadapter_bridge.conformance.harness import Const, Quant, build_op, run_op
+from nnadapter_bridge.conformance.samples import YOLO_BOX_CASES
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(7)
