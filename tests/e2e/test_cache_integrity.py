@@ -208,7 +208,7 @@ def test_with_a_key_an_edit_inside_the_program_with_a_recomputed_crc_is_a_warned
     token, path = cached(model_a, tmp_path, device=device, key=KEY)
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    assert data[-nnc._MAC_PADDING - nnc.MAC_SIZE - len(nnc.MAC_KEY):].startswith(nnc.MAC_KEY.encode())
+    assert data[-nnc.MAC_PADDING - nnc.MAC_SIZE - len(nnc.MAC_KEY):].startswith(nnc.MAC_KEY.encode())
     data[program_bytes_offset(bytes(data))] ^= 0x01
     forged = recrc(bytes(data))
     nnc.unpack_container(forged)  # a valid container: the CRC alone cannot tell

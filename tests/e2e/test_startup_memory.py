@@ -132,7 +132,7 @@ def _record_bytes(size: int) -> bytes:
 def test_a_large_cache_file_of_this_user_is_mapped_and_checked_in_place(tmp_path, monkeypatch):
     import mmap
 
-    monkeypatch.setattr(nnc, "MAP_THRESHOLD", 0)
+    monkeypatch.setattr(nnc.files, "MAP_THRESHOLD", 0)
     path = tmp_path / "a.nnc"
     data = _record_bytes(100_000)
     path.write_bytes(data)
@@ -152,7 +152,7 @@ def test_a_large_cache_file_of_this_user_is_mapped_and_checked_in_place(tmp_path
 
 
 def test_a_mapped_cache_file_still_fails_every_check(tmp_path, monkeypatch):
-    monkeypatch.setattr(nnc, "MAP_THRESHOLD", 0)
+    monkeypatch.setattr(nnc.files, "MAP_THRESHOLD", 0)
     path = tmp_path / "a.nnc"
     data = bytearray(_record_bytes(50_000))
     data[len(data) // 2] ^= 1
@@ -168,7 +168,7 @@ def test_a_mapped_cache_file_still_fails_every_check(tmp_path, monkeypatch):
 
 def test_openvino_imports_the_program_from_the_mapped_file(model, tmp_path, monkeypatch):
     pytest.importorskip("openvino")
-    monkeypatch.setattr(nnc, "MAP_THRESHOLD", 0)
+    monkeypatch.setattr(nnc.files, "MAP_THRESHOLD", 0)
     cache = tmp_path / "cache"
     first = start(model, cache, devices=("intel_openvino",))
     for path in glob.glob(os.path.join(str(cache), "*.nnc")):
@@ -297,7 +297,7 @@ def test_a_bad_name_still_gets_the_checked_decoders_error(tmp_path):
 
 
 def test_a_file_others_may_write_is_read_not_mapped(tmp_path, monkeypatch):
-    monkeypatch.setattr(nnc, "MAP_THRESHOLD", 0)
+    monkeypatch.setattr(nnc.files, "MAP_THRESHOLD", 0)
     path = tmp_path / "a.nnc"
     path.write_bytes(_record_bytes(10_000))
     os.chmod(path, 0o646)

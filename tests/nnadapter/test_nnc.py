@@ -343,7 +343,7 @@ def test_failed_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
     def failing_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(nnc.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError):
         nnc.write_file_atomically(path, b"new")
     assert open(path, "rb").read() == b"old"
@@ -356,7 +356,7 @@ def test_c_crc_and_numpy_crc_agree_with_the_bitwise_reference(length):
     compute the same naive CRC32C; short inputs are also checked against the bitwise reference."""
     from nnadapter_bridge.nnadapter import nnc
 
-    assert nnc._google_crc32c is not None, "google-crc32c (a dependency) should provide the C CRC"
+    assert nnc.container._google_crc32c is not None, "google-crc32c (a dependency) should provide the C CRC"
     data = np.random.default_rng(length).integers(0, 256, length, dtype=np.uint8).tobytes()
     fast = nnc.crc32c_naive(data)
     assert fast == nnc.crc32c_naive_numpy(data)

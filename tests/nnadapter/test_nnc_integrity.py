@@ -346,9 +346,9 @@ def test_the_age_threshold_comes_from_the_environment(tmp_path, monkeypatch):
 def test_the_atomic_writers_temporary_names_are_the_ones_cleaned(tmp_path, monkeypatch):
     names = []
     replace = os.replace
-    monkeypatch.setattr(nnc.os, "replace", lambda src, dst: names.append(os.path.basename(src)) or replace(src, dst))
+    monkeypatch.setattr(os, "replace", lambda src, dst: names.append(os.path.basename(src)) or replace(src, dst))
     nnc.write_file_atomically(str(tmp_path / "x.nnc"), b"data")
-    assert len(names) == 1 and nnc._TMP_NAME.match(names[0])
+    assert len(names) == 1 and nnc.cleanup._TMP_NAME.match(names[0])
 
 
 # -- the verdict store -----------------------------------------------------------------------------------
