@@ -1,6 +1,7 @@
 """Every op of the NN family in the six zoo vision models converts and runs: each such op becomes its own
 one-op NNAdapter model (inputs typed from the program's var descs, batch 1) and its outputs must have the
-shapes Paddle's var descs declare. The numbers of each op type are covered by test_conv_nn*.py.
+shapes Paddle's var descs declare. The numbers of each op type are covered by test_conv_nn*.py (converters/conv.py,
+pool.py, normalization.py, matmul.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quantized forms (conv_quant.py and the quantized path of conv_nn.py).
+"""Quantized forms (quantization.py and the quantized paths of conv.py and matmul.py).
 
 - Paddle Lite's scale attrs on conv2d / depthwise_conv2d / conv2d_transpose / fc / mul / matmul /
   matmul_v2 with an int8 weight: Paddle cannot run these int8-weight OpDescs, so the expectation is
@@ -243,7 +243,7 @@ def test_quantized_mul_and_matmul(tmp_path, op_type, attrs, transposed):
 
 
 def test_float_weight_keeps_the_float_path(tmp_path):
-    # Scale attrs on a float weight describe a device-side quantization only: conv_nn's float path stays.
+    # Scale attrs on a float weight describe a device-side quantization only: conv.py's float path stays.
     saved = opdesc_program(tmp_path, "matmul_v2", inputs={"X": ["x"], "Y": ["w"]}, outputs={"Out": ["y"]},
                            attrs={"trans_x": False, "trans_y": False, "X0_scale": [0.1], "Y0_scale": [0.1],
                                   "Out0_scale": [0.1]},
@@ -283,7 +283,7 @@ def _linear_op(op_type, x, scale, zero_point, y, **attrs):
 
 def _off_ties(x, steps):
     """Nudge values whose quotient by the step is within 0.05 of a rounding tie: round_type 1 breaks ties
-    away from zero, QUANTIZE to even (see conv_quant._quantize), so tests keep clear of exact ties."""
+    away from zero, QUANTIZE to even (see quantization._quantize), so tests keep clear of exact ties."""
     ratio = x / steps
     near = np.abs(np.abs(ratio - np.floor(ratio)) - 0.5) < 0.05
     return np.where(near, x + 0.2 * steps, x).astype(np.float32)

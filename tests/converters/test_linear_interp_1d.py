@@ -1,5 +1,5 @@
 """1-D linear interpolation (linear_interp_v2 from paddle.nn.functional.interpolate(mode="linear")) converted as a
-RESIZE_LINEAR of an [N, C, 1, W] view (converters/conv_nn_resize_1d.py), against Paddle Inference on a PIR program:
+RESIZE_LINEAR of an [N, C, 1, W] view (converters/resize.py), against Paddle Inference on a PIR program:
 each way Paddle gives the size (size list, size from a tensor, scale factor), both alignments, NCW and NWC, on
 builtin_device through the converter alone and on every device through the predictor; half-pixel sampling to a
 single position, where the two differ, stays on the host."""
