@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from converters.attrs import check_dtype_attr, var_precision
+from converters.context import ConversionContext
 from converters.emit import (
     ACTIVATIONS,
     FLOATS,
@@ -75,11 +76,10 @@ def _make_activation_check(act_type):
     return check
 
 
-def _convert_activation(ctx, op):
-    v = OpView(op)
+def _convert_activation(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
-    out = output_for(ctx, op, v.output("Out"), x)
-    emit_activation(ctx, v.type, _standalone_attrs(op), x, out)
+    out = output_for(ctx, v.op, v.output("Out"), x)
+    emit_activation(ctx, v.type, _standalone_attrs(v.op), x, out)
 
 
 for _name in _ACTIVATION_OPS:
@@ -101,12 +101,11 @@ def _check_prelu(op, ctx):
 
 
 @converter("prelu", emits=[T.PRELU, T.GREATER, T.MUL, T.WHERE, T.UNSQUEEZE], check=_check_prelu)
-def convert_prelu(ctx, op):
+def convert_prelu(ctx: ConversionContext, v: OpView) -> None:
     """x > 0 ? x : alpha * x. PRELU (slope [1] or [C] on axis 1) where it fits, else composed."""
-    v = OpView(op)
     x_name, alpha_name = v.input("X"), v.input("Alpha")
     x = ctx.input(x_name)
-    out = output_for(ctx, op, v.output("Out"), x)
+    out = output_for(ctx, v.op, v.output("Out"), x)
     mode = v.attr("mode", "all")
     channels_last = v.attr("data_format", "NCHW") in ("NHWC", "NLC", "NDHWC")
     rank = x.type.rank
@@ -114,10 +113,10 @@ def convert_prelu(ctx, op):
         # Alpha in x's float width (a float64 prelu has a float64 Alpha).
         alpha = ctx.param(alpha_name).astype(np.float64 if x.type.precision == Precision.FLOAT64 else np.float32)
         if mode == "all" or (mode == "channel" and not channels_last and rank >= 2):
-            slope = alpha.reshape(-1)
+            values = alpha.reshape(-1)
             if mode == "all":
-                slope = slope[:1]
-            ctx.add(T.PRELU, [x, ctx.const(np.ascontiguousarray(slope), dtype_precision(slope.dtype))], [out])
+                values = values[:1]
+            ctx.add(T.PRELU, [x, ctx.const(np.ascontiguousarray(values), dtype_precision(values.dtype))], [out])
             return
         # Channels-last channel mode ([C] on the last axis) and element mode ([1, ...x.shape[1:]] or
         # x.shape[1:]) line up with x under numpy's trailing alignment as they are.
@@ -151,11 +150,10 @@ def _check_pow(op, ctx):
 
 
 @converter("pow", emits=[T.POW, T.CAST], check=_check_pow)
-def convert_pow(ctx, op):
+def convert_pow(ctx: ConversionContext, v: OpView) -> None:
     """x ^ factor; factor from `FactorTensor` when given, else the `factor` attr (default 1)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    out = output_for(ctx, op, v.output("Out"), x)
+    out = output_for(ctx, v.op, v.output("Out"), x)
     factor_name = v.optional_input("FactorTensor")
     if factor_name:
         factor = ctx.input(factor_name)
@@ -178,12 +176,11 @@ def _check_clip(op, ctx):
 
 
 @converter("clip", emits=[T.CLIP, T.MAX, T.MIN, T.CAST], check=_check_clip)
-def convert_clip(ctx, op):
+def convert_clip(ctx: ConversionContext, v: OpView) -> None:
     """min(max(x, min), max); the `Min`/`Max` tensor inputs win over the `min`/`max` attrs."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out_name = v.output("Out")
-    out = output_for(ctx, op, out_name, x)
+    out = output_for(ctx, v.op, out_name, x)
     plain = x.type.precision if not x.type.is_quantized else Precision.FLOAT32
 
     def bound(slot, attr):
@@ -226,13 +223,12 @@ def _check_scale(op, ctx):
 
 
 @converter("scale", emits=[T.MUL, T.ADD, T.CAST], check=_check_scale)
-def convert_scale(ctx, op):
+def convert_scale(ctx: ConversionContext, v: OpView) -> None:
     """scale * x + bias (bias_after_scale, the default) or scale * (x + bias).
 
     `ScaleTensor` replaces the `scale` attr, `BiasTensor` the `bias` attr. Only a constant scale of exactly
     1 and bias of exactly 0 make the op the identity (the output var is bound to the input operand): the
     comparison is exact, because a small bias is meaningful (`var + 1e-5` before an rsqrt)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out_name = v.output("Out")
     plain = x.type.precision if not x.type.is_quantized else Precision.FLOAT32
@@ -278,7 +274,7 @@ def convert_scale(ctx, op):
     current = x
     for i, (type, value) in enumerate(applied):
         last = i == len(applied) - 1
-        target = output_for(ctx, op, out_name, x) if last else ctx.temp(out_name, type.name.lower())
+        target = output_for(ctx, v.op, out_name, x) if last else ctx.temp(out_name, type.name.lower())
         current = binary(ctx, type, current, value, target)
 
 
@@ -308,20 +304,19 @@ def _check_softmax(op, ctx) -> Optional[str]:
 
 
 @converter("softmax", emits=[T.SOFTMAX, T.FILL_LIKE], check=_check_softmax)
-def convert_softmax(ctx, op):
-    _softmax(ctx, op, T.SOFTMAX, 1.0)
+def convert_softmax(ctx: ConversionContext, v: OpView) -> None:
+    _softmax(ctx, v.op, T.SOFTMAX, 1.0)
 
 
 @converter("log_softmax", emits=[T.LOG_SOFTMAX, T.FILL_LIKE], check=_check_softmax)
-def convert_log_softmax(ctx, op):
-    _softmax(ctx, op, T.LOG_SOFTMAX, 0.0)
+def convert_log_softmax(ctx: ConversionContext, v: OpView) -> None:
+    _softmax(ctx, v.op, T.LOG_SOFTMAX, 0.0)
 
 
 # -- dropout -----------------------------------------------------------------------------------------------------
 
 @converter("dropout", emits=[T.MUL])
-def convert_dropout(ctx, op):
-    v = OpView(op)
+def convert_dropout(ctx: ConversionContext, v: OpView) -> None:
     # Inference: upscale_in_train already scaled while training (identity now); downgrade_in_infer
     # scales by the keep probability. Paddle Lite emits a MUL either way; so do we.
     x = ctx.input(v.input("X"))
@@ -339,9 +334,8 @@ def _check_cast(op, ctx):
 
 
 @converter("cast", emits=[T.CAST], check=_check_cast)
-def convert_cast(ctx, op):
+def convert_cast(ctx: ConversionContext, v: OpView) -> None:
     """CAST to the precision of `out_dtype` (in_dtype is implied by the input operand)."""
-    v = OpView(op)
     target = vartype_precision(v.attr("out_dtype", 5), "out_dtype")
     cast_to(ctx, ctx.input(v.input("X")), target, ctx.output(v.output("Out")))
 
@@ -349,6 +343,5 @@ def convert_cast(ctx, op):
 # -- copies -----------------------------------------------------------------------------------------------
 
 @converter("assign", "share_data", emits=[T.ASSIGN])
-def convert_assign(ctx, op):
-    v = OpView(op)
+def convert_assign(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.ASSIGN, [ctx.input(v.input("X"))], [ctx.output(v.output("Out"))])

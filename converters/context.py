@@ -339,7 +339,7 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
             reason = spec.check(view, ctx)
             if reason:
                 raise ctx.error(f"cannot be converted: {reason}")
-        spec.fn(ctx, view)
+        spec.fn(ctx, OpView(view))
     ctx.current_op = None
     outputs, names = [], []
     for name in output_names:

@@ -15,6 +15,7 @@ import numpy as np
 
 from converters import quantization
 from converters.attrs import bias_vector, input_dims
+from converters.context import ConversionContext
 from converters.emit import (
     FUSED_PRODUCT_EMITS,
     binary,
@@ -159,8 +160,8 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
 
 @converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantization.QUANT_EMITS],
            check=_check_conv)
-def convert_conv2d(ctx, op):
-    _convert_conv_like(ctx, op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
+def convert_conv2d(ctx: ConversionContext, v: OpView) -> None:
+    _convert_conv_like(ctx, v.op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
 
 
 def _check_conv_transpose(op, ctx) -> Optional[str]:
@@ -219,17 +220,16 @@ def run_time_hw(ctx, op, attr: str, var: str) -> Operand:
            emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, T.SLICE, T.CONCAT, T.CAST, T.RESHAPE, *FUSED_PRODUCT_EMITS,
                   *quantization.QUANT_EMITS],
            check=_check_conv_transpose)
-def convert_conv2d_transpose(ctx, op):
+def convert_conv2d_transpose(ctx: ConversionContext, v: OpView) -> None:
     """A run-time output_size (ENet passes the skip tensor's shape) is any size from the default up to the default
     plus stride - 1: the transposed convolution with the largest output padding, sliced to it. A position's value
     does not depend on how far the output extends, so the slice is what Paddle computes at that size."""
-    v = OpView(op)
     groups = int(v.attr("groups", 1) or 1)
-    run_time_size = bool(var_attr_names(op.attrs.get("output_size")))
-    if run_time_size and quantization.product_quant(ctx, op, "Input", "Filter", "Output") is not None:
+    run_time_size = bool(var_attr_names(v.op.attrs.get("output_size")))
+    if run_time_size and quantization.product_quant(ctx, v.op, "Input", "Filter", "Output") is not None:
         raise ctx.error("a quantized conv2d_transpose with a run-time output_size is not converted")
     # Paddle's transposed filter is [C_in, C_out / groups, kh, kw].
-    _convert_conv_like(ctx, op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,
+    _convert_conv_like(ctx, v.op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,
                        filter_channel_dim=1, after=_slice_to_output_size if run_time_size else None)
 
 

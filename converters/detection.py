@@ -5,6 +5,7 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
+from converters.context import ConversionContext
 from converters.emit import cast_to
 from converters.op_view import OpView
 from converters.registry import converter
@@ -14,8 +15,7 @@ from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
 
 @converter("prior_box", emits=[T.PRIOR_BOX])
-def convert_prior_box(ctx, op):
-    v = OpView(op)
+def convert_prior_box(ctx: ConversionContext, v: OpView) -> None:
     max_sizes = v.attr_floats("max_sizes", [])
     operands = [
         ctx.input(v.input("Input")), ctx.input(v.input("Image")),
@@ -34,8 +34,7 @@ def convert_prior_box(ctx, op):
 # -- yolo_box ------------------------------------------------------------------------------------------------
 
 @converter("yolo_box", emits=[T.YOLO_BOX])
-def convert_yolo_box(ctx, op):
-    v = OpView(op)
+def convert_yolo_box(ctx: ConversionContext, v: OpView) -> None:
     operands = [
         ctx.input(v.input("X")), ctx.input(v.input("ImgSize")),
         ctx.const_i32(v.attr_ints("anchors", [])), ctx.const_i32(v.attr_int("class_num", 1)),
@@ -50,11 +49,10 @@ def convert_yolo_box(ctx, op):
 # -- multiclass_nms3 ---------------------------------------------------------------------------------------------
 
 @converter("multiclass_nms3", emits=[T.NON_MAX_SUPPRESSION, T.RESHAPE, T.CAST])
-def convert_multiclass_nms3(ctx, op):
+def convert_multiclass_nms3(ctx: ConversionContext, v: OpView) -> None:
     """NON_MAX_SUPPRESSION (float32, in Paddle's float order). Paddle's kernel also takes double: float64 boxes and
     scores are suppressed in float32 (an overlap within float32 rounding of the threshold may decide otherwise)
     and the rows come back float64."""
-    v = OpView(op)
     rois_num = v.optional_input("RoisNum")
     index_name = v.optional_output("Index")
     out_name = v.output("Out")
@@ -78,6 +76,6 @@ def convert_multiclass_nms3(ctx, op):
     ctx.add(T.NON_MAX_SUPPRESSION, operands, [rows, counts] + ([index] if index is not None else []))
     if wide:
         cast_to(ctx, rows, Precision.FLOAT64, ctx.output(out_name))
-    if index is not None:
+    if index is not None and index_name is not None:
         # Paddle's Index is a column [M, 1].
         ctx.add(T.RESHAPE, [index, ctx.const_i32([-1, 1])], [ctx.output(index_name)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from converters.attrs import var_precision
+from converters.context import ConversionContext
 from converters.emit import (
     FLOATS,
     INTS,
@@ -62,8 +63,7 @@ def _check_arithmetic(op, ctx):
 
 
 def _make_elementwise(kind: str, type: T, fused: bool):
-    def convert(ctx, op):
-        v = OpView(op)
+    def convert(ctx: ConversionContext, v: OpView) -> None:
         out_name = v.output("Out")
         x, y = align_by_axis(ctx, out_name, v.input("X"), v.input("Y"), v.attr_int("axis", -1))
         act = v.attr_str("act_type", "") if fused else ""
@@ -80,11 +80,11 @@ def _make_elementwise(kind: str, type: T, fused: bool):
             return
         fuse = fuse_code_of(act)
         if fuse is not None:
-            binary(ctx, type, x, y, output_for(ctx, op, out_name, x), fuse)
+            binary(ctx, type, x, y, output_for(ctx, v.op, out_name, x), fuse)
             return
         # An activation that is no fuse code becomes its own operation(s) after the arithmetic.
         result = binary(ctx, type, x, y, ctx.temp(out_name, kind))
-        emit_activation(ctx, act, op, result, output_for(ctx, op, out_name, x))
+        emit_activation(ctx, act, v.op, result, output_for(ctx, v.op, out_name, x))
 
     convert.__name__ = f"convert_elementwise_{kind}" + ("_activation" if fused else "")
     return convert
@@ -117,14 +117,13 @@ def _check_mod(op, ctx):
 
 
 @converter("elementwise_mod", emits=[T.FLOOR_DIV, T.MUL, T.SUB, T.UNSQUEEZE], check=_check_mod)
-def convert_elementwise_mod(ctx, op):
+def convert_elementwise_mod(ctx: ConversionContext, v: OpView) -> None:
     """Integers: x - floor(x / y) * y, the remainder with the divisor's sign, as Paddle's mod (exact)."""
-    v = OpView(op)
     x, y = align_by_axis(ctx, v.output("Out"), v.input("X"), v.input("Y"), v.attr_int("axis", -1))
     out_name = v.output("Out")
     quotient = binary(ctx, T.FLOOR_DIV, x, y, ctx.temp(out_name, "floor_div"))
     product = binary(ctx, T.MUL, quotient, y, ctx.temp(out_name, "product"))
-    binary(ctx, T.SUB, x, product, output_for(ctx, op, out_name, x))
+    binary(ctx, T.SUB, x, product, output_for(ctx, v.op, out_name, x))
 
 
 # -- comparisons -------------------------------------------------------------------------------------------
@@ -136,8 +135,7 @@ _COMPARISONS = {
 
 
 def _make_comparison(type: T):
-    def convert(ctx, op):
-        v = OpView(op)
+    def convert(ctx: ConversionContext, v: OpView) -> None:
         x, y = align_by_axis(ctx, v.output("Out"), v.input("X"), v.input("Y"), v.attr_int("axis", -1))
         if x.type.precision != y.type.precision:
             # Paddle compares mixed dtypes after promotion; here the right side follows the left.
@@ -162,8 +160,7 @@ def _as_bool(ctx, operand: Operand, out_name: str, purpose: str) -> Operand:
 
 
 def _make_logical(type: T):
-    def convert(ctx, op):
-        v = OpView(op)
+    def convert(ctx: ConversionContext, v: OpView) -> None:
         out_name = v.output("Out")
         x = _as_bool(ctx, ctx.input(v.input("X")), out_name, "x_bool")
         y = _as_bool(ctx, ctx.input(v.input("Y")), out_name, "y_bool")
@@ -192,13 +189,12 @@ for _name, _type in {"bitwise_and": T.AND, "bitwise_or": T.OR, "bitwise_xor": T.
 
 
 @converter("bitwise_not", emits=[T.NOT, T.CAST], check=_check_bitwise_on_bools)
-def convert_bitwise_not(ctx, op):
-    convert_logical_not(ctx, op)
+def convert_bitwise_not(ctx: ConversionContext, v: OpView) -> None:
+    convert_logical_not(ctx, v)
 
 
 @converter("logical_not", emits=[T.NOT, T.CAST])
-def convert_logical_not(ctx, op):
-    v = OpView(op)
+def convert_logical_not(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = _as_bool(ctx, ctx.input(v.input("X")), out_name, "x_bool")
     ctx.add(T.NOT, [x], [ctx.output(out_name)])
@@ -207,10 +203,9 @@ def convert_logical_not(ctx, op):
 # -- where, sum ---------------------------------------------------------------------------------------------
 
 @converter("where", emits=[T.WHERE, T.CAST])
-def convert_where(ctx, op):
+def convert_where(ctx: ConversionContext, v: OpView) -> None:
     """Condition ? X : Y with numpy broadcasting of all three. Bool X/Y (Paddle's kernel takes them) select as
     INT32 and come back as BOOL8: NNAdapter WHERE takes no BOOL8 values."""
-    v = OpView(op)
     out_name = v.output("Out")
     condition = _as_bool(ctx, ctx.input(v.input("Condition")), out_name, "condition_bool")
     x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))
@@ -225,14 +220,13 @@ def convert_where(ctx, op):
 
 
 @converter("sum", emits=[T.SUM])
-def convert_sum(ctx, op):
+def convert_sum(ctx: ConversionContext, v: OpView) -> None:
     """The sum of every X input (numpy broadcasting)."""
-    v = OpView(op)
     names = v.inputs("X")
     if not names:
         raise ctx.error("sum has no X inputs")
     inputs = [ctx.input(n) for n in names]
-    ctx.add(T.SUM, inputs, [output_for(ctx, op, v.output("Out"), inputs[0])])
+    ctx.add(T.SUM, inputs, [output_for(ctx, v.op, v.output("Out"), inputs[0])])
 
 
 # -- isnan / isinf / isfinite -------------------------------------------------------------------------------
@@ -242,9 +236,8 @@ def _constant_bool_like(ctx, x: Operand, value: bool, out: Operand) -> None:
 
 
 @converter("isnan_v2", emits=[T.NOT_EQUAL, T.FILL_LIKE])
-def convert_isnan(ctx, op):
+def convert_isnan(ctx: ConversionContext, v: OpView) -> None:
     """x != x (only NaN differs from itself); integers are never NaN."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out = ctx.output(v.output("Out"))
     if x.type.precision in FLOATS:
@@ -267,13 +260,13 @@ def _compare_magnitude_with_inf(ctx, op, operation, integer_answer: bool) -> Non
 
 
 @converter("isinf_v2", emits=[T.ABS, T.EQUAL, T.FILL_LIKE])
-def convert_isinf(ctx, op):
+def convert_isinf(ctx: ConversionContext, v: OpView) -> None:
     """|x| == inf; integers are never infinite."""
-    _compare_magnitude_with_inf(ctx, op, T.EQUAL, False)
+    _compare_magnitude_with_inf(ctx, v.op, T.EQUAL, False)
 
 
 @converter("isfinite_v2", emits=[T.ABS, T.LESS, T.FILL_LIKE])
-def convert_isfinite(ctx, op):
+def convert_isfinite(ctx: ConversionContext, v: OpView) -> None:
     """|x| < inf: false for +-inf and for NaN (every comparison with NaN is false); integers: true."""
-    _compare_magnitude_with_inf(ctx, op, T.LESS, True)
+    _compare_magnitude_with_inf(ctx, v.op, T.LESS, True)
 

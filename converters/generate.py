@@ -67,16 +67,15 @@ def _check_assign_value(op, ctx):
 
 
 @converter("assign_value", emits=[T.ASSIGN], check=_check_assign_value)
-def convert_assign_value(ctx, op):
+def convert_assign_value(ctx: ConversionContext, v: OpView) -> None:
     """The values attr as a constant, bound to Out (consumers then see a constant, as from a parameter).
 
     emits lists ASSIGN: when the constant is itself a subgraph output, the conversion copies it out."""
-    v = OpView(op)
     values_tensor = v.optional_input("ValuesTensor")
     if values_tensor:
         ctx.add(T.ASSIGN, [ctx.input(values_tensor)], [ctx.output(v.output("Out"))])
         return
-    array = _assign_value_array(op)
+    array = _assign_value_array(v.op)
     # The precision is explicit: fp64_values stay float64 (and int64 values int64).
     # np.asarray(order="C"), not np.ascontiguousarray: that one turns a shape-[] value into [1].
     ctx.bind(v.output("Out"), ctx.const(np.asarray(array, order="C"), dtype_precision(array.dtype),
@@ -159,9 +158,8 @@ def _check_fill_constant(op, ctx):
 
 
 @converter("fill_constant", emits=[T.FILL, T.CONCAT, T.CAST, T.RESHAPE], check=_check_fill_constant)
-def convert_fill_constant(ctx, op):
+def convert_fill_constant(ctx: ConversionContext, v: OpView) -> None:
     """A tensor of `shape` filled with `value`; shape from ShapeTensor > ShapeTensorList > the attr."""
-    v = OpView(op)
     out_name = v.output("Out")
     target = vartype_precision(v.attr("dtype", 5))
     shape_tensor, shape_list = v.optional_input("ShapeTensor"), v.inputs("ShapeTensorList")
@@ -171,7 +169,7 @@ def convert_fill_constant(ctx, op):
         shape = _shape_from_list(ctx, shape_list, out_name)
     else:
         shape = ctx.const(np.asarray(v.attr("shape", []), dtype=np.int64).reshape(-1))
-    value = _fill_value_operand(ctx, op, target, out_name)
+    value = _fill_value_operand(ctx, v.op, target, out_name)
     _finish_fill(ctx, T.FILL, shape, value, target, out_name)
 
 
@@ -182,9 +180,8 @@ def _check_fill_any_like(op, ctx):
 
 
 @converter("fill_any_like", emits=[T.FILL_LIKE, T.CAST], check=_check_fill_any_like)
-def convert_fill_any_like(ctx, op):
+def convert_fill_any_like(ctx: ConversionContext, v: OpView) -> None:
     """X's shape filled with `value`; `dtype` -1 (the default) keeps X's element type."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     code = v.attr_int("dtype", -1)
     target = x.type.precision if code == -1 else vartype_precision(code)
@@ -198,8 +195,7 @@ def convert_fill_any_like(ctx, op):
 
 
 @converter("fill_zeros_like", emits=[T.FILL_LIKE, T.CAST])
-def convert_fill_zeros_like(ctx, op):
-    v = OpView(op)
+def convert_fill_zeros_like(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     target = x.type.precision if x.type.precision in VARTYPE_PRECISIONS.values() else Precision.FLOAT32
     fill = _fill_precision(target)
@@ -221,9 +217,8 @@ def _check_fill_batch(op, ctx):
 
 @converter("fill_constant_batch_size_like", emits=[T.FILL, T.SHAPE, T.SLICE, T.CONCAT, T.CAST],
            check=_check_fill_batch)
-def convert_fill_constant_batch_size_like(ctx, op):
+def convert_fill_constant_batch_size_like(ctx: ConversionContext, v: OpView) -> None:
     """fill_constant whose shape[output_dim_idx] is Input's dim input_dim_idx (read at run time when unknown)."""
-    v = OpView(op)
     out_name = v.output("Out")
     x = ctx.input(v.input("Input"))
     target = vartype_precision(v.attr("dtype", 5))
@@ -254,7 +249,7 @@ def convert_fill_constant_batch_size_like(ctx, op):
         else:
             shape_operand = ctx.temp(out_name, "shape")
             ctx.add(T.CONCAT, [*pieces, ctx.const_i32(0)], [shape_operand])
-    value = _fill_value_operand(ctx, op, target, out_name)
+    value = _fill_value_operand(ctx, v.op, target, out_name)
     _finish_fill(ctx, T.FILL, shape_operand, value, target, out_name)
 
 
@@ -276,9 +271,8 @@ def declared_precision(ctx: ConversionContext, name: str, default: Precision) ->
 
 
 @converter("shape", emits=[T.SHAPE])
-def convert_shape(ctx: ConversionContext, op):
+def convert_shape(ctx: ConversionContext, v: OpView) -> None:
     """The input's dims as a 1-D tensor; INT32 (Paddle's `shape` op) unless the program declares INT64."""
-    v = OpView(op)
     x = ctx.input(v.input("Input"))
     out = v.output("Out")
     precision = declared_precision(ctx, out, Precision.INT32)
@@ -286,20 +280,19 @@ def convert_shape(ctx: ConversionContext, op):
 
 
 @converter("range", emits=[T.RANGE, T.CAST])
-def convert_range(ctx: ConversionContext, op):
+def convert_range(ctx: ConversionContext, v: OpView) -> None:
     """start, start + step, ... below end; the three tensors take Start's precision.
 
     PIR's `range` holds start/end/step as attributes (constants folded by the loader, run-time tensors as
     Variable-valued attributes); they take the op's `dtype`. A Variable known now (a shape element, folded
     for the input signature) is a constant; one known only at run time is read as an operand."""
-    v = OpView(op)
     var = v.output("Out")
     if v.optional_input("Start") is None:
         precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
         dtype = precision_dtype(precision)
 
         def bound(attr):
-            refs = var_attr_names(op.attrs.get(attr))
+            refs = var_attr_names(v.op.attrs.get(attr))
             if refs:  # unresolved: computed at run time
                 return ctx.cast(ctx.input(refs[0]), precision, var, attr)
             return ctx.const(np.asarray(v._scalar(attr, None), dtype=dtype).reshape(1), precision)

@@ -14,6 +14,7 @@ import numpy as np
 
 from converters import quantization
 from converters.attrs import bias_vector, input_dims, known_dims
+from converters.context import ConversionContext
 from converters.emit import (
     FUSED_PRODUCT_EMITS,
     binary,
@@ -103,10 +104,9 @@ def _is_constant_operand(ctx, name: str) -> bool:
 
 
 @converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *FUSED_PRODUCT_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
-def convert_fc(ctx, op):
-    v = OpView(op)
+def convert_fc(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
-    floats = quantization.float_product_operands(ctx, op, "Input", "W", 1, out_name)  # listed in mixed precision
+    floats = quantization.float_product_operands(ctx, v.op, "Input", "W", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(v.input("Input"))
     w = floats[1] if floats else ctx.input(v.input("W"))
     k, n = w.type.dims
@@ -114,13 +114,13 @@ def convert_fc(ctx, op):
     act_type = v.attr_str("activation_type", "")
     fuse = fuse_code_of(act_type)
     fuse = FuseCode.FUSED_NONE if fuse is None else fuse
-    quant = quantization.product_quant(ctx, op, "Input", "W", "Out")
+    quant = quantization.product_quant(ctx, v.op, "Input", "W", "Out")
     if quant is not None:  # quantized path: the bias and the fuse code go into FULLY_CONNECTED
-        steps = _quant_matmul_steps(ctx, op, quant, x, "W", 1, v.optional_input("Bias"), fuse, out_name,
+        steps = _quant_matmul_steps(ctx, v.op, quant, x, "W", 1, v.optional_input("Bias"), fuse, out_name,
                                     num_col_dims)
-        emit_chain(ctx, out_name, x, steps + fused_activation_steps(op, act_type))
+        emit_chain(ctx, out_name, x, steps + fused_activation_steps(v.op, act_type))
         return
-    bias = bias_vector(ctx, op, "Bias", n, out_name, x)
+    bias = bias_vector(ctx, v.op, "Bias", n, out_name, x)
     steps = []
     if len(x.type.dims) != num_col_dims + 1:
         # Rows are the first in_num_col_dims dims; the rest flatten into the K columns.
@@ -129,7 +129,7 @@ def convert_fc(ctx, op):
     steps.append(("matmul", lambda ctx, x, out: ctx.add(
         T.MAT_MUL, [x, w, ctx.const_bool(False), ctx.const_bool(False)], [out])))
     steps.append(("add", lambda ctx, x, out: binary(ctx, T.ADD, x, bias, out, fuse)))
-    steps += fused_activation_steps(op, act_type)
+    steps += fused_activation_steps(v.op, act_type)
     emit_chain(ctx, out_name, x, steps)
 
 
@@ -146,18 +146,17 @@ def _check_mul(op, ctx) -> Optional[str]:
 
 
 @converter("mul", emits=[T.RESHAPE, T.MAT_MUL, *_QUANT_MATMUL_EMITS], check=_check_mul)
-def convert_mul(ctx, op):
-    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+def convert_mul(ctx: ConversionContext, v: OpView) -> None:
+    if quantization.emit_integer_product(ctx, v.op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
-    v = OpView(op)
     out_name = v.output("Out")
     x_name, y_name = v.input("X"), v.input("Y")
-    floats = quantization.float_product_operands(ctx, op, "X", "Y", 1, out_name)  # listed in mixed precision
+    floats = quantization.float_product_operands(ctx, v.op, "X", "Y", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(x_name)
     xk, yk = v.attr_int("x_num_col_dims", 1), v.attr_int("y_num_col_dims", 1)
-    quant = quantization.product_quant(ctx, op, "X", "Y", "Out")
+    quant = quantization.product_quant(ctx, v.op, "X", "Y", "Out")
     if quant is not None:  # quantized path; the check keeps Y 2-D, so y_num_col_dims is 1
-        emit_chain(ctx, out_name, x, _quant_matmul_steps(ctx, op, quant, x, "Y", 1, None, FuseCode.FUSED_NONE,
+        emit_chain(ctx, out_name, x, _quant_matmul_steps(ctx, v.op, quant, x, "Y", 1, None, FuseCode.FUSED_NONE,
                                                          out_name, xk))
         return
     y_dims = ctx.dims(y_name)
@@ -229,22 +228,20 @@ def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> Opt
 
 
 @converter("matmul", emits=[T.MAT_MUL, T.MUL, *_QUANT_MATMUL_EMITS], check=_check_matmul)
-def convert_matmul(ctx, op):
-    v = OpView(op)
-    _matmul(ctx, op, v.attr_bool("transpose_X", False), v.attr_bool("transpose_Y", False),
+def convert_matmul(ctx: ConversionContext, v: OpView) -> None:
+    _matmul(ctx, v.op, v.attr_bool("transpose_X", False), v.attr_bool("transpose_Y", False),
             v.attr_float("alpha", 1.0))
 
 
 @converter("matmul_v2", emits=[T.MAT_MUL, *_QUANT_MATMUL_EMITS],
            check=lambda op, ctx: _quant_matmul_v_reason(op, ctx, "trans_x", "trans_y"))
-def convert_matmul_v2(ctx, op):
-    v = OpView(op)
-    _matmul(ctx, op, v.attr_bool("trans_x", False), v.attr_bool("trans_y", False))
+def convert_matmul_v2(ctx: ConversionContext, v: OpView) -> None:
+    _matmul(ctx, v.op, v.attr_bool("trans_x", False), v.attr_bool("trans_y", False))
 
 
 @converter("bmm", emits=[T.MAT_MUL])
-def convert_bmm(ctx, op):
-    _matmul(ctx, op, False, False)
+def convert_bmm(ctx: ConversionContext, v: OpView) -> None:
+    _matmul(ctx, v.op, False, False)
 
 
 def _check_dot(op, ctx) -> Optional[str]:
@@ -255,8 +252,7 @@ def _check_dot(op, ctx) -> Optional[str]:
 
 
 @converter("dot", emits=[T.MUL, T.REDUCE_SUM], check=_check_dot)
-def convert_dot(ctx, op):
-    v = OpView(op)
+def convert_dot(ctx: ConversionContext, v: OpView) -> None:
     # Sum of products along the last axis: [N] x [N] -> [], [B, N] x [B, N] -> [B].
     out_name = v.output("Out")
     x, y = ctx.input(v.input("X")), ctx.input(v.input("Y"))

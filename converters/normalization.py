@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from converters.attrs import float_param_const, input_dims, known_dims
+from converters.context import ConversionContext
 from converters.emit import (
     binary,
     binary_step,
@@ -88,28 +89,26 @@ def _channel_norm(ctx, op, layout_attr: str, default_layout: str, emit: Callable
 
 @converter("batch_norm", "sync_batch_norm", emits=[T.BATCH_NORMALIZATION, T.TRANSPOSE],
            check=_check_channel_norm("data_layout"))
-def convert_batch_norm(ctx, op):
-    v = OpView(op)
+def convert_batch_norm(ctx: ConversionContext, v: OpView) -> None:
     # Inference form: the running Mean/Variance normalize; MeanOut, SavedMean etc. are unused.
     def emit(ctx, x, out):
         operands = [ctx.input(v.input(slot)) for slot in ("Scale", "Bias", "Mean", "Variance")]
         ctx.add(T.BATCH_NORMALIZATION, [x, *operands, ctx.const_f32(v.attr_float("epsilon", 1e-5))], [out])
 
-    _channel_norm(ctx, op, "data_layout", "NCHW", emit)
+    _channel_norm(ctx, v.op, "data_layout", "NCHW", emit)
 
 
 @converter("instance_norm", emits=[T.INSTANCE_NORMALIZATION, T.TRANSPOSE],
            check=_check_channel_norm("data_format", needs_affine_dims=True))
-def convert_instance_norm(ctx, op):
-    v = OpView(op)
+def convert_instance_norm(ctx: ConversionContext, v: OpView) -> None:
     def emit(ctx, x, out):
         channels = x.type.dims[1]
         out_name = v.output("Y")
-        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale", x)
-        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias", x)
+        scale = _param_or_default(ctx, v.op, "Scale", channels, 1.0, out_name, "scale", x)
+        bias = _param_or_default(ctx, v.op, "Bias", channels, 0.0, out_name, "bias", x)
         ctx.add(T.INSTANCE_NORMALIZATION, [x, scale, bias, ctx.const_f32(v.attr_float("epsilon", 1e-5))], [out])
 
-    _channel_norm(ctx, op, "data_format", "NCHW", emit)
+    _channel_norm(ctx, v.op, "data_format", "NCHW", emit)
 
 
 def _check_group_norm(op, ctx) -> Optional[str]:
@@ -123,17 +122,16 @@ def _check_group_norm(op, ctx) -> Optional[str]:
 
 
 @converter("group_norm", emits=[T.GROUP_NORMALIZATION, T.TRANSPOSE], check=_check_group_norm)
-def convert_group_norm(ctx, op):
-    v = OpView(op)
+def convert_group_norm(ctx: ConversionContext, v: OpView) -> None:
     def emit(ctx, x, out):
         channels = x.type.dims[1]
         out_name = v.output("Y")
-        scale = _param_or_default(ctx, op, "Scale", channels, 1.0, out_name, "scale", x)
-        bias = _param_or_default(ctx, op, "Bias", channels, 0.0, out_name, "bias", x)
+        scale = _param_or_default(ctx, v.op, "Scale", channels, 1.0, out_name, "scale", x)
+        bias = _param_or_default(ctx, v.op, "Bias", channels, 0.0, out_name, "bias", x)
         ctx.add(T.GROUP_NORMALIZATION, [x, scale, bias, ctx.const_f32(v.attr_float("epsilon", 1e-5)),
                                         ctx.const_i32(v.attr_int("groups", 1))], [out])
 
-    _channel_norm(ctx, op, "data_layout", "NCHW", emit)
+    _channel_norm(ctx, v.op, "data_layout", "NCHW", emit)
 
 
 def _check_affine_channel(op, ctx) -> Optional[str]:
@@ -147,13 +145,12 @@ def _check_affine_channel(op, ctx) -> Optional[str]:
 
 
 @converter("affine_channel", emits=[T.MUL, T.ADD, T.UNSQUEEZE], check=_check_affine_channel)
-def convert_affine_channel(ctx, op):
+def convert_affine_channel(ctx: ConversionContext, v: OpView) -> None:
     """x * scale + bias with one scale and bias per channel (axis 1, or the last axis for NHWC)."""
-    v = OpView(op)
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
     rank = x.type.rank
-    channel_last = is_channel_last(op, "data_layout")
+    channel_last = is_channel_last(v.op, "data_layout")
     trailing = 0 if channel_last else rank - 2  # 1-dims after the channel so it lines up with axis 1
 
     def per_channel(slot):
@@ -186,15 +183,14 @@ def _check_layer_norm(op, ctx) -> Optional[str]:
 
 
 @converter("layer_norm", emits=[T.LAYER_NORMALIZATION], check=_check_layer_norm)
-def convert_layer_norm(ctx, op):
-    v = OpView(op)
+def convert_layer_norm(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Y")
     x = ctx.input(v.input("X"))
     axis = v.attr_int("begin_norm_axis", 1)
     axis = axis + len(x.type.dims) if axis < 0 else axis
     size = int(np.prod(x.type.dims[axis:])) if known_dims(x.type.dims[axis:]) else None
-    scale = _param_or_default(ctx, op, "Scale", size, 1.0, out_name, "scale", x)
-    bias = _param_or_default(ctx, op, "Bias", size, 0.0, out_name, "bias", x)
+    scale = _param_or_default(ctx, v.op, "Scale", size, 1.0, out_name, "scale", x)
+    bias = _param_or_default(ctx, v.op, "Bias", size, 0.0, out_name, "bias", x)
     epsilon = ctx.const_f32(v.attr_float("epsilon", 1e-5))
     ctx.add(T.LAYER_NORMALIZATION, [x, scale, bias, ctx.const_i32(axis), epsilon], [ctx.output(out_name)])
 
@@ -210,11 +206,10 @@ def _check_lrn(op, ctx) -> Optional[str]:
 
 
 @converter("lrn", emits=[T.LRN, T.TRANSPOSE], check=_check_lrn)
-def convert_lrn(ctx, op):
-    v = OpView(op)
+def convert_lrn(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    channel_last = is_channel_last(op, "data_format", "AnyLayout")
+    channel_last = is_channel_last(v.op, "data_format", "AnyLayout")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
     # Paddle's lrn: x / (k + alpha * sum of x^2 over the n-channel window)^beta (alpha not divided by n),
@@ -228,8 +223,7 @@ def convert_lrn(ctx, op):
 
 
 @converter("norm", emits=[T.MUL, T.REDUCE_SUM, T.ADD, T.POW, T.DIV])
-def convert_norm(ctx, op):
-    v = OpView(op)
+def convert_norm(ctx: ConversionContext, v: OpView) -> None:
     # Paddle's norm is x / sqrt(sum(x^2) + epsilon) along axis, with Norm = sqrt(sum(x^2) + epsilon).
     # LP_NORMALIZATION adds epsilon outside the root, which differs for small vectors, so spell it out.
     out_name = v.output("Out")
@@ -254,8 +248,7 @@ def _count_non_zero_step(ctx, x, out):
 
 @converter("p_norm", emits=[T.ABS, T.POW, T.REDUCE_SUM, T.REDUCE_MAX, T.MUL, T.RESHAPE, T.SQUEEZE, T.NOT_EQUAL,
                             T.CAST, T.FILL_LIKE])
-def convert_p_norm(ctx, op):
-    v = OpView(op)
+def convert_p_norm(ctx: ConversionContext, v: OpView) -> None:
     # p_norm is the norm itself: (sum |x|^p)^(1/p) over axis; +inf / -inf orders are max / min of |x|; order 0
     # counts the non-zeros. epsilon only guards Paddle's gradient.
     out_name = v.output("Out")

@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 
 from converters.attrs import input_dims, known_dims
+from converters.context import ConversionContext
 from converters.conv import run_time_hw
 from converters.emit import (
     binary,
@@ -238,20 +239,19 @@ _POOL_EMITS = [T.AVERAGE_POOL_2D, T.MAX_POOL_2D, T.ADAPTIVE_AVERAGE_POOL_2D, T.A
 
 
 @converter("pool2d", emits=_POOL_EMITS, check=_check_pool2d)
-def convert_pool2d(ctx, op):
-    v = OpView(op)
+def convert_pool2d(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    channel_last = is_channel_last(op, "data_format")
+    channel_last = is_channel_last(v.op, "data_format")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
-    kind, ksize, strides, pads, auto_pad = _pool_geometry(op, x.type.dims)
+    kind, ksize, strides, pads, auto_pad = _pool_geometry(v.op, x.type.dims)
     pooling_type = v.attr_str("pooling_type", "max")
-    form = _paddle_pool_form(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type) if kind == "window" else None
+    form = _paddle_pool_form(ctx, v.op, x, ksize, strides, pads, auto_pad, pooling_type) if kind == "window" else None
     if form is not None:
-        steps = _paddle_pool_steps(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type, form)
+        steps = _paddle_pool_steps(ctx, v.op, x, ksize, strides, pads, auto_pad, pooling_type, form)
     else:
-        steps = [("pool", _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, pooling_type))]
+        steps = [("pool", _pool_steps(ctx, v.op, x, kind, ksize, strides, pads, auto_pad, pooling_type))]
     if channel_last:
         steps.append(("channel_last", transpose_step(channel_last_perm(4))))
     emit_chain(ctx, out_name, x, steps)
@@ -280,16 +280,15 @@ def _check_max_pool_with_index(op, ctx) -> Optional[str]:
 
 
 @converter("max_pool2d_with_index", emits=[T.MAX_POOL_2D, T.ADAPTIVE_MAX_POOL_2D], check=_check_max_pool_with_index)
-def convert_max_pool2d_with_index(ctx, op):
-    v = OpView(op)
+def convert_max_pool2d_with_index(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    kind, ksize, strides, pads, auto_pad = _pool_geometry(op, x.type.dims)
+    kind, ksize, strides, pads, auto_pad = _pool_geometry(v.op, x.type.dims)
     if kind == "global" and not v.attr("global_pooling", False):
         kind = "adaptive"  # adaptive [1, 1] keeps its flat argmax indices either way
     mask_name = v.optional_output("Mask")
     mask = ctx.output(mask_name) if mask_name else ctx.temp(out_name, "mask")
-    step = _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, "max", index_operand=mask)
+    step = _pool_steps(ctx, v.op, x, kind, ksize, strides, pads, auto_pad, "max", index_operand=mask)
     emit_chain(ctx, out_name, x, [("pool", step)])
 
 
@@ -343,8 +342,7 @@ def _check_unpool(op, ctx) -> Optional[str]:
 
 @converter("unpool", emits=[T.SHAPE, T.SLICE, T.CONCAT, T.RESHAPE, T.MUL, T.CAST, T.RANGE, T.FLOOR_DIV, T.SUB, T.MIN, T.GATHER,
                             T.UNSQUEEZE, T.ADD, T.EQUAL, T.WHERE], check=_check_unpool)
-def convert_unpool(ctx, op):
-    v = OpView(op)
+def convert_unpool(ctx: ConversionContext, v: OpView) -> None:
     var = v.output("Out")
     x = ctx.input(v.input("X"))
     indices = ctx.input(v.input("Indices"))
@@ -360,8 +358,8 @@ def convert_unpool(ctx, op):
             ctx, value, Precision.INT32, ctx.temp(var, purpose))
 
     in_shape = out(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], "in_shape")
-    if var_attr_names(op.attrs.get("output_size")):  # a run-time size (ENet: the pooled tensor's shape)
-        size = run_time_hw(ctx, op, "output_size", var)
+    if var_attr_names(v.op.attrs.get("output_size")):  # a run-time size (ENet: the pooled tensor's shape)
+        size = run_time_hw(ctx, v.op, "output_size", var)
     elif v.attr_ints("output_size", []):
         size = ctx.const_i32(v.attr_ints("output_size", [])[-2:])
     else:  # Paddle's default (in - 1) * stride - 2 * padding + ksize, which is in * k here

@@ -42,6 +42,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
@@ -381,31 +382,29 @@ def _check_quantize_linear(op, ctx) -> Optional[str]:
 
 
 @converter("quantize_linear", emits=[T.QUANTIZE, T.MAX, T.MIN], check=_check_quantize_linear)
-def convert_quantize_linear(ctx, op):
+def convert_quantize_linear(ctx: ConversionContext, v: OpView) -> None:
     """Y = clip(round(X / step), -qmax - 1, qmax) (round_type 0) or round(clip(X, -Scale, Scale) / step)
     (round_type 1) with step = Scale / qmax (ZeroPoint and qmin are ignored by Paddle's kernel, so here
     too); only_observer passes X through."""
-    v = OpView(op)
     y = v.output("Y")
     x = ctx.input(v.input("X"))
     if v.attr("only_observer", False):
         ctx.bind(y, x)  # the observer only records the scale; Paddle returns X unchanged
         return
     axis = v.attr_int("quant_axis", 0)
-    _quantize(ctx, dequantized(ctx, x, y, "float"), _steps(ctx, op), axis, v.attr_int("round_type", 0),
+    _quantize(ctx, dequantized(ctx, x, y, "float"), _steps(ctx, v.op), axis, v.attr_int("round_type", 0),
               ctx.output(y), y, v.attr_int("qmax", INT8_MAX))
 
 
 @converter("dequantize_linear", emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=lambda op, ctx: _linear_reason(op, ctx, False))
-def convert_dequantize_linear(ctx, op):
+def convert_dequantize_linear(ctx: ConversionContext, v: OpView) -> None:
     """Y = X x step (per channel along quant_axis). A persistable X (an int8 or float weight) folds into
     a float constant; a quantized operand (a quantize_linear result) is DEQUANTIZEd; a float or integer X
     (Paddle's float-held integers) is multiplied by the step. Paddle multiplies by a zero or negative Scale
     too (X x Scale / qmax): such steps are no NNAdapter quantization scale, so they always take the multiply."""
-    v = OpView(op)
     y = v.output("Y")
     x_name = v.input("X")
-    steps = _steps(ctx, op)
+    steps = _steps(ctx, v.op)
     axis = v.attr_int("quant_axis", 0)
     if v.attr("only_observer", False):
         ctx.bind(y, ctx.input(x_name))
@@ -480,9 +479,8 @@ def fake_quant_dequant(values: np.ndarray, thresholds: np.ndarray, round_type: i
 
 # Folded into a constant weight; ASSIGN only when that constant is itself a subgraph output (as assign_value).
 @converter("fake_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_abs_max)
-def convert_fake_quantize_dequantize_abs_max(ctx, op):
+def convert_fake_quantize_dequantize_abs_max(ctx: ConversionContext, v: OpView) -> None:
     """A persistable X folds to its per-layer quant-dequant (threshold max |X|); OutScale is that threshold."""
-    v = OpView(op)
     value = ctx.param(v.input("X"))
     threshold = np.array([np.max(np.abs(value))], dtype=np.float32)
     out = fake_quant_dequant(value, threshold, v.attr_int("round_type", 1))
@@ -506,9 +504,8 @@ def _check_fake_channel_wise(op, ctx) -> Optional[str]:
 
 
 @converter("fake_channel_wise_quantize_dequantize_abs_max", emits=[T.ASSIGN], check=_check_fake_channel_wise)
-def convert_fake_channel_wise_quantize_dequantize_abs_max(ctx, op):
+def convert_fake_channel_wise_quantize_dequantize_abs_max(ctx: ConversionContext, v: OpView) -> None:
     """A persistable X folds to its quant-dequant with one threshold (max |X|) per index of quant_axis."""
-    v = OpView(op)
     value = ctx.param(v.input("X"))
     axis = v.attr_int("quant_axis", 0)
     others = tuple(a for a in range(value.ndim) if a != axis)
@@ -537,14 +534,13 @@ def _check_fake_moving_average(op, ctx) -> Optional[str]:
 
 @converter("fake_quantize_dequantize_moving_average_abs_max", emits=[T.MAX, T.QUANTIZE, T.DEQUANTIZE],
            check=_check_fake_moving_average)
-def convert_fake_quantize_dequantize_moving_average_abs_max(ctx, op):
+def convert_fake_quantize_dequantize_moving_average_abs_max(ctx: ConversionContext, v: OpView) -> None:
     """Inference form: QUANTIZE with step InScale / 127, then DEQUANTIZE. OutScale stays unbound: Paddle
     does not write it when is_test is set."""
-    v = OpView(op)
     out = v.output("Out")
     x = dequantized(ctx, ctx.input(v.input("X")), out, "float")
     quant = ctx.temp(out, "quant")
-    _quantize(ctx, x, _steps(ctx, op, "InScale"), -1, v.attr_int("round_type", 1), quant, out)
+    _quantize(ctx, x, _steps(ctx, v.op, "InScale"), -1, v.attr_int("round_type", 1), quant, out)
     ctx.add(T.DEQUANTIZE, [quant], [ctx.output(out)])
 
 
@@ -780,16 +776,15 @@ def _fake_readers_take_int8(ctx, op, out: str, x: Operand) -> bool:
 
 @converter(*FAKE_ACTIVATION_QUANT_OPS, emits=[T.MAX, T.MIN, T.QUANTIZE, T.DEQUANTIZE, T.MUL, T.ADD, T.FLOOR],
            check=_check_fake_moving_average)  # the same InScale rules
-def convert_fake_quantize_activation(ctx, op):
+def convert_fake_quantize_activation(ctx: ConversionContext, v: OpView) -> None:
     """Inference form (is_test): Out = round(clip(X, -s, s) / s x 127) (round_type 1, the default: ties away
     from zero) or clip(round_half_even(X / s x 127), -128, 127) (round_type 0), s = InScale; OutScale and the
     moving-average state are not written. Out is the QUANTIZE result itself when every reader is a product
     in the fake form (see the section comment), else those integers as float32 (DEQUANTIZE, x 1/step, rounded)."""
-    v = OpView(op)
     out = v.output("Out")
     x = dequantized(ctx, ctx.input(v.input("X")), out, "float")
-    steps = _steps(ctx, op, "InScale")
-    direct = _fake_readers_take_int8(ctx, op, out, x)
+    steps = _steps(ctx, v.op, "InScale")
+    direct = _fake_readers_take_int8(ctx, v.op, out, x)
     quant = ctx.output(out) if direct else ctx.temp(out, "quant")
     _quantize(ctx, x, steps, -1, v.attr_int("round_type", 1), quant, out)
     if not direct:
@@ -839,15 +834,14 @@ def _fake_channel_axis(op) -> int:
 
 
 @converter(*FAKE_DEQUANT_OPS, emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=_check_fake_dequant)
-def convert_fake_dequantize(ctx, op):
+def convert_fake_dequantize(ctx: ConversionContext, v: OpView) -> None:
     """Out = X x Scale / max_range (fake_dequantize_max_abs), X x scale[c] / max_range along quant_axis (one
     channel-wise scale) or X x scale[c] x s / max_range along x_num_col_dims (two), with max_range the product
     of 2^(bits-1) - 1 over quant_bits. X from a fake-form product (QUANT_INT32 with exactly that factor as its
     scale) becomes a DEQUANTIZE; a parameter folds; anything else is multiplied."""
-    v = OpView(op)
     out = v.output("Out")
     x_name = v.input("X")
-    if op.type == "fake_dequantize_max_abs":
+    if v.op.type == "fake_dequantize_max_abs":
         factor = np.array([float(ctx.param(v.input("Scale")).reshape(-1)[0]) / v.attr_float("max_range", 1.0)])
         axis = -1
     else:
@@ -857,7 +851,7 @@ def convert_fake_dequantize(ctx, op):
         factor = ctx.param(scales[0]).astype(np.float64).reshape(-1) / max_range
         if len(scales) == 2:
             factor = factor * float(ctx.param(scales[1]).reshape(-1)[0])
-        axis = _fake_channel_axis(op) if factor.size > 1 else -1
+        axis = _fake_channel_axis(v.op) if factor.size > 1 else -1
     if ctx.is_param(x_name):
         value = ctx.param(x_name)
         folded = value.astype(np.float64) * factor.reshape(_broadcast_shape(factor, axis, value.ndim))
@@ -910,11 +904,10 @@ def _check_fake_weight_quant(op, ctx) -> Optional[str]:
 
 @converter("fake_quantize_abs_max", "fake_channel_wise_quantize_abs_max", emits=[T.ASSIGN],
            check=_check_fake_weight_quant)
-def convert_fake_quantize_weight(ctx, op):
+def convert_fake_quantize_weight(ctx: ConversionContext, v: OpView) -> None:
     """A persistable X folds to its integers with threshold max |X| (per layer, or per index of quant_axis)."""
-    v = OpView(op)
     value = ctx.param(v.input("X"))
-    if op.type == "fake_channel_wise_quantize_abs_max":
+    if v.op.type == "fake_channel_wise_quantize_abs_max":
         axis = v.attr_int("quant_axis", 0)
         others = tuple(a for a in range(value.ndim) if a != axis)
         thresholds = np.max(np.abs(value), axis=others, keepdims=True).astype(np.float32)
@@ -1044,8 +1037,7 @@ def _check_calib(op, ctx) -> Optional[str]:
 
 
 @converter("calib", emits=[T.QUANTIZE, T.DEQUANTIZE, T.CAST, T.MUL], check=_check_calib)
-def convert_calib(ctx, op):
-    v = OpView(op)
+def convert_calib(ctx: ConversionContext, v: OpView) -> None:
     # Paddle Lite's calib: float -> int8 is round(x / scale); int8 -> float is q * scale.
     x = ctx.input(v.input("Input"))
     out_name = v.output("Out")

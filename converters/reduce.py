@@ -69,39 +69,35 @@ def _reduce_to_output(ctx: ConversionContext, op, type: T, x, axes, keepdim):
 
 
 @converter("reduce_mean", emits=[T.REDUCE_MEAN, T.CAST], check=check_out_dtype)
-def convert_reduce_mean(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_reduce_mean(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
-    _reduce_to_output(ctx, op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False))
+    _reduce_to_output(ctx, v.op, T.REDUCE_MEAN, x, _axes_for(ctx, x, reduce_axes(v.op)), v.attr_bool("keep_dim", False))
 
 
 @converter("mean", emits=[T.REDUCE_MEAN])
-def convert_mean(ctx: ConversionContext, op):
+def convert_mean(ctx: ConversionContext, v: OpView) -> None:
     """The mean of every element: a 0-D result, as Paddle 3's mean op."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     _reduce(ctx, T.REDUCE_MEAN, x, [], False, ctx.output(v.output("Out")))
 
 
 @converter("reduce_max", emits=[T.REDUCE_MAX, T.CAST], check=check_out_dtype)
-def convert_reduce_max(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_reduce_max(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
-    _reduce_to_output(ctx, op, T.REDUCE_MAX, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False))
+    _reduce_to_output(ctx, v.op, T.REDUCE_MAX, x, _axes_for(ctx, x, reduce_axes(v.op)), v.attr_bool("keep_dim", False))
 
 
 @converter("reduce_sum", emits=[T.REDUCE_SUM, T.CAST], check=check_out_dtype)
-def convert_reduce_sum(ctx: ConversionContext, op):
+def convert_reduce_sum(ctx: ConversionContext, v: OpView) -> None:
     """Paddle sums bool and int32 inputs into int64 unless `out_dtype` says otherwise; the input is cast
     first so the sum accumulates in the output's type, as Paddle's kernel does."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
-    precision = _out_dtype(op)
+    precision = _out_dtype(v.op)
     if precision is None:
         precision = Precision.INT64 if x.type.precision in (Precision.BOOL8, Precision.INT32) else x.type.precision
     x = ctx.cast(x, precision, var, "sum_input")
-    _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(op)), v.attr_bool("keep_dim", False),
+    _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(v.op)), v.attr_bool("keep_dim", False),
             ctx.output(var))
 
 
@@ -128,21 +124,20 @@ def _drop_reduced(ctx: ConversionContext, kept, rank: int, axes: list, var: str,
 
 
 @converter("reduce_min", emits=[T.REDUCE_MAX, T.MUL, T.SUB, T.SQUEEZE, T.CAST], check=check_out_dtype)
-def convert_reduce_min(ctx: ConversionContext, op):
+def convert_reduce_min(ctx: ConversionContext, v: OpView) -> None:
     """min(x) = -max(-x) (integers: -1 - max(-1 - x)). The reduction keeps its dims until the second
     negation, whose shape-[1] constant would otherwise turn a 0-D result into [1]."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     rank = ctx.rank(x)
-    axes = _axes_for(ctx, x, reduce_axes(op))
+    axes = _axes_for(ctx, x, reduce_axes(v.op))
     keepdim = v.attr_bool("keep_dim", False)
     flipped = _negate(ctx, x, var, "negated")
     peak = _reduce(ctx, T.REDUCE_MAX, flipped, axes, True, ctx.temp(var, "max"))
     low = _negate(ctx, peak, var, "min_kept")
     if not keepdim:
         low = _drop_reduced(ctx, low, rank, axes, var, "min")
-    _finish(ctx, op, low, _out_dtype(op))
+    _finish(ctx, v.op, low, _out_dtype(v.op))
 
 
 def _any(ctx: ConversionContext, x, axes, keepdim: bool, var: str, out):
@@ -158,17 +153,15 @@ def _any(ctx: ConversionContext, x, axes, keepdim: bool, var: str, out):
 
 
 @converter("reduce_any", emits=[T.NOT_EQUAL, T.CAST, T.REDUCE_MAX])
-def convert_reduce_any(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_reduce_any(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     var = v.output("Out")
-    _any(ctx, x, reduce_axes(op), v.attr_bool("keep_dim", False), var, ctx.output(var))
+    _any(ctx, x, reduce_axes(v.op), v.attr_bool("keep_dim", False), var, ctx.output(var))
 
 
 @converter("reduce_all", emits=[T.NOT_EQUAL, T.NOT, T.CAST, T.REDUCE_MAX])
-def convert_reduce_all(ctx: ConversionContext, op):
+def convert_reduce_all(ctx: ConversionContext, v: OpView) -> None:
     """all(x) = not any(not x)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     if x.type.precision != Precision.BOOL8:
@@ -177,19 +170,18 @@ def convert_reduce_all(ctx: ConversionContext, op):
         x = nonzero
     inverted = ctx.temp(var, "not_x")
     ctx.add(T.NOT, [x], [inverted])
-    some_false = _any(ctx, inverted, reduce_axes(op), v.attr_bool("keep_dim", False), var, ctx.temp(var, "any"))
+    some_false = _any(ctx, inverted, reduce_axes(v.op), v.attr_bool("keep_dim", False), var, ctx.temp(var, "any"))
     ctx.add(T.NOT, [some_false], [ctx.output(var)])
 
 
 @converter("logsumexp", emits=[T.REDUCE_MAX, T.SUB, T.EXP, T.REDUCE_SUM, T.LOG, T.ADD, T.SQUEEZE])
-def convert_logsumexp(ctx: ConversionContext, op):
+def convert_logsumexp(ctx: ConversionContext, v: OpView) -> None:
     """max + log(sum(exp(x - max))) over `axis`; `reduce_all`, [] or a missing `axis` (Paddle's op
     default is []) = every axis."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     keepdim = v.attr_bool("keepdim", False)
-    axes = _axes_for(ctx, x, reduce_axes(op, "axis", "reduce_all", default=()))
+    axes = _axes_for(ctx, x, reduce_axes(v.op, "axis", "reduce_all", default=()))
     peak = _reduce(ctx, T.REDUCE_MAX, x, axes, True, ctx.temp(var, "max"))
     shifted = binary(ctx, T.SUB, x, peak, ctx.temp(var, "shifted"))
     exps = ctx.temp(var, "exp")
@@ -246,19 +238,18 @@ def _convert_arg(ctx: ConversionContext, op, type: T):
 
 
 @converter("arg_max", emits=[T.ARG_MAX, T.RESHAPE], check=check_arg)
-def convert_arg_max(ctx: ConversionContext, op):
-    _convert_arg(ctx, op, T.ARG_MAX)
+def convert_arg_max(ctx: ConversionContext, v: OpView) -> None:
+    _convert_arg(ctx, v.op, T.ARG_MAX)
 
 
 @converter("arg_min", emits=[T.ARG_MIN, T.RESHAPE], check=check_arg)
-def convert_arg_min(ctx: ConversionContext, op):
-    _convert_arg(ctx, op, T.ARG_MIN)
+def convert_arg_min(ctx: ConversionContext, v: OpView) -> None:
+    _convert_arg(ctx, v.op, T.ARG_MIN)
 
 
 @converter("cumsum", emits=[T.CUM_SUM, T.RESHAPE])
-def convert_cumsum(ctx: ConversionContext, op):
+def convert_cumsum(ctx: ConversionContext, v: OpView) -> None:
     """Running sum along `axis` (default -1); `flatten` sums the flattened tensor (a 1-D result)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     axis = v.attr_int("axis", -1)
@@ -303,23 +294,20 @@ def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: 
 
 
 @converter("top_k", emits=[T.TOP_K, T.RESHAPE])
-def convert_top_k(ctx: ConversionContext, op):
+def convert_top_k(ctx: ConversionContext, v: OpView) -> None:
     """The k largest along the last axis, sorted; indices INT64."""
-    v = OpView(op)
-    _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), -1, True, True)
+    _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), -1, True, True)
 
 
 @converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE])
-def convert_top_k_v2(ctx: ConversionContext, op):
-    v = OpView(op)
-    _top_k(ctx, op, ctx.input(v.input("X")), _k_operand(ctx, op), v.attr_int("axis", -1),
+def convert_top_k_v2(ctx: ConversionContext, v: OpView) -> None:
+    _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), v.attr_int("axis", -1),
            v.attr_bool("largest", True), v.attr_bool("sorted", True))
 
 
 @converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE])
-def convert_argsort(ctx: ConversionContext, op):
+def convert_argsort(ctx: ConversionContext, v: OpView) -> None:
     """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     axis = v.attr_int("axis", -1)
@@ -333,4 +321,4 @@ def convert_argsort(ctx: ConversionContext, op):
         k = ctx.temp(var, "k")
         stop = axis + 1 if axis != -1 else len(dims)
         ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i32([axis]), ctx.const_i32([stop]), None], [k])
-    _top_k(ctx, op, x, k, axis, v.attr_bool("descending", False), True)
+    _top_k(ctx, v.op, x, k, axis, v.attr_bool("descending", False), True)

@@ -3,7 +3,10 @@
 One decorator next to each converter registers it:
 
     @converter("relu", emits=[OperationType.RELU])
-    def convert_relu(ctx, op): ...
+    def convert_relu(ctx: ConversionContext, v: OpView) -> None: ...
+
+A converter receives the op as an `OpView` (its slots and attributes, typed readers; `v.op` is the loader's
+op, for the helpers that take one) with its tensor-valued attributes already folded where they are known.
 
 `emits` lists every NNAdapter operation the converter may emit (the `ops` command and the device support
 query read it); `check(op, ctx) -> str | None` optionally rejects attribute combinations the emitted
@@ -14,32 +17,41 @@ A converter never names a device.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
+from converters.op_view import OpView
 from nnadapter_bridge.nnadapter.codes import OperationType
+
+if TYPE_CHECKING:
+    from converters.context import ConversionContext
+
+ConverterFn = Callable[["ConversionContext", OpView], None]
+# check(op, ctx): the op (a loader OpInfo) and the context, or None during partitioning; the reason or None.
+CheckFn = Callable[..., Optional[str]]
 
 
 @dataclasses.dataclass(frozen=True)
 class ConverterSpec:
     op_type: str
-    fn: Callable
-    emits: tuple
-    check: Optional[Callable] = None
+    fn: ConverterFn
+    emits: tuple[OperationType, ...]
+    check: Optional[CheckFn] = None
 
 
 CONVERTERS: dict[str, ConverterSpec] = {}
 
 
-def converter(op_type: str, *aliases: str, emits: Iterable[OperationType], check: Optional[Callable] = None):
-    """Register the decorated `fn(ctx, op)` for `op_type` and its aliases."""
-    emits = tuple(OperationType(e) for e in emits)
+def converter(op_type: str, *aliases: str, emits: Iterable[OperationType],
+              check: Optional[CheckFn] = None) -> Callable[[ConverterFn], ConverterFn]:
+    """Register the decorated `fn(ctx, v: OpView)` for `op_type` and its aliases."""
+    emitted = tuple(OperationType(e) for e in emits)
 
-    def register(fn):
+    def register(fn: ConverterFn) -> ConverterFn:
         for name in (op_type, *aliases):
             if name in CONVERTERS:
                 raise ValueError(f"converter for Paddle op '{name}' registered twice "
                                  f"({CONVERTERS[name].fn.__module__} and {fn.__module__})")
-            CONVERTERS[name] = ConverterSpec(name, fn, emits, check)
+            CONVERTERS[name] = ConverterSpec(name, fn, emitted, check)
         return fn
 
     return register

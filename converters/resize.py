@@ -22,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from converters.attrs import input_dims, known_dims
+from converters.context import ConversionContext
 from converters.emit import emit_chain, transpose_step
 from converters.layout import channel_last_perm, is_channel_last, layout_reason, to_channel_first
 from converters.op_view import OpView
@@ -110,14 +111,13 @@ def _interp_size_and_scales(ctx, op, in_hw):
 
 @converter("nearest_interp", "nearest_interp_v2", "bilinear_interp", "bilinear_interp_v2",
            emits=[T.RESIZE_NEAREST, T.RESIZE_LINEAR, T.CONCAT, T.CAST, T.RESHAPE, T.TRANSPOSE], check=_check_interp)
-def convert_interp(ctx, op):
-    v = OpView(op)
+def convert_interp(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
-    channel_last = is_channel_last(op, "data_layout")
+    channel_last = is_channel_last(v.op, "data_layout")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
-    shape, scales = _interp_size_and_scales(ctx, op, x.type.dims[2:])
+    shape, scales = _interp_size_and_scales(ctx, v.op, x.type.dims[2:])
     align_corners = v.attr_bool("align_corners", True)
     if v.type.startswith("nearest"):
         resize = lambda ctx, x, out: ctx.add(  # noqa: E731
@@ -218,12 +218,11 @@ def _size_and_scales(ctx, op):
 
 @converter("linear_interp_v2", emits=[T.RESIZE_LINEAR, T.RESHAPE, T.CONCAT, T.CAST, T.TRANSPOSE],
            check=_check_linear_1d)
-def convert_linear_interp_1d(ctx, op):
-    v = OpView(op)
+def convert_linear_interp_1d(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
     channel_last = v.attr_str("data_layout", "NCW") in _CHANNEL_LAST
-    shape, scales = _size_and_scales(ctx, op)
+    shape, scales = _size_and_scales(ctx, v.op)
     align_corners = ctx.const_bool(v.attr_bool("align_corners", True))
     align_mode = ctx.const_i32(v.attr_int("align_mode", 1))
     steps = [("channel_first", transpose_step([0, 2, 1]))] if channel_last else []

@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 
 from converters.attrs import input_dims
+from converters.context import ConversionContext
 from converters.emit import cast_to
 from converters.layout import explicit_pads
 from converters.op_view import OpView
@@ -66,12 +67,11 @@ def _batch_indices(ctx, op, rois, out_name: str):
 
 @converter("roi_align", emits=[T.ROI_ALIGN, T.SLICE, T.FILL_LIKE, T.RESHAPE, T.CAST, T.CUM_SUM, T.SHAPE, T.RANGE,
                                 T.UNSQUEEZE, T.GREATER_EQUAL, T.REDUCE_SUM], check=_check_roi_align)
-def convert_roi_align(ctx, op):
-    v = OpView(op)
+def convert_roi_align(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
     x, rois = ctx.input(v.input("X")), ctx.input(v.input("ROIs"))
     operands = [
-        x, rois, _batch_indices(ctx, op, rois, out_name),
+        x, rois, _batch_indices(ctx, v.op, rois, out_name),
         ctx.const_i32(v.attr_int("pooled_height", 1)), ctx.const_i32(v.attr_int("pooled_width", 1)),
         ctx.const_i32(v.attr_int("sampling_ratio", -1)), ctx.const_f32(v.attr_float("spatial_scale", 1.0)),
         ctx.const_bool(v.attr_bool("aligned", False)),
@@ -92,8 +92,7 @@ def _check_deformable_conv(op, ctx) -> Optional[str]:
 
 
 @converter("deformable_conv", "deformable_conv_v1", emits=[T.DEFORMABLE_CONV_2D], check=_check_deformable_conv)
-def convert_deformable_conv(ctx, op):
-    v = OpView(op)
+def convert_deformable_conv(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Output")
     filter_operand = ctx.input(v.input("Filter"))
     mask = v.optional_input("Mask") if v.type == "deformable_conv" else None
@@ -130,8 +129,7 @@ def _check_grid_sampler(op, ctx) -> Optional[str]:
 
 
 @converter("grid_sampler", emits=[T.GRID_SAMPLE], check=_check_grid_sampler)
-def convert_grid_sampler(ctx, op):
-    v = OpView(op)
+def convert_grid_sampler(ctx: ConversionContext, v: OpView) -> None:
     operands = [
         ctx.input(v.input("X")), ctx.input(v.input("Grid")),
         ctx.const_bool(v.attr_bool("align_corners", True)),

@@ -31,19 +31,17 @@ INT64_MIN = int(np.iinfo(np.int64).min)
 
 
 @converter("reshape", "reshape2", emits=[T.RESHAPE, T.CONCAT, T.CAST])
-def convert_reshape(ctx: ConversionContext, op):
+def convert_reshape(ctx: ConversionContext, v: OpView) -> None:
     """Shape source priority: the `ShapeTensor` list, then the `Shape` tensor, then the `shape` attr
     (0 copies the input dim, -1 is inferred: RESHAPE's own rule). `XShape` is not produced."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    shape = ctx.ints_operand(op, "shape", tensor="Shape", tensor_list="ShapeTensor", list_first=True)
+    shape = ctx.ints_operand(v.op, "shape", tensor="Shape", tensor_list="ShapeTensor", list_first=True)
     ctx.add(T.RESHAPE, [x, shape], [ctx.output(v.output("Out"))])
 
 
 @converter("flatten", "flatten2", emits=[T.RESHAPE, T.FLATTEN])
-def convert_flatten(ctx: ConversionContext, op):
+def convert_flatten(ctx: ConversionContext, v: OpView) -> None:
     """A 2-D result [prod(dims[:axis]), prod(dims[axis:])]; `axis` (default 1) lies in [0, rank]."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     rank = ctx.rank(x)
     axis = v.attr_int("axis", 1)
@@ -63,8 +61,7 @@ def convert_flatten(ctx: ConversionContext, op):
 
 
 @converter("flatten_contiguous_range", emits=[T.FLATTEN])
-def convert_flatten_contiguous_range(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_flatten_contiguous_range(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     start, stop = v.attr_int("start_axis", 1), v.attr_int("stop_axis", 1)
     if ctx.rank(x) == 0:
@@ -73,9 +70,8 @@ def convert_flatten_contiguous_range(ctx: ConversionContext, op):
 
 
 @converter("squeeze", "squeeze2", emits=[T.SQUEEZE])
-def convert_squeeze(ctx: ConversionContext, op):
+def convert_squeeze(ctx: ConversionContext, v: OpView) -> None:
     """`axes` empty (the default) removes every size-1 dim; named axes whose dim is not 1 are kept."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     axes = v.attr_ints("axes")
     ctx.add(T.SQUEEZE, [x, ctx.const_i32(axes) if axes else None], [ctx.output(v.output("Out"))])
@@ -83,16 +79,14 @@ def convert_squeeze(ctx: ConversionContext, op):
 
 @converter("unsqueeze", "unsqueeze2", emits=[T.UNSQUEEZE, T.CONCAT, T.CAST],
            check=needs_constant("AxesTensor", "AxesTensorList", what="UNSQUEEZE's axes"))
-def convert_unsqueeze(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_unsqueeze(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
-    axes = ctx.ints_operand(op, "axes", tensor="AxesTensor", tensor_list="AxesTensorList", list_first=False)
+    axes = ctx.ints_operand(v.op, "axes", tensor="AxesTensor", tensor_list="AxesTensorList", list_first=False)
     ctx.add(T.UNSQUEEZE, [x, axes], [ctx.output(v.output("Out"))])
 
 
 @converter("transpose", "transpose2", emits=[T.TRANSPOSE])
-def convert_transpose(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_transpose(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     perm = v.attr_ints("axis")
     ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [ctx.output(v.output("Out"))])
@@ -102,22 +96,20 @@ def convert_transpose(ctx: ConversionContext, op):
 
 
 @converter("expand", emits=[T.TILE, T.CONCAT, T.CAST])
-def convert_expand(ctx: ConversionContext, op):
+def convert_expand(ctx: ConversionContext, v: OpView) -> None:
     """expand (v1) repeats each dim `expand_times[i]` times: TILE. `ExpandTimes` wins over the
     `expand_times_tensor` list, which wins over the attr."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    times = ctx.ints_operand(op, "expand_times", tensor="ExpandTimes", tensor_list="expand_times_tensor",
+    times = ctx.ints_operand(v.op, "expand_times", tensor="ExpandTimes", tensor_list="expand_times_tensor",
                              list_first=False)
     ctx.add(T.TILE, [x, times], [ctx.output(v.output("Out"))])
 
 
 @converter("expand_v2", emits=[T.EXPAND, T.CONCAT, T.CAST])
-def convert_expand_v2(ctx: ConversionContext, op):
+def convert_expand_v2(ctx: ConversionContext, v: OpView) -> None:
     """Broadcast to `shape` (-1 keeps the input dim): `Shape`, then `expand_shapes_tensor`, then the attr."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    shape = ctx.ints_operand(op, "shape", tensor="Shape", tensor_list="expand_shapes_tensor", list_first=False)
+    shape = ctx.ints_operand(v.op, "shape", tensor="Shape", tensor_list="expand_shapes_tensor", list_first=False)
     ctx.add(T.EXPAND, [x, shape], [ctx.output(v.output("Out"))])
 
 
@@ -131,9 +123,8 @@ def _check_broadcast_tensors(op, ctx) -> Optional[str]:
 
 
 @converter("broadcast_tensors", emits=[T.EXPAND, T.ASSIGN], check=_check_broadcast_tensors)
-def convert_broadcast_tensors(ctx: ConversionContext, op):
+def convert_broadcast_tensors(ctx: ConversionContext, v: OpView) -> None:
     """Every X broadcast to the inputs' common shape (numpy's rule, as paddle.broadcast_tensors): an EXPAND each."""
-    v = OpView(op)
     parts = [ctx.input(n) for n in v.inputs("X")]
     outs = v.outputs("Out")
     if len(parts) != len(outs):
@@ -150,10 +141,9 @@ def convert_broadcast_tensors(ctx: ConversionContext, op):
 
 
 @converter("expand_as_v2", emits=[T.EXPAND, T.SHAPE])
-def convert_expand_as(ctx: ConversionContext, op):
+def convert_expand_as(ctx: ConversionContext, v: OpView) -> None:
     """Broadcast X to the dims of Y when given (its static dims, else its SHAPE at run time), else to
     the `target_shape` attr."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out = ctx.output(v.output("Out"))
     target_names = v.inputs("Y") or v.inputs("target_tensor")
@@ -171,13 +161,12 @@ def convert_expand_as(ctx: ConversionContext, op):
 
 
 @converter("tile", emits=[T.TILE, T.CONCAT, T.CAST, T.ASSIGN])
-def convert_tile(ctx: ConversionContext, op):
+def convert_tile(ctx: ConversionContext, v: OpView) -> None:
     """`RepeatTimes`, then `repeat_times_tensor`, then the attr; the shorter of repeats and dims gets
     leading 1s (TILE's rule, as paddle.tile)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out = ctx.output(v.output("Out"))
-    repeats = ctx.ints_operand(op, "repeat_times", tensor="RepeatTimes", tensor_list="repeat_times_tensor",
+    repeats = ctx.ints_operand(v.op, "repeat_times", tensor="RepeatTimes", tensor_list="repeat_times_tensor",
                                list_first=False)
     if repeats.is_constant and repeats.value is not None and repeats.value.size < ctx.rank(x):
         # Spelled out (OpenVINO's Tile reads an empty repeats list as garbage rather than "repeat nothing").
@@ -193,8 +182,7 @@ def convert_tile(ctx: ConversionContext, op):
 
 
 @converter("shuffle_channel", emits=[T.CHANNEL_SHUFFLE])
-def convert_shuffle_channel(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_shuffle_channel(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(v.attr_int("group", 1))], [ctx.output(v.output("Out"))])
 
@@ -208,10 +196,9 @@ def check_channel_shuffle(op, ctx) -> Optional[str]:
 
 
 @converter("channel_shuffle", emits=[T.CHANNEL_SHUFFLE, T.TRANSPOSE], check=check_channel_shuffle)
-def convert_channel_shuffle(ctx: ConversionContext, op):
+def convert_channel_shuffle(ctx: ConversionContext, v: OpView) -> None:
     """paddle.nn.functional.channel_shuffle: `groups` on an NCHW input (the same regrouping); an NHWC input is
     transposed to NCHW and back (CHANNEL_SHUFFLE regroups axis 1)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     out = ctx.output(v.output("Out"))
     groups = ctx.const_i32(v.attr_int("groups", 1))
@@ -244,13 +231,12 @@ def _check_pixel_shuffle(op, ctx) -> Optional[str]:
 
 
 @converter("pixel_shuffle", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_pixel_shuffle)
-def convert_pixel_shuffle(ctx, op):
-    v = OpView(op)
+def convert_pixel_shuffle(ctx: ConversionContext, v: OpView) -> None:
     # [N, C*r*r, H, W] -> [N, C, r, r, H, W] -> [N, C, H, r, W, r] -> [N, C, H*r, W*r] (channel-first).
     out_name = v.output("Out")
     x = ctx.input(v.input("X"))
     r = v.attr_int("upscale_factor", 1)
-    if is_channel_last(op, "data_format"):
+    if is_channel_last(v.op, "data_format"):
         _, h, w, c = x.type.dims
         split, perm, merged = [0, h, w, c // (r * r), r, r], [0, 1, 4, 2, 5, 3], [0, h * r, w * r, c // (r * r)]
     else:

@@ -37,21 +37,19 @@ INT64_MIN = int(np.iinfo(np.int64).min)
 
 
 @converter("concat", emits=[T.CONCAT], check=needs_constant("AxisTensor", what="CONCAT's axis"))
-def convert_concat(ctx: ConversionContext, op):
-    v = OpView(op)
-    axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
+def convert_concat(ctx: ConversionContext, v: OpView) -> None:
+    axis = scalar_attr_or_tensor(ctx, v.op, "axis", "AxisTensor", 0)
     parts = [ctx.input(n) for n in v.inputs("X")]
     ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(v.output("Out"))])
 
 
 @converter("split", emits=[T.SPLIT],
            check=needs_constant("AxisTensor", "SectionsTensorList", what="SPLIT's axis and sizes"))
-def convert_split(ctx: ConversionContext, op):
+def convert_split(ctx: ConversionContext, v: OpView) -> None:
     """`num` > 0 cuts the axis into equal parts; otherwise `sections` (one -1 inferred, or the
     `SectionsTensorList` of parameters) gives the sizes."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    axis = scalar_attr_or_tensor(ctx, op, "axis", "AxisTensor", 0)
+    axis = scalar_attr_or_tensor(ctx, v.op, "axis", "AxisTensor", 0)
     outs = v.outputs("Out")
     num = v.attr_int("num", 0)
     if v.inputs("SectionsTensorList"):  # known now: the check refuses run-time sizes
@@ -72,8 +70,7 @@ def convert_split(ctx: ConversionContext, op):
 
 
 @converter("stack", emits=[T.STACK])
-def convert_stack(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_stack(ctx: ConversionContext, v: OpView) -> None:
     parts = [ctx.input(n) for n in v.inputs("X")]
     ctx.add(T.STACK, [*parts, ctx.const_i32(v.attr_int("axis", 0))], [ctx.output(v.output("Y"))])
 
@@ -87,13 +84,13 @@ def _unstack(ctx: ConversionContext, op, out_slot: str):
 
 
 @converter("unstack", emits=[T.UNSTACK])
-def convert_unstack(ctx: ConversionContext, op):
-    _unstack(ctx, op, "Y")
+def convert_unstack(ctx: ConversionContext, v: OpView) -> None:
+    _unstack(ctx, v.op, "Y")
 
 
 @converter("unbind", emits=[T.UNSTACK])
-def convert_unbind(ctx: ConversionContext, op):
-    _unstack(ctx, op, "Out")
+def convert_unbind(ctx: ConversionContext, v: OpView) -> None:
+    _unstack(ctx, v.op, "Out")
 
 
 # -- slicing ---------------------------------------------------------------------------------------
@@ -113,21 +110,20 @@ def _slice_target(ctx: ConversionContext, op, decrease_axis):
 
 
 @converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST])
-def convert_slice(ctx: ConversionContext, op):
+def convert_slice(ctx: ConversionContext, v: OpView) -> None:
     """input[starts:ends] along `axes` (negative indices count from the end, out-of-range bounds clamp:
     SLICE's Python rule, which is Paddle's for step 1). Bounds come from `StartsTensor`/`EndsTensor`
     first, then the tensor lists, then the attrs; `decrease_axis` squeezes the sliced axes."""
-    v = OpView(op)
     x = ctx.input(v.input("Input"))
     axes = v.attr_ints("axes")
-    starts = ctx.ints_operand(op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
+    starts = ctx.ints_operand(v.op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
                               list_first=False, precision=Precision.INT64)
-    ends = ctx.ints_operand(op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
+    ends = ctx.ints_operand(v.op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
                             list_first=False, precision=Precision.INT64)
     decrease_axis = v.attr_ints("decrease_axis")
-    sliced = _slice_target(ctx, op, decrease_axis)
+    sliced = _slice_target(ctx, v.op, decrease_axis)
     ctx.add(T.SLICE, [x, ctx.const_i32(axes), starts, ends, None], [sliced])
-    _squeeze_decreased(ctx, op, sliced, decrease_axis)
+    _squeeze_decreased(ctx, v.op, sliced, decrease_axis)
 
 
 def _constant_ints(op, ctx, attr, tensor, tensor_list):
@@ -152,34 +148,33 @@ def check_strided_slice(op, ctx) -> Optional[str]:
 
 
 @converter("strided_slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST], check=check_strided_slice)
-def convert_strided_slice(ctx: ConversionContext, op):
+def convert_strided_slice(ctx: ConversionContext, v: OpView) -> None:
     """input[starts:ends:strides] along `axes`. Paddle 3's bounds rule is Python's for either stride
     sign (verified: x[::-1] is starts=INT32_MAX, ends=INT32_MIN; an end of -1 with a negative stride
     selects nothing), which is SLICE's. One legacy encoding differs: starts=-1, ends=0 with infer flag -1
     on a decreased axis means "the last element", not an empty range."""
-    v = OpView(op)
     x = ctx.input(v.input("Input"))
     axes = v.attr_ints("axes")
     decrease_axis = v.attr_ints("decrease_axis")
     infer_flags = v.attr_ints("infer_flags") or [1] * len(axes)
-    starts = _constant_ints(op, ctx, "starts", "StartsTensor", "StartsTensorList")
-    ends = _constant_ints(op, ctx, "ends", "EndsTensor", "EndsTensorList")
-    strides = _constant_ints(op, ctx, "strides", "StridesTensor", "StridesTensorList")
+    starts = _constant_ints(v.op, ctx, "starts", "StartsTensor", "StartsTensorList")
+    ends = _constant_ints(v.op, ctx, "ends", "EndsTensor", "EndsTensorList")
+    strides = _constant_ints(v.op, ctx, "strides", "StridesTensor", "StridesTensorList")
     if starts is not None and ends is not None and strides is not None:
         for i, (a, s, e, f) in enumerate(zip(axes, starts, ends, infer_flags)):
             if a in decrease_axis and s == -1 and e == 0 and f == -1:
                 ends[i], strides[i] = INT64_MAX, 1
         starts_op, ends_op, steps_op = ctx.const_i64(starts), ctx.const_i64(ends), ctx.const_i64(strides)
     else:
-        starts_op = ctx.ints_operand(op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
+        starts_op = ctx.ints_operand(v.op, "starts", tensor="StartsTensor", tensor_list="StartsTensorList",
                                      list_first=False, precision=Precision.INT64)
-        ends_op = ctx.ints_operand(op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
+        ends_op = ctx.ints_operand(v.op, "ends", tensor="EndsTensor", tensor_list="EndsTensorList",
                                    list_first=False, precision=Precision.INT64)
-        steps_op = ctx.ints_operand(op, "strides", tensor="StridesTensor", tensor_list="StridesTensorList",
+        steps_op = ctx.ints_operand(v.op, "strides", tensor="StridesTensor", tensor_list="StridesTensorList",
                                     list_first=False, precision=Precision.INT64)
-    sliced = _slice_target(ctx, op, decrease_axis)
+    sliced = _slice_target(ctx, v.op, decrease_axis)
     ctx.add(T.SLICE, [x, ctx.const_i32(axes), starts_op, ends_op, steps_op], [sliced])
-    _squeeze_decreased(ctx, op, sliced, decrease_axis)
+    _squeeze_decreased(ctx, v.op, sliced, decrease_axis)
 
 
 def _check_flip(op, ctx) -> Optional[str]:
@@ -199,10 +194,9 @@ def _check_flip(op, ctx) -> Optional[str]:
 
 
 @converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN], check=_check_flip)
-def convert_flip(ctx: ConversionContext, op):
+def convert_flip(ctx: ConversionContext, v: OpView) -> None:
     """Reverse each axis in `axis`: a SLICE from the last element past the first with step -1. The legacy
     `reverse` op is the same on a tensor (its tensor-array form runs on the host: k_control)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     axes = v.attr_ints("axis")
     out = ctx.output(v.output("Out"))
@@ -215,8 +209,7 @@ def convert_flip(ctx: ConversionContext, op):
 
 
 @converter("meshgrid", emits=[T.MESHGRID])
-def convert_meshgrid(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_meshgrid(ctx: ConversionContext, v: OpView) -> None:
     parts = []
     for name in v.inputs("X"):
         part = ctx.input(name)
@@ -229,11 +222,10 @@ def convert_meshgrid(ctx: ConversionContext, op):
 
 
 @converter("roll", emits=[T.ROLL, T.CONCAT, T.CAST])
-def convert_roll(ctx: ConversionContext, op):
+def convert_roll(ctx: ConversionContext, v: OpView) -> None:
     """Rotate along `axis` by `shifts` (or the `ShiftsTensor`); no axis rolls the flattened tensor."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
-    shifts = ctx.ints_operand(op, "shifts", tensor="ShiftsTensor", list_first=False, precision=Precision.INT64)
+    shifts = ctx.ints_operand(v.op, "shifts", tensor="ShiftsTensor", list_first=False, precision=Precision.INT64)
     axes = v.attr_ints("axis")
     ctx.add(T.ROLL, [x, shifts, ctx.const_i32(axes) if axes else None], [ctx.output(v.output("Out"))])
 
@@ -315,12 +307,11 @@ def _pads_operand(ctx, op, order: list, channel_last: bool, spatial: int):
 
 
 @converter("pad2d", emits=[T.PAD, T.CONCAT], check=_check_pad_nd(2, "NCHW"))
-def convert_pad2d(ctx, op):
-    v = OpView(op)
+def convert_pad2d(ctx: ConversionContext, v: OpView) -> None:
     # Paddle: [top, bottom, left, right].
     x = ctx.input(v.input("X"))
-    pads = _pads_operand(ctx, op, [(0, 1), (2, 3)], is_channel_last(op, "data_format"), 2)
-    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("pad_value", 0.0))
+    pads = _pads_operand(ctx, v.op, [(0, 1), (2, 3)], is_channel_last(v.op, "data_format"), 2)
+    _emit_pad(ctx, v.op, x, pads, v.attr_str("mode", "constant"), v.attr_float("pad_value", 0.0))
 
 
 def _emit_circular_pad(ctx, op, x, pads: list) -> None:
@@ -345,20 +336,19 @@ def _emit_circular_pad(ctx, op, x, pads: list) -> None:
 
 
 @converter("pad3d", emits=[T.PAD, T.CONCAT, T.GATHER, T.ASSIGN], check=_check_pad_nd(3, "NCDHW", circular=True))
-def convert_pad3d(ctx, op):
-    v = OpView(op)
+def convert_pad3d(ctx: ConversionContext, v: OpView) -> None:
     # Paddle: [left, right, top, bottom, front, back], i.e. W first; PAD wants D, H, W.
     x = ctx.input(v.input("X"))
-    order, channel_last = [(4, 5), (2, 3), (0, 1)], is_channel_last(op, "data_format", "NCDHW")
+    order, channel_last = [(4, 5), (2, 3), (0, 1)], is_channel_last(v.op, "data_format", "NCDHW")
     if v.attr_str("mode", "constant") == "circular":
-        pads = _constant_pads(ctx, op, order, channel_last, 3)
+        pads = _constant_pads(ctx, v.op, order, channel_last, 3)
         if pads is None:  # the check refused run-time paddings already
             raise ctx.error("mode 'circular' needs its paddings at conversion, the Paddings tensor is computed "
                             "at run time")
-        _emit_circular_pad(ctx, op, x, pads)
+        _emit_circular_pad(ctx, v.op, x, pads)
         return
-    pads = _pads_operand(ctx, op, order, channel_last, 3)
-    _emit_pad(ctx, op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
+    pads = _pads_operand(ctx, v.op, order, channel_last, 3)
+    _emit_pad(ctx, v.op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
 
 
 def _check_pad(op, ctx) -> Optional[str]:
@@ -371,8 +361,7 @@ def _check_pad(op, ctx) -> Optional[str]:
 
 
 @converter("pad", emits=[T.PAD], check=_check_pad)
-def convert_pad(ctx, op):
-    v = OpView(op)
+def convert_pad(ctx: ConversionContext, v: OpView) -> None:
     # The original pad op: [before_0, after_0, before_1, ...] over every axis, constant fill.
     x = ctx.input(v.input("X"))
-    _emit_pad(ctx, op, x, ctx.const_i32(v.attr_ints("paddings", [])), "constant", v.attr_float("pad_value", 0.0))
+    _emit_pad(ctx, v.op, x, ctx.const_i32(v.attr_ints("paddings", [])), "constant", v.attr_float("pad_value", 0.0))

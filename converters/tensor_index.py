@@ -31,19 +31,17 @@ def _index_vector(ctx: ConversionContext, name: str, var: str):
 
 
 @converter("gather", emits=[T.GATHER, T.RESHAPE], check=needs_constant("Axis", what="GATHER's axis"))
-def convert_gather(ctx: ConversionContext, op):
+def convert_gather(ctx: ConversionContext, v: OpView) -> None:
     """Rows of X along `axis` (the `Axis` tensor, else the attr, default 0) at `Index` (int32/int64)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
-    axis = scalar_attr_or_tensor(ctx, op, "axis", "Axis", 0)
+    axis = scalar_attr_or_tensor(ctx, v.op, "axis", "Axis", 0)
     index = _index_vector(ctx, v.input("Index"), var)
     ctx.add(T.GATHER, [x, index, ctx.const_i32(axis)], [ctx.output(var)])
 
 
 @converter("index_select", emits=[T.GATHER])
-def convert_index_select(ctx: ConversionContext, op):
-    v = OpView(op)
+def convert_index_select(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     index = ctx.input(v.input("Index"))
     ctx.add(T.GATHER, [x, index, ctx.const_i32(v.attr_int("dim", 0))], [ctx.output(v.output("Out"))])
@@ -78,23 +76,21 @@ def _lookup(ctx: ConversionContext, op, ids):
 
 
 @converter("lookup_table_v2", emits=[T.GATHER, T.EQUAL, T.UNSQUEEZE, T.WHERE])
-def convert_lookup_table_v2(ctx: ConversionContext, op):
+def convert_lookup_table_v2(ctx: ConversionContext, v: OpView) -> None:
     """Embedding: output dims = Ids dims + [W dims[1]]."""
-    v = OpView(op)
-    _lookup(ctx, op, ctx.input(v.input("Ids")))
+    _lookup(ctx, v.op, ctx.input(v.input("Ids")))
 
 
 @converter("lookup_table", emits=[T.SQUEEZE, T.GATHER, T.EQUAL, T.UNSQUEEZE, T.WHERE])
-def convert_lookup_table(ctx: ConversionContext, op):
+def convert_lookup_table(ctx: ConversionContext, v: OpView) -> None:
     """v1: Ids end in a size-1 dim that the output replaces by the embedding size."""
-    v = OpView(op)
     ids = ctx.input(v.input("Ids"))
     dims = ctx.dims(ids)
     if dims and dims[-1] == 1:
         squeezed = ctx.temp(v.output("Out"), "ids")
         ctx.add(T.SQUEEZE, [ids, ctx.const_i32([len(dims) - 1])], [squeezed])
         ids = squeezed
-    _lookup(ctx, op, ids)
+    _lookup(ctx, v.op, ids)
 
 
 def check_one_hot(op, ctx):
@@ -107,10 +103,9 @@ def check_one_hot(op, ctx):
 
 
 @converter("one_hot_v2", emits=[T.RANGE, T.CAST, T.RESHAPE, T.UNSQUEEZE, T.EQUAL], check=check_one_hot)
-def convert_one_hot_v2(ctx: ConversionContext, op):
+def convert_one_hot_v2(ctx: ConversionContext, v: OpView) -> None:
     """out[..., j] = (x[...] == j) for j in [0, depth), in `dtype` (default float32). Ids outside
     [0, depth) give an all-zero row (Paddle raises there unless `allow_out_of_range`)."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     precision = x.type.precision
@@ -137,12 +132,11 @@ def convert_one_hot_v2(ctx: ConversionContext, op):
 
 @converter("tril_triu", emits=[T.SHAPE, T.SLICE, T.RANGE, T.UNSQUEEZE, T.SUB, T.LESS_EQUAL,
                                 T.GREATER_EQUAL, T.WHERE])
-def convert_tril_triu(ctx: ConversionContext, op):
+def convert_tril_triu(ctx: ConversionContext, v: OpView) -> None:
     """Keep x[..., i, j] where j - i <= diagonal (`lower`) or >= diagonal (upper), else 0.
 
     The mask compares RANGE(rows) with RANGE(cols) taken from the input's SHAPE, so it follows the
     run-time dims."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     if ctx.rank(x) < 2:
@@ -436,9 +430,9 @@ class _SetValue:
 @converter("set_value", emits=[T.WHERE, T.GATHER, T.AND, T.RESHAPE, T.SQUEEZE, T.UNSQUEEZE, T.CAST, T.SHAPE,
                                 T.SLICE, T.CONCAT, T.RANGE, T.ADD, T.SUB, T.MUL, T.FLOOR_DIV, T.MIN, T.MAX,
                                 T.LESS, T.EQUAL, T.GREATER_EQUAL], check=check_set_value)
-def convert_set_value(ctx: ConversionContext, op):
+def convert_set_value(ctx: ConversionContext, v: OpView) -> None:
     """x with `x[region] = value` (see the section comment above)."""
-    _SetValue(ctx, op).convert()
+    _SetValue(ctx, v.op).convert()
 
 
 # -- take_along_axis ------------------------------------------------------------------------------------------
@@ -461,12 +455,11 @@ def check_take_along_axis(op, ctx) -> Optional[str]:
 
 @converter("take_along_axis", emits=[T.CAST, T.LESS, T.ADD, T.WHERE, T.MUL, T.SHAPE, T.SLICE, T.RANGE, T.RESHAPE,
                                       T.GATHER], check=check_take_along_axis)
-def convert_take_along_axis(ctx: ConversionContext, op):
+def convert_take_along_axis(ctx: ConversionContext, v: OpView) -> None:
     """Result[p] = Input[p with `Axis` replaced by Index[p]] (Index no larger than Input on the other axes; a
     negative index counts from the end): a GATHER from the flattened Input at the row-major offset of each
     position, Index * stride(Axis) + sum over the other axes of position * stride. Only the dims behind the first
     enter the strides, so a run-time batch is fine; the positions along an axis of unknown size come from RANGE."""
-    v = OpView(op)
     x = ctx.input(v.input("Input"))
     var = v.output("Result")
     dims = list(ctx.dims(x))
@@ -541,14 +534,13 @@ def check_index_put(op, ctx) -> Optional[str]:
 
 @converter("index_put", emits=[T.CAST, T.LESS, T.ADD, T.WHERE, T.MUL, T.RESHAPE, T.EQUAL, T.REDUCE_MAX, T.GREATER,
                                 T.SUB, T.MAX, T.EXPAND, T.GATHER], check=check_index_put)
-def convert_index_put(ctx: ConversionContext, op):
+def convert_index_put(ctx: ConversionContext, v: OpView) -> None:
     """x[indices] = value with integer index tensors (broadcast together, indexing the leading axes; negative
     entries count from the end; the last of repeated positions wins, as Paddle's CPU kernel writes in order).
 
     The indexed axes are flattened to M positions and the K index tuples to their row-major offsets; EQUAL of the
     two gives a [K, M] hit table, whose REDUCE_MAX of (k + 1) names the last tuple writing each position (0:
     none). The value, broadcast to [K, rest], is GATHERed at those tuples and WHERE keeps x elsewhere."""
-    v = OpView(op)
     x = ctx.input(v.input(_index_put_slot(v, "X", "x")))
     var = v.output(_index_put_slot(v, "Out", "out"))
     dims = list(ctx.dims(x))
@@ -624,11 +616,10 @@ def check_gather_nd(op, ctx) -> Optional[str]:
 
 @converter("gather_nd", emits=[T.CAST, T.SLICE, T.SQUEEZE, T.LESS, T.ADD, T.WHERE, T.MUL, T.SHAPE, T.RESHAPE,
                                 T.GATHER], check=check_gather_nd)
-def convert_gather_nd(ctx: ConversionContext, op):
+def convert_gather_nd(ctx: ConversionContext, v: OpView) -> None:
     """Out[p] = X[Index[p, 0], ..., Index[p, k - 1], ...] (negative entries count from the end, as Paddle's kernel
     reads them): a GATHER from X with its first k axes flattened, at each tuple's row-major offset. Only the dims
     behind the first enter the strides, so a run-time batch is fine."""
-    v = OpView(op)
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     dims = list(ctx.dims(x))

@@ -401,6 +401,7 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
     goes on; a var written more than once keeps a size only where every write agrees."""
     from converters import get_converter
     from converters.context import ConversionContext
+    from converters.op_view import OpView
     from nnadapter_bridge.nnadapter.model import Model
     from partition.detector import op_reads, op_writes, sub_block_indices
 
@@ -440,7 +441,7 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
             try:
                 view = ctx.resolved(op)
                 if spec.check is None or not spec.check(view, ctx):
-                    spec.fn(ctx, view)
+                    spec.fn(ctx, OpView(view))
                     converted = True
             except Exception:  # noqa: BLE001 - an op that does not convert here only refines nothing
                 converted = False
