@@ -12,5 +12,5 @@
 from __future__ import annotations
 
 from nnadapter_bridge.batch.engines import BatchError, InlineEngine, LocalEngine, RayEngine, parse_resources  # noqa: F401
-from nnadapter_bridge.batch.manifest import InvalidEntry, ManifestError, load_manifest  # noqa: F401
+from nnadapter_bridge.batch.manifest import Entry, InvalidEntry, ManifestError, load_manifest  # noqa: F401
 from nnadapter_bridge.batch.runner import run_batch  # noqa: F401

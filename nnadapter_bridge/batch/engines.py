@@ -32,9 +32,9 @@ class BatchError(BridgeError):
 
 def _lost(task: dict, why: str) -> dict:
     entry = task["entry"]
-    return {"result": {"id": entry["id"], "key": task["key"], "status": "error", "lost": True,
-                       "error": f"the worker running this entry was lost: {why}", "model": entry["model"],
-                       "devices": list(entry["devices"]), "timings": {}, "run": {}},
+    return {"result": {"id": entry.id, "key": task["key"], "status": "error", "lost": True,
+                       "error": f"the worker running this entry was lost: {why}", "model": entry.model,
+                       "devices": list(entry.devices), "timings": {}, "run": {}},
             "programs": {}, "dot": None}
 
 
@@ -164,11 +164,11 @@ class RayEngine:
 
     def task_resources(self, task: dict) -> dict:
         wanted: dict = {}
-        for device in task["entry"]["devices"]:
+        for device in task["entry"].devices:
             if device in self.resources:
                 resource, amount = self.resources[device]
                 wanted[resource] = max(wanted.get(resource, 0.0), amount)
-        for resource, amount in task["entry"].get("resources", {}).items():
+        for resource, amount in task["entry"].resources.items():
             wanted[resource] = max(wanted.get(resource, 0.0), amount)
         return wanted
 

@@ -1,10 +1,12 @@
 """The batch manifest: which models to convert and validate on which devices (schema: docs/batch.md).
 
 A manifest is a YAML (needs PyYAML, in the `[batch]`/`[ray]`/`[all]` extras) or JSON file. `load_manifest`
-turns it into entries: each a plain dict with absolute paths (picklable, JSON-able: the task a worker gets),
-or an InvalidEntry saying which entry and which field is wrong. A bad entry does not stop the others; only
-a manifest that is not a manifest at all (unreadable, not a mapping, an unknown top-level key, a section of
-the wrong type) is a ManifestError.
+turns it into entries: each an `Entry` (typed, its paths absolute, picklable: the task a worker gets), or an
+InvalidEntry saying which entry and which field is wrong. The fields an entry may set are Entry's fields that
+carry a check (`_field`); each check turns the raw value into the typed one or records the problem, so one
+entry reports every bad field at once. A bad entry does not stop the others; only a manifest that is not a
+manifest at all (unreadable, not a mapping, an unknown top-level key, a section of the wrong type) is a
+ManifestError. Imports the loader (model files) and the device manager; nothing of the CLI.
 """
 from __future__ import annotations
 
@@ -13,23 +15,163 @@ import difflib
 import json
 import os
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from nnadapter_bridge.errors import BridgeError
 
 TOP_LEVEL_KEYS = ("version", "defaults", "models", "devices", "entries")
-# Fields of an entry (and of `defaults`, and of a `models` item, except where noted).
-ENTRY_FIELDS = ("name", "model", "params", "devices", "context_properties", "input_shapes", "dynamic_shapes",
-                "partition_config", "min_subgraph_size", "seed", "reference_inputs", "reference_outputs",
-                "compare", "resources")
-MODEL_FIELDS = tuple(f for f in ENTRY_FIELDS if f not in ("name", "model", "devices")) + ("path",)
 COMPARE_MODES = ("auto", "paddle", "reference", "none")
-PATH_FIELDS = ("model", "params", "partition_config")
 _NAME = re.compile(r"[A-Za-z0-9._@+=-]+\Z")
 
 
 class ManifestError(BridgeError):
     """The manifest as a whole cannot be read (the message names the file and what is wrong)."""
+
+
+class _Problems:
+    """The problems of one entry, one line per field, and what the checks need (the manifest's folder, the
+    installed devices)."""
+
+    def __init__(self, base: str, known_devices):
+        self.base = base
+        self.known_devices = known_devices
+        self.errors: list = []
+
+    def add(self, field: str, message: str) -> None:
+        self.errors.append(f"field '{field}': {message}")
+
+
+_INVALID = object()  # what a check returns after recording a problem: the field takes its default
+
+
+def _path(value, field: str, problems: _Problems) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        problems.add(field, f"expected a path, got {value!r}")
+        return _INVALID
+    path = os.path.normpath(os.path.join(problems.base, os.path.expanduser(value)))
+    if not os.path.exists(path):
+        problems.add(field, f"{value}: no such file or directory (looked at {path})")
+        return _INVALID
+    return path
+
+
+def _dims(value, field: str, problems: _Problems, allow_unknown: bool = False) -> Any:
+    if not isinstance(value, list) or not value:
+        problems.add(field, f"expected a non-empty list of integers, got {value!r}")
+        return _INVALID
+    for d in value:
+        if isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < (-1 if allow_unknown else 1):
+            allowed = "positive integers or -1" if allow_unknown else "positive integers"
+            problems.add(field, f"{value!r}: dimensions must be {allowed}")
+            return _INVALID
+    return [int(d) for d in value]
+
+
+def _expecting(expected: str, ok: Callable, convert: Callable = lambda value: value) -> Callable:
+    """The check of a value that `ok` accepts (then `convert`ed), else "expected <expected>, got <value>"."""
+    def check(value, field: str, problems: _Problems) -> Any:
+        if not ok(value):
+            problems.add(field, f"expected {expected}, got {value!r}")
+            return _INVALID
+        return convert(value)
+    return check
+
+
+def _integer_from(low: int) -> Callable:
+    return _expecting(f"an integer >= {low}", lambda v: not isinstance(v, bool) and isinstance(v, int) and v >= low)
+
+
+def _mapping_of(expected: str, item: Callable) -> Callable:
+    """The check of a mapping name -> item(value, "field.name", problems); the items that fail are left out."""
+    def check(value, field: str, problems: _Problems) -> Any:
+        if not isinstance(value, dict):
+            problems.add(field, f"expected a mapping {expected}, got {value!r}")
+            return _INVALID
+        checked = {str(name): item(v, f"{field}.{name}", problems) for name, v in value.items()}
+        return {name: v for name, v in checked.items() if v is not _INVALID}
+    return check
+
+
+def _devices(value, field: str, problems: _Problems) -> Any:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(d, str) and d.strip() for d in value):
+        problems.add(field, f"expected a device name or a non-empty list of them, got {value!r}")
+        return _INVALID
+    devices = [d.strip() for d in value]
+    known = problems.known_devices
+    for d in devices:
+        if known is not None and d not in known:
+            problems.add(field, f"no NNAdapter device named '{d}'{_nearest(d, known)}; installed: "
+                                f"{', '.join(sorted(known))}")
+    if len(set(devices)) != len(devices):
+        problems.add(field, f"{devices}: a device is listed twice")
+    return devices
+
+
+def _shape_list(listed, field: str, problems: _Problems) -> Any:
+    if not isinstance(listed, list) or not listed:
+        problems.add(field, f"expected a non-empty list of shapes, got {listed!r}")
+        return _INVALID
+    checked = [_dims(s, field, problems, allow_unknown=True) for s in listed]
+    if any(c is _INVALID for c in checked):
+        return _INVALID
+    if len({len(c) for c in checked}) != 1:
+        problems.add(field, "the shapes have different ranks")
+        return _INVALID
+    return checked
+
+
+def _positive_amounts(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, (int, float))
+                                           and not isinstance(v, bool) and v > 0 for k, v in value.items())
+
+
+def _field(check: Callable, default: Any = None, *, factory: Optional[Callable] = None, missing: str = ""):
+    """An entry field the manifest sets: `check(value, field, problems)` gives its typed value (or _INVALID);
+    `missing`: the field is required, and this says what to give. An absent or null value takes the default."""
+    metadata = {"check": check, "missing": missing}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass
+class Entry:
+    """One valid entry, its paths absolute: what a task runs. `id`, `model_name` and `where` come from the
+    manifest's layout; every field made by `_field` is one the manifest may set (ENTRY_FIELDS)."""
+
+    id: str
+    model_name: str
+    where: str  # "entries[3]" or "models.mobilenet_v1 x devices[1]"
+    model: str = _field(_path, missing="missing: every entry needs a model (a path, or a name from 'models')")
+    params: Optional[str] = _field(_path)
+    devices: list[str] = _field(_devices, missing="missing: name the device(s), in the entry, its model or the "
+                                                  "top-level 'devices'")
+    context_properties: str = _field(_expecting("a string 'KEY=value;KEY=value'", lambda v: isinstance(v, str)), "")
+    input_shapes: dict[str, list[int]] = _field(_mapping_of("input name -> [dims]", _dims), factory=dict)
+    dynamic_shapes: dict[str, list[list[int]]] = _field(_mapping_of("input name -> [[dims], [dims], ...]",
+                                                                    _shape_list), factory=dict)
+    partition_config: Optional[str] = _field(_path)
+    min_subgraph_size: int = _field(_integer_from(1), 1)
+    seed: int = _field(_integer_from(0), 0)
+    reference_inputs: dict[str, str] = _field(_mapping_of("name -> file.npy", _path), factory=dict)
+    reference_outputs: dict[str, str] = _field(_mapping_of("name -> file.npy", _path), factory=dict)
+    compare: str = _field(_expecting(f"one of {', '.join(COMPARE_MODES)}", lambda v: v in COMPARE_MODES), "auto")
+    resources: dict[str, float] = _field(_expecting("a mapping Ray resource name -> positive amount",
+                                                    _positive_amounts, lambda v: {k: float(x) for k, x in v.items()}),
+                                         factory=dict)
+    model_digest: str = ""  # the model's and params' content (set by the runner before the entry's key)
+
+    def fields(self, names) -> dict:
+        """These fields as a dict (the result files' "entry", the entry key's spec)."""
+        return {name: getattr(self, name) for name in names}
+
+
+_CHECKED_FIELDS = tuple(f for f in dataclasses.fields(Entry) if "check" in f.metadata)
+# Fields of an entry (and of `defaults`, and of a `models` item, except where noted).
+ENTRY_FIELDS = ("name",) + tuple(f.name for f in _CHECKED_FIELDS)
+MODEL_FIELDS = tuple(f for f in ENTRY_FIELDS if f not in ("name", "model", "devices")) + ("path",)
 
 
 @dataclasses.dataclass
@@ -48,11 +190,11 @@ class InvalidEntry:
 @dataclasses.dataclass
 class Manifest:
     path: str
-    entries: list   # dicts (valid entries) and InvalidEntry, in manifest order
+    entries: list   # Entry and InvalidEntry, in manifest order
 
     @property
     def valid(self) -> list:
-        return [e for e in self.entries if isinstance(e, dict)]
+        return [e for e in self.entries if isinstance(e, Entry)]
 
     @property
     def invalid(self) -> list:
@@ -87,150 +229,37 @@ def _nearest(word: str, choices) -> str:
     return f" (did you mean '{found[0]}'?)" if found else ""
 
 
-class _Problems:
-    def __init__(self):
-        self.errors: list = []
-
-    def add(self, field: str, message: str) -> None:
-        self.errors.append(f"field '{field}': {message}")
-
-
-def _positive_dims(value, field: str, problems: _Problems, allow_unknown: bool = False) -> Optional[list]:
-    if not isinstance(value, list) or not value:
-        problems.add(field, f"expected a non-empty list of integers, got {value!r}")
-        return None
-    dims = []
-    for d in value:
-        if isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < (-1 if allow_unknown else 1):
-            allowed = "positive integers or -1" if allow_unknown else "positive integers"
-            problems.add(field, f"{value!r}: dimensions must be {allowed}")
-            return None
-        dims.append(int(d))
-    return dims
-
-
-def _path(value, field: str, base: str, problems: _Problems, *, must_exist: bool = True) -> Optional[str]:
-    if not isinstance(value, str) or not value.strip():
-        problems.add(field, f"expected a path, got {value!r}")
-        return None
-    path = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
-    if must_exist and not os.path.exists(path):
-        problems.add(field, f"{value}: no such file or directory (looked at {path})")
-        return None
-    return path
-
-
-def _check_entry(raw: dict, base: str, known_devices) -> tuple:
-    """(resolved entry dict, []) or (None, [problems])."""
-    problems = _Problems()
+def _check_entry(raw: dict, problems: _Problems) -> dict:
+    """The typed values of the fields `raw` sets (every problem recorded in `problems`), then the checks that
+    read several fields."""
     for key in raw:
         if key not in ENTRY_FIELDS:
             problems.add(str(key), "unknown field" + _nearest(key, ENTRY_FIELDS))
-    entry: dict = {}
-    # model (+ params)
-    model = raw.get("model")
-    if model is None:
-        problems.add("model", "missing: every entry needs a model (a path, or a name from 'models')")
-    else:
-        entry["model"] = _path(model, "model", base, problems)
-    entry["params"] = _path(raw["params"], "params", base, problems) if raw.get("params") is not None else None
-    if entry.get("model"):
+    values: dict = {}
+    for f in _CHECKED_FIELDS:
+        value = raw.get(f.name)
+        if value is None or (value in ({}, []) and f.default_factory is dict):
+            if f.metadata["missing"]:
+                problems.add(f.name, f.metadata["missing"])
+            continue
+        checked = f.metadata["check"](value, f.name, problems)
+        if checked is not _INVALID:
+            values[f.name] = checked
+    if values.get("model"):
         from nnadapter_bridge.loader.model_files import resolve
 
         try:
-            resolve(entry["model"], entry["params"])
+            resolve(values["model"], values.get("params"))
         except BridgeError as exc:
             problems.add("model", str(exc))
-    # devices
-    devices = raw.get("devices")
-    if isinstance(devices, str):
-        devices = [devices]
-    if devices is None:
-        problems.add("devices", "missing: name the device(s), in the entry, its model or the top-level 'devices'")
-    elif not isinstance(devices, list) or not devices or not all(isinstance(d, str) and d.strip() for d in devices):
-        problems.add("devices", f"expected a device name or a non-empty list of them, got {devices!r}")
-    else:
-        devices = [d.strip() for d in devices]
-        for d in devices:
-            if known_devices is not None and d not in known_devices:
-                problems.add("devices", f"no NNAdapter device named '{d}'{_nearest(d, known_devices)}; installed: "
-                                        f"{', '.join(sorted(known_devices))}")
-        if len(set(devices)) != len(devices):
-            problems.add("devices", f"{devices}: a device is listed twice")
-        entry["devices"] = devices
-    # simple values
-    properties = raw.get("context_properties", "")
-    if not isinstance(properties, str):
-        problems.add("context_properties", f"expected a string 'KEY=value;KEY=value', got {properties!r}")
-    entry["context_properties"] = properties if isinstance(properties, str) else ""
-    for field, default, low in (("min_subgraph_size", 1, 1), ("seed", 0, 0)):
-        value = raw.get(field, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            problems.add(field, f"expected an integer >= {low}, got {value!r}")
-            value = default
-        entry[field] = value
-    compare = raw.get("compare", "auto")
-    if compare not in COMPARE_MODES:
-        problems.add("compare", f"expected one of {', '.join(COMPARE_MODES)}, got {compare!r}")
-        compare = "auto"
-    # shapes
-    shapes = {}
-    value = raw.get("input_shapes") or {}
-    if not isinstance(value, dict):
-        problems.add("input_shapes", f"expected a mapping input name -> [dims], got {value!r}")
-    else:
-        for name, dims in value.items():
-            checked = _positive_dims(dims, f"input_shapes.{name}", problems)
-            if checked is not None:
-                shapes[str(name)] = checked
-    entry["input_shapes"] = shapes
-    dynamic = {}
-    value = raw.get("dynamic_shapes") or {}
-    if not isinstance(value, dict):
-        problems.add("dynamic_shapes", f"expected a mapping input name -> [[dims], [dims], ...], got {value!r}")
-    else:
-        for name, listed in value.items():
-            field = f"dynamic_shapes.{name}"
-            if not isinstance(listed, list) or not listed:
-                problems.add(field, f"expected a non-empty list of shapes, got {listed!r}")
-                continue
-            checked = [_positive_dims(s, field, problems, allow_unknown=True) for s in listed]
-            if any(c is None for c in checked):
-                continue
-            if len({len(c) for c in checked}) != 1:
-                problems.add(field, "the shapes have different ranks")
-                continue
-            if str(name) not in shapes and any(d < 0 for d in checked[0]):
-                problems.add(field, f"the first shape {checked[0]} has -1 axes, so it cannot be run; list a "
-                                    f"concrete shape first or give input_shapes.{name}")
-                continue
-            dynamic[str(name)] = checked
-    entry["dynamic_shapes"] = dynamic
-    # files
-    entry["partition_config"] = (_path(raw["partition_config"], "partition_config", base, problems)
-                                 if raw.get("partition_config") is not None else None)
-    for field in ("reference_inputs", "reference_outputs"):
-        value = raw.get(field) or {}
-        files = {}
-        if not isinstance(value, dict):
-            problems.add(field, f"expected a mapping name -> file.npy, got {value!r}")
-        else:
-            for name, path in value.items():
-                resolved = _path(path, f"{field}.{name}", base, problems)
-                if resolved is not None:
-                    files[str(name)] = resolved
-        entry[field] = files
-    if compare == "reference" and not raw.get("reference_outputs"):
+    given = values.get("input_shapes", {})
+    for name, shapes in values.get("dynamic_shapes", {}).items():
+        if name not in given and any(d < 0 for d in shapes[0]):
+            problems.add(f"dynamic_shapes.{name}", f"the first shape {shapes[0]} has -1 axes, so it cannot be run; "
+                                                   f"list a concrete shape first or give input_shapes.{name}")
+    if values.get("compare") == "reference" and not raw.get("reference_outputs"):
         problems.add("compare", "'reference' needs reference_outputs")
-    entry["compare"] = compare
-    resources = raw.get("resources") or {}
-    if not isinstance(resources, dict) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-            for k, v in resources.items()):
-        problems.add("resources", f"expected a mapping Ray resource name -> positive amount, got {resources!r}")
-        resources = {}
-    entry["resources"] = {k: float(v) for k, v in resources.items()}
-    return (None, problems.errors) if problems.errors else (entry, [])
+    return values
 
 
 def _default_name(raw: dict, devices) -> str:
@@ -346,8 +375,9 @@ def load_manifest(path: str, known_devices=None) -> Manifest:
         if not isinstance(name, str) or not _NAME.match(name):
             errors.append(f"field 'name': {name!r}: use letters, digits and . _ @ + = - only (it names files)")
             name = where
-        entry, found = _check_entry(raw, base, known_devices)
-        errors += found
+        checking = _Problems(base, known_devices)
+        values = _check_entry(raw, checking)
+        errors += checking.errors
         if name in seen:
             errors.append(f"field 'name': '{name}' is also the name of {seen[name]}; give one of them another "
                           "'name'")
@@ -356,8 +386,5 @@ def load_manifest(path: str, known_devices=None) -> Manifest:
         if errors:
             entries.append(InvalidEntry(name, errors, where))
             continue
-        entry["id"] = name
-        entry["model_name"] = model_name or name.split("@")[0]
-        entry["where"] = where
-        entries.append(entry)
+        entries.append(Entry(id=name, model_name=model_name or name.split("@")[0], where=where, **values))
     return Manifest(path, entries)

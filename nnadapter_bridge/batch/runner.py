@@ -31,7 +31,7 @@ import types
 import warnings
 from typing import Callable, Optional
 
-from nnadapter_bridge.batch.manifest import InvalidEntry, Manifest, load_manifest
+from nnadapter_bridge.batch.manifest import Entry, InvalidEntry, Manifest, load_manifest
 from nnadapter_bridge.batch.task import RESULT_VERSION
 
 _DIGESTS: dict = {}
@@ -63,10 +63,10 @@ def _path_digest(path: Optional[str]) -> str:
     return _file_digest(path)
 
 
-def model_digest(entry: dict) -> str:
+def model_digest(entry: Entry) -> str:
     from nnadapter_bridge.loader.model_files import resolve
 
-    source = resolve(entry["model"], entry["params"])
+    source = resolve(entry.model, entry.params)
     return hashlib.sha256(f"{_path_digest(source.model_path)}|{_path_digest(source.params_path)}".encode()).hexdigest()
 
 
@@ -90,13 +90,13 @@ SPEC_FIELDS = ("model", "params", "devices", "context_properties", "input_shapes
                "partition_config", "min_subgraph_size", "seed", "reference_inputs", "reference_outputs", "compare")
 
 
-def entry_key(entry: dict) -> str:
+def entry_key(entry: Entry) -> str:
     """The entry's identity for resuming (module docstring)."""
-    spec = {k: entry[k] for k in SPEC_FIELDS}
-    files = {"model": entry["model_digest"], "partition_config": _path_digest(entry["partition_config"])}
+    spec = entry.fields(SPEC_FIELDS)
+    files = {"model": entry.model_digest, "partition_config": _path_digest(entry.partition_config)}
     for field in ("reference_inputs", "reference_outputs"):
-        files[field] = {name: _path_digest(path) for name, path in entry[field].items()}
-    text = json.dumps({"spec": spec, "files": files, "versions": versions_of(entry["devices"]),
+        files[field] = {name: _path_digest(path) for name, path in getattr(entry, field).items()}
+    text = json.dumps({"spec": spec, "files": files, "versions": versions_of(entry.devices),
                        "result_version": RESULT_VERSION}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -167,7 +167,7 @@ class BatchLog:
             os.close(fd)
 
 
-def is_done(entry: dict, key: str, result_path: str, cache_dir: str, retry_failed: bool = False) -> Optional[dict]:
+def is_done(entry: Entry, key: str, result_path: str, cache_dir: str, retry_failed: bool = False) -> Optional[dict]:
     """The recorded result when the entry is done (module docstring), else None."""
     from nnadapter_bridge.nnadapter.nnc import CacheIdentity, read_nnc_file
 
@@ -292,23 +292,23 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
             log.write("invalid", entry=entry.id, errors=entry.errors)
             continue
         try:
-            entry["model_digest"] = model_digest(entry)
+            entry.model_digest = model_digest(entry)
             key = entry_key(entry)
         except Exception as exc:  # noqa: BLE001 - an unreadable file: this entry's error only
-            results[entry["id"]] = {"id": entry["id"], "status": "error", "model": entry["model"],
-                                    "devices": entry["devices"], "error": f"{type(exc).__name__}: {exc}"}
+            results[entry.id] = {"id": entry.id, "status": "error", "model": entry.model,
+                                 "devices": entry.devices, "error": f"{type(exc).__name__}: {exc}"}
             counts["error"] += 1
             continue
-        result_path = os.path.join(entries_dir, entry["id"] + ".json")
+        result_path = os.path.join(entries_dir, entry.id + ".json")
         previous = is_done(entry, key, result_path, cache_dir, retry_failed)
         if previous is not None:
             previous.setdefault("run", {})["reused"] = True
-            results[entry["id"]] = previous
+            results[entry.id] = previous
             counts[previous["status"] if previous["status"] in counts else "error"] += 1
             reused += 1
-            if (entry["id"], key) not in log.done:  # the previous run was killed between result and log line
-                log.write("done", entry=entry["id"], key=key, status=previous["status"], recovered=True)
-            log.write("skip", entry=entry["id"], key=key)
+            if (entry.id, key) not in log.done:  # the previous run was killed between result and log line
+                log.write("done", entry=entry.id, key=key, status=previous["status"], recovered=True)
+            log.write("skip", entry=entry.id, key=key)
             continue
         tasks.append({"entry": entry, "key": key, "cache_dir": cache_dir, "collect_programs": collect_programs,
                       "reference_dir": references_dir})
@@ -319,7 +319,7 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
 
     def started_tasks():
         for task in tasks:
-            log.write("start", entry=task["entry"]["id"], key=task["key"], engine=engine.name)
+            log.write("start", entry=task["entry"].id, key=task["key"], engine=engine.name)
             yield task
 
     try:
@@ -327,8 +327,8 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
             entry, result = task["entry"], payload["result"]
             result.setdefault("run", {})
             result["run"].update(engine=engine.name, reused=False,
-                                 attempt=log.attempts.get((entry["id"], task["key"]), 1))
-            result["entry"] = {k: entry[k] for k in SPEC_FIELDS + ("model_name", "resources", "where")}
+                                 attempt=log.attempts.get((entry.id, task["key"]), 1))
+            result["entry"] = entry.fields(SPEC_FIELDS + ("model_name", "resources", "where"))
             if payload.get("programs"):
                 from nnadapter_bridge.nnadapter.nnc import write_file_atomically
 
@@ -336,26 +336,25 @@ def _run_locked(manifest, out_dir, cache_dir, entries_dir, partitions_dir, refer
                     if os.path.basename(name) == name:
                         write_file_atomically(os.path.join(cache_dir, name), data)
             if payload.get("dot"):
-                dot_path = os.path.join(partitions_dir, entry["id"] + ".dot")
+                dot_path = os.path.join(partitions_dir, entry.id + ".dot")
                 _write_text_atomically(dot_path, payload["dot"] + "\n")
                 _render_svg(dot_path)
             if result.get("lost"):
                 lost += 1
-                log.write("lost", entry=entry["id"], key=task["key"], error=result.get("error"))
+                log.write("lost", entry=entry.id, key=task["key"], error=result.get("error"))
             else:
-                _write_json_atomically(os.path.join(entries_dir, entry["id"] + ".json"), result)
-                log.write("done", entry=entry["id"], key=task["key"], status=result["status"])
-            results[entry["id"]] = result
+                _write_json_atomically(os.path.join(entries_dir, entry.id + ".json"), result)
+                log.write("done", entry=entry.id, key=task["key"], status=result["status"])
+            results[entry.id] = result
             status = result["status"] if result["status"] in counts else "error"
             counts[status] += 1
-            display.show({**counts, "reused": reused}, entry["id"])
+            display.show({**counts, "reused": reused}, entry.id)
             if on_result is not None:
                 on_result(result)
     finally:
         display.done()
 
-    ordered = [results[e.id if isinstance(e, InvalidEntry) else e["id"]] for e in manifest.entries
-               if (e.id if isinstance(e, InvalidEntry) else e["id"]) in results]
+    ordered = [results[e.id] for e in manifest.entries if e.id in results]
     report = {
         "manifest": manifest.path, "out_dir": out_dir, "cache_dir": cache_dir,
         "engine": engine.describe(), "collect_programs": collect_programs,

@@ -1,9 +1,9 @@
 """One batch entry, start to finish: the task function both engines run (a local process or a Ray worker).
 
-`run_task(task)` converts and compiles the entry's model into the cache (the predictor code path of
-`nnadapter-bridge convert` and `run`: cli.model_config.build_config, cli.inputs.make_inputs), runs it on
-the reference inputs (or seeded random ones), checks the outputs against the reference outputs or Paddle
-Inference at the whole-model tolerance (cli.paddle_reference.compare), and returns plain data:
+`run_task(task)` converts and compiles the entry (a manifest.Entry) into the cache (the predictor code path
+of `nnadapter-bridge convert` and `run`: a Config built from the entry's fields, validation.inputs.input_arrays),
+runs it on the reference inputs (or seeded random ones), checks the outputs against the reference outputs or
+Paddle Inference at the whole-model tolerance (validation.paddle_reference.compare), and returns plain data:
 
     {"result": {...the entry's result...}, "programs": {file name: bytes}, "dot": "<partition DOT text>"}
 
@@ -14,7 +14,6 @@ message. Nothing here depends on where it runs.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import platform
@@ -26,6 +25,8 @@ import warnings
 
 import numpy as np
 
+from nnadapter_bridge.batch.manifest import Entry
+
 RESULT_VERSION = 1
 
 
@@ -35,17 +36,35 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _args(entry: dict) -> argparse.Namespace:
-    """The entry as the options `convert`/`run` parse (so the same helpers build the Config and the inputs)."""
-    shapes = {**{name: s[0] for name, s in entry["dynamic_shapes"].items()}, **entry["input_shapes"]}
-    return argparse.Namespace(
-        model=entry["model"], params=entry["params"], devices=list(entry["devices"]),
-        context_properties=entry["context_properties"], partition_config=entry["partition_config"],
-        min_subgraph_size=entry["min_subgraph_size"], seed=entry["seed"],
-        inputs=[f"{name}={path}" for name, path in entry["reference_inputs"].items()],
-        input_shapes=[f"{name}:{','.join(map(str, dims))}" for name, dims in shapes.items()
-                      if name not in entry["reference_inputs"]],
-        dynamic_shapes=[])
+def _config(entry: Entry, cache_dir: str):
+    """The entry's Config, as `convert`/`run` build theirs from their options (commands.model_config.build_config,
+    whose checks the manifest already made: the paths exist, min_subgraph_size >= 1, seed >= 0)."""
+    from nnadapter_bridge.predictor.config import Config
+
+    config = Config()
+    if os.path.isdir(entry.model):
+        config.set_model_dir(entry.model)
+    else:
+        config.set_model_file(entry.model)
+    if entry.params:
+        config.set_param_file(entry.params)
+    config.set_nnadapter_device_names(entry.devices)
+    if entry.context_properties:
+        config.set_nnadapter_context_properties(entry.context_properties)
+    config.set_nnadapter_model_cache_dir(cache_dir)
+    if entry.partition_config:
+        config.set_nnadapter_subgraph_partition_config_path(entry.partition_config)
+    config.set_min_subgraph_size(entry.min_subgraph_size)
+    if entry.dynamic_shapes:
+        config.set_nnadapter_dynamic_shape_info(entry.dynamic_shapes)
+    return config
+
+
+def _random_input_shapes(entry: Entry) -> dict:
+    """The shapes of the inputs made at random: input_shapes, else a dynamic input's first shape (an input read
+    from reference_inputs has its file's shape)."""
+    shapes = {**{name: s[0] for name, s in entry.dynamic_shapes.items()}, **entry.input_shapes}
+    return {name: dims for name, dims in shapes.items() if name not in entry.reference_inputs}
 
 
 def _feeds_digest(arrays: dict) -> str:
@@ -57,24 +76,24 @@ def _feeds_digest(arrays: dict) -> str:
     return digest.hexdigest()
 
 
-def _reference_outputs(entry: dict, feeds: dict, cache_dir) -> tuple:
+def _reference_outputs(entry: Entry, feeds: dict, cache_dir) -> tuple:
     """({name: array}, where from) for the comparison, or (None, "none")."""
     from nnadapter_bridge.validation.inputs import load_npy
     from nnadapter_bridge.validation.paddle_reference import paddle_outputs
 
-    mode = entry["compare"]
+    mode = entry.compare
     if mode == "none":
         return None, "none"
-    if entry["reference_outputs"] and mode in ("auto", "reference"):
-        return ({name: load_npy(path, f"reference_outputs.{name}") for name, path in entry["reference_outputs"].items()},
+    if entry.reference_outputs and mode in ("auto", "reference"):
+        return ({name: load_npy(path, f"reference_outputs.{name}") for name, path in entry.reference_outputs.items()},
                 "reference files")
-    if mode == "auto" and str(entry["model"]).endswith(".nb"):
+    if mode == "auto" and str(entry.model).endswith(".nb"):
         # A Paddle Lite .nb: Paddle Inference cannot read it (an explicit `compare: paddle` says so as an error)
         return None, "none (Paddle Inference cannot read a Paddle Lite .nb)"
     # Paddle Inference; its outputs for the same model and inputs are shared by the entries of every device.
     path = None
     if cache_dir and os.path.isdir(cache_dir):
-        key = hashlib.sha256(f"{entry['model_digest']}|{_feeds_digest(feeds)}".encode()).hexdigest()[:32]
+        key = hashlib.sha256(f"{entry.model_digest}|{_feeds_digest(feeds)}".encode()).hexdigest()[:32]
         path = os.path.join(cache_dir, f"{key}.npz")
         if os.path.isfile(path):
             try:
@@ -82,7 +101,7 @@ def _reference_outputs(entry: dict, feeds: dict, cache_dir) -> tuple:
                     return {name: data[name] for name in data.files}, "Paddle Inference"
             except (OSError, ValueError):
                 pass
-    outputs = paddle_outputs(entry["model"], entry["params"], feeds)
+    outputs = paddle_outputs(entry.model, entry.params, feeds)
     if path is not None:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=cache_dir)
         try:
@@ -155,9 +174,9 @@ def run_task(task: dict) -> dict:
     entry = task["entry"]
     started = time.time()
     t0 = time.perf_counter()
-    result = {"id": entry["id"], "key": task["key"], "result_version": RESULT_VERSION, "status": "error",
-              "model": entry["model"], "devices": list(entry["devices"]),
-              "context_properties": entry["context_properties"]}
+    result = {"id": entry.id, "key": task["key"], "result_version": RESULT_VERSION, "status": "error",
+              "model": entry.model, "devices": list(entry.devices),
+              "context_properties": entry.context_properties}
     timings: dict = {}
     run_info = {"host": platform.node(), "pid": os.getpid(), "started": started}
     payload = {"result": result, "programs": {}, "dot": None}
@@ -199,21 +218,18 @@ def run_task(task: dict) -> dict:
     return payload
 
 
-def _run(entry: dict, task: dict, cache_dir: str, result: dict, timings: dict, payload: dict) -> None:
+def _run(entry: Entry, task: dict, cache_dir: str, result: dict, timings: dict, payload: dict) -> None:
     from nnadapter_bridge.validation import inputs
-    from nnadapter_bridge.commands import model_config
     from nnadapter_bridge.validation.paddle_reference import compare
     from nnadapter_bridge.predictor.predictor import create_predictor
     from partition import dot_text
 
-    args = _args(entry)
     os.makedirs(cache_dir, exist_ok=True)
     t = time.perf_counter()
-    config = model_config.build_config(args, cache_dir=cache_dir, dynamic_shape_info=entry["dynamic_shapes"] or None)
-    predictor = create_predictor(config)
+    predictor = create_predictor(_config(entry, cache_dir))
     try:
         timings["prepare_s"] = time.perf_counter() - t
-        feeds, origin = inputs.make_inputs(predictor, args)
+        feeds, origin = inputs.input_arrays(predictor, entry.reference_inputs, _random_input_shapes(entry), entry.seed)
         inputs.feed(predictor, feeds)
         t = time.perf_counter()
         predictor.run()  # converts, compiles, writes the .nnc files (or restores them)

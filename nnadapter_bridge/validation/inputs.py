@@ -68,13 +68,19 @@ def make_inputs(predictor, args, shapes: Optional[dict] = None) -> tuple:
     """Arrays for every model input and how each was made: ({name: array}, {name: "file F" | "random"}).
 
     `shapes` (name -> dims) overrides --input-shape (convert uses it for --dynamic-shape)."""
-    names = predictor.get_input_names()
-    files = dict(parse_input_file(s) for s in getattr(args, "inputs", []) or [])
     shape_of = dict(parse_input_shape(s) for s in getattr(args, "input_shapes", []) or [])
     shape_of.update(shapes or {})
+    return input_arrays(predictor, dict(parse_input_file(s) for s in getattr(args, "inputs", []) or []), shape_of,
+                        getattr(args, "seed", 0))
+
+
+def input_arrays(predictor, files: dict, shape_of: dict, seed: int) -> tuple:
+    """make_inputs from values rather than options: `files` name -> .npy path, `shape_of` name -> dims of the
+    random ones, `seed` of their generator (batch gives a manifest entry's)."""
+    names = predictor.get_input_names()
     _check_names(files, names, "--input")
     _check_names(shape_of, names, "--input-shape")
-    rng = np.random.default_rng(getattr(args, "seed", 0))
+    rng = np.random.default_rng(seed)
     arrays, origin = {}, {}
     for name in names:
         tensor = predictor.get_input_by_name(name)

@@ -5,6 +5,7 @@ manifest on Ray (started in the test) gives the same report except timings."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import signal
@@ -14,7 +15,8 @@ import time
 
 import pytest
 
-from nnadapter_bridge.batch import BatchError, InvalidEntry, ManifestError, RayEngine, load_manifest, parse_resources
+from nnadapter_bridge.batch import (BatchError, Entry, InvalidEntry, ManifestError, RayEngine, load_manifest,
+                                    parse_resources)
 from nnadapter_bridge.cli import main
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -213,7 +215,7 @@ def test_manifest_errors_name_the_entry_and_the_field(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(manifest))
     loaded = load_manifest(str(path))
-    by_id = {e.id if isinstance(e, InvalidEntry) else e["id"]: e for e in loaded.entries}
+    by_id = {e.id: e for e in loaded.entries}
     first = loaded.entries[0]
     assert isinstance(first, InvalidEntry) and first.id == "ok"  # its model has an unknown field
     assert "field 'models.m.input_shape': unknown field (did you mean 'input_shapes'?)" in first.message
@@ -258,10 +260,11 @@ def test_a_nb_entry_is_not_compared_with_paddle_inference_unless_asked(tmp_path)
 
     nb_file = tmp_path / "m.nb"
     nb_file.write_bytes(b"\x02\x00v2.13-rc\x00" + bytes(40))
-    entry = {"compare": "auto", "reference_outputs": {}, "model": str(nb_file), "params": None}
+    entry = Entry(id="m@builtin_device", model_name="m", where="entries[0]", model=str(nb_file),
+                  devices=["builtin_device"])
     assert _reference_outputs(entry, {}, None) == (None, "none (Paddle Inference cannot read a Paddle Lite .nb)")
     with pytest.raises(CliError, match="a Paddle Lite .nb is not a Paddle Inference model"):
-        _reference_outputs({**entry, "compare": "paddle"}, {}, None)
+        _reference_outputs(dataclasses.replace(entry, compare="paddle"), {}, None)
 
 
 def test_a_result_recorded_without_its_log_line_gets_one_done_line_on_resume(tmp_path, monkeypatch):
@@ -283,10 +286,10 @@ def test_a_result_recorded_without_its_log_line_gets_one_done_line_on_resume(tmp
 
         def run(self, tasks):
             for task in tasks:
-                self.ran.append(task["entry"]["id"])
-                yield task, {"result": {"id": task["entry"]["id"], "key": task["key"], "status": "pass",
-                                        "result_version": RESULT_VERSION, "model": task["entry"]["model"],
-                                        "devices": task["entry"]["devices"]}}
+                self.ran.append(task["entry"].id)
+                yield task, {"result": {"id": task["entry"].id, "key": task["key"], "status": "pass",
+                                        "result_version": RESULT_VERSION, "model": task["entry"].model,
+                                        "devices": task["entry"].devices}}
 
     models = {}
     for name in ("first", "second"):
