@@ -10,9 +10,15 @@ on it.
 from __future__ import annotations
 
 import struct
-from typing import Mapping
+from typing import Any, List, Mapping
 
 import numpy as np
+
+try:
+    import google_crc32c  # the C CRC-32C (hardware-accelerated where the CPU has it), a required dependency
+except ImportError as _missing:  # pragma: no cover - a broken installation
+    raise ImportError("nnadapter-bridge needs the google-crc32c package for the .nnc cache's CRC: "
+                      "pip install google-crc32c (it is a dependency of nnadapter-bridge)") from _missing
 
 MAGIC = 0x2E6E6E63  # ('.'<<24)+('n'<<16)+('n'<<8)+'c': the bytes "cnn." on disk
 MAGIC_BYTES = b"cnn."
@@ -21,6 +27,9 @@ HEADER_SIZE = 24
 ENTRY_HEADER_SIZE = 16
 
 _CRC_POLYNOMIAL = 0x82F63B78
+# A value at least this large is a piece of its own in pack_container_parts (not copied); smaller ones are joined
+# with the entry headers around them.
+_SEPARATE_PIECE = 4096
 
 
 class NncFormatError(ValueError):
@@ -33,68 +42,7 @@ class NncCacheWarning(UserWarning):
 
 
 # -- the naive CRC32C ---------------------------------------------------------------------------------
-def _byte_table() -> np.ndarray:
-    table = np.zeros(256, dtype=np.uint32)
-    for value in range(256):
-        crc = value
-        for _ in range(8):
-            crc = (crc >> 1) ^ _CRC_POLYNOMIAL if crc & 1 else crc >> 1
-        table[value] = crc
-    return table
-
-
-_TABLE = _byte_table()
-_TABLE_LIST = [int(v) for v in _TABLE]
-# Below this size the plain table loop is faster than setting up the vectorised path.
-_SMALL_INPUT = 4096
-
-
-def _crc_update_small(crc: int, data) -> int:
-    table = _TABLE_LIST
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc
-
-
-def _zero_shift_tables(length: int) -> list:
-    """Four 256-entry tables applying "feed `length` zero bytes" to a register, one per register byte.
-
-    With initial value 0 and no final xor the CRC is linear over GF(2), so this map is a 32x32 bit
-    matrix; column b is the register 1<<b after `length` zero bytes.
-    """
-    registers = (np.uint32(1) << np.arange(32, dtype=np.uint32)).astype(np.uint32)
-    for _ in range(length):
-        registers = _TABLE[registers & 0xFF] ^ (registers >> np.uint32(8))
-    values = np.arange(256, dtype=np.uint32)
-    tables = []
-    for k in range(4):
-        table = np.zeros(256, dtype=np.uint32)
-        for bit in range(8):
-            table ^= np.where((values >> np.uint32(bit)) & 1, registers[8 * k + bit], np.uint32(0)).astype(np.uint32)
-        tables.append([int(v) for v in table])
-    return tables
-
-
-try:  # A C CRC-32C (hardware-accelerated where the CPU has it): ~100x the numpy path below.
-    import google_crc32c as _google_crc32c
-
-    if _google_crc32c.implementation != "c":
-        _google_crc32c = None
-except ImportError:  # pragma: no cover - the dependency is declared; the numpy path keeps working without it
-    _google_crc32c = None
-
-
-def crc32c_naive(data) -> int:
-    """Paddle Lite's cache CRC: CRC-32C bit order and polynomial, but init 0 and no final xor."""
-    if _google_crc32c is not None:
-        # The standard CRC-32C inverts the register on entry and on exit; `extend(c, data)` starts from
-        # register ~c. Starting from ~0xFFFFFFFF = 0 and undoing the exit inversion gives Paddle Lite's
-        # variant exactly.
-        return _google_crc32c.extend(0xFFFFFFFF, _crc_input(data)) ^ 0xFFFFFFFF
-    return crc32c_naive_numpy(data)
-
-
-def _crc_input(data):
+def _crc_input(data: Any) -> Any:
     """`data` as what the C CRC accepts without a copy: it takes only buffers that need no release (`bytes`,
     numpy arrays), not memoryviews or mmaps; a uint8 array over the same memory is one (no bytes copied)."""
     if type(data) is bytes:
@@ -103,19 +51,30 @@ def _crc_input(data):
     return np.frombuffer(view, dtype=np.uint8) if len(view) else b""
 
 
-def crc32c_naive_update(crc: int, data) -> int:
+def crc32c_naive(data: Any) -> int:
+    """Paddle Lite's cache CRC: CRC-32C bit order and polynomial, but init 0 and no final xor."""
+    # The standard CRC-32C inverts the register on entry and on exit; `extend(c, data)` starts from register ~c.
+    # Starting from ~0xFFFFFFFF = 0 and undoing the exit inversion gives Paddle Lite's variant exactly.
+    return int(google_crc32c.extend(0xFFFFFFFF, _crc_input(data))) ^ 0xFFFFFFFF
+
+
+def crc32c_naive_update(crc: int, data: Any) -> int:
     """crc32c_naive of A + data, given crc = crc32c_naive(A): the CRC of a file written piece by piece."""
-    if _google_crc32c is not None:
-        return _google_crc32c.extend(crc ^ 0xFFFFFFFF, _crc_input(data)) ^ 0xFFFFFFFF
-    return crc_shift(crc, memoryview(data).nbytes) ^ crc32c_naive_numpy(data)
+    return int(google_crc32c.extend(crc ^ 0xFFFFFFFF, _crc_input(data))) ^ 0xFFFFFFFF
 
 
-def _one_zero_byte_matrix() -> list:
-    # Column b: the register 1<<b after one zero byte (the CRC is linear over GF(2): init 0, no xor-out).
-    return [int(_TABLE[(1 << b) & 0xFF]) ^ ((1 << b) >> 8) for b in range(32)]
+def crc32c_naive_tail(data: Any, start: int) -> int:
+    """crc32c_naive(data[start:]) without copying the tail (`bytes`, memoryviews and mmaps alike)."""
+    return crc32c_naive(memoryview(data).cast("B")[start:])
 
 
-def _matrix_times(matrix: list, vector: int) -> int:
+def _after_zero_byte(register: int) -> int:
+    for _ in range(8):
+        register = (register >> 1) ^ _CRC_POLYNOMIAL if register & 1 else register >> 1
+    return register
+
+
+def _matrix_times(matrix: List[int], vector: int) -> int:
     result = 0
     column = 0
     while vector:
@@ -126,7 +85,9 @@ def _matrix_times(matrix: list, vector: int) -> int:
     return result
 
 
-_ZERO_BYTE_POWERS = [_one_zero_byte_matrix()]  # [k]: the map "feed 2**k zero bytes", grown on demand
+# [k]: the map "feed 2**k zero bytes" as a 32x32 bit matrix (column b: the register 1<<b after them), grown on
+# demand. The CRC is linear over GF(2) (init 0, no xor-out), so feeding zeros is such a matrix.
+_ZERO_BYTE_POWERS = [[_after_zero_byte(1 << b) for b in range(32)]]
 
 
 def crc_shift(crc: int, length: int) -> int:
@@ -142,38 +103,6 @@ def crc_shift(crc: int, length: int) -> int:
         length >>= 1
         k += 1
     return crc
-
-
-def crc32c_naive_tail(data, start: int) -> int:
-    """crc32c_naive(data[start:]) without copying the tail (`bytes`, memoryviews and mmaps alike)."""
-    return crc32c_naive(memoryview(data).cast("B")[start:])
-
-
-def crc32c_naive_numpy(data) -> int:
-    """crc32c_naive in numpy, for when no C CRC-32C is installed.
-
-    Large buffers are cut into K equal chunks whose CRCs advance together, one numpy step per byte
-    column; the chunk CRCs are then combined with crc(A+B) = shift(crc(A), len(B)) ^ crc(B), which
-    holds exactly because this variant is linear (zero init, no xor-out).
-    """
-    view = memoryview(data).cast("B")
-    n = len(view)
-    if n < _SMALL_INPUT:
-        return _crc_update_small(0, view)
-    chunk = max(64, int(n ** 0.5))
-    count = n // chunk
-    body = np.frombuffer(view, dtype=np.uint8, count=count * chunk)
-    columns = np.ascontiguousarray(body.reshape(count, chunk).T)
-    crcs = np.zeros(count, dtype=np.uint32)
-    table = _TABLE
-    eight = np.uint32(8)
-    for column in columns:
-        crcs = table[(crcs ^ column) & 0xFF] ^ (crcs >> eight)
-    t0, t1, t2, t3 = _zero_shift_tables(chunk)
-    crc = 0
-    for value in crcs.tolist():
-        crc = t0[crc & 0xFF] ^ t1[(crc >> 8) & 0xFF] ^ t2[(crc >> 16) & 0xFF] ^ t3[crc >> 24] ^ value
-    return _crc_update_small(crc, view[count * chunk:])
 
 
 # -- the key/value container ------------------------------------------------------------------------
@@ -202,7 +131,7 @@ def pack_container_parts(entries: Mapping) -> list:
     for key, value in items:
         size = memoryview(value).nbytes
         small += [struct.pack("<QQ", len(key), size), key]
-        if size >= _SMALL_INPUT:
+        if size >= _SEPARATE_PIECE:
             parts.append(b"".join(small))
             parts.append(value)
             small = []
