@@ -1,5 +1,5 @@
-"""`nnadapter-bridge devices [--json]`: builtin_device always listed and loading; a broken entry point
-is listed with the reason it fails to load."""
+"""`nnadapter-bridge devices [--json]`: builtin_device (declared in pyproject's entry points) listed and loading;
+a broken entry point is listed with the reason it fails to load."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -15,6 +15,7 @@ from nnadapter_bridge.nnadapter.runtime import DeviceManager
 def manager_with_broken_entry_point(monkeypatch):
     manager = DeviceManager()
     manager._entry_points = {
+        **manager._entry_point_map(),  # the installed ones
         "broken_device": importlib.metadata.EntryPoint(name="broken_device", value="no_such_module_for_tests:DRIVER",
                                                        group="nnadapter_bridge.devices"),
     }

@@ -132,10 +132,17 @@ def test_builtin_device_identity():
     assert check_device_name("builtin_device") and not check_device_name("no_such_device")
 
 
-def test_builtin_device_without_package_metadata():
+def test_drivers_come_only_from_entry_points_and_registration():
+    """The runtime never imports a driver by module name, builtin_device included: without the distribution's
+    entry points a driver is known only once registered."""
     manager = DeviceManager()
     manager._entry_points = {}  # as if the distribution's metadata were missing
-    assert manager.acquire("builtin_device").driver is BUILTIN
+    assert manager.names() == [] and not manager.is_declared("builtin_device")
+    with pytest.raises(DeviceNotFoundError, match="no NNAdapter device named 'builtin_device'; available: none"):
+        manager.acquire("builtin_device")
+    manager.register(BUILTIN)
+    assert manager.names() == ["builtin_device"] and manager.acquire("builtin_device").driver is BUILTIN
+    manager.close_all()
 
 
 def test_unknown_device_lists_available_and_failed_entry_points():
@@ -144,7 +151,9 @@ def test_unknown_device_lists_available_and_failed_entry_points():
                                            group="nnadapter_bridge.devices")
     misnamed = importlib.metadata.EntryPoint(name="misnamed_device", value="hal.builtin_device:DRIVER",
                                              group="nnadapter_bridge.devices")
-    manager._entry_points = {"broken_device": broken, "misnamed_device": misnamed}
+    builtin = importlib.metadata.EntryPoint(name="builtin_device", value="hal.builtin_device:DRIVER",
+                                            group="nnadapter_bridge.devices")
+    manager._entry_points = {"broken_device": broken, "misnamed_device": misnamed, "builtin_device": builtin}
     with pytest.raises(DeviceNotFoundError) as info:
         manager.acquire("huawei_ascend_npu")
     message = str(info.value)

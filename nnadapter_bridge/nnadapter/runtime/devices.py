@@ -9,7 +9,6 @@ discovery fails and what it reports.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.metadata
 import re
 import threading
@@ -21,12 +20,6 @@ from nnadapter_bridge.nnadapter.codes import DeviceType
 from nnadapter_bridge.nnadapter.driver_protocol import ENTRY_POINT_GROUP, check_driver
 from nnadapter_bridge.nnadapter.properties import parse_properties, unknown_keys
 from nnadapter_bridge.nnadapter.runtime.faults import call_driver
-
-BUILTIN_DEVICE_NAME = "builtin_device"
-# The module holding builtin_device's DRIVER: loaded by name, as a plugin, when no entry point provides it
-# (a source checkout that was never pip-installed), so the standard never imports the HAL.
-BUILTIN_DEVICE_MODULE = "hal.builtin_device"
-
 
 _INSTALL_HINT = re.compile(r"install (nnadapter-bridge\[[A-Za-z0-9_,-]+\])")
 
@@ -51,7 +44,7 @@ class DeviceInfo:
     version: Optional[int] = None
     loaded: bool = False
     error: str = ""
-    source: str = ""  # "entry point <value>", "built in" or "registered"
+    source: str = ""  # "entry point <value>" or "registered"
     unavailable: str = ""  # what to install when the driver's SDK is missing ("install nnadapter-bridge[x]")
 
     @property
@@ -116,7 +109,7 @@ class DeviceManager:
         if self._entry_points is None:
             try:
                 found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-            except Exception as exc:  # broken metadata must not hide builtin_device
+            except Exception as exc:  # broken metadata: a warning, then only registered drivers
                 warnings.warn(f"cannot read the '{ENTRY_POINT_GROUP}' entry points: {exc}", RuntimeWarning)
                 found = []
             self._entry_points = {}
@@ -144,11 +137,6 @@ class DeviceManager:
                 self._drivers[name] = driver
                 self._sources[name] = f"entry point {ep.value}"
                 return driver
-        if name == BUILTIN_DEVICE_NAME:
-            driver = importlib.import_module(BUILTIN_DEVICE_MODULE).DRIVER
-            self._drivers[name] = driver
-            self._sources[name] = "built in"
-            return driver
         return None
 
     def register(self, driver: Any, name: Optional[str] = None, *, replace: bool = False) -> None:
@@ -173,7 +161,7 @@ class DeviceManager:
     def names(self) -> list:
         """Every name a driver may be acquired by (some may still fail to load)."""
         with self._lock:
-            return sorted(set(self._drivers) | set(self._entry_point_map()) | {BUILTIN_DEVICE_NAME})
+            return sorted(set(self._drivers) | set(self._entry_point_map()))
 
     def is_declared(self, name: str) -> bool:
         """Whether some driver is installed or registered under `name` (even one that fails to load): a
@@ -199,10 +187,7 @@ class DeviceManager:
         """The context-property keys the driver `name` reads (its optional `property_keys`), None when it
         does not declare them or does not load."""
         with self._lock:
-            try:
-                driver = self._load(name)
-            except Exception:  # builtin_device's module failing to import: nothing to declare
-                return None
+            driver = self._load(name)  # never raises: a driver failing to load is recorded and None
         keys = getattr(driver, "property_keys", None) if driver is not None else None
         return None if keys is None else frozenset(keys)
 
