@@ -10,7 +10,7 @@ import numpy as np
 
 
 def print_json(data) -> None:
-    """The command's one JSON document (with "ok": true and the warnings collected so far; cli.channel)."""
+    """The command's one JSON document (with "ok": true and the warnings collected so far; commands.channel)."""
     from nnadapter_bridge.commands.channel import current
 
     current().print_document(data)
@@ -102,7 +102,7 @@ def format_number(value) -> str:
 @contextlib.contextmanager
 def one_line_warnings(command: str):
     """Python warnings (cache misses, partition config specs that match nothing) go to the command's channel:
-    one line each on stderr, or the "warnings" of its JSON document (cli.channel)."""
+    one line each on stderr, or the "warnings" of its JSON document (commands.channel)."""
     from nnadapter_bridge.commands.channel import current
 
     channel = current()
