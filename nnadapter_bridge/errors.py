@@ -2,8 +2,26 @@
 
 Messages name the file, the Paddle op (type, index, first output var) or the NNAdapter operation
 involved, and say what to do about it.
+
+Owns the errors and NNAdapter's result codes (`ResultCode`, nnadapter.h's NNADAPTER_NO_ERROR ...), which
+NNAdapterError carries and `nnadapter.codes` names with the standard's other codes. The lowest module of the
+ground: it imports nothing of the project (and nothing costly: `import nnadapter_bridge` loads it).
 """
 from __future__ import annotations
+
+import enum
+
+
+class ResultCode(enum.IntEnum):
+    """NNAdapter's result codes (nnadapter.h): what a driver hook returns or an NNAdapterError carries."""
+
+    NO_ERROR = 0
+    OUT_OF_MEMORY = 1
+    INVALID_DIMENSIONS = 2
+    INVALID_PARAMETER = 3
+    DEVICE_NOT_FOUND = 4
+    DEVICE_INTERNAL_ERROR = 5
+    FEATURE_NOT_SUPPORTED = 6
 
 
 class BridgeError(Exception):
@@ -26,12 +44,10 @@ class ModelFormatError(BridgeError):
 
 
 class NNAdapterError(BridgeError):
-    """A failure reported with an NNAdapter result code (see nnadapter.codes.ResultCode)."""
+    """A failure reported with an NNAdapter result code (ResultCode)."""
 
     def __init__(self, message: str, code: int | None = None):
-        from nnadapter_bridge.nnadapter.codes import ResultCode
-
-        self.code = ResultCode.INVALID_PARAMETER if code is None else ResultCode(code)
+        self.code: ResultCode = ResultCode.INVALID_PARAMETER if code is None else ResultCode(code)
         super().__init__(f"{message} [{self.code.name}]")
 
 
@@ -39,8 +55,6 @@ class InvalidDimensionsError(NNAdapterError):
     """NNADAPTER_INVALID_DIMENSIONS: the program cannot run these input shapes; recompile for them."""
 
     def __init__(self, message: str):
-        from nnadapter_bridge.nnadapter.codes import ResultCode
-
         super().__init__(message, ResultCode.INVALID_DIMENSIONS)
 
 
@@ -52,8 +66,6 @@ class DeviceNotFoundError(NNAdapterError):
     """A device name that no installed driver provides."""
 
     def __init__(self, message: str):
-        from nnadapter_bridge.nnadapter.codes import ResultCode
-
         super().__init__(message, ResultCode.DEVICE_NOT_FOUND)
 
 

@@ -7,20 +7,15 @@ import enum
 
 import numpy as np
 
+# The result codes are defined with the errors that carry them (errors is the ground's lowest module, and imports
+# nothing of the project); they are codes of the standard all the same.
+from nnadapter_bridge.errors import ResultCode  # noqa: F401
+
 VERSION = 1
 UNKNOWN = -65535  # NNADAPTER_UNKNOWN: an unknown dimension or an unknown code
 MAX_SIZE_OF_DIMENSIONS = 8
 MAX_SIZE_OF_DYNAMIC_DIMENSIONS = 8
 
-
-class ResultCode(enum.IntEnum):
-    NO_ERROR = 0
-    OUT_OF_MEMORY = 1
-    INVALID_DIMENSIONS = 2
-    INVALID_PARAMETER = 3
-    DEVICE_NOT_FOUND = 4
-    DEVICE_INTERNAL_ERROR = 5
-    FEATURE_NOT_SUPPORTED = 6
 
 
 class Precision(enum.IntEnum):
