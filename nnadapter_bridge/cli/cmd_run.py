@@ -30,12 +30,9 @@ import time
 
 import numpy as np
 
-from nnadapter_bridge.cli import cmd_partition
-
-from nnadapter_bridge.validation import inputs, paddle_reference
-
-from nnadapter_bridge.commands import model_config, options, output
+from nnadapter_bridge.commands import model_config, options, output, partition_report
 from nnadapter_bridge.commands.options import CliError
+from nnadapter_bridge.validation import inputs, paddle_reference
 
 
 def register(subparsers) -> None:
@@ -134,7 +131,7 @@ def run(args) -> int:
             sample_outputs.append(inputs.outputs_of(predictor))
         stats = predictor.stats
         programs = output.program_report(predictor)
-        placement = cmd_partition.report(predictor.plan, predictor.placements())  # before close: asks the devices
+        placement = partition_report.report(predictor.plan, predictor.placements())  # before close: asks the devices
         predictor.close()
 
     data = {
@@ -196,7 +193,7 @@ def run(args) -> int:
         output.print_text(render(data))
         if args.per_op:
             print()
-            print(cmd_partition.render_per_op(data))
+            print(partition_report.render_per_op(data))
     return status
 
 
@@ -293,7 +290,7 @@ def render(data: dict) -> str:
             ["subgraph", "ops", "token", "program"],
             [[p["subgraph"], p["ops"], p["token"], p["source"]] for p in data["programs"]], right_align={0, 1}))
     lines.append("")
-    lines.extend(cmd_partition.placement_tables(data))
+    lines.extend(partition_report.placement_tables(data))
     if "compare_paddle" in data:
         lines.append("")
         rows = []

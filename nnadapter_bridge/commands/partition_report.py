@@ -1,0 +1,215 @@
+"""The partition of a model as plain data and as text: what `nnadapter-bridge partition` prints, what `run` shows
+of its placements, and what the demos print.
+
+`report(plan, placements)` turns a subgraph.plan.PartitionPlan into the summary data (subgraphs with the devices
+taking them, host ops with the reason each one is not on a device, loop and branch body ops, the host share,
+every op's placement, the picture); `render_summary`, `placement_tables` and `render_per_op` lay it out as
+tables (commands.output.format_table); `check_strict` is `--strict`. Imports the subgraph floor, the host
+executor (whether a host kernel can run an op) and partition; never an application.
+"""
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+from nnadapter_bridge.commands import output
+
+if TYPE_CHECKING:  # the partition machinery is imported when a report is made, not when a command's parser is built
+    from nnadapter_bridge.subgraph.plan import PartitionPlan
+
+
+def report(plan: PartitionPlan, placements: list | None = None) -> dict:
+    """The summary as plain data (the --json output). `placements`: partition_plan.OpPlacement per op (default:
+    the plan's), e.g. a predictor's after a run, with the ops it moved to the host then."""
+    from nnadapter_bridge.subgraph.plan import host_share, host_share_summary
+    from partition import op_key
+    from partition.dump import operator_lines
+
+    graph, result = plan.graph, plan.result
+    no_host_kernel = _no_host_kernel(plan)
+    forced = plan.forced_by()
+    spec_lines = dict(zip((id(op) for op in result.ops), operator_lines(graph)))
+    if placements is None:
+        placements = plan.op_placements if plan.op_placements is not None else plan.placements()
+    placed = {p.op.index: p for p in placements}
+    subgraphs = []
+    for s in result.subgraphs:
+        histogram = collections.Counter(op.type for op in s.ops)
+        devices = collections.Counter(placed[op.index].device or "host (moved at run time)" for op in s.ops
+                                      if op.index in placed)
+        subgraphs.append({
+            "index": s.index,
+            "devices": dict(devices.most_common()),
+            "num_ops": len(s.ops),
+            "op_types": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "inputs": list(s.input_names),
+            "outputs": list(s.output_names),
+            "num_weights": len(s.weight_names),
+            "ops": [spec_lines[id(op)] for op in s.ops],
+        })
+    host_ops = []
+    moved = {i for i, p in placed.items() if p.at_run}
+    on_host = {id(op) for op in result.host_ops}
+    for op in (op for op in result.ops if id(op) in on_host or op.index in moved):
+        host_ops.append({
+            "index": op.index,
+            "type": op.type,
+            "spec": spec_lines[id(op)],
+            "reason": placed[op.index].reason if op.index in moved else plan.host_reason(op, forced),
+            "at_run": op.index in moved,
+            "forced": op_key(op) in forced,
+            "host_kernel": op.type not in no_host_kernel,
+            "declined": dict(placed[op.index].declined) if op.index in placed else {},
+        })
+    bodies = [dict(b.as_dict(), host_kernel=b.op.type not in no_host_kernel) for b in plan.body_placements()]
+    return {
+        "model": graph.model_path or "<buffer>",
+        "devices": list(plan.device_names),
+        "partition_config": plan.partition_config.source if plan.partition_config is not None else None,
+        "num_ops": len(result.ops),
+        "num_subgraphs": len(result.subgraphs),
+        "ops_on_devices": sum(len(s.ops) for s in result.subgraphs) - len(moved),
+        "num_host_ops": len(plan.host_ops) + len(moved),
+        "subgraphs": subgraphs,
+        "host_ops": host_ops,
+        # The ops of loop and branch bodies (every block but 0): on the host with the control-flow op holding them.
+        "num_body_ops": len(bodies),
+        "body_ops": bodies,
+        "host_share": host_share_summary(host_share(graph, placements)),
+        "placements": [p.as_dict() for p in placements],
+        "picture": picture(plan, placements).as_dict(),
+    }
+
+
+
+def picture(plan: PartitionPlan, placements: list):
+    """The readable picture of the partition (partition.picture)."""
+    from partition import build_picture
+
+    return build_picture(plan.graph, plan.result, {p.op.index: p.picture_placement() for p in placements},
+                         plan.device_names)
+
+
+
+def _no_host_kernel(plan: PartitionPlan) -> set:
+    """The op types among the host ops and the ops of their loop and branch bodies that nothing on the host can
+    run."""
+    ops = plan.host_ops
+    if not ops:
+        return set()
+    try:
+        from nnadapter_bridge.host import HostExecutor
+    except ImportError:
+        return {op.type for op in ops}
+    return set(HostExecutor(plan.graph, plan.device_names).unsupported_op_types(ops))
+
+
+
+def check_strict(plan: PartitionPlan) -> None:
+    """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host, other than
+    control flow (partition_plan.check_strict: a warning says it runs on the host)."""
+    from nnadapter_bridge.subgraph.plan import check_strict as check_share, host_share
+
+    share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
+    check_share(share, plan.device_names)
+
+
+
+def render_summary(data: dict) -> str:
+    """The readable form of report(): a header, the subgraph table, the host-op table, the host share."""
+    lines = [f"model        {data['model']}",
+             f"devices      {', '.join(data['devices'])}",
+             f"config       {data['partition_config'] or '-'}",
+             f"ops          {data['num_ops']} ({data['ops_on_devices']} on devices in {data['num_subgraphs']} "
+             f"subgraph{'s' if data['num_subgraphs'] != 1 else ''}, {data['num_host_ops']} on the host, "
+             "plus feed/fetch)" + (f"; {data['num_body_ops']} more in loop and branch bodies, on the host"
+                                   if data.get("num_body_ops") else ""),
+             ""]
+    lines.extend(placement_tables(data))
+    share = data["host_share"]
+    if share["host_ops"]:
+        flops = "" if share["flop_share"] is None else f", {share['flop_share']:.1%} of the estimated FLOPs"
+        verdict = ("over the 5% limit: create_predictor warns (HostPlacementWarning)" if share["over_limit"]
+                   else "within the 5% limit")
+        bodies = ", loop and branch bodies included" if share.get("body_ops") else ""
+        lines += ["", f"host share   {share['op_share']:.1%} of the ops{flops} (forced ones not counted{bodies}); "
+                      f"{verdict}"]
+    return "\n".join(lines)
+
+
+
+def placement_tables(data: dict) -> list:
+    """The subgraph table (with the device taking each) and the host-op table (with the reason, and why each
+    device declines) of report() data: shared by `partition` and `run`."""
+    from partition import HOST_ONLY_OP_TYPES
+
+    lines = []
+    several = len(data["devices"]) > 1
+    if data["subgraphs"]:
+        rows = [[s["index"], _devices(s["devices"]), s["num_ops"], _op_types(s["op_types"]), _names(s["inputs"]),
+                 _names(s["outputs"])] for s in data["subgraphs"]]
+        lines.append(output.format_table(["subgraph", "device", "ops", "op types", "inputs", "outputs"], rows,
+                                         right_align={0, 2}))
+    else:
+        lines.append("no subgraphs: every op runs on the host")
+    host = [h for h in data["host_ops"] if h["type"] not in HOST_ONLY_OP_TYPES]
+    lines.append("")
+    if host:
+        header = ["op", "host op type", "host kernel", "why not on a device"]
+        rows = []
+        for h in host:
+            reason = h["reason"]
+            if several and h.get("declined") and not h["forced"]:
+                reason = _declined(h["declined"])
+            rows.append([h["index"], h["type"], "yes" if h["host_kernel"] else "NO", reason])
+        lines.append(output.format_table(header, rows, right_align={0}))
+    else:
+        lines.append("no host ops: everything but feed/fetch runs on the devices")
+    bodies = data.get("body_ops") or []
+    if bodies:
+        lines += ["", ("loop and branch bodies: every op runs on the host when the control-flow op holding its block "
+                       "runs (no NNAdapter device runs control flow)")]
+        rows = [[b["block"], b["index"], b["type"], "yes" if b["host_kernel"] else "NO", b["in"]] for b in bodies]
+        lines.append(output.format_table(["block", "op", "body op type", "host kernel", "in the body of"], rows,
+                                         right_align={0, 1}))
+    return lines
+
+
+
+def render_per_op(data: dict) -> str:
+    """--per-op: every op with its subgraph, device (or the host) and the devices that decline it."""
+    rows = []
+    for p in data["placements"]:
+        where = p["device"] if p["device"] is not None else ("host (at run)" if p["at_run"] else "host")
+        why = p["host_reason"] if p["device"] is None and (p["forced"] or not p["declined"]) else \
+            _declined(p["declined"])
+        rows.append([p["index"], p["type"], "-" if p["subgraph"] is None else p["subgraph"], where, why or "-"])
+    return output.format_table(["op", "type", "subgraph", "runs on", "declined by / why on the host"], rows,
+                               right_align={0, 2})
+
+
+
+def _names(names: list, limit: int = 3) -> str:
+    if not names:
+        return "-"
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit})" if len(names) > limit else "")
+
+
+
+def _op_types(histogram: dict, limit: int = 5) -> str:
+    items = list(histogram.items())
+    text = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in items[:limit])
+    return text + (", ..." if len(items) > limit else "")
+
+
+
+def _devices(counts: dict) -> str:
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
+
+
+
+def _declined(declined: dict) -> str:
+    return "; ".join(f"{name}: {why}" for name, why in declined.items())
