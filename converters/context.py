@@ -288,7 +288,7 @@ def graph_constant(graph, params: Mapping[str, np.ndarray], name: str, reader, d
 
 def _drop_unread_dequantizes(model: Model, origin: list, outputs: Sequence[Operand]) -> None:
     """Remove the DEQUANTIZE operations whose result nothing reads: a dequantize_linear whose only reader
-    became an integer product (quantization.emit_integer_product reads the quantized operand itself)."""
+    became an integer product (quantized_products.emit_integer_product reads the quantized operand itself)."""
     kept_outputs = {o.index for o in outputs}
     read = {o.index for op in model.operations for o in op.inputs if o is not None}
     dead = [k for k, op in enumerate(model.operations)

@@ -2,9 +2,9 @@
 depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms.
 
 Layout and padding attributes are read through `layout`; operation chains, fused activations and
-binary steps come from `emit`; quantized products from `quantization`.
+binary steps come from `emit`; quantized products from `quantized_products`.
 
-Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry), `quantization` and the
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry), `quantized_products` and the
 standard.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from converters import quantization
+from converters import quantized_products
 from converters.attrs import bias_vector, input_dims
 from converters.context import ConversionContext
 from converters.emit import (
@@ -74,7 +74,7 @@ def _check_conv(op, ctx) -> Optional[str]:
 def _conv_quant_reason(op, ctx) -> Optional[str]:
     """Quantized path (int8 Filter): the scale attrs, a persistable Bias, per-channel only along C_out."""
     v = OpView(op)
-    if not quantization.has_int8_weight(ctx, op, "Filter"):
+    if not quantized_products.has_int8_weight(ctx, op, "Filter"):
         return None
     bias = v.optional_input("Bias")
     if bias and not ctx.is_param(bias):
@@ -84,7 +84,7 @@ def _conv_quant_reason(op, ctx) -> Optional[str]:
     groups = int(v.attr("groups", 1) or 1)
     # A transposed filter [C_in, C_out/groups, kh, kw] has C_out along one axis only when groups == 1.
     channels = (filter_dims[1] if transpose else filter_dims[0])
-    return quantization.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
+    return quantized_products.product_quant_reason(ctx, op, "Input", "Filter", "Output", channels,
                                            per_channel_ok=not transpose or groups == 1,
                                            float_output_ok=not transpose)
 
@@ -100,24 +100,24 @@ def _conv_window_operands(ctx, op):
 
 def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
                        filter_channel_dim: int = 0, after: Optional[Callable] = None):
-    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantized_products.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     v = OpView(op)
     out_name = v.output("Output")
     # A Paddle Lite int8 conv the mixed-precision config lists: float input and dequantized filter.
-    floats = quantization.float_product_operands(ctx, op, "Input", "Filter", filter_channel_dim, out_name)
+    floats = quantized_products.float_product_operands(ctx, op, "Input", "Filter", filter_channel_dim, out_name)
     x = floats[0] if floats else ctx.input(v.input("Input"))
     channel_last = is_channel_last(op, "data_format")
     if channel_last:
         x = to_channel_first(ctx, x, out_name)
     filter_operand = floats[1] if floats else ctx.input(v.input("Filter"))
-    quant = quantization.product_quant(ctx, op, "Input", "Filter", "Output")
+    quant = quantized_products.product_quant(ctx, op, "Input", "Filter", "Output")
     if quant is None:
         bias = bias_vector(ctx, op, "Bias", out_channels_of(filter_operand.type.dims), out_name, x)
-    else:  # quantized path (quantization): int8 filter, int32 bias, quantized input and output
-        filter_operand = quantization.quantized_weight(ctx, v.input("Filter"), quant.weight_scales,
+    else:  # quantized path (quantized_products): int8 filter, int32 bias, quantized input and output
+        filter_operand = quantized_products.quantized_weight(ctx, v.input("Filter"), quant.weight_scales,
                                                      filter_channel_dim)
-        bias = quantization.quantized_bias(ctx, v.optional_input("Bias"), quant,
+        bias = quantized_products.quantized_bias(ctx, v.optional_input("Bias"), quant,
                                          out_channels_of(filter_operand.type.dims), out_name)
     act_type = conv_act_type(op)
     fuse = fuse_code_of(act_type)
@@ -131,9 +131,9 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
         elif quant.output_scale is None:
             # Paddle Lite's int8 conv with no Output0_scale (the last one before a float op): the int32 sums,
             # dequantized at input_scale x weight_scale, then the float bias and the fused activation
-            x = quantization.quantized_input(ctx, x, quant.input_scale, out_name)
+            x = quantized_products.quantized_input(ctx, x, quant.input_scale, out_name)
             steps = quant.input_scale * np.asarray(quant.weight_scales, dtype=np.float64)
-            sums = ctx.temp(out_name, "int32_sums", quantization.int32_sums_type(steps, 1))
+            sums = ctx.temp(out_name, "int32_sums", quantized_products.int32_sums_type(steps, 1))
             integer_operands = operands(x)
             integer_operands[2] = None
             integer_operands[-1] = ctx.const_i32(int(FuseCode.FUSED_NONE))
@@ -147,8 +147,8 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
             bias_operand = ctx.model.add_constant(np.ascontiguousarray(bias_value.reshape(1, channels, 1, 1)))
             binary(ctx, T.ADD, real, bias_operand, out, fuse=fuse)
         else:
-            x = quantization.quantized_input(ctx, x, quant.input_scale, out_name)
-            quantization.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
+            x = quantized_products.quantized_input(ctx, x, quant.input_scale, out_name)
+            quantized_products.emit_quantized(ctx, operation, operands(x), out, quant.output_scale, out_name)
 
     steps = [("conv", main)] + fused_activation_steps(op, act_type)
     if after is not None:
@@ -158,7 +158,7 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
     emit_chain(ctx, out_name, x, steps)
 
 
-@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantization.QUANT_EMITS],
+@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantized_products.QUANT_EMITS],
            check=_check_conv)
 def convert_conv2d(ctx: ConversionContext, v: OpView) -> None:
     _convert_conv_like(ctx, v.op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
@@ -218,7 +218,7 @@ def run_time_hw(ctx, op, attr: str, var: str) -> Operand:
 
 @converter("conv2d_transpose", "depthwise_conv2d_transpose",
            emits=[T.CONV_2D_TRANSPOSE, T.TRANSPOSE, T.SLICE, T.CONCAT, T.CAST, T.RESHAPE, *FUSED_PRODUCT_EMITS,
-                  *quantization.QUANT_EMITS],
+                  *quantized_products.QUANT_EMITS],
            check=_check_conv_transpose)
 def convert_conv2d_transpose(ctx: ConversionContext, v: OpView) -> None:
     """A run-time output_size (ENet passes the skip tensor's shape) is any size from the default up to the default
@@ -226,7 +226,7 @@ def convert_conv2d_transpose(ctx: ConversionContext, v: OpView) -> None:
     does not depend on how far the output extends, so the slice is what Paddle computes at that size."""
     groups = int(v.attr("groups", 1) or 1)
     run_time_size = bool(var_attr_names(v.op.attrs.get("output_size")))
-    if run_time_size and quantization.product_quant(ctx, v.op, "Input", "Filter", "Output") is not None:
+    if run_time_size and quantized_products.product_quant(ctx, v.op, "Input", "Filter", "Output") is not None:
         raise ctx.error("a quantized conv2d_transpose with a run-time output_size is not converted")
     # Paddle's transposed filter is [C_in, C_out / groups, kh, kw].
     _convert_conv_like(ctx, v.op, T.CONV_2D_TRANSPOSE, lambda filter_dims: filter_dims[1] * groups, _transpose_extra,

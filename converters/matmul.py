@@ -1,9 +1,9 @@
 """Converters for the matrix products: fc, mul, matmul, matmul_v2, bmm (FULLY_CONNECTED, MAT_MUL) and dot.
 
 Paddle Lite's quantized forms (an int8 persistable weight with scale attrs) and Paddle's fake / QDQ quantized
-forms go through `quantization`'s product helpers; a float weight keeps the float path here.
+forms go through `quantized_products`; a float weight keeps the float path here.
 
-Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry), `quantization` and the
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry), `quantized_products` and the
 standard.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from converters import quantization
+from converters import quantized_products
 from converters.attrs import bias_vector, input_dims, known_dims
 from converters.context import ConversionContext
 from converters.emit import (
@@ -35,7 +35,7 @@ from nnadapter_bridge.nnadapter.codes import (
 
 # -- matrix products --------------------------------------------------------------------------------------------
 
-# Quantized products (an int8 persistable weight with Paddle Lite's scale attrs) go through quantization's
+# Quantized products (an int8 persistable weight with Paddle Lite's scale attrs) go through quantized_products'
 # QUANTIZE -> FULLY_CONNECTED -> DEQUANTIZE step; FULLY_CONNECTED flattens the input to rows, so the
 # output is reshaped back to the input's leading dims.
 
@@ -44,7 +44,7 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
     """Why the quantized path cannot take this op (None when it can or the weight is not int8).
     `lead_count`: how many leading X dims the output keeps (None: all but the last)."""
     v = OpView(op)
-    if not quantization.has_int8_weight(ctx, op, w_slot):
+    if not quantized_products.has_int8_weight(ctx, op, w_slot):
         return None
     w = ctx.param(v.input(w_slot))
     if w.ndim != 2:
@@ -56,7 +56,7 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
             return f"a quantized product needs {x_slot} of rank >= 2"
         if len(lead) > 1 and sum(1 for d in lead if not known_dims([d])) > 1:
             return f"{x_slot} needs at most one unknown leading dim to reshape the quantized product back"
-    return quantization.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim],
+    return quantized_products.product_quant_reason(ctx, op, x_slot, w_slot, out_slot, w.shape[channel_dim],
                                            float_output_ok=True)
 
 
@@ -64,7 +64,7 @@ def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_n
                         fuse: FuseCode, out_name: str, lead_count: Optional[int]) -> list:
     """Chain steps of a quantized product: the quantized FULLY_CONNECTED, then the reshape back."""
     v = OpView(op)
-    steps = [("matmul_quant", quantization.quantized_fc_step(ctx, op, quant, v.input(w_slot), channel_dim,
+    steps = [("matmul_quant", quantized_products.quantized_fc_step(ctx, op, quant, v.input(w_slot), channel_dim,
                                                            bias_name, fuse, out_name))]
     lead = list(x.type.dims[:lead_count] if lead_count is not None else x.type.dims[:-1])
     if len(lead) > 1:
@@ -74,7 +74,7 @@ def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_n
     return steps
 
 
-_QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *quantization.QUANT_EMITS]
+_QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *quantized_products.QUANT_EMITS]
 
 
 def _check_fc(op, ctx) -> Optional[str]:
@@ -88,7 +88,7 @@ def _check_fc(op, ctx) -> Optional[str]:
     if len(w_dims) != 2:
         return f"W must be 2-D, got shape {list(w_dims)}"
     bias = v.optional_input("Bias")
-    if quantization.has_int8_weight(ctx, op, "W") and bias and not ctx.is_param(bias):
+    if quantized_products.has_int8_weight(ctx, op, "W") and bias and not ctx.is_param(bias):
         return "a quantized fc needs a persistable Bias (it becomes an int32 constant)"
     return (fused_activation_reason(op, v.attr_str("activation_type", ""))
             or _quant_matmul_reason(op, ctx, "Input", "W", "Out", v.attr_int("in_num_col_dims", 1), 1))
@@ -100,13 +100,13 @@ def _is_constant_operand(ctx, name: str) -> bool:
     if not ctx.has(name) or ctx.is_param(name):
         return False
     operand = ctx.input(name)
-    return operand.is_constant or quantization.is_dequantized_constant(ctx, operand)
+    return operand.is_constant or quantized_products.is_dequantized_constant(ctx, operand)
 
 
 @converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *FUSED_PRODUCT_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
 def convert_fc(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
-    floats = quantization.float_product_operands(ctx, v.op, "Input", "W", 1, out_name)  # listed in mixed precision
+    floats = quantized_products.float_product_operands(ctx, v.op, "Input", "W", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(v.input("Input"))
     w = floats[1] if floats else ctx.input(v.input("W"))
     k, n = w.type.dims
@@ -114,7 +114,7 @@ def convert_fc(ctx: ConversionContext, v: OpView) -> None:
     act_type = v.attr_str("activation_type", "")
     fuse = fuse_code_of(act_type)
     fuse = FuseCode.FUSED_NONE if fuse is None else fuse
-    quant = quantization.product_quant(ctx, v.op, "Input", "W", "Out")
+    quant = quantized_products.product_quant(ctx, v.op, "Input", "W", "Out")
     if quant is not None:  # quantized path: the bias and the fuse code go into FULLY_CONNECTED
         steps = _quant_matmul_steps(ctx, v.op, quant, x, "W", 1, v.optional_input("Bias"), fuse, out_name,
                                     num_col_dims)
@@ -147,14 +147,14 @@ def _check_mul(op, ctx) -> Optional[str]:
 
 @converter("mul", emits=[T.RESHAPE, T.MAT_MUL, *_QUANT_MATMUL_EMITS], check=_check_mul)
 def convert_mul(ctx: ConversionContext, v: OpView) -> None:
-    if quantization.emit_integer_product(ctx, v.op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantized_products.emit_integer_product(ctx, v.op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     out_name = v.output("Out")
     x_name, y_name = v.input("X"), v.input("Y")
-    floats = quantization.float_product_operands(ctx, v.op, "X", "Y", 1, out_name)  # listed in mixed precision
+    floats = quantized_products.float_product_operands(ctx, v.op, "X", "Y", 1, out_name)  # listed in mixed precision
     x = floats[0] if floats else ctx.input(x_name)
     xk, yk = v.attr_int("x_num_col_dims", 1), v.attr_int("y_num_col_dims", 1)
-    quant = quantization.product_quant(ctx, v.op, "X", "Y", "Out")
+    quant = quantized_products.product_quant(ctx, v.op, "X", "Y", "Out")
     if quant is not None:  # quantized path; the check keeps Y 2-D, so y_num_col_dims is 1
         emit_chain(ctx, out_name, x, _quant_matmul_steps(ctx, v.op, quant, x, "Y", 1, None, FuseCode.FUSED_NONE,
                                                          out_name, xk))
@@ -184,14 +184,14 @@ def convert_mul(ctx: ConversionContext, v: OpView) -> None:
 
 
 def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
-    if quantization.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
+    if quantized_products.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return None
     v = OpView(op)
     out_name = v.output("Out")
     # Listed in the mixed-precision config: float X and Y (Y's output units along axis 0 when transposed).
-    floats = quantization.float_product_operands(ctx, op, "X", "Y", 0 if transpose_y else 1, out_name)
+    floats = quantized_products.float_product_operands(ctx, op, "X", "Y", 0 if transpose_y else 1, out_name)
     x, y = floats if floats else (ctx.input(v.input("X")), ctx.input(v.input("Y")))
-    quant = quantization.product_quant(ctx, op, "X", "Y", "Out")
+    quant = quantized_products.product_quant(ctx, op, "X", "Y", "Out")
     if quant is not None:  # quantized path: Y's output units are axis 0 when transposed, else axis 1
         steps = _quant_matmul_steps(ctx, op, quant, x, "Y", 0 if transpose_y else 1, None, FuseCode.FUSED_NONE,
                                     out_name, None)
@@ -220,7 +220,7 @@ def _check_matmul(op, ctx) -> Optional[str]:
 def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> Optional[str]:
     """The quantized-path conditions of matmul / matmul_v2: X not transposed, a 2-D int8 Y."""
     v = OpView(op)
-    if not quantization.has_int8_weight(ctx, op, "Y"):
+    if not quantized_products.has_int8_weight(ctx, op, "Y"):
         return None
     if v.attr(trans_x_attr, False):
         return f"a quantized matmul with {trans_x_attr} is not converted"

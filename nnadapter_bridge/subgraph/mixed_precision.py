@@ -7,12 +7,12 @@ used. Here that means the converters do not emit the int8 form for a listed op:
 
   - a product (conv2d, depthwise_conv2d, mul, matmul, matmul_v2) reading dequantize_linear(int8 weight)
     gets the dequantized float weight (folded at conversion) and computes in float on the dequantized
-    activation, instead of the int8 x int8 -> int32 product (converters.conv_quant.emit_integer_product);
+    activation, instead of the int8 x int8 -> int32 product (converters.quantized_products.emit_integer_product);
   - in the fake form (onnx_format=False), a listed product computes in float on the integers Paddle holds
     (the activation quantizer then hands out float integers instead of an int8 operand);
   - in Paddle Lite's own form (enable_int8 ops with int8 weights and scale attributes, from opt), a listed
     product computes in float on its input's real values with its weight times its scale attribute
-    (converters.conv_quant.float_product_operands), and its output is not rounded to Output0_scale.
+    (converters.quantized_products.float_product_operands), and its output is not rounded to Output0_scale.
 
 The activations keep Paddle's quantize-dequantize rounding (the program computes it; dropping it would
 change the result), so a listed op computes exactly what Paddle computes, in float. The listed ops are
@@ -25,12 +25,11 @@ from __future__ import annotations
 import os
 
 from nnadapter_bridge.errors import ConfigError
+from partition import PartitionConfig
 
 
 def resolve_mixed_precision_config(buffer: str | bytes | None = None, path: str | os.PathLike | None = None):
     """The parsed config (a partition.PartitionConfig) from the buffer, else the path; None when neither is set."""
-    from partition import PartitionConfig
-
     if buffer:
         return PartitionConfig.from_text(buffer, source="<mixed precision buffer>")
     if path:
