@@ -31,7 +31,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import ConversionError, NNAdapterError
+from nnadapter_bridge.errors import ConversionError, ModelFormatError, NNAdapterError
 from converters.op_view import OpView, has_var_attrs, resolve_var_attrs
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.lowering import fold_operation
@@ -319,7 +319,12 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
 
     `input_types` maps each subgraph input var (sorted by the caller) to its operand type; `output_names`
     are the vars the subgraph must produce; `float_ops` the block-0 indices of the ops the mixed-precision
-    quantization config keeps in float. Raises ConversionError naming the Paddle op on failure.
+    quantization config keeps in float.
+
+    Every caller (the subgraph engine, the predictor's dynamic-shape check, the support decisions, the host
+    executor) converts through here and gets one error: any failure of a converter is a ConversionError naming
+    the Paddle op (a converter's own bug too: "converter failed: ValueError: ..."), and a malformed model
+    (ModelFormatError: an attribute of the wrong type, say) stays what it is.
     """
     from converters.registry import get_converter
 
@@ -333,14 +338,32 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
         if spec is None:
             raise ConversionError(f"{op.label()}: Paddle op '{op.type}' has no converter")
         ctx.current_op = op
-        # Converters read the op with its tensor-valued attributes folded (operation_origin keeps `op`).
-        view = ctx.resolved(op)
-        if spec.check is not None:
-            reason = spec.check(view, ctx)
-            if reason:
-                raise ctx.error(f"cannot be converted: {reason}")
-        spec.fn(ctx, OpView(view))
+        try:
+            # Converters read the op with its tensor-valued attributes folded (operation_origin keeps `op`).
+            view = ctx.resolved(op)
+            if spec.check is not None:
+                reason = spec.check(view, ctx)
+                if reason:
+                    raise ctx.error(f"cannot be converted: {reason}")
+            spec.fn(ctx, OpView(view))
+        except (ConversionError, ModelFormatError):
+            raise
+        except Exception as exc:  # a converter bug still must not escape without the op's name
+            raise ConversionError(f"{op.label()}: converter failed: {type(exc).__name__}: {exc}") from exc
     ctx.current_op = None
+    try:
+        return _finish_conversion(ctx, model, inputs, input_types, output_names)
+    except (ConversionError, ModelFormatError):
+        raise
+    except Exception as exc:  # the finished model fails its own checks: a converter emitted something wrong
+        first = ops[0].label() if len(ops) else "an empty subgraph"
+        raise ConversionError(f"the model converted from {len(ops)} op(s) (first {first}) is invalid: "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+
+def _finish_conversion(ctx: ConversionContext, model: Model, inputs: list, input_types: Mapping[str, OperandType],
+                       output_names: Sequence[str]) -> ConversionResult:
+    """The model's outputs identified and the model finished (convert_subgraph)."""
     outputs, names = [], []
     for name in output_names:
         stack = ctx._operands.get(name)

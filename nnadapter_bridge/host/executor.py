@@ -25,12 +25,15 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from converters.context import convert_subgraph
 from converters.op_view import has_var_attrs, resolve_var_attrs, var_attr_names
 from nnadapter_bridge.errors import BridgeError, ConversionError, UnsupportedOpError
 from nnadapter_bridge.host.kernels import HOST_KERNELS, OpScope
 from nnadapter_bridge.host.kernels.registry import EMPTY_VAR_NAME
 from nnadapter_bridge.loader.program import BlockRef
+from nnadapter_bridge.nnadapter.codes import dtype_precision
 from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.types import OperandType
 
 # The predictor handles these; they are never "unsupported" and never run here.
 FEED_FETCH = ("feed", "fetch")
@@ -220,10 +223,6 @@ class HostExecutor:
 
     def _convert(self, op, scope: dict, *, frozen: bool):
         """Convert `op` alone; inputs not in the params become model inputs typed from the scope arrays."""
-        from converters.context import convert_subgraph
-        from nnadapter_bridge.nnadapter.codes import dtype_precision
-        from nnadapter_bridge.nnadapter.types import OperandType
-
         params = dict(self.graph.params)
         input_types = {}
         for name in sorted(_names(op.input_names())):
@@ -239,12 +238,8 @@ class HostExecutor:
                 input_types[name] = OperandType(precision=dtype_precision(value.dtype), dims=value.shape)
             except ValueError as exc:
                 raise ConversionError(f"{op.label()}: input '{name}': {exc}") from exc
-        try:
-            return convert_subgraph([op], params, input_types, _names(op.output_names()), self.graph)
-        except ConversionError:
-            raise
-        except Exception as exc:  # a converter bug still must not take the run down without the op's name
-            raise ConversionError(f"{op.label()}: converter failed: {type(exc).__name__}: {exc}") from exc
+        # convert_subgraph's one error: a ConversionError naming the op, a converter's own bug included.
+        return convert_subgraph([op], params, input_types, _names(op.output_names()), self.graph)
 
     def _read(self, op, scope: dict, name: str) -> np.ndarray:
         if name in scope:
