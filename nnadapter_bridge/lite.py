@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import enum
 
-from nnadapter_bridge.predictor.config import Config, _as_bytes, check_nnadapter_device_name
+from nnadapter_bridge import __version__
 from nnadapter_bridge.errors import ConfigError, NotSupportedError
+from nnadapter_bridge.loader import load_model
+from nnadapter_bridge.predictor.config import Config, _as_bytes, check_nnadapter_device_name
 from nnadapter_bridge.predictor.predictor import Predictor, create_predictor
 from nnadapter_bridge.predictor.tensor import DataLayoutType, Place, PowerMode, PrecisionType, TargetType, Tensor
 
@@ -27,8 +29,6 @@ __all__ = ["CxxConfig", "MobileConfig", "create_paddle_predictor", "Place", "Tar
 
 def get_version() -> str:
     """nnadapter-bridge's version (what every predictor's get_version() answers)."""
-    from nnadapter_bridge import __version__
-
     return __version__
 
 
@@ -191,7 +191,7 @@ class Opt:
 
     def run(self) -> str:
         """Load the model and write `<optimize_out>.nb`; returns that path."""
-        from nnadapter_bridge.loader import load_model
+        # Imported here: the .nb writer (and flatbuffers) serves Opt only, not a predictor's start.
         from nnadapter_bridge.loader.naive_buffer_writer import save
 
         if self._optimize_out is None:

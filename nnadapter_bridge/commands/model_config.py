@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
 from nnadapter_bridge.commands.options import (CliError, check_file, check_min_subgraph_size, check_seed,
                                           device_names)
 
@@ -25,6 +26,8 @@ def check_partition_config_path(args) -> None:
 
 def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: Optional[dict] = None):
     """A Config from the model, device and partition options in `args` (checks paths first)."""
+    # Imported on call, as create_predictor below: a command that opens no model (`devices`, `--help`) starts
+    # without the predictor floor.
     from nnadapter_bridge.predictor.config import Config
 
     check_model_path(args)
@@ -57,7 +60,6 @@ def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: O
 def open_predictor(config):
     """create_predictor(config), but a device that fell back while the predictor opened (cannot load, open or
     create a context) is a channel.DeviceError naming it: the user asked for that device."""
-    from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
     from nnadapter_bridge.predictor.predictor import create_predictor
 
     since = len(current().warnings)

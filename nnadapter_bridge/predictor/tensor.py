@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import BridgeError, InputError
+from nnadapter_bridge.errors import BridgeError, ConfigError, InputError
 
 
 class TargetType(enum.IntEnum):
@@ -91,8 +91,6 @@ class DataLayoutType(enum.IntEnum):
 
 def _enum_member(enum_type, value, what: str):
     """`value` as a member of `enum_type` (a member, or its int value); ConfigError for anything else."""
-    from nnadapter_bridge.errors import ConfigError
-
     if isinstance(value, enum_type):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -117,8 +115,6 @@ class Place:
     device: int = 0
 
     def __post_init__(self):
-        from nnadapter_bridge.errors import ConfigError
-
         object.__setattr__(self, "target", _enum_member(TargetType, self.target, "Place target"))
         object.__setattr__(self, "precision", _enum_member(PrecisionType, self.precision, "Place precision"))
         object.__setattr__(self, "layout", _enum_member(DataLayoutType, self.layout, "Place layout"))

@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import os
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from nnadapter_bridge import __version__
 from nnadapter_bridge.nnadapter.types import OperandType
 
 CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
@@ -84,8 +86,6 @@ def code_digest() -> str:
     converters, the NNAdapter standard and the in-tree drivers. Computed once per process (~1 MB read)."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        import importlib.util
-
         digest = hashlib.md5()
         for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
             # Located, not imported: a warm start that restores everything never imports the converters.
@@ -107,8 +107,6 @@ def versions(context) -> str:
     """nnadapter-bridge's version, a digest of its converter/standard/driver code, and every device driver's
     name and version of `context`: a change to what a converter or driver produces (a release, or an edit in
     a development install) must not hit a cache or support verdict the old code wrote."""
-    from nnadapter_bridge import __version__
-
     parts = [f"nnadapter-bridge={__version__}", f"code={code_digest()}"] + \
         [f"{d.name}={d.version}" for d in context.devices]
     # Drivers fall back to environment variables named after them (e.g. INTEL_OPENVINO_INFERENCE_NUM_THREADS)
