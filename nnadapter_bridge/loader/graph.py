@@ -92,7 +92,7 @@ class ProgramGraph:
         cached = self._graphs.get(block)
         if cached is not None:
             return cached
-        g = nx.DiGraph(block=block)
+        g: nx.DiGraph[tuple] = nx.DiGraph(block=block)
         latest: dict[str, tuple] = {}  # var name -> node holding its current value
         versions: dict[str, int] = {}
         for name, var in info.vars.items():
