@@ -4,8 +4,10 @@ Importing this package registers every converter of the modules in `CONVERTER_MO
 `registry.CONVERTERS`. The modules are named by the NNAdapter operation family they mostly emit (the
 families of `nnadapter_bridge.nnadapter.operations`). They share: `op_view` (reading an op's slots and
 attrs), `attrs` (tensor-or-attr forms, known dims), `layout` (channel-first/last, paddings), `emit`
-(operation forms, broadcasting, the activation table) and `context` (var name -> operand, constants,
-`convert_subgraph`). Must not import a device (hal) or the partitioner.
+(operation forms, broadcasting, the activation table), `context` (var name -> operand, constants,
+`convert_subgraph`) and `quantized_products` (the quantized forms of conv and matmul). A converter is
+`convert_<op>(ctx: ConversionContext, v: OpView) -> None` (see `registry`). Must not import a device (hal)
+or the partitioner.
 """
 from __future__ import annotations
 
