@@ -18,9 +18,10 @@ the runtime nor anything above the ground. docs/cache.md has the layout and what
 from nnadapter_bridge.nnadapter.nnc.cleanup import (DEFAULT_TMP_MAX_AGE_S, TMP_MAX_AGE_ENV, TMP_PREFIX,
                                                     clean_stale_temp_files, tmp_max_age_s)
 from nnadapter_bridge.nnadapter.nnc.container import (ENTRY_HEADER_SIZE, HEADER_SIZE, MAGIC, MAGIC_BYTES, VERSION,
-                                                      NncCacheWarning, NncFormatError, crc32c_naive,
-                                                      crc32c_naive_tail, crc32c_naive_update, crc_shift, pack_container, pack_container_parts,
-                                                      unpack_container, unpack_container_views)
+                                                      BytesLike, NncCacheWarning, NncFormatError, crc32c_naive,
+                                                      crc32c_naive_tail, crc32c_naive_update, crc_shift,
+                                                      pack_container, pack_container_parts, unpack_container,
+                                                      unpack_container_views)
 from nnadapter_bridge.nnadapter.nnc.files import (DEFAULT_MAX_FILE_SIZE, FILE_EXTENSION, MAX_FILE_SIZE_ENV,
                                                   CacheFileError, cache_file_path, declared_container_size,
                                                   map_cache_file, mapped_program_buffer, max_file_size,
@@ -38,9 +39,9 @@ __all__ = [
     "CACHE_KEY_ENV", "DEFAULT_MAX_FILE_SIZE", "DEFAULT_TMP_MAX_AGE_S", "ENTRY_HEADER_SIZE", "FILE_EXTENSION",
     "FINGERPRINT_KEY", "HEADER_SIZE", "MAC_KEY", "MAC_PADDING", "MAC_SIZE", "MAGIC", "MAGIC_BYTES",
     "MAX_FILE_SIZE_ENV", "OPERAND_TYPE_SIZE", "TMP_MAX_AGE_ENV", "TMP_PREFIX", "TOKEN_KEY", "VERSION",
-    "CacheFileError", "CacheIdentity", "CompilationRecord", "NncCacheWarning", "NncFormatError", "PendingCacheWrite",
-    "ProgramRecord", "cache_file_path", "clean_stale_temp_files", "crc32c_naive", "crc32c_naive_tail",
-    "crc32c_naive_update", "crc_shift", "declared_container_size", "has_pending_writes",
+    "BytesLike", "CacheFileError", "CacheIdentity", "CompilationRecord", "NncCacheWarning", "NncFormatError",
+    "PendingCacheWrite", "ProgramRecord", "cache_file_path", "clean_stale_temp_files", "crc32c_naive",
+    "crc32c_naive_tail", "crc32c_naive_update", "crc_shift", "declared_container_size", "has_pending_writes",
     "identity_entries", "load_compilation_record", "map_cache_file", "mapped_program_buffer", "max_file_size",
     "pack_compilation_record", "pack_compilation_record_parts", "pack_container", "pack_container_parts",
     "pack_operand_type", "pack_operand_types", "read_cache_file", "read_nnc_file", "resolve_cache_key",

@@ -9,8 +9,9 @@ on it.
 """
 from __future__ import annotations
 
+import mmap
 import struct
-from typing import Any, List, Mapping
+from typing import Dict, List, Mapping, Union
 
 import numpy as np
 
@@ -27,6 +28,9 @@ HEADER_SIZE = 24
 ENTRY_HEADER_SIZE = 16
 
 _CRC_POLYNOMIAL = 0x82F63B78
+
+# What the format reads and writes: bytes, or a buffer over them (a view, a file's private map).
+BytesLike = Union[bytes, bytearray, memoryview, mmap.mmap]
 # A value at least this large is a piece of its own in pack_container_parts (not copied); smaller ones are joined
 # with the entry headers around them.
 _SEPARATE_PIECE = 4096
@@ -42,7 +46,7 @@ class NncCacheWarning(UserWarning):
 
 
 # -- the naive CRC32C ---------------------------------------------------------------------------------
-def _crc_input(data: Any) -> Any:
+def _crc_input(data: BytesLike) -> Union[bytes, np.ndarray]:
     """`data` as what the C CRC accepts without a copy: it takes only buffers that need no release (`bytes`,
     numpy arrays), not memoryviews or mmaps; a uint8 array over the same memory is one (no bytes copied)."""
     if type(data) is bytes:
@@ -51,19 +55,19 @@ def _crc_input(data: Any) -> Any:
     return np.frombuffer(view, dtype=np.uint8) if len(view) else b""
 
 
-def crc32c_naive(data: Any) -> int:
+def crc32c_naive(data: BytesLike) -> int:
     """Paddle Lite's cache CRC: CRC-32C bit order and polynomial, but init 0 and no final xor."""
     # The standard CRC-32C inverts the register on entry and on exit; `extend(c, data)` starts from register ~c.
     # Starting from ~0xFFFFFFFF = 0 and undoing the exit inversion gives Paddle Lite's variant exactly.
     return int(google_crc32c.extend(0xFFFFFFFF, _crc_input(data))) ^ 0xFFFFFFFF
 
 
-def crc32c_naive_update(crc: int, data: Any) -> int:
+def crc32c_naive_update(crc: int, data: BytesLike) -> int:
     """crc32c_naive of A + data, given crc = crc32c_naive(A): the CRC of a file written piece by piece."""
     return int(google_crc32c.extend(crc ^ 0xFFFFFFFF, _crc_input(data))) ^ 0xFFFFFFFF
 
 
-def crc32c_naive_tail(data: Any, start: int) -> int:
+def crc32c_naive_tail(data: BytesLike, start: int) -> int:
     """crc32c_naive(data[start:]) without copying the tail (`bytes`, memoryviews and mmaps alike)."""
     return crc32c_naive(memoryview(data).cast("B")[start:])
 
@@ -111,7 +115,7 @@ def align4(size: int) -> int:
     return (size + 3) & ~3
 
 
-def _key_bytes(key) -> bytes:
+def _key_bytes(key: Union[str, bytes]) -> bytes:
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
@@ -152,12 +156,12 @@ def pack_container(entries: Mapping) -> bytes:
     return b"".join(pack_container_parts(entries))
 
 
-def unpack_container(data) -> dict:
+def unpack_container(data: BytesLike) -> Dict[str, bytes]:
     """Parse a container into {key (str): value (bytes)}; any inconsistency raises NncFormatError."""
     return {key: bytes(value) for key, value in unpack_container_views(data).items()}
 
 
-def unpack_container_views(data) -> dict:
+def unpack_container_views(data: BytesLike) -> Dict[str, memoryview]:
     """unpack_container, but every value is a read-only memoryview into `data` (nothing is copied; the
     views keep `data` alive). `data` as `bytes` also spares the CRC a copy."""
     if not isinstance(data, bytes):

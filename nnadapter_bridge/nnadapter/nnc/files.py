@@ -9,21 +9,25 @@ their header and entry headers declare, which must be the file's size: `declared
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import stat
 import struct
 import tempfile
-from typing import Collection, Optional
+from typing import Callable, Collection, Iterable, Optional, Union
 
 import numpy as np
 
 from nnadapter_bridge.nnadapter.nnc.cleanup import TMP_PREFIX
-from nnadapter_bridge.nnadapter.nnc.container import ENTRY_HEADER_SIZE, HEADER_SIZE, MAGIC, MAGIC_BYTES, VERSION, align4
+from nnadapter_bridge.nnadapter.nnc.container import (ENTRY_HEADER_SIZE, HEADER_SIZE, MAGIC, MAGIC_BYTES, VERSION,
+                                                      BytesLike, align4)
 from nnadapter_bridge.nnadapter.nnc.identity import CacheIdentity
 from nnadapter_bridge.nnadapter.nnc.records import CompilationRecord, load_compilation_record, warn_miss
 from nnadapter_bridge.nnadapter.nnc.writer import wait_for_pending_write
 
 FILE_EXTENSION = ".nnc"
+# check(fd, size): vets a file's declared layout before anything is read (declared_container_size).
+LayoutCheck = Callable[[int, int], None]
 
 
 def cache_file_path(cache_dir: str, token: str) -> str:
@@ -91,7 +95,7 @@ def declared_container_size(fd: int, size: int) -> None:
         raise CacheFileError(f"the entries declare {offset} bytes, the file has {size}")
 
 
-def read_cache_file(path: str, max_size: int, check=None) -> bytes:
+def read_cache_file(path: str, max_size: int, check: Optional[LayoutCheck] = None) -> bytes:
     """The bytes of the regular file `path`, read safely: the last path component is not followed when it
     is a symlink, opening never blocks (FIFOs), fstat must say regular file of at most `max_size` bytes, and
     `check(fd, size)` may vet the declared layout before anything is read. Raises FileNotFoundError for a
@@ -113,7 +117,7 @@ def _open_no_follow(path: str) -> int:
         raise
 
 
-def _read_open_file(fd: int, info: os.stat_result, max_size: int, check=None) -> bytes:
+def _read_open_file(fd: int, info: os.stat_result, max_size: int, check: Optional[LayoutCheck] = None) -> bytes:
     """The checks and the read of read_cache_file on an open descriptor."""
     if not stat.S_ISREG(info.st_mode):
         kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
@@ -150,7 +154,7 @@ def _may_map(info: os.stat_result) -> bool:
             and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and info.st_size >= MAP_THRESHOLD)
 
 
-def map_cache_file(path: str, max_size: int, check=None):
+def map_cache_file(path: str, max_size: int, check: Optional[LayoutCheck] = None) -> Union[bytes, mmap.mmap]:
     """`read_cache_file`, with the same checks, but a large file that only this user can change (`_may_map`)
     comes back as a private memory map (copy-on-write: nothing written to it reaches the file) instead of
     bytes read into memory. The map stays valid after the file is replaced or removed (it holds the inode)."""
@@ -161,19 +165,15 @@ def map_cache_file(path: str, max_size: int, check=None):
             return _read_open_file(fd, info, max_size, check)
         if check is not None:
             check(fd, info.st_size)
-        import mmap
-
         return mmap.mmap(fd, info.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
 
 
-def mapped_program_buffer(data, view) -> Optional[np.ndarray]:
+def mapped_program_buffer(data: BytesLike, view: BytesLike) -> Optional[np.ndarray]:
     """For a value `view` of a record read from the private map `data` (map_cache_file): a writable uint8 array
     over the same bytes (copy-on-write, writes never reach the file), which a driver may keep instead of
     copying the bytes (driver_protocol.Cache.mapped_buffer); None when `data` is not such a map."""
-    import mmap
-
     if not isinstance(data, mmap.mmap) or not len(view):
         return None
     base = np.frombuffer(data, dtype=np.uint8)
@@ -222,7 +222,7 @@ def _process_umask() -> int:
 _UMASK = _process_umask()
 
 
-def write_file_atomically(path: str, data) -> None:
+def write_file_atomically(path: str, data: Union[BytesLike, Iterable[BytesLike]]) -> None:
     """Write `data` (bytes, or a sequence of bytes-like pieces written one after another) to a temporary
     file next to `path`, then rename it over `path` (readers never see a half-written file)."""
     directory = os.path.dirname(os.path.abspath(path))
@@ -230,7 +230,8 @@ def write_file_atomically(path: str, data) -> None:
     fd, temp_path = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=FILE_EXTENSION, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
+            pieces = (data,) if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)) else data
+            for piece in pieces:
                 f.write(piece)
         # No fsync (0.3 s per 100 MB): after a crash the worst case is a torn file, which the CRC and size
         # checks turn into a cache miss with a warning, and the next run rewrites it.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import warnings
-from typing import Collection, Iterable, Optional, Sequence
+from typing import Collection, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -26,8 +26,8 @@ from nnadapter_bridge.nnadapter.codes import (
     Lifetime,
     Precision,
 )
-from nnadapter_bridge.nnadapter.nnc.container import (NncCacheWarning, NncFormatError, crc32c_naive, crc_shift,
-                                                      pack_container_parts, unpack_container_views)
+from nnadapter_bridge.nnadapter.nnc.container import (BytesLike, NncCacheWarning, NncFormatError, crc32c_naive,
+                                                      crc_shift, pack_container_parts, unpack_container_views)
 from nnadapter_bridge.nnadapter.nnc.identity import (MAC_KEY, MAC_PADDING, MAC_SIZE, CacheIdentity, check_identity,
                                                      check_mac, hmac_sha256, identity_entries)
 from nnadapter_bridge.nnadapter.types import OperandType
@@ -69,7 +69,7 @@ def pack_operand_type(t: OperandType) -> bytes:
     return bytes(out)
 
 
-def unpack_operand_type(record) -> tuple:
+def unpack_operand_type(record: BytesLike) -> Tuple[OperandType, int]:
     """Parse one record into (OperandType, per-channel scale_count); raises NncFormatError.
 
     A per-channel type comes back with `scales=None`: the values are not in the record.
@@ -186,7 +186,7 @@ def pack_compilation_record_parts(record: CompilationRecord, identity: Optional[
                                   key: Optional[bytes] = None) -> list:
     """The record's container as consecutive pieces (header first), for writing a file without joining
     them (the program bytes are pieces of their own, not copied); with `identity` it carries the identity
-    entries, with `key` the HMAC entry (module docstring)."""
+    entries, with `key` the HMAC entry (identity.py)."""
     entries = _compilation_entries(record)
     if identity is not None:
         entries.update(identity_entries(identity))
@@ -208,7 +208,7 @@ def pack_compilation_record_parts(record: CompilationRecord, identity: Optional[
     return [header, *parts[1:-1], last[:offset], mac, last[offset + MAC_SIZE:]]
 
 
-def unpack_compilation_record(data) -> CompilationRecord:
+def unpack_compilation_record(data: BytesLike) -> CompilationRecord:
     """Parse and check a compilation record; raises NncFormatError on anything inconsistent."""
     return _record_from_views(unpack_container_views(data))
 
@@ -292,7 +292,7 @@ def warn_miss(source: str, reason: str) -> None:
 
 
 
-def load_compilation_record(data, source: str = "buffer",
+def load_compilation_record(data: BytesLike, source: str = "buffer",
                             known_devices: Optional[Collection[str]] = None, *,
                             expect: Optional[CacheIdentity] = None,
                             key: Optional[bytes] = None) -> Optional[CompilationRecord]:

@@ -31,7 +31,7 @@ class PendingCacheWrite:
     def __init__(self, path: str, job: Callable[[], None]):
         self.path = os.path.abspath(path)
         self._pid = os.getpid()
-        self._job = job
+        self._job: Optional[Callable[[], None]] = job
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"nnc-write {os.path.basename(path)}", daemon=False)
         with _PENDING_LOCK:
@@ -40,7 +40,8 @@ class PendingCacheWrite:
 
     def _run(self) -> None:
         try:
-            self._job()
+            if self._job is not None:
+                self._job()
         except BaseException as exc:  # never let a writer thread die with a traceback on stderr
             warnings.warn(f"writing the model cache {self.path} failed ({type(exc).__name__}: {exc}); no .nnc "
                           "written", NncCacheWarning, stacklevel=2)

@@ -13,7 +13,7 @@ import dataclasses
 import os
 import threading
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 
 from nnadapter_bridge.errors import NNAdapterError
@@ -21,6 +21,7 @@ from nnadapter_bridge.nnadapter.codes import ResultCode
 from nnadapter_bridge.nnadapter.driver_protocol import Cache
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
+    BytesLike,
     CacheIdentity,
     CompilationRecord,
     NncCacheWarning,
@@ -94,16 +95,18 @@ class Program:
 
 
 class Compilation:
-    """NNAdapterCompilation (module docstring). Beyond Lite's arguments, for the model cache (docs/cache.md):
+    """NNAdapterCompilation (docs/architecture.md, "The runtime"). Beyond Lite's arguments, for the model cache
+    (docs/cache.md):
     `fingerprint` names the model (written into the .nnc and required to match on restore), `cache_key` is
     the integrity key (str/bytes; None reads NNADAPTER_BRIDGE_CACHE_KEY), and `accept_unidentified_cache`
     accepts a record without identity entries (Paddle Lite's own files). `named_later`: a model compilation
     with a cache dir whose token and fingerprint come from set_cache_identity, after finish() and before the
     first compute (its drivers are asked for program bytes as if it had a token)."""
 
-    def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer=None, cache_dir: str = "",
-                 context: Optional[Context] = None, *, fingerprint: str = "", cache_key=None,
-                 accept_unidentified_cache: bool = False, named_later: bool = False):
+    def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer: Optional[BytesLike] = None,
+                 cache_dir: str = "", context: Optional[Context] = None, *, fingerprint: str = "",
+                 cache_key: Union[str, bytes, None] = None, accept_unidentified_cache: bool = False,
+                 named_later: bool = False) -> None:
         if context is None:
             raise NNAdapterError("a compilation needs a context", ResultCode.INVALID_PARAMETER)
         self.model = model
@@ -152,7 +155,7 @@ class Compilation:
         if self.model is None:
             self._finish_from_cache()
         else:
-            self._finish_from_model()
+            self._finish_from_model(self.model)
         self.finished = True
 
     def _finish_from_cache(self) -> None:
@@ -161,7 +164,9 @@ class Compilation:
             STATS.cache_misses += 1
             raise CacheMissError(f"cache token '{self.cache_token}': {self._miss_reason}")
         for i, program in enumerate(record.programs):
-            device, device_context = self.context.device_context(program.device_name)
+            found = self.context.device_context(program.device_name)
+            assert found is not None, "load_compilation_record keeps only records for the context's devices"
+            device, device_context = found
             cache = Cache(self.cache_token, self.cache_dir, [t.copy() for t in program.input_types],
                           [t.copy() for t in program.output_types],
                           program.model_buffer,  # a read-only view into the .nnc data: not copied
@@ -186,10 +191,9 @@ class Compilation:
         self._record = None
         STATS.cache_restores += 1
 
-    def _finish_from_model(self) -> None:
+    def _finish_from_model(self, model: Model) -> None:
         from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model  # compiles only
 
-        model = self.model
         if len(self.context.devices) == 1:
             submodels = [Submodel(0, model, [-k - 1 for k in range(len(model.input_operands))],
                                   [-k - 1 for k in range(len(model.output_operands))])]

@@ -7,7 +7,7 @@ import the compilation or execution, nor anything above the ground.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import ResultCode
@@ -20,7 +20,7 @@ class Context:
     """NNAdapterContext: one driver context per device, in the given order, same properties for all.
 
     `strict` (set by the predictor in strict mode): a device whose validate_program raises is an error
-    instead of a warning and a "none" answer (module docstring)."""
+    instead of a warning and a "none" answer (docs/architecture.md, "Device faults")."""
 
     def __init__(self, devices: Sequence[Device], properties: str = "", callback: Optional[Callable] = None,
                  *, strict: bool = False):
@@ -55,7 +55,7 @@ class Context:
         devices = [d for d in self.devices if d.name in set(names)]
         return Context(devices, self.properties, self.callback, strict=self.strict)
 
-    def device_context(self, name: str):
+    def device_context(self, name: str) -> Optional[Tuple[Device, Any]]:
         """(Device, driver context) for `name`, or None when the context lacks it."""
         for device, device_context in zip(self.devices, self.device_contexts):
             if device.name == name:

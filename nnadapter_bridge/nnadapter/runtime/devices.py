@@ -13,7 +13,7 @@ import importlib.metadata
 import re
 import threading
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 from nnadapter_bridge.errors import DeviceNotFoundError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType
@@ -107,11 +107,11 @@ class DeviceManager:
     # -- discovery ----------------------------------------------------------------------------------
     def _entry_point_map(self) -> dict:
         if self._entry_points is None:
+            found: List[importlib.metadata.EntryPoint] = []
             try:
-                found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                found = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
             except Exception as exc:  # broken metadata: a warning, then only registered drivers
                 warnings.warn(f"cannot read the '{ENTRY_POINT_GROUP}' entry points: {exc}", RuntimeWarning)
-                found = []
             self._entry_points = {}
             for ep in sorted(found, key=lambda e: (e.name, e.value)):
                 self._entry_points.setdefault(ep.name, ep)

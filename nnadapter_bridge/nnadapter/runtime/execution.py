@@ -40,7 +40,7 @@ class HostBuffer:
         self.type: Optional[OperandType] = None
 
 
-def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
+def array_input_access(memory: Any, operand_type: OperandType) -> np.ndarray:
     """Input access for a numpy array: report its dims, hand it over."""
     # np.asarray(order="C"), not np.ascontiguousarray: the latter turns a 0-d array into shape [1], and a
     # program compiled for a 0-d input would then refuse it.
@@ -49,25 +49,30 @@ def array_input_access(memory, operand_type: OperandType) -> np.ndarray:
     return array
 
 
-def host_buffer_output_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
-    """Output access for a HostBuffer: allocate exactly what the device reports."""
-    memory.type = operand_type.copy()
-    memory.array = np.empty(operand_type.dims, dtype=operand_type.dtype)
-    return memory.array
+class _HostBufferOutputAccess:
+    """Output access for a HostBuffer: allocate exactly what the device reports; with `adopt`
+    (driver_protocol.AccessFunction), take a driver's fresh array instead."""
+
+    def __call__(self, memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
+        memory.type = operand_type.copy()
+        array = memory.array = np.empty(operand_type.dims, dtype=operand_type.dtype)
+        return array
+
+    def adopt(self, memory: HostBuffer, operand_type: OperandType, array: np.ndarray) -> None:
+        memory.type = operand_type.copy()
+        memory.array = array
 
 
-def _host_buffer_adopt(memory: HostBuffer, operand_type: OperandType, array: np.ndarray) -> None:
-    """host_buffer_output_access's `adopt` (driver_protocol.AccessFunction): take a driver's fresh array."""
-    memory.type = operand_type.copy()
-    memory.array = array
-
-
-host_buffer_output_access.adopt = _host_buffer_adopt
+host_buffer_output_access = _HostBufferOutputAccess()
 
 
 def host_buffer_input_access(memory: HostBuffer, operand_type: OperandType) -> np.ndarray:
-    operand_type.dims = tuple(memory.array.shape)
-    return memory.array
+    """Input access for a HostBuffer an earlier program wrote (a buffer shared between programs)."""
+    array = memory.array
+    if array is None:
+        raise NNAdapterError("a shared buffer was read before a program wrote it", ResultCode.DEVICE_INTERNAL_ERROR)
+    operand_type.dims = tuple(array.shape)
+    return array
 
 
 def array_output_access(memory: np.ndarray, operand_type: OperandType) -> np.ndarray:
@@ -192,7 +197,7 @@ class Execution:
         for k, holder in enumerate(holders):
             self.set_output(k, holder)
         self.compute()
-        return [holder.array for holder in holders]  # type: ignore[misc]  # compute() checked each was written
+        return _written_arrays(holders)
 
     def _run_program(self, number: int, program: Program, inputs: Sequence[Any],
                      outputs: Optional[List[Argument]] = None) -> List[np.ndarray]:
@@ -224,11 +229,14 @@ class Execution:
                 raise_for_result(result, f"{program.device.name}.execute_program (program {number})")
         except BaseException as exc:  # as call_driver does, with the label formatted only on failure
             raise_from_driver(exc, f"{program.device.name}.execute_program (program {number})")
-        if holders is None:
-            return []
-        arrays = []
-        for index, holder in enumerate(holders):
-            if holder.array is None:
-                raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
-            arrays.append(holder.array)
-        return arrays
+        return [] if holders is None else _written_arrays(holders)
+
+
+def _written_arrays(holders: Sequence[HostBuffer]) -> List[np.ndarray]:
+    """The arrays of output holders, each of which some program must have written."""
+    arrays = []
+    for index, holder in enumerate(holders):
+        if holder.array is None:
+            raise NNAdapterError(f"output {index} was not written by any program", ResultCode.DEVICE_INTERNAL_ERROR)
+        arrays.append(holder.array)
+    return arrays
