@@ -78,8 +78,8 @@ PHASES = [
     ("converters.context", "convert_subgraph", "convert"),
     ("nnadapter_bridge.nnadapter.runtime.compilation", "Compilation._finish_from_model", "compile (driver create_program)"),
     # Runs in a thread of its own after the first compute (PendingCacheWrite): timed apart, outside the nesting.
-    ("nnadapter_bridge.nnadapter.nnc", "PendingCacheWrite._run", "write .nnc (own thread)"),
-    ("nnadapter_bridge.nnadapter.runtime.execution", "Execution.compute", "execute"),
+    ("nnadapter_bridge.nnadapter.nnc.writer", "PendingCacheWrite._run", "write .nnc (own thread)"),
+    ("nnadapter_bridge.nnadapter.runtime.execution", "Execution._run_program", "execute"),
 ]
 
 
