@@ -61,6 +61,7 @@ def analyze(config) -> PartitionPlan:
     from nnadapter_bridge.errors import DeviceNotFoundError
     from nnadapter_bridge.loader import load_model
     from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
+    from nnadapter_bridge.predictor.settings import resolve_settings
     from nnadapter_bridge.subgraph.plan import plan_partition
 
     graph = load_model(**config.model_source())
@@ -74,7 +75,7 @@ def analyze(config) -> PartitionPlan:
                            "drivers") from exc
     context = Context(devices, config.nnadapter_context_properties())
     try:
-        plan = plan_partition(config, graph, context)
+        plan = plan_partition(resolve_settings(config), graph, context)
         for op in plan.host_ops:  # decide every host op now (forced ones too), while the context is open
             plan.support.verdict(op)
         plan.op_placements = plan.placements(context)

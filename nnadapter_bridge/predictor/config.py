@@ -1,8 +1,10 @@
 """The predictor configuration: where the model is, which NNAdapter devices to use, and how to cache.
 
 `Config` keeps Paddle Lite's method names (CxxConfig and MobileConfig merged, facts §8) so scripts port
-unchanged. Setters validate what they can without loading anything (types, token format, dynamic shape
-ranks); what needs the model or the drivers (device names, input names) is checked by create_predictor.
+unchanged. It records what the user set: setters validate what they can without loading anything (types,
+token format, dynamic shape ranks); what needs the model, the drivers or the environment (device names and
+their thread-count keys, input names, the cache key's fallback) is resolved and checked by create_predictor
+(predictor.settings). Config loads no driver.
 
 `check_nnadapter_device_name(name)` answers whether a driver of that name can be acquired here.
 """
@@ -18,8 +20,6 @@ from nnadapter_bridge.nnadapter.codes import MAX_SIZE_OF_DIMENSIONS, MAX_SIZE_OF
 
 DEFAULT_DEVICE_NAMES = ("builtin_device",)
 _TOKEN_PATTERN = re.compile(r"[0-9a-fA-F]{32}")
-# A driver's thread-count property is the key of its `property_keys` ending in this (Config.set_threads).
-NUM_THREADS_SUFFIX = "_NUM_THREADS"
 _WARNED_ONCE: set = set()
 
 
@@ -34,18 +34,9 @@ def _warn_once(key: str, message: str, stacklevel: int = 3) -> None:
         warnings.warn(message, NoEffectWarning, stacklevel=stacklevel)
 
 
-def num_threads_property(device_name: str) -> Optional[str]:
-    """The context-property key that sets the thread count of the driver `device_name` (its one declared key
-    ending in _NUM_THREADS), or None when it declares none (or does not load)."""
-    from nnadapter_bridge.nnadapter.runtime import DeviceManager
-
-    keys = DeviceManager.instance().property_keys(device_name) or ()
-    found = sorted(k for k in keys if k.endswith(NUM_THREADS_SUFFIX))
-    return found[0] if len(found) == 1 else None
-
-
 def check_nnadapter_device_name(name: str) -> bool:
     """True when an NNAdapter device called `name` can be acquired (its driver is installed and opens)."""
+    # Imported on call: `import nnadapter_bridge; nnadapter_bridge.Config` does not load the runtime (start-up).
     from nnadapter_bridge.nnadapter.runtime import check_device_name
 
     if not isinstance(name, str) or not name:
@@ -208,23 +199,16 @@ class Config:
 
     def effective_context_properties(self, device_names: Optional[Iterable[str]] = None) -> str:
         """The context properties the devices get: set_nnadapter_context_properties's string, plus, after
-        set_threads(n), `KEY=n` for the thread-count key of each device (num_threads_property) that neither
-        that string nor the environment sets. Without set_threads: the string unchanged."""
-        text = self._context_properties
+        set_threads(n), `KEY=n` for the thread-count key of each device that neither that string nor the
+        environment sets. Without set_threads: the string unchanged. Asks the drivers for their keys, so it is
+        resolved by predictor.settings (which create_predictor uses); this answers the same question for a caller."""
         if not self._threads_set:
-            return text
-        from nnadapter_bridge.nnadapter.properties import parse_properties
+            return self._context_properties
+        # Imported on call: settings imports this module (it resolves a Config).
+        from nnadapter_bridge.predictor.settings import context_properties_with_threads
 
-        given = parse_properties(text)
-        added = []
-        for name in (self.nnadapter_device_names() if device_names is None else device_names):
-            key = num_threads_property(name)
-            if key and key not in given and key not in os.environ and key not in added:
-                added.append(key)
-        if not added:
-            return text
-        sep = "" if not text.strip() or text.rstrip().endswith(";") else ";"
-        return text + sep + "".join(f"{key}={self._threads};" for key in added)
+        names = self.nnadapter_device_names() if device_names is None else device_names
+        return context_properties_with_threads(self._context_properties, self._threads, names)
 
     def set_nnadapter_context_callback(self, callback: Optional[Callable]) -> None:
         if callback is not None and not callable(callback):
@@ -382,8 +366,9 @@ class Config:
         and so does nnadapter-bridge (there is no core binding to do). A PowerMode (or its int) is kept and
         returned by power_mode(); a mode other than LITE_POWER_NO_BIND (the default) gets one NoEffectWarning
         per process saying it has no effect. Anything else is a ConfigError."""
+        # The tensor module (PowerMode, Place, TargetType) is imported on call in this class: `nnadapter_bridge.Config`
+        # alone does not load it (start-up time; benchmarks/profile_startup.py).
         from nnadapter_bridge.predictor.tensor import PowerMode, _enum_member
-
         mode = _enum_member(PowerMode, mode, "set_power_mode")
         if mode != PowerMode.LITE_POWER_NO_BIND:
             _warn_once("power_mode", f"set_power_mode({mode.name}) has no effect: power modes bind Paddle Lite's ARM "
@@ -394,7 +379,6 @@ class Config:
     def power_mode(self):
         """The mode given to set_power_mode (LITE_POWER_NO_BIND by default, as in Paddle Lite)."""
         from nnadapter_bridge.predictor.tensor import PowerMode
-
         return PowerMode(self._power_mode)
 
     def set_valid_places(self, places) -> None:
@@ -407,7 +391,6 @@ class Config:
         .nb carries them). A non-empty list of Place objects; a string (the 'x86,arm' form of Opt), an empty
         list or anything else is a ConfigError."""
         from nnadapter_bridge.predictor.tensor import Place
-
         if isinstance(places, (str, bytes)):
             raise ConfigError(f"set_valid_places: expected a list of Place objects, got the string {places!r}; "
                               "write e.g. [Place(TargetType.NNAdapter, PrecisionType.FP32), "
@@ -440,7 +423,6 @@ class Config:
         """Whether the NNAdapter devices may run: set_valid_places never called, or a Place with
         TargetType.NNAdapter among the valid places (set_valid_places)."""
         from nnadapter_bridge.predictor.tensor import TargetType
-
         if self._valid_places is None:
             return True
         return any(place.target == TargetType.NNAdapter for place in self._valid_places)

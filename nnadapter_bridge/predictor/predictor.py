@@ -1,9 +1,11 @@
 """The predictor: load a Paddle model, partition it, and run it (device subgraphs + host ops).
 
 create_predictor(config):
-  1. loads the model (loader.load_model) and acquires the configured devices into one Context, with the
-     context properties of Config.effective_context_properties (set_threads fills the drivers' thread-count
-     keys). No device at all when Config.set_valid_places names no TargetType.NNAdapter place: the whole
+  0. resolves the Config once into frozen settings (settings.resolve_settings: the devices, their context
+     properties with set_threads' thread-count keys, the cache, the partition and mixed-precision configs, the
+     NNADAPTER_BRIDGE_* environment); everything below reads the settings, not the Config;
+  1. loads the model (loader.load_model) and acquires the devices into one Context, with those context
+     properties. No device at all when Config.set_valid_places names no TargetType.NNAdapter place: the whole
      model then runs on the host executor (a NoEffectWarning says so when device names were set);
   2. partitions block 0 (partition_plan.plan_partition): an op goes to a device when
      support_decisions.SupportDecider says so and the partition config does not force it to the host;
@@ -49,18 +51,33 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 import warnings
 from typing import Optional
 
 import numpy as np
 
+from nnadapter_bridge import __version__
+from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, DeviceNotFoundError, InputError,
+                                     NNAdapterError, NotSupportedError, UnsupportedOpError)
+from nnadapter_bridge.loader import load_model
+from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
+from nnadapter_bridge.nnadapter.properties import UnknownPropertyWarning
+from nnadapter_bridge.nnadapter.types import OperandType
+from nnadapter_bridge.nnadapter.runtime import (Context, DeviceFallbackWarning, DeviceManager, acquire_device,
+                                                fault_device, is_device_fault, unknown_property_keys)
 from nnadapter_bridge.predictor.config import Config
-from nnadapter_bridge.subgraph.engine import CacheBufferStore, ContextPool, EngineStats, ProgramPool, SubgraphEngine
-from nnadapter_bridge.errors import (BridgeError, ConfigError, DeviceNotFoundError, InputError, NNAdapterError,
-                                     UnsupportedOpError)
-from nnadapter_bridge.subgraph.progress import Progress
+from nnadapter_bridge.predictor.settings import PredictorSettings, resolve_settings
 from nnadapter_bridge.predictor.tensor import Tensor
+from nnadapter_bridge.subgraph.engine import (CacheBufferStore, ContextPool, EngineResources, EngineStats,
+                                              ProgramPool, SubgraphEngine)
+from nnadapter_bridge.subgraph.plan import (HostPlacementWarning, PartitionPlan, check_strict, host_share,
+                                            host_share_message, plan_partition, warn_control_flow)
+from nnadapter_bridge.subgraph.progress import Progress
+from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
+from partition import HOST_ONLY_OP_TYPES, Subgraph, print_dump_if_verbose, sub_block_indices
 
 _ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/host/kernels/) for them, or choose "
            "devices that support them.")
@@ -95,8 +112,6 @@ def _reason(exc: BaseException) -> str:
 def _acquire_devices(names: list, strict: bool = True) -> tuple:
     """(devices acquired, [(name, why not)] for the devices left out). A name no driver declares is an error;
     a declared driver that fails to load or open is left out (module docstring), unless `strict`."""
-    from nnadapter_bridge.nnadapter.runtime import DeviceManager, acquire_device, is_device_fault
-
     manager = DeviceManager.instance()
     devices, failed = [], []
     for name in names:
@@ -115,18 +130,16 @@ def _acquire_devices(names: list, strict: bool = True) -> tuple:
     return devices, failed
 
 
-def _open_context(config: Config, device_names: list, properties: str):
-    """The Context over the listed devices that open (module docstring), with context `properties`
-    (Config.effective_context_properties); None when none does (every op then runs on the host). One
+def _open_context(settings: PredictorSettings):
+    """The Context over the devices of `settings` that open (module docstring), with their context properties
+    (settings.context_properties); None when none does (every op then runs on the host). One
     DeviceFallbackWarning per device left out."""
-    from nnadapter_bridge.nnadapter.runtime import Context, DeviceFallbackWarning, fault_device, is_device_fault
-
-    strict = config.strict
-    devices, failed = _acquire_devices(device_names, strict)
+    strict = settings.strict
+    devices, failed = _acquire_devices(settings.device_names, strict)
     context = None
     while devices:
         try:
-            context = Context(devices, properties, config.nnadapter_context_callback(), strict=strict)
+            context = Context(devices, settings.context_properties, settings.context_callback, strict=strict)
             break
         except NNAdapterError as exc:
             name = fault_device(exc)
@@ -141,30 +154,9 @@ def _open_context(config: Config, device_names: list, properties: str):
     return context
 
 
-def _nnadapter_devices(config: Config) -> list:
-    """The devices this predictor uses: the configured ones, or none when the valid places name no NNAdapter
-    place (Config.set_valid_places); then device names that were set get one NoEffectWarning."""
-    if config.nnadapter_enabled():
-        return config.nnadapter_device_names()
-    if config.strict:
-        raise ConfigError("set_strict() asks for every op on an NNAdapter device, but set_valid_places "
-                          f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so "
-                          "no device runs; add Place(TargetType.NNAdapter) or drop set_strict()")
-    if config.nnadapter_device_names_given():
-        from nnadapter_bridge.predictor.config import NoEffectWarning
-
-        warnings.warn(f"set_nnadapter_device_names({config.nnadapter_device_names()}) is unused: set_valid_places "
-                      f"{[p.target.name for p in config.valid_places()]} has no TargetType.NNAdapter place, so the "
-                      "whole model runs on the host (as Paddle Lite uses no NNAdapter kernel then); add "
-                      "Place(TargetType.NNAdapter) to run on the devices", NoEffectWarning, stacklevel=4)
-    return []
-
-
-def _warn_unknown_properties(config: Config, device_names: list) -> None:
-    from nnadapter_bridge.nnadapter.properties import UnknownPropertyWarning
-    from nnadapter_bridge.nnadapter.runtime import unknown_property_keys
-
-    for key, nearest in unknown_property_keys(config.nnadapter_context_properties(), device_names):
+def _warn_unknown_properties(settings: PredictorSettings) -> None:
+    device_names = list(settings.device_names)
+    for key, nearest in unknown_property_keys(settings.user_context_properties, device_names):
         hint = f"; did you mean {nearest}?" if nearest else ""
         warnings.warn(f"context property '{key}' is read by no device (devices: {', '.join(device_names)}), so it "
                       f"has no effect{hint}", UnknownPropertyWarning, stacklevel=4)
@@ -175,20 +167,13 @@ class _Shared:
     """What a predictor shares with its clones: everything but the execution state (module docstring)."""
 
     config: Config
+    settings: PredictorSettings
     graph: object
-    device_names: list
     context: object  # runtime.Context, None when no device opened
-    contexts: Optional[ContextPool]
-    support: object
-    partition: object
+    resources: Optional[EngineResources]  # what the engines share (None when no device opened)
+    plan: PartitionPlan  # how the model was partitioned, and why (placements())
     steps: list
-    host_ops: list
-    cache_buffers: CacheBufferStore
     pools: dict  # subgraph index -> engine.ProgramPool
-    float_ops: frozenset = frozenset()  # block-0 op indices the mixed-precision config keeps in float
-    fingerprint_memo: object = None  # support_decisions.FingerprintMemo, or None
-    context_properties: str = ""  # what the devices were given (Config.effective_context_properties)
-    plan: object = None  # partition_plan.PartitionPlan (placements())
     # Ops a subgraph engine ran on the host at run time: op index -> why (Predictor._run_on_host).
     moved_to_host: dict = dataclasses.field(default_factory=dict)
     moved_warned: bool = False  # the run-time HostPlacementWarning was given (once per predictor and clones)
@@ -205,24 +190,30 @@ class _Shared:
             self.users -= 1
             if self.users > 0:
                 return
-        if self.contexts is not None:
-            self.contexts.destroy()
+        if self.resources is not None:
+            self.resources.contexts.destroy()
         if self.context is not None:
             self.context.destroy()
 
 
-def _fingerprint_memo(plan, graph, key):
-    """The subgraph fingerprints remembered in the verdict store (support_decisions.FingerprintMemo), or None
-    (no model cache dir, or an integrity key: Config.set_nnadapter_model_cache_key / the environment)."""
-    from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
-    from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
-
+def _engine_resources(settings: PredictorSettings, graph, context, plan: PartitionPlan) -> Optional[EngineResources]:
+    """What every engine of the predictor and its clones shares; None without a context (no engine then). The
+    fingerprint memo (support_decisions.FingerprintMemo) needs the verdict store of a model cache dir and no
+    integrity key."""
+    if context is None:
+        return None
     support = plan.support
-    return FingerprintMemo.for_graph(getattr(support, "store", None), graph, getattr(support, "program_key", None),
-                                     resolve_cache_key(key) is not None)
+    memo = FingerprintMemo.for_graph(getattr(support, "store", None), graph, getattr(support, "program_key", None),
+                                     settings.cache_key is not None)
+    # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
+    cache_buffers = CacheBufferStore(settings.cache_buffers, key=settings.cache_key)
+    return EngineResources(graph, ContextPool(context), cache_buffers,
+                           settings.float_op_indices(graph), memo)
 
 
 def _make_host_executor(graph, device_names):
+    # Imported here: the host executor loads the converters, which a warm start whose ops all run on devices
+    # never needs (tests/e2e/test_startup_memory.py).
     try:
         from nnadapter_bridge.host import HostExecutor
     except ImportError:
@@ -234,36 +225,23 @@ class Predictor:
     """Runs a Paddle inference model with its supported parts on NNAdapter devices."""
 
     def __init__(self, config: Config):
-        from nnadapter_bridge.loader import load_model
-        from nnadapter_bridge.subgraph.plan import plan_partition
-        from partition import print_dump_if_verbose
-
-        if not isinstance(config, Config):
-            raise ConfigError(f"create_predictor: expected a nnadapter_bridge.Config, got {type(config).__name__}")
+        settings = resolve_settings(config)
         self.config = config
-        self.graph = load_model(**config.model_source())
-        self.device_names = _nnadapter_devices(config)  # []: no NNAdapter place is valid, all runs on the host
-        properties = config.effective_context_properties(self.device_names)
-        self.context = _open_context(config, self.device_names, properties)  # None: no device opened
+        self.settings = settings
+        self.graph = load_model(**settings.model_source)
+        self.device_names = list(settings.device_names)  # []: no NNAdapter place is valid, all runs on the host
+        self.context = _open_context(settings)  # None: no device opened
         try:
             self._check_dynamic_shape_info()
             if self.device_names:
-                _warn_unknown_properties(config, self.device_names)
-
-            plan = plan_partition(config, self.graph, self.context)
+                _warn_unknown_properties(settings)
+            plan = plan_partition(settings, self.graph, self.context)
             print_dump_if_verbose(self.graph, plan.result)
-            from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
-
-            float_ops = float_op_indices(config, self.graph)
-            # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
-            cache_buffers = CacheBufferStore(config.nnadapter_model_cache_buffers(),
-                                             key=config.nnadapter_model_cache_key())
-            shared = _Shared(config, self.graph, self.device_names, self.context,
-                             None if self.context is None else ContextPool(self.context), plan.support, plan.result,
+            resources = _engine_resources(settings, self.graph, self.context, plan)
+            shared = _Shared(config, settings, self.graph, self.context, resources, plan,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
-                             plan.host_ops, cache_buffers, {s.index: ProgramPool() for s in plan.result.subgraphs},
-                             float_ops, _fingerprint_memo(plan, self.graph, cache_buffers.key), properties, plan)
-            self._check_dynamic_shapes_convert(plan.result)
+                             {s.index: ProgramPool(resources) for s in plan.result.subgraphs})
+            self._check_dynamic_shapes_convert(plan.result, resources.float_ops if resources else frozenset())
             self._attach(shared, check=True)
             self._warn_if_host_heavy()
         except BaseException:
@@ -273,38 +251,31 @@ class Predictor:
 
     def _attach(self, shared: _Shared, check: bool = False) -> None:
         """Take the shared parts and make this predictor's own execution state (module docstring)."""
+        settings = shared.settings
         self._shared = shared
         self.config = shared.config
+        self.settings = settings
         self.graph = shared.graph
-        self.device_names = shared.device_names
+        self.device_names = list(settings.device_names)
         self.context = shared.context
-        self.support = shared.support
-        self.partition = shared.partition
         self.plan = shared.plan  # partition_plan.PartitionPlan: how the model was partitioned, and why
+        self.support = shared.plan.support
+        self.partition = shared.plan.result
         self._steps = shared.steps
-        self.host_ops = shared.host_ops
+        self.host_ops = shared.plan.host_ops
         self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
         # Config.set_threads: the host executor's BLAS pool is capped at this many threads (0: not capped).
-        self._host_threads = shared.config.threads() if shared.config.threads_set() else 0
+        self._host_threads = settings.host_threads
         if check:
             self._check_everything_runs()
-        config = shared.config
         self._progress: Optional[Progress] = None
         self._run_lock = threading.Lock()
         self._closed = False
-        self.engines = {
-            s.index: SubgraphEngine(s, self.graph, self.context, cache_dir=config.nnadapter_model_cache_dir(),
-                                    cache_buffers=shared.cache_buffers,
-                                    dynamic_shape_info=config.nnadapter_dynamic_shape_info(),
-                                    context_properties=shared.context_properties,
-                                    paddle_lite_token=config.paddle_lite_cache_token, on_build=self._on_build,
-                                    host_fallback=None if config.strict else self._run_on_host,
-                                    pool=shared.pools[s.index], contexts=shared.contexts,
-                                    float_ops=shared.float_ops, fingerprint_memo=shared.fingerprint_memo)
-            for s in self.partition.subgraphs}
+        host_fallback = None if settings.strict else self._run_on_host
+        self.engines = {s.index: SubgraphEngine(s, settings, shared.pools[s.index], on_build=self._on_build,
+                                                host_fallback=host_fallback)
+                        for s in self.partition.subgraphs}
         shared.attach()
-        from partition import HOST_ONLY_OP_TYPES, Subgraph
-
         # What run() walks: (engine, None) for a subgraph, (None, op) for a host op; feed/fetch left out.
         self._plan = [(self.engines[step.index], None) if isinstance(step, Subgraph) else (None, step)
                       for step in self._steps
@@ -329,7 +300,7 @@ class Predictor:
     # -- construction checks -------------------------------------------------------------------------
 
     def _check_dynamic_shape_info(self) -> None:
-        for name, shapes in self.config.nnadapter_dynamic_shape_info().items():
+        for name, shapes in self.settings.dynamic_shape_info.items():
             try:
                 var = self.graph.var(name)
             except BridgeError:
@@ -339,29 +310,29 @@ class Predictor:
                 raise ConfigError(f"set_nnadapter_dynamic_shape_info['{name}']: shapes of rank {len(shapes[0])}, "
                                   f"but '{name}' is declared with shape {list(var.shape)} (rank {len(var.shape)})")
 
-    def _check_dynamic_shapes_convert(self, partition) -> None:
+    def _check_dynamic_shapes_convert(self, partition, float_ops: frozenset) -> None:
         """set_nnadapter_dynamic_shape_info shapes that contradict a size the var declares (300 where 224 is
         declared, 4 channels where 3 are) are fine when the model takes them (Paddle runs 300x300 images), and
         a ConfigError when it never can. Decided on the subgraphs the var feeds: the subgraph is converted for
         the listed shape and for the declared one (the same shape with the declared sizes); when only the
         listed shape fails, the model cannot take it. A var that feeds no subgraph (the host runs its
-        consumers) is not checked here; a shape the model refuses then fails at run as any input would."""
-        from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
-        from nnadapter_bridge.nnadapter.types import OperandType
-
-        info = self.config.nnadapter_dynamic_shape_info()
+        consumers) is not checked here; a shape the model refuses then fails at run as any input would. `float_ops`:
+        the ops the mixed-precision config keeps in float, converted so as the engines will."""
+        info = self.settings.dynamic_shape_info
         if not info:
             return
         contradicted = {}
         for name, shapes in info.items():
             var = self.graph.var(name)
             declared = [int(d) for d in var.shape] if var.dtype is not None else []
-            bad = [s for s in shapes if len(s) == len(declared) and
+            bad = [list(s) for s in shapes if len(s) == len(declared) and
                    any(d >= 0 and n >= 0 and d != n for d, n in zip(declared, s))]
             if bad:
                 contradicted[name] = (declared, bad, var.dtype)
         if not contradicted:
             return
+        # Imported here: the converters are loaded only when a model must be converted (a warm start converts
+        # nothing; tests/e2e/test_startup_memory.py).
         from converters.context import convert_subgraph
 
         def operand(dtype, dims):
@@ -369,9 +340,10 @@ class Predictor:
                                dims=tuple(UNKNOWN if d < 0 else d for d in dims))
 
         def failure(subgraph, types) -> Optional[str]:
+            outputs = sorted(subgraph.output_names, key=lambda n: n.encode("utf-8"))
             try:
-                convert_subgraph(subgraph.ops, self.graph.params, types, subgraph.output_names, self.graph)
-            except (BridgeError, ValueError, IndexError) as exc:
+                convert_subgraph(subgraph.ops, self.graph.params, types, outputs, self.graph, float_ops=float_ops)
+            except ConversionError as exc:
                 return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return None
 
@@ -399,11 +371,9 @@ class Predictor:
     def _check_everything_runs(self) -> None:
         forced = self.partition.forced_op_keys
         strict_share = None
-        if self.config.strict:
+        if self.settings.strict:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
             if off_device:  # an error; only control flow on the host: a warning, below, once the model can run
-                from nnadapter_bridge.subgraph.plan import check_strict
-
                 strict_share = self._host_share()
                 check_strict(strict_share, self.device_names, warn=False)
         if not self.host_ops:
@@ -418,23 +388,17 @@ class Predictor:
                 "on the host (no device was named)"
             self._raise_unsupported(missing, f"these Paddle op types can run {where}", _ADVICE)
         if strict_share is not None:
-            from nnadapter_bridge.subgraph.plan import warn_control_flow
-
             warn_control_flow(strict_share, self.device_names, stacklevel=5)
 
     def _host_share(self):
-        from nnadapter_bridge.subgraph.plan import host_share
-
         return host_share(self.graph, self.placements(per_device=False))
 
     def _warn_if_host_heavy(self) -> None:
         """The HostPlacementWarning of create_predictor (module docstring, step 4)."""
-        if not self.device_names or self.config.strict:
+        if not self.device_names or self.settings.strict:
             return
         share = self._host_share()
         if share.over_limit:
-            from nnadapter_bridge.subgraph.plan import HostPlacementWarning, host_share_message
-
             warnings.warn(host_share_message(share, self.device_names), HostPlacementWarning, stacklevel=4)
 
     def placements(self, per_device: bool = True) -> list:
@@ -457,8 +421,6 @@ class Predictor:
         """`, in the body of while#3 (...)` for an op of a sub-block (the op holding that block), else ''."""
         if not op.block_idx:
             return ""
-        from partition.detector import sub_block_indices
-
         for block in self.graph.blocks:
             for holder in block.ops:
                 if op.block_idx in sub_block_indices(holder):
@@ -522,15 +484,11 @@ class Predictor:
 
     def get_version(self) -> str:
         """nnadapter-bridge's version (Paddle Lite's predictors answer theirs, e.g. 'v2.13-rc')."""
-        from nnadapter_bridge import __version__
-
         return __version__
 
     def save_optimized_pb_model(self, model_dir) -> None:
         """Paddle Lite writes its optimized program as a protobuf model; nnadapter-bridge does not optimize the
         program (the model runs as written), so there is nothing new to write: NotSupportedError."""
-        from nnadapter_bridge.errors import NotSupportedError
-
         raise NotSupportedError(f"save_optimized_pb_model({model_dir!r}): nnadapter-bridge does not rewrite the "
                                 "program, so the protobuf model you loaded is already what runs; copy it, or write "
                                 "a Paddle Lite .nb with save_optimized_model")
@@ -540,8 +498,7 @@ class Predictor:
         `<model_path>.nb` (".nb" is always appended, as Paddle Lite does), that Paddle Lite 2.13's
         MobileConfig.set_model_from_file loads and nnadapter-bridge too (loader/naive_buffer_writer.py). The
         ops are written as the model holds them (no fusion pass runs here)."""
-        import os
-
+        # Imported here: the writer (and flatbuffers) serves this one call, not a predictor's start.
         from nnadapter_bridge.loader.naive_buffer_writer import save
 
         if not isinstance(model_path, (str, os.PathLike)) or not str(model_path):
@@ -619,11 +576,9 @@ class Predictor:
         """The run-time HostPlacementWarning (module docstring, step 4), once."""
         shared = self._shared
         with shared.lock:
-            if shared.moved_warned or not shared.moved_to_host or self.config.strict:
+            if shared.moved_warned or not shared.moved_to_host or self.settings.strict:
                 return
             shared.moved_warned = True
-        from nnadapter_bridge.subgraph.plan import HostPlacementWarning, host_share_message
-
         warnings.warn(host_share_message(self._host_share(), self.device_names or ["(no device)"]),
                       HostPlacementWarning, stacklevel=3)
 
@@ -631,14 +586,12 @@ class Predictor:
         """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.nnadapter.blas_threads); none without."""
         if not self._host_threads:
             return contextlib.nullcontext()
-        from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
-
         return limit_blas_threads(self._host_threads)
 
     def _on_build(self, engine: SubgraphEngine) -> None:
         # Created on the first build of a run only: most runs build nothing and need no display.
         if self._progress is None:
-            self._progress = Progress(len(self.engines))
+            self._progress = Progress(len(self.engines), enabled=None if self.settings.show_progress else False)
         self._progress.update(engine.index + 1, engine.subgraph.ops)
 
     def run(self) -> None:
@@ -656,7 +609,8 @@ class Predictor:
                     tensor._release()
             if self._shared.moved_to_host and not self._shared.moved_warned:
                 self._warn_if_moved_to_host()
-            memo = self._shared.fingerprint_memo
+            resources = self._shared.resources
+            memo = resources.fingerprint_memo if resources is not None else None
             if memo is not None and memo.pending:  # a fingerprint to remember for the next start
                 memo.flush()
 

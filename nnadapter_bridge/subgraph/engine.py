@@ -70,21 +70,21 @@ import os
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, InvalidDimensionsError,
                                      NNAdapterError)
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
-from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
+from nnadapter_bridge.nnadapter.nnc import (TMP_PREFIX, NncCacheWarning, has_pending_writes, read_cache_file,
+                                            resolve_cache_key, write_file_atomically)
 from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
                                                 Execution, fault_device, is_device_fault)
 from nnadapter_bridge.nnadapter.types import OperandType
-
-if TYPE_CHECKING:  # imported where used: a predictor that never splits does not load the detector from here
-    from partition import PartitionResult
+from nnadapter_bridge.subgraph import cache_key
+from nnadapter_bridge.subgraph.support_decisions import declined_reasons
+from partition import PartitionResult, Subgraph, detect_subgraphs, op_key
 
 
 class ShapeFallbackWarning(UserWarning):
@@ -146,8 +146,9 @@ class _SubgraphView:
 class CacheBufferStore:
     """Config.set_nnadapter_model_cache_buffers, shared by a predictor's engines: each buffer is handed
     out once and then dropped (Paddle Lite empties the scope variable to free the memory). It also carries
-    the model cache's integrity key (Config.set_nnadapter_model_cache_key; None: NNADAPTER_BRIDGE_CACHE_KEY
-    from the environment, see docs/cache.md) to the engines, for buffers and files alike."""
+    the model cache's integrity key (as the settings resolved it: Config.set_nnadapter_model_cache_key, else
+    NNADAPTER_BRIDGE_CACHE_KEY from the environment, see docs/cache.md) to the engines, for buffers and files
+    alike."""
 
     def __init__(self, buffers: Optional[Mapping[str, bytes]] = None, key=None):
         self._buffers = dict(buffers or {})
@@ -195,11 +196,26 @@ class ContextPool:
             context.destroy()
 
 
+@dataclasses.dataclass(eq=False)
+class EngineResources:
+    """What every engine of a predictor and of its clones shares, whatever its subgraph: the model, the device
+    contexts, the cache buffers (with the integrity key), the ops the mixed-precision config keeps in float, and
+    the remembered subgraph fingerprints (support_decisions.FingerprintMemo, or None)."""
+
+    graph: object
+    contexts: ContextPool
+    cache_buffers: CacheBufferStore = dataclasses.field(default_factory=CacheBufferStore)
+    float_ops: frozenset = frozenset()  # block-0 op indices
+    fingerprint_memo: object = None
+
+
 class ProgramPool:
     """One subgraph's programs and fault records, shared by the engines of a predictor and its clones
-    (module docstring). Engines `attach` and `release`; the last release destroys the originals."""
+    (module docstring), with the predictor's EngineResources. Engines `attach` and `release`; the last release
+    destroys the originals."""
 
-    def __init__(self):
+    def __init__(self, resources: EngineResources):
+        self.resources = resources
         self.lock = threading.RLock()  # held while a program is obtained (restored or built) and first run
         self.originals: list = []      # EngineProgram, in build order
         self.retired: list = []        # originals dropped after faults (copies may still share their handles)
@@ -312,46 +328,47 @@ class EngineProgram:
 
 
 class SubgraphEngine:
-    """Runs one partition.Subgraph on an NNAdapter context (see the module docstring)."""
+    """Runs one partition.Subgraph on an NNAdapter context (see the module docstring).
 
-    def __init__(self, subgraph, graph, context: Context, *, cache_dir: str = "",
-                 cache_buffers: Optional[CacheBufferStore] = None,
-                 dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None,
-                 context_properties: str = "", paddle_lite_token: bool = False,
+    `settings`: the predictor's resolved settings (predictor.settings.PredictorSettings; read here: cache_dir,
+    paddle_lite_cache_token, context_properties, dynamic_shape_info, strict); `pool`: the subgraph's ProgramPool,
+    shared with the predictor's clones, whose `resources` hold the model, the contexts and the cache buffers.
+    `host_fallback(ops, scope[, reason])` runs ops on the host (the predictor's, outside strict mode); faults
+    degrade (module docstring) outside strict mode. `on_build(engine)` is called before a program is converted."""
+
+    def __init__(self, subgraph, settings, pool: ProgramPool, *,
                  on_build: Optional[Callable[["SubgraphEngine"], None]] = None,
-                 host_fallback: Optional[Callable[[Sequence, dict], None]] = None,
-                 degrade: Optional[bool] = None, pool: Optional[ProgramPool] = None,
-                 contexts: Optional[ContextPool] = None, float_ops: frozenset = frozenset(),
-                 fingerprint_memo=None, name: str = ""):
+                 host_fallback: Optional[Callable[..., None]] = None, name: str = ""):
+        resources = pool.resources
         self.subgraph = subgraph
+        self.settings = settings
         self.name = name or f"subgraph {subgraph.index}"  # a split's child engines: "subgraph 3.1"
         # The ops of this subgraph the mixed-precision quantization config keeps in float (block-0 indices).
         self.float_ops = frozenset(op.index for op in subgraph.ops
-                                   if op.index in float_ops and getattr(op, "block_idx", 0) == 0)
-        self.graph = graph
-        self.context = context
-        # Faults degrade (module docstring) unless told otherwise; by default when there is a host fallback.
-        self.degrade = host_fallback is not None if degrade is None else bool(degrade)
-        self.pool = pool if pool is not None else ProgramPool()
+                                   if op.index in resources.float_ops and getattr(op, "block_idx", 0) == 0)
+        self.graph = resources.graph
+        self.contexts = resources.contexts
+        self.context = resources.contexts.base
+        self.degrade = not settings.strict
+        self.pool = pool
         self.pool.attach()
         self._released = False
-        self.contexts = contexts if contexts is not None else ContextPool(context)
-        self.cache_dir = cache_dir or ""
-        self.cache_buffers = cache_buffers or CacheBufferStore()
-        self.context_properties = context_properties or ""
-        self.paddle_lite_token = paddle_lite_token
+        self.cache_dir = settings.cache_dir or ""
+        self.cache_buffers = resources.cache_buffers
+        self.context_properties = settings.context_properties or ""
+        self.paddle_lite_token = bool(settings.paddle_lite_cache_token)
         self.on_build = on_build
         self.host_fallback = host_fallback  # host_fallback(ops, scope) runs ops on the host (module docstring)
         self.host_signatures: set = self.pool.host_signatures  # input signatures that run on the host
         self.input_names = sorted(subgraph.input_names, key=lambda n: n.encode("utf-8"))
         self.output_names = sorted(subgraph.output_names, key=lambda n: n.encode("utf-8"))
-        info = dynamic_shape_info or {}
+        info = settings.dynamic_shape_info
         self.dynamic_shape_info = {n: [list(s) for s in info[n]] for n in self.input_names if n in info}
         self.programs: list[EngineProgram] = []
         self._chosen: dict = {}  # input signature -> (context, program) that ran it first (_run_with)
         self.stats = EngineStats()
         self._fingerprint: Optional[str] = None
-        self.fingerprint_memo = fingerprint_memo  # support_decisions.FingerprintMemo, or None
+        self.fingerprint_memo = resources.fingerprint_memo  # support_decisions.FingerprintMemo, or None
         self._split_steps: dict = {}  # input signature -> [child engine or host op] of its SplitPlan, in run order
 
     @property
@@ -661,8 +678,8 @@ class SubgraphEngine:
         concrete model (which the support decision, made on the declared dims, did not foresee); None when every
         operation is accepted (the failure is the device's own) or one cannot be traced to a Paddle op. In strict
         mode (no host fallback) a declined operation is an error naming it instead."""
+        # Imported here: the converters load only when something is converted (a warm start converts nothing).
         from converters.context import convert_subgraph
-        from nnadapter_bridge.subgraph.support_decisions import declined_reasons
 
         try:
             result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
@@ -693,27 +710,21 @@ class SubgraphEngine:
 
     def _plan_declining(self, declined: Mapping[int, Sequence[str]]) -> SplitPlan:
         """The SplitPlan that runs the ops `declined` ({block-0 op index: reasons}) on the host."""
-        from partition import detect_subgraphs, op_key
-
         declined_keys = {("op", index) for index in declined}
         partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
                                      lambda op: op_key(op) not in declined_keys)
         return SplitPlan(partition, {index: tuple(why) for index, why in declined.items()},
-                         {child.index: ProgramPool() for child in partition.subgraphs})
+                         {child.index: ProgramPool(self.pool.resources) for child in partition.subgraphs})
 
     # A split found once is remembered in the model cache dir (`<token>.split.json`, token: the program's that
     # failed), so a later start runs the split at once instead of compiling and failing again. The record only moves
     # ops to the host; it is checked in full, and not used with an integrity key (it carries no MAC).
     def _split_record_path(self, token: str) -> Optional[str]:
-        from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
-
         if not self.cache_dir or not token or resolve_cache_key(self.cache_buffers.key) is not None:
             return None
         return os.path.join(self.cache_dir, f"{token}{SPLIT_RECORD_SUFFIX}")
 
     def _read_split_record(self, token: str) -> Optional[SplitPlan]:
-        from nnadapter_bridge.nnadapter.nnc import read_cache_file
-
         path = self._split_record_path(token)
         if path is None:
             return None
@@ -749,8 +760,6 @@ class SubgraphEngine:
         return self._plan_declining(plan)
 
     def _write_split_record(self, token: str, plan: SplitPlan) -> None:
-        from nnadapter_bridge.nnadapter.nnc import write_file_atomically
-
         path = self._split_record_path(token)
         if path is None:
             return
@@ -787,19 +796,13 @@ class SubgraphEngine:
     def _make_split_steps(self, plan: SplitPlan) -> list:
         """This engine's run order for a SplitPlan: a child engine per child subgraph (sharing the plan's pools, so
         a predictor's clones share their programs), the declined ops as they are."""
-        from partition import Subgraph
-
         steps = []
         for step in plan.partition.steps():
             if not isinstance(step, Subgraph):
                 steps.append(step)
                 continue
-            child = SubgraphEngine(step, self.graph, self.contexts.base, cache_dir=self.cache_dir,
-                                   cache_buffers=self.cache_buffers, dynamic_shape_info=self.dynamic_shape_info,
-                                   context_properties=self.context_properties,
-                                   paddle_lite_token=self.paddle_lite_token, host_fallback=self.host_fallback,
-                                   degrade=self.degrade, pool=plan.pools[step.index], contexts=self.contexts,
-                                   float_ops=self.float_ops, name=f"{self.name}.{step.index + 1}")
+            child = SubgraphEngine(step, self.settings, plan.pools[step.index], host_fallback=self.host_fallback,
+                                   name=f"{self.name}.{step.index + 1}")
             child.stats = self.stats  # counted as this subgraph's work
             steps.append(child)
         return steps
@@ -816,8 +819,6 @@ class SubgraphEngine:
             return False
         if not self.cache_dir:
             return True
-        from nnadapter_bridge.nnadapter.nnc import TMP_PREFIX, has_pending_writes
-
         if has_pending_writes():
             return False  # a file being written may be this very program: read it (reading waits for it)
         try:
@@ -931,6 +932,7 @@ class SubgraphEngine:
     def _build(self, token: Optional[str], arrays: Sequence[np.ndarray]) -> EngineProgram:
         """Convert and compile a program for `arrays`; a token of None is computed meanwhile (_BackgroundToken)
         and given to the compilation before its first run."""
+        # Imported here: the converters load only when something is converted (a warm start converts nothing).
         from converters.context import convert_subgraph
 
         if self.on_build is not None:

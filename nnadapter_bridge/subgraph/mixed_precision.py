@@ -40,15 +40,20 @@ def resolve_mixed_precision_config(buffer: str | bytes | None = None, path: str 
     return None
 
 
-def float_op_indices(config, graph) -> frozenset:
-    """The indices (in block 0) of the ops the mixed-precision config of `config` (a Config) lists; empty
-    without a config. A spec that matches no op is warned about (partition.PartitionConfigWarning)."""
-    parsed = resolve_mixed_precision_config(config.nnadapter_mixed_precision_quantization_config_buffer(),
-                                            config.nnadapter_mixed_precision_quantization_config_path())
+def listed_op_indices(parsed: PartitionConfig | None, graph) -> frozenset:
+    """The indices (in block 0) of the ops a parsed mixed-precision config lists; empty without one (None). A
+    spec that matches no op is warned about (partition.PartitionConfigWarning)."""
     if parsed is None:
         return frozenset()
-    matched = parsed.match(graph.blocks[0].ops)
-    return frozenset(key[1] for key in matched)
+    return frozenset(key[1] for key in parsed.match(graph.blocks[0].ops))
+
+
+def float_op_indices(config, graph) -> frozenset:
+    """listed_op_indices for the mixed-precision config of `config` (a Config; a predictor reads its settings'
+    parsed config instead, predictor.settings)."""
+    return listed_op_indices(resolve_mixed_precision_config(
+        config.nnadapter_mixed_precision_quantization_config_buffer(),
+        config.nnadapter_mixed_precision_quantization_config_path()), graph)
 
 
 # Paddle ops that make a program a quantized one (its outputs are judged at the reduced-precision tolerance).

@@ -1,9 +1,9 @@
-"""The partition plan of a model for a Config: which ops run on the devices, which on the host, and why.
+"""The partition plan of a model for a predictor's settings: which ops run on the devices, which on the host, and why.
 
 One computation serves create_predictor and `nnadapter-bridge partition`: the support decision (its
 verdicts persisted in the model cache dir when one is set), the partition config (API buffer, API path,
-then the environment), and the detector with the Config's minimum subgraph size. The plan also says why
-each host op is not on a device.
+then the environment: resolved once with the settings, predictor.settings), and the detector with the
+minimum subgraph size. The plan also says why each host op is not on a device.
 
 Next to the verdicts by signature the store records this program's verdicts by op (keyed by the model's bytes and
 its params' types, SupportDecider.program_key), so a warm start of the same model computes no signature either.
@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
+import warnings
 from typing import Optional
 
+from nnadapter_bridge.errors import BridgeError, UnsupportedOpError
 from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.subgraph.support_decisions import SupportDecider, VerdictStore
 from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, body_ops, detect_subgraphs, op_key,
-                       resolve_partition_config, sub_block_indices)
+                       sub_block_indices)
 from partition.picture import Placement
 
 # More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
@@ -236,8 +237,6 @@ class _DeviceVerdicts:
         return found
 
     def _ask(self, op, scratch) -> dict:
-        from nnadapter_bridge.errors import BridgeError
-
         model, refusal = scratch(op)
         refine = getattr(self.support, "refine", None)
         if refusal is not None and refine is not None and refine(op):
@@ -440,37 +439,35 @@ def host_share_message(share: HostShare, device_names: list) -> str:
             "\n`nnadapter-bridge partition MODEL --device ...` shows where every op runs and why; " + strict)
 
 
-def plan_partition(config, graph, context) -> PartitionPlan:
-    """Partition `graph` (loaded from `config`) for the devices of the open `context`, as `config` says."""
-    device_names = config.nnadapter_device_names()
-    cache_dir = config.nnadapter_model_cache_dir()
+def plan_partition(settings, graph, context) -> PartitionPlan:
+    """Partition `graph` for the devices of the open `context` (None: no device opened), as `settings` (the
+    predictor's resolved settings, predictor.settings.PredictorSettings) say: their listed devices, cache dir,
+    context properties, partition config and minimum subgraph size."""
+    device_names = list(settings.listed_device_names)
+    cache_dir = settings.cache_dir
     # The context's devices, not the listed ones: a device left out (degraded start) changes the verdicts.
-    store = (VerdictStore.open(cache_dir, context.device_names, config.nnadapter_context_properties(),
+    store = (VerdictStore.open(cache_dir, context.device_names, settings.user_context_properties,
                                cache_key.versions(context)) if cache_dir and context is not None else None)
     if context is not None:
         support = SupportDecider(graph, context, store=store)
-    elif not config.nnadapter_enabled():  # Config.set_valid_places without an NNAdapter place
+    elif not settings.nnadapter_enabled:  # Config.set_valid_places without an NNAdapter place
         support = NoDeviceSupport(device_names, "set_valid_places has no TargetType.NNAdapter place: every op runs "
                                                 "on the host")
     else:
         support = NoDeviceSupport(device_names)
-    partition_config = resolve_partition_config(config.nnadapter_subgraph_partition_config_buffer() or None,
-                                                config.nnadapter_subgraph_partition_config_path() or None,
-                                                os.environ)
+    partition_config = settings.partition_config
     forced = partition_config.match(graph.ops()) if partition_config is not None else set()
-    result = detect_subgraphs(graph, support.is_supported, forced, config.min_subgraph_size)
+    result = detect_subgraphs(graph, support.is_supported, forced, settings.min_subgraph_size)
     if store is not None and not getattr(context, "validation_faults", 0):
         support.record_program()
         store.save()
-    return PartitionPlan(graph, result, support, partition_config, config.min_subgraph_size, device_names)
+    return PartitionPlan(graph, result, support, partition_config, settings.min_subgraph_size, device_names)
 
 
 def strict_error(share: HostShare, device_names: list):
     """The UnsupportedOpError of strict mode (Config.set_strict, --strict): every op left off the devices that the
     partition config did not put on the host and that is not control flow (check_strict), grouped as the
     HostPlacementWarning groups them."""
-    from nnadapter_bridge.errors import UnsupportedOpError
-
     declined = [p for p in share.host if not p.forced and not p.control_flow]
     flow = [p for p in share.host if not p.forced and p.control_flow]
     also = (f"\n({_control_flow_text(share)} also run on the host, as no NNAdapter device runs control flow: "
@@ -517,8 +514,6 @@ def check_strict(share: HostShare, device_names: list, stacklevel: int = 1, warn
 def warn_control_flow(share: HostShare, device_names: list, stacklevel: int = 1) -> None:
     """The ControlFlowOnHostWarning of strict mode (check_strict), when control flow the partition config did not
     force there is on the host; `stacklevel` counted from the caller."""
-    import warnings
-
     if any(not p.forced and p.control_flow for p in share.host):
         warnings.warn(control_flow_message(share, device_names), ControlFlowOnHostWarning,
                       stacklevel=stacklevel + 1)

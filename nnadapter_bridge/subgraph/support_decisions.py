@@ -46,11 +46,16 @@ import warnings
 
 from typing import Any, Optional
 
-from nnadapter_bridge.subgraph.cache_key import semantic_attrs
-from nnadapter_bridge.errors import BridgeError, ModelFormatError
+from nnadapter_bridge import loader
+from nnadapter_bridge.errors import BridgeError, ConversionError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.nnc import (CacheFileError, NncCacheWarning, clean_stale_temp_files, read_cache_file,
+                                            write_file_atomically)
 from nnadapter_bridge.nnadapter.types import OperandType
+from nnadapter_bridge.subgraph.cache_key import semantic_attrs
+from partition.detector import op_reads, op_writes, sub_block_indices
 
 SIGNATURE_FORMAT_VERSION = 4  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
@@ -104,8 +109,6 @@ def _loader_digest() -> str:
     """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes (program records)."""
     global _LOADER_DIGEST
     if _LOADER_DIGEST is None:
-        from nnadapter_bridge import loader
-
         digest = hashlib.md5()
         root = os.path.dirname(os.path.abspath(loader.__file__))
         for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
@@ -138,8 +141,6 @@ class VerdictStore:
     def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> "VerdictStore":
         """The store for these devices, properties and versions in `cache_dir`, with what its file holds (a
         missing file is an empty store; an unreadable or invalid one too, with one warning)."""
-        from nnadapter_bridge.nnadapter.nnc import CacheFileError, clean_stale_temp_files, read_cache_file
-
         clean_stale_temp_files(cache_dir)  # the first use of the dir in this process (once per dir)
         key = cls.store_key(device_names, context_properties, versions)
         path = os.path.join(cache_dir, f"support-{key}.json")
@@ -159,8 +160,6 @@ class VerdictStore:
 
     @staticmethod
     def _warn(path: str, reason: str) -> None:
-        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
-
         warnings.warn(f"support verdict cache {path} is unusable ({reason}); deciding support afresh",
                       NncCacheWarning, stacklevel=4)
 
@@ -236,8 +235,6 @@ class VerdictStore:
     def save(self) -> bool:
         """Write the file if verdicts were added since it was read; a failed write is a warning. True when
         written."""
-        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, write_file_atomically
-
         if not self._dirty:
             return False
         document = {"format": _STORE_FORMAT, "key": self.key,
@@ -399,11 +396,10 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
     `probe`: the size given to each unknown size of the model's inputs (0: they stay unknown). An op that cannot be
     converted (no converter, a sub-block, a tensor array) gives the vars it writes their declared types and the walk
     goes on; a var written more than once keeps a size only where every write agrees."""
+    # Imported here, as below: the converters load only when an op is decided (a warm start decides nothing).
     from converters import get_converter
     from converters.context import ConversionContext
     from converters.op_view import OpView
-    from nnadapter_bridge.nnadapter.model import Model
-    from partition.detector import op_reads, op_writes, sub_block_indices
 
     ctx = ConversionContext(Model(), graph.params, graph, block)
     seen: dict = {}
@@ -591,7 +587,6 @@ class SupportDecider:
         """Decide `op` from now on with the sizes the declarations fix in place of its inputs' -1s; False (and
         nothing changed) when that changes nothing: no converter, a sub-block, no -1, or no size fixed."""
         from converters import get_converter
-        from partition.detector import sub_block_indices
 
         key = (getattr(op, "block_idx", 0), op.index)
         if (key in self._refined or get_converter(op.type) is None or sub_block_indices(op)
@@ -690,8 +685,6 @@ class SupportDecider:
         self.conversions += counted
         try:
             result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)
-        except ModelFormatError:
-            raise  # a malformed op (an int attribute stored as a float, ...) is refused, not run elsewhere
-        except Exception as exc:  # any converter failure means "not on a device"; the reason is kept
-            return None, SupportVerdict(False, f"conversion failed: {type(exc).__name__}: {exc}")
+        except ConversionError as exc:  # "not on a device", the reason kept; a malformed op (ModelFormatError) raises
+            return None, SupportVerdict(False, f"conversion failed: {exc}")
         return result.model, None
