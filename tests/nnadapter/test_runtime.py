@@ -15,7 +15,7 @@ from nnadapter_bridge.errors import DeviceNotFoundError, InvalidDimensionsError,
 from nnadapter_bridge.nnadapter.codes import Lifetime, OperationType as T, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, unpack_compilation_record, wait_for_cache_writes
-from nnadapter_bridge.nnadapter.partitioning import assign_devices, build_submodels, cluster_operations
+from nnadapter_bridge.nnadapter.device_split import assign_devices, build_submodels, cluster_operations
 from nnadapter_bridge.nnadapter.runtime import (
     STATS,
     CacheMissError,

@@ -192,7 +192,7 @@ class Compilation:
         STATS.cache_restores += 1
 
     def _finish_from_model(self, model: Model) -> None:
-        from nnadapter_bridge.nnadapter.partitioning import Submodel, partition_model  # compiles only
+        from nnadapter_bridge.nnadapter.device_split import Submodel, partition_model  # compiles only
 
         if len(self.context.devices) == 1:
             submodels = [Submodel(0, model, [-k - 1 for k in range(len(model.input_operands))],
