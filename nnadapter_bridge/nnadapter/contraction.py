@@ -1,7 +1,7 @@
 """Paddle Lite's subgraph contraction: grouping the nodes of a DAG into clusters with no cycle between them.
 
 Both splits use it: partition.detector groups the supported Paddle ops of a program into device subgraphs,
-and nnadapter.partitioning groups the operations of one NNAdapter Model by device.
+and nnadapter.device_split groups the operations of one NNAdapter Model by device.
 
 The nodes are visited in topological order; each node that may be merged is contracted with every
 out-neighbour of its group, union-find style, unless a reverse DFS from the neighbour's other
