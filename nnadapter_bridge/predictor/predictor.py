@@ -173,6 +173,7 @@ class _Shared:
     resources: Optional[EngineResources]  # what the engines share (None when no device opened)
     plan: PartitionPlan  # how the model was partitioned, and why (placements())
     steps: list
+    host_ops: list  # the ops of block 0 on the host, feed/fetch excluded (PartitionPlan.host_ops)
     pools: dict  # subgraph index -> engine.ProgramPool
     # Ops a subgraph engine ran on the host at run time: op index -> why (Predictor._run_on_host).
     moved_to_host: dict = dataclasses.field(default_factory=dict)
@@ -202,13 +203,13 @@ def _engine_resources(settings: PredictorSettings, graph, context, plan: Partiti
     integrity key."""
     if context is None:
         return None
+    float_ops = settings.float_op_indices(graph)
     support = plan.support
     memo = FingerprintMemo.for_graph(getattr(support, "store", None), graph, getattr(support, "program_key", None),
                                      settings.cache_key is not None)
     # Created once: the cache buffers carry the model cache key too (Config.set_nnadapter_model_cache_key).
     cache_buffers = CacheBufferStore(settings.cache_buffers, key=settings.cache_key)
-    return EngineResources(graph, ContextPool(context), cache_buffers,
-                           settings.float_op_indices(graph), memo)
+    return EngineResources(graph, ContextPool(context), cache_buffers, float_ops, memo)
 
 
 def _make_host_executor(graph, device_names):
@@ -240,7 +241,7 @@ class Predictor:
             resources = _engine_resources(settings, self.graph, self.context, plan)
             shared = _Shared(config, settings, self.graph, self.context, resources, plan,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
-                             {s.index: ProgramPool(resources) for s in plan.result.subgraphs})
+                             plan.host_ops, {s.index: ProgramPool(resources) for s in plan.result.subgraphs})
             self._check_dynamic_shapes_convert(plan.result, resources.float_ops if resources else frozenset())
             self._attach(shared, check=True)
             self._warn_if_host_heavy()
@@ -262,7 +263,7 @@ class Predictor:
         self.support = shared.plan.support
         self.partition = shared.plan.result
         self._steps = shared.steps
-        self.host_ops = shared.plan.host_ops
+        self.host_ops = shared.host_ops
         self.host = _make_host_executor(self.graph, self.device_names) if self.host_ops else None
         # Config.set_threads: the host executor's BLAS pool is capped at this many threads (0: not capped).
         self._host_threads = settings.host_threads
