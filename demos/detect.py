@@ -27,8 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CONFIG = os.path.join(HERE, os.pardir, "configs", "partition_yolo_detector.txt")
 
 
-
-
 def synthetic_image(seed: int) -> np.ndarray:
     """A 64x64 picture: dim noise with three bright rectangles."""
     rng = np.random.default_rng(seed)
@@ -54,10 +52,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import nnadapter_bridge as nb
-    from nnadapter_bridge.cli import cmd_partition
-    from nnadapter_bridge.validation import inputs, paddle_reference
-    from nnadapter_bridge.commands import options, output
+    from nnadapter_bridge.commands import options, output, partition_report
     from nnadapter_bridge.errors import BridgeError
+    from nnadapter_bridge.validation import inputs, paddle_reference
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
     try:
@@ -71,7 +68,7 @@ def main(argv=None) -> int:
         if args.cache_dir:
             config.set_nnadapter_model_cache_dir(args.cache_dir)
 
-        print(cmd_partition.render_summary(cmd_partition.report(cmd_partition.analyze(config))))
+        print(partition_report.render_summary(partition_report.report(partition_report.analyze(config))))
 
         predictor = nb.create_predictor(config)
         feeds = {"image": synthetic_image(args.seed), "im_shape": np.array([[SIZE, SIZE]], dtype=np.int32)}

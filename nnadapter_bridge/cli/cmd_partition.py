@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nnadapter_bridge.commands import model_config, options, output
-from nnadapter_bridge.commands.partition_report import check_strict, picture, render_per_op, render_summary, report
+from nnadapter_bridge.commands.partition_report import (analyze, check_strict, picture, render_per_op, render_summary,
+                                                         report)
 from nnadapter_bridge.commands.options import CliError
 
 if TYPE_CHECKING:  # the partition machinery is imported when a command runs, not when the parser is built
@@ -53,35 +54,6 @@ def register(subparsers) -> None:
     render.add_argument("--png", metavar="F", help="render the partition picture to F as PNG (needs graphviz's dot)")
     options.add_json_argument(parser)
     parser.set_defaults(func=run)
-
-
-def analyze(config) -> PartitionPlan:
-    """Partition the model named by `config` (a Config) the way create_predictor does; the plan's placements
-    (asked of each device while the context is open) are in `plan.op_placements`."""
-    from nnadapter_bridge.errors import DeviceNotFoundError
-    from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
-    from nnadapter_bridge.predictor.settings import resolve_settings
-    from nnadapter_bridge.subgraph.plan import plan_partition
-
-    graph = load_model(**config.model_source())
-    devices = []
-    for name in config.nnadapter_device_names():
-        try:
-            devices.append(acquire_device(name))
-        except DeviceNotFoundError as exc:
-            reason = str(exc).rsplit(" [", 1)[0]  # without the result code
-            raise CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
-                           "drivers") from exc
-    context = Context(devices, config.nnadapter_context_properties())
-    try:
-        plan = plan_partition(resolve_settings(config), graph, context)
-        for op in plan.host_ops:  # decide every host op now (forced ones too), while the context is open
-            plan.support.verdict(op)
-        plan.op_placements = plan.placements(context)
-    finally:
-        context.destroy()
-    return plan
 
 
 def write_files(args, plan: PartitionPlan) -> list:

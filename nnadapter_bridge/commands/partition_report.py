@@ -1,6 +1,7 @@
 """The partition of a model as plain data and as text: what `nnadapter-bridge partition` prints, what `run` shows
 of its placements, and what the demos print.
 
+`analyze(config)` partitions a Config's model as create_predictor does (subgraph.plan), without compiling;
 `report(plan, placements)` turns a subgraph.plan.PartitionPlan into the summary data (subgraphs with the devices
 taking them, host ops with the reason each one is not on a device, loop and branch body ops, the host share,
 every op's placement, the picture); `render_summary`, `placement_tables` and `render_per_op` lay it out as
@@ -13,9 +14,39 @@ import collections
 from typing import TYPE_CHECKING
 
 from nnadapter_bridge.commands import output
+from nnadapter_bridge.commands.options import CliError
 
 if TYPE_CHECKING:  # the partition machinery is imported when a report is made, not when a command's parser is built
     from nnadapter_bridge.subgraph.plan import PartitionPlan
+
+
+def analyze(config) -> PartitionPlan:
+    """Partition the model named by `config` (a Config) the way create_predictor does; the plan's placements
+    (asked of each device while the context is open) are in `plan.op_placements`."""
+    from nnadapter_bridge.errors import DeviceNotFoundError
+    from nnadapter_bridge.loader import load_model
+    from nnadapter_bridge.nnadapter.runtime import Context, acquire_device
+    from nnadapter_bridge.predictor.settings import resolve_settings
+    from nnadapter_bridge.subgraph.plan import plan_partition
+
+    graph = load_model(**config.model_source())
+    devices = []
+    for name in config.nnadapter_device_names():
+        try:
+            devices.append(acquire_device(name))
+        except DeviceNotFoundError as exc:
+            reason = str(exc).rsplit(" [", 1)[0]  # without the result code
+            raise CliError(f"--device {name}: {reason}; `nnadapter-bridge devices` lists the installed "
+                           "drivers") from exc
+    context = Context(devices, config.nnadapter_context_properties())
+    try:
+        plan = plan_partition(resolve_settings(config), graph, context)
+        for op in plan.host_ops:  # decide every host op now (forced ones too), while the context is open
+            plan.support.verdict(op)
+        plan.op_placements = plan.placements(context)
+    finally:
+        context.destroy()
+    return plan
 
 
 def report(plan: PartitionPlan, placements: list | None = None) -> dict:
