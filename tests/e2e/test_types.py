@@ -44,5 +44,5 @@ def test_the_stub_describes_the_generated_module():
         stub = _stub_classes(ast.parse(f.read()).body)
     file = framework_pb2.DESCRIPTOR
     generated = _module_types(file.message_types_by_name.values()) | set(file.enum_types_by_name)
-    assert stub == generated, (f"only in framework_pb2.py: {sorted(generated - stub)}; "
-                               f"only in framework_pb2.pyi: {sorted(stub - generated)}; run devtools/regenerate_proto.sh")
+    assert stub == generated, (f"only in framework_pb2.py: {sorted(generated - stub)}; only in framework_pb2.pyi: "
+                               f"{sorted(stub - generated)}; run devtools/regenerate_proto.sh")
