@@ -23,7 +23,10 @@ from typing import Iterable, Iterator, Optional
 from nnadapter_bridge.batch.task import run_task
 from nnadapter_bridge.errors import BridgeError
 
-WORKER_ENVIRONMENT = {"NNADAPTER_BRIDGE_PROGRESS": "0", "GLOG_minloglevel": "2"}
+# The environment of the worker processes (a pool worker's own, a Ray worker's runtime_env): Paddle's log quiet
+# before Paddle loads. Never set in the coordinator's process; the predictor's progress bar is off through each
+# task's Config (task._config).
+WORKER_ENVIRONMENT = {"GLOG_minloglevel": "2"}
 
 
 class BatchError(BridgeError):
@@ -41,7 +44,7 @@ def _lost(task: dict, why: str) -> dict:
 def _init_worker() -> None:
     import signal
 
-    os.environ.update(WORKER_ENVIRONMENT)
+    os.environ.update(WORKER_ENVIRONMENT)  # the worker process's own environment
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator stops the pool (module docstring)
 
 
@@ -52,17 +55,8 @@ class InlineEngine:
         return {"name": self.name, "jobs": 0}
 
     def run(self, tasks: Iterable[dict]) -> Iterator[tuple]:
-        saved = {k: os.environ.get(k) for k in WORKER_ENVIRONMENT}
-        os.environ.update(WORKER_ENVIRONMENT)
-        try:
-            for task in tasks:
-                yield task, run_task(task)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        for task in tasks:
+            yield task, run_task(task)
 
 
 class LocalEngine:

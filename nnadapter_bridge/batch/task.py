@@ -55,6 +55,7 @@ def _config(entry: Entry, cache_dir: str):
     if entry.partition_config:
         config.set_nnadapter_subgraph_partition_config_path(entry.partition_config)
     config.set_min_subgraph_size(entry.min_subgraph_size)
+    config.set_show_progress(False)  # the batch draws its own display
     if entry.dynamic_shapes:
         config.set_nnadapter_dynamic_shape_info(entry.dynamic_shapes)
     return config

@@ -92,6 +92,8 @@ class Config:
         # Use Paddle Lite's plain cache token (no subgraph fingerprint): lets a .nnc made by Paddle Lite
         # be found, at the price of Lite's stale-hit risk (the token ignores weights and properties).
         self.paddle_lite_cache_token = False
+        # A progress bar on a terminal while subgraphs convert (NNADAPTER_BRIDGE_PROGRESS=0 also turns it off).
+        self.show_progress = True
         if model_dir is not None:
             self.set_model_dir(model_dir)
 
@@ -445,6 +447,12 @@ class Config:
         """Strict: an op no selected device supports is an error (listing all of them) instead of running
         on the host."""
         self.strict = bool(strict)
+
+    def set_show_progress(self, enabled: bool = True) -> None:
+        """Whether converting the subgraphs draws a progress bar when stderr is a terminal (the default; the
+        environment's NNADAPTER_BRIDGE_PROGRESS=0 turns it off for the whole process). A program running many
+        predictors with a display of its own (batch) turns it off here."""
+        self.show_progress = bool(enabled)
 
     def set_paddle_lite_cache_token(self, enabled: bool = True) -> None:
         """Name caches with Paddle Lite's plain token (see engine): finds .nnc files Paddle Lite wrote, but

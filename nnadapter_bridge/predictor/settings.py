@@ -60,7 +60,7 @@ class PredictorSettings:
     partition_config: Optional[PartitionConfig]
     min_subgraph_size: int
     mixed_precision_config: Optional[PartitionConfig]
-    show_progress: bool  # NNADAPTER_BRIDGE_PROGRESS is not 0 (a bar is drawn on a terminal only)
+    show_progress: bool  # Config's and NNADAPTER_BRIDGE_PROGRESS's (not 0) say yes (a bar is drawn on a terminal only)
 
     def float_op_indices(self, graph) -> frozenset:
         """The block-0 indices of the ops the mixed-precision config lists; empty without one. A spec that matches
@@ -156,5 +156,5 @@ def resolve_settings(config: Config) -> PredictorSettings:
         partition_config=resolve_partition_config(partition_buffer or None, partition_path or None, os.environ),
         min_subgraph_size=config.min_subgraph_size,
         mixed_precision_config=resolve_mixed_precision_config(mixed_buffer, mixed_path),
-        show_progress=os.environ.get(ENV_PROGRESS, "1").strip() != "0",
+        show_progress=bool(config.show_progress) and os.environ.get(ENV_PROGRESS, "1").strip() != "0",
     )

@@ -322,3 +322,35 @@ def test_a_result_recorded_without_its_log_line_gets_one_done_line_on_resume(tmp
     # A third run writes no further "done" line.
     runner.run_batch(str(manifest), str(out), engine=RecordingEngine(), progress=False)
     assert len([e for e in _events(out) if e["event"] == "done"]) == 2
+
+
+def test_the_inline_engine_leaves_the_callers_environment_alone(monkeypatch):
+    """A batch run in this process (--jobs 0) changes no variable of the caller's environment: the predictors'
+    progress bars are turned off through each task's Config instead."""
+    from nnadapter_bridge.batch import engines
+
+    for name in ("NNADAPTER_BRIDGE_PROGRESS", "GLOG_minloglevel"):  # what the engine used to set
+        monkeypatch.delenv(name, raising=False)
+    seen = []
+    monkeypatch.setattr(engines, "run_task", lambda task: seen.append(dict(os.environ)) or {"result": {}})
+    before = dict(os.environ)
+    assert len(list(engines.InlineEngine().run([{"entry": None}, {"entry": None}]))) == 2
+    assert seen == [before, before] and dict(os.environ) == before
+
+
+def test_a_task_predictor_draws_no_progress_bar(tmp_path, monkeypatch):
+    from nnadapter_bridge.batch.task import _config
+    from nnadapter_bridge.predictor.config import Config
+    from nnadapter_bridge.predictor.settings import resolve_settings
+
+    monkeypatch.delenv("NNADAPTER_BRIDGE_PROGRESS", raising=False)
+    model = tmp_path / "m.pdmodel"
+    model.write_bytes(b"x")
+    entry = Entry(id="m@builtin_device", model_name="m", where="entries[0]", model=str(model),
+                  devices=["builtin_device"])
+    assert resolve_settings(_config(entry, str(tmp_path / "cache"))).show_progress is False
+    plain = Config()
+    plain.set_model_file(str(model))
+    assert resolve_settings(plain).show_progress is True
+    monkeypatch.setenv("NNADAPTER_BRIDGE_PROGRESS", "0")
+    assert resolve_settings(plain).show_progress is False
