@@ -35,8 +35,8 @@ from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCo
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from hal.fusion import fuse_operations
-from hal.common import Unsupported, lower
-from hal.google_xnnpack.graph import convert_model, operation_unsupported_reason
+from hal.common import Unsupported, is_integer_product, lower
+from hal.google_xnnpack.graph import convert_model, is_real_valued, operation_unsupported_reason
 from hal.google_xnnpack.operations import OPERATIONS
 from hal.protocol import Argument, Cache, ContextCallback, Driver
 
@@ -117,7 +117,7 @@ class XnnpackDriver(Driver):
     name = "google_xnnpack"
     vendor = "Google"
     type = DeviceType.CPU
-    version = 1
+    version = 2  # 2: quantized operations (int8) and convolutions with a filter computed at run time
     property_keys = (NUM_THREADS_KEY,)
 
     def open_device(self) -> XnnpackDevice:
@@ -150,13 +150,20 @@ class XnnpackDriver(Driver):
         XNNPACK must take every operator of it. Answers are cached per operation signature (types,
         constants), since a CNN repeats the same few."""
         cache: Dict[tuple, str] = {}
-        return [self._reason(op, cache) for op in model.operations]
+        producers, consumers = model.producers(), model.consumers()
+        outputs = {o.index for o in model.output_operands}
+        reasons = []
+        for op in model.operations:
+            together, reason = _built_together(op, producers, consumers, outputs)
+            reasons.append(reason or self._reason(op, cache, together))
+        return reasons
 
     @staticmethod
-    def _reason(op, cache: dict) -> str:
-        key = _signature(op)
+    def _reason(op, cache: dict, together: Sequence = ()) -> str:
+        key = tuple(_signature(o) for o in together) or _signature(op)
         if key not in cache:
-            cache[key] = operation_unsupported_reason(op, OPERATIONS, lambda data: open_interpreter(data, 1))
+            cache[key] = operation_unsupported_reason(op, OPERATIONS, lambda data: open_interpreter(data, 1),
+                                                      together)
         return cache[key]
 
     # -- programs -----------------------------------------------------------------------------------
@@ -268,6 +275,25 @@ class XnnpackDriver(Driver):
 # before any output.
 _NAN_FAULT = ("XNNPACK passes NaN through its clamps where Paddle's relu gives 0, so this part runs on the next "
               "device or the host for these input shapes")
+
+
+def _built_together(op, producers: dict, consumers: dict, outputs: set) -> tuple:
+    """(the operations `op` is only built with, why it cannot be built): an integer product's int32 sums are built
+    as their real values (graph.is_real_valued), which only the DEQUANTIZE reading them gives out, so the product
+    is judged with its DEQUANTIZEs, and such a DEQUANTIZE with its product."""
+    product = op
+    if op.type == OperationType.DEQUANTIZE and not op.inputs[0].is_constant and is_real_valued(op.inputs[0]):
+        product = producers.get(op.inputs[0].index)
+        if product is None or not is_integer_product(product):
+            return (), "its int32 input is not an integer product's sums (only those are built)"
+    elif not is_integer_product(op):
+        return (), ""
+    sums = product.outputs[0]
+    readers = consumers.get(sums.index, [])
+    if sums.index in outputs or any(r.type != OperationType.DEQUANTIZE for r in readers):
+        return (), (f"{product.label()}'s int32 sums are read other than by a DEQUANTIZE (XNNPACK's int8 operators "
+                    "write int8; only the real values of the sums are built)")
+    return [product] + list(readers), ""
 
 
 def _signature(op) -> tuple:

@@ -15,8 +15,14 @@ convolutions of a chain. Model inputs arrive and model outputs leave in NNAdapte
 
 Every dim must be known when the program is built (TFLite tensors here are static); a trial build for
 validate_program on a model whose dims are declared -1 takes 1 for those (`trial=True`), since the program the
-runtime compiles has the concrete shapes. Only float32 tensors are built (quantized and integer operands are
-declined); integer parameters are read as constants.
+runtime compiles has the concrete shapes. Only float32 tensors are built, and for quantized models symmetric
+per-layer int8 ones (a QUANTIZE result: a TFLite int8 tensor of the same scale) and the int32 sums of an integer
+product (hal.common.is_integer_product), stored as their real values in float32, which is what the DEQUANTIZE
+reading them gives; other integer operands are declined, and integer parameters are read as constants. A
+quantized constant is read as its real values. Before the operations are converted, the quantized convolution
+chains of the model (hal.quantized_chains) are found: the CONV_2D of a chain writes the chain's last QUANTIZE as
+one TFLite int8 convolution, and the operations between are `absorbed` (operations.py); an integer product that
+heads no chain computes in float, with its float tail (DEQUANTIZE -> batch norm [-> relu]) folded in.
 """
 from __future__ import annotations
 
@@ -27,10 +33,13 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from nnadapter_bridge.errors import NNAdapterError, OperationError
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
+from nnadapter_bridge.nnadapter.operations.registry import dequantize
 from nnadapter_bridge.nnadapter.types import Operand, Operation
 from hal.common import OperationTable, Unsupported, operation_alone, unsupported_reason
+from hal.quantized_chains import ConvChain, FloatTail, find_conv_chains, find_float_tails
 
 PLAIN = "plain"  # NNAdapter's own axis order (NCHW for rank 4)
 NHWC = "nhwc"
@@ -71,6 +80,10 @@ class TfliteBuilder:
         self._constants: Dict[Tuple[int, str], int] = {}  # (operand index, layout) -> constant tensor
         self._converted: Dict[Tuple[int, str], int] = {}  # (operand index, layout) -> transposed tensor
         self.current: Optional[Operation] = None
+        self.chains: Dict[int, ConvChain] = {}  # id(CONV_2D) -> its quantized chain (hal.quantized_chains)
+        self.tails: Dict[int, FloatTail] = {}  # id(CONV_2D) -> the float tail folded into it
+        self.absorbed: set = set()  # ids of the operations a convolution already wrote (chains, tails)
+        self._dequantized: Dict[Tuple[int, str], int] = {}  # (int8 operand index, layout) -> its float tensor
 
     # -- tensors ------------------------------------------------------------------------------------
     def operand_dims(self, operand: Operand) -> Tuple[int, ...]:
@@ -81,20 +94,25 @@ class TfliteBuilder:
             return tuple(int(d) if known(d) else 1 for d in dims)
         raise Unsupported(f"dims {[d if known(d) else -1 for d in dims]} must be known (XNNPACK's tensors are static)")
 
-    def tensor(self, shape: Sequence[int], hint: str = "t", dtype=np.float32) -> int:
+    def tensor(self, shape: Sequence[int], hint: str = "t", dtype=np.float32, like: Optional[int] = None,
+               quantization=None) -> int:
+        """A fresh tensor of `shape`: of `dtype`, or of the type and quantization of tensor `like`."""
         t = schema.TensorT()
         t.shape = [int(d) for d in shape]
-        t.type = {np.dtype(np.float32): schema.TensorType.FLOAT32,
-                  np.dtype(np.int32): schema.TensorType.INT32}[np.dtype(dtype)]
+        if like is not None:
+            t.type, t.quantization = self.tensors[like].type, self.tensors[like].quantization
+        else:
+            t.type = _TENSOR_TYPES[np.dtype(dtype)]
+            t.quantization = quantization
         t.buffer = 0
         label = self.current.label() if self.current is not None else "graph"
         t.name = f"{label}/{hint}{len(self.tensors)}".encode()
         self.tensors.append(t)
         return len(self.tensors) - 1
 
-    def const(self, value, dtype=np.float32, hint: str = "c") -> int:
+    def const(self, value, dtype=np.float32, hint: str = "c", quantization=None) -> int:
         array = np.array(value, dtype=dtype, order="C")
-        index = self.tensor(array.shape, hint, dtype)
+        index = self.tensor(array.shape, hint, dtype, quantization=quantization)
         buffer = schema.BufferT()
         buffer.data = np.frombuffer(array.tobytes(), dtype=np.uint8)
         self.buffers.append(buffer)
@@ -135,25 +153,29 @@ class TfliteBuilder:
 
     def transpose(self, tensor: int, perm: Sequence[int]) -> int:
         shape = self.shape_of(tensor)
-        return self.one(BuiltinOperator.TRANSPOSE, [tensor, self.i32(perm)], [shape[p] for p in perm])
+        out = self.tensor([shape[p] for p in perm], "transpose", like=tensor)
+        return self.one(BuiltinOperator.TRANSPOSE, [tensor, self.i32(perm)], (), output=out)
 
     def reshape(self, tensor: int, shape: Sequence[int]) -> int:
         if tuple(shape) == self.shape_of(tensor):
             return tensor
-        options = schema.ReshapeOptionsT()
-        options.newShape = [int(d) for d in shape]
-        return self.one(BuiltinOperator.RESHAPE, [tensor, self.i32(shape)], shape, BuiltinOptions.ReshapeOptions,
-                        options)
+        return self.reshape_copy(tensor, shape)
 
     # -- operands of the current operation ------------------------------------------------------------
-    def check_float(self, operand: Operand, what: str) -> None:
+    def check_float(self, operand: Operand, what: str, quantized: bool = False) -> None:
+        """Only float32 operands are built, and (where the implementation says `quantized`) symmetric per-layer
+        int8 ones, stored as TFLite int8 tensors, and the int32 sums of an integer product, stored as their
+        real values in float32 (`real_valued`)."""
+        if quantized and (int8_tensor_type(operand) or is_real_valued(operand)):
+            return
         if operand.type.is_quantized or np.dtype(operand.type.dtype) != np.float32:
-            raise Unsupported(f"{what} is {operand.type.precision.name}: only float32 tensors are built")
+            raise Unsupported(f"{what} is {operand.type.precision.name}: only float32 tensors are built"
+                              + (" (and symmetric per-layer int8 ones)" if quantized else ""))
 
-    def stored(self, op: Operation, i: int) -> Value:
+    def stored(self, op: Operation, i: int, quantized: bool = False) -> Value:
         """Input i as it is stored (its producer's layout); constants in NNAdapter's order."""
         operand = op.inputs[i]
-        self.check_float(operand, f"input {i}")
+        self.check_float(operand, f"input {i}", quantized)
         if operand.is_constant:
             return Value(self._constant(operand, PLAIN), PLAIN)
         value = self.values.get(operand.index)
@@ -167,7 +189,7 @@ class TfliteBuilder:
             return PLAIN
         return self.values[operand.index].layout
 
-    def value(self, op: Operation, i: int, layout: str = PLAIN) -> int:
+    def value(self, op: Operation, i: int, layout: str = PLAIN, quantized: bool = False) -> int:
         """Input i's tensor in `layout` (NHWC applies to rank 4 only; other ranks are always plain)."""
         operand = op.inputs[i]
         if operand.type.rank != 4:
@@ -175,7 +197,7 @@ class TfliteBuilder:
         if operand.is_constant:
             self.check_float(operand, f"input {i}")
             return self._constant(operand, layout)
-        value = self.stored(op, i)
+        value = self.stored(op, i, quantized)
         if value.layout == layout:
             return value.tensor
         key = (operand.index, layout)
@@ -197,10 +219,29 @@ class TfliteBuilder:
                 return value.tensor
         return self.value(op, i, PLAIN)
 
+    def real(self, op: Operation, i: int, layout: str = PLAIN) -> int:
+        """Input i's real values in float32 in `layout`: an int8 operand through one DEQUANTIZE (made once)."""
+        operand = op.inputs[i]
+        if operand.is_constant or not int8_tensor_type(operand):
+            return self.value(op, i, layout)
+        layout = layout if operand.type.rank == 4 else PLAIN
+        key = (operand.index, layout)
+        if key not in self._dequantized:
+            stored = self.stored(op, i, quantized=True)
+            current, self.current = self.current, None
+            try:
+                real = self.one(BuiltinOperator.DEQUANTIZE, [stored.tensor], self.shape_of(stored.tensor))
+                self._dequantized[(operand.index, stored.layout)] = real
+                if stored.layout != layout:
+                    self._dequantized[key] = self.transpose(real, TO_NHWC if layout == NHWC else TO_NCHW)
+            finally:
+                self.current = current
+        return self._dequantized[key]
+
     def _constant(self, operand: Operand, layout: str) -> int:
         key = (operand.index, layout)
         if key not in self._constants:
-            array = np.asarray(operand.value, dtype=np.float32)
+            array = dequantize(np.asarray(operand.value), operand.type).astype(np.float32)  # real values
             if layout == NHWC:
                 array = array.transpose(TO_NHWC)
             self._constants[key] = self.const(array, hint="w")
@@ -212,20 +253,25 @@ class TfliteBuilder:
             return tuple(dims[p] for p in TO_NHWC)
         return dims
 
-    def output(self, op: Operation, j: int = 0, layout: str = PLAIN) -> int:
-        """A fresh tensor for output j stored in `layout` (the implementation writes it)."""
+    def output(self, op: Operation, j: int = 0, layout: str = PLAIN, quantized: bool = False) -> int:
+        """A fresh tensor for output j stored in `layout` (the implementation writes it): int8 with the
+        operand's scale for an int8 operand, float32 otherwise (the real values of an integer product's sums)."""
         operand = op.outputs[j]
-        self.check_float(operand, f"output {j}")
+        self.check_float(operand, f"output {j}", quantized)
         if operand.type.rank != 4:
             layout = PLAIN
-        tensor = self.tensor(self.out_shape(op, j, layout), hint="out")
+        shape = self.out_shape(op, j, layout)
+        if int8_tensor_type(operand):
+            tensor = self.tensor(shape, "q", np.int8, quantization=quantization(operand.type.scale))
+        else:
+            tensor = self.tensor(shape, hint="out")
         self.values[operand.index] = Value(tensor, layout)
         return tensor
 
-    def produced(self, op: Operation, j: int, tensor: int, layout: str = PLAIN) -> None:
+    def produced(self, op: Operation, j: int, tensor: int, layout: str = PLAIN, quantized: bool = False) -> None:
         """Record `tensor` (already written) as output j, checking its shape against the operand's dims."""
         operand = op.outputs[j]
-        self.check_float(operand, f"output {j}")
+        self.check_float(operand, f"output {j}", quantized)
         if operand.type.rank != 4:
             layout = PLAIN
         want = self.out_shape(op, j, layout)
@@ -260,6 +306,9 @@ class TfliteBuilder:
             value = self.values.get(operand.index)
             if value is None:
                 raise Unsupported(f"model output operand {operand.index} is never written")
+            if is_real_valued(operand):
+                raise Unsupported(f"model output operand {operand.index} holds an integer product's int32 sums "
+                                  "(XNNPACK's int8 operators write int8; only a DEQUANTIZE of them is built)")
             tensor = value.tensor
             if value.layout == NHWC:
                 tensor = self.transpose(tensor, TO_NCHW)
@@ -282,19 +331,51 @@ class TfliteBuilder:
         builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
         return bytes(builder.Output())
 
-    def reshape_copy(self, tensor: int) -> int:
-        """A copy of `tensor` (a RESHAPE to its own shape), for a subgraph output that must be its own tensor."""
-        shape = self.shape_of(tensor)
+    def reshape_copy(self, tensor: int, shape: Optional[Sequence[int]] = None) -> int:
+        """`tensor` reshaped (a RESHAPE; to its own shape when `shape` is None: a copy, for a subgraph output that
+        must be its own tensor), of its type and quantization."""
+        shape = [int(d) for d in (self.shape_of(tensor) if shape is None else shape)]
         options = schema.ReshapeOptionsT()
         options.newShape = list(shape)
-        return self.one(BuiltinOperator.RESHAPE, [tensor, self.i32(shape)], shape, BuiltinOptions.ReshapeOptions,
-                        options)
+        out = self.tensor(shape, "reshape", like=tensor)
+        return self.one(BuiltinOperator.RESHAPE, [tensor, self.i32(shape)], (), BuiltinOptions.ReshapeOptions,
+                        options, output=out)
 
     def _model_input(self, operand: Operand) -> Value:
-        self.check_float(operand, f"model input {operand.index}")
-        value = Value(self.tensor(self.operand_dims(operand), hint=f"input{operand.index}_"), PLAIN)
+        if int8_tensor_type(operand):
+            tensor = self.tensor(self.operand_dims(operand), f"input{operand.index}_", np.int8,
+                                 quantization=quantization(operand.type.scale))
+        else:
+            self.check_float(operand, f"model input {operand.index}")
+            tensor = self.tensor(self.operand_dims(operand), hint=f"input{operand.index}_")
+        value = Value(tensor, PLAIN)
         self.values[operand.index] = value
         return value
+
+
+def int8_tensor_type(operand: Operand) -> bool:
+    """A symmetric per-layer int8 operand (a QUANTIZE result): a TFLite int8 tensor of the same scale."""
+    t = operand.type
+    return t.precision == Precision.QUANT_INT8_SYMM_PER_LAYER and not t.zero_point
+
+
+def is_real_valued(operand: Operand) -> bool:
+    """The int32 sums of an integer product (hal.common.is_integer_product): built as their real values in
+    float32 (sums x scale), which is what the DEQUANTIZE reading them gives."""
+    return operand.type.precision in (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL)
+
+
+_TENSOR_TYPES = {np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.int32): schema.TensorType.INT32,
+                 np.dtype(np.int8): schema.TensorType.INT8}
+
+
+def quantization(scales, axis: int = 0) -> "schema.QuantizationParametersT":
+    """TFLite's symmetric quantization parameters: one scale (per tensor) or one per index of `axis`."""
+    q = schema.QuantizationParametersT()
+    q.scale = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
+    q.zeroPoint = [0] * len(q.scale)
+    q.quantizedDimension = int(axis)
+    return q
 
 
 def _code_name(code: int) -> str:
@@ -307,9 +388,14 @@ def _code_name(code: int) -> str:
 def convert_model(model: Model, table: OperationTable, trial: bool = False) -> bytes:
     """The `.tflite` bytes of `model` (raises Unsupported naming the operation that has no faithful form)."""
     g = TfliteBuilder(trial=trial)
+    chains = find_conv_chains(model)
+    g.chains = {id(chain.conv): chain for chain in chains}
+    g.tails = {id(tail.conv): tail for tail in find_float_tails(model, chains)}
     for operand in model.input_operands:
         g._model_input(operand)
     for op in model.operations:
+        if id(op) in g.absorbed:
+            continue
         implementation = table.get(op.type)
         if implementation is None:
             raise Unsupported(f"{op.label()}: {op.type.name} has no {table.device} implementation")
@@ -324,14 +410,49 @@ def convert_model(model: Model, table: OperationTable, trial: bool = False) -> b
 TRIAL_ERRORS = (Unsupported, OperationError, NNAdapterError, ValueError, TypeError, IndexError, KeyError)
 
 
-def operation_unsupported_reason(op: Operation, table: OperationTable, trial_run) -> str:
-    """hal.common.unsupported_reason with this builder's trial: the operation alone converts, and `trial_run`
-    (the driver's: LiteRT builds it and XNNPACK takes every operator) accepts the bytes."""
+def operation_unsupported_reason(op: Operation, table: OperationTable, trial_run,
+                                 together: Sequence[Operation] = ()) -> str:
+    """hal.common.unsupported_reason with this builder's trial: the operation alone (with the operations
+    `together`, when it is only built with them) converts, and `trial_run` (the driver's: LiteRT builds it and
+    XNNPACK takes every operator) accepts the bytes."""
     def trial(operation: Operation) -> None:
-        trial_run(convert_model(operation_alone(operation), table, trial=True))
+        model = operations_alone(together) if together else operation_alone(operation)
+        trial_run(convert_model(model, table, trial=True))
 
     return unsupported_reason(op, table, trial, TRIAL_ERRORS)
 
 
-__all__: List[str] = ["TfliteBuilder", "Value", "convert_model", "operation_unsupported_reason", "PLAIN", "NHWC",
+def operations_alone(ops: Sequence[Operation]) -> Model:
+    """hal.common.operation_alone for several operations (in this order): inputs no operation of `ops` writes
+    become model inputs, outputs none of them reads become model outputs (an integer product and the
+    DEQUANTIZE reading its int32 sums are only built together)."""
+    model = Model()
+    copies: Dict[int, Operand] = {}
+    model_inputs, model_outputs = [], []
+    read = {o.index for op in ops for o in op.inputs if o is not None}
+    for op in ops:
+        for operand in op.inputs:
+            if operand is None or operand.index in copies:
+                continue
+            copy = copies[operand.index] = model.add_operand(operand.type, operand.name)
+            if operand.is_constant:
+                model.set_operand_value(copy, operand.value)
+            else:
+                model_inputs.append(copy)
+        outputs = []
+        for operand in op.outputs:
+            copy = None if operand is None else model.add_operand(operand.type, operand.name)
+            if operand is not None:
+                copies[operand.index] = copy
+                if operand.index not in read:
+                    model_outputs.append(copy)
+            outputs.append(copy)
+        model.add_operation(op.type, [None if o is None else copies[o.index] for o in op.inputs], outputs)
+    model.identify_inputs_and_outputs(model_inputs, model_outputs)
+    model.finish()
+    return model
+
+
+__all__: List[str] = ["TfliteBuilder", "Value", "convert_model", "quantization", "int8_tensor_type", "is_real_valued",
+                      "operation_unsupported_reason", "operations_alone", "PLAIN", "NHWC",
                       "TO_NHWC", "TO_NCHW", "inverse"]

@@ -15,13 +15,15 @@ from typing import List, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode
+from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode, Precision
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
 from nnadapter_bridge.nnadapter.operations.window import resolve_window
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
+from nnadapter_bridge.nnadapter.operations.registry import dequantize
+from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
 from hal.google_xnnpack.graph import NHWC, PLAIN, TO_NHWC, BuiltinOperator as B, BuiltinOptions as O, \
-    TfliteBuilder, inverse, schema
+    TfliteBuilder, int8_tensor_type, inverse, is_real_valued, quantization, schema
+from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain
 
 OPERATIONS = OperationTable("google_xnnpack")
 
@@ -37,6 +39,20 @@ def _activation(args: Operands) -> int:
     if code not in _ACTIVATIONS:
         raise Unsupported(f"fuse_code {code}")
     return _ACTIVATIONS[code]
+
+
+_CLAMPS = {schema.ActivationFunctionType.RELU: B.RELU, schema.ActivationFunctionType.RELU6: B.RELU6,
+           schema.ActivationFunctionType.RELU_N1_TO_1: B.RELU_N1_TO_1}
+
+
+def _fused_clamp(g: TfliteBuilder, result: int, args: Operands, shape, copy: bool = True) -> int:
+    """`result` with the operation's fuse code applied as its own clamp operator (for a result the operators
+    written have no fused activation for); without one, a copy when `copy` (a tensor that may be another
+    value's, such as a reshape of an input)."""
+    clamp = _CLAMPS.get(_activation(args))
+    if clamp is not None:
+        return g.one(clamp, [result], shape)
+    return g.reshape_copy(result) if copy else result
 
 
 def _axis_in(layout: str, axis: int) -> int:
@@ -76,11 +92,33 @@ def _broadcast_input(g: TfliteBuilder, op: Operation, i: int, layout: str) -> in
     return g.transpose(g.reshape(g.value(op, i, PLAIN), dims), TO_NHWC)
 
 
+def _int8_arithmetic(g: TfliteBuilder, op: Operation, code: int, options) -> None:
+    """ADD / SUB / MUL of two int8 values computed at run time, of the same shape, into an int8 result: TFLite's
+    int8 operators rescale each input to the result's scale as the standard's dequantize-compute-quantize does."""
+    for i in (0, 1):
+        operand = op.inputs[i]
+        if operand.is_constant or not int8_tensor_type(operand):
+            raise Unsupported(f"input {i} is {'a constant' if operand.is_constant else operand.type.precision.name}"
+                              " (an int8 result needs two int8 values computed at run time)")
+    if tuple(op.inputs[0].type.dims) != tuple(op.inputs[1].type.dims):
+        raise Unsupported("int8 inputs of different shapes (broadcasting is built in float only)")
+    layout = _broadcast_layout(g, op, (0, 1))
+    a, b = g.value(op, 0, layout, quantized=True), g.value(op, 1, layout, quantized=True)
+    g.operator(code, [a, b], [g.output(op, 0, layout, quantized=True)], _BINARY[op.type][1], options)
+
+
 @OPERATIONS.implements(*_BINARY)
 def _arithmetic(g: TfliteBuilder, op: Operation):
     args = unpack(op)
     code, options_type, options_class = _BINARY[op.type]
     activation = _activation(args)
+    if int8_tensor_type(op.outputs[0]):
+        if op.type not in (T.ADD, T.SUB, T.MUL):
+            raise Unsupported(f"an int8 {op.type.name} (XNNPACK's int8 elementwise operators: ADD, SUB, MUL)")
+        options = options_class()
+        options.fusedActivationFunction = activation
+        _int8_arithmetic(g, op, code, options)
+        return
     layout = _broadcast_layout(g, op, (0, 1))
     a, b = _broadcast_input(g, op, 0, layout), _broadcast_input(g, op, 1, layout)
     out = g.output(op, 0, layout)
@@ -252,27 +290,49 @@ def _window_padding(g: TfliteBuilder, x: int, pads: Sequence[int], kernel: Seque
     if min(pads) < 0:
         raise Unsupported(f"negative pads {list(pads)}")
     n, _, _, c = g.shape_of(x)
-    padded = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [top, bottom], [left, right], [0, 0]]), np.int32)],
-                   [n, h + top + bottom, w + left + right, c])
+    padded = g.tensor([n, h + top + bottom, w + left + right, c], "pad", like=x)  # int8 pads with its zero point
+    g.operator(B.PAD, [x, g.const(np.int32([[0, 0], [top, bottom], [left, right], [0, 0]]), np.int32)], [padded])
     return padded, schema.Padding.VALID
 
 
 @OPERATIONS.implements(T.CONV_2D)
 def _conv_2d(g: TfliteBuilder, op: Operation):
+    """A float convolution; an integer product (int8 x int8 -> int32 sums) is the int8 convolution of its chain
+    when it heads one (quantized.int8_conv), else a float convolution of the real values (the int8 input
+    dequantized, the weights read as their real values), which is what Paddle computes."""
+    integer = is_integer_product(op)
+    if integer and id(op) in g.chains and int8_conv(g, g.chains[id(op)]):
+        return
+    if not op.inputs[1].is_constant:
+        _conv_runtime_filter(g, op)
+        return
+    if int8_tensor_type(op.outputs[0]):
+        _int8_conv_operation(g, op)
+        return
     args = unpack(op)
-    weights = TfliteBuilder.constant(op, 1, "filter").astype(np.float32)  # [O, I / group, kh, kw]
+    weights = _real_weights(op, 1, "filter")  # [O, I / group, kh, kw]
     out_channels, group_channels, kh, kw = weights.shape
+    tail = g.tails.get(id(op)) if integer else None
+    if tail is not None:  # y = a * conv + shift: a into the filter, shift the bias
+        factor, shift = batch_norm_factors(tail.batch_norm)
+        weights = (weights * factor.reshape(-1, 1, 1, 1)).astype(np.float32)
     group = args.int("group", 1)
-    x = g.value(op, 0, NHWC)
+    x = g.real(op, 0, NHWC)
     _, h, w, in_channels = g.shape_of(x)
     strides = args.ints("strides", [1, 1])
     pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides,
                                      args.ints("dilations", [1, 1]))
     activation = _activation(args)
     x, padding = _window_padding(g, x, pads, (kh, kw), strides, dilations, pad_allowed=True)
-    bias = g.const(TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1) if op.inputs[2] is not None
+    bias = g.const(_real_weights(op, 2, "bias").reshape(-1) if op.inputs[2] is not None
                    else np.zeros(out_channels, np.float32), hint="bias")
-    out = g.output(op, 0, NHWC)
+    if tail is not None:
+        bias = g.const(shift.astype(np.float32), hint="bias")  # an integer product has no bias of its own
+        activation = _CHAIN_ACTIVATIONS[None if tail.relu is None else tail.relu.type]
+        out = g.output(tail.last, 0, NHWC)
+        g.absorbed.update(id(link) for link in tail.operations())
+    else:
+        out = g.output(op, 0, NHWC, quantized=integer)
     if group > 1 and group == in_channels and group_channels == 1:
         options = schema.DepthwiseConv2DOptionsT()
         options.depthMultiplier = out_channels // in_channels
@@ -288,6 +348,89 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
     options.fusedActivationFunction = activation
     g.operator(code, [x, filt, bias], [out], options_type, options)
     _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+
+
+# XNNPACK concatenates at most this many inputs in one operator (its concatenate2 ... concatenate5)
+_MAX_CONCAT_INPUTS = 5
+
+
+def _concatenate_last(g: TfliteBuilder, parts: Sequence[int]) -> int:
+    """`parts` concatenated along their last axis, in CONCATENATIONs of at most _MAX_CONCAT_INPUTS inputs."""
+    parts = list(parts)
+    while len(parts) > 1:
+        grouped = []
+        for k in range(0, len(parts), _MAX_CONCAT_INPUTS):
+            group = parts[k:k + _MAX_CONCAT_INPUTS]
+            if len(group) == 1:
+                grouped.append(group[0])
+                continue
+            shape = list(g.shape_of(group[0]))
+            shape[-1] = sum(g.shape_of(t)[-1] for t in group)
+            options = schema.ConcatenationOptionsT()
+            options.axis = len(shape) - 1
+            grouped.append(g.one(B.CONCATENATION, group, shape, O.ConcatenationOptions, options))
+        parts = grouped
+    return parts[0]
+
+
+def _conv_runtime_filter(g: TfliteBuilder, op: Operation):
+    """A convolution whose filter is computed at run time (XNNPACK's convolutions take constant filters only):
+    the input's window taps gathered (SLICEs; a stride through a 6-D reshape and a step-1 SLICE) and either one
+    BATCH_MATMUL of all taps against the filter as a [kh * kw * C, O] matrix, or, depthwise, one MUL + ADD per
+    tap. (A quantized Paddle conv decided alone has this form: its filter is a dequantize_linear's result.)"""
+    args = unpack(op)
+    filt = g.value(op, 1, PLAIN)
+    out_channels, group_channels, kh, kw = g.operand_dims(op.inputs[1])
+    group = args.int("group", 1)
+    x = g.value(op, 0, NHWC)
+    n, h, w, channels = g.shape_of(x)
+    depthwise = group > 1 and group == channels == out_channels and group_channels == 1
+    if group != 1 and not depthwise:
+        raise Unsupported(f"group {group} with a filter computed at run time (only 1 or depthwise)")
+    strides = [int(v) for v in args.ints("strides", [1, 1])]
+    pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides,
+                                     args.ints("dilations", [1, 1]))
+    if min(pads) < 0:
+        raise Unsupported(f"negative pads {list(pads)}")
+    _, out_h, out_w, _ = g.out_shape(op, 0, NHWC)
+    # zero pads around, and below / right as many rows as the last tap's strided window reads
+    extra_h = max((kh - 1) * dilations[0] + out_h * strides[0] - (h + pads[0] + pads[1]), 0)
+    extra_w = max((kw - 1) * dilations[1] + out_w * strides[1] - (w + pads[2] + pads[3]), 0)
+    if any(pads) or extra_h or extra_w:
+        shape = [n, h + pads[0] + pads[1] + extra_h, w + pads[2] + pads[3] + extra_w, channels]
+        x = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [pads[0], pads[1] + extra_h], [pads[2], pads[3] + extra_w],
+                                               [0, 0]]), np.int32)], shape)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            size = [n, out_h * strides[0], out_w * strides[1], channels]
+            tap = g.one(B.SLICE, [x, g.i32([0, i * dilations[0], j * dilations[1], 0]), g.i32(size)], size)
+            if strides != [1, 1]:
+                split = g.reshape(tap, [n, out_h, strides[0], out_w, strides[1], channels])
+                tap = g.reshape(g.one(B.SLICE, [split, g.i32([0] * 6), g.i32([n, out_h, 1, out_w, 1, channels])],
+                                      [n, out_h, 1, out_w, 1, channels]), [n, out_h, out_w, channels])
+            taps.append(tap)
+    shape = [n, out_h, out_w, out_channels]
+    if depthwise:  # filter [C, 1, kh, kw] -> [kh * kw, C]: one row per tap
+        rows = g.reshape(g.transpose(g.reshape(filt, [channels, kh * kw]), [1, 0]), [kh * kw, channels])
+        result = None
+        for k, tap in enumerate(taps):
+            weight = g.reshape(g.one(B.SLICE, [rows, g.i32([k, 0]), g.i32([1, channels])], [1, channels]),
+                               [channels])
+            product = g.one(B.MUL, [tap, weight], shape, O.MulOptions, schema.MulOptionsT())
+            result = product if result is None else g.one(B.ADD, [result, product], shape, O.AddOptions,
+                                                          schema.AddOptionsT())
+    else:  # patches [N, OH * OW, kh * kw * C] @ filter [kh * kw * C, O]
+        patches = _concatenate_last(g, taps)
+        matrix = g.reshape(g.transpose(filt, [2, 3, 1, 0]), [kh * kw * channels, out_channels])
+        product = g.one(B.BATCH_MATMUL, [g.reshape(patches, [n, out_h * out_w, kh * kw * channels]), matrix],
+                        [n, out_h * out_w, out_channels], O.BatchMatMulOptions, schema.BatchMatMulOptionsT())
+        result = g.reshape(product, shape)
+    if op.inputs[2] is not None:
+        bias = g.reshape(g.value(op, 2, PLAIN), [out_channels]) if not op.inputs[2].is_constant else \
+            g.const(_real_weights(op, 2, "bias").reshape(-1), hint="bias")
+        result = g.one(B.ADD, [result, bias], shape, O.AddOptions, schema.AddOptionsT())
+    g.produced(op, 0, _fused_clamp(g, result, args, shape), NHWC)
 
 
 @OPERATIONS.implements(T.CONV_2D_TRANSPOSE)
@@ -332,11 +475,7 @@ def _conv_2d_transpose(g: TfliteBuilder, op: Operation):
     if not bias_inside:
         result = g.one(B.ADD, [result, g.const(bias.reshape(1, 1, 1, -1), hint="bias")], out_shape, O.AddOptions,
                        schema.AddOptionsT())
-    clamp = {schema.ActivationFunctionType.RELU: B.RELU, schema.ActivationFunctionType.RELU6: B.RELU6,
-             schema.ActivationFunctionType.RELU_N1_TO_1: B.RELU_N1_TO_1}.get(_activation(args))
-    if clamp is not None:
-        result = g.one(clamp, [result], out_shape)
-    g.produced(op, 0, result, NHWC)
+    g.produced(op, 0, _fused_clamp(g, result, args, out_shape, copy=False), NHWC)
 
 
 def _check_window_out(g: TfliteBuilder, op: Operation, x: int, padding: int, kernel, strides, dilations) -> None:
@@ -351,19 +490,40 @@ def _check_window_out(g: TfliteBuilder, op: Operation, x: int, padding: int, ker
         raise Unsupported(f"TFLite's window gives {sizes[0]}x{sizes[1]}, the operation {want[0]}x{want[1]}")
 
 
+def _real_weights(op: Operation, i: int, what: str) -> np.ndarray:
+    """Constant input i as its real values in float32 (a quantized constant dequantized)."""
+    return dequantize(TfliteBuilder.constant(op, i, what), op.inputs[i].type).astype(np.float32)
+
+
 @OPERATIONS.implements(T.FULLY_CONNECTED)
 def _fully_connected(g: TfliteBuilder, op: Operation):
+    """A float FULLY_CONNECTED; an integer product computes on the real values (as _conv_2d's)."""
     args = unpack(op)
-    weights = TfliteBuilder.constant(op, 1, "weight").astype(np.float32)  # [units, K], TFLite's own layout
+    integer = is_integer_product(op)
+    if not op.inputs[1].is_constant:  # XNNPACK's FULLY_CONNECTED takes constant weights only: x @ W^T
+        dims = g.operand_dims(op.inputs[1])
+        rows = int(np.prod(g.operand_dims(op.inputs[0]))) // max(dims[1], 1)
+        x = g.reshape(g.plain_memory(op, 0), [rows, dims[1]])
+        options = schema.BatchMatMulOptionsT()
+        options.adjY = True
+        shape = g.out_shape(op, 0)
+        result = g.one(B.BATCH_MATMUL, [x, g.value(op, 1, PLAIN)], shape, O.BatchMatMulOptions, options)
+        if op.inputs[2] is not None:
+            result = g.one(B.ADD, [result, g.value(op, 2, PLAIN)], shape, O.AddOptions, schema.AddOptionsT())
+        g.produced(op, 0, _fused_clamp(g, result, args, shape))
+        return
+    weights = _real_weights(op, 1, "weight")  # [units, K], TFLite's own layout
     units = weights.shape[0]
-    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1) if op.inputs[2] is not None \
-        else np.zeros(units, np.float32)
+    bias = _real_weights(op, 2, "bias").reshape(-1) if op.inputs[2] is not None else np.zeros(units, np.float32)
     options = schema.FullyConnectedOptionsT()
     options.fusedActivationFunction = _activation(args)
     options.keepNumDims = False
-    x = g.plain_memory(op, 0)  # TFLite flattens the input to [-1, K] as NNAdapter does
+    # TFLite flattens the input to [-1, K] as NNAdapter does
+    x = g.real(op, 0, g.layout_of(op, 0)) if integer else g.plain_memory(op, 0)
+    if integer and op.inputs[0].type.rank == 4 and g.layout_of(op, 0) == NHWC:
+        x = g.real(op, 0, PLAIN)
     g.operator(B.FULLY_CONNECTED, [x, g.const(weights, hint="weight"), g.const(bias, hint="bias")],
-               [g.output(op, 0, PLAIN)], O.FullyConnectedOptions, options)
+               [g.output(op, 0, PLAIN, quantized=integer)], O.FullyConnectedOptions, options)
 
 
 @OPERATIONS.implements(T.MAT_MUL)
@@ -405,10 +565,42 @@ def _mean(g: TfliteBuilder, x: int, axes: Sequence[int], out: int, keep_dims: bo
     g.operator(B.MEAN, [x, g.i32(axes)], [out], O.ReducerOptions, options)
 
 
+def _int8_pool(g: TfliteBuilder, op: Operation) -> None:
+    """A pool of int8 values into int8 values of the same scale: MAX_POOL_2D where TFLite's own window is the
+    operation's, a global average as MEAN; XNNPACK does not take int8 AVERAGE_POOL_2D, so other averages are
+    declined."""
+    x_operand, out_operand = op.inputs[0], op.outputs[0]
+    if not int8_tensor_type(x_operand) or x_operand.is_constant or \
+            not np.isclose(x_operand.type.scale, out_operand.type.scale, rtol=1e-6, atol=0):
+        raise Unsupported("an int8 pool reads an int8 value of its result's scale")
+    x = g.value(op, 0, NHWC, quantized=True)
+    args, kernel, strides, pads = _pool_window(g, op, x)
+    _, h, w, _ = g.shape_of(x)
+    out_hw = g.out_shape(op, 0, NHWC)[1:3]
+    activation = _activation(args)
+    if op.type == T.AVERAGE_POOL_2D:
+        if list(kernel) == [h, w] and not any(pads) and out_hw == (1, 1) \
+                and activation == schema.ActivationFunctionType.NONE:
+            _mean(g, x, [1, 2], g.output(op, 0, NHWC, quantized=True))
+            return
+        raise Unsupported("an int8 average pool other than a global one (XNNPACK does not take int8 AVERAGE_POOL_2D)")
+    if not _pool_fits(g, x, pads, kernel, strides, out_hw):
+        raise Unsupported(f"an int8 max pool whose window TFLite sizes otherwise (pads {list(pads)})")
+    options = schema.Pool2DOptionsT()
+    options.padding = schema.Padding.SAME if any(pads) else schema.Padding.VALID
+    options.strideH, options.strideW = (int(s) for s in strides)
+    options.filterHeight, options.filterWidth = (int(k) for k in kernel)
+    options.fusedActivationFunction = activation
+    g.operator(B.MAX_POOL_2D, [x], [g.output(op, 0, NHWC, quantized=True)], O.Pool2DOptions, options)
+
+
 @OPERATIONS.implements(T.AVERAGE_POOL_2D, T.MAX_POOL_2D)
 def _pool(g: TfliteBuilder, op: Operation):
     if op.type == T.MAX_POOL_2D and len(op.outputs) > 1 and op.outputs[1] is not None:
         raise Unsupported("the indices output (TFLite's MAX_POOL_2D has none)")
+    if int8_tensor_type(op.outputs[0]):
+        _int8_pool(g, op)
+        return
     x = g.value(op, 0, NHWC)
     args, kernel, strides, pads = _pool_window(g, op, x)
     activation = _activation(args)
@@ -483,7 +675,10 @@ def _edge_padded(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> int
 def _adaptive_average_pool(g: TfliteBuilder, op: Operation):
     if tuple(unpack(op).ints("output_shape")) != (1, 1):
         raise Unsupported("an output other than 1x1 (TFLite has no adaptive pool)")
-    _mean(g, g.value(op, 0, NHWC), [1, 2], g.output(op, 0, NHWC))
+    int8 = int8_tensor_type(op.outputs[0])
+    if int8 and not np.isclose(op.inputs[0].type.scale, op.outputs[0].type.scale, rtol=1e-6, atol=0):
+        raise Unsupported("an int8 pool reads an int8 value of its result's scale")
+    _mean(g, g.value(op, 0, NHWC, quantized=int8), [1, 2], g.output(op, 0, NHWC, quantized=int8))
 
 
 @OPERATIONS.implements(T.REDUCE_MEAN)
@@ -726,3 +921,109 @@ def _resize(g: TfliteBuilder, op: Operation):
     g.operator(B.RESIZE_BILINEAR, [x, g.i32([out_h, out_w])], [g.output(op, 0, NHWC)], O.ResizeBilinearOptions,
                options)
 
+
+
+# -- quantized models -----------------------------------------------------------------------------------------
+@OPERATIONS.implements(T.QUANTIZE)
+def _quantize(g: TfliteBuilder, op: Operation):
+    """float32 -> symmetric per-layer int8 (TFLite's QUANTIZE: round to nearest, saturate to [-128, 127]), in
+    its input's layout."""
+    if not int8_tensor_type(op.outputs[0]):
+        raise Unsupported(f"a {op.outputs[0].type.precision.name} result (only symmetric per-layer int8 is built)")
+    layout = g.layout_of(op, 0)
+    x = g.value(op, 0, layout)
+    g.operator(B.QUANTIZE, [x], [g.output(op, 0, layout, quantized=True)])
+
+
+@OPERATIONS.implements(T.DEQUANTIZE)
+def _dequantize(g: TfliteBuilder, op: Operation):
+    """int8 -> float32 (TFLite's DEQUANTIZE); the int32 sums of an integer product are built as their real
+    values already, so their DEQUANTIZE writes nothing; a quantized constant is dequantized here."""
+    operand = op.inputs[0]
+    if operand.is_constant:
+        g.produced(op, 0, g.reshape_copy(g.const(_real_weights(op, 0, "input"), hint="w")))
+        return
+    if not (int8_tensor_type(operand) or is_real_valued(operand)):
+        raise Unsupported(f"a {operand.type.precision.name} input (symmetric per-layer int8, or an integer "
+                          "product's int32 sums)")
+    value = g.stored(op, 0, quantized=True)
+    if is_real_valued(operand):
+        g.produced(op, 0, value.tensor, value.layout)
+        return
+    g.operator(B.DEQUANTIZE, [value.tensor], [g.output(op, 0, value.layout)])
+
+
+_CHAIN_ACTIVATIONS = {None: schema.ActivationFunctionType.NONE, T.RELU: schema.ActivationFunctionType.RELU,
+                      T.RELU6: schema.ActivationFunctionType.RELU6}
+
+
+def _int8_conv_operation(g: TfliteBuilder, op: Operation):
+    """A quantized CONV_2D of the standard (int8 input, int8 weights per layer or per channel, an int32 bias at
+    the input scale x the weight scales, an int8 result): TFLite's int8 convolution computes it so."""
+    x_type, w_type = op.inputs[0].type, op.inputs[1].type
+    if not int8_tensor_type(op.inputs[0]) or w_type.precision not in (Precision.QUANT_INT8_SYMM_PER_LAYER,
+                                                                       Precision.QUANT_INT8_SYMM_PER_CHANNEL):
+        raise Unsupported(f"a {x_type.precision.name} input and a {w_type.precision.name} filter for an int8 result "
+                          "(symmetric per-layer int8 input, int8 filter)")
+    weights = np.asarray(op.inputs[1].value, dtype=np.int8)
+    channels = weights.shape[0]
+    w_scales = np.asarray(w_type.scales if w_type.scales is not None else [w_type.scale] * channels, np.float32)
+    bias = np.zeros(channels, np.int32)
+    bias_operand = op.inputs[2]
+    if bias_operand is not None:
+        b_type = bias_operand.type
+        b_scales = np.asarray(b_type.scales if b_type.scales is not None else [b_type.scale] * channels, np.float64)
+        want = np.float64(x_type.scale) * w_scales.astype(np.float64)
+        if b_type.precision not in (Precision.QUANT_INT32_SYMM_PER_LAYER, Precision.QUANT_INT32_SYMM_PER_CHANNEL) \
+                or not np.allclose(b_scales, want, rtol=1e-5, atol=0):
+            raise Unsupported("a bias other than int32 at the input scale x the filter scales")
+        bias = np.asarray(bias_operand.value, np.int32).reshape(-1)
+    folded = FoldedConv(weights, w_scales, bias, (np.float32(x_type.scale) * w_scales).astype(np.float32))
+    _write_int8_conv(g, op, folded, op, _activation(unpack(op)))
+
+
+def int8_conv(g: TfliteBuilder, chain: ConvChain) -> bool:
+    """The chain's one TFLite int8 CONV_2D / DEPTHWISE_CONV_2D (per-channel weights, int32 bias, the relu as its
+    fused clamp) writing the chain's last QUANTIZE; False (nothing written) when the folded constants do not fit
+    or the convolution is not one TFLite writes directly, and then the chain converts operation by operation."""
+    op = chain.conv
+    folded = fold_chain(chain)
+    if folded is None or min(unpack(op).ints("pads", None) or [0]) < 0:
+        return False
+    activation = _CHAIN_ACTIVATIONS[None if chain.relu is None else chain.relu.type]
+    _write_int8_conv(g, op, folded, chain.quantize, activation)
+    g.absorbed.update(id(link) for link in chain.operations())
+    return True
+
+
+def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer: Operation, activation: int):
+    """One TFLite int8 CONV_2D / DEPTHWISE_CONV_2D of CONV_2D `op` with `folded`'s constants, writing `writer`'s
+    int8 output (the operation's own, or its chain's last QUANTIZE)."""
+    args = unpack(op)
+    out_channels, group_channels, kh, kw = folded.weights.shape
+    group = args.int("group", 1)
+    x = g.value(op, 0, NHWC, quantized=True)
+    _, h, w, in_channels = g.shape_of(x)
+    strides = args.ints("strides", [1, 1])
+    pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides,
+                                     args.ints("dilations", [1, 1]))
+    x, padding = _window_padding(g, x, pads, (kh, kw), strides, dilations, pad_allowed=True)
+    depthwise = group > 1 and group == in_channels and group_channels == 1
+    if depthwise:
+        options = schema.DepthwiseConv2DOptionsT()
+        options.depthMultiplier = out_channels // in_channels
+        filt = g.const(folded.weights.reshape(out_channels, kh, kw).transpose(1, 2, 0)[np.newaxis], np.int8,
+                       "filter", quantization(folded.scales, 3))
+        code, options_type = B.DEPTHWISE_CONV_2D, O.DepthwiseConv2DOptions
+    else:
+        options = schema.Conv2DOptionsT()
+        filt = g.const(folded.weights.transpose(0, 2, 3, 1), np.int8, "filter", quantization(folded.scales, 0))
+        code, options_type = B.CONV_2D, O.Conv2DOptions
+    bias = g.const(folded.bias, np.int32, "bias", quantization(folded.bias_scales, 0))
+    options.padding = padding
+    options.strideH, options.strideW = (int(s) for s in strides)
+    options.dilationHFactor, options.dilationWFactor = (int(d) for d in dilations)
+    options.fusedActivationFunction = activation
+    out = g.output(writer, 0, NHWC, quantized=True)
+    g.operator(code, [x, filt, bias], [out], options_type, options)
+    _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)

@@ -47,6 +47,7 @@ CLAIMED = {
     "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
     "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
     "MAX_POOL_2D_ceil", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
+    "QUANTIZE_int8", "DEQUANTIZE_int8", "ADD_quant", "CONV_2D_quant_per_channel",  # TFLite's int8 operators
 }
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
@@ -58,7 +59,11 @@ DECLINED = {
     "AVERAGE_POOL_2D_ceil_partial_window": "TFLite's window gives",
     "ADD_int32": "only float32 tensors",
     "CONV_2D_TRANSPOSE_output_shape": "groups (TFLite's TRANSPOSE_CONV has none)",
-    "ADD_quant": "only float32 tensors",
+    "SIGMOID_quant": "only float32 tensors",  # XNNPACK's int8 LOGISTIC has a fixed output scale
+    "CONCAT_quant": "only float32 tensors",  # XNNPACK concatenates int8 values of one scale only
+    "QUANTIZE_uint8": "only symmetric per-layer int8",
+    "QUANTIZE_per_channel": "only symmetric per-layer int8",
+    "DEQUANTIZE_uint8": "only float32 tensors",
     "SLICE_steps": "step 1 only",
     "MAT_MUL_vector": "1-D operand",
     "CLIP_low_above_high": "min 1 > max -1",
