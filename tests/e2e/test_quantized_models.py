@@ -41,7 +41,7 @@ from support.quant_fixtures import (
     quant_reference,
 )
 
-SDK_DEVICES = ("intel_openvino", "microsoft_onnxruntime")
+SDK_DEVICES = ("intel_openvino", "microsoft_onnxruntime", "google_xnnpack")
 BUILTIN_COSINE = 0.9999
 BUILTIN_IMAGES = {"mobilenet_v1": 4, "mobilenet_v2": 4, "resnet50": 1}
 
