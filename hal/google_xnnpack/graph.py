@@ -84,6 +84,9 @@ class TfliteBuilder:
         self.tails: Dict[int, FloatTail] = {}  # id(CONV_2D) -> the float tail folded into it
         self.absorbed: set = set()  # ids of the operations a convolution already wrote (chains, tails)
         self._dequantized: Dict[Tuple[int, str], int] = {}  # (int8 operand index, layout) -> its float tensor
+        self.dequantized_from: Dict[int, Tuple[Value, float]] = {}  # DEQUANTIZE result -> (its int8 value, scale)
+        self.consumers: Dict[int, list] = {}  # operand index -> the operations reading it (convert_model's model)
+        self.model_outputs: set = set()
 
     # -- tensors ------------------------------------------------------------------------------------
     def operand_dims(self, operand: Operand) -> Tuple[int, ...]:
@@ -164,9 +167,10 @@ class TfliteBuilder:
     # -- operands of the current operation ------------------------------------------------------------
     def check_float(self, operand: Operand, what: str, quantized: bool = False) -> None:
         """Only float32 operands are built, and (where the implementation says `quantized`) symmetric per-layer
-        int8 ones, stored as TFLite int8 tensors, and the int32 sums of an integer product, stored as their
-        real values in float32 (`real_valued`)."""
-        if quantized and (int8_tensor_type(operand) or is_real_valued(operand)):
+        int8 ones, stored as TFLite int8 tensors, plain int8 model inputs (int8 tensors of scale 1), and the int32
+        sums of an integer product, stored as their real values in float32 (`real_valued`)."""
+        if quantized and (int8_tensor_type(operand) or is_real_valued(operand)
+                          or operand.type.precision == Precision.INT8):
             return
         if operand.type.is_quantized or np.dtype(operand.type.dtype) != np.float32:
             raise Unsupported(f"{what} is {operand.type.precision.name}: only float32 tensors are built"
@@ -342,9 +346,11 @@ class TfliteBuilder:
                         options, output=out)
 
     def _model_input(self, operand: Operand) -> Value:
-        if int8_tensor_type(operand):
+        if int8_tensor_type(operand) or operand.type.precision == Precision.INT8:
+            # plain int8 storage (Paddle Lite's calib result) as an int8 tensor of scale 1: its integers themselves
+            scale = operand.type.scale if int8_tensor_type(operand) else 1.0
             tensor = self.tensor(self.operand_dims(operand), f"input{operand.index}_", np.int8,
-                                 quantization=quantization(operand.type.scale))
+                                 quantization=quantization(scale))
         else:
             self.check_float(operand, f"model input {operand.index}")
             tensor = self.tensor(self.operand_dims(operand), hint=f"input{operand.index}_")
@@ -391,6 +397,8 @@ def convert_model(model: Model, table: OperationTable, trial: bool = False) -> b
     chains = find_conv_chains(model)
     g.chains = {id(chain.conv): chain for chain in chains}
     g.tails = {id(tail.conv): tail for tail in find_float_tails(model, chains)}
+    g.consumers = model.consumers()
+    g.model_outputs = {o.index for o in model.output_operands}
     for operand in model.input_operands:
         g._model_input(operand)
     for op in model.operations:

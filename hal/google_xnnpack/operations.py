@@ -930,6 +930,11 @@ def _quantize(g: TfliteBuilder, op: Operation):
     its input's layout."""
     if not int8_tensor_type(op.outputs[0]):
         raise Unsupported(f"a {op.outputs[0].type.precision.name} result (only symmetric per-layer int8 is built)")
+    source = g.dequantized_from.get(op.inputs[0].index)
+    if source is not None and source[1] == op.outputs[0].type.scale:
+        # QUANTIZE(DEQUANTIZE(q)) at q's own scale is q (an int8 conv's result read by the next one in a .nb)
+        g.produced(op, 0, source[0].tensor, source[0].layout, quantized=True)
+        return
     layout = g.layout_of(op, 0)
     x = g.value(op, 0, layout)
     g.operator(B.QUANTIZE, [x], [g.output(op, 0, layout, quantized=True)])
@@ -950,6 +955,12 @@ def _dequantize(g: TfliteBuilder, op: Operation):
     if is_real_valued(operand):
         g.produced(op, 0, value.tensor, value.layout)
         return
+    result = op.outputs[0]
+    g.dequantized_from[result.index] = (value, operand.type.scale)
+    readers = g.consumers.get(result.index, [])
+    if readers and result.index not in g.model_outputs and all(
+            r.type == T.QUANTIZE and r.outputs[0].type.scale == operand.type.scale for r in readers):
+        return  # every reader takes the int8 value itself (_quantize): no float result is needed
     g.operator(B.DEQUANTIZE, [value.tensor], [g.output(op, 0, value.layout)])
 
 
@@ -1027,3 +1038,15 @@ def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer
     out = g.output(writer, 0, NHWC, quantized=True)
     g.operator(code, [x, filt, bias], [out], options_type, options)
     _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+
+
+@OPERATIONS.implements(T.CAST)
+def _cast(g: TfliteBuilder, op: Operation):
+    """int8 -> float32 only (what a Paddle Lite int8 product reads of calib's int8 storage): the int8 tensor has
+    scale 1, so TFLite's DEQUANTIZE gives its integers exactly. XNNPACK leaves CAST to LiteRT's kernels."""
+    source, target = op.inputs[0], op.outputs[0]
+    if source.is_constant or source.type.precision != Precision.INT8 or target.type.precision != Precision.FLOAT32:
+        raise Unsupported(f"{source.type.precision.name} -> {target.type.precision.name} (only int8 -> float32, "
+                          "as a DEQUANTIZE at scale 1; XNNPACK leaves CAST to LiteRT's kernels)")
+    value = g.stored(op, 0, quantized=True)
+    g.operator(B.DEQUANTIZE, [value.tensor], [g.output(op, 0, value.layout)])

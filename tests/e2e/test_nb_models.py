@@ -13,7 +13,7 @@ from nnadapter_bridge import lite
 from support import paddlelite_env
 from support.tolerances import assert_model_close
 
-DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime")
+DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime", "google_xnnpack")
 ZOO = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "resnet50", "shufflenet_v2_x1_0", "squeezenet1_0",
        "yolo_detector")
 
