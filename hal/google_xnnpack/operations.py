@@ -163,6 +163,12 @@ def _unary_as(g: TfliteBuilder, op: Operation, code: int, options_type: int = 0,
     g.operator(code, [x], [g.output(op, 0, layout)], options_type, options)
 
 
+def _scalar(g: TfliteBuilder, value: float, shape) -> int:
+    """A float32 constant broadcasting against a value of `shape` without raising its rank (a 0-d value stays
+    0-d: a [1] constant would make the result [1])."""
+    return g.const(np.full([1] * len(shape), value, dtype=np.float32))
+
+
 @OPERATIONS.implements(T.HARD_SIGMOID)
 def _hard_sigmoid(g: TfliteBuilder, op: Operation):
     args = unpack(op)
@@ -170,11 +176,11 @@ def _hard_sigmoid(g: TfliteBuilder, op: Operation):
     x = g.value(op, 0, layout)
     out = g.output(op, 0, layout)
     shape = g.shape_of(out)
-    scaled = g.one(B.MUL, [x, g.const(np.float32([args.float("alpha")]))], shape, O.MulOptions, schema.MulOptionsT())
-    shifted = g.one(B.ADD, [scaled, g.const(np.float32([args.float("beta")]))], shape, O.AddOptions,
+    scaled = g.one(B.MUL, [x, _scalar(g, args.float("alpha"), shape)], shape, O.MulOptions, schema.MulOptionsT())
+    shifted = g.one(B.ADD, [scaled, _scalar(g, args.float("beta"), shape)], shape, O.AddOptions,
                     schema.AddOptionsT())
     # max(0, min(1, .)): two clamps with constants (TFLite's fused clamps are [0, 6] and [-1, 1] only)
-    g.operator(B.MINIMUM, [g.one(B.MAXIMUM, [shifted, g.const(np.float32([0]))], shape), g.const(np.float32([1]))],
+    g.operator(B.MINIMUM, [g.one(B.MAXIMUM, [shifted, _scalar(g, 0.0, shape)], shape), _scalar(g, 1.0, shape)],
                [out])
 
 
@@ -239,8 +245,9 @@ def _clip(g: TfliteBuilder, op: Operation):
         return
     if low > high:
         raise Unsupported(f"min {low:.6g} > max {high:.6g}")
-    raised = g.one(B.MAXIMUM, [x, g.const(np.float32(low).reshape(1))], g.shape_of(out))
-    g.operator(B.MINIMUM, [raised, g.const(np.float32(high).reshape(1))], [out])
+    shape = g.shape_of(out)
+    raised = g.one(B.MAXIMUM, [x, _scalar(g, low, shape)], shape)
+    g.operator(B.MINIMUM, [raised, _scalar(g, high, shape)], [out])
 
 
 @OPERATIONS.implements(T.SOFTMAX)

@@ -20,7 +20,7 @@ import numpy as np
 from differential import programs
 from nnadapter_bridge.validation.tolerances import op_bound, out_of_bound
 
-DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime")
+DEVICES = ("builtin_device", "intel_openvino", "microsoft_onnxruntime", "google_xnnpack")
 
 
 @dataclasses.dataclass

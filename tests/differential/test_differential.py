@@ -33,7 +33,7 @@ from differential import programs, runner
 from differential.cases import CASES_PER_OP, DEFAULT_SEED, GENERATOR_VERSION
 
 ALL_DEVICES = runner.DEVICES
-BUILTIN, OPENVINO, ORT = ALL_DEVICES
+BUILTIN, OPENVINO, ORT, XNNPACK = ALL_DEVICES
 DEEP_SEEDS = 20
 
 
