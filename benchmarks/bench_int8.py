@@ -14,6 +14,8 @@ dequantize_linear; tests/support/quant_fixtures.py builds and caches both). Runn
   ours_ov_int8       intel_openvino, quantized model (int8 convolutions: FakeQuantize + int8 weights)
   ours_ort_f32       microsoft_onnxruntime, float model
   ours_ort_int8      microsoft_onnxruntime, quantized model (QLinearConv chains / MatMulInteger)
+  ours_xnn_f32       google_xnnpack, float model
+  ours_xnn_int8      google_xnnpack, quantized model (TFLite per-channel int8 convolutions on XNNPACK)
   openvino_paddle_int8  OpenVINO's own Paddle frontend: core.read_model(<quantized model.pdmodel>), CPU,
                         INFERENCE_PRECISION_HINT f32, LATENCY hint, INFERENCE_NUM_THREADS
   openvino_paddle_f32   the same on the float model
@@ -21,7 +23,8 @@ dequantize_linear; tests/support/quant_fixtures.py builds and caches both). Runn
                         oneDNN int8 path), set_cpu_math_library_num_threads
   paddle_inference_f32  Paddle Inference on the float model, enable_mkldnn()
 
-Threads: INTEL_OPENVINO_INFERENCE_NUM_THREADS / MICROSOFT_ONNXRUNTIME_NUM_THREADS / INFERENCE_NUM_THREADS.
+Threads: INTEL_OPENVINO_INFERENCE_NUM_THREADS / MICROSOFT_ONNXRUNTIME_NUM_THREADS / GOOGLE_XNNPACK_NUM_THREADS /
+INFERENCE_NUM_THREADS.
 Reported per model and thread count: median and p90 latency (ms), and the ratios the issue asks about:
 int8 against our f32 on the same SDK, bf16 against f32, and ours against OpenVINO's frontend on the quantized
 model. Every output is compared with the runner's reference (cosine similarity with Paddle Inference on the
@@ -42,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.append(os.path.join(ROOT, "tests"))  # after ROOT: tests/partition must not shadow partition
 
-RUNNERS = ("ours_ov_f32", "ours_ov_bf16", "ours_ov_int8", "ours_ort_f32", "ours_ort_int8",
+RUNNERS = ("ours_ov_f32", "ours_ov_bf16", "ours_ov_int8", "ours_ort_f32", "ours_ort_int8", "ours_xnn_f32",
+           "ours_xnn_int8",
            "openvino_paddle_f32", "openvino_paddle_int8", "paddle_inference_f32", "paddle_inference_int8")
 
 
@@ -64,6 +68,8 @@ def _ours(model: str, device: str, threads: int, precision: str = ""):
         props = f"INTEL_OPENVINO_INFERENCE_NUM_THREADS={threads}"
         if precision:
             props += f";INTEL_OPENVINO_INFERENCE_PRECISION={precision}"
+    elif device == "google_xnnpack":
+        props = f"GOOGLE_XNNPACK_NUM_THREADS={threads}"
     else:
         props = f"MICROSOFT_ONNXRUNTIME_NUM_THREADS={threads}"
     config.set_nnadapter_context_properties(props)
@@ -125,6 +131,10 @@ def make_runner(name: str, models: dict, threads: int):
         return _ours(models["float"], "microsoft_onnxruntime", threads), "float"
     if name == "ours_ort_int8":
         return _ours(models["int8"], "microsoft_onnxruntime", threads), "int8"
+    if name == "ours_xnn_f32":
+        return _ours(models["float"], "google_xnnpack", threads), "float"
+    if name == "ours_xnn_int8":
+        return _ours(models["int8"], "google_xnnpack", threads), "int8"
     if name == "openvino_paddle_f32":
         return _openvino_paddle(models["float"], threads), "float"
     if name == "openvino_paddle_int8":
@@ -216,14 +226,15 @@ def render(rows: list) -> str:
             else:
                 lines.append(f"| {row['model']} | {row['threads']} | {runner} | {r['median_ms']:.1f} "
                              f"| {r['p90_ms']:.1f} | {r['cosine']:.5f} |")
-    lines += ["", "| model | thr | ov int8 vs ours ov f32 | ort int8 vs ours ort f32 | ov bf16 vs ov f32 "
-                  "| ours ov int8 vs openvino_paddle int8 | ours ov int8 vs paddle_inference int8 "
+    lines += ["", "| model | thr | ov int8 vs ours ov f32 | ort int8 vs ours ort f32 | xnn int8 vs ours xnn f32 "
+                  "| ov bf16 vs ov f32 | ours ov int8 vs openvino_paddle int8 | ours ov int8 vs paddle_inference int8 "
                   "| ours ort int8 vs paddle_inference int8 | load |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         r = row["runners"]
         lines.append(f"| {row['model']} | {row['threads']} | {_ratio(r, 'ours_ov_f32', 'ours_ov_int8')} "
-                     f"| {_ratio(r, 'ours_ort_f32', 'ours_ort_int8')} | {_ratio(r, 'ours_ov_f32', 'ours_ov_bf16')} "
+                     f"| {_ratio(r, 'ours_ort_f32', 'ours_ort_int8')} | {_ratio(r, 'ours_xnn_f32', 'ours_xnn_int8')} "
+                     f"| {_ratio(r, 'ours_ov_f32', 'ours_ov_bf16')} "
                      f"| {_ratio(r, 'openvino_paddle_int8', 'ours_ov_int8')} "
                      f"| {_ratio(r, 'paddle_inference_int8', 'ours_ov_int8')} "
                      f"| {_ratio(r, 'paddle_inference_int8', 'ours_ort_int8')} | {row['load']:.1f} |")
