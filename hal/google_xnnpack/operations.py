@@ -975,6 +975,13 @@ _CHAIN_ACTIVATIONS = {None: schema.ActivationFunctionType.NONE, T.RELU: schema.A
                       T.RELU6: schema.ActivationFunctionType.RELU6}
 
 
+def _plain_or_depthwise(op: Operation) -> bool:
+    """A CONV_2D of group 1, or depthwise (one input channel per group): the int8 convolutions built here."""
+    group = unpack(op).int("group", 1)
+    filter_dims = op.inputs[1].type.dims
+    return group == 1 or (filter_dims[1] == 1 and group == op.inputs[0].type.dims[1])
+
+
 def _int8_conv_operation(g: TfliteBuilder, op: Operation):
     """A quantized CONV_2D of the standard (int8 input, int8 weights per layer or per channel, an int32 bias at
     the input scale x the weight scales, an int8 result): TFLite's int8 convolution computes it so."""
@@ -983,6 +990,8 @@ def _int8_conv_operation(g: TfliteBuilder, op: Operation):
                                                                        Precision.QUANT_INT8_SYMM_PER_CHANNEL):
         raise Unsupported(f"a {x_type.precision.name} input and a {w_type.precision.name} filter for an int8 result "
                           "(symmetric per-layer int8 input, int8 filter)")
+    if not _plain_or_depthwise(op):
+        raise Unsupported("an int8 grouped convolution (only group 1 or depthwise are built in int8)")
     weights = np.asarray(op.inputs[1].value, dtype=np.int8)
     channels = weights.shape[0]
     w_scales = np.asarray(w_type.scales if w_type.scales is not None else [w_type.scale] * channels, np.float32)
@@ -1006,7 +1015,7 @@ def int8_conv(g: TfliteBuilder, chain: ConvChain) -> bool:
     or the convolution is not one TFLite writes directly, and then the chain converts operation by operation."""
     op = chain.conv
     folded = fold_chain(chain)
-    if folded is None or min(unpack(op).ints("pads", None) or [0]) < 0:
+    if folded is None or min(unpack(op).ints("pads", None) or [0]) < 0 or not _plain_or_depthwise(op):
         return False
     activation = _CHAIN_ACTIVATIONS[None if chain.relu is None else chain.relu.type]
     _write_int8_conv(g, op, folded, chain.quantize, activation)

@@ -106,7 +106,8 @@ def test_int8_elementwise_needs_two_int8_values_of_one_shape(context):
 
 
 # -- integer products and their chains ------------------------------------------------------------------------------
-def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool = False, depthwise: bool = False):
+def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool = False, depthwise: bool = False,
+                 group: int = 1):
     """QUANTIZE(x) -> CONV_2D (int8 x int8 -> int32 sums) -> DEQUANTIZE -> [BATCH_NORMALIZATION] -> [RELU6] ->
     QUANTIZE -> DEQUANTIZE: what the converters make of a quantized Paddle conv (docs/quantization.md)."""
     rng = np.random.default_rng(11)
@@ -117,12 +118,12 @@ def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool =
     x = model.add_operand(OperandType(Precision.FLOAT32, (1, channels, 9, 9)), "x")
     xq = model.add_output("xq")
     model.add_operation(T.QUANTIZE, [x, None, model.add_constant(np.float32([x_scale])), None], [xq])
-    weights = rng.integers(-127, 128, (out_channels, 1 if depthwise else channels, 3, 3)).astype(np.int8)
+    weights = rng.integers(-127, 128, (out_channels, 1 if depthwise else channels // group, 3, 3)).astype(np.int8)
     filt = model.add_constant(weights, Precision.QUANT_INT8_SYMM_PER_CHANNEL, scales=tuple(w_scales.tolist()))
     sums = model.add_output("sums", OperandType(Precision.QUANT_INT32_SYMM_PER_CHANNEL,
                                                 scales=tuple((x_scale * w_scales).tolist()), channel_dim=1))
     model.add_operation(T.CONV_2D, _conv_inputs(model, xq, filt, None, [1, 1, 1, 1], [2, 2],
-                                                channels if depthwise else 1), [sums])
+                                                channels if depthwise else group), [sums])
     real = model.add_output("real")
     model.add_operation(T.DEQUANTIZE, [sums], [real])
     outputs = [sums] if sums_read_raw else []
@@ -159,6 +160,15 @@ def test_a_quantized_conv_chain_is_one_int8_convolution(context, relu, with_batc
     # the batch norm folded into the weight scales moves a value across a rounding boundary now and then: one step
     assert np.abs(got[0] - want).max() <= out_scale * 1.001
     assert np.mean(got[0] == want) > 0.95
+
+
+def test_a_grouped_quantized_conv_chain_computes_in_float(context):
+    """Only group 1 and depthwise are built as int8 convolutions: a grouped one takes the float path (exact)."""
+    model, _ = _chain_model(True, group=2)
+    feeds = [randn(1, 4, 9, 9, seed=12)]
+    program, got = _run(context, model, feeds)
+    assert _int8_convolutions(program) == 0
+    assert_op_close(got[0], run_model(model, feeds)[0], what="grouped quantized conv chain")
 
 
 def test_int32_sums_read_raw_are_declined_with_their_reason(context):
