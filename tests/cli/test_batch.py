@@ -15,8 +15,15 @@ import time
 
 import pytest
 
-from nnadapter_bridge.batch import (BatchError, Entry, InvalidEntry, ManifestError, RayEngine, load_manifest,
-                                    parse_resources)
+from nnadapter_bridge.batch import (
+    BatchError,
+    Entry,
+    InvalidEntry,
+    ManifestError,
+    RayEngine,
+    load_manifest,
+    parse_resources,
+)
 from nnadapter_bridge.cli import main
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -61,9 +68,16 @@ def _events(out_dir) -> list:
 def _comparable(entry: dict) -> dict:
     """An entry result without what differs between runs and engines: timings, which worker ran it, whether
     its programs were compiled or restored (an entry in flight when a batch is killed may have written its
-    .nnc already, and the rerun restores it), and the .nnc sizes (OpenVINO's exported compiled model is not
-    byte-stable: two compiles of one model differed by a few hundred bytes under load)."""
-    entry = {k: v for k, v in entry.items() if k not in ("timings", "run", "compiled", "restored")}
+    .nnc already, and the rerun restores it), the .nnc sizes (OpenVINO's exported compiled model is not
+    byte-stable: two compiles of one model differed by a few hundred bytes under load), and the error magnitudes
+    against Paddle Inference, whose last bits depend on the BLAS threads of the process that ran the entry (a Ray
+    worker runs with OMP_NUM_THREADS set from its task's CPUs; builtin_device's outputs differed by float32 rounding
+    between the two engines in 3 of 8 runs): whether each output passed stays compared."""
+    errors = ("max_abs_error", "max_rel_error", "cosine")
+    entry = {k: v for k, v in entry.items() if k not in ("timings", "run", "compiled", "restored") + errors}
+    if isinstance(entry.get("outputs"), dict):
+        entry["outputs"] = {name: {k: v for k, v in o.items() if k not in errors} if isinstance(o, dict) else o
+                            for name, o in entry["outputs"].items()}
     if entry.get("programs"):
         entry["programs"] = [{k: v for k, v in p.items() if k not in ("source", "bytes")} for p in entry["programs"]]
     return entry

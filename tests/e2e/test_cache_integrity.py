@@ -362,8 +362,13 @@ def _support_file(cache_dir) -> str:
     return os.path.join(str(cache_dir), name)
 
 
-@pytest.mark.parametrize("content", [b"[" * 100000, b'{"a":' * 50000, b"[" * 17 + b"]" * 17])
-def test_a_deeply_nested_verdict_store_is_ignored_with_a_warning(content, models, tmp_path):
+@pytest.mark.parametrize("content, why", [
+    (b"[" * 100000, "levels deep"),  # past orjson's depth limit (1024): refused without recursing
+    (b'{"a":' * 50000, "levels deep"),
+    (b"[" * 1025 + b"]" * 1025, "levels deep"),  # well-formed, one level past the limit
+    (b"[" * 17 + b"]" * 17, "not a nnadapter-bridge-support-v4 file"),  # well-formed and shallow: not a store
+])
+def test_a_deeply_nested_verdict_store_is_ignored_with_a_warning(content, why, models, tmp_path):
     model_a, _ = models
     cached(model_a, tmp_path)
     path = _support_file(tmp_path)
@@ -375,7 +380,7 @@ def test_a_deeply_nested_verdict_store_is_ignored_with_a_warning(content, models
         predictor = nb.create_predictor(make_config(model_a, tmp_path))
     assert time.monotonic() - started < 2.0
     messages = [str(w.message) for w in caught if issubclass(w.category, NncCacheWarning)]
-    assert len(messages) == 1 and "support verdict cache" in messages[0] and "levels deep" in messages[0]
+    assert len(messages) == 1 and "support verdict cache" in messages[0] and why in messages[0], messages
     predictor.get_input(0).from_numpy(X)
     predictor.run()
     assert_model_a_output(predictor.get_output(0).numpy())
@@ -448,7 +453,8 @@ STRESS_CHILD = textwrap.dedent("""
 
 
 def test_stress_concurrent_processes_killed_mid_way(models, tmp_path, monkeypatch):
-    """8 processes x ROUNDS rounds on one cache dir (a new input shape each round, the same for 4 processes, so every round races 4 writers for one token), 3 of them killed
+    """8 processes x ROUNDS rounds on one cache dir (a new input shape each round, the same for 4 processes, so every
+    round races 4 writers for one token), 3 of them killed
     with SIGKILL at random moments: every completed round is right, and after one more opening of the dir
     no temporary file is left."""
     model_a, _ = models
