@@ -48,7 +48,8 @@ def make_weights(seed: int = 0):
 
 
 def build_nnadapter_model(layers, batch: int):
-    from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, OperationType as T, Precision
+    from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, Precision
+    from nnadapter_bridge.nnadapter import OperationType as T
 
     model = Model()
     x = model.add_operand(OperandType(precision=Precision.FLOAT32, dims=(batch, 3, 224, 224)), "x")
@@ -94,10 +95,16 @@ def run_paddle(layers, x: np.ndarray, runs: int, threads: int):
         inp = paddle.static.data("x", shape=list(x.shape), dtype="float32")
         cur = inp
         for i, (w, b, stride, pad, groups) in enumerate(layers):
-            conv = paddle.nn.Conv2D(w.shape[1] * groups, w.shape[0], w.shape[2], stride=stride, padding=pad,
-                                    groups=groups,
-                                    weight_attr=paddle.ParamAttr(name=f"w{i}", initializer=paddle.nn.initializer.Assign(w)),
-                                    bias_attr=paddle.ParamAttr(name=f"b{i}", initializer=paddle.nn.initializer.Assign(b)))
+            conv = paddle.nn.Conv2D(
+                w.shape[1] * groups,
+                w.shape[0],
+                w.shape[2],
+                stride=stride,
+                padding=pad,
+                groups=groups,
+                weight_attr=paddle.ParamAttr(name=f"w{i}", initializer=paddle.nn.initializer.Assign(w)),
+                bias_attr=paddle.ParamAttr(name=f"b{i}", initializer=paddle.nn.initializer.Assign(b)),
+            )
             cur = paddle.nn.functional.relu(conv(cur))
         out = paddle.nn.functional.adaptive_avg_pool2d(cur, 1)
     exe = paddle.static.Executor(paddle.CPUPlace())

@@ -20,7 +20,8 @@ over the rounds and the steady figures come from the round with the lowest media
 shared: other work only ever slows a round down).
 Each runner's first output is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
 tolerance |got - want| <= 1e-4*|want| + 1e-5*max|want| (nnadapter_bridge.validation.tolerances). Ratios compare
-steady medians with the peer on the same row (PEER_OF). The models are built once (zoo, clip_extra=False so Paddle Lite can read them)
+steady medians with the peer on the same row (PEER_OF). The models are built once (zoo, clip_extra=False so Paddle Lite
+can read them)
 into ~/.cache/nnadapter-bridge/bench-peers/ (--model-dir to change); paddlepaddle is needed for that.
 """
 from __future__ import annotations
@@ -43,8 +44,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from nnadapter_bridge import zoo  # noqa: E402
 from peers.child_protocol import spawn  # noqa: E402
+
+from nnadapter_bridge import zoo  # noqa: E402
 from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noqa: E402
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")
@@ -73,7 +75,8 @@ PEER_OF = {"ours_openvino": "openvino_paddle", "ours_onnxruntime": "paddle2onnx_
            "ours_builtin": "paddle_inference"}
 OUR_DEVICES = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
                "ours_builtin": "builtin_device"}
-# The speed goals set against the peers: (column label, what, our runner, peer runner, figure, allowed ratio ours / peer)
+# The speed goals set against the peers:
+# (column label, what, our runner, peer runner, figure, allowed ratio ours / peer)
 GOALS = [
     ("steady ov ≤1.05", "steady latency on intel_openvino <= 1.05x OpenVINO reading the model itself",
      "ours_openvino", "openvino_paddle", "steady_median_s", 1.05),
@@ -316,7 +319,9 @@ def markdown_goals(verdicts) -> str:
     keys = sorted({(v["model"], v["threads"]) for v in verdicts})
     lines = ["| model | thr | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
     for model, threads in keys:
-        lines.append(f"| {model} | {threads} | " + " | ".join(cells[(model, threads, label)] for label in labels) + " |")
+        lines.append(
+            f"| {model} | {threads} | " + " | ".join(cells[(model, threads, label)] for label in labels) + " |"
+        )
     met = sum(v["verdict"] == "met" for v in verdicts)
     missed = sum(v["verdict"] == "MISSED" for v in verdicts)
     legend = "\n".join(f"- {label}: {what} (ratio ours / peer)" for label, what, *_ in GOALS)

@@ -55,8 +55,7 @@ def main(argv=None) -> int:
         print(f"  parse {name:<14} {parse_times[name] * 1000:8.2f} ms")
     fastest = min(parse_times, key=parse_times.get)
 
-    from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.loader import pir
+    from nnadapter_bridge.loader import load_model, pir
 
     read_time = _median(lambda: (read(args.model), read(params)), args.rounds)
     floor = read_time + parse_times[fastest]

@@ -7,7 +7,8 @@ Each device's predictor gets `--device-threads` threads per run (BUILTIN_DEVICE_
 MICROSOFT_ONNXRUNTIME_NUM_THREADS; for intel_openvino, whose compiled model shares one thread budget among its
 streams and runs one request per stream at a time, INTEL_OPENVINO_NUM_STREAMS=S and
 INTEL_OPENVINO_INFERENCE_NUM_THREADS=S x device-threads, S = the largest thread count, or `--openvino-streams`),
-runs once to compile, and is then cloned; for each thread count T, T predictors (the first one and T-1 clones) run `--runs` times each, one per
+runs once to compile, and is then cloned; for each thread count T, T predictors (the first one and T-1 clones) run
+`--runs` times each, one per
 thread, all started together. Reported: the wall time, the throughput (runs per second over all threads), the
 median latency of one run, and the throughput against T=1. Every output is checked against the first one (a
 clone computing wrong would show here). Without --model the zoo builds mobilenet_v1 (random weights) once into
@@ -91,7 +92,9 @@ def measure(base, image: np.ndarray, expected: np.ndarray, threads: int, runs: i
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="a .pdmodel (or any model path create_predictor takes; default: zoo mobilenet_v1)")
+    parser.add_argument(
+        "--model", help="a .pdmodel (or any model path create_predictor takes; default: zoo mobilenet_v1)"
+    )
     parser.add_argument("--devices", default="builtin_device,intel_openvino,microsoft_onnxruntime")
     parser.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
     parser.add_argument("--runs", type=int, default=20, help="runs per thread (default 20)")

@@ -40,6 +40,7 @@ sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests")]
 
 from bench_peers import best_of_rounds, package_versions, source_state  # noqa: E402
 from peers.child_protocol import spawn  # noqa: E402
+
 from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noqa: E402
 
 CHILD = os.path.join(HERE, "peers", "zoo_child.py")
@@ -167,11 +168,17 @@ def _ms(seconds) -> str:
 
 def render_markdown(run: dict) -> str:
     rows, summary = run["rows"], run["summary"]
-    lines = [f"Measured {run['date']} on {run['machine']}; commit {run['source']['commit']}, sources md5 "
-             f"{run['source']['sources_md5'][:8]}; {run['rounds']} round(s), {run['runs']} steady runs.", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in run["versions"].items()), "",
-             "### Ours (best device) against the fastest peer that runs the model correctly", "",
-             "| model | threads | ours | ms | fastest correct peer | ms | peer / ours |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured {run['date']} on {run['machine']}; commit {run['source']['commit']}, sources md5 "
+        f"{run['source']['sources_md5'][:8]}; {run['rounds']} round(s), {run['runs']} steady runs.",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in run["versions"].items()),
+        "",
+        "### Ours (best device) against the fastest peer that runs the model correctly",
+        "",
+        "| model | threads | ours | ms | fastest correct peer | ms | peer / ours |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in summary:
         ratio = "—" if s["ratio"] is None else f"{s['ratio']:.2f}×"
         ours_ms = "—" if s["ours_ms"] is None else f"{s['ours_ms']:.1f}"

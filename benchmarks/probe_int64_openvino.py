@@ -46,8 +46,15 @@ def _cases():
     yield "add", lambda a, b: ops.add(a, b), (x, y), x + y
     yield "subtract", lambda a, b: ops.subtract(a, b), (x, y), x - y
     yield "multiply", lambda a, b: ops.multiply(a, b), (pos, pos[::-1].copy()), pos * pos[::-1]
-    yield "divide", _truncating_divide, (x, y), np.array([int(p / q) if abs(p) < 2**53 else -(-p // q) if p < 0 else p // q
-                                                        for p, q in zip(x.tolist(), y.tolist())], np.int64)
+    yield (
+        "divide",
+        _truncating_divide,
+        (x, y),
+        np.array(
+            [int(p / q) if abs(p) < 2**53 else -(-p // q) if p < 0 else p // q for p, q in zip(x.tolist(), y.tolist())],
+            np.int64,
+        ),
+    )
     yield "floor_mod", lambda a, b: ops.floor_mod(a, b), (x, y), np.mod(x, y)
     yield "maximum", lambda a, b: ops.maximum(a, b), (x, y), np.maximum(x, y)
     yield "minimum", lambda a, b: ops.minimum(a, b), (x, y), np.minimum(x, y)
@@ -121,8 +128,12 @@ def probe(name, build, inputs, want, core):
         if want is None:
             verdict = f"no error for an out-of-range index (gave {got.tolist()})"
         else:
-            verdict = "exact" if np.array_equal(np.asarray(got).astype(np.asarray(want).dtype), want) \
-                else f"WRONG: {np.asarray(got).reshape(-1)[:4].tolist()} want {np.asarray(want).reshape(-1)[:4].tolist()}"
+            verdict = (
+                "exact"
+                if np.array_equal(np.asarray(got).astype(np.asarray(want).dtype), want)
+                else f"WRONG: {np.asarray(got).reshape(-1)[:4].tolist()} "
+                f"want {np.asarray(want).reshape(-1)[:4].tolist()}"
+            )
     except Exception as exc:  # noqa: BLE001 - a failure is a finding: printed, not raised
         verdict = f"error: {str(exc).splitlines()[0][:80]}"
     return verdict, narrowed

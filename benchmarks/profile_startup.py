@@ -76,7 +76,11 @@ PHASES = [
     ("nnadapter_bridge.nnadapter.runtime.compilation", "Compilation._finish_from_cache", "restore: driver import"),
     ("nnadapter_bridge.subgraph.engine", "SubgraphEngine._build", "build"),
     ("converters.context", "convert_subgraph", "convert"),
-    ("nnadapter_bridge.nnadapter.runtime.compilation", "Compilation._finish_from_model", "compile (driver create_program)"),
+    (
+        "nnadapter_bridge.nnadapter.runtime.compilation",
+        "Compilation._finish_from_model",
+        "compile (driver create_program)",
+    ),
     # Runs in a thread of its own after the first compute (PendingCacheWrite): timed apart, outside the nesting.
     ("nnadapter_bridge.nnadapter.nnc.writer", "PendingCacheWrite._run", "write .nnc (own thread)"),
     ("nnadapter_bridge.nnadapter.runtime.execution", "Execution._run_program", "execute"),
@@ -633,21 +637,27 @@ def render(report: dict) -> str:
                          + " |" * 10)
             continue
         pc, pw = e.get("peer_cold", {}), e.get("peer_warm", {})
-        ratio = (lambda a, b: "—" if not a or not b else f"{a / b:.2f}")
+        def ratio(a, b) -> str:
+            return "—" if not a or not b else f"{a / b:.2f}"
+
         over = warm.get("overhead", {})
         lines.append(
-            f"| {e['model']} | {e['device']} | {_f(cold['start_s'], 1, 2)} | {ratio(cold['start_s'], pc.get('start_s'))} | "
+            f"| {e['model']} | {e['device']} | {_f(cold['start_s'], 1, 2)} | "
+            f"{ratio(cold['start_s'], pc.get('start_s'))} | "
             f"{_f(warm['start_s'], 1, 2)} | {ratio(warm['start_s'], pw.get('start_s'))} | "
             f"{_f(warm['since_spawn_s'], 1, 2)} | {_f(warm['imports_s'], 1, 2)} | "
             f"{_mib(cold['peak_rss_bytes'])} / {_mib(warm['peak_rss_bytes'])} | "
             f"{ratio(cold['peak_rss_bytes'], pc.get('peak_rss_bytes'))} / "
             f"{ratio(warm['peak_rss_bytes'], pw.get('peak_rss_bytes'))} | "
             f"{_f(over.get('overhead_s'), 1e6, 0)} ({_f(over.get('paired_overhead_median_s'), 1e6, 0)}) | "
-            f"{_f(over.get('bare_median_s'), 1e6, 0)} |")
+            f"{_f(over.get('bare_median_s'), 1e6, 0)} |"
+        )
         if pc and "error" not in pc:
-            lines.append(f"| {e['model']} | OpenVINO direct | {_f(pc['start_s'], 1, 2)} | | {_f(pw.get('start_s'), 1, 2)} | | "
-                         f"{_f(pw.get('since_spawn_s'), 1, 2)} | {_f(pw.get('imports_s'), 1, 2)} | "
-                         f"{_mib(pc['peak_rss_bytes'])} / {_mib(pw.get('peak_rss_bytes'))} | | | |")
+            lines.append(
+                f"| {e['model']} | OpenVINO direct | {_f(pc['start_s'], 1, 2)} | | {_f(pw.get('start_s'), 1, 2)} | | "
+                f"{_f(pw.get('since_spawn_s'), 1, 2)} | {_f(pw.get('imports_s'), 1, 2)} | "
+                f"{_mib(pc['peak_rss_bytes'])} / {_mib(pw.get('peak_rss_bytes'))} | | | |"
+            )
     for e in report["entries"]:
         for kind in ("cold", "warm", "peer_cold", "peer_warm"):
             s = e.get(kind)
@@ -661,8 +671,10 @@ def render(report: dict) -> str:
                 lines.append(f"| {p['name']} | {p['calls']} | {_f(p['incl_s'], 1e3, 1)} | {_f(p['self_s'], 1e3, 1)} | "
                              f"{_f(p['imports_s'], 1e3, 1)} ({p['modules']:.0f}) | "
                              f"{_mib(p['rss_peak'])} / {_mib(p['rss_after'])} |")
-            lines.append(f"\nRSS after the start {_mib(s['rss_after'])} MiB, of it anonymous {_mib(s['rss_anon_after'])} "
-                         f"MiB; peak (ru_maxrss) {_mib(s['peak_rss_bytes'])} MiB. Details: {s.get('details')}")
+            lines.append(
+                f"\nRSS after the start {_mib(s['rss_after'])} MiB, of it anonymous {_mib(s['rss_anon_after'])} "
+                f"MiB; peak (ru_maxrss) {_mib(s['peak_rss_bytes'])} MiB. Details: {s.get('details')}"
+            )
             if s.get("overhead"):
                 o = s["overhead"]
                 lines.append(f"\nPer run ({o['runs']} interleaved): ours {_f(o['ours_median_s'], 1e6, 0)} µs, bare "

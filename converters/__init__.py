@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 
-from converters.registry import CONVERTERS, ConverterSpec, converter, get_converter  # noqa: F401
 from converters.context import ConversionContext  # noqa: F401
+from converters.registry import CONVERTERS, ConverterSpec, converter, get_converter  # noqa: F401
 
 # The converter modules, in the order of the standard's families (nnadapter.operations.FAMILY_MODULES), with
 # `tensor_index` (gather-like indexing and slice assignment, compositions of GATHER and WHERE) beside `tensor`.

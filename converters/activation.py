@@ -11,8 +11,6 @@ What each activation name becomes is `emit.ACTIVATIONS`; the converters here bin
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import check_dtype_attr, var_precision
@@ -30,7 +28,8 @@ from converters.emit import (
 )
 from converters.op_view import OpView, vartype_precision
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.types import Operand
 
 # -- converters: one per activation op type ------------------------------------------------------------
@@ -295,7 +294,7 @@ def _softmax(ctx, op, operation: T, scalar_result: float) -> None:
     ctx.add(operation, [x, ctx.const_i32(v.attr_int("axis", -1))], [out])
 
 
-def _check_softmax(op, ctx) -> Optional[str]:
+def _check_softmax(op, ctx) -> str | None:
     v = OpView(op)
     x = v.optional_input("X")
     if x and ctx.has(x) and ctx.rank(x) == 0 and v.attr_int("axis", -1) not in (-1, 0):

@@ -7,8 +7,6 @@ Checks run with a context during conversion; during partitioning there may be no
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.op_view import VARTYPE_PRECISIONS, OpView
@@ -25,7 +23,7 @@ def known_dims(dims) -> bool:
     return all(known_dim(d) for d in dims)
 
 
-def input_dims(ctx, op, slot: str) -> Optional[tuple]:
+def input_dims(ctx, op, slot: str) -> tuple | None:
     """Dims of the op's first `slot` input, or None when it has no operand yet (check before conversion)."""
     name = OpView(op).optional_input(slot)
     if name is None or not ctx.has(name):
@@ -33,7 +31,7 @@ def input_dims(ctx, op, slot: str) -> Optional[tuple]:
     return tuple(ctx.dims(name))
 
 
-def var_precision(ctx, name: Optional[str]) -> Optional[Precision]:
+def var_precision(ctx, name: str | None) -> Precision | None:
     """The precision of var `name` when it is already known (an operand or a declared var), else None."""
     if ctx is None or not name:
         return None
@@ -89,18 +87,18 @@ def scalar_attr_or_tensor(ctx, op, attr: str, slot: str, default: int) -> int:
 
 # -- parameters ------------------------------------------------------------------------------------------
 
-def param_float(like: Optional[Operand]) -> Precision:
+def param_float(like: Operand | None) -> Precision:
     """The precision of a float parameter that goes with `like`: float64 for a float64 input (Paddle's
     double kernels take double parameters), float32 otherwise (float32, float16 and quantized inputs)."""
     return Precision.FLOAT64 if like is not None and like.type.precision == Precision.FLOAT64 else Precision.FLOAT32
 
 
-def float_param_const(ctx, value: np.ndarray, like: Optional[Operand], name: str):
+def float_param_const(ctx, value: np.ndarray, like: Operand | None, name: str):
     precision = param_float(like)
     return ctx.const(np.asarray(value).astype(precision_dtype(precision)), precision, name=name)
 
 
-def bias_vector(ctx, op, slot: str, size: int, like_name: str, like: Optional[Operand] = None):
+def bias_vector(ctx, op, slot: str, size: int, like_name: str, like: Operand | None = None):
     """The op's bias as a 1-D operand of `size` values (a zero constant when the slot is empty), in the
     float precision that goes with the input `like`."""
     v = OpView(op)
@@ -112,7 +110,7 @@ def bias_vector(ctx, op, slot: str, size: int, like_name: str, like: Optional[Op
     return ctx.input(name)
 
 
-def check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> Optional[str]:
+def check_dtype_attr(op, attr: str, default: int, allow_same: bool = False) -> str | None:
     """Why the op's element-type attribute `attr` cannot be expressed (None when it can; -1 is "same as the
     input" when `allow_same`)."""
     v = OpView(op)

@@ -27,16 +27,17 @@ the finished model.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import ConversionError, ModelFormatError, NNAdapterError
 from converters.op_view import OpView, has_var_attrs, resolve_var_attrs
+from nnadapter_bridge.errors import ConversionError, ModelFormatError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision, dtype_precision, precision_dtype
 from nnadapter_bridge.nnadapter.lowering import fold_operation
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
+
 
 class ConversionContext:
     def __init__(self, model: Model, params: Mapping[str, np.ndarray], graph=None, block: int = 0):
@@ -83,7 +84,7 @@ class ConversionContext:
     def is_param(self, name: str) -> bool:
         return name in self.params and name not in self._operands
 
-    def constant_value(self, name: str) -> Optional[np.ndarray]:
+    def constant_value(self, name: str) -> np.ndarray | None:
         """The value of var `name` when it is known at conversion time (a parameter, or a constant operand an
         earlier op of this subgraph made), else None."""
         if self.is_param(name):
@@ -105,11 +106,11 @@ class ConversionContext:
         self._operands.setdefault(name, []).append(operand)
         return operand
 
-    def output(self, name: str, type: Optional[OperandType] = None) -> Operand:
+    def output(self, name: str, type: OperandType | None = None) -> Operand:
         """A fresh operand for the Paddle output var `name`, mapped to that name."""
         return self.bind(name, self.model.add_output(name, type))
 
-    def temp(self, var: str, purpose: str, type: Optional[OperandType] = None) -> Operand:
+    def temp(self, var: str, purpose: str, type: OperandType | None = None) -> Operand:
         """A fresh intermediate operand named `<var>/<purpose>`, not mapped to any var."""
         return self.model.add_output(f"{var}/{purpose}", type)
 
@@ -117,7 +118,7 @@ class ConversionContext:
         return self.bind(name, self.model.add_operand(type, name))
 
     # -- constants ---------------------------------------------------------------------------------
-    def const(self, value, precision: Optional[Precision] = None, name: str = "", **quant) -> Operand:
+    def const(self, value, precision: Precision | None = None, name: str = "", **quant) -> Operand:
         return self.model.add_constant(value, precision, name=name, **quant)
 
     def const_i32(self, value) -> Operand:
@@ -145,7 +146,7 @@ class ConversionContext:
         return self.model.add_constant(array, precision, name=name)
 
     # -- operations ------------------------------------------------------------------------------
-    def add(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]]):
+    def add(self, type: OperationType, inputs: Sequence[Operand | None], outputs: Sequence[Operand | None]):
         """Emit an operation, or, when its outputs are known now (module docstring), make them constants."""
         try:
             operation = self.model.add_operation(type, inputs, outputs)
@@ -177,7 +178,7 @@ class ConversionContext:
         self.add(OperationType.CAST, [operand, self.const_i32(int(precision))], [out])
         return out
 
-    def ints_operand(self, op, attr: str, *, tensor: Optional[str] = None, tensor_list: Optional[str] = None,
+    def ints_operand(self, op, attr: str, *, tensor: str | None = None, tensor_list: str | None = None,
                      list_first: bool = True, default=(), precision: Precision = Precision.INT32) -> Operand:
         """One 1-D integer operand for an attribute Paddle accepts as an attr list, a tensor or a tensor list.
 
@@ -226,7 +227,7 @@ class ConversionContext:
         return fold(np.asarray(view.attr(attr, default), dtype=np.int64))
 
     # -- quantization -------------------------------------------------------------------------------
-    def quant_scales(self, op, slot: str, index: int = 0) -> Optional[list]:
+    def quant_scales(self, op, slot: str, index: int = 0) -> list | None:
         """Scales from the op's `<slot><index>_scale` attr (Paddle Lite's naming), or None."""
         value = op.attr(f"{slot}{index}_scale")
         if value is None:
@@ -246,7 +247,7 @@ _NOT_CONSTANT = frozenset({"feed", "fetch", "gaussian_random", "uniform_random",
                            "dropout", "bernoulli", "multinomial", "empty", "while", "conditional_block"})
 
 
-def graph_constant(graph, params: Mapping[str, np.ndarray], name: str, reader, depth: int = 0) -> Optional[np.ndarray]:
+def graph_constant(graph, params: Mapping[str, np.ndarray], name: str, reader, depth: int = 0) -> np.ndarray | None:
     """The value of var `name` as op `reader` reads it, when it is computable at conversion time: a parameter,
     or the output of ops (fill_constant, assign_value, shape arithmetic on them) whose inputs are all such
     values, found by converting each producer alone and running it through the NNAdapter reference. None when

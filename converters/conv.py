@@ -9,7 +9,7 @@ standard.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,8 +39,10 @@ from converters.op_view import OpView, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     FuseCode,
-    OperationType as T,
     Precision,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
 )
 from nnadapter_bridge.nnadapter.types import Operand
 
@@ -56,7 +58,7 @@ def conv_act_type(op) -> str:
     return ""
 
 
-def _check_conv(op, ctx) -> Optional[str]:
+def _check_conv(op, ctx) -> str | None:
     v = OpView(op)
     reason = padding_reason(op)
     if reason:
@@ -71,7 +73,7 @@ def _check_conv(op, ctx) -> Optional[str]:
             or _conv_quant_reason(op, ctx))
 
 
-def _conv_quant_reason(op, ctx) -> Optional[str]:
+def _conv_quant_reason(op, ctx) -> str | None:
     """Quantized path (int8 Filter): the scale attrs, a persistable Bias, per-channel only along C_out."""
     v = OpView(op)
     if not quantized_products.has_int8_weight(ctx, op, "Filter"):
@@ -99,7 +101,7 @@ def _conv_window_operands(ctx, op):
 
 
 def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_operands: Callable,
-                       filter_channel_dim: int = 0, after: Optional[Callable] = None):
+                       filter_channel_dim: int = 0, after: Callable | None = None):
     if quantized_products.emit_integer_product(ctx, op):  # Paddle's fake or QDQ quantized form: int8 x int8 -> int32
         return
     v = OpView(op)
@@ -158,13 +160,17 @@ def _convert_conv_like(ctx, op, operation: T, out_channels_of: Callable, extra_o
     emit_chain(ctx, out_name, x, steps)
 
 
-@converter("conv2d", "depthwise_conv2d", emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantized_products.QUANT_EMITS],
-           check=_check_conv)
+@converter(
+    "conv2d",
+    "depthwise_conv2d",
+    emits=[T.CONV_2D, T.TRANSPOSE, *FUSED_PRODUCT_EMITS, *quantized_products.QUANT_EMITS],
+    check=_check_conv,
+)
 def convert_conv2d(ctx: ConversionContext, v: OpView) -> None:
     _convert_conv_like(ctx, v.op, T.CONV_2D, lambda filter_dims: filter_dims[0], lambda ctx, op: [])
 
 
-def _check_conv_transpose(op, ctx) -> Optional[str]:
+def _check_conv_transpose(op, ctx) -> str | None:
     v = OpView(op)
     reason = _check_conv(op, ctx)
     if reason:

@@ -9,7 +9,8 @@ from converters.context import ConversionContext
 from converters.emit import cast_to
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 
 # -- prior_box -----------------------------------------------------------------------------------------------
 

@@ -27,9 +27,9 @@ from converters.emit import (
 )
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.types import Operand
-
 
 # -- binary arithmetic -----------------------------------------------------------------------------------
 
@@ -68,7 +68,11 @@ def _make_elementwise(kind: str, type: T, fused: bool):
         x, y = align_by_axis(ctx, out_name, v.input("X"), v.input("Y"), v.attr_int("axis", -1))
         act = v.attr_str("act_type", "") if fused else ""
         if x.type.precision == Precision.BOOL8 and kind in _BOOL_ARITHMETIC:
-            y = y if y.type.precision == Precision.BOOL8 else cast_to(ctx, y, Precision.BOOL8, ctx.temp(out_name, "y_bool"))
+            y = (
+                y
+                if y.type.precision == Precision.BOOL8
+                else cast_to(ctx, y, Precision.BOOL8, ctx.temp(out_name, "y_bool"))
+            )
             compare(ctx, _BOOL_ARITHMETIC[kind], x, y, ctx.output(out_name))
             return
         if x.type.precision in _NARROW_INTS:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, Precision, dtype_precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
 # The float precisions Paddle's kernels take (float64 as well as float32; float16 where Paddle has the
@@ -161,7 +162,7 @@ FUSE_CODES = {"": FuseCode.FUSED_NONE, "relu": FuseCode.FUSED_RELU, "relu1": Fus
               "relu6": FuseCode.FUSED_RELU6}
 
 
-def fuse_code_of(act_type: Optional[str]) -> Optional[FuseCode]:
+def fuse_code_of(act_type: str | None) -> FuseCode | None:
     """The fuse code for a Paddle activation name, or None when it needs an extra operation."""
     return FUSE_CODES.get(act_type or "")
 
@@ -203,7 +204,7 @@ class Activation:
     name: str
     emits: tuple
     emit: Callable  # (ctx, attrs, x, out) -> None
-    check: Optional[Callable] = None  # (attrs) -> reason | None
+    check: Callable | None = None  # (attrs) -> reason | None
     float_only: bool = True  # the emitted operations take float (FLOAT16/32/64, QUANT_INT8) inputs only
 
 
@@ -245,7 +246,7 @@ def activation_emits(act_type: str) -> tuple:
     return spec.emits if spec is not None else ()
 
 
-def activation_check(act_type: str, attrs_source) -> Optional[str]:
+def activation_check(act_type: str, attrs_source) -> str | None:
     """Why `act_type` with these attrs cannot be emitted, or None."""
     spec = ACTIVATIONS.get(act_type)
     if spec is None:
@@ -563,7 +564,7 @@ def fused_activation_attrs(op, act_type: str) -> dict:
     return {name: value for name, value in op.attrs.items() if name.startswith(prefix)}
 
 
-def fused_activation_reason(op, act_type: str) -> Optional[str]:
+def fused_activation_reason(op, act_type: str) -> str | None:
     """Why conv2d / fc cannot carry the fused activation `act_type` (None when it can)."""
     if fuse_code_of(act_type) is not None:
         return None

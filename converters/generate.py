@@ -20,7 +20,8 @@ from converters.emit import cast_to
 from converters.op_view import VARTYPE_PRECISIONS, OpView, precision_of_var_type, var_attr_names, vartype_precision
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 _FILLABLE = frozenset({Precision.FLOAT16, Precision.FLOAT32, Precision.FLOAT64, Precision.INT32, Precision.INT64,
                        Precision.BOOL8})

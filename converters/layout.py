@@ -6,17 +6,18 @@ converted as TRANSPOSE in, the operation, TRANSPOSE out.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from converters.op_view import OpView
-from nnadapter_bridge.nnadapter.codes import AutoPad, OperationType as T
+from nnadapter_bridge.nnadapter.codes import AutoPad
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 AUTO_PAD_OF = {"EXPLICIT": AutoPad.AUTO_PAD_NONE, "SAME": AutoPad.AUTO_PAD_SAME, "VALID": AutoPad.AUTO_PAD_VALID}
 CHANNEL_FIRST = ("NCHW", "NCDHW", "AnyLayout", "ANYLAYOUT", "")
 CHANNEL_LAST = ("NHWC", "NDHWC")
 
 
-def explicit_pads(paddings: Sequence[int]) -> Optional[list]:
+def explicit_pads(paddings: Sequence[int]) -> list | None:
     """Paddle's 2-value [h, w] or 4-value [top, bottom, left, right] paddings as [top, bottom, left, right]."""
     if len(paddings) == 2:
         return [paddings[0], paddings[0], paddings[1], paddings[1]]
@@ -25,7 +26,7 @@ def explicit_pads(paddings: Sequence[int]) -> Optional[list]:
     return None
 
 
-def padding_reason(op) -> Optional[str]:
+def padding_reason(op) -> str | None:
     """Why a conv/pool op's `paddings` / `padding_algorithm` cannot be converted (None when they can)."""
     v = OpView(op)
     paddings = v.attr_ints("paddings", [0, 0])
@@ -37,7 +38,7 @@ def padding_reason(op) -> Optional[str]:
     return None
 
 
-def layout_reason(op, name: str, default: str = "NCHW") -> Optional[str]:
+def layout_reason(op, name: str, default: str = "NCHW") -> str | None:
     """Why the layout attr `name` is neither channel-first nor channel-last (None when it is one of them)."""
     layout = OpView(op).attr_str(name, default)
     if layout not in CHANNEL_FIRST + CHANNEL_LAST:

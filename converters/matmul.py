@@ -8,8 +8,6 @@ standard.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters import quantized_products
@@ -29,8 +27,10 @@ from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     FuseCode,
-    OperationType as T,
     dtype_precision,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
 )
 
 # -- matrix products --------------------------------------------------------------------------------------------
@@ -39,8 +39,8 @@ from nnadapter_bridge.nnadapter.codes import (
 # QUANTIZE -> FULLY_CONNECTED -> DEQUANTIZE step; FULLY_CONNECTED flattens the input to rows, so the
 # output is reshaped back to the input's leading dims.
 
-def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_count: Optional[int],
-                         channel_dim: int) -> Optional[str]:
+def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_count: int | None,
+                         channel_dim: int) -> str | None:
     """Why the quantized path cannot take this op (None when it can or the weight is not int8).
     `lead_count`: how many leading X dims the output keeps (None: all but the last)."""
     v = OpView(op)
@@ -60,8 +60,8 @@ def _quant_matmul_reason(op, ctx, x_slot: str, w_slot: str, out_slot: str, lead_
                                            float_output_ok=True)
 
 
-def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_name: Optional[str],
-                        fuse: FuseCode, out_name: str, lead_count: Optional[int]) -> list:
+def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_name: str | None,
+                        fuse: FuseCode, out_name: str, lead_count: int | None) -> list:
     """Chain steps of a quantized product: the quantized FULLY_CONNECTED, then the reshape back."""
     v = OpView(op)
     steps = [("matmul_quant", quantized_products.quantized_fc_step(ctx, op, quant, v.input(w_slot), channel_dim,
@@ -77,7 +77,7 @@ def _quant_matmul_steps(ctx, op, quant, x, w_slot: str, channel_dim: int, bias_n
 _QUANT_MATMUL_EMITS = [T.FULLY_CONNECTED, T.RESHAPE, *quantized_products.QUANT_EMITS]
 
 
-def _check_fc(op, ctx) -> Optional[str]:
+def _check_fc(op, ctx) -> str | None:
     v = OpView(op)
     if v.attr("padding_weights", False):
         return "padding_weights (W stored with 4 padding rows/columns) is not converted"
@@ -106,7 +106,9 @@ def _is_constant_operand(ctx, name: str) -> bool:
 @converter("fc", emits=[T.RESHAPE, T.MAT_MUL, T.ADD, *FUSED_PRODUCT_EMITS, *_QUANT_MATMUL_EMITS], check=_check_fc)
 def convert_fc(ctx: ConversionContext, v: OpView) -> None:
     out_name = v.output("Out")
-    floats = quantized_products.float_product_operands(ctx, v.op, "Input", "W", 1, out_name)  # listed in mixed precision
+    floats = quantized_products.float_product_operands(
+        ctx, v.op, "Input", "W", 1, out_name
+    )  # listed in mixed precision
     x = floats[0] if floats else ctx.input(v.input("Input"))
     w = floats[1] if floats else ctx.input(v.input("W"))
     k, n = w.type.dims
@@ -133,7 +135,7 @@ def convert_fc(ctx: ConversionContext, v: OpView) -> None:
     emit_chain(ctx, out_name, x, steps)
 
 
-def _check_mul(op, ctx) -> Optional[str]:
+def _check_mul(op, ctx) -> str | None:
     v = OpView(op)
     for slot, attr in (("X", "x_num_col_dims"), ("Y", "y_num_col_dims")):
         dims = input_dims(ctx, op, slot)
@@ -203,7 +205,7 @@ def _matmul(ctx, op, transpose_x: bool, transpose_y: bool, alpha: float = 1.0):
     return emit_chain(ctx, out_name, x, steps)
 
 
-def _check_matmul(op, ctx) -> Optional[str]:
+def _check_matmul(op, ctx) -> str | None:
     v = OpView(op)
     x, y = input_dims(ctx, op, "X"), input_dims(ctx, op, "Y")
     if x is not None and y is not None and len(x) == 1 and len(y) == 1:
@@ -217,7 +219,7 @@ def _check_matmul(op, ctx) -> Optional[str]:
     return _quant_matmul_v_reason(op, ctx, "transpose_X", "transpose_Y")
 
 
-def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> Optional[str]:
+def _quant_matmul_v_reason(op, ctx, trans_x_attr: str, trans_y_attr: str) -> str | None:
     """The quantized-path conditions of matmul / matmul_v2: X not transposed, a 2-D int8 Y."""
     v = OpView(op)
     if not quantized_products.has_int8_weight(ctx, op, "Y"):
@@ -244,7 +246,7 @@ def convert_bmm(ctx: ConversionContext, v: OpView) -> None:
     _matmul(ctx, v.op, False, False)
 
 
-def _check_dot(op, ctx) -> Optional[str]:
+def _check_dot(op, ctx) -> str | None:
     dims = input_dims(ctx, op, "X")
     if dims is not None and len(dims) not in (1, 2):
         return f"dot takes 1-D or 2-D inputs, X has rank {len(dims)}"

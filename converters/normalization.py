@@ -6,7 +6,7 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -33,15 +33,17 @@ from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN,
-    OperationType as T,
     precision_dtype,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
 )
 from nnadapter_bridge.nnadapter.types import Operand
 
 # -- normalization ---------------------------------------------------------------------------------------------
 
-def _param_or_default(ctx, op, slot: str, size: Optional[int], fill: float, out_name: str, purpose: str,
-                      like: Optional[Operand] = None):
+def _param_or_default(ctx, op, slot: str, size: int | None, fill: float, out_name: str, purpose: str,
+                      like: Operand | None = None):
     """The op's per-channel/per-element parameter operand, or a constant `fill` of `size` values, in the
     float precision that goes with the input `like`."""
     v = OpView(op)
@@ -56,7 +58,7 @@ def _param_or_default(ctx, op, slot: str, size: Optional[int], fill: float, out_
 
 
 def _check_channel_norm(layout_attr: str, default_layout: str = "NCHW", needs_affine_dims: bool = False):
-    def check(op, ctx) -> Optional[str]:
+    def check(op, ctx) -> str | None:
         v = OpView(op)
         reason = layout_reason(op, layout_attr, default_layout)
         if reason:
@@ -111,7 +113,7 @@ def convert_instance_norm(ctx: ConversionContext, v: OpView) -> None:
     _channel_norm(ctx, v.op, "data_format", "NCHW", emit)
 
 
-def _check_group_norm(op, ctx) -> Optional[str]:
+def _check_group_norm(op, ctx) -> str | None:
     v = OpView(op)
     reason = _check_channel_norm("data_layout", needs_affine_dims=True)(op, ctx)
     if reason:
@@ -134,7 +136,7 @@ def convert_group_norm(ctx: ConversionContext, v: OpView) -> None:
     _channel_norm(ctx, v.op, "data_layout", "NCHW", emit)
 
 
-def _check_affine_channel(op, ctx) -> Optional[str]:
+def _check_affine_channel(op, ctx) -> str | None:
     reason = layout_reason(op, "data_layout", "NCHW")
     if reason:
         return reason
@@ -169,7 +171,7 @@ def convert_affine_channel(ctx: ConversionContext, v: OpView) -> None:
     binary(ctx, T.ADD, scaled, per_channel("Bias"), ctx.output(out_name))
 
 
-def _check_layer_norm(op, ctx) -> Optional[str]:
+def _check_layer_norm(op, ctx) -> str | None:
     v = OpView(op)
     dims = input_dims(ctx, op, "X")
     if dims is None:
@@ -195,7 +197,7 @@ def convert_layer_norm(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.LAYER_NORMALIZATION, [x, scale, bias, ctx.const_i32(axis), epsilon], [ctx.output(out_name)])
 
 
-def _check_lrn(op, ctx) -> Optional[str]:
+def _check_lrn(op, ctx) -> str | None:
     v = OpView(op)
     reason = layout_reason(op, "data_format", "AnyLayout")
     if reason:

@@ -15,7 +15,7 @@ never a TypeError from int(VarRef).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def _vartype_precisions() -> dict:
 VARTYPE_PRECISIONS: dict = _vartype_precisions()
 
 
-def precision_of_var_type(code) -> Optional[Precision]:
+def precision_of_var_type(code) -> Precision | None:
     """The NNAdapter precision of a Paddle VarType element code, or None for codes without one."""
     try:
         return VARTYPE_PRECISIONS.get(int(code))
@@ -149,7 +149,7 @@ class OpView:
         """Every var of input `slot` (none when the slot is absent)."""
         return _present(self.op.input(slot))
 
-    def optional_input(self, slot: str) -> Optional[str]:
+    def optional_input(self, slot: str) -> str | None:
         """The first var of input `slot`, or None when the slot is absent or empty."""
         names = self.inputs(slot)
         return names[0] if names else None
@@ -164,7 +164,7 @@ class OpView:
     def outputs(self, slot: str) -> list:
         return _present(self.op.output(slot))
 
-    def optional_output(self, slot: str) -> Optional[str]:
+    def optional_output(self, slot: str) -> str | None:
         names = self.outputs(slot)
         return names[0] if names else None
 
@@ -236,6 +236,6 @@ class OpView:
             return [cast(value)]
         return [cast(v) for v in value]
 
-    def attr_precision(self, name: str, default: int) -> Optional[Precision]:
+    def attr_precision(self, name: str, default: int) -> Precision | None:
         """The NNAdapter precision of a VarType-code attr (`dtype`, `out_dtype`), None for other codes."""
         return precision_of_var_type(self._scalar(name, default))

@@ -7,8 +7,6 @@ unpool reads its run-time output size as conv2d_transpose does (`conv.run_time_h
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import input_dims, known_dims
@@ -35,10 +33,12 @@ from converters.op_view import OpView, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     AutoPad,
-    OperationType as T,
     PadMode,
     Precision,
     precision_dtype,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
 )
 from nnadapter_bridge.nnadapter.operations.window import window_out_size
 
@@ -58,7 +58,7 @@ def _pool_geometry(op, dims):
     return "window", ksize, strides, pads, auto_pad
 
 
-def _pool_check_common(op, ctx) -> Optional[str]:
+def _pool_check_common(op, ctx) -> str | None:
     v = OpView(op)
     reason = padding_reason(op)
     if reason:
@@ -171,7 +171,7 @@ def _paddle_pool_steps(ctx, op, x, ksize, strides, pads, auto_pad, pooling_type,
     return steps
 
 
-def _check_pool2d(op, ctx) -> Optional[str]:
+def _check_pool2d(op, ctx) -> str | None:
     v = OpView(op)
     reason = _pool_check_common(op, ctx)
     if reason:
@@ -230,8 +230,10 @@ def _pool_steps(ctx, op, x, kind, ksize, strides, pads, auto_pad, pooling_type, 
         return lambda ctx, x, out: ctx.add(
             T.AVERAGE_POOL_2D, [x] + head(ctx) + [ctx.const_bool(include_pad), fuse_none(ctx)], [out])
     return lambda ctx, x, out: ctx.add(
-        T.MAX_POOL_2D, [x] + head(ctx) + [ctx.const_bool(with_index), ctx.const_i32(int(Precision.INT32)), fuse_none(ctx)],
-        [out, index_operand])
+        T.MAX_POOL_2D,
+        [x] + head(ctx) + [ctx.const_bool(with_index), ctx.const_i32(int(Precision.INT32)), fuse_none(ctx)],
+        [out, index_operand],
+    )
 
 
 _POOL_EMITS = [T.AVERAGE_POOL_2D, T.MAX_POOL_2D, T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D, T.TRANSPOSE,
@@ -257,7 +259,7 @@ def convert_pool2d(ctx: ConversionContext, v: OpView) -> None:
     emit_chain(ctx, out_name, x, steps)
 
 
-def _check_max_pool_with_index(op, ctx) -> Optional[str]:
+def _check_max_pool_with_index(op, ctx) -> str | None:
     v = OpView(op)
     reason = _pool_check_common(op, ctx)
     if reason:
@@ -304,7 +306,7 @@ def convert_max_pool2d_with_index(ctx: ConversionContext, v: OpView) -> None:
 # `output_size` tensor (ENet passes the pooled tensor's shape), the constant one, or Paddle's default H * k.
 # Other indices (from elsewhere, or overlapping windows) could land outside their window: the host kernel.
 
-def _unpool_indices_source(op, ctx) -> Optional[str]:
+def _unpool_indices_source(op, ctx) -> str | None:
     """Why Indices is not the Mask of a max_pool2d_with_index over the same ksize/strides (None when it is)."""
     v = OpView(op)
     graph, current = getattr(ctx, "graph", None), getattr(ctx, "current_op", None)
@@ -324,7 +326,7 @@ def _unpool_indices_source(op, ctx) -> Optional[str]:
     return None
 
 
-def _check_unpool(op, ctx) -> Optional[str]:
+def _check_unpool(op, ctx) -> str | None:
     v = OpView(op)
     if v.attr_str("unpooling_type", "max") != "max":
         return f"unpooling_type '{v.attr_str('unpooling_type', 'max')}' is not max"
@@ -340,8 +342,27 @@ def _check_unpool(op, ctx) -> Optional[str]:
     return _unpool_indices_source(op, ctx)
 
 
-@converter("unpool", emits=[T.SHAPE, T.SLICE, T.CONCAT, T.RESHAPE, T.MUL, T.CAST, T.RANGE, T.FLOOR_DIV, T.SUB, T.MIN, T.GATHER,
-                            T.UNSQUEEZE, T.ADD, T.EQUAL, T.WHERE], check=_check_unpool)
+@converter(
+    "unpool",
+    emits=[
+        T.SHAPE,
+        T.SLICE,
+        T.CONCAT,
+        T.RESHAPE,
+        T.MUL,
+        T.CAST,
+        T.RANGE,
+        T.FLOOR_DIV,
+        T.SUB,
+        T.MIN,
+        T.GATHER,
+        T.UNSQUEEZE,
+        T.ADD,
+        T.EQUAL,
+        T.WHERE,
+    ],
+    check=_check_unpool,
+)
 def convert_unpool(ctx: ConversionContext, v: OpView) -> None:
     var = v.output("Out")
     x = ctx.input(v.input("X"))

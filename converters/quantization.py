@@ -25,8 +25,6 @@ Imports the converter toolkit, `quantized_products` and the standard only.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.context import ConversionContext
@@ -43,7 +41,8 @@ from converters.quantized_products import (
     keeps_float,
 )
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.types import Operand
 
 # -- quantize_linear / dequantize_linear -------------------------------------------------------------------
@@ -57,7 +56,7 @@ def _bin_count(op) -> int:
     return (1 << (v.attr_int("bit_length", 8) - 1)) - 1
 
 
-def _qrange_reason(op) -> Optional[str]:
+def _qrange_reason(op) -> str | None:
     qmax = OpView(op).attr_int("qmax", INT8_MAX)
     if qmax <= 0:
         return f"qmax {qmax}: the bin count must be positive"
@@ -66,7 +65,7 @@ def _qrange_reason(op) -> Optional[str]:
     return None
 
 
-def _linear_reason(op, ctx, needs_test: bool) -> Optional[str]:
+def _linear_reason(op, ctx, needs_test: bool) -> str | None:
     v = OpView(op)
     reason = _qrange_reason(op)
     if reason:
@@ -137,7 +136,7 @@ def _quantize(ctx, x: Operand, steps: np.ndarray, axis: int, round_type: int, ou
     ctx.add(T.QUANTIZE, [x, axis_operand, ctx.const_f32(steps.astype(np.float32)), zero_points], [out])
 
 
-def _readers_reason(op, ctx) -> Optional[str]:
+def _readers_reason(op, ctx) -> str | None:
     v = OpView(op)
     graph = getattr(ctx, "graph", None)
     y = v.optional_output("Y")
@@ -151,7 +150,7 @@ def _readers_reason(op, ctx) -> Optional[str]:
     return None
 
 
-def _check_quantize_linear(op, ctx) -> Optional[str]:
+def _check_quantize_linear(op, ctx) -> str | None:
     v = OpView(op)
     return _linear_reason(op, ctx, needs_test=True) or (None if v.attr("only_observer", False)
                                                           else _readers_reason(op, ctx))
@@ -172,7 +171,9 @@ def convert_quantize_linear(ctx: ConversionContext, v: OpView) -> None:
               ctx.output(y), y, v.attr_int("qmax", INT8_MAX))
 
 
-@converter("dequantize_linear", emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=lambda op, ctx: _linear_reason(op, ctx, False))
+@converter(
+    "dequantize_linear", emits=[T.DEQUANTIZE, T.MUL, T.CAST], check=lambda op, ctx: _linear_reason(op, ctx, False)
+)
 def convert_dequantize_linear(ctx: ConversionContext, v: OpView) -> None:
     """Y = X x step (per channel along quant_axis). A persistable X (an int8 or float weight) folds into
     a float constant; a quantized operand (a quantize_linear result) is DEQUANTIZEd; a float or integer X
@@ -215,7 +216,7 @@ def convert_dequantize_linear(ctx: ConversionContext, v: OpView) -> None:
 
 # -- fake quant-dequant ops ------------------------------------------------------------------------------
 
-def _fake_reason(op, ctx, needs_test: bool) -> Optional[str]:
+def _fake_reason(op, ctx, needs_test: bool) -> str | None:
     v = OpView(op)
     if v.attr_int("bit_length", 8) != 8:
         return f"bit_length {v.attr('bit_length')}: only 8-bit quantization maps to NNAdapter's int8 types"
@@ -226,7 +227,7 @@ def _fake_reason(op, ctx, needs_test: bool) -> Optional[str]:
     return None
 
 
-def _check_fake_abs_max(op, ctx) -> Optional[str]:
+def _check_fake_abs_max(op, ctx) -> str | None:
     v = OpView(op)
     reason = _fake_reason(op, ctx, needs_test=False)
     if reason:
@@ -267,7 +268,7 @@ def convert_fake_quantize_dequantize_abs_max(ctx: ConversionContext, v: OpView) 
         ctx.bind(scale_name, ctx.const(threshold, name=scale_name))
 
 
-def _check_fake_channel_wise(op, ctx) -> Optional[str]:
+def _check_fake_channel_wise(op, ctx) -> str | None:
     v = OpView(op)
     reason = _check_fake_abs_max(op, ctx)
     if reason:
@@ -294,7 +295,7 @@ def convert_fake_channel_wise_quantize_dequantize_abs_max(ctx: ConversionContext
         ctx.bind(scale_name, ctx.const(thresholds.reshape(-1), name=scale_name))
 
 
-def _check_fake_moving_average(op, ctx) -> Optional[str]:
+def _check_fake_moving_average(op, ctx) -> str | None:
     v = OpView(op)
     reason = _fake_reason(op, ctx, needs_test=True)
     if reason:
@@ -354,7 +355,7 @@ def convert_fake_quantize_activation(ctx: ConversionContext, v: OpView) -> None:
         ctx.add(T.FLOOR, [half], [ctx.output(out)])
 
 
-def _check_fake_dequant(op, ctx) -> Optional[str]:
+def _check_fake_dequant(op, ctx) -> str | None:
     v = OpView(op)
     if op.type == "fake_dequantize_max_abs":
         scale = v.optional_input("Scale")
@@ -454,7 +455,7 @@ def fake_quant_integers(values: np.ndarray, thresholds: np.ndarray, round_type: 
     return np.where(thresholds > 0, q, 0.0)
 
 
-def _check_fake_weight_quant(op, ctx) -> Optional[str]:
+def _check_fake_weight_quant(op, ctx) -> str | None:
     if op.type == "fake_channel_wise_quantize_abs_max" and OpView(op).attr("is_test", False):
         return "is_test=true quantizes with the OutScale the op was given, not max |X|; not converted"
     return _check_fake_channel_wise(op, ctx) if op.type.startswith("fake_channel") else _check_fake_abs_max(op, ctx)
@@ -482,7 +483,7 @@ def convert_fake_quantize_weight(ctx: ConversionContext, v: OpView) -> None:
 
 # -- calib -----------------------------------------------------------------------------------------------------
 
-def _check_calib(op, ctx) -> Optional[str]:
+def _check_calib(op, ctx) -> str | None:
     v = OpView(op)
     if v.attr_float("scale", 1.0) <= 0:
         return f"scale {v.attr('scale')} must be positive"

@@ -22,13 +22,14 @@ Registers no converter; imports the converter toolkit (op_view, emit) and the st
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.types import Operand, OperandType
 
 # Channel scales closer than this, relative to their own magnitude, are one scale: a channel's weights then
@@ -57,7 +58,7 @@ class ProductQuant:
     (one per layer, or one per output channel)."""
     input_scale: float
     weight_scales: list
-    output_scale: Optional[float]  # None: the output stays float (product_quant_reason's float_output_ok)
+    output_scale: float | None  # None: the output stays float (product_quant_reason's float_output_ok)
 
 
 def has_int8_weight(ctx, op, weight_slot: str) -> bool:
@@ -67,8 +68,8 @@ def has_int8_weight(ctx, op, weight_slot: str) -> bool:
 
 
 def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot: str,
-                         channels: Optional[int], per_channel_ok: bool = True,
-                         float_output_ok: bool = False) -> Optional[str]:
+                         channels: int | None, per_channel_ok: bool = True,
+                         float_output_ok: bool = False) -> str | None:
     """Why an op with an int8 weight cannot take the quantized path (None when it can, or when the
     weight is not int8). `channels` is the weight's output-channel count for per-channel scales.
     `float_output_ok`: the op may lack an output scale (Paddle Lite's last int8 conv before a float op has
@@ -98,7 +99,7 @@ def product_quant_reason(ctx, op, input_slot: str, weight_slot: str, output_slot
     return None
 
 
-def product_quant(ctx, op, input_slot: str, weight_slot: str, output_slot: str) -> Optional[ProductQuant]:
+def product_quant(ctx, op, input_slot: str, weight_slot: str, output_slot: str) -> ProductQuant | None:
     """The op's quantization when its weight is int8 (check with product_quant_reason first), else None; also
     None for an op the mixed-precision config lists (float_product_operands gives its float operands)."""
     if not has_int8_weight(ctx, op, weight_slot) or op_keeps_float(ctx, op):
@@ -132,7 +133,7 @@ def float_input(ctx, x: Operand, scale: float, var: str) -> Operand:
 
 
 def float_product_operands(ctx, op, input_slot: str, weight_slot: str, channel_dim: int,
-                           var: str) -> Optional[tuple]:
+                           var: str) -> tuple | None:
     """(input, weight) in float for a Paddle Lite scale-attribute product (int8 weight) that the
     mixed-precision config lists: the input's real values (float_input at Input0_scale) and the weight
     dequantized at conversion (the int8 values x Filter0_scale / Y0_scale / W0_scale, per layer or per channel
@@ -192,7 +193,7 @@ def int32_sums_type(steps, channel_dim: int) -> OperandType:
                        channel_dim=channel_dim)
 
 
-def quantized_bias(ctx, bias_name: Optional[str], quant: ProductQuant, size: int, var: str) -> Operand:
+def quantized_bias(ctx, bias_name: str | None, quant: ProductQuant, size: int, var: str) -> Operand:
     """The bias as QUANT_INT32 with scale input_scale x weight_scale[i] (facts §5.3): per channel when the
     weight is; a zero bias when there is none."""
     bias = np.zeros(size, np.float64) if bias_name is None else ctx.param(bias_name).astype(np.float64).reshape(-1)
@@ -217,7 +218,7 @@ def emit_quantized(ctx, operation: T, operands: list, out: Operand, output_scale
 
 
 def quantized_fc_step(ctx, op, quant: ProductQuant, weight_name: str, weight_channel_dim: int,
-                      bias_name: Optional[str], fuse: FuseCode, var: str):
+                      bias_name: str | None, fuse: FuseCode, var: str):
     """A chain step (ctx, x, out) emitting QUANTIZE -> FULLY_CONNECTED -> DEQUANTIZE for a stored 2-D
     weight; `weight_channel_dim` is its output-unit axis (1 for Paddle's [K, N], 0 for [N, K]).
 
@@ -324,7 +325,7 @@ def _integral_int8(ctx, name: str) -> bool:
     return cache[name]
 
 
-def fake_dequant_factor(ctx, op) -> Optional[tuple]:
+def fake_dequant_factor(ctx, op) -> tuple | None:
     """(factor, axis) of a fake dequantizer that follows a product: Out = X x factor, factor one value
     (axis -1) or one per index of X's `axis`. None when the op is not of that kind (one scale per channel
     before a product, scales that are not parameters)."""
@@ -364,7 +365,7 @@ def _fake_product_geometry(ctx, op) -> tuple[np.ndarray, int]:
     return (w if transpose_y else w.T), 1
 
 
-def fake_product_reason(ctx, op, quantized_var: Optional[str] = None, x_rank: Optional[int] = None) -> Optional[str]:
+def fake_product_reason(ctx, op, quantized_var: str | None = None, x_rank: int | None = None) -> str | None:
     """Why `op` cannot be converted in the fake quantized form (None when it can): its activation must be
     `quantized_var` (when given), its weight a parameter holding int8 integers, its output read only by fake
     dequantizers (and not handed out of the model), and its geometry plain (NCHW conv without a fused
@@ -452,7 +453,7 @@ def emit_fake_product(ctx, op) -> None:
     x = ctx.input(v.input(a_slot))
     step_x = float(x.type.scale)
     w, channel_axis = _fake_product_geometry(ctx, op)
-    dequant = fake_dequant_factor(ctx, getattr(ctx, "graph").consumers(out_name)[0])
+    dequant = fake_dequant_factor(ctx, ctx.graph.consumers(out_name)[0])
     if dequant is None:  # fake_product_reason accepted only products whose readers have one
         raise ctx.error(f"{o_slot} '{out_name}' is not read by a fake dequantizer with a known factor")
     factor, _ = dequant
@@ -480,7 +481,7 @@ def emit_fake_product(ctx, op) -> None:
 # 3's PTQ saves conv outputs with only_observer quantize_linear (no requantization after the product), so
 # this is the only form in which the devices see an integer product.
 
-def _dequantize_source(ctx, operand: Operand) -> Optional[Operand]:
+def _dequantize_source(ctx, operand: Operand) -> Operand | None:
     """The quantized operand `operand` is the DEQUANTIZE of, or None."""
     if operand.is_constant or operand.type.precision != Precision.FLOAT32:
         return None
@@ -496,7 +497,7 @@ def is_dequantized_constant(ctx, operand: Operand) -> bool:
     return source is not None and source.is_constant
 
 
-def _qdq_product_operands(ctx, op) -> Optional[tuple]:
+def _qdq_product_operands(ctx, op) -> tuple | None:
     """(int8 activation, int8 weight constant [C_out, ...], output channel axis) when `op` is a product in the
     QDQ form that converts to an integer product, else None."""
     if op.type not in FAKE_PRODUCTS or op_keeps_float(ctx, op):

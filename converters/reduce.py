@@ -8,14 +8,13 @@ empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (e
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from converters.attrs import known_dim
 from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 
 
 def reduce_axes(op, dim_attr: str = "dim", all_attr: str = "reduce_all", default=(0,)) -> list:
@@ -36,13 +35,13 @@ def _reduce(ctx: ConversionContext, type: T, x, axes: list, keepdim: bool, out):
     return out
 
 
-def _out_dtype(op) -> Optional[Precision]:
+def _out_dtype(op) -> Precision | None:
     v = OpView(op)
     code = v.attr_int("out_dtype", -1)
     return None if code < 0 else v.attr_precision("out_dtype", -1)
 
 
-def check_out_dtype(op, ctx) -> Optional[str]:
+def check_out_dtype(op, ctx) -> str | None:
     v = OpView(op)
     code = v.attr_int("out_dtype", -1)
     if code >= 0 and v.attr_precision("out_dtype", -1) is None:
@@ -50,7 +49,7 @@ def check_out_dtype(op, ctx) -> Optional[str]:
     return None
 
 
-def _finish(ctx: ConversionContext, op, reduced, precision: Optional[Precision]):
+def _finish(ctx: ConversionContext, op, reduced, precision: Precision | None):
     """Bind `reduced` (a temp) to the output, with a CAST when `out_dtype` asks for another precision."""
     v = OpView(op)
     if precision is None or precision == reduced.type.precision:
@@ -197,14 +196,14 @@ def convert_logsumexp(ctx: ConversionContext, v: OpView) -> None:
 # -- arg max/min, cumsum ------------------------------------------------------------------------------
 
 
-def _index_precision(op) -> Optional[Precision]:
+def _index_precision(op) -> Precision | None:
     """arg_max/arg_min `dtype`: VarType 2 -> INT32, 3 (and the legacy default -1) -> INT64."""
     v = OpView(op)
     code = v.attr_int("dtype", 3)
     return {2: Precision.INT32, 3: Precision.INT64, -1: Precision.INT64}.get(code)
 
 
-def check_arg(op, ctx) -> Optional[str]:
+def check_arg(op, ctx) -> str | None:
     v = OpView(op)
     if _index_precision(op) is None:
         return f"dtype {v.attr('dtype')} is neither int32 (2) nor int64 (3)"

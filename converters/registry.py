@@ -17,7 +17,8 @@ A converter never names a device.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from converters.op_view import OpView
 from nnadapter_bridge.nnadapter.codes import OperationType
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 ConverterFn = Callable[["ConversionContext", OpView], None]
 # check(op, ctx): the op (a loader OpInfo) and the context, or None during partitioning; the reason or None.
-CheckFn = Callable[..., Optional[str]]
+CheckFn = Callable[..., str | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,14 +36,14 @@ class ConverterSpec:
     op_type: str
     fn: ConverterFn
     emits: tuple[OperationType, ...]
-    check: Optional[CheckFn] = None
+    check: CheckFn | None = None
 
 
 CONVERTERS: dict[str, ConverterSpec] = {}
 
 
 def converter(op_type: str, *aliases: str, emits: Iterable[OperationType],
-              check: Optional[CheckFn] = None) -> Callable[[ConverterFn], ConverterFn]:
+              check: CheckFn | None = None) -> Callable[[ConverterFn], ConverterFn]:
     """Register the decorated `fn(ctx, v: OpView)` for `op_type` and its aliases."""
     emitted = tuple(OperationType(e) for e in emits)
 
@@ -57,5 +58,5 @@ def converter(op_type: str, *aliases: str, emits: Iterable[OperationType],
     return register
 
 
-def get_converter(op_type: str) -> Optional[ConverterSpec]:
+def get_converter(op_type: str) -> ConverterSpec | None:
     return CONVERTERS.get(op_type)

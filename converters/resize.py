@@ -17,8 +17,6 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import input_dims, known_dims
@@ -46,7 +44,7 @@ def _interp_scales_attr(op) -> list:
     return scales if len(scales) >= 2 and scales[0] > 0 and scales[1] > 0 else []
 
 
-def _check_interp(op, ctx) -> Optional[str]:
+def _check_interp(op, ctx) -> str | None:
     v = OpView(op)
     reason = layout_reason(op, "data_layout")
     if reason:
@@ -138,12 +136,12 @@ _CHANNEL_FIRST = ("NCW", "NCHW", "AnyLayout", "ANYLAYOUT", "")
 _CHANNEL_LAST = ("NWC", "NHWC")
 
 
-def _scale_attr(op) -> Optional[float]:
+def _scale_attr(op) -> float | None:
     scales = OpView(op).attr_floats("scale", [])
     return scales[0] if scales and scales[0] > 0 else None
 
 
-def _check_linear_1d(op, ctx) -> Optional[str]:
+def _check_linear_1d(op, ctx) -> str | None:
     v = OpView(op)
     layout = v.attr_str("data_layout", "NCW")
     if layout not in _CHANNEL_FIRST + _CHANNEL_LAST:
@@ -171,7 +169,7 @@ def _check_linear_1d(op, ctx) -> Optional[str]:
     return None
 
 
-def _known_width(ctx, op, dims, channel_last: bool) -> Optional[int]:
+def _known_width(ctx, op, dims, channel_last: bool) -> int | None:
     """The output width when it is known at conversion (a lower bound of 2 when only that is), else None."""
     v = OpView(op)
     in_w = dims[1 if channel_last else 2] if dims is not None and len(dims) == 3 else -1

@@ -5,8 +5,6 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import input_dims
@@ -15,11 +13,12 @@ from converters.emit import cast_to
 from converters.layout import explicit_pads
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import FuseCode, InterpolateMode, OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, InterpolateMode, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 # -- roi_align -----------------------------------------------------------------------------------------------
 
-def _check_roi_align(op, ctx) -> Optional[str]:
+def _check_roi_align(op, ctx) -> str | None:
     v = OpView(op)
     if v.optional_input("RoisNum"):
         return None
@@ -81,7 +80,7 @@ def convert_roi_align(ctx: ConversionContext, v: OpView) -> None:
 
 # -- deformable_conv -------------------------------------------------------------------------------------------
 
-def _check_deformable_conv(op, ctx) -> Optional[str]:
+def _check_deformable_conv(op, ctx) -> str | None:
     v = OpView(op)
     paddings = v.attr_ints("paddings", [0, 0])
     if explicit_pads(paddings) is None:
@@ -115,7 +114,7 @@ _GRID_MODES = {"bilinear": InterpolateMode.BILINEAR, "nearest": InterpolateMode.
 _GRID_PADDING = {"zeros": PadMode.CONSTANT, "border": PadMode.EDGE, "reflection": PadMode.REFLECT}
 
 
-def _check_grid_sampler(op, ctx) -> Optional[str]:
+def _check_grid_sampler(op, ctx) -> str | None:
     v = OpView(op)
     mode, padding = v.attr_str("mode", "bilinear"), v.attr_str("padding_mode", "zeros")
     if mode not in _GRID_MODES:

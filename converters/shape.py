@@ -11,8 +11,6 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import input_dims, known_dim, known_dims, needs_constant
@@ -21,7 +19,8 @@ from converters.emit import emit_chain, transpose_step
 from converters.layout import is_channel_last, layout_reason
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -113,7 +112,7 @@ def convert_expand_v2(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.EXPAND, [x, shape], [ctx.output(v.output("Out"))])
 
 
-def _check_broadcast_tensors(op, ctx) -> Optional[str]:
+def _check_broadcast_tensors(op, ctx) -> str | None:
     if ctx is None:
         return None
     dims = [ctx.dims(ctx.input(n)) for n in OpView(op).inputs("X") if ctx.has(n)]
@@ -187,7 +186,7 @@ def convert_shuffle_channel(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.CHANNEL_SHUFFLE, [x, ctx.const_i32(v.attr_int("group", 1))], [ctx.output(v.output("Out"))])
 
 
-def check_channel_shuffle(op, ctx) -> Optional[str]:
+def check_channel_shuffle(op, ctx) -> str | None:
     v = OpView(op)
     layout = v.attr("data_format", "NCHW")
     if layout not in ("NCHW", "AnyLayout", "NHWC"):
@@ -213,7 +212,7 @@ def convert_channel_shuffle(ctx: ConversionContext, v: OpView) -> None:
 
 # -- pixel_shuffle ------------------------------------------------------------------------------------------------
 
-def _check_pixel_shuffle(op, ctx) -> Optional[str]:
+def _check_pixel_shuffle(op, ctx) -> str | None:
     v = OpView(op)
     reason = layout_reason(op, "data_format")
     if reason:

@@ -10,8 +10,6 @@ Imports only the converter toolkit (op_view, attrs, layout, emit, context, regis
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import (
@@ -27,7 +25,8 @@ from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader.dtypes import VarTypeCode
-from nnadapter_bridge.nnadapter.codes import OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import PadMode, Precision
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -140,7 +139,7 @@ def _constant_ints(op, ctx, attr, tensor, tensor_list):
     return v.attr_ints(attr)
 
 
-def check_strided_slice(op, ctx) -> Optional[str]:
+def check_strided_slice(op, ctx) -> str | None:
     strides = _constant_ints(op, ctx, "strides", "StridesTensor", "StridesTensorList")
     if strides is not None and any(s == 0 for s in strides):
         return f"strides {strides} contain 0"
@@ -177,7 +176,7 @@ def convert_strided_slice(ctx: ConversionContext, v: OpView) -> None:
     _squeeze_decreased(ctx, v.op, sliced, decrease_axis)
 
 
-def _check_flip(op, ctx) -> Optional[str]:
+def _check_flip(op, ctx) -> str | None:
     v = OpView(op)
     if v.type == "reverse" and not v.attr_ints("axis"):
         return "reverse needs at least one axis (Paddle rejects an empty 'axis')"
@@ -243,7 +242,7 @@ def _emit_pad(ctx, op, x, pads_operand, mode: str, value: float):
 
 
 def _check_pad_nd(spatial: int, default_format: str, *, circular: bool = False):
-    def check(op, ctx) -> Optional[str]:
+    def check(op, ctx) -> str | None:
         v = OpView(op)
         mode = v.attr_str("mode", "constant")
         if circular and mode == "circular":
@@ -268,7 +267,7 @@ def _check_pad_nd(spatial: int, default_format: str, *, circular: bool = False):
     return check
 
 
-def _constant_pads(ctx, op, order: list, channel_last: bool, spatial: int) -> Optional[list]:
+def _constant_pads(ctx, op, order: list, channel_last: bool, spatial: int) -> list | None:
     """PAD's [begin, end] per axis from Paddle's paddings when known at conversion (else None); `order` lists,
     per spatial axis in data order (D, H, W), the positions of its (begin, end) in Paddle's paddings."""
     v = OpView(op)
@@ -351,7 +350,7 @@ def convert_pad3d(ctx: ConversionContext, v: OpView) -> None:
     _emit_pad(ctx, v.op, x, pads, v.attr_str("mode", "constant"), v.attr_float("value", 0.0))
 
 
-def _check_pad(op, ctx) -> Optional[str]:
+def _check_pad(op, ctx) -> str | None:
     v = OpView(op)
     dims = input_dims(ctx, op, "X")
     paddings = v.attr_ints("paddings", [])

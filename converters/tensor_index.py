@@ -7,8 +7,6 @@ Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from converters.attrs import input_dims, known_dim, needs_constant, scalar_attr_or_tensor
@@ -16,7 +14,8 @@ from converters.context import ConversionContext
 from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision, precision_dtype
 
 
 def _index_vector(ctx: ConversionContext, name: str, var: str):
@@ -189,7 +188,7 @@ def set_value_assign_layout(rank: int, decrease_axes, none_axes) -> list:
     """The value's target dims as positions: for each, an input axis (an int) or None (a `none_axes` 1), in
     Paddle's order (SetValueImpl: the none axes go before the input axis of the same index)."""
     decrease, none = sorted(int(a) % max(rank, 1) for a in decrease_axes), sorted(int(a) for a in none_axes)
-    layout: list[Optional[int]] = []
+    layout: list[int | None] = []
     n = 0
     for axis in range(rank):
         while n < len(none) and none[n] <= axis:
@@ -201,7 +200,7 @@ def set_value_assign_layout(rank: int, decrease_axes, none_axes) -> list:
     return layout
 
 
-def set_value_constant(op) -> Optional[np.ndarray]:
+def set_value_constant(op) -> np.ndarray | None:
     """The constant value of a set_value without a ValueTensor: `values` (Paddle >= 2.6) or the older
     per-dtype `*_values` attributes, shaped by `shape`; None when it has none."""
     values = op.attr("values")
@@ -221,7 +220,7 @@ def set_value_constant(op) -> Optional[np.ndarray]:
     return array
 
 
-def _bound_values(ctx, op, slot: str, attr: str) -> Optional[list]:
+def _bound_values(ctx, op, slot: str, attr: str) -> list | None:
     """One bound list (starts / ends / steps) when known at conversion time, else None. A `*TensorList` entry may
     hold several values (PIR's run-time IntArray): they are read flattened, in order."""
     v = OpView(op)
@@ -237,7 +236,7 @@ def _bound_values(ctx, op, slot: str, attr: str) -> Optional[list]:
     return values
 
 
-def check_set_value(op, ctx) -> Optional[str]:
+def check_set_value(op, ctx) -> str | None:
     v = OpView(op)
     if not v.inputs("ValueTensor") and set_value_constant(op) is None:
         return "neither a ValueTensor nor constant values"
@@ -438,7 +437,7 @@ def convert_set_value(ctx: ConversionContext, v: OpView) -> None:
 # -- take_along_axis ------------------------------------------------------------------------------------------
 
 
-def check_take_along_axis(op, ctx) -> Optional[str]:
+def check_take_along_axis(op, ctx) -> str | None:
     dims = input_dims(ctx, op, "Input")
     if dims is None:
         return None
@@ -510,7 +509,7 @@ def _index_put_slot(view: OpView, legacy: str, pir: str) -> str:
     return legacy if view.inputs(legacy) or view.outputs(legacy) else pir
 
 
-def check_index_put(op, ctx) -> Optional[str]:
+def check_index_put(op, ctx) -> str | None:
     v = OpView(op)
     if v.attr_bool("accumulate", False):
         return "accumulate=True (a scatter-add; NNAdapter has no scatter)"
@@ -598,7 +597,7 @@ def convert_index_put(ctx: ConversionContext, v: OpView) -> None:
 # -- gather_nd ------------------------------------------------------------------------------------------------
 
 
-def check_gather_nd(op, ctx) -> Optional[str]:
+def check_gather_nd(op, ctx) -> str | None:
     v = OpView(op)
     dims, index_dims = input_dims(ctx, op, "X"), input_dims(ctx, op, "Index")
     if dims is None or index_dims is None:

@@ -95,9 +95,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from nnadapter_bridge.commands import output
-
-    from nnadapter_bridge.validation import paddle_reference
     from nnadapter_bridge.errors import BridgeError
+    from nnadapter_bridge.validation import paddle_reference
 
     model_dir = args.model_dir or os.path.join(zoo.demo_models_dir(), MODEL)
     image = load_image(args.image) if args.image else synthetic_image()

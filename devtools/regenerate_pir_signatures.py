@@ -55,8 +55,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # The tables are package data of the loader, one folder over from this (development-only) script.
 HERE = Path(__file__).resolve().parent.parent / "nnadapter_bridge" / "loader"

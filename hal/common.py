@@ -21,7 +21,7 @@ Only the NNAdapter standard and numpy are imported here, never an SDK.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class OperationTable:
 
     def __init__(self, device: str):
         self.device = device
-        self._entries: Dict[OperationType, Callable] = {}
+        self._entries: dict[OperationType, Callable] = {}
 
     def implements(self, *types: OperationType):
         """Decorator: register the function as the implementation of every type in `types`."""
@@ -56,7 +56,7 @@ class OperationTable:
 
         return register
 
-    def get(self, type: OperationType) -> Optional[Callable]:
+    def get(self, type: OperationType) -> Callable | None:
         return self._entries.get(type)
 
     def types(self) -> list:
@@ -92,7 +92,7 @@ def operation_alone(op: Operation) -> Model:
     """A model holding `op` only: its constant inputs stay constants, the others become model inputs
     (what a trial build of one operation compiles)."""
     model = Model()
-    copies: Dict[int, object] = {}  # operand index -> its copy (an operand read twice is one input)
+    copies: dict[int, object] = {}  # operand index -> its copy (an operand read twice is one input)
     model_inputs = []
     for operand in op.inputs:
         if operand is None or operand.index in copies:
@@ -171,8 +171,8 @@ class Operands:
 
     def __init__(self, op: Operation):
         self.operation = op
-        self._positions: Dict[str, int] = {}
-        self._variadic: Dict[str, tuple] = {}
+        self._positions: dict[str, int] = {}
+        self._variadic: dict[str, tuple] = {}
         slots = get_spec(op.type).inputs
         n_variadic = len(op.inputs) - sum(1 for s in slots if not s.variadic)
         position = 0
@@ -213,12 +213,12 @@ class Operands:
         """The operand is given (not omitted, not null)."""
         return self._operand(slot) is not None
 
-    def value(self, slot: str) -> Optional[np.ndarray]:
+    def value(self, slot: str) -> np.ndarray | None:
         """The constant value, None when the operand is absent or computed at run time."""
         operand = self._operand(slot)
         return operand.value if operand is not None and operand.is_constant else None
 
-    def constant(self, slot: str, default=REQUIRED) -> Optional[np.ndarray]:
+    def constant(self, slot: str, default=REQUIRED) -> np.ndarray | None:
         operand = self._operand(slot)
         if operand is None:
             if default is REQUIRED:
@@ -228,19 +228,19 @@ class Operands:
             raise Unsupported(f"{self.operation.label()}: '{slot}' computed at run time is not supported")
         return np.asarray(operand.value)
 
-    def ints(self, slot: str, default=REQUIRED) -> Optional[list]:
+    def ints(self, slot: str, default=REQUIRED) -> list | None:
         values = self.constant(slot, default)
         return None if values is None else [int(v) for v in values.reshape(-1)]
 
-    def int(self, slot: str, default=REQUIRED) -> Optional[int]:
+    def int(self, slot: str, default=REQUIRED) -> int | None:
         values = self.constant(slot, default)
         return None if values is None else int(values.reshape(-1)[0])
 
-    def float(self, slot: str, default=REQUIRED) -> Optional[float]:
+    def float(self, slot: str, default=REQUIRED) -> float | None:
         values = self.constant(slot, default)
         return None if values is None else float(values.reshape(-1)[0])
 
-    def bool(self, slot: str, default=REQUIRED) -> Optional[bool]:
+    def bool(self, slot: str, default=REQUIRED) -> bool | None:
         values = self.constant(slot, default)
         return None if values is None else bool(values.reshape(-1)[0])
 

@@ -14,11 +14,10 @@ Only the NNAdapter standard and numpy are imported here, never a driver or an SD
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, Lifetime, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, Lifetime, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
@@ -27,11 +26,11 @@ _FC_WEIGHT, _FC_BIAS, _FC_FUSE = 1, 2, 3
 _ACTIVATION_FUSE = {T.RELU: FuseCode.FUSED_RELU, T.RELU6: FuseCode.FUSED_RELU6}
 
 
-def _float32(operand: Optional[Operand]) -> bool:
+def _float32(operand: Operand | None) -> bool:
     return operand is None or operand.type.precision == Precision.FLOAT32
 
 
-def _const(operand: Optional[Operand]) -> bool:
+def _const(operand: Operand | None) -> bool:
     return operand is not None and operand.is_constant
 
 
@@ -127,7 +126,7 @@ def _rebuild(model: Model, rewrites: dict, absorbed: set) -> Model:
     fused = Model()
     mapping: dict[int, Operand] = {}
 
-    def carry(operand: Optional[Operand]) -> Optional[Operand]:
+    def carry(operand: Operand | None) -> Operand | None:
         if operand is None:
             return None
         new = mapping.get(operand.index)

@@ -43,10 +43,11 @@ class ConvChain:
     relu: Operation | None
     quantize: Operation
     clip: Operation | None = None  # MAX(x, c <= 0) after the relu: an identity there
+    pool: Operation | None = None  # a MAX_POOL_2D before the QUANTIZE (quantizing is monotonic: it commutes)
 
     def operations(self) -> list:
-        return [op for op in (self.conv, self.dequantize, self.batch_norm, self.relu, self.clip, self.quantize)
-                if op is not None]
+        return [op for op in (self.conv, self.dequantize, self.batch_norm, self.relu, self.clip, self.pool,
+                              self.quantize) if op is not None]
 
 
 @dataclasses.dataclass
@@ -71,8 +72,9 @@ def int8_symmetric(t) -> bool:
         and not t.zero_point
 
 
-def find_conv_chains(model: Model) -> list:
-    """Every CONV_2D chain (module docstring) in `model`."""
+def find_conv_chains(model: Model, with_pools: bool = False) -> list:
+    """Every CONV_2D chain (module docstring) in `model`; `with_pools`: also those with a MAX_POOL_2D before their
+    last QUANTIZE (for a driver whose int8 max pool follows Paddle's windows)."""
     consumers = model.consumers()
     outputs = {o.index for o in model.output_operands}
     chains = []
@@ -106,12 +108,17 @@ def find_conv_chains(model: Model) -> list:
                 and np.all(np.asarray(after.inputs[1].value) <= 0) and np.asarray(after.inputs[1].value).size == 1:
             identity, link = after, after
             after = _sole_consumer(link.outputs[0], consumers, outputs)
+        pool = None
+        if with_pools and after is not None and after.type == T.MAX_POOL_2D and after.inputs[0] is link.outputs[0] \
+                and not (len(after.outputs) > 1 and after.outputs[1] is not None):
+            pool, link = after, after
+            after = _sole_consumer(link.outputs[0], consumers, outputs)
         if after is None or after.type != T.QUANTIZE:
             continue
         out_type = after.outputs[0].type
         if out_type.precision != Precision.QUANT_INT8_SYMM_PER_LAYER or out_type.zero_point:
             continue
-        chains.append(ConvChain(conv, dequantize, batch_norm, relu, after, identity))
+        chains.append(ConvChain(conv, dequantize, batch_norm, relu, after, identity, pool))
     return chains
 
 

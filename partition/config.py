@@ -24,7 +24,7 @@ import difflib
 import os
 import re
 import warnings
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, VarRef

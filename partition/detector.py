@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from typing import Callable, Collection
+from collections.abc import Callable, Collection
 
 from nnadapter_bridge.errors import BridgeError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, BlockRef, VarRef

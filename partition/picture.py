@@ -33,7 +33,8 @@ import shutil
 import subprocess
 import textwrap
 import warnings
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from nnadapter_bridge.errors import ConfigError
 from partition.detector import body_ops, op_reads, op_writes, sub_block_indices
@@ -58,8 +59,8 @@ class Placement:
     """Where one op runs, as the picture needs it: its subgraph and device, or the host (device None) with the
     reason and whether the partition config forced it there."""
 
-    subgraph: Optional[int]
-    device: Optional[str]
+    subgraph: int | None
+    device: str | None
     reason: str = ""
     forced: bool = False
 
@@ -71,8 +72,8 @@ class Box:
     id: str
     kind: str  # "device" | "host" | "input" | "output"
     ops: list = dataclasses.field(default_factory=list)  # OpInfo, program order
-    subgraph: Optional[int] = None
-    device: Optional[str] = None
+    subgraph: int | None = None
+    device: str | None = None
     reason: str = ""
     forced: bool = False
     name: str = ""  # the var of an input/output box

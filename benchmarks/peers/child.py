@@ -22,7 +22,6 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
-
 from child_protocol import time_runner  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,7 +12,7 @@ import resource
 import subprocess
 import time
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 WARMUP_RUNS = 2
 

@@ -22,21 +22,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
+from hal.fusion import fuse_operations
+from hal.protocol import Argument, Cache, ContextCallback, Driver
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
+from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import REFERENCES
 from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.reference import supports as operation_supported
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
-from nnadapter_bridge.nnadapter.reference import run_model, supports as operation_supported
 from nnadapter_bridge.nnadapter.types import OperandType
-from hal.fusion import fuse_operations
-from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"
 
@@ -91,7 +92,9 @@ class BuiltinDeviceDriver(Driver):
     def close_device(self, device: BuiltinDeviceHandle) -> None:
         device.opened = False
 
-    def create_context(self, device: BuiltinDeviceHandle, properties: str, callback: ContextCallback = None) -> BuiltinContext:
+    def create_context(
+        self, device: BuiltinDeviceHandle, properties: str, callback: ContextCallback = None
+    ) -> BuiltinContext:
         parsed = Properties(properties)
         num_threads = parsed.get_int(NUM_THREADS_KEY, 0)
         if num_threads < 0:
@@ -108,7 +111,7 @@ class BuiltinDeviceDriver(Driver):
     def validate_program(self, context: BuiltinContext, model: Model) -> list:
         return [operation_supported(op) for op in model.operations]
 
-    def create_program(self, context: BuiltinContext, model: Optional[Model], cache: Cache) -> BuiltinProgram:
+    def create_program(self, context: BuiltinContext, model: Model | None, cache: Cache) -> BuiltinProgram:
         if model is None:
             if not cache.buffer:
                 raise NNAdapterError("builtin_device: neither a model nor a cache buffer to build a program from",

@@ -5,8 +5,6 @@ elsewhere) and the message to raise. Apart from `graph` so that restoring a prog
 without importing the graph builder and the operation tables."""
 from __future__ import annotations
 
-from typing import List
-
 from nnadapter_bridge.nnadapter.codes import ResultCode
 
 # Tensor-name prefixes of the extra boolean outputs that carry run-time checks (GraphBuilder.checks / .faults).
@@ -14,7 +12,7 @@ CHECK_PREFIX = "nnadapter_bridge_check"
 FAULT_PREFIX = "nnadapter_bridge_fault"
 
 
-def check_outputs(compiled_outputs) -> List:
+def check_outputs(compiled_outputs) -> list:
     """(output position, message, result code) of every run-time check output of a compiled model, in order."""
     found = []
     for position, output in enumerate(compiled_outputs):

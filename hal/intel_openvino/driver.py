@@ -43,16 +43,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from hal.protocol import Argument, Cache, ContextCallback, Driver
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType
-from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
 INFERENCE_NUM_THREADS_KEY = "INTEL_OPENVINO_INFERENCE_NUM_THREADS"
@@ -75,7 +76,7 @@ def _import_openvino():
     return openvino
 
 
-def _import_program(core, buffer, context: "OpenVinoContext", mapped=None) -> tuple:
+def _import_program(core, buffer, context: OpenVinoContext, mapped=None) -> tuple:
     """(compiled model, the memory it may read for its lifetime): core.import_model on the program bytes.
 
     With `mapped` (Cache.mapped_buffer: the bytes in a private map of the .nnc file) through an ov.Tensor
@@ -145,9 +146,9 @@ class OpenVinoProgram:
     context: OpenVinoContext
     compiled_model: Any
     request: Any
-    inputs: List[_InputSlot]
-    output_types: List[OperandType]
-    output_scratch: List[OperandType]
+    inputs: list[_InputSlot]
+    output_types: list[OperandType]
+    output_scratch: list[OperandType]
     seconds_to_build: float  # compile_model or import_model wall time
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
@@ -253,7 +254,9 @@ class IntelOpenVinoDriver(Driver):
         device.opened = False
         device.core = None
 
-    def create_context(self, device: OpenVinoDevice, properties: str, callback: ContextCallback = None) -> OpenVinoContext:
+    def create_context(
+        self, device: OpenVinoDevice, properties: str, callback: ContextCallback = None
+    ) -> OpenVinoContext:
         if device.core is None:
             raise NNAdapterError("intel_openvino: the device is closed", ResultCode.INVALID_PARAMETER)
         parsed = Properties(properties)
@@ -280,9 +283,8 @@ class IntelOpenVinoDriver(Driver):
         context.callback = None
 
     def operation_types(self) -> list:
-        from hal.intel_openvino.operations import OPERATIONS
-
         from hal.common import LOWERED_TYPES
+        from hal.intel_openvino.operations import OPERATIONS
 
         return sorted(set(OPERATIONS.types()) | LOWERED_TYPES)
 
@@ -297,7 +299,7 @@ class IntelOpenVinoDriver(Driver):
 
         return [unsupported_reason(op, OPERATIONS) for op in model.operations]
 
-    def create_program(self, context: OpenVinoContext, model: Optional[Model], cache: Cache) -> OpenVinoProgram:
+    def create_program(self, context: OpenVinoContext, model: Model | None, cache: Cache) -> OpenVinoProgram:
         core = context.device.core
         if core is None:
             raise NNAdapterError("intel_openvino: the device is closed", ResultCode.INVALID_PARAMETER)
@@ -380,7 +382,9 @@ class IntelOpenVinoDriver(Driver):
         program.compiled_model = None
         program.blob_memory = None  # after the compiled model: a clone still running it holds its own reference
 
-    def execute_program(self, program: OpenVinoProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> None:
+    def execute_program(
+        self, program: OpenVinoProgram, inputs: Sequence[Argument], outputs: Sequence[Argument]
+    ) -> None:
         request = self._request(program)
         slots = program.inputs
         if len(inputs) != len(slots):

@@ -26,16 +26,11 @@ otherwise; anything an implementation cannot express faithfully raises `Unsuppor
 """
 from __future__ import annotations
 
-from typing import Dict, List
-
 import numpy as np
 import openvino as ov
 
-from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
-from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
-from hal.common import OperationTable, Unsupported, is_integer_product, unsupported_reason as trial_reason
+from hal.common import OperationTable, Unsupported, is_integer_product
+from hal.common import unsupported_reason as trial_reason
 from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, check_outputs  # noqa: F401 (check_outputs: its old home)
 from hal.intel_openvino.int64 import (
     input_flag,
@@ -47,6 +42,11 @@ from hal.intel_openvino.int64 import (
     overflow_message,
     values_read,
 )
+from nnadapter_bridge.errors import NNAdapterError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
 try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
     from openvino import opset16 as opset
@@ -172,19 +172,19 @@ class GraphBuilder:
         # (the standard leaves QUANTIZE(NaN) undefined), so a clamp writing one needs no NaN select and takes
         # the clamp the CPU plugin fuses into the convolution before it (build_ov_model fills it).
         self.quantized_only: set = set()
-        self.raw: Dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
-        self.real: Dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
+        self.raw: dict[int, ov.Output] = {}   # operand index -> stored values (integers when quantized)
+        self.real: dict[int, ov.Output] = {}  # operand index -> real values (dequantized when quantized)
         # operand index -> (float result, type) of a quantized result whose stored integers nothing has read
         # yet: raw_value builds them on demand (only model outputs and raw readers need them).
-        self._pending_raw: Dict[int, tuple] = {}
-        self.parameters: List = []
+        self._pending_raw: dict[int, tuple] = {}
+        self.parameters: list = []
         # (boolean scalar, what it says when true): run-time checks that Paddle makes and OpenVINO does not
         # (an out-of-range gather index gives zeros there); each becomes an extra model output.
-        self.checks: List = []
+        self.checks: list = []
         # (boolean scalar, what it says when true): run-time checks of what this device computes wrongly (an int64
         # result beyond int32, int64.py); each becomes an extra model output, and a true one a device fault, so
         # the runtime runs the part elsewhere.
-        self.faults: List = []
+        self.faults: list = []
 
     # -- operands --------------------------------------------------------------------------------
     def add_parameter(self, operand: Operand, name: str) -> None:

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T
 from hal.common import Unsupported, nms_unsupported_reason, unpack
 from hal.intel_openvino.graph import i64, opset
 from hal.intel_openvino.operations import OPERATIONS
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 
 def _iou_threshold(nms_threshold: float) -> np.float32:

@@ -1,8 +1,8 @@
 """The intel_openvino operation table: one implementation per NNAdapter operation, as OpenVINO opset nodes.
 
 An implementation takes the GraphBuilder and the Operation and returns one real-valued `ov.Output` (or None
-for an absent optional output) per operation output; the builder handles quantized storage. Attributes are read by the signature's
-slot names (`hal.common.unpack`). An implementation raises `Unsupported` for every attribute
+for an absent optional output) per operation output; the builder handles quantized storage. Attributes are read by the
+signature's slot names (`hal.common.unpack`). An implementation raises `Unsupported` for every attribute
 combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels are the
 reference), so validate_program answers False for it. NON_MAX_SUPPRESSION lives in nms.py (MulticlassNms
 with the attribute mapping that gives Paddle's answer), registered by the import at the end.
@@ -12,18 +12,6 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from nnadapter_bridge.nnadapter.codes import (
-    UNKNOWN,
-    AutoPad,
-    FuseCode,
-    InterpolateMode,
-    OperationType as T,
-    PadMode,
-    Precision,
-)
-from nnadapter_bridge.nnadapter.operations.common import normalize_axis
-from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
-from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from hal.common import Operands, OperationTable, Unsupported, reduces_an_empty_axis, unpack
 from hal.intel_openvino.graph import (
     ELEMENT_TYPES,
@@ -33,6 +21,20 @@ from hal.intel_openvino.graph import (
     opset,
     to_scalar,
 )
+from nnadapter_bridge.nnadapter.codes import (
+    UNKNOWN,
+    AutoPad,
+    FuseCode,
+    InterpolateMode,
+    PadMode,
+    Precision,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
+)
+from nnadapter_bridge.nnadapter.operations.common import normalize_axis
+from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
+from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 
 OPERATIONS = OperationTable("intel_openvino")
 

@@ -31,22 +31,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
 
+from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
+from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
+from hal.microsoft_onnxruntime.operations import OPERATIONS
+from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, find_conv_chains, marked_for_qdq
+from hal.protocol import Argument, Cache, ContextCallback, Driver
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.types import OperandType, Operation
-from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
-from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
-from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, find_conv_chains, marked_for_qdq
-from hal.microsoft_onnxruntime.operations import OPERATIONS
-from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "MICROSOFT_ONNXRUNTIME_NUM_THREADS"
 EXECUTION_PROVIDERS_KEY = "MICROSOFT_ONNXRUNTIME_EXECUTION_PROVIDERS"
@@ -146,7 +146,7 @@ class InputSlot:
 
     name: str
     type: OperandType
-    fixed_shape: Optional[tuple]  # the exact shape when every dim is known
+    fixed_shape: tuple | None  # the exact shape when every dim is known
     dims: tuple                   # the compiled dims, None for a symbolic axis
     dtype: np.dtype
     consumed: bool                # the session reads it (an unused input is not fed)
@@ -155,7 +155,7 @@ class InputSlot:
 @dataclasses.dataclass
 class OnnxRuntimeProgram:
     context: OnnxRuntimeContext
-    session: Optional[ort.InferenceSession]
+    session: ort.InferenceSession | None
     inputs: list
     output_names: list
     output_types: list
@@ -251,7 +251,7 @@ class OnnxRuntimeDriver(Driver):
         return True
 
     # -- programs -----------------------------------------------------------------------------------
-    def create_program(self, context: OnnxRuntimeContext, model: Optional[Model], cache: Cache) -> OnnxRuntimeProgram:
+    def create_program(self, context: OnnxRuntimeContext, model: Model | None, cache: Cache) -> OnnxRuntimeProgram:
         if model is None:
             if not cache.buffer:
                 raise _fail("neither a model nor a cache buffer to build a program from")

@@ -25,18 +25,19 @@ result (`float_results`).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from hal.common import OperationTable, Unsupported, unsupported_reason
 from nnadapter_bridge.errors import NNAdapterError, OperationError
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T
+from nnadapter_bridge.nnadapter.codes import FuseCode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
-from hal.common import OperationTable, Unsupported, unsupported_reason
 
 OPSET = 19  # DeformConv needs 19; nothing used here changed meaning between 18 and 19
 # The IR version every onnxruntime >= 1.17 reads (an opset-19 model needs IR >= 9).
@@ -88,13 +89,13 @@ class GraphBuilder:
         self.nodes: list = []
         self.initializers: list = []
         self._counter = 0
-        self._float_views: Dict[int, str] = {}  # operand index -> name of its dequantized float tensor
-        self._constants: Dict[int, str] = {}    # operand index -> initializer name
-        self.current: Optional[Operation] = None
-        self._float_outputs: Dict[int, str] = {}  # output position -> float temporary (current op)
-        self.boundary_names: Dict[int, str] = {}  # operand index -> graph input/output name
+        self._float_views: dict[int, str] = {}  # operand index -> name of its dequantized float tensor
+        self._constants: dict[int, str] = {}    # operand index -> initializer name
+        self.current: Operation | None = None
+        self._float_outputs: dict[int, str] = {}  # output position -> float temporary (current op)
+        self.boundary_names: dict[int, str] = {}  # operand index -> graph input/output name
         # operand index -> float tensor holding an integer product's real value (see the module docstring)
-        self.float_results: Dict[int, str] = {}
+        self.float_results: dict[int, str] = {}
         self.raw_read: set = set()  # operand indexes something reads raw (a raw-reading operation, a model output)
 
     # -- names and constants --------------------------------------------------------------------
@@ -121,18 +122,18 @@ class GraphBuilder:
         """Model inputs and outputs are input<k> / output<k> (their position); the rest operand<index>."""
         return self.boundary_names.get(operand.index) or f"operand{operand.index}"
 
-    def node(self, op_type: str, inputs: Sequence[Optional[str]], outputs=1, **attrs) -> List[str]:
+    def node(self, op_type: str, inputs: Sequence[str | None], outputs=1, **attrs) -> list[str]:
         """Append a node; `outputs` is a count (fresh names) or a list of names. Returns the outputs."""
         names = [self.fresh(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         self.nodes.append(helper.make_node(op_type, ["" if i is None else i for i in inputs], names,
                                            name=self.fresh("node"), **attrs))
         return names
 
-    def one(self, op_type: str, inputs: Sequence[Optional[str]], output: Optional[str] = None, **attrs) -> str:
+    def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None, **attrs) -> str:
         return self.node(op_type, inputs, 1 if output is None else [output], **attrs)[0]
 
     # -- operands of the current operation ------------------------------------------------------
-    def raw(self, op: Operation, i: int) -> Optional[str]:
+    def raw(self, op: Operation, i: int) -> str | None:
         """The tensor holding input i exactly as stored (quantized integers stay integers)."""
         if i >= len(op.inputs) or op.inputs[i] is None:
             return None
@@ -143,7 +144,7 @@ class GraphBuilder:
             return self._constants[operand.index]
         return self.operand_name(operand)
 
-    def x(self, op: Operation, i: int) -> Optional[str]:
+    def x(self, op: Operation, i: int) -> str | None:
         """Input i as the operation computes on it: quantized operands as dequantized float32."""
         if i >= len(op.inputs) or op.inputs[i] is None:
             return None
@@ -205,7 +206,7 @@ class GraphBuilder:
         rounded = self.one("Round", [self.one("Div", [real, scale])])
         self.one("Cast", [rounded], self.operand_name(operand), to=TensorProto.INT32)
 
-    def out(self, op: Operation, j: int = 0) -> Optional[str]:
+    def out(self, op: Operation, j: int = 0) -> str | None:
         """The name the mapping writes output j to (a float temporary when the output is quantized;
         `finish_operation` quantizes it into the output operand)."""
         if j >= len(op.outputs) or op.outputs[j] is None:
@@ -217,7 +218,7 @@ class GraphBuilder:
             return self._float_outputs[j]
         return self.operand_name(operand)
 
-    def convert(self, op: Operation, implementation: "Implementation") -> None:
+    def convert(self, op: Operation, implementation: Implementation) -> None:
         """Append the nodes of one operation (raises Unsupported when it has no faithful form)."""
         self.current = op
         self._float_outputs = {}
@@ -283,7 +284,7 @@ class GraphBuilder:
             name = self.one("Cast", [name], to=onnx_type(dtype))
         return name
 
-    def relu(self, name: str, dtype, output: Optional[str] = None) -> str:
+    def relu(self, name: str, dtype, output: str | None = None) -> str:
         """Paddle's relu, `x > 0 ? x : 0`: NaN becomes 0. ONNX Relu, Clip and Max all keep NaN, so one NaN pixel
         would spread to every output (Paddle, OpenVINO and builtin_device give finite results). ThresholdedRelu
         with alpha 0 is that formula; it follows a Relu, which onnxruntime fuses into a preceding Conv (MLAS
@@ -297,7 +298,7 @@ class GraphBuilder:
         zero = self.scalar(0, dtype)
         return self.one("Where", [self.one("Greater", [name, zero]), name, zero], output)
 
-    def fuse(self, name: str, fuse_code: Optional[int], dtype, output: str) -> str:
+    def fuse(self, name: str, fuse_code: int | None, dtype, output: str) -> str:
         """The fused activation (NNAdapter fuse_code) as a Clip; FUSED_NONE as an Identity."""
         code = FuseCode(int(fuse_code or 0))
         if code == FuseCode.FUSED_NONE:
@@ -385,7 +386,10 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
             name = g.one("Identity", [name], f"output{k}")
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
     graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)
-    proto = helper.make_model(graph, producer_name=marked_producer if emitted and marked_producer else "nnadapter-bridge",
-                              opset_imports=[helper.make_operatorsetid("", OPSET)])
+    proto = helper.make_model(
+        graph,
+        producer_name=marked_producer if emitted and marked_producer else "nnadapter-bridge",
+        opset_imports=[helper.make_operatorsetid("", OPSET)],
+    )
     proto.ir_version = IR_VERSION
     return proto

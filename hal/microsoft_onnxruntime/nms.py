@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T
 from hal.common import Unsupported, nms_unsupported_reason, unpack
 from hal.microsoft_onnxruntime.graph import GraphBuilder
 from hal.microsoft_onnxruntime.operations import OPERATIONS
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 
 def _column(g: GraphBuilder, selected: str, k: int) -> str:

@@ -11,15 +11,19 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
+from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN,
     AutoPad,
     FuseCode,
     InterpolateMode,
-    OperationType as T,
     PadMode,
     Precision,
     precision_dtype,
+)
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
 )
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
 from nnadapter_bridge.nnadapter.operations.pool import adaptive_bounds
@@ -27,8 +31,6 @@ from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
-from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type
 
 OPERATIONS = OperationTable("microsoft_onnxruntime")
 
@@ -968,7 +970,7 @@ def _roll(g: GraphBuilder, op: Operation):
         g.one("Reshape", [rolled, g.i64(list(dims))], g.out(op))
         return
     dims = g.dims(op, 0)
-    for k, (shift, axis) in enumerate(zip(shifts, axes)):
+    for shift, axis in zip(shifts, axes):
         axis = normalize_axis(axis, len(dims))
         if not known(dims[axis]):  # only the rolled axes' sizes decide where they wrap
             raise Unsupported(f"ROLL along axis {axis}, whose size is unknown")

@@ -3,8 +3,9 @@ kernels, VNNI here) instead of float convolutions on dequantized values.
 
 What the converters make of a quantized Paddle conv (both PTQ encodings) is a chain
 
-    QUANTIZE(x) -> CONV_2D (int8 x int8 -> int32 sums) -> DEQUANTIZE -> [BATCH_NORMALIZATION] -> [RELU|RELU6 [-> MAX(x, c
-    <= 0), the fake-quant encoding's lower clip, an identity after the relu]] -> QUANTIZE
+    QUANTIZE(x) -> CONV_2D (int8 x int8 -> int32 sums) -> DEQUANTIZE -> [BATCH_NORMALIZATION]
+        -> [RELU|RELU6 [-> MAX(x, c <= 0), the fake-quant encoding's lower clip, an identity after the relu]]
+        -> QUANTIZE
 
 whose last QUANTIZE is the next quantized op's input. onnxruntime fuses DequantizeLinear -> Conv ->
 QuantizeLinear (with int8 weights and an int32 bias behind DequantizeLinear) into QLinearConv, so the chain is
@@ -27,14 +28,14 @@ onnxruntime's QDQ fusions run for it (they are off otherwise: driver.session_opt
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
+from hal.common import is_integer_product, unpack
+from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operation
-from hal.common import is_integer_product, unpack
 
 # The ONNX producer name of a model holding QDQ chains: serialized near the start of the bytes (ModelProto
 # field 2), so the driver can tell without parsing the model.
@@ -51,17 +52,17 @@ def marked_for_qdq(model_bytes) -> bool:
 class ConvChain:
     conv: Operation
     dequantize: Operation
-    batch_norm: Optional[Operation]
-    relu: Optional[Operation]
+    batch_norm: Operation | None
+    relu: Operation | None
     quantize: Operation
-    clip: Optional[Operation] = None  # MAX(x, c <= 0) after the relu: an identity there
+    clip: Operation | None = None  # MAX(x, c <= 0) after the relu: an identity there
 
     def operations(self) -> list:
         return [op for op in (self.conv, self.dequantize, self.batch_norm, self.relu, self.clip, self.quantize)
                 if op is not None]
 
 
-def _sole_consumer(operand, consumers: dict, outputs: set) -> Optional[Operation]:
+def _sole_consumer(operand, consumers: dict, outputs: set) -> Operation | None:
     if operand is None or operand.index in outputs:
         return None
     users = consumers.get(operand.index, [])

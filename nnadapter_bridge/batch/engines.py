@@ -18,7 +18,7 @@ ignore it. The coordinator then still yields the results that had finished, stop
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
 
 from nnadapter_bridge.batch.task import run_task
 from nnadapter_bridge.errors import BridgeError
@@ -140,7 +140,7 @@ def parse_resources(specs: Iterable[str]) -> dict:
 class RayEngine:
     name = "ray"
 
-    def __init__(self, address: Optional[str], jobs: int, resources: Optional[dict] = None):
+    def __init__(self, address: str | None, jobs: int, resources: dict | None = None):
         try:
             import ray  # noqa: F401
         except ImportError:
@@ -184,9 +184,10 @@ class RayEngine:
                             custom[resource] = max(custom.get(resource, 0.0), amount * self.jobs)
                     ray.init(num_cpus=self.jobs, resources=custom or None, **options)
             except Exception as exc:  # noqa: BLE001 - Ray's own errors, said in one line
-                raise BatchError(f"--ray {self.address or '(local)'}: cannot start or join a Ray cluster: "
-                                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") \
-                    from exc
+                raise BatchError(
+                    f"--ray {self.address or '(local)'}: cannot start or join a Ray cluster: "
+                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                ) from exc
             owned = True
         try:
             self.cluster = {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}

@@ -15,7 +15,8 @@ import difflib
 import json
 import os
 import re
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from nnadapter_bridge.errors import BridgeError
 
@@ -127,7 +128,7 @@ def _positive_amounts(value) -> bool:
                                            and not isinstance(v, bool) and v > 0 for k, v in value.items())
 
 
-def _field(check: Callable, default: Any = None, *, factory: Optional[Callable] = None, missing: str = ""):
+def _field(check: Callable, default: Any = None, *, factory: Callable | None = None, missing: str = ""):
     """An entry field the manifest sets: `check(value, field, problems)` gives its typed value (or _INVALID);
     `missing`: the field is required, and this says what to give. An absent or null value takes the default."""
     metadata = {"check": check, "missing": missing}
@@ -145,14 +146,14 @@ class Entry:
     model_name: str
     where: str  # "entries[3]" or "models.mobilenet_v1 x devices[1]"
     model: str = _field(_path, missing="missing: every entry needs a model (a path, or a name from 'models')")
-    params: Optional[str] = _field(_path)
+    params: str | None = _field(_path)
     devices: list[str] = _field(_devices, missing="missing: name the device(s), in the entry, its model or the "
                                                   "top-level 'devices'")
     context_properties: str = _field(_expecting("a string 'KEY=value;KEY=value'", lambda v: isinstance(v, str)), "")
     input_shapes: dict[str, list[int]] = _field(_mapping_of("input name -> [dims]", _dims), factory=dict)
     dynamic_shapes: dict[str, list[list[int]]] = _field(_mapping_of("input name -> [[dims], [dims], ...]",
                                                                     _shape_list), factory=dict)
-    partition_config: Optional[str] = _field(_path)
+    partition_config: str | None = _field(_path)
     min_subgraph_size: int = _field(_integer_from(1), 1)
     seed: int = _field(_integer_from(0), 0)
     reference_inputs: dict[str, str] = _field(_mapping_of("name -> file.npy", _path), factory=dict)

@@ -29,7 +29,7 @@ import tempfile
 import time
 import types
 import warnings
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from nnadapter_bridge.batch.manifest import Entry, InvalidEntry, Manifest, load_manifest
 from nnadapter_bridge.batch.task import RESULT_VERSION
@@ -49,7 +49,7 @@ def _file_digest(path: str) -> str:
     return _DIGESTS[key]
 
 
-def _path_digest(path: Optional[str]) -> str:
+def _path_digest(path: str | None) -> str:
     """sha256 of a file, or of every regular file of a directory (names and contents); '' for None."""
     if not path:
         return ""
@@ -72,8 +72,8 @@ def model_digest(entry: Entry) -> str:
 
 def versions_of(devices) -> str:
     """cache_key.versions for these devices, without opening them (what their cache tokens depend on)."""
-    from nnadapter_bridge.subgraph import cache_key
     from nnadapter_bridge.nnadapter.runtime import DeviceManager
+    from nnadapter_bridge.subgraph import cache_key
 
     manager = DeviceManager.instance()
     fake = []
@@ -167,7 +167,7 @@ class BatchLog:
             os.close(fd)
 
 
-def is_done(entry: Entry, key: str, result_path: str, cache_dir: str, retry_failed: bool = False) -> Optional[dict]:
+def is_done(entry: Entry, key: str, result_path: str, cache_dir: str, retry_failed: bool = False) -> dict | None:
     """The recorded result when the entry is done (module docstring), else None."""
     from nnadapter_bridge.nnadapter.nnc import CacheIdentity, read_nnc_file
 
@@ -196,7 +196,7 @@ class Progress:
     """A terminal's progress bar on stderr: `batch: 7/18 done (6 pass, 1 fail; 3 reused) last: ...`
     (nnadapter_bridge.subgraph.progress: rich on a tty, nothing otherwise)."""
 
-    def __init__(self, total: int, enabled: Optional[bool] = None, stream=None):
+    def __init__(self, total: int, enabled: bool | None = None, stream=None):
         from nnadapter_bridge.subgraph.progress import TerminalProgress
 
         self.total = total
@@ -215,7 +215,7 @@ class Progress:
         self.bar.done()
 
 
-def _render_svg(dot_path: str) -> Optional[str]:
+def _render_svg(dot_path: str) -> str | None:
     exe = shutil.which("dot")
     if exe is None:
         return None
@@ -224,9 +224,9 @@ def _render_svg(dot_path: str) -> Optional[str]:
     return svg if completed.returncode == 0 else None
 
 
-def run_batch(manifest_path: str, out_dir: str, *, engine=None, cache_dir: Optional[str] = None,
-              collect_programs: bool = False, retry_failed: bool = False, progress: Optional[bool] = None,
-              on_result: Optional[Callable[[dict], None]] = None) -> dict:
+def run_batch(manifest_path: str, out_dir: str, *, engine=None, cache_dir: str | None = None,
+              collect_programs: bool = False, retry_failed: bool = False, progress: bool | None = None,
+              on_result: Callable[[dict], None] | None = None) -> dict:
     """Run the manifest (module docstring); returns the report (also written to <out>/report.json)."""
     from nnadapter_bridge.batch.engines import LocalEngine
 

@@ -220,9 +220,9 @@ def run_task(task: dict) -> dict:
 
 
 def _run(entry: Entry, task: dict, cache_dir: str, result: dict, timings: dict, payload: dict) -> None:
+    from nnadapter_bridge.predictor.predictor import create_predictor
     from nnadapter_bridge.validation import inputs
     from nnadapter_bridge.validation.paddle_reference import compare
-    from nnadapter_bridge.predictor.predictor import create_predictor
     from partition import dot_text
 
     os.makedirs(cache_dir, exist_ok=True)

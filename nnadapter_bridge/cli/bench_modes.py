@@ -18,12 +18,11 @@ import contextlib
 import statistics
 import threading
 import time
-from typing import Optional
 
 import numpy as np
 
 
-def latency_runs(predictor, runs: int, seconds: Optional[float]) -> list:
+def latency_runs(predictor, runs: int, seconds: float | None) -> list:
     """Run times (seconds) of `runs` runs, or of as many as fit in `seconds` (at least one) when given."""
     times = []
     deadline = None if seconds is None else time.perf_counter() + seconds
@@ -42,7 +41,7 @@ def latency_summary(times: list) -> dict:
             "mean_seconds": statistics.fmean(times), "min_seconds": min(times), "max_seconds": max(times)}
 
 
-def throughput(predictor, feeds: dict, requests: int, runs: int, seconds: Optional[float]) -> dict:
+def throughput(predictor, feeds: dict, requests: int, runs: int, seconds: float | None) -> dict:
     """`requests` clones run at once, each on its own thread, until `runs` runs in all are done or `seconds`
     have passed: frames per second over the wall time, and the latency each request saw."""
     clones = [predictor.clone() for _ in range(requests)]

@@ -31,15 +31,10 @@ import sys
 import tempfile
 import time
 
-
 from nnadapter_bridge.cli import bench_modes
-
-
-from nnadapter_bridge.validation import inputs
-
-
 from nnadapter_bridge.commands import model_config, options, output
 from nnadapter_bridge.commands.options import CliError
+from nnadapter_bridge.validation import inputs
 
 # The context property each device reads its thread count from.
 THREAD_PROPERTIES = {
@@ -304,8 +299,8 @@ def accuracy_report(args, predictor, config, outputs: dict) -> dict:
     compare_float = getattr(args, "compare_float", None)
     if not (compare_paddle or compare_float):
         return {}
-    from nnadapter_bridge.validation import paddle_reference
     from nnadapter_bridge.cli.cmd_run import _compare_float, reduced_precision_reason
+    from nnadapter_bridge.validation import paddle_reference
 
     report = {}
     feeds = predictor.bench_inputs

@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 import time
 
-from nnadapter_bridge.validation import inputs
-
 from nnadapter_bridge.commands import model_config, options, output
 from nnadapter_bridge.commands.channel import DeviceError, current, raise_for_device_fallbacks
 from nnadapter_bridge.commands.options import CliError
+from nnadapter_bridge.validation import inputs
 
 NO_CACHE_SUPPORT = "do not support the model cache"
 

@@ -18,9 +18,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from nnadapter_bridge.nnadapter.runtime import DeviceManager
-
     from nnadapter_bridge.commands.output import format_table, print_json
+    from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
     # A driver module that imports but whose SDK is missing cannot run anything: not "loaded" (issue 26).
     infos = [dataclasses.replace(info, loaded=False) if info.unavailable else info

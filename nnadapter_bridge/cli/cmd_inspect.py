@@ -1,8 +1,8 @@
 """`nnadapter-bridge inspect MODEL [--params FILE] [--json]`: what a Paddle model contains.
 
 Format ("program_desc"; "pir" with its serialization version; "naive_buffer", Paddle Lite's `.nb`, with its
-meta_version and opt_version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block counts, parameter
-count and bytes, and how long loading took.
+meta_version and opt_version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block
+counts, parameter count and bytes, and how long loading took.
 """
 from __future__ import annotations
 

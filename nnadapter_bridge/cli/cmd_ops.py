@@ -54,7 +54,9 @@ def collect(device_names=None) -> dict:
     manager = DeviceManager.instance()
     check_device_names(manager, device_names)
     result = {
-        "converters": {op_type: [e.name for e in spec.emits] for op_type, spec in sorted(converters.CONVERTERS.items())},
+        "converters": {
+            op_type: [e.name for e in spec.emits] for op_type, spec in sorted(converters.CONVERTERS.items())
+        },
         "devices": {},
         "unavailable": {},  # device -> what to install (its SDK is missing)
     }

@@ -22,10 +22,9 @@ import sys
 import tempfile
 import time
 
-from nnadapter_bridge.validation import inputs
-
 from nnadapter_bridge.commands import model_config, options, output
 from nnadapter_bridge.commands.options import CliError
+from nnadapter_bridge.validation import inputs
 
 # Paddle Lite's --valid_targets that give the file we write: its kernel choice (the `__@kernel_type_attr@__` of
 # feed/fetch, the fallback to the first registered kernel elsewhere) holds on x86, ARM and host builds.
@@ -137,7 +136,7 @@ def run(args) -> int:
         if unsupported:
             import warnings
 
-            warnings.warn(f"{out_path} holds ops that nothing here can run: {', '.join(unsupported)}")
+            warnings.warn(f"{out_path} holds ops that nothing here can run: {', '.join(unsupported)}", stacklevel=2)
         _progress(f"writing {out_path}")
         blob = graph_to_naive_buffer(graph)
         try:
@@ -163,8 +162,8 @@ def run(args) -> int:
 def _compile(args, nb_path: str, cache_dir: str) -> dict:
     """Load the written `.nb`, run it once on DEVICE with `cache_dir` as the model cache; the programs (a
     DeviceError, exit 3, when the device fails or a program cannot be written, as `convert`)."""
-    from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
     from nnadapter_bridge.cli.cmd_convert import check_programs_written
+    from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
 
     convert_args = argparse.Namespace(model=nb_path, params=None, devices=[args.with_nnc],
                                       context_properties=args.context_properties, min_subgraph_size=1,

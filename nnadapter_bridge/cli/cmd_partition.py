@@ -24,9 +24,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nnadapter_bridge.commands import model_config, options, output
-from nnadapter_bridge.commands.partition_report import (analyze, check_strict, picture, render_per_op, render_summary,
-                                                         report)
 from nnadapter_bridge.commands.options import CliError
+from nnadapter_bridge.commands.partition_report import (
+    analyze,
+    check_strict,
+    picture,
+    render_per_op,
+    render_summary,
+    report,
+)
 
 if TYPE_CHECKING:  # the partition machinery is imported when a command runs, not when the parser is built
     from nnadapter_bridge.subgraph.plan import PartitionPlan

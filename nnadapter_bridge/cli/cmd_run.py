@@ -248,8 +248,8 @@ def _compare_float(ours: dict, reference: dict) -> dict:
 def reduced_precision_reason(predictor, config) -> str:
     """Why the outputs are judged at the reduced-precision tolerance ("" when they are not): a quantized model,
     or intel_openvino computing in bf16 / f16."""
-    from nnadapter_bridge.subgraph.mixed_precision import is_quantized_model
     from nnadapter_bridge.nnadapter.properties import Properties
+    from nnadapter_bridge.subgraph.mixed_precision import is_quantized_model
 
     if is_quantized_model(predictor.graph):
         return "quantized model"

@@ -27,7 +27,6 @@ import json
 import re
 import sys
 import warnings
-from typing import Optional
 
 from nnadapter_bridge.errors import BridgeError
 
@@ -67,7 +66,7 @@ class CommandError(BridgeError):
 
     exit_status = EXIT_USAGE
 
-    def __init__(self, message: str, hint: Optional[str] = None):
+    def __init__(self, message: str, hint: str | None = None):
         self.hint = hint
         super().__init__(message)
 
@@ -90,7 +89,7 @@ def exit_status_of(exc: BaseException) -> int:
     return EXIT_USAGE
 
 
-def hint_of(exc: BaseException) -> Optional[str]:
+def hint_of(exc: BaseException) -> str | None:
     from nnadapter_bridge.errors import DeviceNotFoundError
 
     hint = getattr(exc, "hint", None)
@@ -105,8 +104,8 @@ class Channel:
     """Warnings and the final document of one command (module docstring).
 
     Warnings are printed as they come, except those about cache files (written by threads of their own after a
-    run), device fallbacks and the host share they cause (which a command may turn into its error): they wait for the end of the command,
-    where a failure that already says the same thing absorbs them, so no reason is printed twice."""
+    run), device fallbacks and the host share they cause (which a command may turn into its error): they wait for the
+    end of the command, where a failure that already says the same thing absorbs them, so no reason is printed twice."""
 
     DEFERRED = frozenset({"NncCacheWarning", "DeviceFallbackWarning", "HostPlacementWarning"})
 
@@ -205,7 +204,7 @@ class Channel:
         return status
 
 
-_CURRENT: Optional[Channel] = None
+_CURRENT: Channel | None = None
 
 
 def current() -> Channel:

@@ -4,11 +4,9 @@ on the host."""
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from nnadapter_bridge.commands.channel import current, raise_for_device_fallbacks
-from nnadapter_bridge.commands.options import (CliError, check_file, check_min_subgraph_size, check_seed,
-                                          device_names)
+from nnadapter_bridge.commands.options import CliError, check_file, check_min_subgraph_size, check_seed, device_names
 
 
 def check_model_path(args) -> None:
@@ -24,7 +22,7 @@ def check_partition_config_path(args) -> None:
         check_file(path, f"--partition-config {path}")
 
 
-def build_config(args, *, cache_dir: Optional[str] = None, dynamic_shape_info: Optional[dict] = None):
+def build_config(args, *, cache_dir: str | None = None, dynamic_shape_info: dict | None = None):
     """A Config from the model, device and partition options in `args` (checks paths first)."""
     # Imported on call, as create_predictor below: a command that opens no model (`devices`, `--help`) starts
     # without the predictor floor.

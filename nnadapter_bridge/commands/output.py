@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence], right_align: I
     return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
 
 
-def _rich_table(header: Sequence[str], rows: Sequence[Sequence], right: set) -> Optional[str]:
+def _rich_table(header: Sequence[str], rows: Sequence[Sequence], right: set) -> str | None:
     try:
         import io
         import shutil
@@ -78,7 +78,7 @@ def _rich_table(header: Sequence[str], rows: Sequence[Sequence], right: set) -> 
     return console.file.getvalue().rstrip("\n")
 
 
-def human_bytes(n: Optional[int]) -> str:
+def human_bytes(n: int | None) -> str:
     if n is None:
         return "-"
     if n < 1024:

@@ -139,7 +139,8 @@ def _no_host_kernel(plan: PartitionPlan) -> set:
 def check_strict(plan: PartitionPlan) -> None:
     """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host, other than
     control flow (partition_plan.check_strict: a warning says it runs on the host)."""
-    from nnadapter_bridge.subgraph.plan import check_strict as check_share, host_share
+    from nnadapter_bridge.subgraph.plan import check_strict as check_share
+    from nnadapter_bridge.subgraph.plan import host_share
 
     share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
     check_share(share, plan.device_names)

@@ -18,13 +18,14 @@ Every case is a `Case`: an id, the operation type, inputs in the `harness.build_
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from nnadapter_bridge.conformance.harness import Const, Quant
 from nnadapter_bridge.conformance.samples import Sample
-from nnadapter_bridge.nnadapter.codes import AutoPad, FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import AutoPad, FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType
 
@@ -198,7 +199,10 @@ def _gen_conv(rng, n):
         sh, sw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
         dh, dw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
         pads = [int(p) for p in rng.integers(0, 2, 4)]
-        if _conv_out(height, kh, sh, pads[0] + pads[1], dh) >= 1 and _conv_out(width, kw, sw, pads[2] + pads[3], dw) >= 1:
+        if (
+            _conv_out(height, kh, sh, pads[0] + pads[1], dh) >= 1
+            and _conv_out(width, kw, sw, pads[2] + pads[3], dw) >= 1
+        ):
             break
     else:  # pragma: no cover - 20 tries always find one
         return None
@@ -225,8 +229,13 @@ def _gen_pool(rng, n):
         kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         sh, sw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
         pads = [int(p) for p in rng.integers(0, 2, 4)]
-        if min(pads[0], pads[1]) < kh and min(pads[2], pads[3]) < kw and all(p < k for p, k in zip(pads, (kh, kh, kw, kw))) \
-                and _conv_out(height, kh, sh, pads[0] + pads[1], 1) >= 1 and _conv_out(width, kw, sw, pads[2] + pads[3], 1) >= 1:
+        if (
+            min(pads[0], pads[1]) < kh
+            and min(pads[2], pads[3]) < kw
+            and all(p < k for p, k in zip(pads, (kh, kh, kw, kw)))
+            and _conv_out(height, kh, sh, pads[0] + pads[1], 1) >= 1
+            and _conv_out(width, kw, sw, pads[2] + pads[3], 1) >= 1
+        ):
             break
     else:  # pragma: no cover
         return None
@@ -314,7 +323,7 @@ class GraphCase:
     kinds: list
 
 
-def random_graph(rng: np.random.Generator, number: int, allowed: Optional[set] = None) -> Optional[GraphCase]:
+def random_graph(rng: np.random.Generator, number: int, allowed: set | None = None) -> GraphCase | None:
     """A model of 2-6 operations drawn from GRAPH_KINDS (only kinds in `allowed`, when given); None when fewer
     than two kinds are allowed."""
     kinds = [k for k in GRAPH_KINDS if allowed is None or k in allowed]

@@ -13,7 +13,7 @@ every dim the prepare step claims to know must equal the real one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from nnadapter_bridge.nnadapter.types import OperandType
 @dataclasses.dataclass
 class Const:
     value: object
-    precision: Optional[Precision] = None
+    precision: Precision | None = None
 
 
 @dataclasses.dataclass
@@ -33,8 +33,8 @@ class Quant:
     """A quantized tensor: raw integers plus scale(s); a constant unless `is_input`."""
 
     value: np.ndarray
-    scale: Optional[float] = None
-    scales: Optional[Sequence[float]] = None
+    scale: float | None = None
+    scales: Sequence[float] | None = None
     channel_dim: int = 0
     zero_point: int = 0
     precision: Precision = Precision.QUANT_INT8_SYMM_PER_LAYER
@@ -47,7 +47,7 @@ class Quant:
 
 
 def build_op(op_type: OperationType, inputs: Sequence, n_outputs: int = 1,
-             output_types: Optional[Sequence[Optional[OperandType]]] = None,
+             output_types: Sequence[OperandType | None] | None = None,
              null_outputs: Sequence[int] = ()):
     """Build a model with one operation; returns (model, input arrays in model-input order)."""
     model = Model()
@@ -95,14 +95,18 @@ def check_inferred(model: Model, results: Sequence[np.ndarray]) -> None:
     for operand, array in zip(model.output_operands, results):
         t = operand.type
         assert t.precision != Precision.UNKNOWN, f"{operand.label()}: prepare left the precision unknown"
-        assert len(t.dims) == array.ndim, f"{operand.label()}: inferred rank {len(t.dims)} dims {t.dims}, real shape {array.shape}"
-        for k, (d, real) in enumerate(zip(t.dims, array.shape)):
+        assert len(t.dims) == array.ndim, (
+            f"{operand.label()}: inferred rank {len(t.dims)} dims {t.dims}, real shape {array.shape}"
+        )
+        for d, real in zip(t.dims, array.shape):
             assert d == UNKNOWN or d == real, f"{operand.label()}: inferred dims {t.dims}, real shape {array.shape}"
-        assert array.dtype == t.dtype, f"{operand.label()}: inferred {t.precision.name} ({t.dtype}), kernel gave {array.dtype}"
+        assert array.dtype == t.dtype, (
+            f"{operand.label()}: inferred {t.precision.name} ({t.dtype}), kernel gave {array.dtype}"
+        )
 
 
 def run_op(op_type: OperationType, inputs: Sequence, n_outputs: int = 1,
-           output_types: Optional[Sequence[Optional[OperandType]]] = None,
+           output_types: Sequence[OperandType | None] | None = None,
            null_outputs: Sequence[int] = (), check_shapes: bool = True) -> list:
     """Build, infer, run through the standard's reference (what builtin_device runs); returns the outputs."""
     from nnadapter_bridge.nnadapter.reference import run_model

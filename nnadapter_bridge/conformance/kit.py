@@ -29,16 +29,16 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from nnadapter_bridge.commands.output import format_table
-from nnadapter_bridge.validation import tolerances
 from nnadapter_bridge.conformance import generators
 from nnadapter_bridge.conformance.harness import build_op
 from nnadapter_bridge.conformance.samples import SAMPLES
 from nnadapter_bridge.nnadapter.codes import OperationType, Precision
+from nnadapter_bridge.validation import tolerances
 
 LEVELS = ("quick", "default", "full")
 
@@ -102,7 +102,7 @@ def tolerance_of(precision) -> tuple:
 class Mismatch(Exception):
     """A result outside its tolerance (the message says where), with the worst error and error/bound."""
 
-    def __init__(self, message: str, max_abs_error: Optional[float] = None, worst_ratio: Optional[float] = None):
+    def __init__(self, message: str, max_abs_error: float | None = None, worst_ratio: float | None = None):
         super().__init__(message)
         self.max_abs_error = max_abs_error
         self.worst_ratio = worst_ratio
@@ -166,8 +166,8 @@ class CaseResult:
     status: str
     phase: str = ""     # for a failure: validate, create_program, execute_program, compare, nnc, restore
     message: str = ""
-    max_abs_error: Optional[float] = None
-    worst_ratio: Optional[float] = None  # worst error / its bound (<= 1 passes)
+    max_abs_error: float | None = None
+    worst_ratio: float | None = None  # worst error / its bound (<= 1 passes)
 
 
 @dataclasses.dataclass
@@ -178,8 +178,8 @@ class OperationRow:
     cases: int = 0
     claimed: int = 0
     passed: int = 0
-    max_abs_error: Optional[float] = None
-    worst_ratio: Optional[float] = None
+    max_abs_error: float | None = None
+    worst_ratio: float | None = None
     worst_case: str = ""
     failures: list = dataclasses.field(default_factory=list)
 
@@ -309,7 +309,7 @@ def _describe(exc: BaseException) -> str:
 # -- the kit ---------------------------------------------------------------------------------------------
 class _Kit:
     def __init__(self, device_name: str, level: str, seed: int, properties: str, workdir: str,
-                 allow_no_cache: bool, progress: Optional[Callable[[str], None]]):
+                 allow_no_cache: bool, progress: Callable[[str], None] | None):
         from nnadapter_bridge.nnadapter.runtime import Context, DeviceManager
 
         self.device_name = device_name
@@ -420,7 +420,7 @@ class _Kit:
         cases.extend(generators.shape_cases(self.rng, plan.shape_rounds))
         return cases
 
-    def run_case(self, case) -> Optional[CaseResult]:
+    def run_case(self, case) -> CaseResult | None:
         from nnadapter_bridge.nnadapter.reference import run_model
 
         try:
@@ -608,8 +608,8 @@ class _Kit:
 
 
 def run_conformance(device_name: str, *, level: str = "default", seed: int = 0, properties: str = "",
-                    operations: Optional[Sequence[str]] = None, allow_no_cache: bool = False,
-                    workdir: Optional[str] = None, progress: Optional[Callable[[str], None]] = None) -> ConformanceReport:
+                    operations: Sequence[str] | None = None, allow_no_cache: bool = False,
+                    workdir: str | None = None, progress: Callable[[str], None] | None = None) -> ConformanceReport:
     """Check the installed (or registered) driver `device_name`; see the module docstring.
 
     `level`: "quick", "default" or "full" (how many variants, graphs and stress iterations); `seed`: every
@@ -643,7 +643,7 @@ def run_conformance(device_name: str, *, level: str = "default", seed: int = 0, 
     return report
 
 
-def _run_phases(kit: "_Kit", device_name: str, level: str, seed: int, wanted: Optional[set]) -> ConformanceReport:
+def _run_phases(kit: _Kit, device_name: str, level: str, seed: int, wanted: set | None) -> ConformanceReport:
     driver = kit.device.driver
     info = {"name": device_name, "vendor": str(getattr(driver, "vendor", "")),
             "version": int(getattr(driver, "version", 0)), "type": str(getattr(driver, "type", ""))}

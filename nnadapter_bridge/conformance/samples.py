@@ -6,24 +6,27 @@ Each `Sample` is one operation with its inputs in the `harness.build_op` format 
 input, `Const(...)` = constant, Python scalar = shape-[1] constant, None = omitted optional operand,
 `Quant(...)` = quantized tensor), taken from the patterns of the operation tests
 (tests/nnadapter/operations/test_*.py). Every one of the 96 operations has at least one sample; several
-have more where the mapping to other runtimes has distinct paths (fuse codes, quantized operands, ceil_mode, align_corners, run-time parameters).
+have more where the mapping to other runtimes has distinct paths (fuse codes, quantized operands, ceil_mode,
+align_corners, run-time parameters).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from nnadapter_bridge.conformance.harness import Const, Quant
 from nnadapter_bridge.nnadapter.codes import (
     AutoPad,
     FuseCode,
     InterpolateMode,
-    OperationType as T,
     PadMode,
     Precision,
 )
-from nnadapter_bridge.conformance.harness import Const, Quant
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
+)
 
 I32, I64 = int(Precision.INT32), int(Precision.INT64)
 
@@ -87,7 +90,11 @@ def _samples() -> list:
     add("DIV_float", T.DIV, [a, uniform(0.5, 2.0, (3, 4)), 0])
     add("DIV_int_truncates", T.DIV, [np.int32([7, -7, 7, -7, 9]), np.int32([2, 2, -2, -2, 3]), 0])
     add("POW_float", T.POW, [uniform(0.1, 3.0, (2, 5)), uniform(-2.0, 2.0, (2, 5), seed=3), 0])
-    add("FLOOR_DIV_float", T.FLOOR_DIV, [randn(3, 5, seed=4) * 5, uniform(0.5, 3.0, (3, 5)) * np.float32([1, -1, 1, -1, 1]), 0])
+    add(
+        "FLOOR_DIV_float",
+        T.FLOOR_DIV,
+        [randn(3, 5, seed=4) * 5, uniform(0.5, 3.0, (3, 5)) * np.float32([1, -1, 1, -1, 1]), 0],
+    )
     add("FLOOR_DIV_int", T.FLOOR_DIV, [np.int64([7, -7, 7, -7, 0, 9]), np.int64([2, 2, -2, -2, 3, 3]), 0])
     add("ADD_quant", T.ADD, [Quant(_q8((2, 3)), 0.0213), Quant(_q8((2, 3), 1), 0.0317), int(FuseCode.FUSED_RELU)])
     add("SUM_three", T.SUM, [randn(2, 3, seed=5), randn(2, 3, seed=6), Const(randn(3, seed=7))])
@@ -133,20 +140,51 @@ def _samples() -> list:
     # -- convolution and pooling --------------------------------------------------------------------
     img = randn(1, 4, 7, 8, seed=21)
     w = randn(6, 4, 3, 3, seed=22) * 0.3
-    add("CONV_2D_pads_relu", T.CONV_2D, [img, Const(w), Const(randn(6, seed=23)), int(AutoPad.AUTO_PAD_NONE),
-                                         Const([1, 0, 2, 1]), Const([1, 2]), 1, Const([1, 1]), int(FuseCode.FUSED_RELU)])
+    add(
+        "CONV_2D_pads_relu",
+        T.CONV_2D,
+        [
+            img,
+            Const(w),
+            Const(randn(6, seed=23)),
+            int(AutoPad.AUTO_PAD_NONE),
+            Const([1, 0, 2, 1]),
+            Const([1, 2]),
+            1,
+            Const([1, 1]),
+            int(FuseCode.FUSED_RELU),
+        ],
+    )
     add("CONV_2D_same_dilated", T.CONV_2D, [img, Const(w), None, int(AutoPad.AUTO_PAD_SAME), Const([0, 0, 0, 0]),
                                             Const([2, 2]), 1, Const([2, 2]), 0])
     add("CONV_2D_depthwise_valid", T.CONV_2D, [img, Const(randn(8, 1, 3, 3, seed=24)), Const(randn(8, seed=25)),
                                                int(AutoPad.AUTO_PAD_VALID), None, Const([1, 1]), 4, Const([1, 1]),
                                                int(FuseCode.FUSED_RELU6)])
-    add("CONV_2D_quant_per_channel", T.CONV_2D, [
-        Quant(_q8((1, 2, 5, 5)), scale=0.05),
-        Quant(_q8((3, 2, 3, 3), 3), scales=[0.01, 0.02, 0.03], precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL,
-              is_input=False),
-        Quant(np.int32([100, -200, 300]), scales=[0.0005, 0.001, 0.0015], precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL,
-              is_input=False),
-        0, Const([1, 1, 1, 1]), Const([1, 1]), 1, Const([1, 1]), 0])
+    add(
+        "CONV_2D_quant_per_channel",
+        T.CONV_2D,
+        [
+            Quant(_q8((1, 2, 5, 5)), scale=0.05),
+            Quant(
+                _q8((3, 2, 3, 3), 3),
+                scales=[0.01, 0.02, 0.03],
+                precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL,
+                is_input=False,
+            ),
+            Quant(
+                np.int32([100, -200, 300]),
+                scales=[0.0005, 0.001, 0.0015],
+                precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL,
+                is_input=False,
+            ),
+            0,
+            Const([1, 1, 1, 1]),
+            Const([1, 1]),
+            1,
+            Const([1, 1]),
+            0,
+        ],
+    )
     wt = randn(4, 3, 3, 3, seed=26) * 0.3
     add("CONV_2D_TRANSPOSE", T.CONV_2D_TRANSPOSE, [img, Const(wt), Const(randn(3, seed=27)), 0, Const([1, 0, 1, 2]),
                                                    Const([2, 2]), 1, Const([1, 1]), Const([1, 0]), None, 0])

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +116,7 @@ class HostExecutor:
         visit(ops)
         return missing
 
-    def plan_for(self, op, scope: dict) -> Optional[HostPlan]:
+    def plan_for(self, op, scope: dict) -> HostPlan | None:
         """The cached plan `op` would use with the current scope's input shapes (None before its first run)."""
         return self._plans.get(self._key(op, scope)[1])
 

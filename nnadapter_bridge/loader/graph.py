@@ -25,7 +25,11 @@ from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.model_files import ModelSource, resolve
 from nnadapter_bridge.loader.params import (
-    NOT_SAVED_KINDS, PER_VAR_MMAP_THRESHOLD, map_file, read_combined, read_single,
+    NOT_SAVED_KINDS,
+    PER_VAR_MMAP_THRESHOLD,
+    map_file,
+    read_combined,
+    read_single,
 )
 from nnadapter_bridge.loader.program import (
     EMPTY_VAR_NAME,
@@ -64,7 +68,7 @@ class ProgramGraph:
         self.opt_version: str | None = None  # the Paddle Lite opt that wrote a .nb (set by load_model)
         self.inputs = _feed_fetch_targets(blocks[0], "feed", "Out")
         self.outputs = _feed_fetch_targets(blocks[0], "fetch", "X")
-        self._graphs: dict[int, "nx.DiGraph"] = {}
+        self._graphs: dict[int, nx.DiGraph] = {}
         self._readers: dict[int, dict[str, list[OpInfo]]] = {}
         self._writers: dict[int, dict[str, list[OpInfo]]] = {}
         for block in blocks:
@@ -80,11 +84,11 @@ class ProgramGraph:
 
     # -- graph views ------------------------------------------------------------------------------------
     @property
-    def graph(self) -> "nx.DiGraph":
+    def graph(self) -> nx.DiGraph:
         """The versioned var/op DAG of block 0 (see the module docstring)."""
         return self.block_graph(0)
 
-    def block_graph(self, block: int = 0) -> "nx.DiGraph":
+    def block_graph(self, block: int = 0) -> nx.DiGraph:
         """The versioned var/op DAG of any block; vars of enclosing blocks appear as plain var nodes."""
         import networkx as nx
 

@@ -94,10 +94,10 @@ class _Buffer:
         self.check(pos, 4, field)
         return struct.unpack_from("<I", self.data, pos)[0]
 
-    def root(self, field: str) -> "_Table":
+    def root(self, field: str) -> _Table:
         return self.table_at(self.u32(0, "root offset"), field)
 
-    def table_at(self, pos: int, field: str) -> "_Table":
+    def table_at(self, pos: int, field: str) -> _Table:
         self.spend(1, field)
         self.check(pos, 4, field)
         vtable = pos - struct.unpack_from("<i", self.data, pos)[0]

@@ -20,7 +20,8 @@ Paddle Lite's fallback: its first registered kernel for the target.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flatbuffers
 import numpy as np
@@ -28,8 +29,7 @@ import numpy as np
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.dtypes import var_type_of_dtype
-from nnadapter_bridge.loader.naive_buffer import (HEADER_SIZE, LOD_TENSOR_UNION, OPT_VERSION_SIZE,
-                                                  PARAMS_VERSION)
+from nnadapter_bridge.loader.naive_buffer import HEADER_SIZE, LOD_TENSOR_UNION, OPT_VERSION_SIZE, PARAMS_VERSION
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo
 
 # The version string written into the header. Paddle Lite compares it with its own and only warns on a

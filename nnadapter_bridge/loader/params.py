@@ -13,12 +13,12 @@ import struct
 from typing import cast
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.validate import MAX_RANK
-from google.protobuf.message import DecodeError
 
 # Var kinds that the Paddle writer never puts in a params file even when persistable (facts §7.3).
 NOT_SAVED_KINDS = frozenset({

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.pir_tables import compat, compat_by_legacy, signatures
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
 
-_orjson: Optional[ModuleType]
+_orjson: ModuleType | None
 try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
@@ -186,7 +186,7 @@ class _Translator:
         self.values: dict[int, _Value] = {}
         self.blocks: list[dict] = []  # {"idx", "parent", "ops": [OpInfo], "vars": {name: VarInfo}}
         self.counters: dict[str, int] = {}
-        self.fetch_names: dict[Optional[int], str] = {}
+        self.fetch_names: dict[int | None, str] = {}
         self.params: dict[str, tuple] = {}
         self.feed_col = 0
         self.current_block = 0
@@ -1193,7 +1193,7 @@ _OPERAND_ALIASES = {("one_hot", "num_classes"): "depth"}
 _IMPLIED_ATTRS = {"tril": {"lower": (True, _A.BOOLEAN)}, "triu": {"lower": (False, _A.BOOLEAN)}}
 
 # Legacy types a fixup turns into another legacy type.
-_RENAMED_BY_FIXUP: dict[Optional[str], Optional[str]] = {"split_with_num": "split"}
+_RENAMED_BY_FIXUP: dict[str | None, str | None] = {"split_with_num": "split"}
 
 
 def _fix_set_value(tr, op, block, legacy, inputs, outputs, attrs, types, operands):

@@ -16,7 +16,13 @@ from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes, validate
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.program import (
-    EMPTY_VAR_NAME, BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, lookup_var,
+    EMPTY_VAR_NAME,
+    BlockInfo,
+    BlockRef,
+    OpInfo,
+    VarInfo,
+    VarRef,
+    lookup_var,
 )
 
 

@@ -25,7 +25,8 @@ import functools
 import json
 import os
 import re
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
@@ -56,11 +57,11 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _A = pb.AttrType
 
 
-def where_of(path: Optional[str]) -> str:
+def where_of(path: str | None) -> str:
     return path or "<model buffer>"
 
 
-def name_problem(name: str) -> Optional[str]:
+def name_problem(name: str) -> str | None:
     """Why `name` cannot be a var / op / slot / attribute name here, or None when it can."""
     bad = _BAD_NAME_CHARS.search(name)
     if bad is None:
@@ -104,7 +105,7 @@ def text(value, what: str, where: str, *, is_name: bool = True) -> str:
     return value
 
 
-def check_dims(dims, what: str, where: str, var: Optional[str] = None) -> tuple:
+def check_dims(dims, what: str, where: str, var: str | None = None) -> tuple:
     """Declared dims as a tuple of ints: at most MAX_RANK axes, each -1 (unknown) or 0..MAX_DIM."""
     dims = tuple(dims)
     if len(dims) > MAX_RANK:
@@ -224,7 +225,7 @@ def type_words(attr_type: int) -> str:
     return _TYPE_WORDS.get(attr_type, f"AttrType {attr_type}")
 
 
-def attr_type_problem(declared: int, stored: int, value) -> Optional[str]:
+def attr_type_problem(declared: int, stored: int, value) -> str | None:
     """Why an attribute stored as `stored` cannot be read as the `declared` type, or None when it can."""
     if stored in (_A.VAR, _A.VARS):  # a tensor-valued attribute: its value is read from the tensor
         return None
@@ -247,11 +248,11 @@ class _Program:
         self.params = params
         self.where = where
 
-    def fail(self, op, attr: Optional[str], message: str) -> ModelFormatError:
+    def fail(self, op, attr: str | None, message: str) -> ModelFormatError:
         what = f"op {op.label()}" + (f": attribute '{attr}'" if attr else "")
         return ModelFormatError(f"{what} {message}", path=self.where)
 
-    def shape(self, op, name: Optional[str]) -> Optional[tuple]:
+    def shape(self, op, name: str | None) -> tuple | None:
         """The dims of var `name` when the file states them: a parameter's stored dims, else the declared dims
         of a dense tensor. A declared [] counts as unknown (hand-written programs declare outputs that way)."""
         if not name:
@@ -265,7 +266,7 @@ class _Program:
             return None
         return tuple(var.shape)
 
-    def rank(self, op, slot: str) -> Optional[int]:
+    def rank(self, op, slot: str) -> int | None:
         names = [n for n in op.input(slot) if n]
         shape = self.shape(op, names[0]) if names else None
         return None if shape is None else len(shape)
@@ -297,7 +298,7 @@ def _has_input(op, slot: str) -> bool:
     return any(n for n in op.input(slot) if n != "@EMPTY@")
 
 
-def _check_axis(p: _Program, op, attr: str, axis, rank: Optional[int], low: int, high: int, what: str = "") -> None:
+def _check_axis(p: _Program, op, attr: str, axis, rank: int | None, low: int, high: int, what: str = "") -> None:
     if rank is None or axis is None:
         return
     if not low <= axis < high:
@@ -305,7 +306,7 @@ def _check_axis(p: _Program, op, attr: str, axis, rank: Optional[int], low: int,
                      f"{what}")
 
 
-def _axis_rule(attr: str, slot: str = "X", *, extra: int = 0, skip_if: Optional[str] = None, default: int = -1):
+def _axis_rule(attr: str, slot: str = "X", *, extra: int = 0, skip_if: str | None = None, default: int = -1):
     """`attr` (an int) in [-(R + extra), R + extra) for the rank R of input `slot`; `skip_if` names the tensor
     input that replaces the attribute when present."""
 
@@ -583,7 +584,7 @@ def _check_feed_fetch(p: _Program) -> None:
                 fed[name] = op
 
 
-def validate_program(blocks, params: dict, path: Optional[str]) -> None:
+def validate_program(blocks, params: dict, path: str | None) -> None:
     """The checks of a built program that need the whole graph (see the module docstring)."""
     p = _Program(blocks, params, where_of(path))
     check_sub_blocks(blocks, p.where)

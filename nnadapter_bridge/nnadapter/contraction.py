@@ -14,7 +14,8 @@ merged node, which networkx's contracted_nodes would do by copying the graph eac
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Mapping, Optional, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TypeVar
 
 Node = TypeVar("Node", bound=Hashable)
 
@@ -35,7 +36,7 @@ def _reaches_backwards(starts: Iterable, target, pred: Mapping) -> bool:
 
 
 def contract(order: Iterable[Node], successors: Mapping[Node, Iterable[Node]],
-             group_of: Callable[[Node], Optional[Hashable]]) -> dict[Node, Node]:
+             group_of: Callable[[Node], Hashable | None]) -> dict[Node, Node]:
     """Cluster the nodes of a DAG: node -> its cluster's root (a member that names the cluster; not
     necessarily its first node in `order`).
 

@@ -18,8 +18,7 @@ model output (-k-1), once as a shared buffer, so the .nnc indexes can describe i
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
-
+from collections.abc import Sequence
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import Lifetime, ResultCode
@@ -128,7 +127,7 @@ def build_submodels(model: Model, clusters: Sequence) -> list:
         sub = Model()
         copies: dict = {}
 
-        def copy_of(operand):
+        def copy_of(operand, sub=sub, copies=copies):  # bound: the loop rebinds both
             if operand is None:
                 return None
             if operand.index not in copies:

@@ -7,7 +7,7 @@ how a multi-device partition is shown.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from nnadapter_bridge.nnadapter.codes import Lifetime
 from nnadapter_bridge.nnadapter.model import Model
@@ -19,7 +19,7 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def model_to_dot(model: Model, name: str = "model", device_of: Optional[Sequence[int]] = None) -> str:
+def model_to_dot(model: Model, name: str = "model", device_of: Sequence[int] | None = None) -> str:
     """The DOT text of `model`; `device_of[i]` is the device index of model.operations[i]."""
     positions = {id(o): i for i, o in enumerate(model.operands)}
     lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;"]

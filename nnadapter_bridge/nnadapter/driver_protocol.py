@@ -20,7 +20,8 @@ a program sharing the compiled parts of `program` with its own execution state, 
 run it from several threads at once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the
 caller owns, for `arrays` in model input order (the runtime calls it instead of `execute_program` for a
 compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small
-models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`, per operation the reason the driver
+models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`, per
+operation the reason the driver
 declines it ("" when it runs it, so it agrees with `validate_program`), which the support decisions and the
 engine show the user. Which errors are the device's fault and which the caller's:
 `runtime.is_device_fault`.
@@ -28,7 +29,8 @@ engine show the user. Which errors are the device's fault and which the caller's
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +50,7 @@ ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
 #           touch again (onnxruntime's run() results), may hand it over with it instead of filling a copy.
 AccessFunction = Callable[[Any, OperandType], np.ndarray]
 # callback(event_id, user_data) -> int, passed through to the driver unchanged (NNAdapterContext_create).
-ContextCallback = Optional[Callable[..., int]]
+ContextCallback = Callable[..., int] | None
 
 
 @dataclasses.dataclass
@@ -83,8 +85,8 @@ class Cache:
 
     token: str = ""
     dir: str = ""
-    input_types: List[OperandType] = dataclasses.field(default_factory=list)
-    output_types: List[OperandType] = dataclasses.field(default_factory=list)
+    input_types: list[OperandType] = dataclasses.field(default_factory=list)
+    output_types: list[OperandType] = dataclasses.field(default_factory=list)
     buffer: Any = dataclasses.field(default_factory=bytearray)  # bytearray, or read-only bytes-like
     mapped_buffer: Any = None  # numpy uint8 array over a private map of the .nnc (see above), or None
     exporter: Any = None  # () -> program bytes, called when the .nnc is written (see above), or None
@@ -101,14 +103,14 @@ class Driver:
     vendor: str = ""
     type: DeviceType = DeviceType.CPU
     version: int = 1
-    property_keys: Optional[Sequence[str]] = None  # the context-property keys it reads; None: not declared
+    property_keys: Sequence[str] | None = None  # the context-property keys it reads; None: not declared
 
     def unavailable_reason(self) -> str:
         """What to install when this driver cannot work in this installation (its SDK is missing), such as
         'install nnadapter-bridge[openvino]'; '' when nothing is missing."""
         return ""
 
-    def operation_types(self) -> List[OperationType]:
+    def operation_types(self) -> list[OperationType]:
         """The NNAdapter operations this driver implements at all (validate_program may still refuse some
         attribute combinations). `nnadapter-bridge ops` lists them; an empty list means "not declared"."""
         return []
@@ -127,21 +129,21 @@ class Driver:
     def destroy_context(self, context: Any) -> None:
         raise NotImplementedError
 
-    def validate_program(self, context: Any, model: Model) -> List[bool]:
+    def validate_program(self, context: Any, model: Model) -> list[bool]:
         """One flag per operation of `model.operations` (list order): can this device run it?
 
         The default says "cannot tell" (FEATURE_NOT_SUPPORTED), as a NULL hook does in NNAdapter."""
         raise NNAdapterError(f"device '{self.name}' cannot tell which operations it supports",
                              ResultCode.FEATURE_NOT_SUPPORTED)
 
-    def create_program(self, context: Any, model: Optional[Model], cache: Cache) -> Any:
+    def create_program(self, context: Any, model: Model | None, cache: Cache) -> Any:
         """Compile `model`, or restore from `cache.buffer` when `model` is None."""
         raise NotImplementedError
 
     def destroy_program(self, program: Any) -> None:
         raise NotImplementedError
 
-    def execute_program(self, program: Any, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> Optional[int]:
+    def execute_program(self, program: Any, inputs: Sequence[Argument], outputs: Sequence[Argument]) -> int | None:
         """Run once: read every input through its access, write every output through its access.
 
         The runtime never runs one program from two threads at once; programs of one context may run at once."""

@@ -33,12 +33,14 @@ still comes out of an operation.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional, Sequence, overload
+from collections.abc import Callable, Iterable, Sequence
+from typing import overload
 
 import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import Lifetime, OperationType as T, Precision, ResultCode, dtype_precision
+from nnadapter_bridge.nnadapter.codes import Lifetime, Precision, ResultCode, dtype_precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.reference import run_operation
@@ -66,8 +68,8 @@ class _ModelBuilder:
     @overload
     def carry(self, operand: None) -> None: ...
     @overload
-    def carry(self, operand: Optional[Operand]) -> Optional[Operand]: ...
-    def carry(self, operand: Optional[Operand]) -> Optional[Operand]:
+    def carry(self, operand: Operand | None) -> Operand | None: ...
+    def carry(self, operand: Operand | None) -> Operand | None:
         if operand is None:
             return None
         copy = self._carried.get(operand.index)
@@ -82,7 +84,7 @@ class _ModelBuilder:
                         len(self.model.operations))
         self.model.operations.append(new)
 
-    def constant(self, value: np.ndarray, name: str, like: Optional[OperandType] = None) -> Operand:
+    def constant(self, value: np.ndarray, name: str, like: OperandType | None = None) -> Operand:
         """A new constant operand; `like` gives its precision and quantization params (else the dtype's)."""
         value = np.asarray(value)
         lifetime = Lifetime.CONSTANT_COPY
@@ -104,8 +106,8 @@ class _ModelBuilder:
             self._constants[key] = operand
         return operand
 
-    def emit(self, type: T, inputs: Sequence[Optional[Operand]], name: str, n_outputs: int = 1,
-             outputs: Optional[Sequence[Optional[Operand]]] = None) -> list:
+    def emit(self, type: T, inputs: Sequence[Operand | None], name: str, n_outputs: int = 1,
+             outputs: Sequence[Operand | None] | None = None) -> list:
         """Append an operation (signature-checked, output types inferred); returns its outputs."""
         if outputs is None:
             outputs = [self.model.add_operand(OperandType(), f"{name}:{k}" if n_outputs > 1 else name)
@@ -129,7 +131,7 @@ def _live_operations(model: Model, removed: set) -> set:
                 if o is not None:
                     producers[o.index] = op
     live: set = set()
-    pending: list[Optional[Operand]] = [o for o in model.output_operands]
+    pending: list[Operand | None] = [o for o in model.output_operands]
     seen: set = set()
     while pending:
         operand = pending.pop()
@@ -145,7 +147,7 @@ def _live_operations(model: Model, removed: set) -> set:
 
 # -- constant folding --------------------------------------------------------------------------------------
 
-def _dims_stand_in(op: Operation, operand: Operand) -> Optional[np.ndarray]:
+def _dims_stand_in(op: Operation, operand: Operand) -> np.ndarray | None:
     """An array with the dims `op` reads from its dims-only input `operand` (a broadcast zero: no memory),
     or None when those dims are not all known."""
     t = operand.type
@@ -162,10 +164,10 @@ def _dims_stand_in(op: Operation, operand: Operand) -> Optional[np.ndarray]:
     return np.broadcast_to(np.zeros((), t.dtype), shape)
 
 
-def _fold_arguments(op: Operation, values: dict) -> Optional[list]:
+def _fold_arguments(op: Operation, values: dict) -> list | None:
     """The input arrays to compute `op` now, or None when some input is not known before run time."""
     dims_only = _DIMS_ONLY_INPUTS.get(op.type, ())
-    args: list[Optional[np.ndarray]] = []
+    args: list[np.ndarray | None] = []
     for i, operand in enumerate(op.inputs):
         if operand is None:
             args.append(None)
@@ -181,7 +183,7 @@ def _fold_arguments(op: Operation, values: dict) -> Optional[list]:
     return args
 
 
-def _compute(op: Operation, args: list) -> Optional[list]:
+def _compute(op: Operation, args: list) -> list | None:
     """`op` run through the reference on `args`; None when the reference rejects it."""
     try:
         # A dead branch's constant (a division by zero the program never reads) is Paddle's inf or NaN too:
@@ -194,7 +196,7 @@ def _compute(op: Operation, args: list) -> Optional[list]:
         return None
 
 
-def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -> Optional[list]:
+def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -> list | None:
     """The output arrays of `op` (one per output, None for a null one) when it can be computed before run
     time (see the module docstring) and each output has known dims, at most `max_elements` values and a plain
     precision; else None. The arrays have exactly the output operands' dims and dtypes."""
@@ -221,7 +223,7 @@ def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -
     results = _compute(op, args)
     if results is None or len(results) != len(op.outputs):
         return None
-    arrays: list[Optional[np.ndarray]] = []
+    arrays: list[np.ndarray | None] = []
     for operand, array in zip(op.outputs, results):
         if operand is None:
             arrays.append(None)
@@ -242,7 +244,7 @@ def _is_folded_output(op: Operation) -> bool:
             and all(o is not None and o.type.lifetime == Lifetime.MODEL_OUTPUT for o in op.outputs))
 
 
-def fold_constants(model: Model, should_fold: Optional[Callable[[Operation], bool]] = None) -> Model:
+def fold_constants(model: Model, should_fold: Callable[[Operation], bool] | None = None) -> Model:
     """A model with every foldable operation (see the module docstring) replaced by constants."""
     values: dict[int, np.ndarray] = {o.index: o.value for o in model.operands if o.is_constant and o.value is not None}
     folded: dict[int, list] = {}  # id(op) -> its output arrays
@@ -378,7 +380,7 @@ def _decompose_yolo_box(b: _ModelBuilder, op: Operation) -> None:
         return b.emit(T.SPLIT, [x, b.parameter(axis, i32, name("axis")), b.parameter(sections, i32, name("sections"))],
                       name(hint), n_outputs=len(sections))
 
-    def reshape(x: Operand, shape: list, hint: str, output: Optional[Operand] = None) -> Operand:
+    def reshape(x: Operand, shape: list, hint: str, output: Operand | None = None) -> Operand:
         return b.emit(T.RESHAPE, [x, b.parameter(shape, i32, name("shape"))], name(hint),
                       outputs=None if output is None else [output])[0]
 

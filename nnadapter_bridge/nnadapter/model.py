@@ -6,7 +6,7 @@ precision and dims as soon as the operation is added.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -83,8 +83,8 @@ class Model:
     def get_operand_type(self, operand: Operand) -> OperandType:
         return operand.type
 
-    def add_operation(self, type: OperationType, inputs: Sequence[Optional[Operand]],
-                      outputs: Sequence[Optional[Operand]]) -> Operation:
+    def add_operation(self, type: OperationType, inputs: Sequence[Operand | None],
+                      outputs: Sequence[Operand | None]) -> Operation:
         """NNAdapterModel_addOperation: check the signature, infer output types, append."""
         from nnadapter_bridge.nnadapter.operations import prepare_operation
 
@@ -94,7 +94,9 @@ class Model:
         except ValueError:
             raise OperationError(f"add_operation: unknown operation code {type!r}") from None
         for operand in list(inputs) + list(outputs):
-            if operand is not None and (operand.index >= len(self.operands) or self.operands[operand.index] is not operand):
+            if operand is not None and (
+                operand.index >= len(self.operands) or self.operands[operand.index] is not operand
+            ):
                 raise OperationError(f"{type.name}: operand {operand.label()} does not belong to this model")
         operation = Operation(type, inputs, outputs, len(self.operations))
         prepare_operation(operation)
@@ -118,8 +120,8 @@ class Model:
         self.finished = True
 
     # -- convenience for converters and tests ---------------------------------------------------
-    def add_constant(self, value, precision: Optional[Precision] = None, name: str = "", *,
-                     copy: bool = True, scale: Optional[float] = None, scales=None,
+    def add_constant(self, value, precision: Precision | None = None, name: str = "", *,
+                     copy: bool = True, scale: float | None = None, scales=None,
                      channel_dim: int = 0, zero_point: int = 0) -> Operand:
         """Add a constant operand holding `value`.
 
@@ -143,11 +145,11 @@ class Model:
         self.set_operand_value(operand, array, copy=copy)
         return operand
 
-    def add_output(self, name: str = "", type: Optional[OperandType] = None) -> Operand:
+    def add_output(self, name: str = "", type: OperandType | None = None) -> Operand:
         """A fresh operand for an operation output; its type is filled in by add_operation."""
         return self.add_operand(type or OperandType(), name)
 
-    def replace_with_constants(self, operation: Operation, values: Sequence[Optional[np.ndarray]]) -> None:
+    def replace_with_constants(self, operation: Operation, values: Sequence[np.ndarray | None]) -> None:
         """Remove `operation` and make each of its outputs a constant (CONSTANT_COPY) holding the matching
         array of `values` (computed before run time: nnadapter.lowering.fold_operation). Each array must have
         its operand's dims and dtype; readers of the outputs then read constants."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 from nnadapter_bridge.errors import PropertiesError
 
@@ -27,7 +27,7 @@ _SEPARATORS = re.compile(r";|\r\n|\n|\r")
 _TRUE_WORDS = ("true", "1")
 
 
-def parse_properties(text: Optional[str]) -> dict:
+def parse_properties(text: str | None) -> dict:
     """{key: value} of a properties string; raises PropertiesError on a malformed entry."""
     result: dict = {}
     if not text:
@@ -53,7 +53,7 @@ class UnknownPropertyWarning(UserWarning):
     """A context-property key that no device reads (module docstring)."""
 
 
-def unknown_keys(keys: Iterable[str], declared: Mapping[str, Optional[Iterable[str]]]) -> list:
+def unknown_keys(keys: Iterable[str], declared: Mapping[str, Iterable[str] | None]) -> list:
     """[(key, nearest known key or None)] for every key of `keys` no device declares. `declared` maps each
     device name to the keys its driver reads (None: it does not say, so keys starting with its name in upper
     case and '_' are not judged)."""
@@ -76,7 +76,7 @@ def parse_bool(value: str) -> bool:
 class Properties:
     """Parsed properties with environment fallback: `get` looks in the string, then in os.environ."""
 
-    def __init__(self, text: Optional[str] = "", environ: Optional[Mapping[str, str]] = None):
+    def __init__(self, text: str | None = "", environ: Mapping[str, str] | None = None):
         self.text = text or ""
         self.values = parse_properties(self.text)
         self._environ = environ
@@ -87,7 +87,7 @@ class Properties:
     def __contains__(self, key: str) -> bool:
         return key in self.values or key in self._env()
 
-    def get(self, key: str, default: Optional[str] = None) -> Optional[str]:
+    def get(self, key: str, default: str | None = None) -> str | None:
         if key in self.values:
             return self.values[key]
         value = self._env().get(key)
@@ -109,7 +109,7 @@ class Properties:
             where = "context property" if key in self.values else "environment variable"
             raise PropertiesError(f"{where} {key}={value!r} is not an integer") from None
 
-    def get_list(self, key: str, default: Optional[list] = None) -> list:
+    def get_list(self, key: str, default: list | None = None) -> list:
         """A comma-separated value as a list of trimmed, non-empty strings."""
         value = self.get(key)
         if value is None:

@@ -7,7 +7,7 @@ builtin_device, the host executor and the lowering passes (nnadapter.lowering) a
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -70,7 +70,7 @@ def _in_declared_float(array, operand):
     return array.astype(dtype) if dtype.kind == "f" and dtype != array.dtype else array
 
 
-def run_model(model: Model, inputs: Sequence[np.ndarray], order: Optional[list] = None) -> list:
+def run_model(model: Model, inputs: Sequence[np.ndarray], order: list | None = None) -> list:
     """Execute `model` on `inputs` (one array per model input); returns the model's output arrays.
     `order` is the operations in topological order, when the caller has it already."""
     if len(inputs) != len(model.input_operands):
@@ -80,7 +80,7 @@ def run_model(model: Model, inputs: Sequence[np.ndarray], order: Optional[list] 
     for operand, array in zip(model.input_operands, inputs):
         values[operand.index] = array
     for op in order if order is not None else model.topological_operations():
-        args: list[Optional[np.ndarray]] = []
+        args: list[np.ndarray | None] = []
         for o in op.inputs:
             if o is None:
                 args.append(None)

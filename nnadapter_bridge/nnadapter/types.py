@@ -7,7 +7,7 @@ dims (NNADAPTER_UNKNOWN for an unknown axis), up to 8 dynamic shapes, and the qu
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,8 +34,8 @@ class OperandType:
     layout: Layout = Layout.NCHW
     lifetime: Lifetime = Lifetime.TEMPORARY_VARIABLE
     dynamic_dims: tuple = ()  # tuple of shapes (each a tuple of ints), at most 8
-    scale: Optional[float] = None  # symmetric/asymmetric per-layer scale
-    scales: Optional[tuple] = None  # per-channel scales
+    scale: float | None = None  # symmetric/asymmetric per-layer scale
+    scales: tuple | None = None  # per-channel scales
     channel_dim: int = 0
     zero_point: int = 0
 
@@ -92,7 +92,7 @@ class OperandType:
             n *= d
         return n
 
-    def copy(self, **changes) -> "OperandType":
+    def copy(self, **changes) -> OperandType:
         if not changes:
             # Every field is already valid and immutable (ints, enums, tuples): a plain field copy is enough,
             # and this runs per input and output on every execution.
@@ -111,7 +111,7 @@ class Operand:
 
     __slots__ = ("type", "value", "name", "index")
 
-    def __init__(self, type: OperandType, value: Optional[np.ndarray] = None, name: str = "", index: int = -1):
+    def __init__(self, type: OperandType, value: np.ndarray | None = None, name: str = "", index: int = -1):
         self.type = type
         self.value = value
         self.name = name
@@ -133,13 +133,15 @@ class Operation:
 
     __slots__ = ("type", "inputs", "outputs", "index")
 
-    def __init__(self, type: OperationType, inputs: Sequence[Optional[Operand]], outputs: Sequence[Optional[Operand]], index: int = -1):
+    def __init__(
+        self, type: OperationType, inputs: Sequence[Operand | None], outputs: Sequence[Operand | None], index: int = -1
+    ):
         self.type = OperationType(type)
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.index = index
 
-    def input_value(self, i: int) -> Optional[np.ndarray]:
+    def input_value(self, i: int) -> np.ndarray | None:
         """The constant value of input i, or None when it is absent or not a constant."""
         operand = self.inputs[i] if i < len(self.inputs) else None
         if operand is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Callable, Iterable, Mapping, Optional
+from collections.abc import Callable, Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.nnadapter.codes import MAX_SIZE_OF_DIMENSIONS, MAX_SIZE_OF_DYNAMIC_DIMENSIONS
@@ -66,18 +66,18 @@ def _path(value, what: str) -> str:
 class Config:
     """What create_predictor needs: the model, the NNAdapter settings, and the partitioning options."""
 
-    def __init__(self, model_dir: Optional[str] = None):
-        self._model_dir: Optional[str] = None
-        self._model_file: Optional[str] = None
-        self._param_file: Optional[str] = None
-        self._model_buffer: Optional[bytes] = None
-        self._params_buffer: Optional[bytes] = None
+    def __init__(self, model_dir: str | None = None):
+        self._model_dir: str | None = None
+        self._model_file: str | None = None
+        self._param_file: str | None = None
+        self._model_buffer: bytes | None = None
+        self._params_buffer: bytes | None = None
         self._device_names: list[str] = []
         self._context_properties = ""
-        self._context_callback: Optional[Callable] = None
+        self._context_callback: Callable | None = None
         self._model_cache_dir = ""
         self._model_cache_buffers: dict[str, bytes] = {}
-        self._model_cache_key: Optional[bytes] = None
+        self._model_cache_key: bytes | None = None
         self._partition_config_path = ""
         self._partition_config_buffer = ""
         self._mixed_precision_config_path = ""
@@ -86,7 +86,7 @@ class Config:
         self._threads = 1
         self._threads_set = False  # set_threads called: the devices and the host get the count (set_threads)
         self._power_mode = 3  # Paddle Lite's default, LITE_POWER_NO_BIND
-        self._valid_places: Optional[list] = None  # None: set_valid_places never called (devices used)
+        self._valid_places: list | None = None  # None: set_valid_places never called (devices used)
         self.min_subgraph_size = 1
         self.strict = False
         # Use Paddle Lite's plain cache token (no subgraph fingerprint): lets a .nnc made by Paddle Lite
@@ -199,7 +199,7 @@ class Config:
     def nnadapter_context_properties(self) -> str:
         return self._context_properties
 
-    def effective_context_properties(self, device_names: Optional[Iterable[str]] = None) -> str:
+    def effective_context_properties(self, device_names: Iterable[str] | None = None) -> str:
         """The context properties the devices get: set_nnadapter_context_properties's string, plus, after
         set_threads(n), `KEY=n` for the thread-count key of each device that neither that string nor the
         environment sets. Without set_threads: the string unchanged. Asks the drivers for their keys, so it is
@@ -212,12 +212,12 @@ class Config:
         names = self.nnadapter_device_names() if device_names is None else device_names
         return context_properties_with_threads(self._context_properties, self._threads, names)
 
-    def set_nnadapter_context_callback(self, callback: Optional[Callable]) -> None:
+    def set_nnadapter_context_callback(self, callback: Callable | None) -> None:
         if callback is not None and not callable(callback):
             raise ConfigError("set_nnadapter_context_callback: expected a callable or None")
         self._context_callback = callback
 
-    def nnadapter_context_callback(self) -> Optional[Callable]:
+    def nnadapter_context_callback(self) -> Callable | None:
         return self._context_callback
 
     # -- model cache ----------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ class Config:
             raise ConfigError("set_nnadapter_model_cache_key: expected a non-empty str or bytes (or None)")
         self._model_cache_key = bytes(key)
 
-    def nnadapter_model_cache_key(self) -> Optional[bytes]:
+    def nnadapter_model_cache_key(self) -> bytes | None:
         """The key given with set_nnadapter_model_cache_key (None: the environment's, if any, applies)."""
         return self._model_cache_key
 

@@ -54,27 +54,54 @@ import dataclasses
 import os
 import threading
 import warnings
-from typing import Optional
 
 import numpy as np
 
 from nnadapter_bridge import __version__
-from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, DeviceNotFoundError, InputError,
-                                     NNAdapterError, NotSupportedError, UnsupportedOpError)
+from nnadapter_bridge.errors import (
+    BridgeError,
+    ConfigError,
+    ConversionError,
+    DeviceNotFoundError,
+    InputError,
+    NNAdapterError,
+    NotSupportedError,
+    UnsupportedOpError,
+)
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.properties import UnknownPropertyWarning
+from nnadapter_bridge.nnadapter.runtime import (
+    Context,
+    DeviceFallbackWarning,
+    DeviceManager,
+    acquire_device,
+    fault_device,
+    is_device_fault,
+    unknown_property_keys,
+)
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.nnadapter.runtime import (Context, DeviceFallbackWarning, DeviceManager, acquire_device,
-                                                fault_device, is_device_fault, unknown_property_keys)
 from nnadapter_bridge.predictor.config import Config
 from nnadapter_bridge.predictor.settings import PredictorSettings, resolve_settings
 from nnadapter_bridge.predictor.tensor import Tensor
-from nnadapter_bridge.subgraph.engine import (CacheBufferStore, ContextPool, EngineResources, EngineStats,
-                                              ProgramPool, SubgraphEngine)
-from nnadapter_bridge.subgraph.plan import (HostPlacementWarning, PartitionPlan, check_strict, host_share,
-                                            host_share_message, plan_partition, warn_control_flow)
+from nnadapter_bridge.subgraph.engine import (
+    CacheBufferStore,
+    ContextPool,
+    EngineResources,
+    EngineStats,
+    ProgramPool,
+    SubgraphEngine,
+)
+from nnadapter_bridge.subgraph.plan import (
+    HostPlacementWarning,
+    PartitionPlan,
+    check_strict,
+    host_share,
+    host_share_message,
+    plan_partition,
+    warn_control_flow,
+)
 from nnadapter_bridge.subgraph.progress import Progress
 from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
 from partition import HOST_ONLY_OP_TYPES, Subgraph, print_dump_if_verbose, sub_block_indices
@@ -170,7 +197,7 @@ class _Shared:
     settings: PredictorSettings
     graph: object
     context: object  # runtime.Context, None when no device opened
-    resources: Optional[EngineResources]  # what the engines share (None when no device opened)
+    resources: EngineResources | None  # what the engines share (None when no device opened)
     plan: PartitionPlan  # how the model was partitioned, and why (placements())
     steps: list
     host_ops: list  # the ops of block 0 on the host, feed/fetch excluded (PartitionPlan.host_ops)
@@ -197,7 +224,7 @@ class _Shared:
             self.context.destroy()
 
 
-def _engine_resources(settings: PredictorSettings, graph, context, plan: PartitionPlan) -> Optional[EngineResources]:
+def _engine_resources(settings: PredictorSettings, graph, context, plan: PartitionPlan) -> EngineResources | None:
     """What every engine of the predictor and its clones shares; None without a context (no engine then). The
     fingerprint memo (support_decisions.FingerprintMemo) needs the verdict store of a model cache dir and no
     integrity key."""
@@ -269,7 +296,7 @@ class Predictor:
         self._host_threads = settings.host_threads
         if check:
             self._check_everything_runs()
-        self._progress: Optional[Progress] = None
+        self._progress: Progress | None = None
         self._run_lock = threading.Lock()
         self._closed = False
         host_fallback = None if settings.strict else self._run_on_host
@@ -287,7 +314,7 @@ class Predictor:
         self._host_op_runs = 0
         self._params_scope = None  # the scope of the current run once the params are in it (_add_params)
 
-    def clone(self) -> "Predictor":
+    def clone(self) -> Predictor:
         """A predictor for another thread (Paddle Lite's and Paddle Inference's clone()): it shares this one's
         graph, weights, partition, contexts and compiled programs, and has its own input and output tensors
         (empty), engines' execution state, host executor and run lock (module docstring). Close each clone
@@ -340,7 +367,7 @@ class Predictor:
             return OperandType(precision=dtype_precision(np.dtype(dtype)),
                                dims=tuple(UNKNOWN if d < 0 else d for d in dims))
 
-        def failure(subgraph, types) -> Optional[str]:
+        def failure(subgraph, types) -> str | None:
             outputs = sorted(subgraph.output_names, key=lambda n: n.encode("utf-8"))
             try:
                 convert_subgraph(subgraph.ops, self.graph.params, types, outputs, self.graph, float_ops=float_ops)
@@ -531,7 +558,7 @@ class Predictor:
                 found.append(tensor)
         return found
 
-    def _run_on_host(self, ops, scope: dict, reason: Optional[str] = None) -> None:
+    def _run_on_host(self, ops, scope: dict, reason: str | None = None) -> None:
         """An engine's fallback (engine.SubgraphEngine.host_fallback): `ops` of a subgraph on the host, because
         its devices failed to compile or run it or it cannot be converted for these input shapes; `reason`
         says which when the engine gives it. Recorded for placements() and the run-time warning."""
@@ -547,7 +574,7 @@ class Predictor:
             for op in ops:
                 self.host.run(op, scope)
 
-    def _note_moved_to_host(self, ops, reason: Optional[str]) -> None:
+    def _note_moved_to_host(self, ops, reason: str | None) -> None:
         moved = {op.index: reason or self._moved_reason(op) for op in ops}
         with self._shared.lock:
             for index, why in moved.items():
@@ -584,7 +611,8 @@ class Predictor:
                       HostPlacementWarning, stacklevel=3)
 
     def _host_thread_cap(self):
-        """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.nnadapter.blas_threads); none without."""
+        """The BLAS cap of Config.set_threads around host work (nnadapter_bridge.nnadapter.blas_threads); none
+        without."""
         if not self._host_threads:
             return contextlib.nullcontext()
         return limit_blas_threads(self._host_threads)

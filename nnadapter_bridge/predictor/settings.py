@@ -24,7 +24,7 @@ import dataclasses
 import os
 import types
 import warnings
-from typing import Callable, Iterable, Mapping, Optional
+from collections.abc import Callable, Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
@@ -49,17 +49,17 @@ class PredictorSettings:
     nnadapter_enabled: bool  # Config.nnadapter_enabled: a valid NNAdapter place (or none set)
     user_context_properties: str  # set_nnadapter_context_properties's string, as given
     context_properties: str  # what the devices get: the string plus set_threads' keys
-    context_callback: Optional[Callable]
+    context_callback: Callable | None
     strict: bool
     host_threads: int  # set_threads' cap on the host executor's BLAS pool; 0: not capped
     cache_dir: str
     cache_buffers: Mapping[str, bytes]  # token -> .nnc image (each used once, by the predictor's CacheBufferStore)
-    cache_key: Optional[bytes]  # the integrity key (Config's, else the environment's); None: CRC only
+    cache_key: bytes | None  # the integrity key (Config's, else the environment's); None: CRC only
     paddle_lite_cache_token: bool
     dynamic_shape_info: Mapping[str, tuple]  # input name -> the shapes it takes (tuples of ints)
-    partition_config: Optional[PartitionConfig]
+    partition_config: PartitionConfig | None
     min_subgraph_size: int
-    mixed_precision_config: Optional[PartitionConfig]
+    mixed_precision_config: PartitionConfig | None
     show_progress: bool  # Config's and NNADAPTER_BRIDGE_PROGRESS's (not 0) say yes (a bar is drawn on a terminal only)
 
     def float_op_indices(self, graph) -> frozenset:
@@ -68,7 +68,7 @@ class PredictorSettings:
         return listed_op_indices(self.mixed_precision_config, graph)
 
 
-def num_threads_property(device_name: str) -> Optional[str]:
+def num_threads_property(device_name: str) -> str | None:
     """The context-property key that sets the thread count of the driver `device_name` (its one declared key
     ending in _NUM_THREADS), or None when it declares none (or does not load)."""
     keys = DeviceManager.instance().property_keys(device_name) or ()
@@ -76,7 +76,7 @@ def num_threads_property(device_name: str) -> Optional[str]:
     return found[0] if len(found) == 1 else None
 
 
-def context_properties_with_threads(properties: str, threads: Optional[int], device_names: Iterable[str],
+def context_properties_with_threads(properties: str, threads: int | None, device_names: Iterable[str],
                                     environ: Mapping[str, str] = os.environ) -> str:
     """`properties` plus `KEY=threads;` for the thread-count key of each of `device_names` that neither
     `properties` nor `environ` sets; `properties` unchanged when `threads` is None (set_threads never called)."""

@@ -2,9 +2,10 @@
 
 A Tensor holds one numpy array (host memory). Inputs copy what `from_numpy` / `set_*_data` give them, so
 the caller may reuse its array (from_numpy refills the same buffer when the shape and dtype stay, except
-while a run reads it: then it takes a new one, so a run never sees a half-written input); `numpy()` returns a copy, as Paddle Lite's does. An input tensor knows the
-dtype and shape its feed var declares; the predictor checks the dtype when it runs (not before: Paddle Lite
-scripts often `resize` first and fill later). The declared shape is only a hint, as in Paddle: any shape runs.
+while a run reads it: then it takes a new one, so a run never sees a half-written input); `numpy()` returns a copy,
+as Paddle Lite's does. An input tensor knows the dtype and shape its feed var declares; the predictor checks the
+dtype when it runs (not before: Paddle Lite scripts often `resize` first and fill later). The declared shape is only
+a hint, as in Paddle: any shape runs.
 `set_lod` checks a LoD as Paddle Lite's CheckLoD does (the last level against dim 0 when the shape is known,
 else at run); no op run here reads a LoD, so it is kept, not used. `Place` and the enums carry Paddle Lite
 2.13's values (lite/api/paddle_place.h).
@@ -15,7 +16,7 @@ import dataclasses
 import enum
 import operator
 import threading
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -195,8 +196,8 @@ class Tensor:
         self.declared_dtype = None if dtype is None else np.dtype(dtype)
         self.declared_shape = tuple(int(d) for d in declared_shape)
         self.is_input = is_input
-        self._array: Optional[np.ndarray] = None
-        self._shape: Optional[tuple] = None
+        self._array: np.ndarray | None = None
+        self._shape: tuple | None = None
         self._lod: list = []
         self._lock = threading.Lock()
         self._readers = 0  # runs reading the current buffer (Predictor.run): from_numpy must not refill it
@@ -285,7 +286,7 @@ class Tensor:
         self._array = np.asarray(array)
         self._shape = tuple(self._array.shape)
 
-    def _value(self) -> Optional[np.ndarray]:
+    def _value(self) -> np.ndarray | None:
         return self._array
 
     def _hold(self) -> None:

@@ -19,8 +19,8 @@ Cache token (32 lowercase hex chars):
       "properties:" + the context properties string, verbatim
       "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
           shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
-      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device, and every
-          environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
+      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device,
+          and every environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
   fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
       "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
       "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
@@ -42,7 +42,8 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def semantic_attrs(op) -> tuple:
     return tuple(sorted((name, freeze(value)) for name, value in op.attrs.items() if name not in BOOKKEEPING_ATTRS))
 
 
-_CODE_DIGEST: Optional[str] = None
+_CODE_DIGEST: str | None = None
 
 
 def code_digest() -> str:
@@ -96,7 +97,7 @@ def code_digest() -> str:
                     subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
                     for name in sorted(f for f in files if f.endswith(".py")):
                         path = os.path.join(directory, name)
-                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode("utf-8") + b"\0")
+                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode() + b"\0")
                         with open(path, "rb") as f:
                             digest.update(f.read())
         _CODE_DIGEST = digest.hexdigest()[:16]
@@ -118,7 +119,7 @@ def versions(context) -> str:
 
 # -- tokens ------------------------------------------------------------------------------------------
 def _lite_token_string(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                       dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
+                       dynamic_shape_info: Mapping[str, Sequence[Sequence[int]]] | None = None) -> str:
     dynamic_shape_info = dynamic_shape_info or {}
     parts = list(device_names)
     for name in sorted(input_dims, key=lambda n: n.encode("utf-8")):
@@ -132,15 +133,15 @@ def _lite_token_string(device_names: Sequence[str], input_dims: Mapping[str, Seq
 
 
 def paddle_lite_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                            dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]] = None) -> str:
+                            dynamic_shape_info: Mapping[str, Sequence[Sequence[int]]] | None = None) -> str:
     """Paddle Lite's own token (facts §1): md5 of device names + sorted inputs with dims or dynamic shapes."""
     return hashlib.md5(_lite_token_string(device_names, input_dims, dynamic_shape_info).encode("utf-8")).hexdigest()
 
 
 def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
-                         dynamic_shape_info: Optional[Mapping[str, Sequence[Sequence[int]]]],
+                         dynamic_shape_info: Mapping[str, Sequence[Sequence[int]]] | None,
                          input_dtypes: Mapping[str, np.dtype], fingerprint: str, context_properties: str,
-                         input_types: Optional[Mapping[str, OperandType]] = None,
+                         input_types: Mapping[str, OperandType] | None = None,
                          versions: str = "") -> str:
     """The token the engine uses (see the module docstring for the exact recipe)."""
     names = sorted(input_dims, key=lambda n: n.encode("utf-8"))

@@ -70,17 +70,29 @@ import os
 import threading
 import time
 import warnings
-from typing import Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.errors import (BridgeError, ConfigError, ConversionError, InvalidDimensionsError,
-                                     NNAdapterError)
+from nnadapter_bridge.errors import BridgeError, ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
-from nnadapter_bridge.nnadapter.nnc import (TMP_PREFIX, NncCacheWarning, has_pending_writes, read_cache_file,
-                                            resolve_cache_key, write_file_atomically)
-from nnadapter_bridge.nnadapter.runtime import (CacheMissError, Compilation, Context, DeviceFallbackWarning,
-                                                Execution, fault_device, is_device_fault)
+from nnadapter_bridge.nnadapter.nnc import (
+    TMP_PREFIX,
+    NncCacheWarning,
+    has_pending_writes,
+    read_cache_file,
+    resolve_cache_key,
+    write_file_atomically,
+)
+from nnadapter_bridge.nnadapter.runtime import (
+    CacheMissError,
+    Compilation,
+    Context,
+    DeviceFallbackWarning,
+    Execution,
+    fault_device,
+    is_device_fault,
+)
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.subgraph.support_decisions import declined_reasons
@@ -150,11 +162,11 @@ class CacheBufferStore:
     NNADAPTER_BRIDGE_CACHE_KEY from the environment, see docs/cache.md) to the engines, for buffers and files
     alike."""
 
-    def __init__(self, buffers: Optional[Mapping[str, bytes]] = None, key=None):
+    def __init__(self, buffers: Mapping[str, bytes] | None = None, key=None):
         self._buffers = dict(buffers or {})
         self.key = key
 
-    def take(self, token: str) -> Optional[bytes]:
+    def take(self, token: str) -> bytes | None:
         return self._buffers.pop(token, None)
 
     def __len__(self) -> int:
@@ -174,7 +186,7 @@ class ContextPool:
         self._lock = threading.Lock()
         self._subsets: dict = {}  # tuple of device names -> Context
 
-    def without(self, excluded) -> Optional[Context]:
+    def without(self, excluded) -> Context | None:
         """The context over the base's devices not in `excluded` (same order); None when none is left."""
         names = [n for n in self.base.device_names if n not in excluded]
         if not names:
@@ -223,7 +235,7 @@ class ProgramPool:
         self.failed_devices: set = set()   # devices that failed to compile this subgraph
         self.failed_for: dict = {}         # input signature -> devices whose program failed to run it
         self.splits: dict = {}             # input signature -> SplitPlan (the devices decline some operations)
-        self.fingerprint: Optional[str] = None
+        self.fingerprint: str | None = None
         self._users = 0
 
     def excluded(self, signature) -> set:
@@ -249,14 +261,14 @@ class _BackgroundToken:
     """An engine's cache token for some input arrays, computed on a thread of its own (the subgraph fingerprint
     reads every weight, and hashlib releases the GIL while it hashes) while the caller converts and compiles."""
 
-    def __init__(self, engine: "SubgraphEngine", arrays: Sequence[np.ndarray]):
-        self._token: Optional[str] = None
-        self._error: Optional[BaseException] = None
+    def __init__(self, engine: SubgraphEngine, arrays: Sequence[np.ndarray]):
+        self._token: str | None = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(engine, list(arrays)), daemon=True,
                                         name=f"nnadapter-bridge token of subgraph {engine.index}")
         self._thread.start()
 
-    def _run(self, engine: "SubgraphEngine", arrays: list) -> None:
+    def _run(self, engine: SubgraphEngine, arrays: list) -> None:
         try:
             self._token = engine.token_for(arrays)
         except BaseException as exc:  # handed to the caller by result()
@@ -296,7 +308,7 @@ class EngineStats:
     host_runs: int = 0            # runs done op by op on the host: no program for shapes beyond the declared
     split_runs: int = 0           # runs split around operations the devices declined (SplitPlan)
 
-    def add(self, other: "EngineStats") -> None:
+    def add(self, other: EngineStats) -> None:
         for field in dataclasses.fields(self):
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
@@ -309,7 +321,7 @@ class EngineProgram:
     token: str
     source: str  # "build", "file" or "buffer"
     input_types: list
-    original: Optional["EngineProgram"] = None  # for a copy made from a ProgramPool original: that original
+    original: EngineProgram | None = None  # for a copy made from a ProgramPool original: that original
     execution: Execution = dataclasses.field(init=False)  # kept: what it looks up is not looked up per run
 
     def __post_init__(self) -> None:
@@ -337,8 +349,8 @@ class SubgraphEngine:
     degrade (module docstring) outside strict mode. `on_build(engine)` is called before a program is converted."""
 
     def __init__(self, subgraph, settings, pool: ProgramPool, *,
-                 on_build: Optional[Callable[["SubgraphEngine"], None]] = None,
-                 host_fallback: Optional[Callable[..., None]] = None, name: str = ""):
+                 on_build: Callable[[SubgraphEngine], None] | None = None,
+                 host_fallback: Callable[..., None] | None = None, name: str = ""):
         resources = pool.resources
         self.subgraph = subgraph
         self.settings = settings
@@ -367,7 +379,7 @@ class SubgraphEngine:
         self.programs: list[EngineProgram] = []
         self._chosen: dict = {}  # input signature -> (context, program) that ran it first (_run_with)
         self.stats = EngineStats()
-        self._fingerprint: Optional[str] = None
+        self._fingerprint: str | None = None
         self.fingerprint_memo = resources.fingerprint_memo  # support_decisions.FingerprintMemo, or None
         self._split_steps: dict = {}  # input signature -> [child engine or host op] of its SplitPlan, in run order
 
@@ -462,7 +474,7 @@ class SubgraphEngine:
             scope[name] = array
         self.stats.runs += 1
 
-    def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict) -> Optional[list]:
+    def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict) -> list | None:
         """Run on the context without the devices that failed (module docstring), falling back device by
         device, then to the host; None when the host ran it. Faults are committed once a fallback ran."""
         faults: list = []  # run faults of this run, committed once a fallback ran (module docstring)
@@ -509,7 +521,7 @@ class SubgraphEngine:
                     self._adopt(fault.program)
             raise
 
-    def _run_with(self, context: Context, arrays: Sequence[np.ndarray], signature, scope: dict) -> Optional[list]:
+    def _run_with(self, context: Context, arrays: Sequence[np.ndarray], signature, scope: dict) -> list | None:
         # The program the last scan chose first for this signature on this context (no program before it was
         # tried), run at once: the scan would try it first again. Any change to the programs clears the memo.
         skip = None
@@ -663,7 +675,7 @@ class SubgraphEngine:
                 found.append(f"'{name}' declared {list(declared)}, given {list(array.shape)}")
         return found
 
-    def _run_on_host(self, scope: dict, reason: Optional[str] = None) -> None:
+    def _run_on_host(self, scope: dict, reason: str | None = None) -> None:
         """The subgraph's ops on the host; `reason`, when the caller knows why (device faults for these shapes),
         is what placements show for them."""
         if reason:
@@ -673,7 +685,7 @@ class SubgraphEngine:
         self.stats.host_runs += 1
 
     # -- splitting around the operations the devices decline (module docstring) ------------------------------
-    def _split_plan(self, arrays: Sequence[np.ndarray], failure: NNAdapterError) -> Optional[SplitPlan]:
+    def _split_plan(self, arrays: Sequence[np.ndarray], failure: NNAdapterError) -> SplitPlan | None:
         """The SplitPlan for these inputs when the devices of the current context decline some operations of the
         concrete model (which the support decision, made on the declared dims, did not foresee); None when every
         operation is accepted (the failure is the device's own) or one cannot be traced to a Paddle op. In strict
@@ -719,12 +731,12 @@ class SubgraphEngine:
     # A split found once is remembered in the model cache dir (`<token>.split.json`, token: the program's that
     # failed), so a later start runs the split at once instead of compiling and failing again. The record only moves
     # ops to the host; it is checked in full, and not used with an integrity key (it carries no MAC).
-    def _split_record_path(self, token: str) -> Optional[str]:
+    def _split_record_path(self, token: str) -> str | None:
         if not self.cache_dir or not token or resolve_cache_key(self.cache_buffers.key) is not None:
             return None
         return os.path.join(self.cache_dir, f"{token}{SPLIT_RECORD_SUFFIX}")
 
-    def _read_split_record(self, token: str) -> Optional[SplitPlan]:
+    def _read_split_record(self, token: str) -> SplitPlan | None:
         path = self._split_record_path(token)
         if path is None:
             return None
@@ -901,7 +913,7 @@ class SubgraphEngine:
         return {"fingerprint": self.fingerprint, "cache_key": self.cache_buffers.key,
                 "accept_unidentified_cache": self.paddle_lite_token}
 
-    def _restore(self, token: str) -> Optional[EngineProgram]:
+    def _restore(self, token: str) -> EngineProgram | None:
         buffer = self.cache_buffers.take(token)
         if buffer is not None:
             source = "buffer"
@@ -929,7 +941,7 @@ class SubgraphEngine:
             self.stats.cache_hits_file += 1
         return EngineProgram(compilation, token, source, inputs)
 
-    def _build(self, token: Optional[str], arrays: Sequence[np.ndarray]) -> EngineProgram:
+    def _build(self, token: str | None, arrays: Sequence[np.ndarray]) -> EngineProgram:
         """Convert and compile a program for `arrays`; a token of None is computed meanwhile (_BackgroundToken)
         and given to the compilation before its first run."""
         # Imported here: the converters load only when something is converted (a warm start converts nothing).

@@ -34,13 +34,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import Optional
 
 from nnadapter_bridge.errors import BridgeError, UnsupportedOpError
 from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.subgraph.support_decisions import SupportDecider, VerdictStore
-from partition import (HOST_ONLY_OP_TYPES, PartitionConfig, PartitionResult, body_ops, detect_subgraphs, op_key,
-                       sub_block_indices)
+from partition import (
+    HOST_ONLY_OP_TYPES,
+    PartitionConfig,
+    PartitionResult,
+    body_ops,
+    detect_subgraphs,
+    op_key,
+    sub_block_indices,
+)
 from partition.picture import Placement
 
 # More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
@@ -92,7 +98,7 @@ class PartitionPlan:
     min_subgraph_size: int
     device_names: list
     # placements() asked of the open context, kept for when it is closed (`nnadapter-bridge partition`).
-    op_placements: Optional[list] = None
+    op_placements: list | None = None
 
     @property
     def host_ops(self) -> list:
@@ -177,8 +183,8 @@ class OpPlacement:
     could not be compiled or run (set by the predictor after a run)."""
 
     op: object
-    subgraph: Optional[int]
-    device: Optional[str]  # None: the host
+    subgraph: int | None
+    device: str | None  # None: the host
     reason: str  # why on the host ("" on a device)
     forced: bool  # the partition config keeps it on the host
     declined: dict
@@ -262,7 +268,7 @@ class _DeviceVerdicts:
                     model.operations[i].type.name + (f" ({why[i]})" if why and why[i] else "") for i in rejected))
         return declined
 
-    def _driver_reasons(self, k: int, model) -> Optional[list]:
+    def _driver_reasons(self, k: int, model) -> list | None:
         """The reasons of device k's optional `unsupported_reasons(context, model)` hook (one string per operation,
         "" when accepted), or None without one; an explanation only: validate_program decided."""
         hook = getattr(self.context.devices[k].driver, "unsupported_reasons", None)
@@ -281,7 +287,7 @@ _CONV_TRANSPOSE_TYPES = frozenset({"conv2d_transpose", "depthwise_conv2d_transpo
 _MATMUL_TYPES = frozenset({"matmul", "matmul_v2", "mul", "fc"})
 
 
-def _block_dims(graph, name: str, block: int) -> Optional[tuple]:
+def _block_dims(graph, name: str, block: int) -> tuple | None:
     if name in graph.params:
         return tuple(int(d) for d in graph.params[name].shape)
     try:
@@ -291,14 +297,14 @@ def _block_dims(graph, name: str, block: int) -> Optional[tuple]:
     return tuple(int(d) for d in var.shape) if var.dtype is not None else None
 
 
-def _batch_known(dims: Optional[tuple]) -> Optional[tuple]:
+def _batch_known(dims: tuple | None) -> tuple | None:
     """`dims` with an unknown batch (axis 0) counted as 1; None when another axis is unknown."""
     if dims is None or any(d < 0 for d in dims[1:]):
         return None
     return (max(dims[0], 1),) + dims[1:] if dims else dims
 
 
-def _first(op, slots) -> Optional[str]:
+def _first(op, slots) -> str | None:
     for slot in slots:
         names = op.inputs.get(slot) or op.outputs.get(slot)
         if names:
@@ -306,7 +312,7 @@ def _first(op, slots) -> Optional[str]:
     return None
 
 
-def op_flops(graph, op) -> Optional[int]:
+def op_flops(graph, op) -> int | None:
     """The multiply-adds x2 of a convolution, matrix product or fused RNN from its declared shapes (an unknown batch
     counts as 1); None for other ops and when a shape it needs is unknown. An op of a loop or branch body is counted
     once (the number of iterations is not known before a run)."""
@@ -365,7 +371,7 @@ class HostShare:
         return self.declined_ops / self.total_ops if self.total_ops else 0.0
 
     @property
-    def flop_share(self) -> Optional[float]:
+    def flop_share(self) -> float | None:
         return self.host_flops / self.total_flops if self.total_flops else None
 
     @property

@@ -12,7 +12,8 @@ import collections
 import os
 import shutil
 import sys
-from typing import Mapping, Optional, Sequence, TextIO
+from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 ENV_PROGRESS = "NNADAPTER_BRIDGE_PROGRESS"
 
@@ -33,8 +34,8 @@ def progress_wanted(stream, environ: Mapping[str, str] = os.environ) -> bool:
 class TerminalProgress:
     """One bar of `total` steps: show(completed, text) moves it, done() removes it."""
 
-    def __init__(self, total: int, stream: Optional[TextIO] = None, environ: Mapping[str, str] = os.environ,
-                 enabled: Optional[bool] = None):
+    def __init__(self, total: int, stream: TextIO | None = None, environ: Mapping[str, str] = os.environ,
+                 enabled: bool | None = None):
         self.total = total
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = progress_wanted(self.stream, environ) if enabled is None else enabled
@@ -57,7 +58,7 @@ class TerminalProgress:
         self._task = self._bar.add_task("", total=max(self.total, 1))
         return True
 
-    def show(self, completed: int, text: str, total: Optional[int] = None) -> None:
+    def show(self, completed: int, text: str, total: int | None = None) -> None:
         """Move the bar to `completed` (of `total`, when the total changes) with `text` beside it."""
         if not self.enabled:
             return

@@ -29,7 +29,8 @@ nothing. The key is the md5 of the signature format version, the device names in
 context properties and the versions string of the cache key (`cache_key.versions`: nnadapter-bridge's and
 every driver's version and the devices' environment variables): other devices, properties or versions use
 another file. The file is JSON (never code), written atomically, and checked in full when read; a file
-that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not persisted.
+that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not
+persisted.
 It is read like a `.nnc` (nnc.read_cache_file: no symlinks followed, never blocking, regular files only) and
 at most MAX_STORE_BYTES and parsed by orjson, which refuses more than 1024 levels of nesting without
 recursing (the format needs 3), so a hostile file can neither exhaust memory nor the parser's stack.
@@ -43,16 +44,20 @@ import os
 import re
 import stat
 import warnings
-
-from typing import Any, Optional
+from typing import Any
 
 from nnadapter_bridge import loader
 from nnadapter_bridge.errors import BridgeError, ConversionError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.nnc import (CacheFileError, NncCacheWarning, clean_stale_temp_files, read_cache_file,
-                                            write_file_atomically)
+from nnadapter_bridge.nnadapter.nnc import (
+    CacheFileError,
+    NncCacheWarning,
+    clean_stale_temp_files,
+    read_cache_file,
+    write_file_atomically,
+)
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from partition.detector import op_reads, op_writes, sub_block_indices
@@ -91,7 +96,7 @@ def _canonical(value) -> Any:
     raise TypeError(f"{type(value).__name__} in a support signature")
 
 
-def signature_text(signature: tuple) -> Optional[str]:
+def signature_text(signature: tuple) -> str | None:
     """The canonical JSON text of a signature (one text per signature, the same in every process), or None
     when it holds a value JSON cannot carry exactly (such a verdict is simply not persisted)."""
     try:
@@ -102,7 +107,7 @@ def signature_text(signature: tuple) -> Optional[str]:
 
 _SUPPORTED = SupportVerdict(True)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_LOADER_DIGEST: Optional[str] = None
+_LOADER_DIGEST: str | None = None
 
 
 def _loader_digest() -> str:
@@ -121,8 +126,8 @@ def _loader_digest() -> str:
 class VerdictStore:
     """The persisted verdicts of one set of devices, context properties and versions (module docstring)."""
 
-    def __init__(self, path: str, key: str, verdicts: dict, programs: Optional[dict] = None,
-                 fingerprints: Optional[dict] = None):
+    def __init__(self, path: str, key: str, verdicts: dict, programs: dict | None = None,
+                 fingerprints: dict | None = None):
         self.path = path
         self.key = key
         self._verdicts = verdicts  # signature text -> SupportVerdict
@@ -138,7 +143,7 @@ class VerdictStore:
         return hashlib.md5(text.encode("utf-8")).hexdigest()
 
     @classmethod
-    def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> "VerdictStore":
+    def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> VerdictStore:
         """The store for these devices, properties and versions in `cache_dir`, with what its file holds (a
         missing file is an empty store; an unreadable or invalid one too, with one warning)."""
         clean_stale_temp_files(cache_dir)  # the first use of the dir in this process (once per dir)
@@ -201,16 +206,16 @@ class VerdictStore:
             raise ValueError("'fingerprints' is not an object of sha256 hex digests")
         return verdicts, programs, fingerprints
 
-    def get(self, text: str) -> Optional[SupportVerdict]:
+    def get(self, text: str) -> SupportVerdict | None:
         return self._verdicts.get(text)
 
-    def program_record(self, program_key: str) -> Optional[dict]:
+    def program_record(self, program_key: str) -> dict | None:
         """The verdicts recorded for one exact program (SupportDecider.program_key): {"signatures": how many
         distinct signatures they came from, "ops": per block-0 op in order, True (supported), the reason it is
         not, or None (never asked: feed/fetch, forced to the host)}; None when there is none."""
         return self._programs.get(program_key)
 
-    def fingerprint(self, memo_key: str) -> Optional[str]:
+    def fingerprint(self, memo_key: str) -> str | None:
         return self._fingerprints.get(memo_key)
 
     def put_fingerprint(self, memo_key: str, fingerprint: str) -> None:
@@ -273,8 +278,8 @@ class FingerprintMemo:
         self.pending = False  # a fingerprint was added: the store is saved after the run (flush)
 
     @classmethod
-    def for_graph(cls, store: Optional[VerdictStore], graph, program_key: Optional[str],
-                  integrity_key: bool) -> Optional["FingerprintMemo"]:
+    def for_graph(cls, store: VerdictStore | None, graph, program_key: str | None,
+                  integrity_key: bool) -> FingerprintMemo | None:
         """The memo for `graph`'s params file, or None: no store, no program key, an integrity key, or params
         that are not one regular file (buffers, per-var files)."""
         path = getattr(graph, "params_path", None)
@@ -293,7 +298,7 @@ class FingerprintMemo:
         text = "\n".join(["fingerprint-memo-v1", self.program_key, repr(self.identity), repr(parts)])
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def get(self, parts: tuple) -> Optional[str]:
+    def get(self, parts: tuple) -> str | None:
         """The fingerprint recorded for the subgraph described by `parts` (hashable, repr-stable), or None."""
         return self.store.fingerprint(self._key(parts))
 
@@ -456,7 +461,7 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
 class SupportDecider:
     """Answers `is_supported(op)` for the ops of one program on one NNAdapter context."""
 
-    def __init__(self, graph, context, block: int = 0, store: Optional[VerdictStore] = None):
+    def __init__(self, graph, context, block: int = 0, store: VerdictStore | None = None):
         self.graph = graph
         self.context = context
         self.block = block
@@ -467,7 +472,7 @@ class SupportDecider:
         self.restored = 0  # distinct signatures whose verdict came from the store
         self._by_op: dict = {}  # op index -> SupportVerdict, this program's (record_program)
         self._volatile = False  # some verdict may differ next start (a validation fault): nothing recorded
-        self._fixed_dims: Optional[dict] = None  # infer_block_dims of the block, computed when first needed
+        self._fixed_dims: dict | None = None  # infer_block_dims of the block, computed when first needed
         self._refined: set = set()  # (block, index) of the ops decided with those dims (_refined_verdict)
         # A start with this very program (same bytes, params types, devices, properties, versions) decided
         # before: its verdicts by op, without computing a signature (program_key, record_program).
@@ -479,7 +484,7 @@ class SupportDecider:
                 self._recorded = record["ops"]
                 self.restored = record["signatures"]
 
-    def _program_key(self) -> Optional[str]:
+    def _program_key(self) -> str | None:
         """What the verdicts of this program's ops depend on beyond the store's key: the model's bytes (ops,
         attributes, declared vars: ProgramGraph.source_digest), every parameter's dtype and shape (the
         params file decides an int8 weight), and the loader's code; None when the graph has no digest."""
@@ -602,7 +607,7 @@ class SupportDecider:
     def is_supported(self, op) -> bool:
         return self.verdict(op).supported
 
-    def reason(self, op) -> Optional[str]:
+    def reason(self, op) -> str | None:
         v = self.verdict(op)
         return None if v.supported else v.reason
 

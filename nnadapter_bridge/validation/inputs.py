@@ -6,12 +6,11 @@ model takes float32) is cast to the declared dtype, and the input's origin says 
 to float32"); an integer file is cast only when every value fits. Any other dtype is an error naming both."""
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from nnadapter_bridge.commands.options import (RANDOM_INT_HIGH, CliError, check_file, parse_input_file,
-                                          parse_input_shape)
+from nnadapter_bridge.commands.options import RANDOM_INT_HIGH, CliError, check_file, parse_input_file, parse_input_shape
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"  # an .npz archive
@@ -64,7 +63,7 @@ def default_shape(name: str, declared: Sequence[int]) -> list:
     return shape
 
 
-def make_inputs(predictor, args, shapes: Optional[dict] = None) -> tuple:
+def make_inputs(predictor, args, shapes: dict | None = None) -> tuple:
     """Arrays for every model input and how each was made: ({name: array}, {name: "file F" | "random"}).
 
     `shapes` (name -> dims) overrides --input-shape (convert uses it for --dynamic-shape)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Optional
 
 import numpy as np
 
@@ -29,7 +28,7 @@ def paddle_available() -> bool:
     return importlib.util.find_spec("paddle") is not None
 
 
-def check_paddle_readable(model: str, source=None, params: Optional[str] = None) -> None:
+def check_paddle_readable(model: str, source=None, params: str | None = None) -> None:
     """CliError before anything runs when Paddle Inference cannot read `model` at all: a Paddle Lite .nb (Paddle
     Inference crashes on one, SIGSEGV, rather than refusing it)."""
     if source is None:
@@ -45,7 +44,7 @@ def check_paddle_readable(model: str, source=None, params: Optional[str] = None)
                        "the same metrics against it)")
 
 
-def paddle_outputs(model: str, params: Optional[str], feeds: dict) -> dict:
+def paddle_outputs(model: str, params: str | None, feeds: dict) -> dict:
     """Run the model with Paddle Inference on CPU (oneDNN and IR optimization off, one thread) on `feeds`;
     returns {output name: array}. CliError when paddlepaddle is not installed, or (one line) when Paddle
     Inference cannot load or run the model."""

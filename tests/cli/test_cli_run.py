@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from nnadapter_bridge.cli import main
-
 from nnadapter_bridge.validation import paddle_reference
 from support.tolerances import assert_model_close
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import collections
 import json
 
-from support.model_zoo_fixtures import paddle_load
 from nnadapter_bridge.cli import main
+from support.model_zoo_fixtures import paddle_load
 
 
 def test_inspect_json_matches_paddle(zoo_model, capsys):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from support.converter_harness import check_program, opdesc_program, static_program
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
 
 RNG = np.random.default_rng(7)
 
@@ -160,8 +161,8 @@ def test_emit_activation_reads_prefixed_attrs():
 
 def test_relu_with_quant_scales_keeps_output_quantized():
     from converters.context import convert_subgraph
-    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.nnadapter.types import OperandType
 
     op = OpInfo("relu", 0, 0, {"X": ["x"]}, {"Out": ["out"]}, {"X0_scale": [0.05], "Out0_scale": [0.025]}, {})
@@ -324,8 +325,8 @@ def _quantized_single_op(op, in_scale, shape=(2, 6)):
 
 @pytest.mark.parametrize("scale,bias", [(2.0, 0.0), (-0.5, 0.3)])
 def test_scale_quantized_input_uses_int8_constants(scale, bias):
-    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
+    from nnadapter_bridge.nnadapter.reference import run_model
 
     op = OpInfo("scale", 0, 0, {"X": ["x"]}, {"Out": ["out"]},
                 {"scale": scale, "bias": bias, "X0_scale": [0.05], "Out0_scale": [0.04]}, {})

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, convert_and_run, opdesc_program
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from support.converter_harness import check_program, convert_and_run, opdesc_program
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(4242)

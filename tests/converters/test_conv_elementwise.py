@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, opdesc_program, static_program
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from support.converter_harness import check_program, opdesc_program, static_program
 
 RNG = np.random.default_rng(2024)
 
@@ -288,9 +288,9 @@ def test_is_tests(tmp_path, op_type, dtype):
 
 def test_elementwise_add_quantized_output_scale():
     from converters.context import convert_subgraph
-    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
     from nnadapter_bridge.nnadapter.codes import Precision
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.nnadapter.types import OperandType
 
     op = OpInfo("elementwise_add", 0, 0, {"X": ["x"], "Y": ["y"]}, {"Out": ["out"]},

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from support.converter_harness import check_program, opdesc_program
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
 
 RNG = np.random.default_rng(11)
 
@@ -177,8 +178,8 @@ def test_fill_constant_batch_size_like(tmp_path, in_idx, out_idx, shape, dtype):
 def test_fill_constant_batch_size_like_unknown_batch_reads_shape(out_idx, shape):
     """With an unknown batch dim the shape is assembled at run time (SHAPE, SLICE, CONCAT)."""
     from converters.context import convert_subgraph
-    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader.program import OpInfo
+    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.nnadapter.types import OperandType
 
     op = OpInfo("fill_constant_batch_size_like", 0, 0, {"Input": ["x"]}, {"Out": ["out"]},

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
 from nnadapter_bridge.errors import ConversionError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(20240607)
@@ -85,7 +85,11 @@ def _act_oracle(act, y, attrs):
     if act == "leaky_relu":
         return np.where(y >= 0, y, y * attrs.get("leaky_relu_alpha", 0.02))
     if act == "hard_swish":
-        t, s, o = attrs.get("hard_swish_threshold", 6.0), attrs.get("hard_swish_scale", 6.0), attrs.get("hard_swish_offset", 3.0)
+        t, s, o = (
+            attrs.get("hard_swish_threshold", 6.0),
+            attrs.get("hard_swish_scale", 6.0),
+            attrs.get("hard_swish_offset", 3.0),
+        )
         return y * np.minimum(np.maximum(y + o, 0), t) / s
     if act == "sigmoid":
         return 1 / (1 + np.exp(-y))
@@ -211,29 +215,64 @@ def _pool_attrs(attrs):
 
 POOL_CASES = [
     ({"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]}, (1, 3, 9, 9), [T.MAX_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]}, (1, 3, 9, 9), [T.AVERAGE_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1], "exclusive": False}, (2, 2, 9, 8),
-     [T.AVERAGE_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [3, 2], "strides": [2, 2], "paddings": [1, 0, 0, 1]}, (1, 2, 8, 7),
-     [T.AVERAGE_POOL_2D]),
+    (
+        {"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]},
+        (1, 3, 9, 9),
+        [T.AVERAGE_POOL_2D],
+    ),
+    (
+        {"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1], "exclusive": False},
+        (2, 2, 9, 8),
+        [T.AVERAGE_POOL_2D],
+    ),
+    (
+        {"pooling_type": "avg", "ksize": [3, 2], "strides": [2, 2], "paddings": [1, 0, 0, 1]},
+        (1, 2, 8, 7),
+        [T.AVERAGE_POOL_2D],
+    ),
     ({"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "ceil_mode": True}, (1, 2, 8, 8), [T.MAX_POOL_2D]),
     ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "ceil_mode": True}, (1, 2, 8, 8), [T.AVERAGE_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "ceil_mode": True, "exclusive": False,
-      "paddings": [1, 1]}, (1, 2, 7, 7), [T.AVERAGE_POOL_2D]),  # ceil adds no partial window here
-    ({"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "padding_algorithm": "SAME"}, (1, 2, 8, 7),
-     [T.MAX_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "padding_algorithm": "SAME"}, (1, 2, 8, 7),
-     [T.AVERAGE_POOL_2D]),
-    ({"pooling_type": "avg", "ksize": [2, 3], "strides": [1, 2], "paddings": [1, 1], "padding_algorithm": "VALID"},
-     (1, 2, 6, 7), [T.AVERAGE_POOL_2D]),
+    (
+        {
+            "pooling_type": "avg",
+            "ksize": [3, 3],
+            "strides": [2, 2],
+            "ceil_mode": True,
+            "exclusive": False,
+            "paddings": [1, 1],
+        },
+        (1, 2, 7, 7),
+        [T.AVERAGE_POOL_2D],
+    ),  # ceil adds no partial window here
+    (
+        {"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "padding_algorithm": "SAME"},
+        (1, 2, 8, 7),
+        [T.MAX_POOL_2D],
+    ),
+    (
+        {"pooling_type": "avg", "ksize": [3, 3], "strides": [2, 2], "padding_algorithm": "SAME"},
+        (1, 2, 8, 7),
+        [T.AVERAGE_POOL_2D],
+    ),
+    (
+        {"pooling_type": "avg", "ksize": [2, 3], "strides": [1, 2], "paddings": [1, 1], "padding_algorithm": "VALID"},
+        (1, 2, 6, 7),
+        [T.AVERAGE_POOL_2D],
+    ),
     ({"pooling_type": "max", "global_pooling": True, "paddings": [1, 1]}, (2, 3, 5, 6), [T.MAX_POOL_2D]),
     ({"pooling_type": "avg", "global_pooling": True}, (2, 3, 5, 6), [T.AVERAGE_POOL_2D]),
     ({"pooling_type": "avg", "adaptive": True, "ksize": [1, 1]}, (2, 3, 5, 6), [T.AVERAGE_POOL_2D]),
     ({"pooling_type": "avg", "adaptive": True, "ksize": [3, 2]}, (1, 3, 7, 6), [T.ADAPTIVE_AVERAGE_POOL_2D]),
-    ({"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2], "data_format": "NHWC"}, (1, 6, 6, 3),
-     [T.TRANSPOSE, T.MAX_POOL_2D, T.TRANSPOSE]),
-    ({"pooling_type": "avg", "adaptive": True, "ksize": [2, 2], "data_format": "NHWC"}, (1, 6, 5, 3),
-     [T.TRANSPOSE, T.ADAPTIVE_AVERAGE_POOL_2D, T.TRANSPOSE]),
+    (
+        {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2], "data_format": "NHWC"},
+        (1, 6, 6, 3),
+        [T.TRANSPOSE, T.MAX_POOL_2D, T.TRANSPOSE],
+    ),
+    (
+        {"pooling_type": "avg", "adaptive": True, "ksize": [2, 2], "data_format": "NHWC"},
+        (1, 6, 5, 3),
+        [T.TRANSPOSE, T.ADAPTIVE_AVERAGE_POOL_2D, T.TRANSPOSE],
+    ),
 ]
 
 
@@ -253,9 +292,15 @@ def test_pool2d_adaptive_max(tmp_path):
     import paddle
 
     x = randn(1, 3, 8, 9)
-    saved = opdesc_program(tmp_path, "pool2d", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
-                           attrs=_pool_attrs({"pooling_type": "max", "adaptive": True, "ksize": [3, 4]}), feeds={"x": x},
-                           run_paddle=False)
+    saved = opdesc_program(
+        tmp_path,
+        "pool2d",
+        inputs={"X": ["x"]},
+        outputs={"Out": ["out"]},
+        attrs=_pool_attrs({"pooling_type": "max", "adaptive": True, "ksize": [3, 4]}),
+        feeds={"x": x},
+        run_paddle=False,
+    )
     want = paddle.nn.functional.adaptive_max_pool2d(paddle.to_tensor(x), [3, 4]).numpy()
     _, result = check_program(saved, want=[want])
     assert operation_types(result) == [T.ADAPTIVE_MAX_POOL_2D]
@@ -327,7 +372,9 @@ def test_batch_norm(tmp_path, x_shape, layout, op_type):
     params = {"scale": randn(c), "bias": randn(c), "mean": randn(c), "var": np.abs(randn(c)) + 0.1}
     outs = {"Y": ["y"], "MeanOut": ["mean"], "VarianceOut": ["var"], "SavedMean": ["sm"], "SavedVariance": ["sv"]}
     # MeanOut/VarianceOut share Mean/Variance's vars (Paddle requires it): declare them once, persistable.
-    declared = [{"name": n, "dtype": "float32", "shape": [c], "persistable": True} for n in ("scale", "bias", "mean", "var")]
+    declared = [
+        {"name": n, "dtype": "float32", "shape": [c], "persistable": True} for n in ("scale", "bias", "mean", "var")
+    ]
     inputs = {"X": ["x"], "Scale": ["scale"], "Bias": ["bias"], "Mean": ["mean"], "Variance": ["var"]}
     attrs = {"epsilon": 1e-3, "is_test": True, "data_layout": layout, "use_global_stats": True, "momentum": 0.9}
     feeds = {"x": randn(*x_shape)}
@@ -367,16 +414,25 @@ def test_instance_norm(tmp_path, with_affine):
     assert_op_close(got["y"], saved.outputs[0], what="y")
 
 
-@pytest.mark.parametrize("x_shape,axis,with_affine", [((2, 3, 4), 1, True), ((2, 3, 4), 2, True), ((2, 3, 4, 5), 3, True),
-                                                      ((4, 6), 1, False), ((2, 3, 4), 2, False)])
+@pytest.mark.parametrize(
+    "x_shape,axis,with_affine",
+    [((2, 3, 4), 1, True), ((2, 3, 4), 2, True), ((2, 3, 4, 5), 3, True), ((4, 6), 1, False), ((2, 3, 4), 2, False)],
+)
 def test_layer_norm(tmp_path, x_shape, axis, with_affine):
     norm_size = int(np.prod(x_shape[axis:]))
     inputs, params = {"X": ["x"]}, {}
     if with_affine:
         inputs.update(Scale=["scale"], Bias=["bias"])
         params = {"scale": randn(norm_size), "bias": randn(norm_size)}
-    saved = opdesc_program(tmp_path, "layer_norm", inputs=inputs, outputs={"Y": ["y"], "Mean": ["m"], "Variance": ["v"]},
-                           attrs={"begin_norm_axis": axis, "epsilon": 1e-5}, feeds={"x": randn(*x_shape)}, params=params)
+    saved = opdesc_program(
+        tmp_path,
+        "layer_norm",
+        inputs=inputs,
+        outputs={"Y": ["y"], "Mean": ["m"], "Variance": ["v"]},
+        attrs={"begin_norm_axis": axis, "epsilon": 1e-5},
+        feeds={"x": randn(*x_shape)},
+        params=params,
+    )
     saved.outputs = saved.outputs[:1]
     got, _, _ = convert_and_run(saved.model_path, saved.feeds, saved.params_path)
     assert_op_close(got["y"], saved.outputs[0], what="y")
@@ -396,16 +452,29 @@ def test_group_norm(tmp_path, groups, layout, with_affine):
     if with_affine:
         inputs.update(Scale=["scale"], Bias=["bias"])
         params = {"scale": randn(6), "bias": randn(6)}
-    saved = opdesc_program(tmp_path, "group_norm", inputs=inputs, outputs={"Y": ["y"], "Mean": ["m"], "Variance": ["v"]},
-                           attrs={"groups": groups, "epsilon": 1e-5, "data_layout": layout},
-                           feeds={"x": randn(*x_shape)}, params=params)
+    saved = opdesc_program(
+        tmp_path,
+        "group_norm",
+        inputs=inputs,
+        outputs={"Y": ["y"], "Mean": ["m"], "Variance": ["v"]},
+        attrs={"groups": groups, "epsilon": 1e-5, "data_layout": layout},
+        feeds={"x": randn(*x_shape)},
+        params=params,
+    )
     saved.outputs = saved.outputs[:1]
     got, _, _ = convert_and_run(saved.model_path, saved.feeds, saved.params_path)
     assert_op_close(got["y"], saved.outputs[0], what="y")
 
 
-@pytest.mark.parametrize("attrs", [{"n": 5, "k": 2.0, "alpha": 1e-4, "beta": 0.75}, {"n": 3, "k": 1.0, "alpha": 0.1, "beta": 0.5},
-                                   {"n": 7, "k": 1.5, "alpha": 0.05, "beta": 1.0}, {}])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"n": 5, "k": 2.0, "alpha": 1e-4, "beta": 0.75},
+        {"n": 3, "k": 1.0, "alpha": 0.1, "beta": 0.5},
+        {"n": 7, "k": 1.5, "alpha": 0.05, "beta": 1.0},
+        {},
+    ],
+)
 def test_lrn(tmp_path, attrs):
     saved = opdesc_program(tmp_path, "lrn", inputs={"X": ["x"]}, outputs={"Out": ["out"], "MidOut": ["mid"]},
                            attrs=attrs, feeds={"x": randn(2, 7, 3, 4)})
@@ -468,7 +537,9 @@ def test_p_norm_linalg_norm_whole_tensor(tmp_path, keepdim):
 # -- softmax / log_softmax / dropout -----------------------------------------------------------------
 
 @pytest.mark.parametrize("op_type", ["softmax", "log_softmax"])
-@pytest.mark.parametrize("axis,x_shape", [(-1, (2, 5)), (1, (2, 3, 4)), (0, (3, 4)), (-2, (2, 3, 4, 2)), (None, (2, 3, 4))])
+@pytest.mark.parametrize(
+    "axis,x_shape", [(-1, (2, 5)), (1, (2, 3, 4)), (0, (3, 4)), (-2, (2, 3, 4, 2)), (None, (2, 3, 4))]
+)
 def test_softmax(tmp_path, op_type, axis, x_shape):
     attrs = {} if axis is None else {"axis": axis}
     saved = opdesc_program(tmp_path, op_type, inputs={"X": ["x"]}, outputs={"Out": ["out"]}, attrs=attrs,
@@ -482,7 +553,9 @@ def test_softmax_static_builder(tmp_path):
     check_program(static_program(tmp_path, lambda x: paddle.nn.functional.softmax(x, axis=1), {"x": randn(2, 3, 4)}))
 
 
-@pytest.mark.parametrize("impl,prob", [("upscale_in_train", 0.3), ("downgrade_in_infer", 0.3), (None, 0.5), (None, None)])
+@pytest.mark.parametrize(
+    "impl,prob", [("upscale_in_train", 0.3), ("downgrade_in_infer", 0.3), (None, 0.5), (None, None)]
+)
 def test_dropout(tmp_path, impl, prob):
     attrs = {"is_test": True}
     if impl is not None:

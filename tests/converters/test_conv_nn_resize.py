@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
 from nnadapter_bridge.errors import ConversionError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
 
 rng = np.random.default_rng(77)
 
@@ -56,9 +56,15 @@ def test_pad2d_defaults(tmp_path):
 
 def test_pad2d_paddings_tensor(tmp_path):
     x = randn(2, 3, 4, 4)
-    saved = opdesc_program(tmp_path, "pad2d", inputs={"X": ["x"], "Paddings": ["p"]}, outputs={"Out": ["out"]},
-                           attrs={"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": -2.0, "data_format": "NCHW"},
-                           feeds={"x": x, "p": np.array([0, 1, 2, 1], dtype=np.int32)}, run_paddle=False)
+    saved = opdesc_program(
+        tmp_path,
+        "pad2d",
+        inputs={"X": ["x"], "Paddings": ["p"]},
+        outputs={"Out": ["out"]},
+        attrs={"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": -2.0, "data_format": "NCHW"},
+        feeds={"x": x, "p": np.array([0, 1, 2, 1], dtype=np.int32)},
+        run_paddle=False,
+    )
     _, result = check_program(saved, want=[_pad2d_oracle(x, [0, 1, 2, 1], "constant", -2.0, "NCHW")])
     assert T.CONCAT in operation_types(result)
 
@@ -90,8 +96,14 @@ def test_pad3d_static_builder(tmp_path):
 
 def test_pad3d_circular_wraps_like_paddle(tmp_path):
     # Paddle reads output index i of an axis of size n from input (i - begin) mod n, wider pads wrapping again.
-    saved = opdesc_program(tmp_path, "pad3d", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
-                           attrs={"paddings": [1, 3, 0, 2, 2, 0], "mode": "circular"}, feeds={"x": randn(1, 2, 2, 2, 3)})
+    saved = opdesc_program(
+        tmp_path,
+        "pad3d",
+        inputs={"X": ["x"]},
+        outputs={"Out": ["out"]},
+        attrs={"paddings": [1, 3, 0, 2, 2, 0], "mode": "circular"},
+        feeds={"x": randn(1, 2, 2, 2, 3)},
+    )
     _, result = check_program(saved)
     assert operation_types(result) == [T.GATHER, T.GATHER, T.GATHER]
 
@@ -152,9 +164,14 @@ def test_interp_v2(tmp_path, op_type, align_corners, align_mode, attrs, extra):
 @pytest.mark.parametrize("op_type", ["nearest_interp_v2", "bilinear_interp_v2"])
 def test_interp_v2_size_tensor(tmp_path, op_type):
     method = "nearest" if op_type.startswith("nearest") else "bilinear"
-    saved = opdesc_program(tmp_path, op_type, inputs={"X": ["x"], "SizeTensor": ["h", "w"]}, outputs={"Out": ["out"]},
-                           attrs={"interp_method": method, "align_corners": False, "align_mode": 0, "out_h": 2, "out_w": 2},
-                           feeds={"x": randn(1, 2, 4, 5), "h": np.array([7], np.int32), "w": np.array([3], np.int32)})
+    saved = opdesc_program(
+        tmp_path,
+        op_type,
+        inputs={"X": ["x"], "SizeTensor": ["h", "w"]},
+        outputs={"Out": ["out"]},
+        attrs={"interp_method": method, "align_corners": False, "align_mode": 0, "out_h": 2, "out_w": 2},
+        feeds={"x": randn(1, 2, 4, 5), "h": np.array([7], np.int32), "w": np.array([3], np.int32)},
+    )
     _, result = check_program(saved)
     assert operation_types(result)[0] == T.CONCAT
 

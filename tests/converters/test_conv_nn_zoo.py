@@ -10,10 +10,10 @@ import pytest
 
 from converters.context import convert_subgraph
 from converters.registry import get_converter
-from nnadapter_bridge.nnadapter.reference import run_model
 from devtools import zoo
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.nnadapter.codes import dtype_precision
+from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.types import OperandType
 
 pytest.importorskip("paddle", reason="the zoo models are exported by Paddle")

@@ -313,7 +313,9 @@ def _prelu(x, xh, a):
             F.prelu(x, a)]
 
 
-@twin("pow", {"x": positive(2, 3, 4), "xi": ints(3, 4, low=-4, high=5), "xl": ints(3, 4, low=-4, high=5, dtype="int64")})
+@twin(
+    "pow", {"x": positive(2, 3, 4), "xi": ints(3, 4, low=-4, high=5), "xl": ints(3, 4, low=-4, high=5, dtype="int64")}
+)
 def _pow(x, xi, xl):
     paddle = _pd()
     return [paddle.pow(x, 2.0), paddle.pow(x, 0.5), paddle.pow(x, -1.0), paddle.pow(x, 3.0), paddle.pow(xi, 3),
@@ -344,12 +346,16 @@ def _scale(x, s, xi, xl):
 # test_conv_fill_cast.py
 # ============================================================================================================
 
-_CAST_IN = {"f": randn(2, 3, 4, scale=4.0), "i": ints(2, 3, 4, low=0, high=6), "l": ints(2, 3, 4, low=-5, high=6, dtype="int64"),
-            "b": bools(2, 3, 4)}
+_CAST_IN = {
+    "f": randn(2, 3, 4, scale=4.0),
+    "i": ints(2, 3, 4, low=0, high=6),
+    "l": ints(2, 3, 4, low=-5, high=6, dtype="int64"),
+    "b": bools(2, 3, 4),
+}
 
 
 @twin("cast", _CAST_IN)
-def _cast(f, i, l, b):
+def _cast(f, i, l, b):  # noqa: E741 - `l` is the model's int64 feed, named as in the case table
     paddle = _pd()
     outs = []
     for x in (f, i, l, b):
@@ -360,7 +366,7 @@ def _cast(f, i, l, b):
 
 
 @twin("assign", dict(_CAST_IN))
-def _assign(f, i, l, b):
+def _assign(f, i, l, b):  # noqa: E741 - `l` is the model's int64 feed, named as in the case table
     paddle = _pd()
     return [paddle.assign(f), paddle.assign(i), paddle.assign(l), paddle.assign(b),
             paddle.assign(param(randn(3, 4)))]
@@ -406,7 +412,7 @@ def _fill_constant_non_finite():
 
 
 @twin("fill_any_like", dict(_CAST_IN))
-def _fill_any_like(f, i, l, b):
+def _fill_any_like(f, i, l, b):  # noqa: E741 - `l` is the model's int64 feed, named as in the case table
     paddle = _pd()
     outs = []
     for x in (f, i, l, b):  # (distinct expressions only: Paddle's save merges equal ones, then cannot fetch both)
@@ -519,7 +525,13 @@ def _instance_norm(x):
     return [F.instance_norm(x, weight=param(randn(3)), bias=param(randn(3)), eps=1e-5), F.instance_norm(x, eps=1e-5)]
 
 
-LN_CASES = [((2, 3, 4), 1, True), ((2, 3, 4), 2, True), ((2, 3, 4, 5), 3, True), ((4, 6), 1, False), ((2, 3, 4), 2, False)]
+LN_CASES = [
+    ((2, 3, 4), 1, True),
+    ((2, 3, 4), 2, True),
+    ((2, 3, 4, 5), 3, True),
+    ((4, 6), 1, False),
+    ((2, 3, 4), 2, False),
+]
 
 
 @twin("layer_norm", {f"x{k}": randn(*c[0]) for k, c in enumerate(LN_CASES)})
@@ -536,7 +548,9 @@ def _layer_norm(**xs):
 GN_CASES = [(2, "NCHW", True), (3, "NCHW", False), (1, "NCHW", True), (2, "NHWC", True)]
 
 
-@twin("group_norm", {f"x{k}": randn(*((2, 6, 3, 4) if c[1] == "NCHW" else (2, 3, 4, 6))) for k, c in enumerate(GN_CASES)})
+@twin(
+    "group_norm", {f"x{k}": randn(*((2, 6, 3, 4) if c[1] == "NCHW" else (2, 3, 4, 6))) for k, c in enumerate(GN_CASES)}
+)
 def _group_norm(**xs):
     F = _F()
     outs = []
@@ -587,10 +601,20 @@ def _dropout(x):
             F.dropout(x, 0.5, training=False, mode="downscale_in_infer")]
 
 
-MATMUL_CASES = [((3, 4), (4, 5), {}), ((2, 3, 4), (2, 4, 5), {}), ((2, 3, 4), (4, 5), {}),
-                ((2, 4, 3), (2, 5, 4), {"transpose_x": True, "transpose_y": True}), ((3, 4), (5, 4), {"transpose_y": True}),
-                ((2, 2, 3, 4), (4, 6), {}), ((4,), (4, 3), {}), ((1, 3, 4), (2, 4, 5), {}), ((4,), (4,), {}),
-                ((4,), (2, 4, 3), {}), ((2, 3, 4), (4,), {}), ((2, 4, 3), (5, 4), {"transpose_x": True, "transpose_y": True})]
+MATMUL_CASES = [
+    ((3, 4), (4, 5), {}),
+    ((2, 3, 4), (2, 4, 5), {}),
+    ((2, 3, 4), (4, 5), {}),
+    ((2, 4, 3), (2, 5, 4), {"transpose_x": True, "transpose_y": True}),
+    ((3, 4), (5, 4), {"transpose_y": True}),
+    ((2, 2, 3, 4), (4, 6), {}),
+    ((4,), (4, 3), {}),
+    ((1, 3, 4), (2, 4, 5), {}),
+    ((4,), (4,), {}),
+    ((4,), (2, 4, 3), {}),
+    ((2, 3, 4), (4,), {}),
+    ((2, 4, 3), (5, 4), {"transpose_x": True, "transpose_y": True}),
+]
 
 
 @twin("matmul_v2", {f"{p}{k}": randn(*c[i]) for k, c in enumerate(MATMUL_CASES) for i, p in enumerate("xy")})
@@ -608,8 +632,14 @@ def _dot(x, y, a, b):
     return [_pd().dot(x, y), _pd().dot(a, b)]
 
 
-MUL_CASES = [((3, 4), (4, 5), 1, 1), ((2, 3, 4), (12, 5), 1, 1), ((2, 3, 4), (4, 5), 2, 1), ((2, 3, 2, 2), (4, 5), 2, 1),
-             ((2, 6), (2, 3, 4), 1, 2), ((2, 6), (6, 2, 2), 1, 1)]
+MUL_CASES = [
+    ((3, 4), (4, 5), 1, 1),
+    ((2, 3, 4), (12, 5), 1, 1),
+    ((2, 3, 4), (4, 5), 2, 1),
+    ((2, 3, 2, 2), (4, 5), 2, 1),
+    ((2, 6), (2, 3, 4), 1, 2),
+    ((2, 6), (6, 2, 2), 1, 1),
+]
 
 
 @twin("mul", {**{f"x{k}": randn(*c[0]) for k, c in enumerate(MUL_CASES)}, "y0": randn(4, 5)})
@@ -619,7 +649,12 @@ def _mul(**v):
     return outs + [C.matmul_with_flatten(v["x0"], v["y0"], 1, 1)]  # y computed at run time
 
 
-FC_CASES = [((3, 6), 1, "", True), ((2, 3, 2, 2), 1, "relu", True), ((2, 3, 4), 2, "", False), ((2, 3, 4), 2, "relu", True)]
+FC_CASES = [
+    ((3, 6), 1, "", True),
+    ((2, 3, 2, 2), 1, "relu", True),
+    ((2, 3, 4), 2, "", False),
+    ((2, 3, 4), 2, "relu", True),
+]
 
 
 @twin("fc", {f"x{k}": randn(*c[0]) for k, c in enumerate(FC_CASES)})
@@ -756,9 +791,12 @@ def _split_list(x):
 @twin("strided_slice", {"x": _rand((3, 4)), "st": np.array([-1, 2], np.int32), "y": _rand((2, 3, 4), "int32")})
 def _strided_slice(x, st, y):
     paddle = _pd()
-    return [paddle.strided_slice(x, [0, 1], [-1, 0], [-100, 3], st),
-            paddle.strided_slice(y, [0, 2], [0, 3], [2, 0], [1, -1]),
-            paddle.strided_slice(y, [2], [-1], [-100], [-1]), paddle.strided_slice(y, [1, 2], [-10, 10], [0, 2], [-1, -3])]
+    return [
+        paddle.strided_slice(x, [0, 1], [-1, 0], [-100, 3], st),
+        paddle.strided_slice(y, [0, 2], [0, 3], [2, 0], [1, -1]),
+        paddle.strided_slice(y, [2], [-1], [-100], [-1]),
+        paddle.strided_slice(y, [1, 2], [-10, 10], [0, 2], [-1, -3]),
+    ]
 
 
 @twin("expand_as_v2", {"x": _rand((3, 1)), "t": _rand((2, 3, 4)), "xi": _rand((2, 3, 4), "int32"),
@@ -799,7 +837,7 @@ for _api in ["max", "min"]:
 
 @twin("reduce_sum", {"x": distinct(2, 3, 4), "i": distinct(3, 4, dtype="int32"), "l": distinct(3, 4, dtype="int64"),
                      "b": bools(3, 4), "f": distinct(3, 4) * 10})
-def _reduce_sum(x, i, l, b, f):
+def _reduce_sum(x, i, l, b, f):  # noqa: E741 - `l` is the model's int64 feed, named as in the case table
     paddle = _pd()
     return [paddle.sum(x, 1), paddle.sum(x, [0, 2], keepdim=True), paddle.sum(x), paddle.sum(x, 0),
             paddle.sum(x, -1, dtype="float32"), paddle.sum(i, 1), paddle.sum(l, 1), paddle.sum(b, 1),
@@ -849,8 +887,15 @@ def _top_k_v2(x, xi):
     return [*topk(x, 2), *topk(x, 3, axis=1, largest=False), *topk(xi, 4, -1), *topk(xi, 3, 0, largest=False)]
 
 
-@twin("gather", {"x": distinct(3, 4, dtype="int64"), "i": np.array([[3], [1]], np.int64), "j": np.array([2, 0, 2], np.int32),
-                 "f": distinct(3, 4, 5)})
+@twin(
+    "gather",
+    {
+        "x": distinct(3, 4, dtype="int64"),
+        "i": np.array([[3], [1]], np.int64),
+        "j": np.array([2, 0, 2], np.int32),
+        "f": distinct(3, 4, 5),
+    },
+)
 def _gather(x, i, j, f):
     paddle = _pd()
     return [paddle.gather(x, i, axis=param(np.array([1], np.int32))), paddle.gather(f, j, axis=2),
@@ -921,9 +966,14 @@ def _yolo_box(img_size, **xs):
     return [v for k, kw in enumerate(YOLO_CASES) for v in yolo_box(xs[f"x{k}"], img_size, **kw)]
 
 
-@twin("roi_align", {"x": randn(3, 2, 8, 8), "rois": np.array([[1, 2, 9, 10], [0, 0, 15, 7], [4, 4, 6, 12], [2, 3, 14, 14],
-                                                             [8, 1, 12, 5]], np.float32),
-                    "rois_num": np.array([2, 0, 3], np.int32)})
+@twin(
+    "roi_align",
+    {
+        "x": randn(3, 2, 8, 8),
+        "rois": np.array([[1, 2, 9, 10], [0, 0, 15, 7], [4, 4, 6, 12], [2, 3, 14, 14], [8, 1, 12, 5]], np.float32),
+        "rois_num": np.array([2, 0, 3], np.int32),
+    },
+)
 def _roi_align(x, rois, rois_num):
     from paddle.vision.ops import roi_align
     return [roi_align(x, rois, rois_num, (2, 3), 0.5, 2, False), roi_align(x, rois, rois_num, 3, 0.25, -1, True),
@@ -1028,22 +1078,35 @@ def _quantize_linear_oracle(feeds):
     return [_quant_dequant(v, s, axis, r) for r in (0, 1) for v, s, axis in ((x, [1.5], -1), (c, [0.5, 2.0, 1.0], 1))]
 
 
-@twin("quantize_linear", oracle=_quantize_linear_oracle, feeds={"x": _off_ties(randn(2, 3, 5, scale=1.5), 1.5 / 127),
-                          "c": _off_ties(randn(2, 3, 5, scale=1.5), (np.array([0.5, 2.0, 1.0]) / 127).reshape(1, 3, 1))})
+@twin(
+    "quantize_linear",
+    oracle=_quantize_linear_oracle,
+    feeds={
+        "x": _off_ties(randn(2, 3, 5, scale=1.5), 1.5 / 127),
+        "c": _off_ties(randn(2, 3, 5, scale=1.5), (np.array([0.5, 2.0, 1.0]) / 127).reshape(1, 3, 1)),
+    },
+)
 def _quantize_linear(x, c):
     s, z = param(np.array([1.5], np.float32)), param(np.zeros([1], np.float32))
     sc, zc = param(np.array([0.5, 2.0, 1.0], np.float32)), param(np.zeros([3], np.float32))
     outs = []
     for round_type in (0, 1):
-        outs.append(_linear("dequantize_linear", _linear("quantize_linear", x, s, z, -1, round_type), s, z, -1, round_type))
+        outs.append(
+            _linear("dequantize_linear", _linear("quantize_linear", x, s, z, -1, round_type), s, z, -1, round_type)
+        )
         outs.append(_linear("dequantize_linear", _linear("quantize_linear", c, sc, zc, 1, round_type), sc, zc, 1,
                             round_type))
     return outs
 
 
-@twin("dequantize_linear", {"x": ints(4, 3, low=-128, high=128).astype(np.float32)},
-      oracle=lambda feeds: [(feeds["x"] * np.float32(2.0 / 127)).astype(np.float32),
-                            (feeds["x"] * (np.array([1.0, 0.5, 3.0, 0.25], np.float32) / 127)[:, None]).astype(np.float32)])
+@twin(
+    "dequantize_linear",
+    {"x": ints(4, 3, low=-128, high=128).astype(np.float32)},
+    oracle=lambda feeds: [
+        (feeds["x"] * np.float32(2.0 / 127)).astype(np.float32),
+        (feeds["x"] * (np.array([1.0, 0.5, 3.0, 0.25], np.float32) / 127)[:, None]).astype(np.float32),
+    ],
+)
 def _dequantize_linear(x):
     s, z = param(np.array([2.0], np.float32)), param(np.zeros([1], np.float32))
     sc, zc = param(np.array([1.0, 0.5, 3.0, 0.25], np.float32)), param(np.zeros([4], np.float32))
@@ -1069,7 +1132,11 @@ def _fqdq_abs_max():
 def _fcwqdq():
     C = _pd()._C_ops
     w = param(randn(3, 4, 2))
-    return [v for axis, r in [(0, 1), (1, 0), (1, 1)] for v in C.fake_channel_wise_quantize_dequantize_abs_max(w, 8, r, axis)]
+    return [
+        v
+        for axis, r in [(0, 1), (1, 0), (1, 1)]
+        for v in C.fake_channel_wise_quantize_dequantize_abs_max(w, 8, r, axis)
+    ]
 
 
 # ============================================================================================================

@@ -15,9 +15,17 @@ import os
 import numpy as np
 import pytest
 
-from support.converter_harness import SavedProgram, _run_saved, check_program, convert_and_run, opdesc_program, paddle_static
 from nnadapter_bridge.errors import ConversionError
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
+from support.converter_harness import (
+    SavedProgram,
+    _run_saved,
+    check_program,
+    convert_and_run,
+    opdesc_program,
+    paddle_static,
+)
 from support.tolerances import OP_ATOL, assert_model_close, assert_op_close
 
 rng = np.random.default_rng(20240611)

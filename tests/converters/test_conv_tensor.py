@@ -10,9 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import (check_program, convert_and_run, opdesc_program, run_opdesc, run_static,
-                                       static_program)
 from nnadapter_bridge.errors import ConversionError
+from support.converter_harness import (
+    check_program,
+    convert_and_run,
+    opdesc_program,
+    run_opdesc,
+    run_static,
+    static_program,
+)
 
 rng = np.random.default_rng(20261121)
 
@@ -176,7 +182,9 @@ def test_transpose2(tmp_path, shape, perm):
 
 
 def test_transpose_v1(tmp_path):
-    run_opdesc(tmp_path, "transpose", {"X": ["x"]}, {"Out": ["y"]}, {"axis": [1, 0, 2]}, {"x": rand((2, 3, 4), "int32")})
+    run_opdesc(
+        tmp_path, "transpose", {"X": ["x"]}, {"Out": ["y"]}, {"axis": [1, 0, 2]}, {"x": rand((2, 3, 4), "int32")}
+    )
 
 
 # -- concat / split / stack / unstack / unbind -------------------------------------------------------------
@@ -287,7 +295,12 @@ def test_slice_starts_ends_tensors(tmp_path):
 def test_strided_slice(tmp_path, axes, starts, ends, strides):
     import paddle
 
-    run_static(tmp_path, "strided_slice", lambda x: paddle.strided_slice(x, axes, starts, ends, strides), {"x": rand((2, 3, 4))})
+    run_static(
+        tmp_path,
+        "strided_slice",
+        lambda x: paddle.strided_slice(x, axes, starts, ends, strides),
+        {"x": rand((2, 3, 4))},
+    )
 
 
 @pytest.mark.parametrize("index", ["reverse", "reverse_step2", "range_back", "neg_range_back", "step_decrease"])
@@ -431,7 +444,9 @@ def test_shuffle_channel(tmp_path, group):
 def test_channel_shuffle(tmp_path):
     import paddle
 
-    run_static(tmp_path, "channel_shuffle", lambda x: paddle.nn.functional.channel_shuffle(x, 3), {"x": rand((1, 6, 2, 2))})
+    run_static(
+        tmp_path, "channel_shuffle", lambda x: paddle.nn.functional.channel_shuffle(x, 3), {"x": rand((1, 6, 2, 2))}
+    )
 
 
 @pytest.mark.parametrize("shifts,axis", [([1], [1]), ([1, -2], [0, 2]), ([5], []), ([-7], None), ([2], [-1])])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, convert_and_run, opdesc_program, run_opdesc, run_static
 from nnadapter_bridge.errors import ConversionError
+from support.converter_harness import check_program, convert_and_run, opdesc_program, run_opdesc, run_static
 
 rng = np.random.default_rng(1121)
 
@@ -104,9 +104,15 @@ def test_logsumexp_missing_axis_reduces_every_axis(tmp_path, attrs):
 
 
 @pytest.mark.parametrize("op_type", ["arg_max", "arg_min"])
-@pytest.mark.parametrize("attrs", [{"axis": 1, "keepdims": False, "dtype": 3}, {"axis": -1, "keepdims": True, "dtype": 2},
-                                   {"axis": 0, "flatten": True, "keepdims": False, "dtype": 3},
-                                   {"axis": 0, "flatten": True, "keepdims": True, "dtype": 2}])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"axis": 1, "keepdims": False, "dtype": 3},
+        {"axis": -1, "keepdims": True, "dtype": 2},
+        {"axis": 0, "flatten": True, "keepdims": False, "dtype": 3},
+        {"axis": 0, "flatten": True, "keepdims": True, "dtype": 2},
+    ],
+)
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_arg_max_min(tmp_path, op_type, attrs, dtype):
     got, _ = run_opdesc(tmp_path, op_type, {"X": ["x"]}, {"Out": ["y"]}, attrs, {"x": rand((2, 3, 4), dtype)})
@@ -147,7 +153,9 @@ def test_top_k_v2(tmp_path, k, axis, largest, dtype):
     import paddle
 
     # paddle.topk emits "top_k_v2"
-    run_static(tmp_path, "top_k_v2", lambda x: paddle.topk(x, k, axis=axis, largest=largest), {"x": rand((3, 4, 4), dtype)})
+    run_static(
+        tmp_path, "top_k_v2", lambda x: paddle.topk(x, k, axis=axis, largest=largest), {"x": rand((3, 4, 4), dtype)}
+    )
 
 
 def test_top_k_v2_k_tensor(tmp_path):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
 
 import numpy as np
 import pytest
@@ -90,7 +89,7 @@ class Case:
     attrs: dict
     feeds: dict
     params: dict = dataclasses.field(default_factory=dict)
-    fetch: Optional[list] = None  # default: the first var of every output slot except XShape-like ones
+    fetch: list | None = None  # default: the first var of every output slot except XShape-like ones
     out_dtypes: dict = dataclasses.field(default_factory=dict)  # declared dtype per output var
 
     def fetches(self) -> list:
@@ -487,7 +486,7 @@ def _has_converter(op_type: str) -> bool:
     return get_converter(op_type) is not None
 
 
-def predictor_outputs(model_path: str, params_path: Optional[str], case: Case, device: str) -> list:
+def predictor_outputs(model_path: str, params_path: str | None, case: Case, device: str) -> list:
     """`case` through nnadapter_bridge's predictor on `device` (the host takes what the device refuses)."""
     import nnadapter_bridge as nb
 

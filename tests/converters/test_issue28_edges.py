@@ -76,22 +76,28 @@ def test_reverse_is_flip(tmp_path, axis, dtype):
 
 
 def test_reverse_of_a_tensor_array(tmp_path):
-    from nnadapter_bridge.loader.dtypes import VarTypeCode
     from devtools.zoo import write_program
+    from nnadapter_bridge.loader.dtypes import VarTypeCode
 
     array = int(VarTypeCode.LOD_TENSOR_ARRAY)
     specs = [("x", "float32", [2, 3], None), ("i0", "int64", [1], None), ("i1", "int64", [1], None),
              ("x1", "float32", [2, 3], None), ("arr", "float32", [2, 3], array), ("rev", "float32", [2, 3], array),
              ("out", "float32", [4, 3], None), ("index", "int32", [2], None)]
     var_specs = [dict(name=n, dtype=d, shape=s, **({"var_type": t} if t else {})) for n, d, s, t in specs]
-    ops = [{"type": "fill_constant", "outputs": {"Out": ["i0"]}, "attrs": {"shape": [1], "dtype": 3, "value": 0.0}},
-           {"type": "fill_constant", "outputs": {"Out": ["i1"]}, "attrs": {"shape": [1], "dtype": 3, "value": 1.0}},
-           {"type": "scale", "inputs": {"X": ["x"]}, "outputs": {"Out": ["x1"]}, "attrs": {"scale": 2.0, "bias": 1.0}},
-           {"type": "write_to_array", "inputs": {"X": ["x"], "I": ["i0"]}, "outputs": {"Out": ["arr"]}},
-           {"type": "write_to_array", "inputs": {"X": ["x1"], "I": ["i1"]}, "outputs": {"Out": ["arr"]}},
-           {"type": "reverse", "inputs": {"X": ["arr"]}, "outputs": {"Out": ["rev"]}, "attrs": {"axis": [0]}},
-           {"type": "tensor_array_to_tensor", "inputs": {"X": ["rev"]}, "outputs": {"Out": ["out"], "OutIndex": ["index"]},
-            "attrs": {"axis": 0, "use_stack": False}}]
+    ops = [
+        {"type": "fill_constant", "outputs": {"Out": ["i0"]}, "attrs": {"shape": [1], "dtype": 3, "value": 0.0}},
+        {"type": "fill_constant", "outputs": {"Out": ["i1"]}, "attrs": {"shape": [1], "dtype": 3, "value": 1.0}},
+        {"type": "scale", "inputs": {"X": ["x"]}, "outputs": {"Out": ["x1"]}, "attrs": {"scale": 2.0, "bias": 1.0}},
+        {"type": "write_to_array", "inputs": {"X": ["x"], "I": ["i0"]}, "outputs": {"Out": ["arr"]}},
+        {"type": "write_to_array", "inputs": {"X": ["x1"], "I": ["i1"]}, "outputs": {"Out": ["arr"]}},
+        {"type": "reverse", "inputs": {"X": ["arr"]}, "outputs": {"Out": ["rev"]}, "attrs": {"axis": [0]}},
+        {
+            "type": "tensor_array_to_tensor",
+            "inputs": {"X": ["rev"]},
+            "outputs": {"Out": ["out"], "OutIndex": ["index"]},
+            "attrs": {"axis": 0, "use_stack": False},
+        },
+    ]
     model = os.path.join(str(tmp_path), "__model__")
     write_program(model, [{"vars": var_specs, "ops": ops}], feeds=["x"], fetches=["out"])
     want = assert_devices_match_paddle(SavedProgram(model, None, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)},
@@ -102,7 +108,9 @@ def test_reverse_of_a_tensor_array(tmp_path):
 def test_reverse_without_axis_is_refused_as_paddle_refuses_it(tmp_path):
     import nnadapter_bridge as nb
 
-    saved = one_op(tmp_path, "reverse", {"X": ["x"]}, {"Out": ["out"]}, {"axis": []}, {"x": np.ones((2, 3), np.float32)})
+    saved = one_op(
+        tmp_path, "reverse", {"X": ["x"]}, {"Out": ["out"]}, {"axis": []}, {"x": np.ones((2, 3), np.float32)}
+    )
     with pytest.raises(Exception, match="can not be empty"):
         paddle_inference_run(saved.model_path, None, saved.feeds)
     with pytest.raises(nb.BridgeError, match="can not be empty"):
@@ -303,9 +311,14 @@ POOL_EDGES = list(itertools.product(
      ((2, 3), 4, 3, [1, 0, 0, 1]), ((5, 4), 3, 2, [1, 1]), ((4, 4), 5, 4, [1, 1])]))
 
 
-@pytest.mark.parametrize("pooling_type, ceil_mode, exclusive, geometry", POOL_EDGES,
-                         ids=[f"{p}-ceil{int(c)}-excl{int(e)}-{g[0][0]}x{g[0][1]}k{g[1]}s{g[2]}p{''.join(map(str, g[3]))}"
-                              for p, c, e, g in POOL_EDGES])
+@pytest.mark.parametrize(
+    "pooling_type, ceil_mode, exclusive, geometry",
+    POOL_EDGES,
+    ids=[
+        f"{p}-ceil{int(c)}-excl{int(e)}-{g[0][0]}x{g[0][1]}k{g[1]}s{g[2]}p{''.join(map(str, g[3]))}"
+        for p, c, e, g in POOL_EDGES
+    ],
+)
 def test_pool2d_windows_past_the_input(tmp_path, pooling_type, ceil_mode, exclusive, geometry):
     hw, k, s, paddings = geometry
     x = rng.standard_normal((2, 3, *hw)).astype(np.float32)

@@ -199,7 +199,7 @@ def test_addmm_reads_neither_term_blas_skips(tmp_path):
     x = np.array([[NAN, 1.0], [1.0, INF]], np.float32)
     y = np.eye(2, dtype=np.float32)
     for beta, alpha in ((0.0, 1.0), (1.0, 0.0), (0.0, 0.0), (0.5, -2.0)):
-        _check(tmp_path / f"b{beta}a{alpha}", lambda i, x, y: paddle.addmm(i, x, y, beta=beta, alpha=alpha),
+        _check(tmp_path / f"b{beta}a{alpha}", lambda i, x, y: paddle.addmm(i, x, y, beta=beta, alpha=alpha),  # noqa: B023 - run within the iteration
                {"i": i, "x": x, "y": y}, HOST)
 
 

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from support.fixture_cache import build_once
 from support.converter_harness import paddle_inference_run
+from support.fixture_cache import build_once
 from support.model_zoo_fixtures import fixture_root
 from support.tolerances import assert_model_close
 
@@ -34,7 +34,7 @@ BUILD_ID = "set-value-forms-v2"
 
 # The body both exporters run: `x` [2, 3, 4] f32, `t` [2, 3, 2] f32, `i` [1] i64, `xi` [2, 3] i32, `xl` [2, 4] i64,
 # `xd` [-1, 3, -1] f32; each statement block is one output. (PIR's jit.save needs every feed used.)
-FORMS = '''
+FORMS = """
 y = x * 1.0
 y[:, 1] = 0.5
 y[..., 0:2] = t
@@ -80,9 +80,10 @@ bm = x > 0
 bm[:, 0] = True
 outs.append(bm.astype("int32"))
 g = x * 8.0
-g = paddle._C_ops.set_value_with_tensor(g, t[:, 0:2, 0:1], paddle.concat([i, i - 1]), paddle.concat([i + 2, i + 1]), paddle.full([2], 1, "int64"), [1, 2], [], [])  # PIR only: bounds as whole run-time tensors
+g = paddle._C_ops.set_value_with_tensor(g, t[:, 0:2, 0:1], paddle.concat([i, i - 1]), paddle.concat([i + 2, i + 1]),
+paddle.full([2], 1, "int64"), [1, 2], [], [])  # PIR only: bounds as whole run-time tensors
 outs.append(g)
-'''
+"""
 
 SPECS = [("x", [2, 3, 4], "float32"), ("t", [2, 3, 2], "float32"), ("i", [1], "int64"), ("xi", [2, 3], "int32"),
          ("xl", [2, 4], "int64"), ("xd", [-1, 3, -1], "float32")]
@@ -211,8 +212,9 @@ def test_set_value_bounds_follow_paddles_kernel():
     """set_value_bounds (shared by the converter's constant path and the host kernel) against Paddle's own kernel
     (eager `_C_ops.set_value`), for every start / end in [-7, 7] and the int32 / int64 extremes, steps +-1..3."""
     paddle = pytest.importorskip("paddle")
-    from converters.tensor_index import set_value_bounds
     from paddle import _C_ops
+
+    from converters.tensor_index import set_value_bounds
 
     mismatches = []
     for dim, step in itertools.product((1, 5), (-3, -2, -1, 1, 2, 3)):

@@ -5,7 +5,8 @@ interpolation sizes and fill shapes from `paddle.shape` at run time. Each subgra
 signature, so all of that is known then: these tests build the patterns the model zoos use (SegFormer's
 `reshape([B, C, -1])` before a layer norm and its attention reshapes, DeiT's `cls_token.expand([B, -1, -1])`,
 PP-LiteSeg's `interpolate(size=paddle.shape(x)[2:])`, `full` with a computed shape, ShuffleNet's channel
-shuffle through shape slices, an anchor grid from `arange` over H and W) and check, on every device, that the whole program runs there (strict mode:
+shuffle through shape slices, an anchor grid from `arange` over H and W) and check, on every device, that the whole
+program runs there (strict mode:
 no host op, no fallback), that the model each driver receives has every dim known and no SHAPE left, and
 that the outputs match Paddle Inference for two input signatures. Then one converter-level test per kind of
 fold, against Paddle, and the declared-dims conversion the support decisions make, where nothing folds.
@@ -19,7 +20,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.types import OperandType
 from support.converter_harness import SavedProgram, check_program, paddle_inference_run, paddle_pir_static
 from support.driver_models import record_driver_models, unknown_dim_operands

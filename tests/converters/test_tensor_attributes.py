@@ -55,9 +55,16 @@ def _one_hot(p, x, d):
 CASES = {
     "reshape2_shape": ({"x": X3}, {"s": i32(4, 6)}, lambda p, x, s: p.reshape(x, s)),
     "reshape2_list": ({"x": X3}, {"s": i32(4)}, lambda p, x, s: p.reshape(x, [s, -1])),
-    "slice_list": ({"x": X3}, {"s": i32(1), "e": i32(3)}, lambda p, x, s, e: p.slice(x, axes=[2], starts=[s], ends=[e])),
-    "strided_slice": ({"x": X3}, {"s": i32(0), "e": i32(4), "st": i32(2)},
-                      lambda p, x, s, e, st: p.strided_slice(x, axes=[2], starts=[s], ends=[e], strides=[st])),
+    "slice_list": (
+        {"x": X3},
+        {"s": i32(1), "e": i32(3)},
+        lambda p, x, s, e: p.slice(x, axes=[2], starts=[s], ends=[e]),
+    ),
+    "strided_slice": (
+        {"x": X3},
+        {"s": i32(0), "e": i32(4), "st": i32(2)},
+        lambda p, x, s, e, st: p.strided_slice(x, axes=[2], starts=[s], ends=[e], strides=[st]),
+    ),
     "expand_v2_list": ({"x": f32(1, 2, 3).reshape(1, 3)}, {"s": i32(4)}, lambda p, x, s: p.expand(x, [s, 3])),
     "tile_list": ({"x": X2}, {"r": i32(2)}, lambda p, x, r: p.tile(x, [r, 1])),
     "scale": ({"x": X2}, {"s": f32(2.5)}, lambda p, x, s: p.scale(x, scale=s, bias=1.0)),

@@ -9,10 +9,10 @@ import os
 
 import numpy as np
 import pytest
-from support.converter_harness import paddle_inference_run, paddle_pir_static
-from support.tolerances import assert_op_close
 
 import nnadapter_bridge as nb
+from support.converter_harness import paddle_inference_run, paddle_pir_static
+from support.tolerances import assert_op_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import check_program, convert_and_run, opdesc_program, pir_program, static_program
 from nnadapter_bridge.nnadapter.codes import Precision
+from support.converter_harness import check_program, convert_and_run, opdesc_program, pir_program, static_program
 
 X0 = np.asarray(0.3, dtype=np.float32)
 
@@ -39,7 +39,9 @@ def test_scalar_constants_next_to_a_0d_input_keep_it_0d(tmp_path, name):
 def test_scalar_constants_next_to_a_ranked_input_stay_shape_1(tmp_path):
     import paddle
 
-    saved = static_program(tmp_path, lambda x: paddle.scale(x, 2.0, 0.5), {"x": np.asarray([0.1, 0.2, 0.3], np.float32)})
+    saved = static_program(
+        tmp_path, lambda x: paddle.scale(x, 2.0, 0.5), {"x": np.asarray([0.1, 0.2, 0.3], np.float32)}
+    )
     _, result = check_program(saved)
     constants = [o for op in result.model.operations for o in op.inputs if o is not None and o.is_constant]
     assert constants and all(o.type.dims == (1,) for o in constants)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.subgraph.cache_key import paddle_lite_cache_token
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
+from nnadapter_bridge.subgraph.cache_key import paddle_lite_cache_token
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 X = np.random.default_rng(11).standard_normal((2, 4)).astype(np.float32)

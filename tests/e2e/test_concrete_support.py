@@ -21,12 +21,12 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.subgraph.engine import SubgraphEngine, SubgraphSplitWarning
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import OperationType, ResultCode
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
+from nnadapter_bridge.subgraph.engine import SubgraphEngine, SubgraphSplitWarning
 from support.converter_harness import paddle_inference_run, paddle_pir_static
 from support.tolerances import assert_model_close
 
@@ -225,7 +225,9 @@ def test_strict_mode_names_the_declined_operation(models):
     model = models("pool_in_the_middle")
     predictor = _predictor(model, "microsoft_onnxruntime", strict=True)
     predictor.get_input_by_name("x").from_numpy(np.zeros([1, 3, 10, 10], np.float32))
-    with pytest.raises(NNAdapterError, match=r"max_pool2d_with_index#\d+ .*ADAPTIVE_MAX_POOL_2D#\d+: .*not a regular window"):
+    with pytest.raises(
+        NNAdapterError, match=r"max_pool2d_with_index#\d+ .*ADAPTIVE_MAX_POOL_2D#\d+: .*not a regular window"
+    ):
         predictor.run()
 
 

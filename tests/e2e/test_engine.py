@@ -9,10 +9,10 @@ import pytest
 
 import nnadapter_bridge as nb
 from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.subgraph.cache_key import code_digest
 from nnadapter_bridge.errors import InvalidDimensionsError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
+from nnadapter_bridge.subgraph.cache_key import code_digest
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 
@@ -46,10 +46,10 @@ def test_token_follows_the_documented_recipe(model, tmp_path):
     feed_and_check(predictor, 2)
     weight = np.linspace(-1.0, 1.0, 4).astype(np.float32)
     fingerprint_text = (
-        "op elementwise_add\nin X=x\nin Y=w\nout Out=t0\nattr axis=-1\n"
-        "op relu\nin X=t0\nout Out=t1\n"
-        "op scale\nin X=t1\nout Out=s0\nattr bias=0.5\nattr bias_after_scale=True\nattr scale=2.0\n"
-        "inputs x\noutputs s0\nweight w float32 [4]\n").encode() + weight.tobytes()
+        b"op elementwise_add\nin X=x\nin Y=w\nout Out=t0\nattr axis=-1\n"
+        b"op relu\nin X=t0\nout Out=t1\n"
+        b"op scale\nin X=t1\nout Out=s0\nattr bias=0.5\nattr bias_after_scale=True\nattr scale=2.0\n"
+        b"inputs x\noutputs s0\nweight w float32 [4]\n") + weight.tobytes()
     fingerprint = hashlib.sha256(fingerprint_text).hexdigest()
     text = ("builtin_device" + "x" + "2" + "4" + "\n" + "nnadapter-bridge-cache-v2\n" + "dtypes:x=float32\n"
             + "subgraph:" + fingerprint + "\n" + "properties:" + "\n" + "inputs:x=2,4" + "\n"

@@ -15,9 +15,15 @@ import pytest
 import nnadapter_bridge as nb
 from nnadapter_bridge.subgraph.plan import HOST_SHARE_LIMIT, HostPlacementWarning, host_share, op_flops
 from support.partition_programs import chain_ops, real_program
-from support.placement_devices import (PICKY, ConcreteDecliningDevice, DecliningDevice, FailingCompileDevice,
-                                       FailingRunDevice,
-                                       placement_model, placement_reference)
+from support.placement_devices import (
+    PICKY,
+    ConcreteDecliningDevice,
+    DecliningDevice,
+    FailingCompileDevice,
+    FailingRunDevice,
+    placement_model,
+    placement_reference,
+)
 
 X = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
 

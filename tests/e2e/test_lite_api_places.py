@@ -17,11 +17,23 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
+from nnadapter_bridge.lite import (
+    CLPrecisionType,
+    CLTuneMode,
+    CxxConfig,
+    CxxPredictor,
+    DataLayoutType,
+    LightPredictor,
+    MobileConfig,
+    Place,
+    PowerMode,
+    PrecisionType,
+    TargetType,
+    create_paddle_predictor,
+    get_version,
+)
 from nnadapter_bridge.predictor import config as config_module
 from nnadapter_bridge.predictor.config import NoEffectWarning
-from nnadapter_bridge.lite import (CLPrecisionType, CLTuneMode, CxxConfig, CxxPredictor, DataLayoutType,
-                                   LightPredictor, MobileConfig, Place, PowerMode, PrecisionType, TargetType,
-                                   create_paddle_predictor, get_version)
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 from support.tolerances import assert_model_close
 

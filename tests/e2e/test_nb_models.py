@@ -170,9 +170,10 @@ def test_mixed_precision_config_keeps_listed_ops_of_paddle_lites_int8_form_in_fl
     int8; the result still runs like Paddle Inference on the quantized source, on every device."""
     from converters.context import convert_subgraph
     from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
-    from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+    from nnadapter_bridge.nnadapter.codes import OperationType as T
+    from nnadapter_bridge.nnadapter.codes import Precision
     from nnadapter_bridge.nnadapter.types import OperandType
+    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
     from nnadapter_bridge.validation.tolerances import within_reduced_precision
 
     nb_path, want = _side(paddlelite_env.ensure_lite_quant_nb, "mobilenet_v1", weight_type)

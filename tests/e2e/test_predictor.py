@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from nnadapter_bridge.subgraph.progress import Progress, summarize_op_types
 from nnadapter_bridge.predictor.tensor import PrecisionType
+from nnadapter_bridge.subgraph.progress import Progress, summarize_op_types
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 X = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)

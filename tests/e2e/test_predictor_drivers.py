@@ -40,7 +40,9 @@ def _run(predictor, feeds):
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("name", MODELS)
-def test_zoo_model_on_driver_matches_paddle_and_restores_from_cache(name, driver, zoo_model, paddle_reference, tmp_path):
+def test_zoo_model_on_driver_matches_paddle_and_restores_from_cache(
+    name, driver, zoo_model, paddle_reference, tmp_path
+):
     assert nb.check_nnadapter_device_name(driver), f"{driver} does not load"
     path = zoo_model(name, "pdmodel")
     x = np.random.default_rng(5).standard_normal((1, 3, 224, 224)).astype(np.float32)

@@ -113,9 +113,10 @@ def test_mixed_precision_config_keeps_listed_ops_in_float(quant_model, tmp_path)
     matches Paddle, and the listed ops are part of the cache key."""
     from converters.context import convert_subgraph
     from nnadapter_bridge.loader import load_model
-    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
-    from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+    from nnadapter_bridge.nnadapter.codes import OperationType as T
+    from nnadapter_bridge.nnadapter.codes import Precision
     from nnadapter_bridge.nnadapter.types import OperandType
+    from nnadapter_bridge.subgraph.mixed_precision import float_op_indices
 
     case = ("mobilenet_v1", True, CHANNEL)
     path = quant_model(*case)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import unpack_container
-from nnadapter_bridge.nnadapter.operations import OPERATIONS
+from nnadapter_bridge.nnadapter.operations import OPERATIONS, REFERENCES
 from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, Execution, acquire_device
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.nnadapter.operations import REFERENCES
 from support.tolerances import assert_op_close
 
 NEEDED = (T.CONV_2D, T.RELU, T.MAX_POOL_2D, T.FULLY_CONNECTED, T.SOFTMAX)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.nnc import (
     CompilationRecord,
     NncCacheWarning,
@@ -29,7 +30,6 @@ from nnadapter_bridge.nnadapter.nnc import (
     unpack_container,
     unpack_container_views,
 )
-from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.plan import HostPlacementWarning
 from nnadapter_bridge.subgraph.support_decisions import VerdictStore, signature_text

@@ -33,7 +33,8 @@ def test_helpers_accept_exact_specials_and_small_errors(check):
 
 
 def test_model_tolerance_of_the_cli_matches_non_finite_values_exactly():
-    """nnadapter_bridge.validation.tolerances.model_out_of_tolerance (what `run --compare-paddle` uses): the same infinity
+    """nnadapter_bridge.validation.tolerances.model_out_of_tolerance (what `run --compare-paddle` uses): the same
+    infinity
     and NaN for NaN pass, and they do not widen the bound of the finite elements (max|want| is finite-only)."""
     from nnadapter_bridge.validation.tolerances import model_out_of_tolerance
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, OperationType as T, Precision
-from nnadapter_bridge.nnadapter.reference import run_model
 from hal.fusion import fuse_operations
+from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, Precision
+from nnadapter_bridge.nnadapter import OperationType as T
+from nnadapter_bridge.nnadapter.reference import run_model
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(11)

@@ -16,9 +16,10 @@ import pytest
 from hal.builtin_device import BuiltinDeviceDriver
 from nnadapter_bridge.cli import main
 from nnadapter_bridge.conformance import run_conformance
-from nnadapter_bridge.conformance.kit import compare_output, Mismatch, tolerance_of
+from nnadapter_bridge.conformance.kit import Mismatch, compare_output, tolerance_of
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision, ResultCode
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

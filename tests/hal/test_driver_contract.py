@@ -15,12 +15,12 @@ import hashlib
 import numpy as np
 import pytest
 
-from nnadapter_bridge.nnadapter.reference import run_model
-from nnadapter_bridge.nnadapter.codes import OperationType as T
-from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, DeviceManager, Execution
-from support.driver_models import run_through_execute_program
 from nnadapter_bridge.conformance.harness import build_op
 from nnadapter_bridge.conformance.samples import SAMPLES
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, DeviceManager, Execution
+from support.driver_models import run_through_execute_program
 from support.tolerances import assert_op_close
 
 DRIVER_NAMES = DeviceManager.instance().names()
@@ -54,7 +54,8 @@ def test_sample_ids_are_unique():
 def test_claimed_operation_runs_and_round_trips_through_nnc(driver_name, sample, tmp_path):
     """The expectation is builtin_device's interpreter on the unfused model. For the vendor drivers that is
     an independent implementation; for builtin_device itself it checks the driver path (fusion, program
-    bytes, restore) against the plain interpreter, while tests/nnadapter/operations checks the references against Paddle."""
+    bytes, restore) against the plain interpreter, while tests/nnadapter/operations checks the references against
+    Paddle."""
     device = _device(driver_name)
     model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
     want = run_model(model, feeds)
@@ -98,9 +99,9 @@ def test_claimed_operation_runs_and_round_trips_through_nnc(driver_name, sample,
 
 def _small_model():
     """Three operations: ADD, RELU, SOFTMAX on a [2, 3] input."""
+    from nnadapter_bridge.nnadapter.codes import Precision
     from nnadapter_bridge.nnadapter.model import Model
     from nnadapter_bridge.nnadapter.types import OperandType
-    from nnadapter_bridge.nnadapter.codes import Precision
 
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
-from nnadapter_bridge.nnadapter.reference import run_model
-from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
 from nnadapter_bridge.conformance.harness import Const, Quant, build_op
 from nnadapter_bridge.conformance.samples import SAMPLES
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
+from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
 
 SDK_DRIVERS = [name for name in ("microsoft_onnxruntime", "intel_openvino") if name in DeviceManager.instance().names()]
 

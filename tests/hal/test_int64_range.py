@@ -20,11 +20,11 @@ import warnings
 
 import numpy as np
 import pytest
+
+import nnadapter_bridge as nb
 from support.converter_harness import paddle_inference_run, pir_program
 from support.fixture_cache import build_once
 from support.model_zoo_fixtures import fixture_root
-
-import nnadapter_bridge as nb
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
 INT64_BUILD_ID = "int64-range-v4"  # bump when a case or its feeds change
@@ -65,7 +65,10 @@ def _cases():
         "greater_equal": (lambda x, y: paddle.greater_equal(x, y), *pair(WIDE, OTHER)),
         # odd positions differ from x in bit 32 only: equal in their low 32 bits
         "equal": (lambda x, y: paddle.equal(x, y), *pair(WIDE, np.where(np.arange(8) % 2 == 0, WIDE, WIDE ^ 2**32))),
-        "not_equal": (lambda x, y: paddle.not_equal(x, y), *pair(WIDE, np.where(np.arange(8) % 2 == 0, WIDE, WIDE ^ 2**32))),
+        "not_equal": (
+            lambda x, y: paddle.not_equal(x, y),
+            *pair(WIDE, np.where(np.arange(8) % 2 == 0, WIDE, WIDE ^ 2**32)),
+        ),
         "less_than": (lambda x, y: paddle.less_than(x, y), *pair(WIDE, OTHER)),
         "greater_equal_constant_2p40": (lambda x: x >= 2**40, *same({"x": WIDE})),
         "equal_constant_2p31": (lambda x: x == 2**31, *same({"x": WIDE})),
@@ -77,7 +80,10 @@ def _cases():
         "maximum": (lambda x, y: paddle.maximum(x, y), *pair(WIDE, OTHER)),
         "minimum": (lambda x, y: paddle.minimum(x, y), *pair(WIDE, OTHER)),
         "abs": (lambda x: paddle.abs(x), *same({"x": ADDEND})),
-        "pow_2": (lambda x: paddle.pow(x, 2), *same({"x": np.array([46341, -46341, 2**26, -3, 65536, 3037000], np.int64)})),
+        "pow_2": (
+            lambda x: paddle.pow(x, 2),
+            *same({"x": np.array([46341, -46341, 2**26, -3, 65536, 3037000], np.int64)}),
+        ),
         # int32-range inputs whose int64 results leave int32
         "add_near_int32": (lambda x, y: paddle.add(x, y), *same({"x": NEAR, "y": NEAR2})),
         "multiply_near_int32": (lambda x, y: paddle.multiply(x, y), *same({"x": NEAR, "y": NEAR2})),
@@ -85,12 +91,18 @@ def _cases():
         "cumsum_near_int32": (lambda x: paddle.cumsum(x, axis=-1), *same({"x": NEAR})),
         "sum": (lambda x: paddle.sum(x, axis=-1), *same({"x": ADDEND.reshape(2, 4)})),
         # onnxruntime's ReduceSum adds int64 in double: 2 x (2^53 + 1) + 3 would come out 2^54 + 4
-        "sum_beyond_2p53": (lambda x: paddle.sum(x, axis=-1),
-                            *same({"x": np.array([[2**53 + 1, 2**53 + 1, 3], [2**62, 2**61 + 1, 2**53 + 3]], np.int64)})),
-        "sum_all_beyond_2p53": (lambda x: paddle.sum(x),
-                                *same({"x": np.array([[2**53 + 1, 2**53 + 1], [3, -(2**55) - 1]], np.int64)})),
-        "prod": (lambda x: paddle.prod(x, axis=-1),
-                 *same({"x": np.array([[2**20, 2**20, 4, 1], [46341, 46341, 1, -1]], np.int64)})),
+        "sum_beyond_2p53": (
+            lambda x: paddle.sum(x, axis=-1),
+            *same({"x": np.array([[2**53 + 1, 2**53 + 1, 3], [2**62, 2**61 + 1, 2**53 + 3]], np.int64)}),
+        ),
+        "sum_all_beyond_2p53": (
+            lambda x: paddle.sum(x),
+            *same({"x": np.array([[2**53 + 1, 2**53 + 1], [3, -(2**55) - 1]], np.int64)}),
+        ),
+        "prod": (
+            lambda x: paddle.prod(x, axis=-1),
+            *same({"x": np.array([[2**20, 2**20, 4, 1], [46341, 46341, 1, -1]], np.int64)}),
+        ),
         "max": (lambda x: paddle.max(x, axis=-1), *same({"x": WIDE.reshape(2, 4)})),
         "min": (lambda x: paddle.min(x, axis=-1), *same({"x": WIDE.reshape(2, 4)})),
         "argmax": (lambda x: paddle.argmax(x, axis=-1), *same({"x": WIDE.reshape(2, 4)})),
@@ -98,34 +110,61 @@ def _cases():
         "cumsum": (lambda x: paddle.cumsum(x, axis=-1), *same({"x": ADDEND})),
         "topk": (lambda x: list(paddle.topk(x, 3)), *same({"x": WIDE})),
         "argsort": (lambda x: paddle.argsort(x), *same({"x": WIDE})),
-        "gather": (lambda x, i: paddle.gather(x, i), *same({"x": WIDE, "i": np.array([5, 0, 2, 3], np.int64)},
-                                                          i=np.array([5, 0, 2, 3], np.int64))),
-        "gather_index_2p32": (lambda x, i: paddle.gather(x, i),
-                              *same({"x": WIDE, "i": np.array([5, 2**32 + 1], np.int64)},
-                                    i=np.array([5, 1], np.int64))),
-        "index_select": (lambda x, i: paddle.index_select(x, i),
-                         *same({"x": WIDE, "i": np.array([4, 5, 1], np.int64)}, i=np.array([4, 5, 1], np.int64))),
-        "take_along_axis": (lambda x, i: paddle.take_along_axis(x, i, axis=1),
-                            *same({"x": WIDE.reshape(2, 4), "i": np.array([[3, 0], [1, 1]], np.int64)},
-                                  i=np.array([[3, 0], [1, 1]], np.int64))),
-        "gather_nd": (lambda x, i: paddle.gather_nd(x, i),
-                      *same({"x": WIDE.reshape(2, 4), "i": np.array([[1, 1], [0, 1]], np.int64)},
-                            i=np.array([[1, 1], [0, 1]], np.int64))),
-        "scatter": (lambda x, i, u: paddle.scatter(x, i, u),
-                    *same({"x": WIDE, "i": np.array([1, 6], np.int64), "u": np.array([2**40 + 1, -(2**33)], np.int64)},
-                          i=np.array([1, 6], np.int64))),
-        "arange": (lambda s, e: paddle.arange(s, e),
-                   *same({"s": np.array(2**40, np.int64), "e": np.array(2**40 + 5, np.int64)},
-                         s=np.array(3, np.int64), e=np.array(8, np.int64))),
+        "gather": (
+            lambda x, i: paddle.gather(x, i),
+            *same({"x": WIDE, "i": np.array([5, 0, 2, 3], np.int64)}, i=np.array([5, 0, 2, 3], np.int64)),
+        ),
+        "gather_index_2p32": (
+            lambda x, i: paddle.gather(x, i),
+            *same({"x": WIDE, "i": np.array([5, 2**32 + 1], np.int64)}, i=np.array([5, 1], np.int64)),
+        ),
+        "index_select": (
+            lambda x, i: paddle.index_select(x, i),
+            *same({"x": WIDE, "i": np.array([4, 5, 1], np.int64)}, i=np.array([4, 5, 1], np.int64)),
+        ),
+        "take_along_axis": (
+            lambda x, i: paddle.take_along_axis(x, i, axis=1),
+            *same(
+                {"x": WIDE.reshape(2, 4), "i": np.array([[3, 0], [1, 1]], np.int64)},
+                i=np.array([[3, 0], [1, 1]], np.int64),
+            ),
+        ),
+        "gather_nd": (
+            lambda x, i: paddle.gather_nd(x, i),
+            *same(
+                {"x": WIDE.reshape(2, 4), "i": np.array([[1, 1], [0, 1]], np.int64)},
+                i=np.array([[1, 1], [0, 1]], np.int64),
+            ),
+        ),
+        "scatter": (
+            lambda x, i, u: paddle.scatter(x, i, u),
+            *same(
+                {"x": WIDE, "i": np.array([1, 6], np.int64), "u": np.array([2**40 + 1, -(2**33)], np.int64)},
+                i=np.array([1, 6], np.int64),
+            ),
+        ),
+        "arange": (
+            lambda s, e: paddle.arange(s, e),
+            *same(
+                {"s": np.array(2**40, np.int64), "e": np.array(2**40 + 5, np.int64)},
+                s=np.array(3, np.int64),
+                e=np.array(8, np.int64),
+            ),
+        ),
         "full_like_2p40": (lambda x: paddle.full_like(x, 2**40) + x, *same({"x": OTHER})),
-        "one_hot": (lambda x: paddle.nn.functional.one_hot(x, 5),
-                    *same({"x": np.array([1, 4, 0], np.int64)}, x=np.array([1, 4, 0], np.int64))),
+        "one_hot": (
+            lambda x: paddle.nn.functional.one_hot(x, 5),
+            *same({"x": np.array([1, 4, 0], np.int64)}, x=np.array([1, 4, 0], np.int64)),
+        ),
         "cast_to_int32": (lambda x: x.astype("int32"), *same({"x": WIDE})),
         "cast_to_float32": (lambda x: x.astype("float32"), *same({"x": WIDE})),
         "cast_float32_to_int64": (lambda f: f.astype("int64"), *same({"f": FLOATS}, f=FLOATS / np.float32(1e7))),
-        "cast_int32_to_int64": (lambda i: i.astype("int64") * 3,
-                                *same({"i": np.array([2**31 - 1, -(2**31), 5, -3], np.int32)},
-                                      i=np.array([2**20, -(2**20), 5, -3], np.int32))),
+        "cast_int32_to_int64": (
+            lambda i: i.astype("int64") * 3,
+            *same(
+                {"i": np.array([2**31 - 1, -(2**31), 5, -3], np.int32)}, i=np.array([2**20, -(2**20), 5, -3], np.int32)
+            ),
+        ),
         "concat": (lambda x, y: paddle.concat([x, y]), *pair(WIDE, OTHER)),
         "reshape": (lambda x: paddle.reshape(x, [4, 2]), *same({"x": WIDE})),
         "transpose": (lambda x: paddle.transpose(x, [1, 0]), *same({"x": WIDE.reshape(2, 4)})),
@@ -134,28 +173,70 @@ def _cases():
         "slice_to_end": (lambda x: paddle.slice(x, [0], [2], [2**40]), *same({"x": WIDE})),
         "expand": (lambda x: paddle.expand(x, [3, 8]), *same({"x": WIDE.reshape(1, 8)})),
         "tile": (lambda x: paddle.tile(x, [2]), *same({"x": WIDE})),
-        "where": (lambda c, x, y: paddle.where(c, x, y),
-                  *same({"c": np.arange(8) % 3 == 0, "x": WIDE, "y": OTHER}, c=np.arange(8) % 3 == 0)),
+        "where": (
+            lambda c, x, y: paddle.where(c, x, y),
+            *same({"c": np.arange(8) % 3 == 0, "x": WIDE, "y": OTHER}, c=np.arange(8) % 3 == 0),
+        ),
         "stack": (lambda x, y: paddle.stack([x, y], axis=1), *pair(WIDE, OTHER)),
         "flip": (lambda x: paddle.flip(x, [0]), *same({"x": WIDE})),
         "unsqueeze_squeeze": (lambda x: paddle.squeeze(paddle.unsqueeze(x, [0, 2]), [0]), *same({"x": WIDE})),
         # shape arithmetic on constants folds before any device
         "shape_times_2p33": (lambda x: paddle.shape(x).astype("int64") * 2**33 + x[:1], *same({"x": WIDE})),
         # in-graph int64 values (top-k indices, within int32) scaled beyond it: RT-DETR's index arithmetic, larger
-        "topk_index_times_2p33": (lambda f: paddle.topk(f, 3)[1] * 2**33 + 1,
-                                  *same({"f": np.array([0.5, 3.0, -1.0, 2.0, 7.0], np.float32)},
-                                        f=np.array([0.5, 3.0, -1.0, 2.0, 7.0], np.float32))),
+        "topk_index_times_2p33": (
+            lambda f: paddle.topk(f, 3)[1] * 2**33 + 1,
+            *same(
+                {"f": np.array([0.5, 3.0, -1.0, 2.0, 7.0], np.float32)},
+                f=np.array([0.5, 3.0, -1.0, 2.0, 7.0], np.float32),
+            ),
+        ),
     }
     return cases
 
 
 # Cases whose ops must all run on intel_openvino on the narrow feeds (values within int32): the plugin keeps them exact.
 ON_OPENVINO = {
-    "greater_equal", "equal", "not_equal", "less_than", "add", "subtract", "multiply", "floor_divide", "remainder", "maximum",
-    "minimum", "abs", "max", "min", "argmax", "argmin", "cumsum", "topk", "gather", "index_select", "take_along_axis",
-    "gather_nd", "cast_to_int32", "cast_to_float32", "cast_int32_to_int64", "concat", "reshape", "transpose", "slice", "slice_to_end",
-    "expand", "tile", "where", "stack", "flip", "unsqueeze_squeeze", "one_hot", "add_near_int32",
-    "multiply_near_int32", "subtract_near_int32", "cumsum_near_int32",
+    "greater_equal",
+    "equal",
+    "not_equal",
+    "less_than",
+    "add",
+    "subtract",
+    "multiply",
+    "floor_divide",
+    "remainder",
+    "maximum",
+    "minimum",
+    "abs",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "topk",
+    "gather",
+    "index_select",
+    "take_along_axis",
+    "gather_nd",
+    "cast_to_int32",
+    "cast_to_float32",
+    "cast_int32_to_int64",
+    "concat",
+    "reshape",
+    "transpose",
+    "slice",
+    "slice_to_end",
+    "expand",
+    "tile",
+    "where",
+    "stack",
+    "flip",
+    "unsqueeze_squeeze",
+    "one_hot",
+    "add_near_int32",
+    "multiply_near_int32",
+    "subtract_near_int32",
+    "cumsum_near_int32",
 }
 
 

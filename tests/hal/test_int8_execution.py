@@ -68,11 +68,11 @@ def test_openvino_runs_the_convolutions_in_int8(quant_model, case):
 def test_onnxruntime_runs_the_convolutions_and_the_matrix_product_in_int8(quant_model, case, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     import onnx
+
     from hal.microsoft_onnxruntime import DRIVER
+    from hal.microsoft_onnxruntime.driver import _qdq_chains
     from hal.microsoft_onnxruntime.graph import convert_model
     from hal.microsoft_onnxruntime.operations import OPERATIONS
-
-    from hal.microsoft_onnxruntime.driver import _qdq_chains
     from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, marked_for_qdq
 
     model = _converted(quant_model, case)

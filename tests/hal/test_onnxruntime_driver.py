@@ -11,30 +11,31 @@ import numpy as np
 import onnx
 import pytest
 
-from nnadapter_bridge.nnadapter.reference import run_model
 from hal.microsoft_onnxruntime import DRIVER
-from hal.microsoft_onnxruntime.graph import OPSET, convert_model
-from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.microsoft_onnxruntime.driver import (
     EXECUTION_PROVIDERS_KEY,
     GRAPH_OPTIMIZATION_LEVEL_KEY,
     NUM_THREADS_KEY,
 )
+from hal.microsoft_onnxruntime.graph import OPSET, convert_model
+from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache
+from nnadapter_bridge.conformance.harness import Const, build_op
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.runtime import (
     Compilation,
     Context,
     DeviceManager,
     Execution,
+    HostBuffer,
     array_input_access,
     host_buffer_output_access,
-    HostBuffer,
 )
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.conformance.harness import Const, build_op
 from support.tolerances import assert_op_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -511,12 +512,12 @@ def test_window_over_the_whole_plane_is_a_global_pool(op_type, onnx_op):
 
 # -- MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO ------------------------------------------------------------------------
 def _relu_conv_run(tmp_path, properties: str, monkeypatch):
-    from support.converter_harness import pir_program
     import onnx
     import onnxruntime as ort
     import paddle.nn.functional as F
 
     import nnadapter_bridge as nb
+    from support.converter_harness import pir_program
 
     x = np.ones((1, 2, 4, 4), np.float32)
     x[0, 0, 1, 1] = np.nan

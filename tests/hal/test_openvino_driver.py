@@ -15,6 +15,10 @@ import pytest
 
 pytest.importorskip("openvino", reason="the intel_openvino driver needs the optional 'openvino' package")
 
+from hal.intel_openvino import DRIVER  # noqa: E402
+from hal.intel_openvino.graph import operation_supported  # noqa: E402
+from hal.intel_openvino.operations import OPERATIONS  # noqa: E402
+from nnadapter_bridge.conformance.harness import Const, Quant, build_op  # noqa: E402
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError  # noqa: E402
 from nnadapter_bridge.nnadapter import runtime  # noqa: E402
 from nnadapter_bridge.nnadapter.codes import (  # noqa: E402
@@ -22,19 +26,17 @@ from nnadapter_bridge.nnadapter.codes import (  # noqa: E402
     AutoPad,
     FuseCode,
     InterpolateMode,
-    OperationType as T,
     PadMode,
     Precision,
     ResultCode,
     dtype_precision,
 )
+from nnadapter_bridge.nnadapter.codes import (
+    OperationType as T,
+)
 from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
-from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
 from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
-from hal.intel_openvino import DRIVER  # noqa: E402
-from hal.intel_openvino.graph import operation_supported  # noqa: E402
-from hal.intel_openvino.operations import OPERATIONS  # noqa: E402
-from nnadapter_bridge.conformance.harness import Const, Quant, build_op  # noqa: E402
+from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
 from support.tolerances import assert_op_close  # noqa: E402
 
 rng = np.random.default_rng(6)
@@ -354,7 +356,7 @@ def test_resize_by_scales(context, op_type):
     check(context, op_type, [randn(1, 2, 4, 5), None, floats([2.0, 1.5])] + extra)
 
 
-# -- tensor manipulation ------------------------------------------------------------------------------------------------
+# -- tensor manipulation -----------------------------------------------------------------------------------------------
 def test_reshape_flatten_squeeze_unsqueeze_transpose(context):
     x = randn(2, 1, 3, 4)
     check(context, T.RESHAPE, [x, ints([0, -1, 2])])
@@ -483,7 +485,7 @@ def test_quantized_operands_of_a_convolution(context):
     assert np.mean(got == want) > 0.95
 
 
-# -- sampling and detection ---------------------------------------------------------------------------------------------
+# -- sampling and detection --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("pad_mode", [PadMode.NONE, PadMode.CONSTANT, PadMode.EDGE, PadMode.REFLECT])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sample_bilinear(context, pad_mode, align_corners):
@@ -583,7 +585,7 @@ def test_yolo_box(context, iou_aware, clip_bbox, scale_x_y):
           n_outputs=2, atol=16 * float(np.spacing(np.float32(417))))
 
 
-# -- what validate answers false ------------------------------------------------------------------------------------------
+# -- what validate answers false ---------------------------------------------------------------------------------------
 def test_validate_is_false_for_unsupported_operations(context):
     # NON_MAX_SUPPRESSION on pixel boxes (normalized false): NonMaxSuppression has no +1 convention.
     boxes = np.float32([[[0, 0, 1, 1], [0.1, 0.1, 1, 1]]])
@@ -615,7 +617,7 @@ def test_run_time_attribute_is_answered_false():
     assert operation_supported(model.operations[0], OPERATIONS) is False
 
 
-# -- properties -----------------------------------------------------------------------------------------------------------
+# -- properties --------------------------------------------------------------------------------------------------------
 def _device():
     return runtime.acquire_device("intel_openvino")
 
@@ -661,16 +663,27 @@ def test_cpu_runs_in_float32():
     ctx.destroy()
 
 
-# -- dynamic dims and INVALID_DIMENSIONS ---------------------------------------------------------------------------------------
+# -- dynamic dims and INVALID_DIMENSIONS -------------------------------------------------------------------------------
 def _dynamic_conv_model():
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, (UNKNOWN, 3, UNKNOWN, UNKNOWN)), "x")
     w = model.add_constant(randn(4, 3, 3, 3))
     out = model.add_output("out")
-    model.add_operation(T.CONV_2D, [x, w, model.add_constant(randn(4)), model.add_constant(np.int32(AutoPad.AUTO_PAD_SAME)),
-                                    None, model.add_constant(np.array([2, 2], np.int32)),
-                                    model.add_constant(np.int32(1)), model.add_constant(np.array([1, 1], np.int32)),
-                                    model.add_constant(np.int32(RELU))], [out])
+    model.add_operation(
+        T.CONV_2D,
+        [
+            x,
+            w,
+            model.add_constant(randn(4)),
+            model.add_constant(np.int32(AutoPad.AUTO_PAD_SAME)),
+            None,
+            model.add_constant(np.array([2, 2], np.int32)),
+            model.add_constant(np.int32(1)),
+            model.add_constant(np.array([1, 1], np.int32)),
+            model.add_constant(np.int32(RELU)),
+        ],
+        [out],
+    )
     model.identify_inputs_and_outputs([x], [out])
     model.finish()
     return model
@@ -730,7 +743,7 @@ def test_inputs_are_not_copied_and_outputs_are_fresh(context):
     compilation.destroy()
 
 
-# -- the exported program through a .nnc -------------------------------------------------------------------------------------------
+# -- the exported program through a .nnc -------------------------------------------------------------------------------
 def test_program_cache_round_trip_imports_without_compiling(tmp_path):
     ctx = runtime.Context([_device()])
     model = _dynamic_conv_model()
@@ -776,7 +789,7 @@ def test_a_corrupt_program_blob_is_a_cache_miss(tmp_path):
     ctx.destroy()
 
 
-# -- teardown ---------------------------------------------------------------------------------------------------------------
+# -- teardown ----------------------------------------------------------------------------------------------------------
 def test_destroy_and_close_are_idempotent():
     device = DRIVER.open_device()
     ctx = DRIVER.create_context(device, "")
@@ -810,13 +823,13 @@ def test_missing_openvino_says_how_to_install(monkeypatch):
     assert info.value.code == ResultCode.DEVICE_NOT_FOUND
 
 
-# -- per-run overhead --------------------------------------------------------------------------------------------------------------
+# -- per-run overhead --------------------------------------------------------------------------------------------------
 def test_per_run_overhead_over_a_bare_infer_request(context):
     """execute_program costs the infer call plus a few microseconds: measured against a bare InferRequest of
     the same compiled model (same inputs, shared memory), medians of many runs."""
-    from hal.protocol import Argument
-
     import openvino as ov
+
+    from hal.protocol import Argument
 
     model, feeds = build_op(T.ADD, [randn(1, 16), randn(1, 16), NONE])
     program = DRIVER.create_program(context.device_contexts[0], model, _empty_cache())
@@ -856,8 +869,9 @@ def test_per_run_overhead_over_a_bare_infer_request(context):
 
 # -- INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS ----------------------------------------------------------------------------
 def _relu6_conv_program(tmp_path):
-    from support.converter_harness import pir_program
     import paddle.nn.functional as F
+
+    from support.converter_harness import pir_program
 
     x = np.ones((1, 2, 4, 4), np.float32)
     x[0, 0, 1, 1] = np.nan

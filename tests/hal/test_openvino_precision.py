@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("openvino")
 
 import nnadapter_bridge as nb  # noqa: E402
+from hal.intel_openvino.driver import INFERENCE_PRECISION_KEY  # noqa: E402
+from nnadapter_bridge.conformance.harness import Const, build_op  # noqa: E402
 from nnadapter_bridge.errors import NNAdapterError, PropertiesError  # noqa: E402
 from nnadapter_bridge.nnadapter import runtime  # noqa: E402
 from nnadapter_bridge.nnadapter.codes import OperationType as T  # noqa: E402
-from hal.intel_openvino.driver import INFERENCE_PRECISION_KEY  # noqa: E402
-from nnadapter_bridge.conformance.harness import Const, build_op  # noqa: E402
 
 KEY = INFERENCE_PRECISION_KEY
 

@@ -9,9 +9,9 @@ import contextlib
 import numpy as np
 import pytest
 
-from support.converter_harness import static_program
 from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.loader import load_model
+from support.converter_harness import static_program
 from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(23)
@@ -60,8 +60,9 @@ def test_while_loop(tmp_path, steps):
 
         i = paddle.full([1], 0, "int64")
         n = paddle.full([1], steps, "int64")
-        _, y = paddle.static.nn.while_loop(lambda i, y: i < n, lambda i, y: [i + 1, paddle.nn.functional.relu(y - 0.3) * 2.0 + 0.5],
-                                           [i, x])
+        _, y = paddle.static.nn.while_loop(
+            lambda i, y: i < n, lambda i, y: [i + 1, paddle.nn.functional.relu(y - 0.3) * 2.0 + 0.5], [i, x]
+        )
         return y
 
     saved = static_program(tmp_path, build, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
@@ -80,7 +81,9 @@ def test_cond(tmp_path, sign):
         import paddle
 
         with legacy_logical_not():
-            return paddle.static.nn.cond(paddle.mean(x) > 0, lambda: paddle.nn.functional.relu(x) * 2.0 + 1.0, lambda: x * 3.0 - 2.0)
+            return paddle.static.nn.cond(
+                paddle.mean(x) > 0, lambda: paddle.nn.functional.relu(x) * 2.0 + 1.0, lambda: x * 3.0 - 2.0
+            )
 
     x = (np.abs(RNG.standard_normal((3, 4))) * sign).astype(np.float32)
     saved = static_program(tmp_path, build, {"x": x})

@@ -39,7 +39,9 @@ def test_a_converter_bug_is_a_conversion_error_naming_the_op(graph, monkeypatch)
     _broken_relu(monkeypatch, ValueError("a bug"))
     op = _relu(graph)
     types = {op.inputs["X"][0]: OperandType(precision=Precision.FLOAT32, dims=(2, 4))}
-    with pytest.raises(ConversionError, match=rf"^{re.escape(op.label())}: converter failed: ValueError: a bug$") as caught:
+    with pytest.raises(
+        ConversionError, match=rf"^{re.escape(op.label())}: converter failed: ValueError: a bug$"
+    ) as caught:
         convert_subgraph([op], graph.params, types, op.outputs["Out"], graph)
     assert isinstance(caught.value.__cause__, ValueError)
 

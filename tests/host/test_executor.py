@@ -8,12 +8,12 @@ import os
 import numpy as np
 import pytest
 
-from support.converter_harness import opdesc_program, static_program
+from devtools.zoo import write_program
 from nnadapter_bridge.errors import UnsupportedOpError
 from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
 from nnadapter_bridge.host.executor import PATH_CONVERTER, PATH_FROZEN, PATH_HOST_KERNEL, HostExecutionError
 from nnadapter_bridge.loader import load_model
-from devtools.zoo import write_program
+from support.converter_harness import opdesc_program, static_program
 from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(11)

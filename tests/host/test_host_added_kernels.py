@@ -94,8 +94,11 @@ def test_bitwise_empty_and_0d_through_predictor(tmp_path):
     import paddle
 
     b = np.zeros((0, 3), np.int32)
-    saved = pir_program(tmp_path, lambda b: [paddle.bitwise_xor(paddle.full([], 6, "int32"), paddle.full([], 3, "int32")),
-                                             paddle.bitwise_not(b)], {"b": b})
+    saved = pir_program(
+        tmp_path,
+        lambda b: [paddle.bitwise_xor(paddle.full([], 6, "int32"), paddle.full([], 3, "int32")), paddle.bitwise_not(b)],
+        {"b": b},
+    )
     check(saved, {"bitwise_xor", "bitwise_not"})
     check_predictor(saved)
 
@@ -184,9 +187,13 @@ def test_temporal_shift_pixel_unshuffle_maxout(tmp_path, data_format):
     x[1, :, 0, :] = -np.inf  # an all -inf maxout group gives -FLT_MAX in Paddle
 
     def build(x):
-        return [F.temporal_shift(x, 3, 0.25, data_format=data_format), F.temporal_shift(x, 2, 0.1, data_format=data_format),
-                F.pixel_unshuffle(x, 2, data_format=data_format),
-                F.maxout(x, 4, axis=1 if data_format == "NCHW" else -1), F.maxout(x, 2, axis=3)]
+        return [
+            F.temporal_shift(x, 3, 0.25, data_format=data_format),
+            F.temporal_shift(x, 2, 0.1, data_format=data_format),
+            F.pixel_unshuffle(x, 2, data_format=data_format),
+            F.maxout(x, 4, axis=1 if data_format == "NCHW" else -1),
+            F.maxout(x, 2, axis=3),
+        ]
 
     check(pir_program(tmp_path, build, {"x": x}), {"temporal_shift", "pixel_unshuffle", "maxout"}, exact=True)
 
@@ -232,10 +239,20 @@ def test_softmax_with_cross_entropy_soft_and_no_softmax(tmp_path):
     probs = np.array([[0.0, 1.0, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4], [0.25] * 4], np.float32)
     for i, (x, use_softmax) in enumerate(((logits, True), (probs, False))):
         (tmp_path / str(i)).mkdir()
-        saved = opdesc_program(tmp_path / str(i), "softmax_with_cross_entropy",
-                               inputs={"Logits": ["x"], "Label": ["lab"]}, outputs={"Softmax": ["sm"], "Loss": ["loss"]},
-                               attrs={"soft_label": True, "use_softmax": use_softmax, "numeric_stable_mode": True,
-                                      "ignore_index": -100, "axis": -1}, feeds={"x": x, "lab": soft})
+        saved = opdesc_program(
+            tmp_path / str(i),
+            "softmax_with_cross_entropy",
+            inputs={"Logits": ["x"], "Label": ["lab"]},
+            outputs={"Softmax": ["sm"], "Loss": ["loss"]},
+            attrs={
+                "soft_label": True,
+                "use_softmax": use_softmax,
+                "numeric_stable_mode": True,
+                "ignore_index": -100,
+                "axis": -1,
+            },
+            feeds={"x": x, "lab": soft},
+        )
         check(saved, {"softmax_with_cross_entropy"}, rtol=1e-6)
     hard = np.array([[0], [3], [2]], np.int64)  # log(0) clamps to 1e20 in Paddle
     (tmp_path / "hard").mkdir()
@@ -264,7 +281,9 @@ def test_softmax_with_cross_entropy_bad_label_and_predictor(tmp_path):
 @pytest.mark.parametrize("start,length", [(0, -1), (1, 2), (-3, 2), (2, -1)])
 def test_partial(tmp_path, op_type, start, length):
     if op_type == "partial_sum" and start < 0:
-        pytest.skip("Paddle's partial_sum reads outside its input for a negative start (see test_partial_sum_negative_start)")
+        pytest.skip(
+            "Paddle's partial_sum reads outside its input for a negative start (see test_partial_sum_negative_start)"
+        )
     feeds = {f"x{i}": RNG.standard_normal((3, 5)).astype(np.float32) for i in range(3)}
     saved = opdesc_program(tmp_path, op_type, inputs={"X": list(feeds)}, outputs={"Out": ["out"]},
                            attrs={"start_index": start, "length": length}, feeds=feeds)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import opdesc_program, static_program
 from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import AttrType
+from support.converter_harness import opdesc_program, static_program
 from support.tolerances import assert_op_close
 
 RNG = np.random.default_rng(5)
@@ -104,9 +104,9 @@ def test_linspace(tmp_path, start, stop, num, dtype):
 
 @pytest.mark.parametrize("rows,cols,dtype", [(3, -1, 5), (2, 5, 5), (4, 3, 3)])
 def test_eye(tmp_path, rows, cols, dtype):
-    from devtools.zoo import write_program
     import os
 
+    from devtools.zoo import write_program
     from support.converter_harness import _run_saved, paddle_static
 
     np_dtype = {5: "float32", 3: "int64"}[dtype]
@@ -147,8 +147,8 @@ def test_random(tmp_path, op_type, attrs):
     Paddle's own output for the same op, and check the values are deterministic for a given seed."""
     import os
 
-    from support.converter_harness import _run_saved, paddle_static
     from devtools.zoo import write_program
+    from support.converter_harness import _run_saved, paddle_static
 
     np_dtype = {5: "float32", 6: "float64"}[attrs["dtype"]]
     write_program(os.path.join(tmp_path, "__model__"), [{

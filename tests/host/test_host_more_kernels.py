@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_host_added_kernels import check, check_predictor, run_on_host
 
 from nnadapter_bridge.host.kernels.registry import HostKernelError
 from support.converter_harness import opdesc_program, pir_program
-from test_host_added_kernels import check, check_predictor, run_on_host
 
 RNG = np.random.default_rng(5)
 FLOATS = ["float32", "float64"]
@@ -331,10 +331,17 @@ def test_norms(tmp_path, dtype):
     y = RNG.standard_normal((2, 3, 4)).astype(dtype)
 
     def build(x, y):
-        return [paddle._C_ops.squared_l2_norm(x), paddle._C_ops.l1_norm(y.astype("float32")), paddle.linalg.norm(x, "fro", axis=[0, 1]),
-                paddle.linalg.norm(y, "fro", axis=[1, 2], keepdim=True), paddle.nn.clip.clip_by_norm(x.astype("float32"), 1.0),
-                paddle.nn.clip.clip_by_norm(x.astype("float32") * 1e-3, 1.0), paddle.renorm(y, 2.0, 1, 1.5),
-                paddle.renorm(y, 1.0, 0, 3.0), paddle.renorm(x, 3.5, -1, 0.5)]
+        return [
+            paddle._C_ops.squared_l2_norm(x),
+            paddle._C_ops.l1_norm(y.astype("float32")),
+            paddle.linalg.norm(x, "fro", axis=[0, 1]),
+            paddle.linalg.norm(y, "fro", axis=[1, 2], keepdim=True),
+            paddle.nn.clip.clip_by_norm(x.astype("float32"), 1.0),
+            paddle.nn.clip.clip_by_norm(x.astype("float32") * 1e-3, 1.0),
+            paddle.renorm(y, 2.0, 1, 1.5),
+            paddle.renorm(y, 1.0, 0, 3.0),
+            paddle.renorm(x, 3.5, -1, 0.5),
+        ]
 
     check(pir_program(tmp_path, build, {"x": x, "y": y}),
           {"squared_l2_norm", "l1_norm", "frobenius_norm", "clip_by_norm", "renorm"},
@@ -345,8 +352,9 @@ def test_norm_through_predictor(tmp_path):
     import paddle
 
     x = RNG.standard_normal((3, 4)).astype(np.float32)
-    check_predictor(pir_program(tmp_path, lambda x: [paddle.renorm(x, 2.0, 0, 1.0), paddle.nn.clip.clip_by_norm(x, 1.0)],
-                                {"x": x}))
+    check_predictor(
+        pir_program(tmp_path, lambda x: [paddle.renorm(x, 2.0, 0, 1.0), paddle.nn.clip.clip_by_norm(x, 1.0)], {"x": x})
+    )
 
 
 # -- loss -----------------------------------------------------------------------------------------------------

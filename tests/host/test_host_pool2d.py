@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from support.converter_harness import opdesc_program
+from devtools.zoo import write_program
 from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.loader import load_model
-from devtools.zoo import write_program
+from support.converter_harness import opdesc_program
 from support.tolerances import assert_op_close
 
 POOL_ATTRS = {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [0, 0], "ceil_mode": True,

@@ -9,12 +9,12 @@ import struct
 import numpy as np
 import pytest
 
-from support.model_zoo_fixtures import ours_flat_op, paddle_load
 from devtools import zoo
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import BlockRef, VarRef, dtypes, load_model
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.params import encode_lod_tensor
+from support.model_zoo_fixtures import ours_flat_op, paddle_load
 
 PADDLE_DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool"]
 
@@ -378,8 +378,9 @@ def test_paddle3_scalars_attribute_is_decoded(tmp_path):
     """Paddle 3 writes assign_value's `values` as AttrType SCALARS (typed scalars, not in the facts'
     field list); the loader decodes them to Python values equal to what paddle reports."""
     import numpy as np
-    from support.converter_harness import paddle_static
+
     from nnadapter_bridge.loader import load_model
+    from support.converter_harness import paddle_static
 
     values = np.array([[1.5, -2.0, 3.25], [4.0, 5.5, -6.0]], np.float32)
     with paddle_static() as paddle:

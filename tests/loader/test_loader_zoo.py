@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.model_zoo_fixtures import ours_flat_op, ours_flat_var, paddle_load
 from devtools import zoo
 from nnadapter_bridge.loader import load_model
+from support.model_zoo_fixtures import ours_flat_op, ours_flat_var, paddle_load
 
 EXPECTED_LAYOUT = {"pdmodel": "pdmodel+pdiparams", "combined": "dir+__params__", "per-var": "dir+per-var"}
 

@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 
 import nnadapter_bridge as nb
 from nnadapter_bridge.errors import ModelFormatError
-from nnadapter_bridge.loader import ProgramGraph, load_model
-from nnadapter_bridge.loader import pir
+from nnadapter_bridge.loader import ProgramGraph, load_model, pir
 from nnadapter_bridge.loader.params import encode_lod_tensor
 from nnadapter_bridge.loader.validate import MAX_BLOCK_DEPTH
 from support.pir_export import export_in_child

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.lowering import EAGER_FOLD_MAX_ELEMENTS, fold_operation
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType

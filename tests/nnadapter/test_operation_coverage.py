@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from hal.builtin_device import DRIVER as BUILTIN_DEVICE
 from nnadapter_bridge.nnadapter.codes import OperationType
 from nnadapter_bridge.nnadapter.operations import FAMILY_MODULES, OPERATIONS, REFERENCES
-from hal.builtin_device import DRIVER as BUILTIN_DEVICE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPERATION_TESTS = os.path.join(HERE, "operations")

@@ -11,11 +11,16 @@ import warnings
 import numpy as np
 import pytest
 
+from hal.builtin_device import DRIVER as BUILTIN
+from hal.builtin_device.driver import BuiltinDeviceDriver
+from hal.protocol import Argument, Cache
 from nnadapter_bridge.errors import DeviceNotFoundError, InvalidDimensionsError, NNAdapterError, PropertiesError
-from nnadapter_bridge.nnadapter.codes import Lifetime, OperationType as T, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import Lifetime, Precision, ResultCode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.device_split import assign_devices, build_submodels, cluster_operations
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, unpack_compilation_record, wait_for_cache_writes
-from nnadapter_bridge.nnadapter.device_split import assign_devices, build_submodels, cluster_operations
+from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.runtime import (
     STATS,
     CacheMissError,
@@ -27,11 +32,7 @@ from nnadapter_bridge.nnadapter.runtime import (
     acquire_device,
     check_device_name,
 )
-from nnadapter_bridge.nnadapter.types import Operation, OperandType
-from hal.builtin_device import DRIVER as BUILTIN
-from hal.builtin_device.driver import BuiltinDeviceDriver
-from nnadapter_bridge.nnadapter.reference import run_model
-from hal.protocol import Argument, Cache
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
 
 TOKEN = "5f0c2a5e4b6d8c1e9a7b3d2f1e0c4b6a"
 
@@ -248,7 +249,9 @@ def test_driver_restores_from_its_own_bytes_and_rejects_garbage():
     holder = HostBuffer()
     from nnadapter_bridge.nnadapter.runtime import array_input_access, host_buffer_output_access
 
-    BUILTIN.execute_program(program, [Argument(0, x, array_input_access)], [Argument(0, holder, host_buffer_output_access)])
+    BUILTIN.execute_program(
+        program, [Argument(0, x, array_input_access)], [Argument(0, holder, host_buffer_output_access)]
+    )
     np.testing.assert_array_equal(holder.array, expected_relu_add(x))
     assert holder.type.dims == (2, 3)
     with pytest.raises(NNAdapterError):

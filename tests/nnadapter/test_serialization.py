@@ -13,7 +13,7 @@ from nnadapter_bridge.nnadapter.dot import model_to_dot
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import pack_container, unpack_container
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
-from nnadapter_bridge.nnadapter.types import Operation, OperandType
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
 
 
 def relu_model() -> Model:
@@ -149,13 +149,24 @@ def _replace_entry(data: bytes, key: str, value: bytes) -> bytes:
     return pack_container(entries)
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("operations", struct.pack("<Qi", 1, 3) + struct.pack("<Q3q", 3, 0, 1, 9) + struct.pack("<Qq", 1, 3), "operand index 9"),
-    ("operations", struct.pack("<Qi", 1, 500) + struct.pack("<Q", 0) + struct.pack("<Q", 0), "unknown operation code"),
-    ("input_operands", struct.pack("<Qq", 1, 0) + b"\0", "trailing"),
-    ("input_operands", struct.pack("<Q", 2 ** 62), "cannot fit"),
-    ("output_operands", struct.pack("<Qq", 1, -1), "null operand"),
-])
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        (
+            "operations",
+            struct.pack("<Qi", 1, 3) + struct.pack("<Q3q", 3, 0, 1, 9) + struct.pack("<Qq", 1, 3),
+            "operand index 9",
+        ),
+        (
+            "operations",
+            struct.pack("<Qi", 1, 500) + struct.pack("<Q", 0) + struct.pack("<Q", 0),
+            "unknown operation code",
+        ),
+        ("input_operands", struct.pack("<Qq", 1, 0) + b"\0", "trailing"),
+        ("input_operands", struct.pack("<Q", 2**62), "cannot fit"),
+        ("output_operands", struct.pack("<Qq", 1, -1), "null operand"),
+    ],
+)
 def test_bad_program_bytes_are_rejected(key, value, message):
     good = serialize_model(relu_model_with_constant())
     with pytest.raises(NNAdapterError, match=message):

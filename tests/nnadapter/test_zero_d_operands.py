@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
 from nnadapter_bridge.nnadapter.reference import run_model

@@ -6,9 +6,9 @@ the edge, the value would stay inside a subgraph, or two device ops would merge 
 that sits between them (a cycle: the subgraph would need the host op's result and the host op the subgraph's)."""
 from __future__ import annotations
 
+from devtools.zoo import write_program
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import BlockRef, VarRef
-from devtools.zoo import write_program
 from partition import Subgraph, detect_subgraphs
 from partition.detector import op_reads, op_writes
 

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from partition import MAX_PIXELS, Placement, PictureSizeWarning, build_picture, detect_subgraphs, render_picture
+from partition import MAX_PIXELS, PictureSizeWarning, Placement, build_picture, detect_subgraphs, render_picture
 from partition.picture import DEVICE_COLORS, svg_size
 from support.partition_programs import chain_ops, real_program
 

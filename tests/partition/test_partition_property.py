@@ -14,10 +14,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devtools.zoo import write_combined_params, write_program
 from nnadapter_bridge.host.executor import HostExecutor
 from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.loader.program import BlockRef, VarRef
-from devtools.zoo import write_combined_params, write_program
 from partition import Subgraph, detect_subgraphs, op_key
 
 SHAPE = [2, 3]

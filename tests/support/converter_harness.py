@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,12 +43,12 @@ def paddle_static():
 @dataclasses.dataclass
 class SavedProgram:
     model_path: str  # a .pdmodel file or a dir
-    params_path: Optional[str]
+    params_path: str | None
     feeds: dict
     outputs: list  # reference outputs in fetch order (None when paddle could not run it)
 
 
-def _run_saved(paddle, model_dir: str, model_filename: str, params_filename: Optional[str], feeds: dict):
+def _run_saved(paddle, model_dir: str, model_filename: str, params_filename: str | None, feeds: dict):
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
     with paddle.static.scope_guard(scope):
@@ -64,7 +64,9 @@ def static_program(tmp_path, build: Callable, feeds: dict, *, seed: int = 7) -> 
         paddle.seed(seed)
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
-            inputs = {name: paddle.static.data(name, shape=list(a.shape), dtype=str(a.dtype)) for name, a in feeds.items()}
+            inputs = {
+                name: paddle.static.data(name, shape=list(a.shape), dtype=str(a.dtype)) for name, a in feeds.items()
+            }
             outs = build(**inputs)
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         exe = paddle.static.Executor(paddle.CPUPlace())
@@ -79,8 +81,8 @@ def static_program(tmp_path, build: Callable, feeds: dict, *, seed: int = 7) -> 
     return SavedProgram(prefix + ".pdmodel", params_path, dict(feeds), want)
 
 
-def opdesc_program(tmp_path, op_type: str, *, inputs: dict, outputs: dict, attrs: Optional[dict] = None,
-                   feeds: dict, params: Optional[dict] = None, extra_vars: Optional[list] = None,
+def opdesc_program(tmp_path, op_type: str, *, inputs: dict, outputs: dict, attrs: dict | None = None,
+                   feeds: dict, params: dict | None = None, extra_vars: list | None = None,
                    run_paddle: bool = True) -> SavedProgram:
     """Write a one-op program as an OpDesc (plus feed/fetch) and, if `run_paddle`, its Paddle reference.
 
@@ -115,11 +117,11 @@ def opdesc_program(tmp_path, op_type: str, *, inputs: dict, outputs: dict, attrs
     return SavedProgram(model_path, params_path, dict(feeds), want)
 
 
-def convert_and_run(model_path: str, feeds: dict, params_path: Optional[str] = None):
+def convert_and_run(model_path: str, feeds: dict, params_path: str | None = None):
     """Load, convert all of block 0 into one NNAdapter model, run it; ({var: array}, ConversionResult)."""
     from converters.context import convert_subgraph
-    from nnadapter_bridge.nnadapter.reference import run_model
     from nnadapter_bridge.loader import load_model
+    from nnadapter_bridge.nnadapter.reference import run_model
 
     graph = load_model(model_path, params_path)
     ops = [op for op in graph.ops() if op.type not in ("feed", "fetch")]
@@ -130,8 +132,8 @@ def convert_and_run(model_path: str, feeds: dict, params_path: Optional[str] = N
     return dict(zip(result.output_names, outs)), result, graph
 
 
-def check_program(saved: SavedProgram, *, want: Optional[list] = None, model_tolerance: bool = False,
-                  atol: Optional[float] = None, rtol: Optional[float] = None):
+def check_program(saved: SavedProgram, *, want: list | None = None, model_tolerance: bool = False,
+                  atol: float | None = None, rtol: float | None = None):
     """Convert + run `saved` and compare every fetched output with Paddle's (or `want`)."""
     from support.tolerances import OP_ATOL, OP_RTOL, assert_model_close, assert_op_close
 
@@ -184,7 +186,7 @@ def paddle_pir_static():
             yield paddle
 
 
-def paddle_inference_run(model_path: str, params_path: Optional[str], feeds: dict) -> list:
+def paddle_inference_run(model_path: str, params_path: str | None, feeds: dict) -> list:
     """Paddle Inference on CPU (no IR optimization: the program as written); outputs in fetch order.
     `model_path` is a model file, or a directory holding `__model__` and one file per parameter."""
     import paddle.inference as paddle_infer
@@ -244,7 +246,7 @@ def pir_op_names(model_path: str) -> list:
     return [op["#"].replace("1.", "pd_op.", 1) for op in ops if op.get("#", "").startswith("1.")]
 
 
-def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: Optional[list] = None, **tolerance):
+def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: list | None = None, **tolerance):
     """Build in PIR, convert + run on builtin_device, compare with Paddle Inference on the `.json` (or `want`); the
     translated program must hold the legacy `op_type` (with `exact`, its conversion must come from that op type
     only, like run_static). Returns (outputs by name, ConversionResult, SavedProgram)."""
@@ -253,8 +255,10 @@ def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: Optio
     saved = pir_program(tmp_path, build, feeds, run_paddle=want is None)
     graph = load_model(saved.model_path, saved.params_path)
     translated = {op.type for op in graph.ops() if op.type not in ("feed", "fetch")}
-    assert op_type in translated, \
-        f"the PIR program translated to {sorted(translated)}, no '{op_type}' (paddle wrote {pir_op_names(saved.model_path)})"
+    assert op_type in translated, (
+        f"the PIR program translated to {sorted(translated)}, no '{op_type}' "
+        f"(paddle wrote {pir_op_names(saved.model_path)})"
+    )
     got, result = check_program(saved, want=want, **tolerance)
     if exact:
         converted = {origin.type for origin in result.operation_origin if origin is not None}

@@ -1,7 +1,8 @@
 """What the drivers receive: a test-only observer of the NNAdapter models handed to `create_program`.
 
 `record_driver_models(monkeypatch)` wraps the runtime's one call site of every driver hook
-(`nnadapter.runtime.compilation.call_driver`, where programs are created) and returns a list that fills, as the predictor compiles, with one
+(`nnadapter.runtime.compilation.call_driver`, where programs are created) and returns a list that fills, as the
+predictor compiles, with one
 `(device name, Model)` per program a driver builds from a model (restores from a cache hand over bytes, not
 a model, and are not recorded). `unknown_dim_operands(model)` lists the operands of such a model whose dims
 are not all known, as "OPERATION output [dims]". `run_through_execute_program(compilation, arrays)` runs a
@@ -10,9 +11,9 @@ compilation through its drivers' `execute_program` and the access callbacks (bou
 """
 from __future__ import annotations
 
-from nnadapter_bridge.nnadapter.runtime import Compilation, Execution, HostBuffer, compilation
 from nnadapter_bridge.nnadapter.codes import UNKNOWN
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.runtime import Compilation, Execution, HostBuffer, compilation
 
 
 def record_driver_models(monkeypatch) -> list:

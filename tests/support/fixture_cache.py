@@ -7,7 +7,7 @@ import fcntl
 import os
 import shutil
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 MARKER = "COMPLETE"
 

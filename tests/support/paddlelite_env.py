@@ -231,9 +231,17 @@ def ensure_lite_quant_nb(name: str, weight_quantize_type: str) -> tuple:
 
     def make(prefix):
         out_dir = os.path.join(os.path.dirname(prefix), "paddle262_ptq")
-        result, outputs = run_side("ptq", {"model_file": source, "param_file": source[: -len(".pdmodel")] + ".pdiparams",
-                                           "out_dir": out_dir, "weight_quantize_type": weight_quantize_type,
-                                           "input_name": "x"}, {"x": lite_quant_input()})
+        result, outputs = run_side(
+            "ptq",
+            {
+                "model_file": source,
+                "param_file": source[: -len(".pdmodel")] + ".pdiparams",
+                "out_dir": out_dir,
+                "weight_quantize_type": weight_quantize_type,
+                "input_name": "x",
+            },
+            {"x": lite_quant_input()},
+        )
         np.save(os.path.join(os.path.dirname(prefix), "paddle_inference.npy"), outputs[0], allow_pickle=False)
         return lite_opt(result["model_file"], result["param_file"], prefix)
 

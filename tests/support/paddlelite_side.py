@@ -48,6 +48,7 @@ def _opt(request):
 def _export(request, arrays):
     sys.path.insert(0, request["repo"])
     import paddle
+
     from devtools import zoo
     paddle.enable_static()
     main, startup = paddle.static.Program(), paddle.static.Program()

@@ -11,6 +11,8 @@ import os
 import numpy as np
 
 from devtools import zoo
+
+
 def _write(directory, vars_, ops, params, feeds, fetches) -> str:
     os.makedirs(directory, exist_ok=True)
     model = os.path.join(directory, "model.pdmodel")

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from example_driver.kernels import COMPILERS, unsupported_reason
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.driver_protocol import Argument, Cache, ContextCallback, Driver
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
-
-from example_driver.kernels import COMPILERS, unsupported_reason
 
 TRACE_KEY = "EXAMPLE_DEVICE_TRACE"
 
@@ -89,7 +88,7 @@ class ExampleDriver(Driver):
     def validate_program(self, context: ExampleContext, model: Model) -> list:
         return [not unsupported_reason(op) for op in model.operations]
 
-    def create_program(self, context: ExampleContext, model: Optional[Model], cache: Cache) -> ExampleProgram:
+    def create_program(self, context: ExampleContext, model: Model | None, cache: Cache) -> ExampleProgram:
         if model is None:
             if not cache.buffer:
                 raise NNAdapterError("example_device: no model and no cache buffer", ResultCode.INVALID_PARAMETER)

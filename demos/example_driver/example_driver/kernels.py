@@ -7,11 +7,12 @@ passed into a kernel with its constants prepared once (the "compiled program").
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import AutoPad, FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import AutoPad, FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 
 FLOAT32 = Precision.FLOAT32
 FUSE_RANGES = {FuseCode.FUSED_NONE: None, FuseCode.FUSED_RELU: (0.0, None), FuseCode.FUSED_RELU1: (-1.0, 1.0),
@@ -19,7 +20,7 @@ FUSE_RANGES = {FuseCode.FUSED_NONE: None, FuseCode.FUSED_RELU: (0.0, None), Fuse
 
 
 # -- reading operands --------------------------------------------------------------------------------------
-def _const(op, i: int) -> Optional[np.ndarray]:
+def _const(op, i: int) -> np.ndarray | None:
     """Operand i's constant value; None when absent. Raises ValueError when it is not a constant."""
     if i >= len(op.inputs) or op.inputs[i] is None:
         return None
@@ -128,7 +129,9 @@ def compile_conv_2d(op) -> Kernel:
         cols = np.empty((n, c_in, kh, kw, oh, ow), dtype=np.float32)  # im2col
         for i in range(kh):
             for j in range(kw):
-                cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                cols[:, :, i, j] = xp[
+                    :, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw
+                ]
         out = np.matmul(filters, cols.reshape(n, group, k, oh * ow))  # [N, G, C_out/G, OH*OW]
         out = out.reshape(n, c_out, oh, ow)
         if bias is not None:

@@ -51,7 +51,9 @@ def _pool_geometry(io: OpScope, in_dims):
 
 def _pool_spans(io: OpScope, in_dims):
     ksize, strides, before, _, outs, adaptive = _pool_geometry(io, in_dims)
-    spans = [_windows(size, out, k, s, b, adaptive) for size, out, k, s, b in zip(in_dims, outs, ksize, strides, before)]
+    spans = [
+        _windows(size, out, k, s, b, adaptive) for size, out, k, s, b in zip(in_dims, outs, ksize, strides, before)
+    ]
     return spans, ksize, adaptive
 
 

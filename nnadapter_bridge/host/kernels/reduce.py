@@ -358,5 +358,12 @@ def logcumsumexp(io: OpScope) -> None:
     data = x.reshape(-1) if flatten or x.ndim == 0 else x
     axis = 0 if flatten else scan_axis(io, x, int(io.attr("axis", -1)))
     # the scan starts from the dtype's lowest finite value, as Paddle's (so exclusive scans start there)
-    out = scan(data, axis, log_add_exp, np.finfo(x.dtype).min, bool(io.attr("exclusive", False)), bool(io.attr("reverse", False)))
+    out = scan(
+        data,
+        axis,
+        log_add_exp,
+        np.finfo(x.dtype).min,
+        bool(io.attr("exclusive", False)),
+        bool(io.attr("reverse", False)),
+    )
     io.set_output("Out", out if flatten else out.reshape(x.shape))

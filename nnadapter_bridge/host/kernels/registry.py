@@ -12,7 +12,8 @@ outputs back; it never mutates an input array, because the same array may be bou
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -188,7 +189,7 @@ def slot(io: OpScope, legacy: str, new: str) -> str:
     return legacy if io.input_names(legacy) or io.output_names(legacy) else new
 
 
-def paddle_dtype(code: Optional[int], fallback="float32") -> np.dtype:
+def paddle_dtype(code: int | None, fallback="float32") -> np.dtype:
     """The numpy dtype of a Paddle `dtype` attribute (a VarType.Type code); `fallback` for -1/None."""
     from nnadapter_bridge.loader import dtypes
 

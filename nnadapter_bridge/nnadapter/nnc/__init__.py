@@ -15,24 +15,69 @@ This module is the package's public API: the names below are what the rest of th
 belongs to the ground: it imports only the standard's codes and types (`nnadapter.codes`, `nnadapter.types`), never
 the runtime nor anything above the ground. docs/cache.md has the layout and what each check protects against.
 """
-from nnadapter_bridge.nnadapter.nnc.cleanup import (DEFAULT_TMP_MAX_AGE_S, TMP_MAX_AGE_ENV, TMP_PREFIX,
-                                                    clean_stale_temp_files, tmp_max_age_s)
-from nnadapter_bridge.nnadapter.nnc.container import (ENTRY_HEADER_SIZE, HEADER_SIZE, MAGIC, MAGIC_BYTES, VERSION,
-                                                      BytesLike, NncCacheWarning, NncFormatError, crc32c_naive,
-                                                      crc32c_naive_tail, crc32c_naive_update, crc_shift,
-                                                      pack_container, pack_container_parts, unpack_container,
-                                                      unpack_container_views)
-from nnadapter_bridge.nnadapter.nnc.files import (DEFAULT_MAX_FILE_SIZE, FILE_EXTENSION, MAX_FILE_SIZE_ENV,
-                                                  CacheFileError, cache_file_path, declared_container_size,
-                                                  map_cache_file, mapped_program_buffer, max_file_size,
-                                                  read_cache_file, read_nnc_file, write_file_atomically)
-from nnadapter_bridge.nnadapter.nnc.identity import (CACHE_KEY_ENV, FINGERPRINT_KEY, MAC_KEY, MAC_PADDING, MAC_SIZE,
-                                                     TOKEN_KEY, CacheIdentity, identity_entries, resolve_cache_key)
-from nnadapter_bridge.nnadapter.nnc.records import (OPERAND_TYPE_SIZE, CompilationRecord, ProgramRecord,
-                                                    load_compilation_record, pack_compilation_record,
-                                                    pack_compilation_record_parts, pack_operand_type,
-                                                    pack_operand_types, unpack_compilation_record,
-                                                    unpack_operand_type, unpack_operand_types)
+from nnadapter_bridge.nnadapter.nnc.cleanup import (
+                                                    DEFAULT_TMP_MAX_AGE_S,
+                                                    TMP_MAX_AGE_ENV,
+                                                    TMP_PREFIX,
+                                                    clean_stale_temp_files,
+                                                    tmp_max_age_s,
+)
+from nnadapter_bridge.nnadapter.nnc.container import (
+                                                    ENTRY_HEADER_SIZE,
+                                                    HEADER_SIZE,
+                                                    MAGIC,
+                                                    MAGIC_BYTES,
+                                                    VERSION,
+                                                    BytesLike,
+                                                    NncCacheWarning,
+                                                    NncFormatError,
+                                                    crc32c_naive,
+                                                    crc32c_naive_tail,
+                                                    crc32c_naive_update,
+                                                    crc_shift,
+                                                    pack_container,
+                                                    pack_container_parts,
+                                                    unpack_container,
+                                                    unpack_container_views,
+)
+from nnadapter_bridge.nnadapter.nnc.files import (
+                                                    DEFAULT_MAX_FILE_SIZE,
+                                                    FILE_EXTENSION,
+                                                    MAX_FILE_SIZE_ENV,
+                                                    CacheFileError,
+                                                    cache_file_path,
+                                                    declared_container_size,
+                                                    map_cache_file,
+                                                    mapped_program_buffer,
+                                                    max_file_size,
+                                                    read_cache_file,
+                                                    read_nnc_file,
+                                                    write_file_atomically,
+)
+from nnadapter_bridge.nnadapter.nnc.identity import (
+                                                    CACHE_KEY_ENV,
+                                                    FINGERPRINT_KEY,
+                                                    MAC_KEY,
+                                                    MAC_PADDING,
+                                                    MAC_SIZE,
+                                                    TOKEN_KEY,
+                                                    CacheIdentity,
+                                                    identity_entries,
+                                                    resolve_cache_key,
+)
+from nnadapter_bridge.nnadapter.nnc.records import (
+                                                    OPERAND_TYPE_SIZE,
+                                                    CompilationRecord,
+                                                    ProgramRecord,
+                                                    load_compilation_record,
+                                                    pack_compilation_record,
+                                                    pack_compilation_record_parts,
+                                                    pack_operand_type,
+                                                    pack_operand_types,
+                                                    unpack_compilation_record,
+                                                    unpack_operand_type,
+                                                    unpack_operand_types,
+)
 from nnadapter_bridge.nnadapter.nnc.writer import PendingCacheWrite, has_pending_writes, wait_for_cache_writes
 
 __all__ = [

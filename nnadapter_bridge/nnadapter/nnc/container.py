@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import Dict, List, Mapping, Union
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -30,7 +30,7 @@ ENTRY_HEADER_SIZE = 16
 _CRC_POLYNOMIAL = 0x82F63B78
 
 # What the format reads and writes: bytes, or a buffer over them (a view, a file's private map).
-BytesLike = Union[bytes, bytearray, memoryview, mmap.mmap]
+BytesLike = bytes | bytearray | memoryview | mmap.mmap
 # A value at least this large is a piece of its own in pack_container_parts (not copied); smaller ones are joined
 # with the entry headers around them.
 _SEPARATE_PIECE = 4096
@@ -46,7 +46,7 @@ class NncCacheWarning(UserWarning):
 
 
 # -- the naive CRC32C ---------------------------------------------------------------------------------
-def _crc_input(data: BytesLike) -> Union[bytes, np.ndarray]:
+def _crc_input(data: BytesLike) -> bytes | np.ndarray:
     """`data` as what the C CRC accepts without a copy: it takes only buffers that need no release (`bytes`,
     numpy arrays), not memoryviews or mmaps; a uint8 array over the same memory is one (no bytes copied)."""
     if type(data) is bytes:
@@ -78,7 +78,7 @@ def _after_zero_byte(register: int) -> int:
     return register
 
 
-def _matrix_times(matrix: List[int], vector: int) -> int:
+def _matrix_times(matrix: list[int], vector: int) -> int:
     result = 0
     column = 0
     while vector:
@@ -115,7 +115,7 @@ def align4(size: int) -> int:
     return (size + 3) & ~3
 
 
-def _key_bytes(key: Union[str, bytes]) -> bytes:
+def _key_bytes(key: str | bytes) -> bytes:
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
@@ -156,12 +156,12 @@ def pack_container(entries: Mapping) -> bytes:
     return b"".join(pack_container_parts(entries))
 
 
-def unpack_container(data: BytesLike) -> Dict[str, bytes]:
+def unpack_container(data: BytesLike) -> dict[str, bytes]:
     """Parse a container into {key (str): value (bytes)}; any inconsistency raises NncFormatError."""
     return {key: bytes(value) for key, value in unpack_container_views(data).items()}
 
 
-def unpack_container_views(data: BytesLike) -> Dict[str, memoryview]:
+def unpack_container_views(data: BytesLike) -> dict[str, memoryview]:
     """unpack_container, but every value is a read-only memoryview into `data` (nothing is copied; the
     views keep `data` alive). `data` as `bytes` also spares the CRC a copy."""
     if not isinstance(data, bytes):

@@ -14,13 +14,20 @@ import os
 import stat
 import struct
 import tempfile
-from typing import Callable, Collection, Iterable, Optional, Union
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 
 from nnadapter_bridge.nnadapter.nnc.cleanup import TMP_PREFIX
-from nnadapter_bridge.nnadapter.nnc.container import (ENTRY_HEADER_SIZE, HEADER_SIZE, MAGIC, MAGIC_BYTES, VERSION,
-                                                      BytesLike, align4)
+from nnadapter_bridge.nnadapter.nnc.container import (
+    ENTRY_HEADER_SIZE,
+    HEADER_SIZE,
+    MAGIC,
+    MAGIC_BYTES,
+    VERSION,
+    BytesLike,
+    align4,
+)
 from nnadapter_bridge.nnadapter.nnc.identity import CacheIdentity
 from nnadapter_bridge.nnadapter.nnc.records import CompilationRecord, load_compilation_record, warn_miss
 from nnadapter_bridge.nnadapter.nnc.writer import wait_for_pending_write
@@ -95,7 +102,7 @@ def declared_container_size(fd: int, size: int) -> None:
         raise CacheFileError(f"the entries declare {offset} bytes, the file has {size}")
 
 
-def read_cache_file(path: str, max_size: int, check: Optional[LayoutCheck] = None) -> bytes:
+def read_cache_file(path: str, max_size: int, check: LayoutCheck | None = None) -> bytes:
     """The bytes of the regular file `path`, read safely: the last path component is not followed when it
     is a symlink, opening never blocks (FIFOs), fstat must say regular file of at most `max_size` bytes, and
     `check(fd, size)` may vet the declared layout before anything is read. Raises FileNotFoundError for a
@@ -117,7 +124,7 @@ def _open_no_follow(path: str) -> int:
         raise
 
 
-def _read_open_file(fd: int, info: os.stat_result, max_size: int, check: Optional[LayoutCheck] = None) -> bytes:
+def _read_open_file(fd: int, info: os.stat_result, max_size: int, check: LayoutCheck | None = None) -> bytes:
     """The checks and the read of read_cache_file on an open descriptor."""
     if not stat.S_ISREG(info.st_mode):
         kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
@@ -154,7 +161,7 @@ def _may_map(info: os.stat_result) -> bool:
             and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and info.st_size >= MAP_THRESHOLD)
 
 
-def map_cache_file(path: str, max_size: int, check: Optional[LayoutCheck] = None) -> Union[bytes, mmap.mmap]:
+def map_cache_file(path: str, max_size: int, check: LayoutCheck | None = None) -> bytes | mmap.mmap:
     """`read_cache_file`, with the same checks, but a large file that only this user can change (`_may_map`)
     comes back as a private memory map (copy-on-write: nothing written to it reaches the file) instead of
     bytes read into memory. The map stays valid after the file is replaced or removed (it holds the inode)."""
@@ -170,7 +177,7 @@ def map_cache_file(path: str, max_size: int, check: Optional[LayoutCheck] = None
         os.close(fd)
 
 
-def mapped_program_buffer(data: BytesLike, view: BytesLike) -> Optional[np.ndarray]:
+def mapped_program_buffer(data: BytesLike, view: BytesLike) -> np.ndarray | None:
     """For a value `view` of a record read from the private map `data` (map_cache_file): a writable uint8 array
     over the same bytes (copy-on-write, writes never reach the file), which a driver may keep instead of
     copying the bytes (driver_protocol.Cache.mapped_buffer); None when `data` is not such a map."""
@@ -186,9 +193,9 @@ def mapped_program_buffer(data: BytesLike, view: BytesLike) -> Optional[np.ndarr
     return base[offset:offset + len(inner)]
 
 
-def read_nnc_file(path: str, known_devices: Optional[Collection[str]] = None, *,
-                  expect: Optional[CacheIdentity] = None,
-                  key: Optional[bytes] = None) -> Optional[CompilationRecord]:
+def read_nnc_file(path: str, known_devices: Collection[str] | None = None, *,
+                  expect: CacheIdentity | None = None,
+                  key: bytes | None = None) -> CompilationRecord | None:
     """Read and check a .nnc file; a missing file is a silent miss, an unreadable, unsafe (see
     `read_cache_file`) or bad one a warned miss. A large file only this user can change is memory-mapped
     (`map_cache_file`); its program records then carry `mapped` arrays (`mapped_program_buffer`). When this
@@ -222,7 +229,7 @@ def _process_umask() -> int:
 _UMASK = _process_umask()
 
 
-def write_file_atomically(path: str, data: Union[BytesLike, Iterable[BytesLike]]) -> None:
+def write_file_atomically(path: str, data: BytesLike | Iterable[BytesLike]) -> None:
     """Write `data` (bytes, or a sequence of bytes-like pieces written one after another) to a temporary
     file next to `path`, then rename it over `path` (readers never see a half-written file)."""
     directory = os.path.dirname(os.path.abspath(path))

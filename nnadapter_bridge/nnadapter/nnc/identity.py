@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import hmac
 import os
-from typing import Dict, Iterable, Optional, Union
+from collections.abc import Iterable
 
 from nnadapter_bridge.nnadapter.nnc.container import ENTRY_HEADER_SIZE, BytesLike, NncFormatError, align4
 
@@ -45,7 +45,7 @@ def identity_entries(identity: CacheIdentity) -> dict:
     return entries
 
 
-def resolve_cache_key(key: Union[str, bytes, None] = None) -> Optional[bytes]:
+def resolve_cache_key(key: str | bytes | None = None) -> bytes | None:
     """The integrity key as bytes: `key` (str or bytes) when given, else NNADAPTER_BRIDGE_CACHE_KEY from the
     environment; None (CRC only) when neither is set or the value is empty."""
     if key is None:
@@ -63,7 +63,7 @@ def hmac_sha256(key: bytes, pieces: Iterable) -> bytes:
     return digest.digest()
 
 
-def check_mac(data: BytesLike, views: Dict[str, memoryview], key: bytes) -> None:
+def check_mac(data: BytesLike, views: dict[str, memoryview], key: bytes) -> None:
     """The record's HMAC-SHA256 under `key` (NncFormatError when absent or wrong)."""
     if MAC_KEY not in views:
         raise NncFormatError(f"a cache key is set ({CACHE_KEY_ENV} or set_nnadapter_model_cache_key) but the "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import warnings
-from typing import Collection, Iterable, Optional, Sequence, Tuple
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -26,10 +26,25 @@ from nnadapter_bridge.nnadapter.codes import (
     Lifetime,
     Precision,
 )
-from nnadapter_bridge.nnadapter.nnc.container import (BytesLike, NncCacheWarning, NncFormatError, crc32c_naive,
-                                                      crc_shift, pack_container_parts, unpack_container_views)
-from nnadapter_bridge.nnadapter.nnc.identity import (MAC_KEY, MAC_PADDING, MAC_SIZE, CacheIdentity, check_identity,
-                                                     check_mac, hmac_sha256, identity_entries)
+from nnadapter_bridge.nnadapter.nnc.container import (
+    BytesLike,
+    NncCacheWarning,
+    NncFormatError,
+    crc32c_naive,
+    crc_shift,
+    pack_container_parts,
+    unpack_container_views,
+)
+from nnadapter_bridge.nnadapter.nnc.identity import (
+    MAC_KEY,
+    MAC_PADDING,
+    MAC_SIZE,
+    CacheIdentity,
+    check_identity,
+    check_mac,
+    hmac_sha256,
+    identity_entries,
+)
 from nnadapter_bridge.nnadapter.types import OperandType
 
 OPERAND_TYPE_SIZE = 328
@@ -69,7 +84,7 @@ def pack_operand_type(t: OperandType) -> bytes:
     return bytes(out)
 
 
-def unpack_operand_type(record: BytesLike) -> Tuple[OperandType, int]:
+def unpack_operand_type(record: BytesLike) -> tuple[OperandType, int]:
     """Parse one record into (OperandType, per-channel scale_count); raises NncFormatError.
 
     A per-channel type comes back with `scales=None`: the values are not in the record.
@@ -134,7 +149,7 @@ class ProgramRecord:
     model_buffer: bytes  # bytes-like; read from a container, a read-only memoryview into its data
     # Read from a memory-mapped file (read_nnc_file): a writable copy-on-write uint8 array over the same bytes
     # (mapped_program_buffer), which a driver may keep instead of copying them; None otherwise.
-    mapped: Optional[np.ndarray] = None
+    mapped: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -176,14 +191,14 @@ def _compilation_entries(record: CompilationRecord) -> dict:
     return entries
 
 
-def pack_compilation_record(record: CompilationRecord, identity: Optional[CacheIdentity] = None,
-                            key: Optional[bytes] = None) -> bytes:
+def pack_compilation_record(record: CompilationRecord, identity: CacheIdentity | None = None,
+                            key: bytes | None = None) -> bytes:
     """The record's container; with `identity` its token/fingerprint entries, with `key` its HMAC entry."""
     return b"".join(pack_compilation_record_parts(record, identity, key))
 
 
-def pack_compilation_record_parts(record: CompilationRecord, identity: Optional[CacheIdentity] = None,
-                                  key: Optional[bytes] = None) -> list:
+def pack_compilation_record_parts(record: CompilationRecord, identity: CacheIdentity | None = None,
+                                  key: bytes | None = None) -> list:
     """The record's container as consecutive pieces (header first), for writing a file without joining
     them (the program bytes are pieces of their own, not copied); with `identity` it carries the identity
     entries, with `key` the HMAC entry (identity.py)."""
@@ -293,9 +308,9 @@ def warn_miss(source: str, reason: str) -> None:
 
 
 def load_compilation_record(data: BytesLike, source: str = "buffer",
-                            known_devices: Optional[Collection[str]] = None, *,
-                            expect: Optional[CacheIdentity] = None,
-                            key: Optional[bytes] = None) -> Optional[CompilationRecord]:
+                            known_devices: Collection[str] | None = None, *,
+                            expect: CacheIdentity | None = None,
+                            key: bytes | None = None) -> CompilationRecord | None:
     """A checked CompilationRecord, or None (one warning) when the bytes fail any check (container, CRC,
     then with `key` the HMAC, then with `expect` the identity, then the record), or name a device outside
     `known_devices`. Nothing of the record is handed on before every check passed."""

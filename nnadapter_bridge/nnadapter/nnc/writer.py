@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import warnings
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from nnadapter_bridge.nnadapter.nnc.container import NncCacheWarning
 
@@ -31,7 +31,7 @@ class PendingCacheWrite:
     def __init__(self, path: str, job: Callable[[], None]):
         self.path = os.path.abspath(path)
         self._pid = os.getpid()
-        self._job: Optional[Callable[[], None]] = job
+        self._job: Callable[[], None] | None = job
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"nnc-write {os.path.basename(path)}", daemon=False)
         with _PENDING_LOCK:
@@ -56,7 +56,7 @@ class PendingCacheWrite:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until the file is written (or the write failed); False when `timeout` ran out first."""
         if threading.current_thread() is self._thread:
             return False  # a warning handler that waits from inside the write: never deadlock
@@ -65,7 +65,7 @@ class PendingCacheWrite:
         return self._done.wait(timeout)
 
 
-def wait_for_cache_writes(path: Optional[str] = None, timeout: Optional[float] = None) -> bool:
+def wait_for_cache_writes(path: str | None = None, timeout: float | None = None) -> bool:
     """Block until every .nnc this process is writing in the background (or only the one to `path`) is on
     disk; True when none is left pending. Call it before copying or shipping a cache dir that this process
     has just filled; reading a cache path, destroying a compilation and the interpreter's exit already wait."""

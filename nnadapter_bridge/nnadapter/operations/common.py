@@ -5,13 +5,14 @@ the checks several families make on parameter operands. References: readers of p
 values a reference receives in `inputs`), float32 conversion and the fused activation (fuse_code)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union, overload
+from collections.abc import Callable, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, Precision
-from nnadapter_bridge.nnadapter.types import Operation, OperandType
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
 
 
 def result_type(base: OperandType, dims: Sequence[int] | None = None, *, precision: Precision | None = None,
@@ -33,7 +34,9 @@ def result_type(base: OperandType, dims: Sequence[int] | None = None, *, precisi
     return base.copy(**changes)
 
 
-def map_shapes(base: OperandType, fn: Callable[[tuple], Sequence[int]], *, precision: Precision | None = None) -> OperandType:
+def map_shapes(
+    base: OperandType, fn: Callable[[tuple], Sequence[int]], *, precision: Precision | None = None
+) -> OperandType:
     """Apply a dims -> dims function to the dims and to every dynamic shape of `base`."""
     dims = tuple(fn(base.dims))
     dynamic = tuple(tuple(fn(s)) for s in base.dynamic_dims)
@@ -48,7 +51,7 @@ def known(d: int) -> bool:
     return d != UNKNOWN and d >= 0
 
 
-def broadcast_dims(a: Sequence[int], b: Sequence[int], op: Optional[Operation] = None) -> tuple:
+def broadcast_dims(a: Sequence[int], b: Sequence[int], op: Operation | None = None) -> tuple:
     """numpy broadcasting of two dim lists; an unknown axis stays unknown unless the other is > 1."""
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
@@ -71,7 +74,7 @@ def broadcast_dims(a: Sequence[int], b: Sequence[int], op: Optional[Operation] =
     return tuple(out)
 
 
-def normalize_axis(axis: int, rank: int, op: Optional[Operation] = None, what: str = "axis") -> int:
+def normalize_axis(axis: int, rank: int, op: Operation | None = None, what: str = "axis") -> int:
     """Map axis in [-rank, rank) to [0, rank); raise OperationError outside.
 
     A 0-d tensor takes axis 0 or -1 (both mean its one element), as Paddle's ops on 0-d inputs do."""
@@ -82,7 +85,7 @@ def normalize_axis(axis: int, rank: int, op: Optional[Operation] = None, what: s
     return axis + span if axis < 0 else axis
 
 
-def const_array(op: Operation, i: int) -> Optional[np.ndarray]:
+def const_array(op: Operation, i: int) -> np.ndarray | None:
     """The constant value of input i, or None when absent or computed at run time."""
     return op.input_value(i)
 
@@ -90,8 +93,8 @@ def const_array(op: Operation, i: int) -> Optional[np.ndarray]:
 @overload
 def const_int(op: Operation, i: int, default: int) -> int: ...
 @overload
-def const_int(op: Operation, i: int, default: None = None) -> Optional[int]: ...
-def const_int(op: Operation, i: int, default: Optional[int] = None) -> Optional[int]:
+def const_int(op: Operation, i: int, default: None = None) -> int | None: ...
+def const_int(op: Operation, i: int, default: int | None = None) -> int | None:
     v = op.input_value(i)
     if v is None:
         return default
@@ -101,15 +104,15 @@ def const_int(op: Operation, i: int, default: Optional[int] = None) -> Optional[
 @overload
 def const_bool(op: Operation, i: int, default: bool) -> bool: ...
 @overload
-def const_bool(op: Operation, i: int, default: None = None) -> Optional[bool]: ...
-def const_bool(op: Operation, i: int, default: Optional[bool] = None) -> Optional[bool]:
+def const_bool(op: Operation, i: int, default: None = None) -> bool | None: ...
+def const_bool(op: Operation, i: int, default: bool | None = None) -> bool | None:
     v = op.input_value(i)
     if v is None:
         return default
     return bool(np.asarray(v).reshape(-1)[0])
 
 
-def const_ints(op: Operation, i: int) -> Optional[list]:
+def const_ints(op: Operation, i: int) -> list | None:
     v = op.input_value(i)
     if v is None:
         return None
@@ -129,7 +132,7 @@ def all_known(dims: Sequence[int]) -> bool:
 _INDEX_DTYPES = (Precision.INT32, Precision.INT64)
 
 
-def operation_error(op: Optional[Operation], message: str) -> OperationError:
+def operation_error(op: Operation | None, message: str) -> OperationError:
     """An OperationError whose message starts with the operation's name (when there is an operation)."""
     where = f"{op.type.name}: " if op is not None else ""
     return OperationError(where + message)
@@ -182,7 +185,7 @@ def check_same_precision(op, types):
             raise operation_error(op, f"input {i} has precision {other.precision.name}, input 0 has {first.name}")
 
 
-def hw_pair(values: Optional[list], what: str, op) -> Optional[list]:
+def hw_pair(values: list | None, what: str, op) -> list | None:
     """A (height, width) parameter: None stays None, anything but 2 values is an OperationError."""
     if values is not None and len(values) != 2:
         raise OperationError(f"{op.type.name}: {what} must hold 2 values (height, width), got {values}")
@@ -198,26 +201,26 @@ def first_value(array):
 
 # A reference receives a parameter as an array, or None for an omitted optional operand: the readers return
 # `default` for None. Typed so that a present value (or a non-None default) gives a plain value back.
-_Present = Union[np.ndarray, np.generic, int, float, Sequence]
+_Present = np.ndarray | np.generic | int | float | Sequence
 
 
 @overload
-def param_int(value: _Present, default: Optional[int] = None) -> int: ...
+def param_int(value: _Present, default: int | None = None) -> int: ...
 @overload
 def param_int(value: None, default: int) -> int: ...
 @overload
 def param_int(value: None, default: None = None) -> None: ...
-def param_int(value, default: Optional[int] = None) -> Optional[int]:
+def param_int(value, default: int | None = None) -> int | None:
     return default if value is None else int(np.asarray(value).reshape(-1)[0])
 
 
 @overload
-def param_float(value: _Present, default: Optional[float] = None) -> float: ...
+def param_float(value: _Present, default: float | None = None) -> float: ...
 @overload
 def param_float(value: None, default: float) -> float: ...
 @overload
 def param_float(value: None, default: None = None) -> None: ...
-def param_float(value, default: Optional[float] = None) -> Optional[float]:
+def param_float(value, default: float | None = None) -> float | None:
     return default if value is None else float(np.asarray(value).reshape(-1)[0])
 
 
@@ -226,12 +229,12 @@ def param_bool(value, default: bool = False) -> bool:
 
 
 @overload
-def param_ints(value: _Present, default: Optional[list] = None) -> list[int]: ...
+def param_ints(value: _Present, default: list | None = None) -> list[int]: ...
 @overload
 def param_ints(value: None, default: list) -> list: ...
 @overload
 def param_ints(value: None, default: None = None) -> None: ...
-def param_ints(value, default=None) -> Optional[list]:
+def param_ints(value, default=None) -> list | None:
     return default if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 

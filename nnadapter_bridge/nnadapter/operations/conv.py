@@ -9,12 +9,11 @@ agree.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, OperationType as T
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
     as_compute_float,
@@ -29,8 +28,8 @@ from nnadapter_bridge.nnadapter.operations.common import (
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
     BIAS,
-    FLOATS_Q8,
     FILTER,
+    FLOATS_Q8,
     INT32,
     INT32_64,
     Slot,
@@ -46,8 +45,6 @@ from nnadapter_bridge.nnadapter.operations.window import (
     window_output_type,
     window_tap,
 )
-
-
 
 # -- signatures and shape inference ------------------------------------------------------------------
 _CONV_INPUTS = [
@@ -113,7 +110,7 @@ def prepare_conv_2d_transpose(op):
 
 
 # -- references ------------------------------------------------------------------------------------------
-def conv2d(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], pads, strides, dilations, group: int) -> np.ndarray:
+def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, strides, dilations, group: int) -> np.ndarray:
     """NCHW convolution with explicit (top, bottom, left, right) pads; filter [C_out, C_in/group, kh, kw]."""
     ft = compute_dtype(x, w)
     x, w = as_compute_float(x, ft), as_compute_float(w, ft)
@@ -165,7 +162,7 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, oh: int, ow: int, strides, dilatio
     return out.reshape(n, c_out, oh, ow)
 
 
-def conv2d_transpose(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], pads, strides, dilations,
+def conv2d_transpose(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, strides, dilations,
                      group: int, out_hw) -> np.ndarray:
     """Transposed convolution (filter [C_in, C_out/group, kh, kw]): one matmul to the per-tap
     contributions, then col2im as one strided accumulate per tap, cropped to the output window."""

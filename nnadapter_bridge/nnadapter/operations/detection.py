@@ -12,7 +12,8 @@ import dataclasses
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     const_array,
     const_bool,
@@ -456,8 +457,9 @@ def multiclass_nms(bboxes: np.ndarray, scores: np.ndarray, rois_num, attrs: NmsA
         start = 0
         for size in sizes:
             image_boxes, image_scores = bboxes[start:start + size], scores[start:start + size]
-            labels, boxes = nms_one_image(lambda c: image_boxes[:, c], np.ascontiguousarray(image_scores.T),
-                                          attrs, lod_form=True)
+            labels, boxes = nms_one_image(
+                lambda c, boxes=image_boxes: boxes[:, c], np.ascontiguousarray(image_scores.T), attrs, lod_form=True
+            )
             rows.append(_nms_rows(labels, image_scores[boxes, labels], image_boxes[boxes, labels]))
             index.append((start + boxes) * n_classes + labels)
             counts.append(labels.size)
@@ -465,7 +467,7 @@ def multiclass_nms(bboxes: np.ndarray, scores: np.ndarray, rois_num, attrs: NmsA
     else:
         n_boxes = bboxes.shape[1]
         for b in range(bboxes.shape[0]):
-            labels, boxes = nms_one_image(lambda c: bboxes[b], scores[b], attrs, lod_form=False)
+            labels, boxes = nms_one_image(lambda c, image=bboxes[b]: image, scores[b], attrs, lod_form=False)
             rows.append(_nms_rows(labels, scores[b, labels, boxes], bboxes[b, boxes]))
             index.append(b * n_boxes + boxes)
             counts.append(labels.size)

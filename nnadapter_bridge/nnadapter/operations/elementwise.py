@@ -14,7 +14,8 @@ from functools import reduce
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_fuse_code,
     broadcast_dims,

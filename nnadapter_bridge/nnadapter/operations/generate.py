@@ -3,11 +3,10 @@ inference and numpy references.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     check_same_precision,
     const_ints,
@@ -29,7 +28,7 @@ _FILL_VALUE = FLOATS | {Precision.INT8, Precision.UINT8, Precision.INT16, Precis
 _RANGE = FLOATS | {Precision.INT32, Precision.INT64}
 
 
-def range_length(start, end, step, op: Optional[Operation] = None) -> int:
+def range_length(start, end, step, op: Operation | None = None) -> int:
     """RANGE's element count: ceil(|end - start| / |step|), computed in the operands' own type."""
     if step == 0:
         raise operation_error(op, "step must not be 0")

@@ -4,17 +4,18 @@ The references compute in float32 (float64 for float64 operands) through BLAS (n
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
+from nnadapter_bridge.nnadapter.codes import UNKNOWN
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
     as_compute_float,
-    compute_dtype,
     broadcast_dims,
+    compute_dtype,
     const_bool,
     known,
     map_shapes,
@@ -22,9 +23,15 @@ from nnadapter_bridge.nnadapter.operations.common import (
     result_type,
 )
 from nnadapter_bridge.nnadapter.operations.registry import (
-    BIAS, BOOL, FILTER, FLOATS_Q8, INT32, Slot, operation, reference,
+    BIAS,
+    BOOL,
+    FILTER,
+    FLOATS_Q8,
+    INT32,
+    Slot,
+    operation,
+    reference,
 )
-
 
 
 # -- signatures and shape inference ------------------------------------------------------------------

@@ -8,7 +8,7 @@ standardized values written in place. GROUP_NORMALIZATION takes Paddle's one-pas
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,7 +25,6 @@ from nnadapter_bridge.nnadapter.operations.common import (
     same_as_input,
 )
 from nnadapter_bridge.nnadapter.operations.registry import FLOATS, FLOATS_Q8, INT32, Slot, operation, reference
-
 
 
 # -- signatures and shape inference ------------------------------------------------------------------
@@ -166,7 +165,9 @@ def _standardize_one_pass(v: np.ndarray, epsilon: float) -> np.ndarray:
     count = ft(v.shape[-1])
     with np.errstate(over="ignore", invalid="ignore"):
         # cumsum adds in order, in v's dtype (np.sum would add pairwise)
-        total = np.cumsum(v, axis=-1, dtype=v.dtype)[..., -1:] if v.shape[-1] else np.zeros(v.shape[:-1] + (1,), v.dtype)
+        total = (
+            np.cumsum(v, axis=-1, dtype=v.dtype)[..., -1:] if v.shape[-1] else np.zeros(v.shape[:-1] + (1,), v.dtype)
+        )
         squares = np.cumsum(v * v, axis=-1, dtype=v.dtype)[..., -1:] if v.shape[-1] else total
         mean = total / count
         var = squares / count - mean * mean

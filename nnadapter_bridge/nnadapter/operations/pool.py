@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_optional_fuse_code,
     as_compute_float,
@@ -106,10 +107,16 @@ def prepare_adaptive_average_pool_2d(op):
     return [_adaptive_prepare(op)]
 
 
-@operation(T.ADAPTIVE_MAX_POOL_2D,
-           inputs=[Slot("input", FLOATS_Q8), Slot("output_shape", INT32_64), Slot("return_indices", BOOL, optional=True),
-                   Slot("return_indices_dtype", INT32, optional=True)],
-           outputs=[Slot("output"), Slot("indices", optional=True)])
+@operation(
+    T.ADAPTIVE_MAX_POOL_2D,
+    inputs=[
+        Slot("input", FLOATS_Q8),
+        Slot("output_shape", INT32_64),
+        Slot("return_indices", BOOL, optional=True),
+        Slot("return_indices_dtype", INT32, optional=True),
+    ],
+    outputs=[Slot("output"), Slot("indices", optional=True)],
+)
 def prepare_adaptive_max_pool_2d(op):
     """Adaptive max pooling over the same windows as ADAPTIVE_AVERAGE_POOL_2D; optional flat indices."""
     out = _adaptive_prepare(op)

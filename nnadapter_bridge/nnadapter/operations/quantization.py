@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.operations.common import (
     const_array,
     const_int,
@@ -17,7 +18,6 @@ from nnadapter_bridge.nnadapter.operations.common import (
     result_type,
 )
 from nnadapter_bridge.nnadapter.operations.registry import F32, INT32, Slot, dequantize, operation, quantize, reference
-
 
 _QUANTIZE_OUTPUTS = frozenset({
     Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL,

@@ -7,12 +7,14 @@ read every parameter from `inputs`. Ties go to the first occurrence (arg max/min
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     const_ints,
     index_precision,
@@ -35,7 +37,7 @@ from nnadapter_bridge.nnadapter.types import Operation
 _ORDERED = FLOATS_Q8 | {Precision.INT32, Precision.INT64}
 
 
-def reduce_dims(dims: Sequence[int], axes: Sequence[int], keepdim: bool, op: Optional[Operation] = None) -> tuple:
+def reduce_dims(dims: Sequence[int], axes: Sequence[int], keepdim: bool, op: Operation | None = None) -> tuple:
     """Dims after reducing over `axes` (empty: every axis)."""
     rank = len(dims)
     chosen = {normalize_axis(a, rank, op, "axis") for a in axes} if len(axes) else set(range(rank))

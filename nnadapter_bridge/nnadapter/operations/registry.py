@@ -18,13 +18,13 @@ whose operand type is quantized (dequantize -> float -> requantize with saturati
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import OperationType, Precision, QUANT_PRECISIONS
-from nnadapter_bridge.nnadapter.types import Operation, OperandType
+from nnadapter_bridge.nnadapter.codes import QUANT_PRECISIONS, OperationType, Precision
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
 
 # Precision sets that signatures share. Paddle's CPU kernels take float64 (and most float16) wherever they
 # take float32, so float operations accept every float width; the references compute in the input's own
@@ -60,7 +60,7 @@ class Slot:
     """One operand position of a signature."""
 
     name: str
-    precisions: Optional[frozenset] = ANY
+    precisions: frozenset | None = ANY
     optional: bool = False  # a null operand (None) is allowed here
     variadic: bool = False  # this position repeats one or more times (CONCAT's inputs, SPLIT's outputs)
 
@@ -71,7 +71,7 @@ class OperationSpec:
     inputs: tuple
     outputs: tuple
     prepare: Callable[[Operation], list]
-    validate: Optional[Callable[[Operation], None]] = None
+    validate: Callable[[Operation], None] | None = None
     doc: str = ""
 
 
@@ -79,7 +79,7 @@ OPERATIONS: dict[OperationType, OperationSpec] = {}
 
 
 def operation(type: OperationType, *, inputs: Iterable[Slot], outputs: Iterable[Slot],
-              validate: Optional[Callable[[Operation], None]] = None, doc: str = ""):
+              validate: Callable[[Operation], None] | None = None, doc: str = ""):
     """Register the decorated prepare function as the signature + shape inference of `type`."""
     inputs, outputs = tuple(inputs), tuple(outputs)
     for side in (inputs, outputs):
@@ -134,7 +134,7 @@ def _bind(op: Operation, slots: tuple, operands: list, side: str) -> list:
     return bound
 
 
-def check_signature(op: Operation, spec: Optional[OperationSpec] = None) -> None:
+def check_signature(op: Operation, spec: OperationSpec | None = None) -> None:
     """Check count, order, null-ness and precisions of op's operands against its signature."""
     spec = spec or get_spec(op.type)
     for slot, label, operand in _bind(op, spec.inputs, op.inputs, "input"):
@@ -201,13 +201,13 @@ class Reference:
     fn: Callable[[Operation, list], list]
     raw_quant: bool = False  # the function takes and returns quantized storage arrays itself
     # Optional finer answer: False when this reference cannot run `op` as given.
-    supports: Optional[Callable[[Operation], bool]] = None
+    supports: Callable[[Operation], bool] | None = None
 
 
 REFERENCES: dict[OperationType, Reference] = {}
 
 
-def reference(type: OperationType, *, raw_quant: bool = False, supports: Optional[Callable[[Operation], bool]] = None):
+def reference(type: OperationType, *, raw_quant: bool = False, supports: Callable[[Operation], bool] | None = None):
     """Register the decorated function as the numpy reference of `type`."""
     def register(fn):
         if type in REFERENCES:

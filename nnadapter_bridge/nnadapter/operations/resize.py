@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
+from nnadapter_bridge.nnadapter.codes import UNKNOWN
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     as_compute_float,
     const_array,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, InterpolateMode, OperationType as T, PadMode
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, InterpolateMode, PadMode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     apply_fuse_code,
     const_int,
@@ -35,7 +36,6 @@ from nnadapter_bridge.nnadapter.operations.registry import (
     operation,
     reference,
 )
-
 
 # -- signatures and shape inference ------------------------------------------------------------------
 

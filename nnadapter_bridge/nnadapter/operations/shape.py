@@ -9,12 +9,13 @@ INT32/INT64 tensors through the same data-movement operations, so they accept IN
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T
+from nnadapter_bridge.nnadapter.codes import UNKNOWN
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     all_known,
     const_ints,
@@ -32,7 +33,6 @@ from nnadapter_bridge.nnadapter.operations.common import (
 from nnadapter_bridge.nnadapter.operations.registry import DATA_MOVEMENT, INT32, INT32_64, Slot, operation, reference
 from nnadapter_bridge.nnadapter.types import Operation
 
-
 # -- dim rules ------------------------------------------------------------------------------------------
 
 
@@ -40,7 +40,7 @@ def _prod(dims: Sequence[int]) -> int:
     return math.prod(int(d) for d in dims)
 
 
-def reshape_dims(in_dims: Sequence[int], shape: Sequence[int], op: Optional[Operation] = None) -> tuple:
+def reshape_dims(in_dims: Sequence[int], shape: Sequence[int], op: Operation | None = None) -> tuple:
     """RESHAPE's rule: 0 copies the input dim at that position, one -1 is inferred from the element count."""
     out = []
     inferred = None
@@ -76,7 +76,7 @@ def reshape_dims(in_dims: Sequence[int], shape: Sequence[int], op: Optional[Oper
     return tuple(out)
 
 
-def flatten_dims(dims: Sequence[int], start: int, end: int, op: Optional[Operation] = None) -> tuple:
+def flatten_dims(dims: Sequence[int], start: int, end: int, op: Operation | None = None) -> tuple:
     rank = len(dims)
     if rank == 0:
         return (1,)
@@ -89,7 +89,7 @@ def flatten_dims(dims: Sequence[int], start: int, end: int, op: Optional[Operati
     return tuple(dims[:s]) + (merged,) + tuple(dims[e + 1:])
 
 
-def squeeze_axes(dims: Sequence[int], axes: Optional[Sequence[int]], op: Optional[Operation] = None) -> list:
+def squeeze_axes(dims: Sequence[int], axes: Sequence[int] | None, op: Operation | None = None) -> list:
     """The axes SQUEEZE removes, ascending.
 
     No axes (null or empty): every dim known to be 1. Named axes: removed unless known to be other than 1
@@ -101,7 +101,7 @@ def squeeze_axes(dims: Sequence[int], axes: Optional[Sequence[int]], op: Optiona
     return [i for i in chosen if dims[i] == 1 or not known(dims[i])]
 
 
-def unsqueeze_dims(dims: Sequence[int], axes: Sequence[int], op: Optional[Operation] = None) -> tuple:
+def unsqueeze_dims(dims: Sequence[int], axes: Sequence[int], op: Operation | None = None) -> tuple:
     """Insert 1s one axis at a time; each axis counts in the rank reached so far (Paddle's rule)."""
     out = list(dims)
     for a in axes:
@@ -113,7 +113,7 @@ def unsqueeze_dims(dims: Sequence[int], axes: Sequence[int], op: Optional[Operat
     return tuple(out)
 
 
-def expand_dims(dims: Sequence[int], shape: Sequence[int], op: Optional[Operation] = None) -> tuple:
+def expand_dims(dims: Sequence[int], shape: Sequence[int], op: Operation | None = None) -> tuple:
     """EXPAND: numpy broadcasting of the input to `shape`; -1 keeps the input dim."""
     n, rank = len(shape), len(dims)
     if n < rank:
@@ -135,7 +135,7 @@ def expand_dims(dims: Sequence[int], shape: Sequence[int], op: Optional[Operatio
     return tuple(out)
 
 
-def tile_dims(dims: Sequence[int], repeats: Sequence[int], op: Optional[Operation] = None) -> tuple:
+def tile_dims(dims: Sequence[int], repeats: Sequence[int], op: Operation | None = None) -> tuple:
     """TILE: the shorter of dims and repeats is padded with leading 1s (numpy.tile / paddle.tile)."""
     n = max(len(dims), len(repeats))
     dims = (1,) * (n - len(dims)) + tuple(dims)

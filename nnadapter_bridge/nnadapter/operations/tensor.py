@@ -8,12 +8,14 @@ these carry INT32/INT64/BOOL8 shape tensors as well as data. Results are fresh C
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import (
     all_known,
     check_same_precision,
@@ -39,7 +41,7 @@ from nnadapter_bridge.nnadapter.operations.registry import (
     operation,
     reference,
 )
-from nnadapter_bridge.nnadapter.types import Operation, OperandType
+from nnadapter_bridge.nnadapter.types import OperandType, Operation
 
 _PAD_INPUT = FLOATS_Q8 | {Precision.INT32, Precision.INT64}
 
@@ -61,7 +63,7 @@ def _combine_dynamic(types: Sequence[OperandType], fn) -> tuple:
 
 
 def slice_dims(dims: Sequence[int], axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
-               steps: Sequence[int], op: Optional[Operation] = None) -> tuple:
+               steps: Sequence[int], op: Operation | None = None) -> tuple:
     """Python slice semantics per axis (negative starts/ends count from the end, out of range clamps)."""
     if not (len(axes) == len(starts) == len(ends) == len(steps)):
         raise operation_error(op, f"axes {list(axes)}, starts {list(starts)}, ends {list(ends)} and steps "
@@ -78,12 +80,12 @@ def slice_dims(dims: Sequence[int], axes: Sequence[int], starts: Sequence[int], 
     return tuple(out)
 
 
-def slice_axes(axes: Optional[Sequence[int]], n: int) -> list:
+def slice_axes(axes: Sequence[int] | None, n: int) -> list:
     """SLICE's axes operand, or [0, 1, ..., n-1] when it is null."""
     return list(range(n)) if axes is None else [int(a) for a in axes]
 
 
-def split_sections(dim: int, split: Sequence[int], op: Optional[Operation] = None) -> list:
+def split_sections(dim: int, split: Sequence[int], op: Operation | None = None) -> list:
     """SPLIT's sizes with one -1 inferred when the axis size is known."""
     sizes = [int(s) for s in split]
     if sizes.count(-1) > 1 or any(s < -1 for s in sizes):

@@ -6,7 +6,7 @@ and drivers use these same functions, so they agree by construction.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ def same_pads(in_size: int, kernel: int, stride: int) -> tuple:
     return total // 2, total - total // 2
 
 
-def resolve_window(auto_pad: int, pads: Optional[Sequence[int]], in_hw: Sequence[int],
+def resolve_window(auto_pad: int, pads: Sequence[int] | None, in_hw: Sequence[int],
                    kernel_hw: Sequence[int], strides: Sequence[int],
                    dilations: Sequence[int] = (1, 1)) -> tuple:
     """The explicit (top, bottom, left, right) pads and the dilations an auto_pad mode amounts to.
@@ -93,8 +93,9 @@ def window_output_type(op, kernel_hw, strides, dilations, pads_index, ceil_mode=
             if not known(size):
                 out.append(UNKNOWN)
                 continue
-            (top, bottom, left, right), dil = resolve_window(auto_pad, pads, (h if known(h) else 1, w if known(w) else 1),
-                                                              kernel_hw, strides, dilations)
+            (top, bottom, left, right), dil = resolve_window(
+                auto_pad, pads, (h if known(h) else 1, w if known(w) else 1), kernel_hw, strides, dilations
+            )
             before, after = ((top, bottom), (left, right))[axis]
             if transpose:
                 value = transpose_out_size(size, kernel_hw[axis], strides[axis], before, after, dil[axis],

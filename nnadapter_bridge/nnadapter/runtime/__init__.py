@@ -14,16 +14,31 @@ This module is the runtime's public API: the names below are what the rest of th
 belongs to the ground: it must not import `hal` (drivers are plugins) nor anything above the ground.
 docs/architecture.md ("The runtime") tells how faults, threads and the model cache behave.
 """
-from nnadapter_bridge.nnadapter.runtime.compilation import (STATS, Compilation, Program, RuntimeStats,
-                                                           cache_write_mode)
+from nnadapter_bridge.nnadapter.runtime.compilation import STATS, Compilation, Program, RuntimeStats, cache_write_mode
 from nnadapter_bridge.nnadapter.runtime.context import Context
-from nnadapter_bridge.nnadapter.runtime.devices import (Device, DeviceInfo, DeviceManager, acquire_device,
-                                                       check_device_name, unknown_property_keys)
-from nnadapter_bridge.nnadapter.runtime.execution import (Execution, HostBuffer, array_input_access,
-                                                         array_output_access, host_buffer_input_access,
-                                                         host_buffer_output_access)
-from nnadapter_bridge.nnadapter.runtime.faults import (CacheMissError, DeviceFallbackWarning, fault_device,
-                                                      is_device_fault, raise_for_result)
+from nnadapter_bridge.nnadapter.runtime.devices import (
+                                                           Device,
+                                                           DeviceInfo,
+                                                           DeviceManager,
+                                                           acquire_device,
+                                                           check_device_name,
+                                                           unknown_property_keys,
+)
+from nnadapter_bridge.nnadapter.runtime.execution import (
+                                                           Execution,
+                                                           HostBuffer,
+                                                           array_input_access,
+                                                           array_output_access,
+                                                           host_buffer_input_access,
+                                                           host_buffer_output_access,
+)
+from nnadapter_bridge.nnadapter.runtime.faults import (
+                                                           CacheMissError,
+                                                           DeviceFallbackWarning,
+                                                           fault_device,
+                                                           is_device_fault,
+                                                           raise_for_result,
+)
 
 __all__ = [
     "STATS", "CacheMissError", "Compilation", "Context", "Device", "DeviceFallbackWarning", "DeviceInfo",

@@ -13,8 +13,8 @@ import dataclasses
 import os
 import threading
 import warnings
-from typing import Any, Callable, Optional, Union
-
+from collections.abc import Callable
+from typing import Any
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import ResultCode
@@ -103,9 +103,9 @@ class Compilation:
     with a cache dir whose token and fingerprint come from set_cache_identity, after finish() and before the
     first compute (its drivers are asked for program bytes as if it had a token)."""
 
-    def __init__(self, model: Optional[Model], cache_token: str = "", cache_buffer: Optional[BytesLike] = None,
-                 cache_dir: str = "", context: Optional[Context] = None, *, fingerprint: str = "",
-                 cache_key: Union[str, bytes, None] = None, accept_unidentified_cache: bool = False,
+    def __init__(self, model: Model | None, cache_token: str = "", cache_buffer: BytesLike | None = None,
+                 cache_dir: str = "", context: Context | None = None, *, fingerprint: str = "",
+                 cache_key: str | bytes | None = None, accept_unidentified_cache: bool = False,
                  named_later: bool = False) -> None:
         if context is None:
             raise NNAdapterError("a compilation needs a context", ResultCode.INVALID_PARAMETER)
@@ -120,15 +120,15 @@ class Compilation:
         self.output_types: list = []
         self.finished = False
         self.restored_from_cache = False
-        self.cache_path: Optional[str] = None  # the .nnc written after the first compute, if any
+        self.cache_path: str | None = None  # the .nnc written after the first compute, if any
         self._first_compute_done = False
-        self._pending_write: Optional[PendingCacheWrite] = None  # the .nnc its own thread is writing
+        self._pending_write: PendingCacheWrite | None = None  # the .nnc its own thread is writing
         # Read (and checked: a bad value is the caller's error) before anything compiles. A model compilation may
         # be given its token later (set_cache_identity), so the dir alone decides.
         self._write_mode = cache_write_mode() if model is not None and self.cache_dir else ""
         self._named_later = bool(named_later and model is not None and self.cache_dir and not self.cache_token)
         self._compiled_from_model = False  # finish() compiled `model` (then dropped): the .nnc is written once
-        self._record: Optional[CompilationRecord] = None
+        self._record: CompilationRecord | None = None
         self._miss_reason = ""
         if self.cache_dir:
             clean_stale_temp_files(self.cache_dir)  # once per dir and process
@@ -254,7 +254,7 @@ class Compilation:
         return [p.device.name for p in self.programs]
 
     # -- threads -----------------------------------------------------------------------------------
-    def clone(self) -> "Compilation":
+    def clone(self) -> Compilation:
         """A finished compilation sharing this one's compiled programs, with its own execution state, for a
         predictor clone run by another thread. Each program is copied by the driver's optional
         `clone_program(program)` hook (the compiled model shared, new infer request and scratch buffers); a
@@ -279,7 +279,7 @@ class Compilation:
         return twin
 
     @staticmethod
-    def _clone_program(program: "Program") -> "Program":
+    def _clone_program(program: Program) -> Program:
         hook = getattr(program.device.driver, "clone_program", None)
         handle = None
         if callable(hook) and program.owns_handle:
@@ -314,7 +314,7 @@ class Compilation:
             else:
                 self._pending_write = PendingCacheWrite(cache_file_path(self.cache_dir, self.cache_token), job)
 
-    def wait_for_cache_write(self, timeout: Optional[float] = None) -> bool:
+    def wait_for_cache_write(self, timeout: float | None = None) -> bool:
         """Block until this compilation's .nnc is written (or its write failed); True when nothing is pending."""
         pending = self._pending_write
         if pending is None:
@@ -324,7 +324,7 @@ class Compilation:
         self._pending_write = None
         return True
 
-    def _cache_write_job(self) -> Optional[Callable[[], None]]:
+    def _cache_write_job(self) -> Callable[[], None] | None:
         """What writes this compilation's .nnc (PendingCacheWrite runs it), holding its own references to the
         program bytes or exporters; None (with a warning) when a device keeps no program bytes."""
         lacking = [p.device.name for p in self.programs if not p.cache.buffer and p.cache.exporter is None]
@@ -379,7 +379,7 @@ class Compilation:
         self._destroy_programs()
         self.finished = False
 
-    def __enter__(self) -> "Compilation":
+    def __enter__(self) -> Compilation:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,7 +7,8 @@ import the compilation or execution, nor anything above the ground.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import ResultCode
@@ -22,7 +23,7 @@ class Context:
     `strict` (set by the predictor in strict mode): a device whose validate_program raises is an error
     instead of a warning and a "none" answer (docs/architecture.md, "Device faults")."""
 
-    def __init__(self, devices: Sequence[Device], properties: str = "", callback: Optional[Callable] = None,
+    def __init__(self, devices: Sequence[Device], properties: str = "", callback: Callable | None = None,
                  *, strict: bool = False):
         self.strict = bool(strict)
         self.validation_faults = 0  # validate_program answers replaced by "none" after a fault (not persistent)
@@ -49,20 +50,20 @@ class Context:
     def device_names(self) -> list:
         return [d.name for d in self.devices]
 
-    def subset(self, names: Sequence[str]) -> "Context":
+    def subset(self, names: Sequence[str]) -> Context:
         """A new context over those of this context's devices named in `names` (same order, properties,
         callback and strictness): where a part runs when a device of this one fails."""
         devices = [d for d in self.devices if d.name in set(names)]
         return Context(devices, self.properties, self.callback, strict=self.strict)
 
-    def device_context(self, name: str) -> Optional[Tuple[Device, Any]]:
+    def device_context(self, name: str) -> tuple[Device, Any] | None:
         """(Device, driver context) for `name`, or None when the context lacks it."""
         for device, device_context in zip(self.devices, self.device_contexts):
             if device.name == name:
                 return device, device_context
         return None
 
-    def validate(self, model: Model, device_index: int) -> Optional[list]:
+    def validate(self, model: Model, device_index: int) -> list | None:
         """One device's per-operation flags, or None when the device cannot tell."""
         device = self.devices[device_index]
         validate = getattr(device.driver, "validate_program", None)
@@ -109,7 +110,7 @@ class Context:
         for device, device_context in zip(self.devices, contexts):
             device.driver.destroy_context(device_context)
 
-    def __enter__(self) -> "Context":
+    def __enter__(self) -> Context:
         return self
 
     def __exit__(self, *exc) -> None:

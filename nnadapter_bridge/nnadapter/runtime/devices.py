@@ -13,7 +13,8 @@ import importlib.metadata
 import re
 import threading
 import warnings
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from nnadapter_bridge.errors import DeviceNotFoundError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType
@@ -41,7 +42,7 @@ class DeviceInfo:
     name: str
     vendor: str = ""
     type: str = ""
-    version: Optional[int] = None
+    version: int | None = None
     loaded: bool = False
     error: str = ""
     source: str = ""  # "entry point <value>" or "registered"
@@ -85,7 +86,7 @@ class Device:
 class DeviceManager:
     """Process-wide registry of HAL drivers and their open device handles."""
 
-    _instance: Optional["DeviceManager"] = None
+    _instance: DeviceManager | None = None
     _instance_lock = threading.Lock()
 
     def __init__(self):
@@ -95,10 +96,10 @@ class DeviceManager:
         self._failures: dict = {}      # name -> why its entry point failed to load
         self._unavailable: dict = {}   # name -> what to install (its entry point failed: SDK missing)
         self._handles: dict = {}       # name -> open device handle
-        self._entry_points: Optional[dict] = None
+        self._entry_points: dict | None = None
 
     @classmethod
-    def instance(cls) -> "DeviceManager":
+    def instance(cls) -> DeviceManager:
         with cls._instance_lock:
             if cls._instance is None:
                 cls._instance = cls()
@@ -107,17 +108,19 @@ class DeviceManager:
     # -- discovery ----------------------------------------------------------------------------------
     def _entry_point_map(self) -> dict:
         if self._entry_points is None:
-            found: List[importlib.metadata.EntryPoint] = []
+            found: list[importlib.metadata.EntryPoint] = []
             try:
                 found = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
             except Exception as exc:  # broken metadata: a warning, then only registered drivers
-                warnings.warn(f"cannot read the '{ENTRY_POINT_GROUP}' entry points: {exc}", RuntimeWarning)
+                warnings.warn(
+                    f"cannot read the '{ENTRY_POINT_GROUP}' entry points: {exc}", RuntimeWarning, stacklevel=2
+                )
             self._entry_points = {}
             for ep in sorted(found, key=lambda e: (e.name, e.value)):
                 self._entry_points.setdefault(ep.name, ep)
         return self._entry_points
 
-    def _load(self, name: str) -> Optional[Any]:
+    def _load(self, name: str) -> Any | None:
         """The driver called `name`, loading its entry point on first use; None if unavailable."""
         if name in self._drivers:
             return self._drivers[name]
@@ -139,7 +142,7 @@ class DeviceManager:
                 return driver
         return None
 
-    def register(self, driver: Any, name: Optional[str] = None, *, replace: bool = False) -> None:
+    def register(self, driver: Any, name: str | None = None, *, replace: bool = False) -> None:
         """Make `driver` available under `name` (default: driver.name) in this process."""
         check_driver(driver)
         name = name or driver.name
@@ -183,7 +186,7 @@ class DeviceManager:
             except Exception as exc:  # a broken hook: the device is not usable either
                 return f"{type(exc).__name__}: {exc}"
 
-    def property_keys(self, name: str) -> Optional[frozenset]:
+    def property_keys(self, name: str) -> frozenset | None:
         """The context-property keys the driver `name` reads (its optional `property_keys`), None when it
         does not declare them or does not load."""
         with self._lock:

@@ -8,7 +8,8 @@ Imports the compilation and faults; must not import anything above the ground.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,8 @@ from nnadapter_bridge.nnadapter.runtime.compilation import Compilation, Program
 from nnadapter_bridge.nnadapter.runtime.faults import raise_for_result, raise_from_driver
 from nnadapter_bridge.nnadapter.types import OperandType
 
-def run_arrays_hook(driver: Any) -> Optional[Callable[..., list]]:
+
+def run_arrays_hook(driver: Any) -> Callable[..., list] | None:
     """The driver's optional `run_arrays` (driver_protocol), or None when a subclass overrides
     execute_program below the class defining it (a wrapper or a test double then sees every run)."""
     if getattr(driver, "run_arrays", None) is None:
@@ -36,8 +38,8 @@ class HostBuffer:
     """An output holder: the runtime allocates `array` at the dims the device reports."""
 
     def __init__(self):
-        self.array: Optional[np.ndarray] = None
-        self.type: Optional[OperandType] = None
+        self.array: np.ndarray | None = None
+        self.type: OperandType | None = None
 
 
 def array_input_access(memory: Any, operand_type: OperandType) -> np.ndarray:
@@ -89,7 +91,7 @@ class _Binding:
     access: AccessFunction
 
 
-def _direct_program(compilation: Compilation) -> Optional[Program]:
+def _direct_program(compilation: Compilation) -> Program | None:
     """The compilation's only program when it reads and writes the model's own inputs and outputs in order (the
     usual case: `run(arrays)` then hands the arrays straight to it), else None."""
     if len(compilation.programs) != 1:
@@ -112,8 +114,8 @@ class Execution:
         if not compilation.finished:
             raise NNAdapterError("an execution needs a finished compilation", ResultCode.INVALID_PARAMETER)
         self.compilation = compilation
-        self._inputs: Dict[int, _Binding] = {}
-        self._outputs: Dict[int, _Binding] = {}
+        self._inputs: dict[int, _Binding] = {}
+        self._outputs: dict[int, _Binding] = {}
         self._watch_outputs = False  # a HostBuffer output is bound: compute() checks some program wrote it
         self._run_arrays_hooks = [run_arrays_hook(p.device.driver) for p in compilation.programs]
         self._direct = _direct_program(compilation)
@@ -123,11 +125,11 @@ class Execution:
             raise NNAdapterError(f"{side} index {index} is out of range (the model has {count} {side}s)",
                                  ResultCode.INVALID_PARAMETER)
 
-    def set_input(self, index: int, memory: Any, access: Optional[AccessFunction] = None) -> None:
+    def set_input(self, index: int, memory: Any, access: AccessFunction | None = None) -> None:
         self._check_index(index, len(self.compilation.input_types), "input")
         self._inputs[index] = _Binding(memory, access or array_input_access)
 
-    def set_output(self, index: int, memory: Any, access: Optional[AccessFunction] = None) -> None:
+    def set_output(self, index: int, memory: Any, access: AccessFunction | None = None) -> None:
         self._check_index(index, len(self.compilation.output_types), "output")
         if isinstance(memory, HostBuffer):
             self._watch_outputs = True
@@ -144,7 +146,7 @@ class Execution:
     def compute(self) -> None:
         """Run the device programs in order on the bound inputs and outputs, passing shared buffers between
         them (each program through its driver's execute_program, with the bound access functions)."""
-        shared: Dict[int, HostBuffer] = {}
+        shared: dict[int, HostBuffer] = {}
         for number, program in enumerate(self.compilation.programs):
             inputs = []
             for k, index in enumerate(program.input_indexes):
@@ -177,7 +179,7 @@ class Execution:
         if not self.compilation._first_compute_done:
             self.compilation._after_first_compute()
 
-    def run(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Set every input from `arrays`, compute, return the outputs as new arrays. A compilation of one program
         wired to the model's own inputs and outputs in order (the usual case, and the predictor's per-run path)
         hands the arrays straight to it, without bindings; anything else is bound and computed."""
@@ -200,13 +202,13 @@ class Execution:
         return _written_arrays(holders)
 
     def _run_program(self, number: int, program: Program, inputs: Sequence[Any],
-                     outputs: Optional[List[Argument]] = None) -> List[np.ndarray]:
+                     outputs: list[Argument] | None = None) -> list[np.ndarray]:
         """Run device program `number`: the one place a driver runs a program. With `outputs` None, `inputs` are
         arrays in the program's input order and the outputs come back as new arrays: through the driver's
         `run_arrays` when it offers one (run_arrays_hook), else through `execute_program` with the array access
         functions. With `outputs`, `inputs` and `outputs` are Arguments whose access functions the driver's
         `execute_program` calls (nothing comes back)."""
-        holders: Optional[List[HostBuffer]] = None
+        holders: list[HostBuffer] | None = None
         if outputs is None:
             run_arrays = self._run_arrays_hooks[number]
             if run_arrays is not None:  # the driver's own array path (driver_protocol: run_arrays)
@@ -232,7 +234,7 @@ class Execution:
         return [] if holders is None else _written_arrays(holders)
 
 
-def _written_arrays(holders: Sequence[HostBuffer]) -> List[np.ndarray]:
+def _written_arrays(holders: Sequence[HostBuffer]) -> list[np.ndarray]:
     """The arrays of output holders, each of which some program must have written."""
     arrays = []
     for index, holder in enumerate(holders):

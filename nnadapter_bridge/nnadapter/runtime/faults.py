@@ -7,10 +7,17 @@ imports it. docs/architecture.md ("Device faults") tells the whole story.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn, Optional
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-from nnadapter_bridge.errors import (BridgeError, DeviceNotFoundError, InvalidDimensionsError, NNAdapterError,
-                                     OperationError, PropertiesError)
+from nnadapter_bridge.errors import (
+    BridgeError,
+    DeviceNotFoundError,
+    InvalidDimensionsError,
+    NNAdapterError,
+    OperationError,
+    PropertiesError,
+)
 from nnadapter_bridge.nnadapter.codes import ResultCode
 
 
@@ -56,7 +63,7 @@ def is_device_fault(exc: BaseException) -> bool:
     return exc.code in DEVICE_FAULT_CODES
 
 
-def fault_device(exc: BaseException) -> Optional[str]:
+def fault_device(exc: BaseException) -> str | None:
     """The device whose driver hook raised `exc` (None when no driver hook raised it)."""
     return getattr(exc, "device_name", None)
 

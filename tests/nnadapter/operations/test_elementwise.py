@@ -12,11 +12,12 @@ import math
 import numpy as np
 import pytest
 
+from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from support.tolerances import assert_op_close
 
 paddle = pytest.importorskip("paddle", reason="Paddle's dygraph ops are the expectation for this file")
@@ -83,7 +84,9 @@ def assert_quant_close(got, want, what):
     assert diff.max(initial=0) <= 1, f"{what}: quantized outputs differ by {diff.max()} steps"
     # At least one such case is allowed: on 30 elements, 2% would otherwise mean none, and whether a tie
     # occurs depends on the draw (the module's generator is shared, so on test order).
-    assert (diff > 0).sum() <= max(1, 0.02 * diff.size), f"{what}: {(diff > 0).sum()} of {diff.size} outputs off by one step"
+    assert (diff > 0).sum() <= max(1, 0.02 * diff.size), (
+        f"{what}: {(diff > 0).sum()} of {diff.size} outputs off by one step"
+    )
 
 
 def q8(scale):

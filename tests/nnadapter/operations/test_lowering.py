@@ -7,15 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnadapter_bridge.conformance.harness import Const, build_op
+from nnadapter_bridge.conformance.samples import YOLO_BOX_CASES
 from nnadapter_bridge.errors import NNAdapterError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, Lifetime, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.lowering import decompose, fold_constants, fold_prior_box
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import dequantize
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.conformance.harness import Const, build_op
-from nnadapter_bridge.conformance.samples import YOLO_BOX_CASES
 
 rng = np.random.default_rng(29)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, OperationType as T, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, AutoPad, FuseCode, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from support.tolerances import assert_op_close
 
 paddle = pytest.importorskip("paddle", reason="Paddle's dygraph ops are the expectation for this group")
@@ -112,10 +113,14 @@ def test_conv_2d_quantized(per_channel):
     wq = rng.integers(-127, 128, size=(6, 4, 3, 3)).astype(np.int8)
     if per_channel:
         w_scales = np.linspace(0.001, 0.003, 6).astype(np.float32)
-        w_in = Quant(wq, scales=w_scales, channel_dim=0, precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL, is_input=False)
+        w_in = Quant(
+            wq, scales=w_scales, channel_dim=0, precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL, is_input=False
+        )
         b_scales = np.float32(x_scale) * w_scales
         bq = rng.integers(-500, 500, size=6).astype(np.int32)
-        b_in = Quant(bq, scales=b_scales, channel_dim=0, precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, is_input=False)
+        b_in = Quant(
+            bq, scales=b_scales, channel_dim=0, precision=Precision.QUANT_INT32_SYMM_PER_CHANNEL, is_input=False
+        )
         w_real = wq.astype(np.float32) * w_scales[:, None, None, None]
         b_real = bq.astype(np.float32) * b_scales
     else:
@@ -153,9 +158,21 @@ def test_conv_2d_prepare_unknown_and_dynamic_dims():
     w = model.add_constant(randn(8, 3, 3, 3))
     b = model.add_constant(randn(8))
     out = model.add_output("y")
-    model.add_operation(T.CONV_2D, [x, w, b, model.add_constant(0), model.add_constant(np.array([1, 1, 1, 1], np.int32)),
-                                    model.add_constant(np.array([2, 2], np.int32)), model.add_constant(1),
-                                    model.add_constant(np.array([1, 1], np.int32)), model.add_constant(0)], [out])
+    model.add_operation(
+        T.CONV_2D,
+        [
+            x,
+            w,
+            b,
+            model.add_constant(0),
+            model.add_constant(np.array([1, 1, 1, 1], np.int32)),
+            model.add_constant(np.array([2, 2], np.int32)),
+            model.add_constant(1),
+            model.add_constant(np.array([1, 1], np.int32)),
+            model.add_constant(0),
+        ],
+        [out],
+    )
     assert out.type.dims == (UNKNOWN, 8, UNKNOWN, 8)
     assert out.type.dynamic_dims == ((1, 8, 4, 8), (4, 8, 16, 8))
     assert out.type.precision == Precision.FLOAT32
@@ -216,7 +233,7 @@ def test_conv_2d_transpose_quantized_per_channel():
                     what="CONV_2D_TRANSPOSE q8")
 
 
-# -- pooling ------------------------------------------------------------------------------------------------------------
+# -- pooling -----------------------------------------------------------------------------------------------------------
 # (input shape, kernel, auto_pad, pads, strides, ceil_mode)
 POOL_CASES = [
     ((1, 3, 8, 8), (2, 2), AutoPad.AUTO_PAD_NONE, (0, 0, 0, 0), (2, 2), False),
@@ -418,7 +435,7 @@ def test_pool_prepare_unknown_spatial_dims():
     assert out.type.dims == (2, 3, UNKNOWN, 5)
 
 
-# -- normalization --------------------------------------------------------------------------------------------------------
+# -- normalization -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 6, 7), (3, 5, 2, 3, 2)])
 @pytest.mark.parametrize("epsilon", [1e-5, 1e-3])
 def test_batch_normalization_matches_paddle(shape, epsilon):
@@ -468,8 +485,18 @@ def test_instance_normalization_matches_paddle(shape):
     assert_op_close(got, want, what=f"INSTANCE_NORMALIZATION {shape}")
 
 
-@pytest.mark.parametrize("shape,axis", [((4, 10), 1), ((2, 3, 8), 2), ((2, 3, 8), 1), ((2, 3, 8), -1), ((2, 3, 4, 5), 1),
-                                        ((2, 3, 4, 5), -2), ((2, 3, 4, 5), 3)])
+@pytest.mark.parametrize(
+    "shape,axis",
+    [
+        ((4, 10), 1),
+        ((2, 3, 8), 2),
+        ((2, 3, 8), 1),
+        ((2, 3, 8), -1),
+        ((2, 3, 4, 5), 1),
+        ((2, 3, 4, 5), -2),
+        ((2, 3, 4, 5), 3),
+    ],
+)
 def test_layer_normalization_matches_paddle(shape, axis):
     x = randn(*shape)
     norm_shape = shape[axis:]
@@ -489,7 +516,9 @@ def test_layer_normalization_accepts_flat_scale():
 
 
 @pytest.mark.parametrize("p", [1, 2])
-@pytest.mark.parametrize("shape,axis", [((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -1), ((2, 3, 4, 2), 1), ((2, 3, 4, 2), -2)])
+@pytest.mark.parametrize(
+    "shape,axis", [((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -1), ((2, 3, 4, 2), 1), ((2, 3, 4, 2), -2)]
+)
 def test_lp_normalization_matches_spec(shape, axis, p):
     x = randn(*shape)
     eps = 1e-5
@@ -538,7 +567,7 @@ def test_lrn_even_size_matches_spec(size):
     assert_op_close(got, want, what=f"LRN size={size}")
 
 
-# -- FULLY_CONNECTED / MAT_MUL ---------------------------------------------------------------------------------------------
+# -- FULLY_CONNECTED / MAT_MUL -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fuse", list(FuseCode))
 @pytest.mark.parametrize("in_shape,units", [((4, 12), 5), ((2, 3, 2, 2), 7), ((6, 2, 3), 4), ((1, 64), 10)])
 def test_fully_connected_matches_paddle(in_shape, units, fuse):
@@ -560,7 +589,9 @@ def test_fully_connected_quantized(per_channel):
     wq = rng.integers(-127, 128, size=(5, 16)).astype(np.int8)
     if per_channel:
         w_scales = np.linspace(0.002, 0.006, 5).astype(np.float32)
-        w_in = Quant(wq, scales=w_scales, channel_dim=0, precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL, is_input=False)
+        w_in = Quant(
+            wq, scales=w_scales, channel_dim=0, precision=Precision.QUANT_INT8_SYMM_PER_CHANNEL, is_input=False
+        )
         w_real = wq * w_scales[:, None]
     else:
         w_in = Quant(wq, scale=0.004, is_input=False)
@@ -615,7 +646,7 @@ def test_mat_mul_rejects_inner_mismatch():
         run_op(T.MAT_MUL, [randn(2, 3), randn(4, 5), False, False])
 
 
-# -- SOFTMAX / LOG_SOFTMAX ---------------------------------------------------------------------------------------------------
+# -- SOFTMAX / LOG_SOFTMAX ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("op_type", [T.SOFTMAX, T.LOG_SOFTMAX])
 @pytest.mark.parametrize("shape,axis", [((3, 7), -1), ((3, 7), 0), ((2, 3, 4), 1), ((2, 3, 4), -3), ((2, 3, 4, 5), -2),
                                         ((2, 3, 4, 5), 3), ((2, 3, 4, 5), 1)])
@@ -644,7 +675,7 @@ def test_softmax_rejects_axis_out_of_range():
         run_op(T.SOFTMAX, [randn(2, 3), 2])
 
 
-# -- PAD ---------------------------------------------------------------------------------------------------------------------
+# -- PAD ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", [PadMode.REFLECT, PadMode.REPLICATE, PadMode.EDGE, PadMode.CONSTANT])
 @pytest.mark.parametrize("hw_pads", [(1, 1, 1, 1), (2, 0, 1, 3), (0, 2, 3, 0)])
 def test_pad_nchw_matches_paddle(mode, hw_pads):
@@ -704,7 +735,7 @@ def test_pad_quantized_constant():
     assert_op_close(got, want, what="PAD q8")
 
 
-# -- RESIZE_NEAREST / RESIZE_LINEAR ----------------------------------------------------------------------------------------------
+# -- RESIZE_NEAREST / RESIZE_LINEAR ------------------------------------------------------------------------------------
 RESIZE_SIZES = [(8, 10), (3, 4), (5, 5), (1, 7), (13, 2)]
 RESIZE_SCALES = [(2.0, 2.0), (0.5, 1.5), (1.7, 0.6), (3.0, 1.0)]
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType as T, Precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import OperandType
-from nnadapter_bridge.conformance.harness import Const, Quant, run_op
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(20240611)

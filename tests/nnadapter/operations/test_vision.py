@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnadapter_bridge.errors import OperationError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, InterpolateMode, OperationType as T, PadMode, Precision
 from nnadapter_bridge.conformance.harness import Const, Quant, build_op, run_op
 from nnadapter_bridge.conformance.samples import YOLO_BOX_CASES
+from nnadapter_bridge.errors import OperationError
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, FuseCode, InterpolateMode, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(7)
@@ -98,7 +99,9 @@ def test_dequantize_int8_per_layer():
 
 def test_dequantize_uint8_asymmetric():
     q = np.array([0, 100, 128, 255], dtype=np.uint8)
-    (got,) = run_op(T.DEQUANTIZE, [Quant(q, scale=0.5, zero_point=128, precision=Precision.QUANT_UINT8_ASYMM_PER_LAYER)])
+    (got,) = run_op(
+        T.DEQUANTIZE, [Quant(q, scale=0.5, zero_point=128, precision=Precision.QUANT_UINT8_ASYMM_PER_LAYER)]
+    )
     np.testing.assert_array_equal(got, np.array([-64.0, -14.0, 0.0, 63.5], dtype=np.float32))
 
 
@@ -379,12 +382,60 @@ def _nms_inputs(boxes, scores, rois_num, attrs, return_index=True):
 
 
 NMS_CASES = [
-    dict(background_label=-1, score_threshold=0.05, nms_top_k=-1, nms_threshold=0.3, nms_eta=1.0, keep_top_k=-1, normalized=True),
-    dict(background_label=0, score_threshold=0.3, nms_top_k=8, nms_threshold=0.5, nms_eta=1.0, keep_top_k=10, normalized=True),
-    dict(background_label=1, score_threshold=0.2, nms_top_k=-1, nms_threshold=0.4, nms_eta=1.0, keep_top_k=5, normalized=False),
-    dict(background_label=-1, score_threshold=0.1, nms_top_k=20, nms_threshold=0.9, nms_eta=0.7, keep_top_k=-1, normalized=True),
-    dict(background_label=-1, score_threshold=0.0, nms_top_k=4, nms_threshold=0.6, nms_eta=0.8, keep_top_k=7, normalized=False),
-    dict(background_label=2, score_threshold=0.5, nms_top_k=-1, nms_threshold=0.2, nms_eta=1.0, keep_top_k=3, normalized=True),
+    dict(
+        background_label=-1,
+        score_threshold=0.05,
+        nms_top_k=-1,
+        nms_threshold=0.3,
+        nms_eta=1.0,
+        keep_top_k=-1,
+        normalized=True,
+    ),
+    dict(
+        background_label=0,
+        score_threshold=0.3,
+        nms_top_k=8,
+        nms_threshold=0.5,
+        nms_eta=1.0,
+        keep_top_k=10,
+        normalized=True,
+    ),
+    dict(
+        background_label=1,
+        score_threshold=0.2,
+        nms_top_k=-1,
+        nms_threshold=0.4,
+        nms_eta=1.0,
+        keep_top_k=5,
+        normalized=False,
+    ),
+    dict(
+        background_label=-1,
+        score_threshold=0.1,
+        nms_top_k=20,
+        nms_threshold=0.9,
+        nms_eta=0.7,
+        keep_top_k=-1,
+        normalized=True,
+    ),
+    dict(
+        background_label=-1,
+        score_threshold=0.0,
+        nms_top_k=4,
+        nms_threshold=0.6,
+        nms_eta=0.8,
+        keep_top_k=7,
+        normalized=False,
+    ),
+    dict(
+        background_label=2,
+        score_threshold=0.5,
+        nms_top_k=-1,
+        nms_threshold=0.2,
+        nms_eta=1.0,
+        keep_top_k=3,
+        normalized=True,
+    ),
 ]
 
 
