@@ -394,7 +394,7 @@ def _code_name(code: int) -> str:
 def convert_model(model: Model, table: OperationTable, trial: bool = False) -> bytes:
     """The `.tflite` bytes of `model` (raises Unsupported naming the operation that has no faithful form)."""
     g = TfliteBuilder(trial=trial)
-    chains = find_conv_chains(model)
+    chains = find_conv_chains(model, with_pools=True)
     g.chains = {id(chain.conv): chain for chain in chains}
     g.tails = {id(tail.conv): tail for tail in find_float_tails(model, chains)}
     g.consumers = model.consumers()

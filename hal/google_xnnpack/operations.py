@@ -11,7 +11,7 @@ the TFLite schema and graph.py only.
 from __future__ import annotations
 
 import math
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -591,14 +591,24 @@ def _int8_pool(g: TfliteBuilder, op: Operation) -> None:
             _mean(g, x, [1, 2], g.output(op, 0, NHWC, quantized=True))
             return
         raise Unsupported("an int8 average pool other than a global one (XNNPACK does not take int8 AVERAGE_POOL_2D)")
+    _int8_max_pool(g, op, x, op)
+
+
+def _int8_max_pool(g: TfliteBuilder, op: Operation, x: int, writer: Operation) -> None:
+    """MAX_POOL_2D `op` of int8 tensor `x` (NHWC) writing `writer`'s int8 output: TFLite's window where it is the
+    operation's, else Paddle's -inf padding as edge copies (_edge_padded) before a VALID window."""
+    args, kernel, strides, pads = _pool_window(g, op, x)
+    out_hw = g.out_shape(op, 0, NHWC)[1:3]
+    padding = schema.Padding.SAME if any(pads) else schema.Padding.VALID
     if not _pool_fits(g, x, pads, kernel, strides, out_hw):
-        raise Unsupported(f"an int8 max pool whose window TFLite sizes otherwise (pads {list(pads)})")
+        x, padding = _edge_padded(g, x, pads, kernel, strides, out_hw), schema.Padding.VALID
     options = schema.Pool2DOptionsT()
-    options.padding = schema.Padding.SAME if any(pads) else schema.Padding.VALID
+    options.padding = padding
     options.strideH, options.strideW = (int(s) for s in strides)
     options.filterHeight, options.filterWidth = (int(k) for k in kernel)
-    options.fusedActivationFunction = activation
-    g.operator(B.MAX_POOL_2D, [x], [g.output(op, 0, NHWC, quantized=True)], O.Pool2DOptions, options)
+    options.fusedActivationFunction = _activation(args)
+    g.operator(B.MAX_POOL_2D, [x], [g.output(writer, 0, NHWC, quantized=True)], O.Pool2DOptions, options)
+    _check_window_out(g, op, x, padding, kernel, strides, (1, 1))
 
 
 @OPERATIONS.implements(T.AVERAGE_POOL_2D, T.MAX_POOL_2D)
@@ -666,15 +676,16 @@ def _edge_padded(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> int
         if not before and not after:
             continue
         edge = shape[:axis] + [1] + shape[axis + 1:]
-        first = g.one(B.SLICE, [x, g.i32([0] * 4), g.i32(edge)], edge)
+        first = g.one(B.SLICE, [x, g.i32([0] * 4), g.i32(edge)], (), output=g.tensor(edge, "slice", like=x))
         begin = [0] * 4
         begin[axis] = shape[axis] - 1
-        last = g.one(B.SLICE, [x, g.i32(begin), g.i32(edge)], edge)
+        last = g.one(B.SLICE, [x, g.i32(begin), g.i32(edge)], (), output=g.tensor(edge, "slice", like=x))
         parts = [first] * before + [x] + [last] * after
         shape[axis] += before + after
         options = schema.ConcatenationOptionsT()
         options.axis = axis
-        x = g.one(B.CONCATENATION, parts, shape, O.ConcatenationOptions, options)
+        x = g.one(B.CONCATENATION, parts, (), O.ConcatenationOptions, options,
+                  output=g.tensor(shape, "concatenation", like=x))  # an int8 value's copies keep its scale
     return x
 
 
@@ -1018,14 +1029,20 @@ def int8_conv(g: TfliteBuilder, chain: ConvChain) -> bool:
     if folded is None or min(unpack(op).ints("pads", None) or [0]) < 0 or not _plain_or_depthwise(op):
         return False
     activation = _CHAIN_ACTIVATIONS[None if chain.relu is None else chain.relu.type]
-    _write_int8_conv(g, op, folded, chain.quantize, activation)
+    if chain.pool is None:
+        _write_int8_conv(g, op, folded, chain.quantize, activation)
+    else:  # quantizing is monotonic: the max pool of the quantized values is the quantized max pool
+        pooled = _write_int8_conv(g, op, folded, None, activation, scale=chain.quantize.outputs[0].type.scale)
+        _int8_max_pool(g, chain.pool, pooled, chain.quantize)
     g.absorbed.update(id(link) for link in chain.operations())
     return True
 
 
-def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer: Operation, activation: int):
+def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer: Optional[Operation],
+                     activation: int, scale: float = 0.0) -> int:
     """One TFLite int8 CONV_2D / DEPTHWISE_CONV_2D of CONV_2D `op` with `folded`'s constants, writing `writer`'s
-    int8 output (the operation's own, or its chain's last QUANTIZE)."""
+    int8 output (the operation's own, or its chain's last QUANTIZE), or without a writer a fresh int8 NHWC tensor
+    of `scale`; returns the tensor written."""
     args = unpack(op)
     out_channels, group_channels, kh, kw = folded.weights.shape
     group = args.int("group", 1)
@@ -1051,9 +1068,13 @@ def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer
     options.strideH, options.strideW = (int(s) for s in strides)
     options.dilationHFactor, options.dilationWFactor = (int(d) for d in dilations)
     options.fusedActivationFunction = activation
-    out = g.output(writer, 0, NHWC, quantized=True)
+    if writer is not None:
+        out = g.output(writer, 0, NHWC, quantized=True)
+    else:
+        out = g.tensor(g.out_shape(op, 0, NHWC), "q", np.int8, quantization=quantization(scale))
     g.operator(code, [x, filt, bias], [out], options_type, options)
     _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+    return out
 
 
 @OPERATIONS.implements(T.CAST)
