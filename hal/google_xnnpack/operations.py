@@ -361,23 +361,27 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
 _MAX_CONCAT_INPUTS = 5
 
 
-def _concatenate_last(g: TfliteBuilder, parts: Sequence[int]) -> int:
-    """`parts` concatenated along their last axis, in CONCATENATIONs of at most _MAX_CONCAT_INPUTS inputs."""
+def _concatenate(g: TfliteBuilder, parts: Sequence[int], axis: int, output: Optional[int] = None) -> int:
+    """`parts` concatenated along `axis` (into `output` when given), in CONCATENATIONs of at most
+    _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels."""
     parts = list(parts)
-    while len(parts) > 1:
+    while True:
+        last = len(parts) <= _MAX_CONCAT_INPUTS
         grouped = []
         for k in range(0, len(parts), _MAX_CONCAT_INPUTS):
             group = parts[k:k + _MAX_CONCAT_INPUTS]
-            if len(group) == 1:
+            if len(group) == 1 and not last:
                 grouped.append(group[0])
                 continue
             shape = list(g.shape_of(group[0]))
-            shape[-1] = sum(g.shape_of(t)[-1] for t in group)
+            shape[axis] = sum(g.shape_of(t)[axis] for t in group)
             options = schema.ConcatenationOptionsT()
-            options.axis = len(shape) - 1
-            grouped.append(g.one(B.CONCATENATION, group, shape, O.ConcatenationOptions, options))
+            options.axis = axis
+            out = output if last and output is not None else g.tensor(shape, "concatenation", like=group[0])
+            grouped.append(g.one(B.CONCATENATION, group, (), O.ConcatenationOptions, options, output=out))
+        if last:
+            return grouped[0]
         parts = grouped
-    return parts[0]
 
 
 def _conv_runtime_filter(g: TfliteBuilder, op: Operation):
@@ -428,7 +432,7 @@ def _conv_runtime_filter(g: TfliteBuilder, op: Operation):
             result = product if result is None else g.one(B.ADD, [result, product], shape, O.AddOptions,
                                                           schema.AddOptionsT())
     else:  # patches [N, OH * OW, kh * kw * C] @ filter [kh * kw * C, O]
-        patches = _concatenate_last(g, taps)
+        patches = _concatenate(g, taps, 3) if len(taps) > 1 else taps[0]
         matrix = g.reshape(g.transpose(filt, [2, 3, 1, 0]), [kh * kw * channels, out_channels])
         product = g.one(B.BATCH_MATMUL, [g.reshape(patches, [n, out_h * out_w, kh * kw * channels]), matrix],
                         [n, out_h * out_w, out_channels], O.BatchMatMulOptions, schema.BatchMatMulOptionsT())
@@ -834,9 +838,7 @@ def _concat(g: TfliteBuilder, op: Operation):
     axis = normalize_axis(unpack(op).int("axis"), rank)
     layout = _broadcast_layout(g, op, range(count))
     inputs = [g.value(op, i, layout) for i in range(count)]
-    options = schema.ConcatenationOptionsT()
-    options.axis = _axis_in(layout, axis) if rank == 4 else axis
-    g.operator(B.CONCATENATION, inputs, [g.output(op, 0, layout)], O.ConcatenationOptions, options)
+    _concatenate(g, inputs, _axis_in(layout, axis) if rank == 4 else axis, g.output(op, 0, layout))
 
 
 @OPERATIONS.implements(T.PAD)

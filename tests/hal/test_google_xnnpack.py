@@ -448,3 +448,19 @@ def test_finite_inputs_stay_on_xnnpack(xnnpack, conv_relu_program):
     for k, w in enumerate(conv_relu_program.outputs):
         assert_model_close(predictor.get_output(k).numpy(), w, what=f"output {k}")
     assert predictor.stats.host_ops == 0 and predictor.stats.subgraph_host_runs == 0, predictor.stats
+
+
+@pytest.mark.parametrize("count, axis", [(7, 1), (12, 3), (6, 0)])
+def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, count, axis):
+    """XNNPACK concatenates at most 5 inputs in one operator (PP-HGNet concatenates 6 and more): a tree of them."""
+    model = Model()
+    parts = [model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), f"x{k}") for k in range(count)]
+    out = model.add_output("out")
+    model.add_operation(T.CONCAT, parts + [model.add_constant(np.int32([axis]))], [out])
+    model.identify_inputs_and_outputs(parts, [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    feeds = [randn(2, 3, 4, 5, seed=k) for k in range(count)]
+    np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0])
