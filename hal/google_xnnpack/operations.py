@@ -643,6 +643,9 @@ def _pool(g: TfliteBuilder, op: Operation):
             padding = schema.Padding.VALID
     elif op.type == T.MAX_POOL_2D and not _pool_fits(g, x, pads, kernel, strides, out_hw):
         x, padding = _edge_padded(g, x, pads, kernel, strides, out_hw), schema.Padding.VALID
+    elif op.type == T.AVERAGE_POOL_2D and not _pool_fits(g, x, pads, kernel, strides, out_hw):
+        _exclusive_average_pool(g, op, x, pads, kernel, strides, out_hw, activation)
+        return
     else:
         x, padding = _window_padding(g, x, pads, kernel, strides, (1, 1), pad_allowed=False)
     options = schema.Pool2DOptionsT()
@@ -653,6 +656,37 @@ def _pool(g: TfliteBuilder, op: Operation):
     code = B.AVERAGE_POOL_2D if op.type == T.AVERAGE_POOL_2D else B.MAX_POOL_2D
     g.operator(code, [x], [g.output(op, 0, NHWC)], O.Pool2DOptions, options)
     _check_window_out(g, op, x, padding, kernel, strides, (1, 1))
+
+
+def _exclusive_average_pool(g: TfliteBuilder, op: Operation, x: int, pads, kernel, strides, out_hw,
+                            activation: int) -> None:
+    """An average pool that counts only the input elements of each window (Paddle's exclusive average) with pads
+    TFLite's SAME would not choose (stride 2 on an even size, ceil_mode): a zero PAD, a VALID AVERAGE_POOL_2D
+    (which divides by the whole window) and a MUL by window size / input elements per output position."""
+    n, h, w, c = g.shape_of(x)
+    top, _, left, _ = (int(p) for p in pads)
+    counts = []
+    for size, before, out, k, stride in ((h, top, out_hw[0], kernel[0], strides[0]),
+                                         (w, left, out_hw[1], kernel[1], strides[1])):
+        starts = np.arange(out) * stride
+        inside = np.minimum(starts + k, before + size) - np.maximum(starts, before)
+        if before < 0 or (inside <= 0).any():
+            raise Unsupported(f"an average pool window would hold padding only (pads {list(pads)})")
+        counts.append((inside, max((out - 1) * stride + k - size - before, 0)))
+    (rows, after_h), (cols, after_w) = counts
+    padded = g.one(B.PAD, [x, g.const(np.int32([[0, 0], [top, after_h], [left, after_w], [0, 0]]), np.int32)],
+                   [n, h + top + after_h, w + left + after_w, c])
+    options = schema.Pool2DOptionsT()
+    options.padding = schema.Padding.VALID
+    options.strideH, options.strideW = (int(s) for s in strides)
+    options.filterHeight, options.filterWidth = (int(k) for k in kernel)
+    shape = [n, int(out_hw[0]), int(out_hw[1]), c]
+    pooled = g.one(B.AVERAGE_POOL_2D, [padded], shape, O.Pool2DOptions, options)
+    _check_window_out(g, op, padded, schema.Padding.VALID, kernel, strides, (1, 1))
+    factor = (kernel[0] * kernel[1] / np.outer(rows, cols)).astype(np.float32).reshape(1, shape[1], shape[2], 1)
+    mul = schema.MulOptionsT()
+    mul.fusedActivationFunction = activation
+    g.operator(B.MUL, [pooled, g.const(factor, hint="count")], [g.output(op, 0, NHWC)], O.MulOptions, mul)
 
 
 def _pool_fits(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> bool:

@@ -48,6 +48,7 @@ CLAIMED = {
     "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
     "MAX_POOL_2D_ceil", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
     "QUANTIZE_int8", "DEQUANTIZE_int8", "ADD_quant", "CONV_2D_quant_per_channel",  # TFLite's int8 operators
+    "AVERAGE_POOL_2D_pads_exclusive",  # zero PAD, VALID average, times window size / input elements
 }
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
@@ -464,3 +465,23 @@ def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, co
     assert delegate_gaps(program.interpreter) == ""
     feeds = [randn(2, 3, 4, 5, seed=k) for k in range(count)]
     np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0])
+
+
+@pytest.mark.parametrize("size, kernel, stride, pads", [(8, 3, 2, [1, 1, 1, 1]), (7, 3, 2, [1, 0, 0, 1]),
+                                                        (6, 2, 2, [1, 1, 1, 1])])
+def test_an_exclusive_average_pool_with_pads_tflite_would_not_choose(context, size, kernel, stride, pads):
+    """Paddle's average of the input elements only (count_include_pad false), with the pads of a stride-2 pool on an
+    even size (Res2Net, ResNeSt): not TFLite's SAME pads, so a zero PAD, a VALID average and a per-position factor."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, size, size)), "x")
+    out = model.add_output("pool")
+    c = lambda v: model.add_constant(np.asarray(v, dtype=np.int32))  # noqa: E731
+    model.add_operation(T.AVERAGE_POOL_2D, [x, c([0]), c(pads), c([kernel, kernel]), c([stride, stride]),
+                                            model.add_constant(np.array([False])), model.add_constant(np.array([False])),
+                                            c([0])], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    feeds = [randn(1, 3, size, size, seed=6)]
+    assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0], what=f"average pool {pads}")
