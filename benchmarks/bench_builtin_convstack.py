@@ -48,8 +48,10 @@ def make_weights(seed: int = 0):
 
 
 def build_nnadapter_model(layers, batch: int):
-    from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, Precision
-    from nnadapter_bridge.nnadapter import OperationType as T
+    from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+    from nnadapter_bridge.nnadapter.codes import OperationType as T
+    from nnadapter_bridge.nnadapter.model import Model
+    from nnadapter_bridge.nnadapter.types import OperandType
 
     model = Model()
     x = model.add_operand(OperandType(precision=Precision.FLOAT32, dims=(batch, 3, 224, 224)), "x")

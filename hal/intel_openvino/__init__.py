@@ -6,4 +6,6 @@ it); the package is loaded when the device is opened. The protocol glue lives in
 wires the NNAdapter -> OpenVINO graph builder `graph` (builder, quantization, validation) to the table
 `operations.OPERATIONS` (one implementation per NNAdapter operation).
 """
-from hal.intel_openvino.driver import DRIVER, IntelOpenVinoDriver  # noqa: F401
+from hal.intel_openvino.driver import DRIVER
+
+__all__ = ["DRIVER"]

@@ -31,7 +31,7 @@ import openvino as ov
 
 from hal.common import OperationTable, Unsupported, is_integer_product
 from hal.common import unsupported_reason as trial_reason
-from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, check_outputs  # noqa: F401 (check_outputs: its old home)
+from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX
 from hal.intel_openvino.int64 import (
     input_flag,
     input_message,

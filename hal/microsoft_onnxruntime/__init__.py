@@ -16,4 +16,6 @@ except ImportError as exc:  # the optional extra is not installed
     raise ImportError(f"the microsoft_onnxruntime device needs the onnx and onnxruntime packages "
                       f"({exc}); install nnadapter-bridge[onnxruntime]") from exc
 
-from hal.microsoft_onnxruntime.driver import DRIVER, OnnxRuntimeDriver  # noqa: E402,F401
+from hal.microsoft_onnxruntime.driver import DRIVER  # noqa: E402
+
+__all__ = ["DRIVER"]

@@ -30,8 +30,7 @@ from converters.context import convert_subgraph
 from converters.op_view import has_var_attrs, resolve_var_attrs, var_attr_names
 from nnadapter_bridge.errors import BridgeError, ConversionError, UnsupportedOpError
 from nnadapter_bridge.host.kernels import HOST_KERNELS, OpScope
-from nnadapter_bridge.host.kernels.registry import EMPTY_VAR_NAME
-from nnadapter_bridge.loader.program import BlockRef
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, BlockRef
 from nnadapter_bridge.nnadapter.codes import dtype_precision
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.types import OperandType

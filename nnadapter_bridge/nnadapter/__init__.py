@@ -1,17 +1,5 @@
-"""The NNAdapter standard in Python: codes, OperandType/Operand/Operation, Model, the per-operation
-signatures and shape inference (operations/), model serialization, the runtime and the .nnc cache."""
-from nnadapter_bridge.nnadapter.codes import (  # noqa: F401
-    UNKNOWN,
-    AutoPad,
-    DeviceType,
-    FuseCode,
-    InterpolateMode,
-    Layout,
-    Lifetime,
-    OperationType,
-    PadMode,
-    Precision,
-    ResultCode,
-)
-from nnadapter_bridge.nnadapter.model import Model  # noqa: F401
-from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation  # noqa: F401
+"""The NNAdapter standard in Python, the ground every floor above stands on: codes (`codes`), OperandType/Operand/
+Operation (`types`), Model (`model`), the per-operation signatures and shape inference (`operations/`), the numpy
+references (`reference`), model serialization, the runtime and the .nnc cache. Import each from its module; the
+package itself loads nothing. It imports nothing of nnadapter_bridge but `errors` (the layers contract's ground).
+"""

@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 from hal.fusion import fuse_operations
-from nnadapter_bridge.nnadapter import FuseCode, Model, OperandType, Precision
-from nnadapter_bridge.nnadapter import OperationType as T
+from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.types import OperandType
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(11)

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from hal.builtin_device import BuiltinDeviceDriver
+from hal.builtin_device.driver import BuiltinDeviceDriver
 from nnadapter_bridge.cli import main
 from nnadapter_bridge.conformance import run_conformance
 from nnadapter_bridge.conformance.kit import Mismatch, compare_output, tolerance_of

@@ -19,7 +19,7 @@ import numpy as np
 
 from nnadapter_bridge.errors import BridgeError
 from nnadapter_bridge.loader.dtypes import VarTypeCode
-from nnadapter_bridge.loader.program import EMPTY_VAR_NAME  # noqa: F401  (kernels import it from here)
+from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 
 LOD_TENSOR_ARRAY = int(VarTypeCode.LOD_TENSOR_ARRAY)
 
