@@ -4,6 +4,10 @@ Public API: the errors here; the loader (`nnadapter_bridge.loader`), the NNAdapt
 runtime (`nnadapter_bridge.nnadapter`); `Config`, `create_predictor`, `Predictor`, `Tensor` and
 `check_nnadapter_device_name` (Paddle Lite's API); `nnadapter_bridge.lite` has Paddle Lite's Python names;
 `wait_for_cache_writes()` returns once the `.nnc` files this process writes in the background are on disk.
+
+The package itself sits on no floor: at import it loads only `errors`; the predictor names come on first use
+(`__getattr__`), so `import nnadapter_bridge` loads no driver, no converter and no runtime, and nothing here
+imports the applications (cli, batch, conformance) or devtools.
 """
 from nnadapter_bridge.errors import (  # noqa: F401
     BridgeError,

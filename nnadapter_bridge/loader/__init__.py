@@ -1,7 +1,8 @@
 """The Paddle model loader: framework.proto and its generated module, ProgramDesc -> ProgramGraph,
 the params readers (facts §7) and the dtype table. Entry point: `load_model`.
 
-The loader imports nothing from converters, partition or hal; paddlepaddle is not needed to load a model.
+The loader floor: it imports the ground (errors, the standard's codes) and nothing from converters, partition,
+hal or any floor above; paddlepaddle is not needed to load a model.
 """
 from nnadapter_bridge.loader.graph import (  # noqa: F401
     BlockInfo,

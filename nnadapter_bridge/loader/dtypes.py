@@ -3,6 +3,9 @@
 bfloat16 (BF16 = 22): numpy has no native bfloat16. When the optional `ml_dtypes` package is importable
 the loader returns `ml_dtypes.bfloat16` arrays; otherwise it returns the raw 16-bit patterns as `uint16`
 (same bytes, same shape; `bf16_to_float32` widens them). `BF16_IS_NATIVE` says which one is in effect.
+
+Entry points: `numpy_dtype`, `var_type_of_dtype`, `type_name`, `bf16_to_float32`. Imports nothing of the
+project (converters derive the NNAdapter precision table from it).
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ Edges therefore always point forward in program order and the graph is a DAG. Ev
 slot names through which the op reads or writes that var). The networkx graph is built on first use of
 `graph` / `block_graph` only: `ops()` (what the predictor and the partition read) needs no graph, because
 program order is a topological order of this DAG by construction, so a predictor never imports networkx.
+
+Entry points: `load_model`, `ProgramGraph`. Imports the loader's readers; networkx only where a graph is
+built: a warm start loads this module and must not load networkx (tests/e2e/test_startup_memory.py).
 """
 from __future__ import annotations
 

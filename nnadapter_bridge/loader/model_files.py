@@ -11,6 +11,8 @@
   "buffers"            the model (and params) given as bytes
 
 A model file is recognised as PIR by its content (JSON with base_code.magic == "pir"), whatever its suffix.
+
+Entry point: `resolve` (-> `ModelSource`). Imports only `errors`.
 """
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ is bounds-checked against its buffer before it is touched, and the number of tab
 visited is capped by the buffer's size (forged offsets that make a DAG of shared tables cannot make the reader
 loop for long). Any inconsistency is a ModelFormatError naming the file and the field. Parameter arrays are
 views of the file bytes (no copy).
+
+Entry points: `read_file`, `read_naive_buffer`, `looks_like_naive_buffer`. Imports the loader's protobuf
+module and dtypes only.
 """
 from __future__ import annotations
 

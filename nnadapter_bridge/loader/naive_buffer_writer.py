@@ -16,6 +16,9 @@ Ops are written as the model holds them (no fusion). Paddle Lite's runtime picks
 `__@kernel_type_attr@__` attribute (`op_type/alias/target/precision/layout`); `kernel_types` supplies the
 value for ops that have none (KERNEL_TYPES_X86: what opt 2.13 writes for x86), and an op without one gets
 Paddle Lite's fallback: its first registered kernel for the target.
+
+Entry points: `save`, `graph_to_naive_buffer`, `write_naive_buffer` (lite.Opt,
+Predictor.save_optimized_model, `nnadapter-bridge opt`). Imports the loader only.
 """
 from __future__ import annotations
 

@@ -3,7 +3,10 @@
 Reading is zero-copy: a file is memory-mapped read-only and every array is an `np.frombuffer` view of the
 map (or of the caller's bytes), so arrays are read-only and may be unaligned. Every size field is checked
 against the bytes that are left before anything is sized from it, so a forged header cannot allocate.
-`encode_lod_tensor` writes the same record; tests and `zoo.write_program` use it.
+`encode_lod_tensor` writes the same record; tests and `devtools.zoo.write_program` use it.
+
+Entry points: `read_combined`, `read_single`, `map_file`, `encode_lod_tensor`. Imports the loader's protobuf
+module and checks only.
 """
 from __future__ import annotations
 

@@ -20,27 +20,23 @@ are what a partition config names.
 Names and operand orders come from two tables (see loader.pir_tables); ops that need more than a
 rename (control flow, constants, in-place forms, the conv-bias pattern of `paddle.nn.Conv2D`) have their
 own handler below.
+
+Entry points: `translate`, `looks_like_pir`, `parse_json`. Imports the loader's program model, checks and
+tables; never paddle.
 """
 from __future__ import annotations
 
-import json
 import math
-from types import ModuleType
 from typing import Any
 
 import numpy as np
+import orjson
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes, validate
 from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.loader.pir_tables import compat, compat_by_legacy, signatures
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef, infer_attr_type
-
-_orjson: ModuleType | None
-try:  # the fastest JSON parser that fits (benchmarks/bench_pir_load.py); stdlib json otherwise
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # The serialization versions of paddle 3.0-3.3's PIR writer (base_code.version).
@@ -79,18 +75,14 @@ _ELEMENTWISE = frozenset({"elementwise_add", "elementwise_sub", "elementwise_mul
 
 
 def parse_json(data, where: str):
-    """Bytes of a `.json` model -> the decoded document (parsed once, by orjson when installed)."""
+    """Bytes of a `.json` model -> the decoded document, parsed once by orjson (the fastest parser that fits,
+    benchmarks/bench_pir_load.py; it refuses more than 1024 levels of nesting, so no input recurses deeply)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         data = memoryview(data)  # an mmap of a big file: parsed in place, never copied into bytes first
     try:
-        if _orjson is not None:
-            return _orjson.loads(data)
-        return json.loads(bytes(data))
-    except RecursionError:
-        raise ModelFormatError("the JSON nests deeper than the JSON reader can follow; no PIR program paddle writes "
-                               "is that deep, the file is corrupt or forged", path=where) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        if "depth limit" in str(exc):  # orjson refuses more than 1024 levels of arrays / objects
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:  # bad UTF-8 included
+        if "depth limit" in str(exc):
             raise ModelFormatError(f"the JSON nests deeper than 1024 levels ({exc}); no PIR program paddle writes "
                                    f"is that deep, the file is corrupt or forged", path=where) from None
         raise ModelFormatError(f"not valid JSON ({exc}); the PIR program is truncated or corrupt", path=where) \

@@ -9,6 +9,8 @@
   tensor input (or list-of-tensors input) stands for them when they are not constants.
 
 Both are read once, lazily, on the first PIR load.
+
+Entry points: `signatures`, `compat`, `compat_by_legacy`. Imports nothing of the project.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ plain Python values.
 Everything here is decoded once, at load time, and checked for the inconsistencies a corrupt file can
 carry (block indices out of range, ops naming vars no block declares, duplicate vars, names and dims through
 validate.py), so code downstream never meets a raw protobuf message or a dangling reference. Imports
-program.py and validate.py; neither imports it.
+program.py and validate.py; neither imports it. Entry points: `parse_program_desc`, `decode_blocks`.
 """
 from __future__ import annotations
 

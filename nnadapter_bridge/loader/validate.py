@@ -1,14 +1,14 @@
 """The loader boundary: every string and number a model file gives is checked here (or by the readers that call
 these helpers) before anything downstream reads it.
 
-* Names (vars, ops, slots, attributes) are UTF-8 text without control characters (`check_name`): the partition
-  config, the dump, error messages and the cache files are line-oriented text, and a name holding a newline or a
-  NUL cannot be written to any of them. Paddle itself stores names as std::string and runs a program whose var
-  is called "a\\nb"; this loader refuses it on purpose (see `name_problem`).
+* Names (vars, ops, slots, attributes) are UTF-8 text without control characters (`name_problem`, `text`): the
+  partition config, the dump, error messages and the cache files are line-oriented text, and a name holding a
+  newline or a NUL cannot be written to any of them. Paddle itself stores names as std::string and runs a program
+  whose var is called "a\\nb"; this loader refuses it on purpose (see `name_problem`).
 * Dims (`check_dims`): at most `MAX_RANK` axes (NNAdapter's NNADAPTER_MAX_SIZE_OF_DIMENSIONS, 8; Paddle's DDim
   holds 9), each -1 (unknown) or a size >= 0.
-* Blocks (`check_blocks`): a parent is an earlier block, nesting is at most `MAX_BLOCK_DEPTH` deep, and every
-  BLOCK attribute names a block nested in the op's own block that no other op names, so any walk over
+* Blocks (`block_depths`, `check_sub_blocks`): a parent is an earlier block, nesting is at most `MAX_BLOCK_DEPTH`
+  deep, and every BLOCK attribute names a block nested in the op's own block that no other op names, so any walk over
   sub-blocks is bounded by the depth limit (no recursion or repeat proportional to the file).
 * `validate_program`, after the graph is built (both formats): feed/fetch `col`s dense and unique, attribute
   types as Paddle's op protos declare them (`paddle_attr_types.json`), and the attribute values Paddle's
@@ -18,6 +18,9 @@ these helpers) before anything downstream reads it.
 The checks never depend on anything but the file: a program that passes here is one Paddle Inference would
 also accept (or, for the few refusals marked in `RULES`, one on which Paddle crashes, hangs or computes
 windows without elements).
+
+Entry points: `validate_program`, `text`, `check_dims`, `block_depths`, `check_sub_blocks`. Imports the
+loader's program model and the standard's codes; never a decoder (program_desc, pir), which import it.
 """
 from __future__ import annotations
 

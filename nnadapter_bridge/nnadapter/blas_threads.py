@@ -5,6 +5,9 @@ pool is global to the process. `limit_blas_threads(n)` caps it (through `threadp
 the block runs. Entries from several threads share one cap: the first to start sets it, the last to end
 restores the original limits, so entries that overlap never restore each other's limits out of order and never
 leave the pool capped. n <= 0 (or threadpoolctl missing): no cap.
+
+Entry points: `limit_blas_threads`, `resolve_thread_count`, `automatic_thread_count` (the predictor and
+builtin_device call them). Imports nothing of the project.
 """
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Every code of the NNAdapter standard (nnadapter.h) with its numeric value: result codes, operand
 precisions, layouts, lifetimes, fuse codes, auto-pad, pad and interpolate modes, device types and the
-96 operation codes. The numbers are part of the .nnc format and must never change."""
+96 operation codes. The numbers are part of the .nnc format and must never change.
+
+Imports only `errors` (whose `ResultCode` it names); every other module of the standard builds on it.
+"""
 from __future__ import annotations
 
 import enum

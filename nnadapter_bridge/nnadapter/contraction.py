@@ -11,6 +11,8 @@ between two nodes of one cluster stays inside it.
 
 The adjacency is kept in plain dicts rather than a networkx graph: every merge rewires the edges of the
 merged node, which networkx's contracted_nodes would do by copying the graph each time.
+
+Entry point: `contract`. Imports nothing of the project, and not networkx.
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ graph that picks, among the ready clusters, the one that appears first. Everythi
 
 A model output that another submodel also reads is listed twice among its producer's outputs: once as
 model output (-k-1), once as a shared buffer, so the .nnc indexes can describe it.
+
+Entry point: `partition_model` (Compilation.finish calls it for a context of several devices). Imports
+the standard's model and types only; networkx only when clusters of several devices must be ordered.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Deterministic: node ids come from operand and operation positions, nodes are wri
 edges in operation order. Constants are drawn grey, model inputs and outputs with a double border;
 `device_of` (operation -> device index) fills operation boxes with one colour per device, which is
 how a multi-device partition is shown.
+
+Entry point: `model_to_dot`. Imports the standard's model and codes only.
 """
 from __future__ import annotations
 

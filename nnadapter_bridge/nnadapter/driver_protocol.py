@@ -20,11 +20,13 @@ a program sharing the compiled parts of `program` with its own execution state, 
 run it from several threads at once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the
 caller owns, for `arrays` in model input order (the runtime calls it instead of `execute_program` for a
 compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small
-models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`, per
-operation the reason the driver
-declines it ("" when it runs it, so it agrees with `validate_program`), which the support decisions and the
-engine show the user. Which errors are the device's fault and which the caller's:
-`runtime.is_device_fault`.
+models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`,
+per operation the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`),
+which the support decisions and the engine show the user. Which errors are the device's fault and which the
+caller's: `runtime.is_device_fault`.
+
+Entry points: `Driver`, `Argument`, `Cache`, `check_driver`, `ENTRY_POINT_GROUP`. Imports the standard's model,
+types and codes only; never the runtime (which imports it) nor `hal`.
 """
 from __future__ import annotations
 

@@ -20,16 +20,14 @@ wants constants folded: every pass keeps the model's semantics as `nnadapter.ref
   time, invalid attributes) raises NNAdapterError(FEATURE_NOT_SUPPORTED) naming the operation and the
   reason; the input model is then left as it was.
 
-There is deliberately no model-level "dequantize constants" pass: a quantized constant's operand type is
-part of its operation's signature and of where that operation requantizes its result (a QUANT_INT32 bias
-goes with a quantized input; a float filter beside a quantized input is not a valid CONV_2D), so rewriting
-those operands to FLOAT32 would change the model's meaning. The drivers dequantize the values where an
-operation reads them; the shared arithmetic for that is `nnadapter.operations.dequantize(array, type)`.
+There is deliberately no model-level "dequantize constants" pass: docs/architecture.md ("Lowering") tells why.
 
 No pass modifies its input: each returns a new Model that shares the unchanged constant arrays, or the
 input model itself when there is nothing to do. Model inputs and outputs (operands and order) are kept;
 a model output that folds to a constant is produced by an ASSIGN of that constant, so every model output
 still comes out of an operation.
+
+Entry points: the four passes above. Imports the standard (model, types, `reference`); nothing above the ground.
 """
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 A Model owns its operands and operations. `add_operation` checks the operand list against the
 operation's signature and runs its prepare step, so every output operand carries its inferred
 precision and dims as soon as the operation is added.
+
+Entry point: `Model`. Imports the standard's types and codes; the operation families (`operations`) on the
+first `add_operation`, so importing the standard stays cheap. Nothing above the ground.
 """
 from __future__ import annotations
 

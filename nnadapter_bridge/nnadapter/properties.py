@@ -12,6 +12,8 @@ Each driver declares the keys it reads (`property_keys`); `unknown_keys` finds t
 device knows (a typo such as INTEL_OPENVINO_INFERENCE_NUM_THREAD), each with the nearest known key, and the
 predictor warns about them once (UnknownPropertyWarning): a key nobody reads would otherwise be silently
 ignored. A key that starts with the name of a device whose driver declares no keys is not judged.
+
+Entry points: `parse_properties`, `Properties`, `unknown_keys`, `parse_bool`. Imports only `errors`.
 """
 from __future__ import annotations
 

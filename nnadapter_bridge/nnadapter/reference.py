@@ -4,6 +4,9 @@ This is the executable definition of the standard: `run_operation` applies one o
 reference (`operations.REFERENCES`), dequantizing quantized inputs first and requantizing quantized outputs
 unless the reference handles quantized storage itself; `run_model` runs a whole model in topological order.
 builtin_device, the host executor and the lowering passes (nnadapter.lowering) all compute through here.
+
+Entry points: `run_operation`, `run_model`, `supports`. Imports the standard only; never a driver (a driver
+runs the reference, not the reverse).
 """
 from __future__ import annotations
 

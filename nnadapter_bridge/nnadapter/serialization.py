@@ -14,6 +14,9 @@ operation order and model I/O come back exactly; constants come back as CONSTANT
 copy of the bytes), scales as float32 values, and operand names are not stored. Loading checks
 every count, index and length, and raises NNAdapterError (INVALID_PARAMETER) on a bad buffer;
 nothing is ever evaluated or unpickled.
+
+Entry points: `serialize_model`, `deserialize_model` (builtin_device's program bytes). Imports the standard's
+model and types and the `.nnc` records; nothing above the ground.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 An OperandType mirrors the C struct NNAdapterOperandType (facts §2.4): precision, layout, lifetime,
 dims (NNADAPTER_UNKNOWN for an unknown axis), up to 8 dynamic shapes, and the quantization params
 (per-layer scale, per-channel scales with their channel axis, asymmetric zero point).
+
+Imports only `codes` and `errors`; the model, the operations and every driver build on these three classes.
 """
 from __future__ import annotations
 

@@ -23,6 +23,10 @@ activation) and `window` (the sliding-window arithmetic of convolution and pooli
 
 Importing this package registers every operation in `registry.OPERATIONS` and every reference in
 `registry.REFERENCES`.
+
+Entry points: `OPERATIONS`, `REFERENCES`, `prepare_operation`, `get_spec`, `quantize` / `dequantize`. The
+package and its family modules import only each other, the standard's codes and types and `errors`: never the
+model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ NaN, infinities and overflow follow Paddle's CPU kernels (checked against Paddle
 `x > 0 ? x : 0`, so NaN gives 0 (the other clamps propagate NaN); float32 exact GELU forms
 x * (1 + erf(x / sqrt2)) and HARD_SWISH forms min(max(x + offset, 0), threshold) * x before scaling, so
 a huge input overflows to inf there; SOFTMAX and LOG_SOFTMAX clip the max-shifted input at -64.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`); `erf`, which the host's
+activation kernels share. Imports only `registry`, `common`, the standard's codes and types and `errors`: never the
+model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

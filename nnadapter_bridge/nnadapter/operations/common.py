@@ -2,7 +2,10 @@
 
 Shape inference: derived result types, broadcasting, axis normalization, constant-operand readers and
 the checks several families make on parameter operands. References: readers of parameter arrays (the
-values a reference receives in `inputs`), float32 conversion and the fused activation (fuse_code)."""
+values a reference receives in `inputs`), float32 conversion and the fused activation (fuse_code).
+
+Imports the standard's codes and types and `errors` only; every family module imports it.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

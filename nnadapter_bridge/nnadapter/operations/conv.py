@@ -6,6 +6,10 @@ is computed at run time the affected output dims become NNADAPTER_UNKNOWN. The r
 kernel tap plus one (batched) matmul for all groups; depthwise convolution accumulates one multiply-add per
 tap; no loop runs per pixel or per channel. Window arithmetic comes from `window`, so prepare and reference
 agree.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`,
+`common`, `window`, the standard's codes and types and `errors`: never the model, the reference, the runtime or
+anything above the ground.
 """
 from __future__ import annotations
 

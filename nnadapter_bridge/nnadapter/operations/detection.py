@@ -4,6 +4,10 @@ numpy references.
 YOLO_BOX has the second output `scores` of the older spec appendix; NON_MAX_SUPPRESSION follows
 `reference/operations_addendum.md`. The references follow Paddle's prior_box, yolo_box and multiclass_nms3,
 so a converted model reproduces Paddle's numbers.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`); `multiclass_nms` and the NMS
+arithmetic the host's detection kernels share. Imports only `registry`, `common`, the standard's codes and types and
+`errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

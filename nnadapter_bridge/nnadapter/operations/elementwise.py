@@ -6,6 +6,9 @@ The output is the numpy broadcast of the inputs. Operand orders follow the NNAda
 (seeds/001) and the operations addendum. Binary arithmetic and SUM also accept INT32/INT64 (Paddle's
 elementwise ops on integer tensors); WHERE accepts the integer types Paddle models route through it.
 Quantized operands reach the references dequantized (float32) and leave requantized through the registry.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The operations that make a tensor from parameters: SHAPE, FILL, FILL_LIKE and RANGE; signatures, shape
 inference and numpy references.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

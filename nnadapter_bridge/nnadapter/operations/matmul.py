@@ -1,6 +1,9 @@
 """The matrix products FULLY_CONNECTED and MAT_MUL: signatures, shape inference and numpy references.
 
 The references compute in float32 (float64 for float64 operands) through BLAS (numpy.matmul).
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

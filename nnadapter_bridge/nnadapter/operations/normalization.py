@@ -5,6 +5,9 @@ Channels are axis 1 (NCHW). The references compute in float32 (float64 for a flo
 parameters Paddle also holds in float64); mean and variance are reduced in that precision too, with the
 standardized values written in place. GROUP_NORMALIZATION takes Paddle's one-pass variance E[x^2] - E[x]^2
 (checked against Paddle 3.3.1: its instance_norm and layer_norm use the two-pass form, its group_norm not).
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

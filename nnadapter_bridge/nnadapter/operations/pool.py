@@ -10,6 +10,10 @@ maximum starts at -FLT_MAX, so a window of -inf gives -3.4e38. Without indices i
 `y = y > v ? y : v` over the window in row-major order, so a NaN replaces the maximum and the next element
 replaces the NaN (only a NaN scanned last survives); with indices (max_pool2d_with_index) it is
 `if (y < v) y = v`, which never takes a NaN, and whose index stays -1 when no element exceeds -FLT_MAX.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`); `adaptive_bounds`, which a
+driver shares. Imports only `registry`, `common`, `window`, the standard's codes and types and `errors`: never the
+model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 QUANTIZE's output quantization params come from its constant scale/zero_point operands; both references
 work on the quantized storage arrays themselves (raw_quant) through the registry's quantize/dequantize.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ signatures, shape inference and numpy references.
 Parameters that decide the output rank or precision (keepdim, dtype) must be constants; the references
 read every parameter from `inputs`. Ties go to the first occurrence (arg max/min) or the lower index
 (top-k), as in Paddle.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ input arrays in signature order (None for a null operand), the result one array 
 Unless registered with `raw_quant=True`, a reference never sees quantized integers: the caller
 (nnadapter.reference.run_operation) dequantizes quantized inputs to float32 first and requantizes outputs
 whose operand type is quantized (dequantize -> float -> requantize with saturation).
+
+Entry points: `operation`, `reference`, `OPERATIONS`, `REFERENCES`, `prepare_operation`, `check_signature`,
+`quantize` / `dequantize`. Imports the standard's codes and types and `errors` only.
 """
 from __future__ import annotations
 

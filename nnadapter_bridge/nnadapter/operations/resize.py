@@ -3,6 +3,9 @@
 The last two axes are resized, to the `shape` operand when given, else to the input size times `scales`
 (truncated as Paddle does). The references compute source coordinates the way Paddle's interpolate
 kernels do (float32 ratios; 1/scale when the size came from scales).
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ Where the spec appendix is loose about a shape, the Paddle op the converter maps
 DEFORMABLE_CONV_2D's offset/mask cover the output grid [H_out, W_out], GRID_SAMPLE's output takes the
 grid's [H, W], ROI_ALIGN's output has one row per roi. The references follow the coordinate conventions
 of Paddle's deformable_conv, grid_sampler and roi_align, so a converted model reproduces Paddle's numbers.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`). Imports only `registry`, `common`,
+the standard's codes and types and `errors`: never the model, the reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

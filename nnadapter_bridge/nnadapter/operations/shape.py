@@ -5,6 +5,10 @@ The dim rules here (`reshape_dims`, `squeeze_axes`, ...) take plain ints, treat 
 "not known yet", and serve prepare, the references and the drivers alike, so all agree on one rule.
 Precisions are wider than the spec appendix: shape subgraphs (shape -> slice -> concat -> reshape) carry
 INT32/INT64 tensors through the same data-movement operations, so they accept INT32, INT64 and BOOL8 too.
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`); the dim rules above, which
+drivers share. Imports only `registry`, `common`, the standard's codes and types and `errors`: never the model, the
+reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

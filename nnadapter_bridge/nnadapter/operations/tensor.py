@@ -5,6 +5,10 @@ The dim rules here (`slice_dims`, `split_sections`, ...) take plain ints, treat 
 "not known yet", and serve prepare, the references and the drivers alike. Like the reshaping operations
 these carry INT32/INT64/BOOL8 shape tensors as well as data. Results are fresh C-ordered arrays
 (`.copy()`, not np.ascontiguousarray, which turns a 0-d result into shape [1]).
+
+Entry points: its registrations (read through `registry.OPERATIONS` / `REFERENCES`); the dim rules above, which
+drivers share. Imports only `registry`, `common`, the standard's codes and types and `errors`: never the model, the
+reference, the runtime or anything above the ground.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Output sizes, SAME padding, the explicit pads an auto_pad mode amounts to, the output type of a 2-D window
 operation, and the padded buffer / per-tap strided views the references reduce over. Prepare, references
 and drivers use these same functions, so they agree by construction.
+
+Imports `common`, the standard's codes and `errors` only; no operation is registered here.
 """
 from __future__ import annotations
 
