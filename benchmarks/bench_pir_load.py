@@ -55,15 +55,14 @@ def main(argv=None) -> int:
         print(f"  parse {name:<14} {parse_times[name] * 1000:8.2f} ms")
     fastest = min(parse_times, key=parse_times.get)
 
-    from nnadapter_bridge.loader import load_model, pir
+    from nnadapter_bridge.loader import load_model
 
     read_time = _median(lambda: (read(args.model), read(params)), args.rounds)
     floor = read_time + parse_times[fastest]
     load_time = _median(lambda: load_model(args.model), args.rounds)
     print(f"  read both files        {read_time * 1000:8.2f} ms")
     print(f"  floor (read + {fastest}) {floor * 1000:8.2f} ms")
-    print(f"  load_model             {load_time * 1000:8.2f} ms  (parser in use: "
-          f"{'orjson' if pir._orjson is not None else 'json (stdlib)'}; params memory-mapped)")
+    print(f"  load_model             {load_time * 1000:8.2f} ms  (parser in use: orjson; params memory-mapped)")
     print(f"  ratio load_model / floor: {load_time / floor:.2f}x (target <= 1.5x)")
     return 0
 

@@ -748,9 +748,16 @@ class SubgraphEngine:
             warnings.warn(f"split record {path} is unusable ({exc}); compiling the model instead", NncCacheWarning,
                           stacklevel=4)
             return None
+        import orjson  # only when a split record exists: not on the import path of the package
+
         ours = {op.index for op in self.subgraph.ops}
         try:
-            record = json.loads(data.decode("utf-8"))
+            try:
+                record = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:  # bad UTF-8 too; it refuses more than 1024 levels of nesting
+                if "depth limit" in str(exc):
+                    raise ValueError("it nests more than 1024 levels deep (the format needs 3)") from None
+                raise ValueError(f"not valid JSON ({exc})") from None
             if not isinstance(record, dict) or set(record) != {"format", "token", "fingerprint", "declined"}:
                 raise ValueError(f"not a {SPLIT_RECORD_FORMAT} record")
             if record["format"] != SPLIT_RECORD_FORMAT or record["token"] != token \
@@ -765,7 +772,7 @@ class SubgraphEngine:
                         and all(isinstance(r, str) for r in reasons)):
                     raise ValueError(f"declined op {key[:20]!r} is not one of this subgraph's ops with its reasons")
                 plan[int(key)] = reasons
-        except (ValueError, RecursionError) as exc:  # json errors and bad UTF-8 are ValueErrors
+        except ValueError as exc:
             warnings.warn(f"split record {path} is unusable ({exc}); compiling the model instead", NncCacheWarning,
                           stacklevel=4)
             return None

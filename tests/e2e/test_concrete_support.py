@@ -209,16 +209,25 @@ def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch)
     assert (warm.stats.builds, warm.stats.cache_hits_file) == (0, 2)
     warm.close()
 
-    # A damaged record is one warning, and the split is worked out again (and the record rewritten).
-    with open(tmp_path / record, "w") as f:
-        f.write('{"format": "nnadapter-bridge-split-v1", "declined": {"999": ["?"]}}')
-    again = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
-    caught = _run_and_compare(again, model, [1, 3, 10, 10], seed=2)
-    assert len([w for w in caught if w.category is NncCacheWarning and "split record" in str(w.message)]) == 1
-    assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1
-    with open(tmp_path / record) as f:
-        rewritten = json.load(f)
-    assert list(rewritten["declined"]) != ["999"]
+    # A damaged record is one warning naming what is wrong, and the split is worked out again (and the record
+    # rewritten): a record of another shape, bytes that are not JSON (bad UTF-8, truncated), nesting past orjson's
+    # depth limit (never a RecursionError).
+    damaged = {b'{"format": "nnadapter-bridge-split-v1", "declined": {"999": ["?"]}}': "not a nnadapter-bridge-split",
+               b'{"format": "\xff"}': "not valid JSON", b'{"format": ': "not valid JSON",
+               b"[" * 5000 + b"]" * 5000: "1024 levels deep"}
+    for seed, (content, why) in enumerate(damaged.items(), start=2):
+        with open(tmp_path / record, "wb") as f:
+            f.write(content)
+        again = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
+        caught = _run_and_compare(again, model, [1, 3, 10, 10], seed=seed)
+        unusable = [str(w.message) for w in caught
+                    if w.category is NncCacheWarning and "split record" in str(w.message)]
+        assert len(unusable) == 1 and why in unusable[0], (content[:40], unusable)
+        assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1
+        again.close()
+        with open(tmp_path / record) as f:
+            rewritten = json.load(f)
+        assert list(rewritten["declined"]) != ["999"]
 
 
 def test_strict_mode_names_the_declined_operation(models):
