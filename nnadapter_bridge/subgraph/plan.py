@@ -36,7 +36,7 @@ import math
 import warnings
 
 from nnadapter_bridge.errors import BridgeError, UnsupportedOpError
-from nnadapter_bridge.subgraph import cache_key
+from nnadapter_bridge.subgraph import cache_key, plan_store
 from nnadapter_bridge.subgraph.support_decisions import SupportDecider, VerdictStore
 from partition import (
     HOST_ONLY_OP_TYPES,
@@ -463,11 +463,32 @@ def plan_partition(settings, graph, context) -> PartitionPlan:
         support = NoDeviceSupport(device_names)
     partition_config = settings.partition_config
     forced = partition_config.match(graph.ops()) if partition_config is not None else set()
-    result = detect_subgraphs(graph, support.is_supported, forced, settings.min_subgraph_size)
-    if store is not None and not getattr(context, "validation_faults", 0):
-        support.record_program()
-        store.save()
+    # The plan kept beside the verdicts (plan_store): read when this program's verdicts were recorded.
+    key = (plan_store.plan_key(store.key, support.program_key, [index for _, index in forced],
+                               settings.min_subgraph_size)
+           if store is not None and support.program_key is not None else None)
+    result = plan_store.load_plan(cache_dir, key, graph) if key is not None and support.recorded else None
+    if result is not None:
+        _ask_as_the_detector(support, result)
+    else:
+        result = detect_subgraphs(graph, support.is_supported, forced, settings.min_subgraph_size)
+        if store is not None and not getattr(context, "validation_faults", 0):
+            support.record_program()
+            store.save()
+            if key is not None and support.recorded:
+                plan_store.save_plan(cache_dir, key, result)
     return PartitionPlan(graph, result, support, partition_config, settings.min_subgraph_size, device_names)
+
+
+def _ask_as_the_detector(support, result: PartitionResult) -> None:
+    """For a plan read from the cache, ask `support` about the host ops partition.detect_subgraphs asked about, in
+    its order: the support decision's by-type reasons (Predictor.unsupported_reasons) come out as the detector left
+    them (only a declined op gives one, and every declined op is a host op). The verdicts are the recorded ones (no
+    signature is computed)."""
+    forced = result.forced_op_keys
+    for op in result.host_ops:
+        if op.type not in HOST_ONLY_OP_TYPES and op_key(op) not in forced and not sub_block_indices(op):
+            support.verdict(op)
 
 
 def strict_error(share: HostShare, device_names: list):

@@ -478,11 +478,19 @@ class SupportDecider:
         # before: its verdicts by op, without computing a signature (program_key, record_program).
         self.program_key = self._program_key() if store is not None and block == 0 else None
         self._recorded = None
+        self._record_put = False  # record_program put this program's record in the store
         if self.program_key is not None:
             record = store.program_record(self.program_key)
             if record is not None and len(record["ops"]) == len(graph.blocks[0].ops):
                 self._recorded = record["ops"]
                 self.restored = record["signatures"]
+
+    @property
+    def recorded(self) -> bool:
+        """This program's verdicts by op are recorded in the store (read at this start, or put by
+        record_program): a warm start of it asks no signature, and its partition plan may be kept
+        (subgraph.plan_store)."""
+        return self._recorded is not None or self._record_put
 
     def _program_key(self) -> str | None:
         """What the verdicts of this program's ops depend on beyond the store's key: the model's bytes (ops,
@@ -506,6 +514,7 @@ class SupportDecider:
             ops.append(None if found is None else True if found.supported else found.reason)
         signatures = sum(1 for key in self._verdicts if signature_text(key) is not None)
         self.store.put_program_record(self.program_key, {"signatures": signatures, "ops": ops})
+        self._record_put = True
 
     # -- signatures ---------------------------------------------------------------------------------
     def _var(self, name: str):

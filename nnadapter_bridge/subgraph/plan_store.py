@@ -1,0 +1,188 @@
+"""The partition plan kept in the model cache dir, so a warm start reads it instead of partitioning again.
+
+Owns `<cache_dir>/plan-<key>.json`: the detector's answer for one program (its subgraphs with their op indexes and
+boundary names, and the run order of subgraphs and host ops), as JSON data, never pickle. Imports nothing of the
+partitioner but its result types, so a start that reads a plan does not load the detector's graph code.
+
+The key (`plan_key`) is the sha256 of everything the plan follows from:
+  * the verdict store's key (SIGNATURE format, devices in context order, context properties, the versions string:
+    nnadapter-bridge's version, the digest of the converters', the standard's and the drivers' code, the drivers'
+    versions and environment);
+  * the program key (SupportDecider.program_key: the sha256 of the model file's bytes, every parameter's dtype and
+    shape, the loader's code): a model changed in place, even to the same size and modification time, has another
+    key. Parameter values do not shape the plan (the verdicts read no weight value: their signatures carry a
+    parameter's dtype and shape only);
+  * the ops the partition config forces to the host (their indexes: the config's effect, not its text), and the
+    minimum subgraph size;
+  * a digest of the partitioner's code (partition/ and this floor's plan modules), read, not imported.
+A plan is written only beside verdicts that were recorded for the same program (a start whose validation faulted
+records neither). It is read with the verdict store's safe reader (no symlinks, regular files only, at most
+MAX_PLAN_BYTES) and checked in full against the graph: every op index in range and in at most one subgraph, the
+run order naming every subgraph and host op once, names that are strings. A file that fails a check is a miss
+with one NncCacheWarning and is rewritten; it carries no MAC (as the verdicts: a forged plan can move ops between
+the host and the devices, whose converters and drivers still refuse what they cannot run, but it cannot inject a
+program).
+
+Must not import: the partition detector (partition.detector's graph code is what a warm start skips), the
+converters, the CLI.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+
+from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+
+PLAN_FORMAT = "nnadapter-bridge-plan-v1"
+MAX_PLAN_BYTES = 64 << 20
+_CODE_FILES = (("partition", ("__init__.py", "config.py", "detector.py")),
+               ("nnadapter_bridge/subgraph", ("plan.py", "plan_store.py")))
+_CODE_DIGEST: str | None = None
+
+
+def _code_digest() -> str:
+    """md5 (16 hex) of the partitioner's sources (module docstring), computed once per process."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        digest = hashlib.md5()
+        for directory, names in _CODE_FILES:
+            for name in names:
+                path = os.path.join(root, directory, name)
+                digest.update(f"{directory}/{name}".encode() + b"\0")
+                try:
+                    with open(path, "rb") as f:
+                        digest.update(f.read())
+                except OSError:  # an installed layout without one of them: its absence is part of the digest
+                    digest.update(b"-")
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return _CODE_DIGEST
+
+
+def plan_key(store_key: str, program_key: str, forced_indexes, min_subgraph_size: int) -> str:
+    """The key of a plan (module docstring)."""
+    text = "\n".join([PLAN_FORMAT, "store:" + store_key, "program:" + program_key,
+                      "forced:" + ",".join(str(int(i)) for i in sorted(forced_indexes)),
+                      f"min_subgraph_size:{int(min_subgraph_size)}", "code:" + _code_digest()])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def plan_path(cache_dir: str, key: str) -> str:
+    return os.path.join(cache_dir, f"plan-{key[:32]}.json")
+
+
+def _warn(path: str, reason: str) -> None:
+    warnings.warn(f"partition plan cache {path} is unusable ({reason}); partitioning afresh", NncCacheWarning,
+                  stacklevel=4)
+
+
+def _names(value, what: str) -> list:
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError(f"{what} is not a list of names")
+    return value
+
+
+def _index(value, count: int, what: str) -> int:
+    if type(value) is not int or not 0 <= value < count:
+        raise ValueError(f"{what} {value!r} is not an op index below {count}")
+    return value
+
+
+def load_plan(cache_dir: str, key: str, graph):
+    """The PartitionResult stored under `key` for `graph` (its block-0 ops), or None: no file (silently), or a file
+    that fails a check (one NncCacheWarning)."""
+    path = plan_path(cache_dir, key)
+    try:
+        data = read_cache_file(path, MAX_PLAN_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+        return None
+    try:
+        return _parse(data, key, graph)
+    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+        _warn(path, str(exc))
+        return None
+
+
+def _parse(data: bytes, key: str, graph):
+    import orjson
+
+    from partition.detector import PartitionResult, Subgraph
+
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != PLAN_FORMAT:
+        raise ValueError(f"not a {PLAN_FORMAT} file")
+    if document.get("key") != key:
+        raise ValueError(f"its key is {str(document.get('key'))[:80]!r}, expected {key!r}")
+    ops = list(graph.ops())
+    count = len(ops)
+    if document.get("ops") != count or any(op.index != i for i, op in enumerate(ops)):
+        raise ValueError(f"it is for a program of {document.get('ops')!r} ops, this one has {count}")
+    entries, steps = document.get("subgraphs"), document.get("steps")
+    if not isinstance(entries, list) or not isinstance(steps, list):
+        raise ValueError("'subgraphs' or 'steps' is not a list")
+    owner: dict = {}
+    subgraphs = []
+    for number, entry in enumerate(entries):
+        fields = ("ops", "inputs", "outputs", "weights", "locals", "unused")
+        if not isinstance(entry, dict) or set(entry) != set(fields):
+            raise ValueError(f"subgraph {number} is not an object of {', '.join(fields)}")
+        if not isinstance(entry["ops"], list) or not entry["ops"]:
+            raise ValueError(f"subgraph {number} has no op")
+        members = []
+        for value in entry["ops"]:
+            index = _index(value, count, f"subgraph {number}: op")
+            if index in owner:
+                raise ValueError(f"op {index} is in two subgraphs")
+            owner[index] = number
+            members.append(ops[index])
+        if [op.index for op in members] != sorted(op.index for op in members):
+            raise ValueError(f"subgraph {number}: its ops are not in program order")
+        subgraphs.append(Subgraph(number, members, *(_names(entry[f], f"subgraph {number}: {f}")
+                                                      for f in fields[1:])))
+    forced = document.get("forced")
+    if not isinstance(forced, list):
+        raise ValueError("'forced' is not a list")
+    forced_keys = frozenset(("op", _index(i, count, "forced op")) for i in forced)
+    host_ops = [op for op in ops if op.index not in owner]
+    expected = {("subgraph", s.index) for s in subgraphs} | {("op", op.index) for op in host_ops}
+    order, seen = [], set()
+    for step in steps:
+        if (not isinstance(step, list) or len(step) != 2 or step[0] not in ("subgraph", "op")
+                or type(step[1]) is not int or tuple(step) not in expected or tuple(step) in seen):
+            raise ValueError(f"the run order holds {str(step)[:80]}, not a subgraph or host op once")
+        seen.add(tuple(step))
+        order.append(subgraphs[step[1]] if step[0] == "subgraph" else ops[step[1]])
+    if len(seen) != len(expected):
+        raise ValueError("the run order leaves out a subgraph or a host op")
+    return PartitionResult(ops, subgraphs, host_ops, forced_keys, order)
+
+
+def save_plan(cache_dir: str, key: str, result) -> bool:
+    """Write `result` (a PartitionResult) under `key`, atomically; a failed write is one NncCacheWarning. True when
+    written."""
+    from partition.detector import Subgraph
+
+    document = {
+        "format": PLAN_FORMAT, "key": key, "ops": len(result.ops),
+        "subgraphs": [{"ops": [op.index for op in s.ops], "inputs": list(s.input_names),
+                       "outputs": list(s.output_names), "weights": list(s.weight_names),
+                       "locals": list(s.local_names), "unused": list(s.unused_names)} for s in result.subgraphs],
+        "steps": [["subgraph", step.index] if isinstance(step, Subgraph) else ["op", step.index]
+                  for step in result.steps()],
+        "forced": sorted(index for _, index in result.forced_op_keys),
+    }
+    path = plan_path(cache_dir, key)
+    try:
+        write_file_atomically(path, json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    except OSError as exc:
+        warnings.warn(f"cannot write the partition plan cache {path}: {exc}", NncCacheWarning, stacklevel=3)
+        return False
+    return True
