@@ -10,6 +10,10 @@ Lite's module has it only on its predictors). What has no meaning here (OpenCL, 
 raises NotSupportedError instead of doing nothing; docs/lite_api.md compares the whole surface with
 paddlelite 2.13's. `MobileConfig.set_model_from_file` / `set_model_from_buffer` take Paddle Lite's optimized
 `.nb` models, and `Opt` (like `Predictor.save_optimized_model`) writes them (loader/naive_buffer*.py).
+
+Entry points: `CxxConfig`, `MobileConfig`, `create_paddle_predictor`, `Opt`, `get_version`. The public-API floor
+above the predictor: imports the predictor and the loader, never the applications (commands, validation, cli, batch,
+conformance).
 """
 from __future__ import annotations
 

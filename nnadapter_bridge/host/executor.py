@@ -16,6 +16,9 @@ and the host kernel both see plain values; the plan is then cached per those val
 
 Host execution always uses the numpy reference: `device_names` is kept for the error messages and for the
 predictor's bookkeeping; it does not change how a host op runs.
+
+Entry points: `HostExecutor` (`run`, `run_block`, `can_run`, `unsupported_ops`), `HostExecutionError`. Imports
+converters, the loader's program model, the standard's reference and the host kernels; never `hal`.
 """
 from __future__ import annotations
 

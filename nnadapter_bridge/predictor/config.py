@@ -7,6 +7,10 @@ their thread-count keys, input names, the cache key's fallback) is resolved and 
 (predictor.settings). Config loads no driver.
 
 `check_nnadapter_device_name(name)` answers whether a driver of that name can be acquired here.
+
+Entry points: `Config`, `check_nnadapter_device_name`, `NoEffectWarning`. Imports `errors` and the standard's codes;
+the runtime, the settings and the tensor module only inside the methods that need them, so a Config loads no driver;
+never the predictor module.
 """
 from __future__ import annotations
 

@@ -1,51 +1,14 @@
 """The predictor: load a Paddle model, partition it, and run it (device subgraphs + host ops).
 
-create_predictor(config):
-  0. resolves the Config once into frozen settings (settings.resolve_settings: the devices, their context
-     properties with set_threads' thread-count keys, the cache, the partition and mixed-precision configs, the
-     NNADAPTER_BRIDGE_* environment); everything below reads the settings, not the Config;
-  1. loads the model (loader.load_model) and acquires the devices into one Context, with those context
-     properties. No device at all when Config.set_valid_places names no TargetType.NNAdapter place: the whole
-     model then runs on the host executor (a NoEffectWarning says so when device names were set);
-  2. partitions block 0 (partition_plan.plan_partition): an op goes to a device when
-     support_decisions.SupportDecider says so and the partition config does not force it to the host;
-     partition.detect_subgraphs clusters those ops (GLOG_v >= 5 prints Paddle Lite's debug dump). With a
-     model cache dir the support verdicts are read from and saved to it (support_decisions.VerdictStore),
-     so a warm start converts nothing to decide support;
-  3. checks, before anything runs, that every remaining op can run on the host executor; one
-     UnsupportedOpError lists every op type nothing can run. In strict mode every op left off the devices
-     (other than feed/fetch and ops the partition config forced there) is such an error, with reasons;
-  4. outside strict mode, when more than a trivial part of the model runs on the host although devices were
-     named (partition_plan.HostShare: over 5% of its ops or of its estimated conv/matmul FLOPs), says so once
-     with a HostPlacementWarning naming the host ops by type and the reason each was declined. A subgraph
-     that falls to the host at run time (its devices failed to compile or run it, or it cannot be converted
-     for the input shapes given) gets the same warning once, after that run; `placements()` shows them.
-Predictor.run() feeds the input tensors into a scope (params included, zero-copy), walks the partition's
-steps (a subgraph runs on its engine.SubgraphEngine, a host op on the host executor) and fetches the
-outputs. New input shapes simply run again: the engines build or reuse programs per shape signature.
+Owns `create_predictor` (settings resolved once, model loaded, devices acquired, block 0 partitioned, every host
+op checked runnable, the host share warned about), `Predictor` (`run`, `clone`, tensors by name or index,
+`placements`, `save_optimized_model`) and `PredictorStats`. Entry points: `create_predictor(config)`, and the
+`Predictor` methods of Paddle Lite's API.
 
-Threads: one predictor, one thread at a time. Concurrent run() calls are serialised by a lock (never
-computed on shared state), but a predictor's input and output tensors belong to one thread at a time: two
-threads filling inputs and reading outputs of one predictor would see each other's data. For parallel runs,
-`clone()` (Paddle Lite's and Paddle Inference's name) gives a predictor sharing everything immutable (the
-loaded graph and weights, the partition, the support decisions, the device contexts, and the compiled
-programs: each engine's ProgramPool, through Compilation.clone) with its own tensors, engine copies, host
-executor and lock; N clones run on N threads at once.
-
-Faults degrade (outside strict mode, Config.set_strict): a listed device whose driver fails to load or open
-(its SDK missing, say), or to create its context, is left out with one DeviceFallbackWarning naming it and
-the error, and the next listed device, else the host, takes its part; the engines do the same for devices
-that fail to validate, compile or run their part (engine module docstring). A name that no driver declares
-is still an error (a typo), as are errors that are the caller's (bad properties, inputs, shapes). Unknown
-context-property keys get one UnknownPropertyWarning each, naming the nearest known key.
-
-A feed var's declared shape is a hint, as in Paddle: any shape runs (a [1] into a var declared [], 300x300
-into [-1, 3, 224, 224]); only the dtype must match. When a run fails on inputs that contradict their declared
-shapes, the error says so (InputError naming the input). Outside strict mode, an engine that cannot convert its
-subgraph for such shapes runs its ops on the host executor instead (engine.SubgraphEngine.host_fallback).
-set_nnadapter_dynamic_shape_info entries are checked at creation: a var the model lacks, a rank other than the
-declared one, or a shape contradicting a declared size that the subgraph it feeds cannot be converted for (while
-it can for the declared size) is a ConfigError (_check_dynamic_shapes_convert).
+Imports the subgraph floor, the settings, the ground and partition; the host executor and the converters only
+when a model needs them (a warm start loads this module and must not load the converters or networkx:
+tests/e2e/test_startup_memory.py); never lite or the applications above. docs/architecture.md ("The predictor")
+tells the steps of create_predictor and of a run, threads and clones, faults and declared shapes.
 """
 from __future__ import annotations
 

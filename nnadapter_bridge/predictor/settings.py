@@ -15,8 +15,9 @@ the subgraph engines read from then on. Resolving is where what needs the driver
     environment) and the mixed-precision quantization config, parsed;
   - NNADAPTER_BRIDGE_PROGRESS (progress bars while subgraphs convert).
 
-Imports the ground (the runtime's DeviceManager, properties, nnc), partition's config parser and the subgraph
-floor's mixed-precision parser; never the predictor module or anything above the predictor floor.
+Entry point: `resolve_settings(config)`. Imports the ground (the runtime's DeviceManager, properties, nnc),
+partition's config parser and the subgraph floor's mixed-precision parser; never the predictor module or anything
+above the predictor floor.
 """
 from __future__ import annotations
 

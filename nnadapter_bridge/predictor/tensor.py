@@ -9,6 +9,8 @@ a hint, as in Paddle: any shape runs.
 `set_lod` checks a LoD as Paddle Lite's CheckLoD does (the last level against dim 0 when the shape is known,
 else at run); no op run here reads a LoD, so it is kept, not used. `Place` and the enums carry Paddle Lite
 2.13's values (lite/api/paddle_place.h).
+
+Entry points: `Tensor`, `Place` and the enums, `check_lod`. Imports only `errors`.
 """
 from __future__ import annotations
 

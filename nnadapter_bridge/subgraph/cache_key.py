@@ -1,40 +1,14 @@
 """The model cache key: what makes a compiled program (and a support verdict) reusable.
 
-Owns the cache token of a subgraph program, the subgraph fingerprint inside it, the versions string
-(nnadapter-bridge, a digest of its code, the drivers and their environment) that both the token and the
-support verdict store are keyed by, and the semantic attributes of an op (those that can change its
-meaning) that the fingerprint and the support signature read.
+Owns the cache token of a subgraph program (`extended_cache_token`, or Paddle Lite's own with
+Config.set_paddle_lite_cache_token: `paddle_lite_cache_token`), the subgraph fingerprint inside it
+(`subgraph_fingerprint`), the versions string (`versions`: nnadapter-bridge, a digest of its code, the drivers and
+their environment) that both the token and the support verdict store are keyed by, and the semantic attributes of
+an op (`semantic_attrs`: those that can change its meaning) that the fingerprint and the support signature read.
+docs/architecture.md ("The cache key") gives the recipe line by line.
 
-Cache token (32 lowercase hex chars):
-
-  Paddle Lite's string L (facts §1), concatenated without separators:
-      every device name, in context order; then for every subgraph input, sorted by name (bytewise):
-      the name, then either every dim of its current shape as a decimal integer, or, when the input
-      has dynamic shape info, every value of every dynamic shape (outer order, then inner).
-  plain token    = md5(L)                                   [paddle_lite_cache_token()]
-  extended token = md5(L + "\\n" + E), where E is the UTF-8 text of these lines joined by "\\n":
-      "nnadapter-bridge-cache-v<CACHE_FORMAT_VERSION>"
-      "dtypes:" + ",".join(name + "=" + numpy dtype name) over the sorted inputs
-      "subgraph:" + the subgraph fingerprint (64 hex, below)
-      "properties:" + the context properties string, verbatim
-      "inputs:" + for every sorted input "<name>=<dims comma-joined>" followed by "|<dims>" per dynamic
-          shape, the inputs joined by ";" (the compiled input types: NNADAPTER_UNKNOWN for dynamic axes)
-      "versions:" + "nnadapter-bridge=<version>", "code=<code_digest()>", "<device>=<driver version>" per device,
-          and every environment variable "<DEVICE>_...=<value>" of a selected device (sorted), comma-joined
-  fingerprint    = sha256 over, in order: for every op of the subgraph in program order the line
-      "op <type>", one line "in <slot>=<names comma-joined>" per input slot (slots sorted), the same
-      "out ..." lines for outputs, and one line "attr <name>=<repr of the frozen value>" per attribute
-      (sorted by name, Paddle's bookkeeping attributes such as op_callstack left out); then the lines
-      "inputs <sorted names>" and "outputs <sorted names>"; then for every weight, sorted by name, the
-      line "weight <name> <dtype> <shape>" followed by its raw bytes (C order); then, only when the
-      mixed-precision quantization config lists ops of the subgraph, "float_ops <their block-0 indices,
-      sorted, comma-joined>". Every line ends in "\\n".
-      Weights are hashed once per engine, not per run.
-
-The extension makes a stale hit impossible where Paddle Lite's token collides: another subgraph with the
-same input names and shapes, changed weights, other context properties, another input dtype. The plain
-token is used instead when Config.set_paddle_lite_cache_token(True) is set (to find .nnc files Paddle
-Lite wrote).
+Imports the standard's types and nothing of the converters or the runtime: the engine, the plan and the support
+decisions import it on every start.
 """
 from __future__ import annotations
 

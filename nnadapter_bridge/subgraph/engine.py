@@ -1,65 +1,16 @@
 """The subgraph engine: runs one device subgraph, keeping one compiled program per input-shape signature.
 
-Inputs and outputs are the subgraph's boundary vars sorted by name (as Paddle Lite's engine sorts them).
-On each run the programs built so far are tried in build order; a program that cannot take the current
-input shapes (the engine checks the known axes of its compiled input types itself, and a driver may
-also answer INVALID_DIMENSIONS) is skipped. When none fits, a program is obtained, in this order:
+Owns `SubgraphEngine` (find a program for the inputs: a cache buffer, a `.nnc`, else convert and compile; run it;
+split the subgraph around operations its devices decline; fall back to the next device or the host on a device
+fault), `ProgramPool` / `ContextPool` / `EngineResources` (what a predictor and its clones share), `SplitPlan`,
+`CacheBufferStore`, `ShapeFallbackWarning` and `SubgraphSplitWarning`. Entry point: `SubgraphEngine(subgraph,
+settings, pool).run(arrays)`; the predictor builds one per subgraph.
 
-  1. a cache buffer given with Config.set_nnadapter_model_cache_buffers for the token (used once);
-  2. `<cache_dir>/<token>.nnc`;
-  3. otherwise the subgraph's Paddle ops are converted (converters.convert_subgraph) into an NNAdapter
-     Model and compiled; the runtime writes `<cache_dir>/<token>.nnc` after the first successful run.
-
-When nothing could be restored whatever the token (no cache buffers, and no cache dir or one without any
-.nnc file, nor one this process is still writing), steps 1-2 are skipped and the token, whose subgraph
-fingerprint hashes every weight, is computed on a thread of its own while the subgraph converts and compiles
-(`_BackgroundToken`: hashlib releases the GIL, the compile too); the program is named once both are done,
-before its first run.
-
-A cache that fails any check is a miss (one warning) and the model is compiled instead, which rewrites
-the file. A record must name this token and this subgraph's fingerprint, and with an integrity key carry a
-valid HMAC (docs/cache.md). With several device names, one Context spans all of them and the runtime splits the model.
-
-Dynamic shapes (Config.set_nnadapter_dynamic_shape_info, facts §5.2): an input named there gets, in the
-model's input operand type, NNADAPTER_UNKNOWN on every axis where the current shape differs from one of
-the given shapes, and those shapes as its dynamic dims; one program then serves all of them.
-
-Declared shapes are hints: Paddle runs whatever shape is fed (a [1] into a var declared [], 300x300 into
-one declared [-1, 3, 224, 224]), so programs are compiled for the actual input shapes and dtypes only.
-The support decision was made for the declared shapes, though; when the inputs contradict a declared shape
-(another rank, or another size on an axis declared with one) and the converters refuse the subgraph for the
-actual shapes, the engine runs the subgraph's ops one by one on the host (`host_fallback`, given by the
-predictor outside strict mode) for that input signature from then on, with one warning.
-
-The cache token names a program; its recipe (and the subgraph fingerprint inside it) is owned by
-nnadapter_bridge.subgraph.cache_key.
-
-Faults degrade, they do not fail (outside strict mode, i.e. when the engine has a host fallback): a device
-whose driver fails to compile (or, after the cache miss that a failed restore is, to compile) this subgraph
-is dropped for the subgraph; a program whose execution fails with a device fault (runtime.is_device_fault)
-is run once more at once, and when it fails again is dropped for that input signature. Either way the part
-runs on the context without that device (the next listed device takes it, ContextPool), else on the host,
-with one DeviceFallbackWarning naming the device and the error, and is not rebuilt on later runs. An error
-that is the caller's (INVALID_PARAMETER, INVALID_DIMENSIONS, a conversion error) stays an error. A compile
-fault is recorded at once (it is never the caller's); a run fault only once the part ran elsewhere: when that
-also fails, with the caller's error, the program stays and the error is raised.
-
-A support decision is made per op with the declared dims (support_decisions: an unknown dim is decided as if
-concrete). When the program for an input signature then fails to compile on a device, the engine asks the context's
-devices about each operation of that concrete model (support_decisions.declined_reasons); the operations every
-device declines are mapped back to the Paddle ops that emitted them (the conversion's operation_origin), and the
-subgraph is split for that signature (`SplitPlan`): partition.detect_subgraphs clusters the other ops into child
-engines (each compiled and cached like any subgraph, named "subgraph 3.1"), the declined ops run on the host
-(`host_fallback`), in dependency order, with one SubgraphSplitWarning naming each declined op, the operation and the
-device's reason. With a model cache dir the split is remembered (`<token>.split.json`), so a later start runs it at
-once. A compile failure no operation explains (every operation accepted alone) still drops the device
-as below. In strict mode (no host fallback) the failure is an error naming the declined operations instead.
-
-Threads: an engine is run by one thread at a time (its predictor's lock). The engines of a predictor and of
-its clones (Predictor.clone) share one ProgramPool per subgraph: the compiled programs ("originals", built
-once, under the pool's lock, by whichever engine needs them first, which also runs them), the faults
-recorded, and the host signatures; every other engine runs its own copy of an original
-(Compilation.clone: shared compiled model, own execution state).
+Imports the runtime, the `.nnc` format, the cache key, the support decisions and partition; the converters only
+when a subgraph is converted (a warm start loads this module and must not load them, nor networkx:
+tests/e2e/test_startup_memory.py); never the host executor (the predictor hands it in as `host_fallback`), the
+predictor or anything above. docs/architecture.md ("The subgraph engine") tells how a program is found, dynamic
+shapes, faults, splits and threads.
 """
 from __future__ import annotations
 

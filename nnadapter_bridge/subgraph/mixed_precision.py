@@ -19,6 +19,9 @@ change the result), so a listed op computes exactly what Paddle computes, in flo
 part of the cache key (the subgraph fingerprint). The buffer wins over the path, as for the partition
 config; a path that does not exist is a ConfigError (unlike the partition config, nothing later could
 stand in for it).
+
+Entry points: `resolve_mixed_precision_config`, `float_op_indices`, `listed_op_indices`, `is_quantized_model`.
+Imports partition's config parser and `errors` only.
 """
 from __future__ import annotations
 

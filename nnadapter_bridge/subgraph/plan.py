@@ -1,33 +1,13 @@
 """The partition plan of a model for a predictor's settings: which ops run on the devices, which on the host, and why.
 
-One computation serves create_predictor and `nnadapter-bridge partition`: the support decision (its
-verdicts persisted in the model cache dir when one is set), the partition config (API buffer, API path,
-then the environment: resolved once with the settings, predictor.settings), and the detector with the
-minimum subgraph size. The plan also says why each host op is not on a device.
+Owns `plan_partition` (the support decision, the partition config and the detector with the minimum subgraph size:
+one computation for create_predictor and `nnadapter-bridge partition`), `PartitionPlan` with its per-op
+`placements` and loop/branch `body_placements`, the host share (`host_share`, `HostShare`, `host_share_message`),
+strict mode's checks (`check_strict`, `strict_error`) and the warnings `HostPlacementWarning` and
+`ControlFlowOnHostWarning`. Entry points: `plan_partition`, `check_strict`, `host_share`.
 
-Next to the verdicts by signature the store records this program's verdicts by op (keyed by the model's bytes and
-its params' types, SupportDecider.program_key), so a warm start of the same model computes no signature either.
-Verdicts are not saved when a device's validate_program failed while deciding (Context.validation_faults:
-its answer was replaced by "none" for this start only). Without a context (no listed device could be opened:
-the predictor degraded; or the valid places name no NNAdapter place, Config.set_valid_places) every op is on
-the host, with that reason.
-
-Placement, per op (`PartitionPlan.placements`): the device that takes it (with several devices, the first in
-the listed order that accepts every NNAdapter operation its converter emits, as the runtime assigns them), or
-the host with the reason, and why each other listed device declines it. With one device that is the support
-decision's own answer; with several, each device is asked about the op's scratch model on its own.
-
-Control flow (`CONTROL_FLOW_REASON`): no NNAdapter device runs a loop or a branch, so a while / conditional_block runs
-on the host with its body, op by op (`PartitionPlan.body_placements` lists the body ops with their block and the op
-holding them). That is not a device declining an op: strict mode accepts it with one ControlFlowOnHostWarning
-(`check_strict`), and only a real decline is strict mode's error.
-
-The host share (`host_share`, `HostShare`): how much of a model runs on the host although devices were named, in
-ops (loop and branch bodies included) and in the FLOPs of its convolutions and matrix products where their declared
-shapes give them. Over
-HOST_SHARE_LIMIT (or when a subgraph fell to the host at run time) the predictor says so once with a
-HostPlacementWarning naming the ops by type and the reason each was declined (`host_share_message`), and strict
-mode (Config.set_strict) makes it an error listing the same.
+Imports the support decisions, the cache key and partition; never the engine, the predictor or anything above.
+docs/architecture.md ("The partition plan") tells placement with several devices, control flow and the host share.
 """
 from __future__ import annotations
 

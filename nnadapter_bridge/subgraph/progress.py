@@ -5,6 +5,8 @@ On a terminal (the stream is a tty) it draws one transient `rich` progress bar w
 stream is not a tty, under `--json` (the CLI sets NNADAPTER_BRIDGE_PROGRESS=0 then) or with
 NNADAPTER_BRIDGE_PROGRESS=0. `rich` is imported only when a bar is drawn, never on the library's import path;
 without it the same text is one rewritten line.
+
+Entry points: `Progress`, `progress_wanted`, `summarize_op_types`. Imports nothing of the project.
 """
 from __future__ import annotations
 

@@ -1,39 +1,15 @@
 """The support decision: can a Paddle op run on the selected NNAdapter devices?
 
-An op is supported when (1) a converter exists for its type, (2) the converter's `check` accepts its
-attributes, and (3) every NNAdapter operation the converter emits for it is accepted by at least one of
-the selected devices (`validate_program`, through `Context.get_supported_operations`). For (3) the op is
-converted alone into a scratch Model whose inputs are the op's non-parameter inputs, typed from their
-VarDescs (dtype, shape with -1 as NNADAPTER_UNKNOWN); parameters become constants as in a real subgraph.
+Owns `SupportDecider` (an op's verdict from its converter and the devices' answer about the operations it emits,
+once per op signature; the program's verdicts by op), `VerdictStore` (the verdicts persisted as
+`<cache_dir>/support-<key>.json`), `FingerprintMemo`, `declined_reasons` (each device's reason for declining the
+operations of a concrete model, which the engine splits on) and `infer_block_dims`. Entry points: `SupportDecider`,
+`VerdictStore`, `declined_reasons`.
 
-Declared dims are hints: a -1 is unknown when the op is decided, but every program is compiled for concrete input
-shapes. An op declined with its declared dims that has -1s among them is decided again with the sizes the
-declarations fix in their place (`infer_block_dims`, computed once per program and only when such an op exists):
-the block's ops are converted in order into one scratch model typed from the declarations, where the converters
-fold shape arithmetic as they emit (converters.context), so a var declared -1 whose size follows from declared
-sizes (a reshape whose target is stacked from `shape` slices of a declared input, a split of it) is decided with
-that size, as its subgraph is compiled; sizes that come out the same whatever the model's unknown input sizes (a
-batch of -1) count as fixed too. An op some device declines with these dims is asked again with each unknown dim
-made concrete (PROBE_DIM), and is supported when the devices accept it so: a check that needs a dim (SAME
-padding's spatial dims, say) decides at compile time, and where the concrete program contradicts the decision the
-engine splits that subgraph around the operation declined (engine.SubgraphEngine), saying which and why. A "no"
-carries each device's reason where its driver has the optional `unsupported_reasons` hook (declined_reasons).
-
-The answer is computed once per op signature (type, attributes, input dtypes and dims as above; parameter inputs
-by dtype and full shape, because converters read their values) and reused for every op that shares it.
-Every "no" keeps its reason, which the partition output and strict-mode errors show.
-
-With a model cache dir the verdicts also persist (VerdictStore): `<cache_dir>/support-<key>.json` maps each
-signature's canonical JSON text (`signature_text`) to its verdict, so a warm start converts and validates
-nothing. The key is the md5 of the signature format version, the device names in context order, the
-context properties and the versions string of the cache key (`cache_key.versions`: nnadapter-bridge's and
-every driver's version and the devices' environment variables): other devices, properties or versions use
-another file. The file is JSON (never code), written atomically, and checked in full when read; a file
-that fails any check is ignored with one warning and rewritten. Verdicts that came from a failing driver call are not
-persisted.
-It is read like a `.nnc` (nnc.read_cache_file: no symlinks followed, never blocking, regular files only) and
-at most MAX_STORE_BYTES and parsed by orjson, which refuses more than 1024 levels of nesting without
-recursing (the format needs 3), so a hostile file can neither exhaust memory nor the parser's stack.
+Imports the ground, partition and the cache key; the converters only when an op must actually be
+decided (a warm start reads its verdicts and must not load them: tests/e2e/test_startup_memory.py); never the
+engine, the plan or anything above. docs/architecture.md ("The support decision") tells how declared dims are
+decided, and docs/cache.md what the store file holds and why it can be read safely.
 """
 from __future__ import annotations
 

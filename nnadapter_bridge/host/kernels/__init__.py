@@ -4,6 +4,10 @@ The families are the standard's (`nnadapter_bridge.nnadapter.operations`: activa
 elementwise for binary, ...) plus three the standard has no operation for: `control` (sub-blocks and tensor
 arrays), `loss` and `sequence` (recurrent layers and CRF decoding). Importing this package registers every
 kernel of the modules in `KERNEL_MODULES` in `registry.HOST_KERNELS`.
+
+Entry points: `HOST_KERNELS`, `OpScope`, `host_kernel`, `KERNEL_MODULES`. The kernels import the registry, numpy,
+the loader's program model and a few shared helpers of the standard or the converters; never `hal` or a floor above
+the host.
 """
 from __future__ import annotations
 

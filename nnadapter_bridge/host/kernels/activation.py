@@ -8,6 +8,9 @@ dtype); they are evaluated here in float64 and rounded once, so a float32 result
 float32 arithmetic in the last bits. The others: float32 and float64, float16 for expm1 too (computed in
 float32), int32/int64 for trunc. Paddle's dygraph API casts an integer input of the float-only functions to
 float32 before the op, so a program never hands them one; the kernel raises if it does.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy, and the standard's `erf`; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ tensor array or the converter refuses it.
 A tensor array lives in the scope as a Python list of ndarrays. The scope is one flat dict: sub-block ops
 write their outputs straight into it, which is what Paddle's child scopes amount to for inference
 programs (sub-blocks write back their parent's loop vars by name).
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy and the loader's program model; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

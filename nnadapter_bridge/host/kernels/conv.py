@@ -7,6 +7,9 @@ contribution per filter tap, and the taps are added into the output with one str
 over the kd*kh*kw taps, never over voxels). Output sizes are Paddle's C++ integer divisions: a kernel past
 the padded input gives one position, or none. The window helpers (`triple`, `window_pads`, `channels_last`,
 `pair`) serve the 3-D poolings of `pool` too.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

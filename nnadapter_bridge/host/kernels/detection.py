@@ -6,6 +6,9 @@ converters; the NMS box arithmetic is shared with NON_MAX_SUPPRESSION's referenc
 Box arithmetic is vectorized over all boxes; the greedy parts (NMS keeps a box only after comparing it
 with every box kept before it) loop over kept candidates. `normalized`/`pixel_offset` choose Paddle's
 "+1" pixel convention for widths and heights.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy, and the standard's NMS arithmetic; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ Bitwise: Paddle's CPU kernels take bool, uint8, int8, int16, int32 and int64 (th
 only) and broadcast the two operands numpy-style; the result keeps the operand dtype. The others take float32
 and float64, and int32/int64 for fmax, fmin, heaviside and mod; copysign and trunc_divide also take the other
 integer types, nextafter only float32/float64; the result keeps the input dtype.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

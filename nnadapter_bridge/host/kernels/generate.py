@@ -7,6 +7,9 @@ The random factories are deterministic given their `seed` attr (numpy's PCG64 se
 which means "pick one" to Paddle, is seed 0 here so a host run is reproducible). Their values cannot match
 Paddle's: that would need Paddle's own generator (an mt19937 fed to its distribution code), so only the
 shape, dtype and distribution agree.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

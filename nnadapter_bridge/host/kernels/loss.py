@@ -13,6 +13,9 @@ softmax_with_cross_entropy follows Paddle's CPU path step by step, because its c
   labels), each log clamped to +-1e20 (Paddle's TolerableValue), so log(0) gives 1e20 and 0 * log(0) is 0;
 - `use_softmax=False` takes Logits as probabilities already, and Softmax is then Logits itself;
 - a hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is an error.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ two dimensions (leading ones are a batch); the result keeps the input dtype. The
 an input (a singular matrix to invert, a matrix that is not positive definite for cholesky) the kernel raises,
 naming the op. An overflow to inf (a determinant or power of large values) or a NaN from one is Paddle's
 result too: numpy's warning about it is not shown.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

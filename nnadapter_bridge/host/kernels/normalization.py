@@ -4,6 +4,9 @@ frobenius_norm, clip_by_norm and renorm.
 float32 and float64 (l1_norm and clip_by_norm float32 only), as Paddle 3.3.1's CPU kernels take them; the
 result keeps the input dtype. Sums run in the input dtype, so a float32 result may differ from Paddle's Eigen
 reduction order in the last bits.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

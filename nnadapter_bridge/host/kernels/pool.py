@@ -6,6 +6,9 @@ Pooling windows are boxes, so a box sum is a sequence of 1-D reductions along D,
 that axis's output positions only; a box max is Paddle's scan (from -FLT_MAX, in row-major window order, its
 NaN rules) with one vectorized pass per tap offset. Output sizes are Paddle's C++ integer divisions: a kernel
 past the padded input gives one position, or none.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy and `conv`'s window helpers; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ What Paddle 3.3.1 does (checked by running the op):
 - a zero or negative Scale goes through the same formulas (`inverse` nudges it by 1e-6 first);
 - NaN stays NaN; Y keeps X's dtype (float32: Paddle's CPU kernel has no float64 form);
 - only_observer=True returns X unchanged.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ up to 16 elements), so indices of tied values can differ from Paddle's.
 cumprod takes float32, float64, int32, int64 and the complex types, logcumsumexp float32/float64, as Paddle
 3.3.1's CPU kernels do; both keep the input dtype. The scan runs step by step in the input dtype, as Paddle's
 does, so rounding accumulates the same way.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

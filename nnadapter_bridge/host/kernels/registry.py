@@ -8,6 +8,9 @@ One decorator next to each kernel registers it; aliases are extra op types; a du
 
 A kernel reads its inputs by Paddle slot name from the scope (params live there too) and writes its
 outputs back; it never mutates an input array, because the same array may be bound to other var names.
+
+Entry points: `host_kernel`, `HOST_KERNELS`, `OpScope`. Imports the loader's dtypes and program model and `errors`;
+never `hal` or a floor above the host.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ Linear and cubic interpolation over a box grid are separable, so each spatial ax
 (a gather of the neighbour rows and a weighted sum, vectorized over every other axis). Source positions
 follow Paddle's kernels: the scale ratio is computed in float32 (1/scale when a scale is given, in/out
 otherwise), `align_corners` maps corner to corner, `align_mode` 0 uses half-pixel centres for linear.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Sampling with no NNAdapter operation, or where its converter declines (the standard's sampling family):
 affine_grid, and grid_sampler for what GRID_SAMPLE cannot take (float64, whose coordinates Paddle computes
 in double).
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ unchanged and output zeros. Dropout between layers is an inference no-op here. T
 Decoding: no NNAdapter operation expresses a best-path search with back-pointers, so both decoders run here,
 vectorised over the batch and the tags (one numpy step per time step). Ties go to the lowest tag index, as
 Paddle's kernels keep the first maximum.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Rearrangements with no NNAdapter operation (the standard's shape family): temporal_shift,
 pixel_unshuffle, and broadcast_tensors where the inputs' dims are known only at run time.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 

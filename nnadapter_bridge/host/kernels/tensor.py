@@ -11,6 +11,10 @@ accumulate for the summing forms and the last write wins for assignment, as Padd
 partial_concat counts a negative start_index from the end. repeat_interleave repeats each element along
 `dim` by the int attr `Repeats` or by the per-element counts of a tensor (legacy slot `RepeatsTensor`;
 `RepeatTensor` in PIR's repeat_interleave_with_tensor_index).
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
+Imports the registry and numpy, `generate`'s shape readers and the converters' index helpers
+(`converters.tensor_index`); never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
