@@ -18,6 +18,8 @@
   threadpoolctl be missing, the value is validated and kept on the context but has no effect. The BLAS pool
   is global to the process: while programs run on several threads at once, the limit of the first one to
   start holds until the last one ends, and the original limits are restored then (never left capped).
+
+Entry point: `DRIVER`. Imports the HAL protocol, hal.fusion and the standard only; never another driver.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ package never imports `openvino` (so `nnadapter-bridge devices` lists the driver
 it); the package is loaded when the device is opened. The protocol glue lives in `driver`, which
 wires the NNAdapter -> OpenVINO graph builder `graph` (builder, quantization, validation) to the table
 `operations.OPERATIONS` (one implementation per NNAdapter operation).
+
+Like every driver it imports no other driver.
 """
 from hal.intel_openvino.driver import DRIVER
 

@@ -2,7 +2,10 @@
 boolean outputs whose tensor names carry CHECK_PREFIX (the caller's error: INVALID_PARAMETER) or FAULT_PREFIX (a value
 the device would compute wrongly, int64.py: FEATURE_NOT_SUPPORTED, a device fault, so the runtime runs the part
 elsewhere) and the message to raise. Apart from `graph` so that restoring a program from the cache finds its checks
-without importing the graph builder and the operation tables."""
+without importing the graph builder and the operation tables.
+
+Imports the standard's codes only.
+"""
 from __future__ import annotations
 
 from nnadapter_bridge.nnadapter.codes import ResultCode

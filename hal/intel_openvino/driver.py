@@ -1,43 +1,7 @@
-"""The intel_openvino HAL driver: contexts, compiled programs, the program cache and execution.
-
-* open_device imports `openvino` (lazily: the package is optional) and creates one `ov.Core`.
-* Context properties (the project's parser, so environment variables of the same names apply too):
-  INTEL_OPENVINO_SELECT_DEVICE_NAMES (comma list, default CPU; the first one OpenVINO has is used,
-  an unavailable list is an error naming the available devices) and INTEL_OPENVINO_INFERENCE_NUM_THREADS
-  (0 = OpenVINO's default; otherwise the INFERENCE_NUM_THREADS config, the compiled model's total thread
-  budget) and INTEL_OPENVINO_NUM_STREAMS (0 = one stream, OpenVINO's LATENCY hint; N: N streams sharing
-  that budget, so N requests of one compiled model, e.g. N predictor clones on N threads, run at once;
-  with one stream they queue). INTEL_OPENVINO_INFERENCE_PRECISION (f32, the default; bf16 or f16) is the
-  INFERENCE_PRECISION_HINT the float parts compute in (f32 is pinned on CPU: the plugin would otherwise pick
-  bf16 on hardware that has it); another value is a PropertiesError, and a precision the device lacks
-  (OPTIMIZATION_CAPABILITIES: the CPU plugin would silently run bf16 for f16) an INVALID_PARAMETER error.
-  Quantized convolutions and matrix products run in int8 whatever the precision (see graph.py). On CPU the
-  plugin's snippets (generated attention and elementwise kernels) are off, SNIPPETS_MODE=DISABLE: OpenVINO
-  2026.4's get an attention on slices of one qkv tensor wrong (compile_config says which).
-  INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS (1, the default: CLIP, RELU6 and HARD_SIGMOID pass a NaN through, as
-  Paddle's kernels do, with a Select the CPU plugin cannot fuse into the preceding convolution; 0: OpenVINO's
-  own clamp, fused, which maps a NaN to a bound: mobilenet_v2 runs about 12% faster). A clamp whose result
-  only QUANTIZE reads always takes the fused clamp: int8 storage cannot hold a NaN anyway (the standard
-  leaves QUANTIZE(NaN) undefined), and the int8 convolutions after it then fuse (quantized mobilenet_v2
-  2.1 -> 1.5 ms at one thread).
-* create_program lowers the model (hal.common.lower: PRIOR_BOX folded, YOLO_BOX decomposed) and
-  compiles it with `Core.compile_model`; with a cache token and dir the program
-  bytes are `CompiledModel.export_model()`, restored by `Core.import_model` (no recompilation) from an
-  ov.Tensor sharing the memory-mapped .nnc (the constants are read in place, as OpenVINO's own CACHE_DIR
-  does; the program keeps the map), or holding one copy of a cache buffer. Input and
-  output metadata at restore time come from the cache's input_types/output_types.
-* execute_program keeps one InferRequest per program, hands the input arrays to OpenVINO without copying
-  (`ov.Tensor(array, shared_memory=True)`), and copies each output once into the buffer its access
-  function returns. A rank change or a dim that differs from a static compiled dim is INVALID_DIMENSIONS.
-* clone_program shares the CompiledModel and gives the clone its own InferRequest and input slots, so
-  predictor clones run one compiled program from several threads at once.
-* int64: the CPU plugin computes int64 as int32 (int64.py says what that means per operation): operations that
-  could not stay exact are declined; an int64 input or result beyond int32 raises a run-time check, which
-  execute_program reports as a device fault (FEATURE_NOT_SUPPORTED), so the runtime runs that part elsewhere.
-* validate_program answers by a trial conversion of each operation alone; `unsupported_reasons` (an optional
-  hook the runtime's callers read) gives the same answer with the reason for each operation declined.
-* unavailable_reason() says what to install when `openvino` cannot be imported.
-* destroy_program, destroy_context and close_device are idempotent.
+"""The intel_openvino HAL driver: contexts and their properties, compiled programs, the program cache and
+execution. Entry point: `DRIVER` (IntelOpenVinoDriver). Imports the HAL protocol, hal.common, this driver's
+`graph`, `operations` and `checks`, and the standard; never another driver, the converters or the partitioner.
+Its properties, caching, threading and int64 behaviour: docs/architecture.md, "intel_openvino's driver".
 """
 from __future__ import annotations
 

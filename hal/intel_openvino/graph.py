@@ -23,6 +23,9 @@ and adds its run-time checks (an int64 input or result beyond int32) as extra ou
 Attribute-like operands (axes, pads, strides, flags) must be constants unless an implementation says
 otherwise; anything an implementation cannot express faithfully raises `Unsupported`, which makes
 `operation_supported` answer False for that operation, so the partitioner sends it elsewhere.
+
+Entry points: `build_ov_model`, `unsupported_reason` / `operation_supported`, `GraphBuilder`. Imports
+hal.common, `checks`, `int64` and the standard; never another driver.
 """
 from __future__ import annotations
 

@@ -1,34 +1,7 @@
-"""int64 on intel_openvino: which operations run exactly, which are declined, and the run-time checks between.
-
-Measured with OpenVINO 2026.4.1 (benchmarks/probe_int64_openvino.py: the CPU plugin's runtime model and the
-results on values at 2^31 - 1, 2^31, 2^40, -2^40 and int64 min / max): the CPU plugin executes every int64
-tensor as int32. It inserts a Convert i64 -> i32 (the low 32 bits: 2^31 becomes -2^31, 2^40 becomes 0) in front of
-every node that reads one, comparisons, arithmetic, reductions, cumsum, top-k, gather / scatter data and indices,
-range, one-hot and the pure data movements (concat, reshape, transpose, slice, broadcast, select) alike; int64
-constants are saturated to int32 (2^40 becomes 2^31 - 1); Convert f32 -> i64 goes through i32 (3e9 gives
-INT32_MIN); a Range whose int64 bounds are narrowed can allocate without bound (the probe process was killed).
-Exact are: a model input passed straight to an output, Convert i64 -> f32 (it reads the int64 itself), Convert
-i32 -> i64, ShapeOf, and every operation above as long as each int64 value it reads or writes lies within int32.
-
-So an int64 operation runs here exactly when its values stay within int32, which this driver makes sure of:
-  * int64 model inputs: a run-time check (`input_flag`: Convert i64 -> f32, which reads the int64 itself) flags a
-    value beyond int32; execute_program reports a flag as a device fault (FEATURE_NOT_SUPPORTED), which makes the
-    runtime run that part elsewhere (the engine then keeps that part off this device for those input shapes);
-  * int64 constants: an operation reading one beyond int32 is declined (`int64_reason`), except SLICE's starts and
-    ends, where the plugin's saturation keeps the meaning (every dim is below 2^31);
-  * results that can leave int32 although every input is within it (ADD, SUB, MUL, SQUARE, ABS, DIV, FLOOR_DIV,
-    SUM): a run-time check (`overflow_flag`) recomputes the operation in float32 and flags a result within 2048
-    of 2^31 or beyond (float32's error on these is below 512, so every overflow is flagged; a result just below
-    the bound is flagged too and runs elsewhere, still exactly); a flag is a device fault as above. CUM_SUM is
-    checked the same way through the float32 sum of the magnitudes along its axis (which bounds every running
-    sum), so its axis length must be known;
-  * integer POW and int64 matrix products are declined (no cheap check bounds them); REDUCE_SUM and REDUCE_MEAN
-    of integers are declined for another reason (operations.py);
-  * CAST float -> int64 is declined (operations.py): the conversion itself narrows.
-Every other int64 operation (comparisons, MAX / MIN / CLIP, WHERE, GATHER data and indices, the data movements,
-RANGE, FILL, TOP_K, ARG_MAX / ARG_MIN, SHAPE, CAST between integer types and to float) is then exact.
-
-Imports numpy, OpenVINO and the NNAdapter standard only (never converters, partition or the driver).
+"""int64 on intel_openvino: which operations run exactly (the CPU plugin computes int64 as int32), which are
+declined (`int64_reason`), and the run-time checks between (`input_flag`, `overflow_flag`, `needs_overflow_check`).
+Imports numpy, OpenVINO and the NNAdapter standard only (never converters, partition or the driver). What was
+measured and the rule per operation: docs/architecture.md, "int64 on intel_openvino".
 """
 from __future__ import annotations
 

@@ -1,34 +1,8 @@
-"""intel_openvino's NON_MAX_SUPPRESSION: Paddle's multiclass_nms3 composed around OpenVINO's
-NonMaxSuppression (opset 9), which does the per-class greedy suppression; opset nodes around it do the rest.
-
-Registers into the operation table of hal.intel_openvino.operations; imports nothing from loader,
-converters or partition.
-
-Why not MulticlassNms, the operation OpenVINO made for Paddle's multiclass_nms3: the CPU plugin (2026.4)
-orders scores less than about 1e-6 apart by box index instead of by score, and with many such scores (a
-class whose candidates crowd near one value) its sort corrupts memory and the process aborts. NonMaxSuppression
-orders exactly (ties to the lower box index, Paddle's stable order) and has held on every input tried.
-
-The composition (checked against Paddle 3.3.1 on fuzzed inputs with clustered boxes, tied scores and
-overlaps on the threshold):
-- background_label: that class's scores become -inf, under any threshold.
-- nms_top_k: Paddle keeps a class's nms_top_k best candidates before suppressing: every score above the
-  nms_top_k-th largest, then the scores equal to it in box order as far as needed (a CumSum over the ties;
-  the CPU plugin's stable TopK is quadratic: 0.4 s for 10 classes of 3549 boxes), the rest become -inf.
-- thresholds: NonMaxSuppression keeps a score > score_threshold, as Paddle, but suppresses an overlap
-  >= iou_threshold where Paddle suppresses one > nms_threshold: both compare float32 values, so the next
-  float32 above nms_threshold is passed (_iou_threshold). The selections come by image, class and
-  selection order: Paddle's when keep_top_k is off.
-- keep_top_k: the selections are already in Paddle's final order (image, label, then score with ties in box
-  order), so keep_top_k only drops: an image keeps its keep_top_k best selected scores, ties in that order,
-  found the same way in a dense [N, C * M] of the selected scores.
-- rows [label, score, box], index image * M + box and the per-image counts come from the selections.
-What it declines, with the reason: pixel boxes (normalized False: NonMaxSuppression has no +1 convention),
-adaptive NMS that acts (nms_eta < 1 with nms_threshold > 0.5), a negative nms_threshold, the second (LoD)
-input form, polygons, an unknown class count.
-Data it cannot see in advance: NonMaxSuppression orders each box's corners and never suppresses with a box of
-no area, where Paddle takes x2 < x1 as given and a zero union as an overlap of NaN (suppressing). Detector
-heads produce upright boxes of positive area; boxes without area among the candidates can end differently.
+"""intel_openvino's NON_MAX_SUPPRESSION: Paddle's multiclass_nms3 composed around OpenVINO's NonMaxSuppression
+(opset 9); `non_max_suppression` registers into the operation table of hal.intel_openvino.operations. Imports
+this driver's graph and operations, hal.common and the standard; nothing from loader, converters or partition.
+Why not MulticlassNms, the composition and what it declines: docs/architecture.md, "NON_MAX_SUPPRESSION on
+intel_openvino".
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ signature's slot names (`hal.common.unpack`). An implementation raises `Unsuppor
 combination OpenVINO cannot express with the NNAdapter meaning (builtin_device's kernels are the
 reference), so validate_program answers False for it. NON_MAX_SUPPRESSION lives in nms.py (MulticlassNms
 with the attribute mapping that gives Paddle's answer), registered by the import at the end.
+
+Entry point: `OPERATIONS`. Imports this driver's `graph`, hal.common and the standard; never another driver.
 """
 from __future__ import annotations
 

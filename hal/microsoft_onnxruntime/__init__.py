@@ -8,6 +8,8 @@ protocol glue (contexts, properties, sessions, program bytes, execution) that wi
 onnx and onnxruntime are optional dependencies: without them this package fails to import with an
 ImportError that says what to install, and the device manager reports that as the reason the device
 failed to load (`nnadapter-bridge devices`).
+
+Like every driver it imports no other driver.
 """
 try:
     import onnx  # noqa: F401

@@ -1,30 +1,7 @@
-"""The microsoft_onnxruntime HAL driver: contexts, ONNX Runtime sessions, program bytes, execution.
-
-* Context properties (each also read from the environment variable of the same name):
-  MICROSOFT_ONNXRUNTIME_NUM_THREADS (intra-op threads; 0 = onnxruntime's default),
-  MICROSOFT_ONNXRUNTIME_EXECUTION_PROVIDERS (comma list, full names or short ones such as `cuda`,
-  `tensorrt`, `cpu`; each must be in onnxruntime.get_available_providers()),
-  MICROSOFT_ONNXRUNTIME_GRAPH_OPTIMIZATION_LEVEL (disable / basic / extended / all; default all),
-  MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO (1, the default: Paddle's relu, NaN -> 0, as Relu + ThresholdedRelu,
-  one elementwise pass more than a Relu fused into its Conv; 0: ONNX Relu alone, which keeps NaN:
-  mobilenet_v1 about 15% faster).
-* create_program lowers the model (hal.common.lower: PRIOR_BOX folded to constants), converts
-  it (graph.convert_model with the operations.OPERATIONS table) and opens a session. With a cache token
-  and dir, the program bytes are the ONNX model after onnxruntime's basic-level optimizations (those
-  are hardware independent, unlike the extended/layout ones), and the session is built from exactly
-  those bytes; a program restored from a cache opens a session on them without converting anything.
-* validate_program: an operation is claimed when it converts (graph.operation_supported) and, when it
-  reads or writes float64 or float16, when onnxruntime also opens a session on it alone: onnxruntime has
-  float64 kernels for some operators only (Conv, Erf, Softplus, ... are float32-only on CPU), and an
-  operation without its kernel goes to builtin_device or the host instead of failing at compile time.
-  `unsupported_reasons` (an optional hook the runtime's callers read) gives the same answer with the reason
-  for each operation declined. A check reads only the dims its mapping needs (a window's spatial dims, never
-  the batch), so a declared -1 declines nothing that the program compiled for concrete shapes would run.
-* execute_program: known dims of the compiled inputs are fixed, unknown ones symbolic. A rank change
-  or a different value on a fixed axis is INVALID_DIMENSIONS ("recompile for these shapes"). onnxruntime's
-  InvalidArgument from a run (e.g. gather indices out of range) is the caller's INVALID_PARAMETER; its other
-  failures are DEVICE_INTERNAL_ERROR (the runtime may then run the part elsewhere).
-* clone_program shares the InferenceSession (its run() is thread-safe) and the program's immutable slots.
+"""The microsoft_onnxruntime HAL driver: contexts and their properties, ONNX Runtime sessions, program bytes,
+execution. Entry point: `DRIVER` (OnnxRuntimeDriver). Imports the HAL protocol, hal.common, this driver's `graph`,
+`operations` and `qdq`, and the standard; never another driver, the converters or the partitioner. Its
+properties, caching, validation and errors: docs/architecture.md, "microsoft_onnxruntime's driver".
 """
 from __future__ import annotations
 

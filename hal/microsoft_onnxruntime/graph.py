@@ -22,6 +22,9 @@ dequantized int8 operands (the same values; the float result is the sums times t
 ConvInteger runs 5-25x slower than its float Conv here (no u8 x s8 fast path). The int32 storage of such a product is
 materialized only where something reads it raw (a model output); a DEQUANTIZE reading it takes the float
 result (`float_results`).
+
+Entry points: `convert_model`, `operation_unsupported_reason` / `operation_supported`, `GraphBuilder`.
+Imports hal.common and the standard; never another driver.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ An implementation takes the builder and the Operation and writes each output to 
 gives (the builder quantizes it when the output is quantized). Attributes are read by the signature's
 slot names (`hal.common.unpack`). Anything ONNX cannot express with the NNAdapter meaning raises
 `Unsupported`, so validate_program answers False for it.
+
+Entry point: `OPERATIONS`. Imports this driver's `graph`, hal.common and the standard; never another driver.
 """
 from __future__ import annotations
 

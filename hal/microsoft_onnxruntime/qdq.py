@@ -1,29 +1,8 @@
-"""Quantized convolutions as onnxruntime's QDQ pattern, so its CPU provider runs them as QLinearConv (int8
-kernels, VNNI here) instead of float convolutions on dequantized values.
-
-What the converters make of a quantized Paddle conv (both PTQ encodings) is a chain
-
-    QUANTIZE(x) -> CONV_2D (int8 x int8 -> int32 sums) -> DEQUANTIZE -> [BATCH_NORMALIZATION]
-        -> [RELU|RELU6 [-> MAX(x, c <= 0), the fake-quant encoding's lower clip, an identity after the relu]]
-        -> QUANTIZE
-
-whose last QUANTIZE is the next quantized op's input. onnxruntime fuses DequantizeLinear -> Conv ->
-QuantizeLinear (with int8 weights and an int32 bias behind DequantizeLinear) into QLinearConv, so the chain is
-emitted as
-
-    DQ(x) -> Conv(DQ(w'), DQ(b')) -> Q(s_out) [-> DQ -> Relu -> Q(s_out)]
-
-with the batch normalization folded into the conv: per output channel a = gamma / sqrt(var + eps) goes into the
-weight scale (|a|, the int8 weights negated where a < 0: exact) and the bias b' = a * (conv bias - mean) + beta
-is quantized to int32 at the accumulator scale s_x * s_w * |a| (rounding below one accumulator step). With a
-zero point of 0, quantizing before the relu and again after it equals Paddle's relu-then-quantize. The results
-differ from the float path only where folding moves a value across a rounding boundary: one quantization step
-now and then, as OpenVINO's int8 kernels do (tests judge both at the reduced-precision tolerance).
-
-A chain is taken only when each link's output has that one consumer and is not a model output, the weights
-and bias are constants, every quantization is symmetric int8 with zero point 0, and no int8 weight is -128
-(its negation would not fit). A model with such a chain is marked (`QDQ_PRODUCER`) so that the driver lets
-onnxruntime's QDQ fusions run for it (they are off otherwise: driver.session_options).
+"""Quantized convolution chains as onnxruntime's QDQ pattern, so its CPU provider runs them as QLinearConv (int8
+kernels) instead of float convolutions on dequantized values. Entry points: `find_conv_chains`, `emit_conv_chain`,
+`marked_for_qdq` (QDQ_PRODUCER). Imports hal.common and the standard only (the graph builder comes in as an
+argument). The chain, the batch-norm folding and when a chain is taken: docs/architecture.md, "Quantized
+convolutions on onnxruntime".
 """
 from __future__ import annotations
 
