@@ -6,8 +6,11 @@ families of `nnadapter_bridge.nnadapter.operations`). They share: `op_view` (rea
 attrs), `attrs` (tensor-or-attr forms, known dims), `layout` (channel-first/last, paddings), `emit`
 (operation forms, broadcasting, the activation table), `context` (var name -> operand, constants,
 `convert_subgraph`) and `quantized_products` (the quantized forms of conv and matmul). A converter is
-`convert_<op>(ctx: ConversionContext, v: OpView) -> None` (see `registry`). Must not import a device (hal)
-or the partitioner.
+`convert_<op>(ctx: ConversionContext, v: OpView) -> None` (see `registry`).
+
+Entry points (re-exported here, the package's API): `CONVERTERS` / `get_converter`, `converter`,
+`ConversionContext`. Imports the ground only (the standard, the loader's program model, errors); never hal,
+partition, the host or the subgraph machinery (the layers contract).
 """
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ log_softmax, dropout, and the copies and conversions of the standard's activatio
 assign and share_data (ASSIGN).
 
 What each activation name becomes is `emit.ACTIVATIONS`; the converters here bind it to op slots.
+
+Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 

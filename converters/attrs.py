@@ -4,6 +4,8 @@ whether dims are known at conversion time, a var's precision or dims before it i
 parameters (biases, scales) that go with an input's precision, and the element-type attributes NNAdapter holds.
 
 Checks run with a context during conversion; during partitioning there may be none (ctx is None).
+
+Imports op_view, the standard and errors only.
 """
 from __future__ import annotations
 

@@ -8,21 +8,11 @@ that combine with an operand (`const_like`) 0-d next to a 0-d operand, names syn
 
 `convert_subgraph` drives a list of Paddle ops through their converters into one finished Model.
 
-Shapes are folded as the converters emit. A subgraph is converted for one input-shape signature, so the
-dims of every operand follow from its inputs' dims; what Paddle programs compute from those dims (`shape`,
-then slices, casts, arithmetic, stacks and concats of its elements, `full` with such a shape) is known now,
-not at run time. `add` therefore computes every operation it can compute right away (all inputs constants,
-or only the dims of an input read and those known: SHAPE, FILL_LIKE), when its outputs are small
-(nnadapter.lowering.fold_operation), and puts constants in place of the operation. A later converter then
-sees a constant (`constant_value`, `ints_operand`, a checked operation's `const_ints`): RESHAPE and EXPAND
-get constant targets, RESIZE constant sizes and scales, FILL a constant shape, and shape inference gives
-every operand known dims, which the SDKs need to compile (LAYER_NORMALIZATION's normalized dims, a conv's
-channels). Folding at emission rather than in a pass over the finished model is what makes this whole:
-shape inference runs once, as each operation is added, so only an operand that is constant at that moment
-gives its readers known dims. Only values whose size depends on the data stay unknown (NMS, where_index...).
-With declared -1 dims (support decisions convert each op alone with them) nothing that depends on them
-folds, and the conversion is what it was. Constants that only the folded operations read are dropped from
-the finished model.
+Shapes are folded as the converters emit (a subgraph is converted for one input-shape signature, so what Paddle
+computes from dims becomes constants): docs/architecture.md, "Shapes folded as the converters emit".
+
+Entry points: `ConversionContext`, `convert_subgraph`, `graph_constant`. Imports op_view, registry, the standard
+(model, lowering, reference) and errors only.
 """
 from __future__ import annotations
 

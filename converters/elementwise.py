@@ -5,6 +5,8 @@ equal, not_equal, greater_than, greater_equal, less_than, less_equal, logical_{n
 sum, isnan_v2, isinf_v2, isfinite_v2.
 
 Binary ops follow Paddle's `axis` broadcasting (`emit.align_by_axis`).
+
+Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 

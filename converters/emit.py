@@ -9,6 +9,8 @@ out by hand, and the one table of Paddle activations.
   (every other activation name -> the operations computing it). `emit_activation` is the one place an
   activation name becomes operations: the standalone activation ops, the fused activation of conv2d / fc
   (`fused_activation_steps`) and of fusion_elementwise_*_activation all go through it.
+
+Imports the standard only (no other converter module), so every converter module can use it.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ versus channel-last inputs, the TRANSPOSEs between them, and Paddle's padding fo
 
 The NNAdapter operations these ops map to take channel-first (NCHW) inputs, so a channel-last op is
 converted as TRANSPOSE in, the operation, TRANSPOSE out.
+
+Imports op_view and the standard only.
 """
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ with parameters and constant operands, the host executor with the run-time scope
 unresolved when a converter reads the attribute is a tensor computed at run time: the readers raise a
 ConversionError naming the op and the attribute, so the op is refused (and runs where the value is known),
 never a TypeError from int(VarRef).
+
+Entry points: `OpView`, `resolve_var_attrs`, `VARTYPE_PRECISIONS`. Imports the loader (program model, dtypes,
+validate), the standard's codes and errors only: the base every converter module stands on.
 """
 from __future__ import annotations
 

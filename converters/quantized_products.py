@@ -17,7 +17,7 @@ weights, and the fake quant/dequant ops) becomes int8 x int8 -> int32 products f
 (`keeps_float`, `op_keeps_float`) keeps listed vars and ops in float. docs/quantization.md has the whole
 picture.
 
-Registers no converter; imports the converter toolkit (op_view, emit) and the standard only.
+Registers no converter; imports the converter toolkit (op_view, emit, layout) and the standard only.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the b
 -1 - x for integers, which cannot overflow), reduce_any/all go through INT32 and NOT, logsumexp is the
 stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]); `reduce_all` or an
 empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis).
+
+Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ query read it); `check(op, ctx) -> str | None` optionally rejects attribute comb
 operations cannot express, returning the reason (the partitioner then leaves the op on the host).
 Aliases are extra names for the same converter. A duplicate registration fails at import.
 A converter never names a device.
+
+Imports op_view, context and the standard's codes only.
 """
 from __future__ import annotations
 

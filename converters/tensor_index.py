@@ -4,6 +4,8 @@ of comparisons with WHERE.
 
 Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_assign_layout`,
 `set_value_constant`), which the host kernel shares.
+
+Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 
