@@ -16,6 +16,9 @@ whitespace around every field is trimmed, CRLF and CR line ends are accepted, a 
 dropped, blank lines and `#` comments are ignored. A spec that matches no op is reported with a
 `PartitionConfigWarning` naming its line and the nearest op type or var name, because a typo is the
 usual reason a config "does not work".
+
+Entry points: `resolve_partition_config`, `PartitionConfig`, `op_key`. Imports the loader's program model and
+errors only.
 """
 from __future__ import annotations
 

@@ -1,30 +1,8 @@
-"""The subgraph detector: which ops of block 0 run together as device subgraphs (facts §4.3, §4.4).
-
-Input: a program (anything with `ops()`, `var()`, `params`, `outputs`), a support predicate (the caller
-builds it from converters and device validation; nothing here knows about devices), the op keys a
-partition config forces to the host, and a minimum subgraph size.
-
-Clustering is Paddle Lite's: mark the supported ops and their output vars, then contract the marked
-nodes of the dependency graph (nnadapter_bridge.nnadapter.contraction, facts §4.3). The result is acyclic
-between clusters, and every path between two ops of one cluster stays inside it.
-
-The dependency graph is built here from `ops()` in program order with versioned vars, so ops that write a
-var in place (batch_norm's MeanOut, assign) cannot make a cycle. It also carries ordering edges for
-overwritten vars (a reader of the old value before the writer of the new one): a name-keyed runtime scope
-then never sees a value overwritten too early, whatever the schedule.
-
-An op reads every var it names, wherever it names it (`op_reads`): its input slots (ShapeTensor,
-StartsTensorList and the other `*Tensor` / `*TensorList` slots are slots), the vars its Variable-valued
-attributes name (VarRef: a PIR mutable attribute such as arange's end), and, for a control-flow op
-(while, conditional_block), every var its sub-blocks and their nested blocks read from outside them, whether
-or not the op's X / Input slot lists it; it writes its output slots and every outside var its sub-blocks
-write, and it reads what it writes (a skipped branch or a loop run zero times leaves those vars as they were).
-So a value a device subgraph computes and a host op, a loop body or a branch reads is a boundary var
-(exported), and the cycle a missing edge would hide (subgraph -> host op -> subgraph) cannot form. An op
-carrying a sub-block always runs on the host: its body runs op by op there.
-
-Determinism: subgraphs are numbered by their first op in program order; ops inside a subgraph keep
-program order; boundary var names are sorted.
+"""The subgraph detector: which ops of block 0 run together as device subgraphs (facts §4.3, §4.4), Paddle Lite's
+clustering over a dependency graph with versioned vars and what every op reads and writes (sub-blocks included).
+Entry points: `detect_subgraphs`, `op_reads` / `op_writes`, `body_ops`, `sub_block_indices`. Imports the
+ground (the loader's program model, the standard's graph contraction, errors) and `partition.config` only; nothing
+here knows about devices. How it clusters and why: docs/architecture.md, "The subgraph detector".
 """
 from __future__ import annotations
 

@@ -4,14 +4,17 @@ The dump is what users copy a partition config from: `subgraph clusters: N`, a D
 nodes are coloured by subgraph, then `subgraph operators: ` and every op in config syntax
 (`op_type:in1,in2:out1`). One deliberate difference from Paddle Lite: DOT node ids count from 0 in each
 dump instead of from a process-wide counter, so the same model always gives the same text.
+
+Entry points: `dump_text`, `print_dump_if_verbose`, `write_dot`, `render`. Imports partition.config,
+partition.picture and errors only.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from nnadapter_bridge.errors import ConfigError
 from partition.config import config_line, op_input_names, op_output_names, unwritable_reason
+from partition.picture import render_picture
 
 # Paddle Lite's subgraph colours, in its order: subgraph i gets SUBGRAPH_COLORS[i % 48].
 SUBGRAPH_COLORS = (
@@ -26,10 +29,6 @@ SUBGRAPH_COLORS = (
 HOST_OP_COLOR = "white"
 _INDENT = "   "
 VERBOSE_LEVEL = 5  # GLOG_v at which Paddle Lite's users expect to see the dump
-
-
-class GraphvizNotFoundError(ConfigError):
-    """Rendering was asked for but graphviz's `dot` program is not installed."""
 
 
 def _quote(text: str) -> str:
@@ -135,6 +134,5 @@ def render(graph, result, path, fmt: str = "svg") -> None:
     """Render the DOT graph to `path` as svg or png through graphviz's `dot` executable (its size checked:
     partition.picture.render_picture). Paddle Lite's full graph; `partition --svg` draws the readable
     picture (partition.picture) instead."""
-    from partition.picture import render_picture
 
     render_picture(dot_text(graph, result), path, fmt)

@@ -20,8 +20,8 @@ The same structure is `Picture.as_dict()` (the `picture` field of `partition --j
 graphviz's `dot` and checks the size it drew: a drawing over MAX_PIXELS on a side is scaled to fit with a
 PictureSizeWarning naming the factor, never left for graphviz to shrink (or refuse) without a word.
 
-Imports only partition.config and partition.detector (what ops read and write, their bodies) and the ground's
-errors; no device, driver or predictor code: the placements come in as data (Placement).
+Imports only partition.detector (what ops read and write, their bodies) and the ground's errors; no device,
+driver or predictor code: the placements come in as data (Placement). partition.dump renders through it.
 """
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ FORCED_FILL = "#eeeeee"
 _BOUNDARY_OP_TYPES = frozenset({"feed", "fetch"})
 _TYPES_SHOWN = 4  # op types named in a box label, most frequent first
 _REASON_WIDTH, _REASON_LINES = 56, 4
+
+
+class GraphvizNotFoundError(ConfigError):
+    """Rendering was asked for but graphviz's `dot` program is not installed."""
 
 
 class PictureSizeWarning(UserWarning):
@@ -297,8 +301,6 @@ def _run_dot(dot_exe: str, fmt: str, text: str, path) -> subprocess.CompletedPro
 
 
 def dot_program(path) -> str:
-    from partition.dump import GraphvizNotFoundError
-
     dot_exe = shutil.which("dot")
     if dot_exe is None:
         raise GraphvizNotFoundError(f"cannot render {os.fspath(path)}: graphviz's 'dot' program is not on PATH; "

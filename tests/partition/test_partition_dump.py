@@ -15,13 +15,13 @@ from partition.config import PartitionConfig
 from partition.detector import detect_subgraphs
 from partition.dump import (
     SUBGRAPH_COLORS,
-    GraphvizNotFoundError,
     dot_text,
     dump_text,
     print_dump_if_verbose,
     render,
     write_dot,
 )
+from partition.picture import GraphvizNotFoundError
 from support.partition_programs import chain_ops, real_program
 
 
