@@ -26,10 +26,11 @@ from partition.detector import (  # noqa: F401
     detect_subgraphs,
     sub_block_indices,
 )
+
 # The dump and the picture (subprocess, graphviz, drawing) load on first use: a predictor's start needs neither
 # (issue 31: a warm start imports only what it runs).
 _LAZY = {
-    "SUBGRAPH_COLORS": "partition.dump", "GraphvizNotFoundError": "partition.dump", "dot_text": "partition.dump",
+    "SUBGRAPH_COLORS": "partition.dump", "GraphvizNotFoundError": "partition.picture", "dot_text": "partition.dump",
     "dump_text": "partition.dump", "print_dump_if_verbose": "partition.dump", "render": "partition.dump",
     "write_dot": "partition.dump", "MAX_PIXELS": "partition.picture", "Picture": "partition.picture",
     "PictureSizeWarning": "partition.picture", "Placement": "partition.picture", "build_picture": "partition.picture",

@@ -23,7 +23,6 @@ errors only.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import warnings
@@ -218,6 +217,8 @@ class PartitionConfig:
 
 
 def _suggest(word: str, candidates: list[str], what: str) -> str:
+    import difflib  # only for a word no op matches
+
     close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return f"; did you mean {what} '{close[0]}'?" if close else ""
 

@@ -14,7 +14,6 @@ import os
 import sys
 
 from partition.config import config_line, op_input_names, op_output_names, unwritable_reason
-from partition.picture import render_picture
 
 # Paddle Lite's subgraph colours, in its order: subgraph i gets SUBGRAPH_COLORS[i % 48].
 SUBGRAPH_COLORS = (
@@ -134,5 +133,6 @@ def render(graph, result, path, fmt: str = "svg") -> None:
     """Render the DOT graph to `path` as svg or png through graphviz's `dot` executable (its size checked:
     partition.picture.render_picture). Paddle Lite's full graph; `partition --svg` draws the readable
     picture (partition.picture) instead."""
+    from partition.picture import render_picture  # the picture's drawing code loads only to render
 
     render_picture(dot_text(graph, result), path, fmt)

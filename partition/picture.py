@@ -21,7 +21,8 @@ graphviz's `dot` and checks the size it drew: a drawing over MAX_PIXELS on a sid
 PictureSizeWarning naming the factor, never left for graphviz to shrink (or refuse) without a word.
 
 Imports only partition.detector (what ops read and write, their bodies) and the ground's errors; no device,
-driver or predictor code: the placements come in as data (Placement). partition.dump renders through it.
+driver or predictor code: the placements come in as data (Placement). partition.dump renders through it
+(imported there on first use).
 """
 from __future__ import annotations
 
