@@ -8,6 +8,9 @@
 
     from nnadapter_bridge.batch import run_batch, LocalEngine, RayEngine
     report = run_batch("zoo.yaml", "out/", engine=LocalEngine(jobs=2))
+
+Imports the commands, validation, the predictor and below; never the CLI (`cli/cmd_batch.py` is its front end) or
+conformance.
 """
 from __future__ import annotations
 

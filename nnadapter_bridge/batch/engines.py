@@ -14,6 +14,9 @@ not recorded, so a rerun tries it again.
 Ctrl-C (SIGINT, which a terminal sends to the workers too) is the coordinator's to handle: local workers
 ignore it. The coordinator then still yields the results that had finished, stops the running workers at once
 (their entries are simply not done, and a rerun does them) and raises KeyboardInterrupt.
+
+Entry points: `InlineEngine`, `LocalEngine`, `RayEngine`, `parse_resources`. Imports the task and `errors`; ray only
+when a RayEngine starts.
 """
 from __future__ import annotations
 

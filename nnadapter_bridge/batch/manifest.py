@@ -6,7 +6,8 @@ InvalidEntry saying which entry and which field is wrong. The fields an entry ma
 carry a check (`_field`); each check turns the raw value into the typed one or records the problem, so one
 entry reports every bad field at once. A bad entry does not stop the others; only a manifest that is not a
 manifest at all (unreadable, not a mapping, an unknown top-level key, a section of the wrong type) is a
-ManifestError. Imports the loader (model files) and the device manager; nothing of the CLI.
+ManifestError. Entry point: `load_manifest`. Imports the loader (model files) and the
+device manager; nothing of the CLI.
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The batch report for people: the summary table the command prints, and the Markdown page with each
-model's entries, programs, host ops and partition pictures (<out>/report.md)."""
+model's entries, programs, host ops and partition pictures (<out>/report.md).
+
+Entry points: `render_summary`, `render_markdown`. Imports the commands' output (tables) only.
+"""
 from __future__ import annotations
 
 import collections

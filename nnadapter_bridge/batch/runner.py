@@ -16,6 +16,9 @@ cache token depends on: nnadapter-bridge, its code digest, the drivers' versions
 environment variables) and every `.nnc` it recorded is present in the cache dir and passes its checks
 (container, CRC, identity: the recorded token and subgraph fingerprint). So a batch killed at any point
 resumes where it stopped; no finished entry is done twice.
+
+Entry point: `run_batch`. Imports the manifest, the task, the engines and the report; the loader's model files, the
+runtime, the cache key's versions and the `.nnc` format for the resume checks; nothing of the CLI.
 """
 from __future__ import annotations
 

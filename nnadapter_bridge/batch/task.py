@@ -11,6 +11,9 @@ Paddle Inference at the whole-model tolerance (validation.paddle_reference.compa
 and the coordinator writes the files into its own cache dir); otherwise the task wrote the `.nnc` files
 into the shared cache dir itself. It never raises: an error is the result's status "error" with the
 message. Nothing here depends on where it runs.
+
+Entry point: `run_task`. Imports the manifest; validation, the predictor and partition inside `run_task`, so a
+coordinator that only dispatches loads none of them; nothing of the CLI.
 """
 from __future__ import annotations
 

@@ -5,6 +5,11 @@ main() runs the command inside a channel.Channel: warnings are collected, every 
 (a BridgeError, a bad option, an OSError on a file they named, Ctrl-C) becomes one error line, or under --json
 one JSON document on stdout, with the exit statuses of channel's docstring. Anything else is a bug and keeps
 its traceback (under --json on stderr, beside the error document, exit status 70).
+
+Entry points: `main` (the `nnadapter-bridge` script, `python -m nnadapter_bridge`) and `build_parser`. The top
+floor: it may import every floor below, and nothing imports it but `__main__`. main imports every command module to
+build the parser, so a command imports the predictor, the converters and the drivers inside its `run`: building the
+parser loads none of them.
 """
 from __future__ import annotations
 

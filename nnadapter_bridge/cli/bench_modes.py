@@ -9,7 +9,8 @@ drivers for those runs only, then taken off: the latency and throughput figures 
   copies   the rest of the subgraph engines' time (binding inputs and outputs, checking shapes);
   host     the host executor running the ops no device took;
   python   the rest of predictor.run (feeding, planning, fetching).
-Imports numpy and the standard library only; the predictor comes from the caller.
+Entry points: `latency_runs`, `latency_summary`, `throughput`, `breakdown` (cmd_bench). Imports numpy and the
+standard library only; the predictor comes from the caller.
 """
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ in a local process pool (`--jobs N`) or on Ray (`--ray [ADDRESS]`); each result 
 `<out>/entries/<id>.json` as it finishes, so a rerun skips what is done and an interrupted batch resumes.
 Prints a summary table (or `--json`, the report), writes `<out>/report.json` and `<out>/report.md`.
 Exit status 0 when every entry passes, 1 otherwise, 2 for a manifest or option error.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation; the
+batch package, the predictor, the converters and the drivers only inside `run`, so building the parser loads none of
+them.
 """
 from __future__ import annotations
 

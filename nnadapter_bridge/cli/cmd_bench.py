@@ -19,6 +19,10 @@ Measured, in this order:
 from Paddle Inference on the same model / on the float model: max errors, cosine, top-1 agreement.
 `--threads N` sets the thread count property of every selected device that has one; `--dynamic-shape`
 sets the dynamic shape info of every predictor (the warm-start process's too).
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation (and
+`cmd_run`'s rendering); the predictor, the converters and the drivers only inside `run`, so building the parser
+loads none of them.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ the standard's reference (builtin_device's interpreter) at the NNAPI CTS toleran
 one row per operation x precision (pass / fail / not claimed, worst error), the graph and stress results,
 and the verdict; `--json` prints the whole report, `--output F` also writes it to F. Exit status 1 when
 anything the driver claims fails.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation; the
+kit, the predictor, the converters and the drivers only inside `run`, so building the parser loads none of them.
 """
 from __future__ import annotations
 

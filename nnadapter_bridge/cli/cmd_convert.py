@@ -9,6 +9,9 @@ terminal's stderr while subgraphs compile.
 It either compiles what it was asked to or exits non-zero saying why (exit 3): a device that cannot open, a
 subgraph a device failed to compile (and that ran elsewhere), a .nnc that could not be written (a read-only or
 full cache dir: the OS's reason is the message). A device without a model cache is said as such.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation; the
+predictor, the converters and the drivers only inside `run`, so building the parser loads none of them.
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """`nnadapter-bridge devices [--json]`: every NNAdapter device this installation knows, with vendor,
 type and version, and whether its driver loads (and why not): `ok`, `unavailable: install
 nnadapter-bridge[x]` (the driver's SDK is missing) or `fails to load: <why>`. A driver whose SDK is missing is
-not usable, so it is never shown as loaded: "loaded" is false in the JSON and its version is "-" in the table."""
+not usable, so it is never shown as loaded: "loaded" is false in the JSON and its version is "-" in the table.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the runtime's device list inside `run` only.
+"""
 from __future__ import annotations
 
 import dataclasses

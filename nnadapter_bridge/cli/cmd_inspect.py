@@ -3,6 +3,9 @@
 Format ("program_desc"; "pir" with its serialization version; "naive_buffer", Paddle Lite's `.nb`, with its
 meta_version and opt_version), layout, inputs and outputs (names, shapes, dtypes), op-type histogram, op and block
 counts, parameter count and bytes, and how long loading took.
+
+Entry points: `register(subparsers)` (cli.main), `run(args)`, `summarize`. Imports the command plumbing and the
+loader; never the predictor, the converters or a driver.
 """
 from __future__ import annotations
 

@@ -2,7 +2,11 @@
 each may emit), and per installed device the NNAdapter operations its driver implements; with `--pir`, every
 PIR op name the `.json` reader translates, the legacy op it becomes and what runs that op. A device whose SDK
 is missing is listed as `unavailable: install nnadapter-bridge[x]` (JSON: an "unavailable" object, present only
-then), never a traceback."""
+then), never a traceback.
+
+Entry points: `register(subparsers)` (cli.main), `run(args)`, `collect`, `collect_pir`. Imports the converters, the
+host kernels, the loader's PIR reader and the runtime only inside the functions that list them.
+"""
 from __future__ import annotations
 
 

@@ -13,6 +13,10 @@ Like Paddle Lite's opt, it refuses a model holding ops that nothing here can run
 and lists them (`--allow-unsupported-ops` writes it anyway). The `.nb` is written to a temporary file renamed
 into place, so a full disk or Ctrl-C leaves the previous file (or none), never a truncated one; `--with-nnc`'s
 device is checked before anything is written.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation; the
+loader's `.nb` writer, the predictor, the converters and the drivers only inside `run`, so building the parser loads
+none of them.
 """
 from __future__ import annotations
 

@@ -6,18 +6,21 @@ partition config spec, the support decision's reason, or a cluster below --min-s
 several devices, why each of them declines it, and whether a host kernel can run it; one row per op of the loop
 and branch bodies (every block but 0, nested ones too: they run on the host with the control-flow op), with its
 block, whether a host kernel can run it and the control-flow op holding its block; then the host share
-(partition_plan.HostShare: over 5% of the ops or FLOPs, create_predictor warns). `--per-op` lists every op
+(subgraph.plan.HostShare: over 5% of the ops or FLOPs, create_predictor warns). `--per-op` lists every op
 with its subgraph, device and the devices that decline it. `--strict` fails (exit 2) when an op not forced
 there would run on the host, listing them as strict mode does. `--dump` prints Paddle Lite's debug dump
 instead (`subgraph clusters: N`, DOT, `subgraph operators:`), whose op lines are valid partition config specs.
 `--dot/--svg/--png` write the readable picture (partition.picture: boxes of ops by subgraph and device, host
 ops with their reason, a legend); `--json` has the same picture under "picture", every op's placement
 under "placements" and the body ops under "body_ops". `--strict` does not count control flow as declined (a
-warning says it runs on the host: partition_plan.check_strict).
+warning says it runs on the host: subgraph.plan.check_strict).
 
 The partition is the one create_predictor computes (nnadapter_bridge.subgraph.plan: same support
 decision, partition config and detector), but without requiring every host op to be runnable, so it
 also explains models the predictor refuses.
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and the partition
+report (the subgraph floor's plan); it builds no predictor and imports no driver module.
 """
 from __future__ import annotations
 

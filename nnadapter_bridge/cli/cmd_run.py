@@ -21,6 +21,9 @@ with the reason (and, with several devices, why each declined), ops moved to the
 `--per-op` lists every op; `--json` has every op's placement ("placements") and the host share. `--strict` fails
 before running when an op the partition config does not keep on the host cannot run on the devices
 (Config.set_strict).
+
+Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the command plumbing and validation; the
+predictor, the converters and the drivers only inside `run`, so building the parser loads none of them.
 """
 from __future__ import annotations
 

@@ -11,6 +11,10 @@ predictor restores):
                          one operation per line;
   any other driver       `subgraph<i>.<device>.bin`: its program bytes as they are.
 A subgraph with several device programs gets `subgraph<i>.<k>.<device>...` for the k-th.
+
+Entry points: `export` (cmd_convert), `model_text`. Imports the command options; the `.nnc` format, the converters
+and intel_openvino's graph builder and openvino only inside `export` (the only place above the middle floor that
+imports a driver's module, to rebuild its IR).
 """
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ Exit statuses (docs/cli.md):
 Messages from the library name its API (Config.set_nnadapter_device_names, ...); the channel says the CLI option
 that set the value instead, and drops the NNAdapter result code in brackets. This module imports only the
 standard library and nnadapter_bridge.errors: it is loaded for every command, before any model code.
+
+Entry points: `Channel`, `activated`, `current`, `CommandError`, `DeviceError`, `exit_status_of`, `hint_of`.
 """
 from __future__ import annotations
 

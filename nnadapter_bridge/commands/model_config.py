@@ -1,6 +1,10 @@
 """The Config a command builds from its model, device and partition options (paths checked first), and the
 predictor it opens from it: a device the user named that cannot open is an error (exit 3), not a silent run
-on the host."""
+on the host.
+
+Entry points: `build_config`, `open_predictor`, `check_model_path`, `check_partition_config_path`. Imports the
+channel and the options; the predictor only inside the functions that build one.
+"""
 from __future__ import annotations
 
 import os

@@ -3,6 +3,9 @@
 Owns the argparse definitions (model, devices, partition, inputs, dynamic shapes, --json), parsing their
 values (--input-shape, --dynamic-shape, --input), checking them, and CliError: a user mistake found here
 (a missing file, bad --input-shape syntax) is printed by the CLI as one line, or a JSON error (exit 2).
+
+Entry points: the `add_*_argument(s)` functions, the value parsers (`parse_input_shape`, `dynamic_shape_info`,
+`parse_input_file`, ...) and `CliError`. Imports only the channel: every command's parser is built from it.
 """
 from __future__ import annotations
 

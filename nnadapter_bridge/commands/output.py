@@ -1,5 +1,10 @@
 """What the commands print: JSON, plain-text tables, numbers and byte sizes, one-line warnings, output
-array summaries, and the per-subgraph program report (token, compiled or restored, .nnc file)."""
+array summaries, and the per-subgraph program report (token, compiled or restored, .nnc file).
+
+Entry points: `print_json`, `print_text`, `format_table`, `program_report`, `array_summary`, `one_line_warnings`.
+Imports numpy; the channel, the `.nnc` format and `rich` only inside the functions that need them; nothing of the
+predictor.
+"""
 from __future__ import annotations
 
 import contextlib

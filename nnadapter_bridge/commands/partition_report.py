@@ -6,7 +6,7 @@ of its placements, and what the demos print.
 taking them, host ops with the reason each one is not on a device, loop and branch body ops, the host share,
 every op's placement, the picture); `render_summary`, `placement_tables` and `render_per_op` lay it out as
 tables (commands.output.format_table); `check_strict` is `--strict`. Imports the subgraph floor, the host
-executor (whether a host kernel can run an op) and partition; never an application.
+executor (whether a host kernel can run an op) and partition; never validation or an application.
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@
 Also `nnadapter-bridge conformance --device D`. The kit needs only the installed package: its operation
 samples (`samples`) and one-operation model harness (`harness`) live here, and the repository's tests
 import them from here.
+
+Entry points: `run_conformance`, `assert_conformance` (from `kit`). Imports validation, the command output and
+below; never the CLI or batch.
 """
 from __future__ import annotations
 

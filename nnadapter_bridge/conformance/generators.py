@@ -14,6 +14,9 @@
   sometimes joined (two tensors added, concatenated), from the operation kinds in `allowed`.
 
 Every case is a `Case`: an id, the operation type, inputs in the `harness.build_op` format, and outputs.
+
+Entry points: the four generators above and `Case` / `GraphCase`. Imports the harness, the samples and the standard
+only.
 """
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ An input given as a plain ndarray is a model input; `Const(array)` a constant op
 int/float/bool a shape-[1] INT32/FLOAT32/BOOL8 constant; None a null (omitted optional) operand;
 `Quant(q, scale)` a quantized model input. Shape inference is checked against the computed outputs:
 every dim the prepare step claims to know must equal the real one.
+
+Entry points: `run_op`, `build_op`, `check_inferred`, `Const`, `Quant`. Imports the standard only (its reference
+when a model runs).
 """
 from __future__ import annotations
 

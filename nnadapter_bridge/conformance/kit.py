@@ -19,6 +19,10 @@ Phases (docs/conformance.md has the full story):
 
 `run_conformance(device_name)` returns a ConformanceReport: per operation x precision pass / fail / not
 claimed with the worst error, the graph and stress results, `.passed`, `.to_json()`, `.table()`.
+
+Entry points: `run_conformance`, `assert_conformance`, `ConformanceReport`. Imports validation's tolerances, the
+command output (tables), the harness, the samples and the standard; the runtime when a driver is run (found by name,
+never by module: no `hal` import); never the CLI.
 """
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ input, `Const(...)` = constant, Python scalar = shape-[1] constant, None = omitt
 (tests/nnadapter/operations/test_*.py). Every one of the 96 operations has at least one sample; several
 have more where the mapping to other runtimes has distinct paths (fuse codes, quantized operands, ceil_mode,
 align_corners, run-time parameters).
+
+Entry points: `SAMPLES`, `sample_ids`, `Sample`. Imports the harness and the standard's codes only.
 """
 from __future__ import annotations
 

@@ -3,7 +3,11 @@ them to a predictor and fetching its outputs.
 
 A .npy file of another precision of the same kind than the input declares (numpy saves float64 by default, the
 model takes float32) is cast to the declared dtype, and the input's origin says so ("file x.npy, float64 cast
-to float32"); an integer file is cast only when every value fits. Any other dtype is an error naming both."""
+to float32"); an integer file is cast only when every value fits. Any other dtype is an error naming both.
+
+Entry points: `input_arrays`, `make_inputs`, `feed`, `outputs_of`, `load_npy`, `random_array`. Imports the command
+options (CliError) and numpy only.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence

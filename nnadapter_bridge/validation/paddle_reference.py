@@ -3,7 +3,12 @@ the whole-model tolerance (nnadapter_bridge.validation.tolerances).
 
 When Paddle Inference itself cannot load or run the model (an op it does not know, an input it rejects), the
 CLI says so in one line (CliError "Paddle Inference could not run this model: ..."), never with Paddle's
-C++ traceback."""
+C++ traceback.
+
+Entry points: `paddle_outputs`, `compare`, `paddle_available`, `check_paddle_readable`. Imports paddle only inside
+the functions that run it (nothing else in the package needs paddle), the tolerances and the command options; never
+an application.
+"""
 from __future__ import annotations
 
 import os

@@ -8,6 +8,9 @@ Non-finite values: a finite expectation is met only by a value within the bound 
 non-finite expectation only by the same value exactly (the same infinity, or NaN for NaN). max|want| is
 taken over the finite expectations (0 when there is none). The test helpers, the CLI's comparison with
 Paddle Inference and the peer benchmark all judge results with these functions.
+
+Entry points: `model_out_of_tolerance`, `op_bound`, `model_bound`, `within_reduced_precision`, `cosine_similarity`,
+`top1_agreement`. Imports numpy only.
 """
 from __future__ import annotations
 
