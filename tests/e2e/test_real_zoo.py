@@ -62,50 +62,6 @@ EXPECTED_HOST_OPS: dict = {
     for device in DEVICES}
 EXPECTED_HOST_OPS.update({("ppyolov2", device): {"matrix_nms": (1, _MATRIX_NMS_ON_HOST)} for device in DEVICES})
 
-# google_xnnpack builds float32 (and int8) tensors only: the ops below keep their host kernels there. Measured on
-# CI_SUBSET; the rest of the zoo is not parametrized on google_xnnpack (XNNPACK_MODELS) until its table is measured.
-_XNN_INTEGER = ("computes on int64 / int32 / bool values (shape arithmetic, ids, masks) and XNNPACK has no integer "
-                "arithmetic, so google_xnnpack builds float32 and int8 tensors only; in a compiled subgraph the "
-                "converters fold such chains into constants for the concrete shapes, but the support decisions judge "
-                "one op at a time without those values (value-level folding in the decisions is issue 29's next step)")
-
-
-def _xnn_lacks(what: str) -> str:
-    return (f"XNNPACK has no {what}: LiteRT would run it on its reference kernels, which google_xnnpack never lets "
-            "happen (the delegate must take every operator)")
-
-
-_XNN_NEAREST = _xnn_lacks("nearest-neighbour resize (LiteRT keeps RESIZE_NEAREST_NEIGHBOR)")
-_XNN_NMS = _xnn_lacks("non-maximum suppression")
-_XNN_GATHER = _xnn_lacks("gather (embedding lookups, index_select)")
-_XNN_HOST = {
-    "swin": {**{op: (n, _XNN_INTEGER) for op, n in (("shape", 39), ("slice", 39), ("fill_constant", 257),
-                                                      ("stack", 78), ("reshape2", 92), ("equal", 6),
-                                                      ("not_equal", 6), ("elementwise_floordiv", 6))},
-             "set_value": (54, _xnn_lacks("select (WHERE), which set_value's masked write converts to")),
-             "where": (12, _xnn_lacks("select (WHERE)")), "index_select": (12, _XNN_GATHER),
-             "roll": (12, _xnn_lacks("roll")),
-             "strided_slice": (12, _xnn_lacks("slice with steps other than 1"))},
-    "pp_liteseg": {**{op: (n, _XNN_INTEGER) for op, n in (("shape", 5), ("slice", 5), ("cast", 7),
-                                                           ("bilinear_interp_v2", 7))},
-                   "pool2d": (2, _xnn_lacks("adaptive average pool to sizes other than 1x1"))},
-    "ppocrv5_det": {"nearest_interp_v2": (6, _XNN_NEAREST)},
-    "ernie_token_cls": {**{op: (n, _XNN_INTEGER) for op, n in (("fill_constant", 3), ("equal", 1), ("cast", 1),
-                                                                ("shape", 1), ("slice", 2), ("stack", 2),
-                                                                ("cumsum", 1), ("elementwise_sub", 1), ("scale", 1))},
-                        "lookup_table_v2": (4, _XNN_GATHER)},
-    "ppyoloe_plus": {"nearest_interp_v2": (2, _XNN_NEAREST), "multiclass_nms3": (1, _XNN_NMS)},
-    "yolov3": {"nearest_interp_v2": (2, _XNN_NEAREST), "multiclass_nms3": (1, _XNN_NMS),
-               "cast": (1, _XNN_INTEGER), "yolo_box": (3, _XNN_INTEGER + " (yolo_box's decomposition reads the int32 "
-                                                                          "image size)")},
-    "bigru_crf": {**{op: (n, _XNN_INTEGER) for op, n in (("shape", 1), ("slice", 1), ("fill_constant", 3),
-                                                          ("stack", 1))},
-                  "lookup_table_v2": (1, _XNN_GATHER), "rnn": (1, _RNN_ON_HOST),
-                  "viterbi_decode": (1, _VITERBI_ON_HOST)},
-}
-XNNPACK_MODELS = set(CI_SUBSET)
-EXPECTED_HOST_OPS.update({(name, "google_xnnpack"): ops for name, ops in _XNN_HOST.items()})
-
 # Models whose random weights amplify rounding past the whole-model tolerance on every runtime: compared against
 # twice Paddle Inference's own oneDNN-on/off spread (measured: ResNet50-vd at 64 px, |oneDNN - plain| = 9.1e-5 on
 # outputs of magnitude 2.3, and ours 0.7-1.2e-4 on all three devices).
@@ -139,8 +95,6 @@ for _device in DEVICES:
 def _params():
     for name in SELECTED:
         for device in DEVICES:
-            if device == "google_xnnpack" and name not in XNNPACK_MODELS:
-                continue  # its host ops not measured yet (XNNPACK_MODELS)
             marks = [pytest.mark.slow]
             if (name, device) in KNOWN_FAILURES:
                 marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[(name, device)]))
@@ -160,6 +114,283 @@ _SHAPE_BRANCH = ("paddleseg's ViT resizes its position embedding inside an `if` 
 for _device in DEVICES:
     EXPECTED_HOST_OPS[("espnetv2", _device)] = {"while": (3, _SHAPE_LOOP)}
     EXPECTED_HOST_OPS[("segmenter", _device)] = {"conditional_block": (2, _SHAPE_BRANCH)}
+
+
+# google_xnnpack builds float32 and int8 tensors only and takes only what XNNPACK runs: the ops below keep their host
+# kernels there (measured on the whole zoo, NNADAPTER_BRIDGE_FULL_ZOO=1; every model matches Paddle Inference).
+_XNN_INTEGER = ("computes on int64 / int32 / bool values (shape arithmetic, ids, masks, comparisons) and XNNPACK has "
+                "no integer arithmetic, so google_xnnpack builds float32 and int8 tensors only; in a compiled subgraph "
+                "the converters fold such chains into constants for the concrete shapes, but the support decisions "
+                "judge one op at a time without those values (value-level folding in the decisions is issue 29's next "
+                "step)")
+
+
+def _xnn_lacks(what: str) -> str:
+    return (f"XNNPACK has no {what} (google_xnnpack has no implementation): LiteRT would run it on its reference "
+            "kernels, which google_xnnpack never lets happen (the delegate must take every operator)")
+
+
+_XNN_NEAREST = _xnn_lacks("nearest-neighbour resize (LiteRT keeps RESIZE_NEAREST_NEIGHBOR)")
+_XNN_NMS = _xnn_lacks("non-maximum suppression")
+_XNN_STEPS = "XNNPACK slices with step 1 only: a strided or reversed slice is declined"
+_XNN_ADAPTIVE = "TFLite has no adaptive pool: only an adaptive average pool to 1x1 (a MEAN) is built"
+_XNN_POOL_INDICES = "TFLite's MAX_POOL_2D has no indices output"
+_XNN_VECTOR_MATMUL = "a matmul with a 1-D operand (the vector case) is not expressed in TFLite's BATCH_MATMUL"
+_XNN_TRIAL_DIMS = ("decided with its declared -1 dims made 1, LiteRT's XNNPACK delegate refuses to prepare the "
+                   "trial program (its reshape of a runtime node fails), so the op is declined")
+_XNN_HOST = {
+    "deit": {
+        "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+        "stack": (2, _XNN_INTEGER), "expand_v2": (2, _XNN_INTEGER),
+    },
+    "swin": {
+        "shape": (39, _XNN_INTEGER), "slice": (39, _XNN_INTEGER), "fill_constant": (257, _XNN_INTEGER),
+        "stack": (78, _XNN_INTEGER), "reshape2": (92, _XNN_INTEGER),
+        "index_select": (12, _xnn_lacks("GATHER")),
+        "roll": (12, _xnn_lacks("ROLL")),
+        "set_value": (54, _xnn_lacks("WHERE")),
+        "not_equal": (6, _XNN_INTEGER),
+        "where": (12, _xnn_lacks("WHERE")),
+        "equal": (6, _XNN_INTEGER),
+        "elementwise_floordiv": (6, _xnn_lacks("FLOOR_DIV")),
+        "strided_slice": (12, _XNN_STEPS),
+    },
+    "convnext": {
+        "pow": (4, _xnn_lacks("POW")),
+        "sqrt": (4, _xnn_lacks("POW")),
+    },
+    "shufflenet_v2": {
+        "shape": (16, _XNN_INTEGER), "slice": (16, _XNN_INTEGER), "fill_constant": (112, _XNN_INTEGER),
+        "stack": (32, _XNN_INTEGER), "reshape2": (32, _XNN_INTEGER),
+    },
+    "pvt_v2": {
+        "shape": (17, _XNN_INTEGER), "slice": (17, _XNN_INTEGER), "fill_constant": (135, _XNN_INTEGER),
+        "stack": (47, _XNN_INTEGER), "reshape2": (47, _XNN_INTEGER),
+    },
+    "levit": {
+        "shape": (59, _XNN_INTEGER), "slice": (772, _XNN_INTEGER), "fill_constant": (111, _XNN_INTEGER),
+        "stack": (74, _XNN_INTEGER), "reshape2": (74, _XNN_INTEGER),
+        "gather": (668, _xnn_lacks("GATHER")),
+        "strided_slice": (2, _XNN_STEPS),
+    },
+    "mobilevit": {
+        "reshape2": (23, _XNN_TRIAL_DIMS),
+        "shape": (10, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "fill_constant": (55, _XNN_INTEGER),
+        "stack": (19, _XNN_INTEGER),
+    },
+    "mixnet": {
+        "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER), "fill_constant": (1, _XNN_INTEGER),
+        "stack": (1, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER),
+    },
+    "rexnet": {
+        "set_value": (11, _xnn_lacks("GATHER and WHERE")),
+    },
+    "pp_liteseg": {
+        "shape": (5, _XNN_INTEGER), "slice": (5, _XNN_INTEGER), "cast": (7, _XNN_INTEGER),
+        "bilinear_interp_v2": (7, _XNN_INTEGER),
+        "pool2d": (2, _XNN_ADAPTIVE),
+    },
+    "deeplabv3p": {
+        "shape": (3, _XNN_INTEGER), "slice": (3, _XNN_INTEGER), "cast": (3, _XNN_INTEGER),
+        "bilinear_interp_v2": (3, _XNN_INTEGER),
+    },
+    "segformer": {
+        "shape": (26, _XNN_INTEGER), "slice": (45, _XNN_INTEGER), "fill_constant": (94, _XNN_INTEGER),
+        "stack": (52, _XNN_INTEGER), "reshape2": (52, _XNN_INTEGER), "cast": (4, _XNN_INTEGER),
+        "bilinear_interp_v2": (4, _XNN_INTEGER),
+    },
+    "bisenetv2": {
+        "shape": (3, _XNN_INTEGER), "slice": (3, _XNN_INTEGER), "cast": (3, _XNN_INTEGER),
+        "bilinear_interp_v2": (3, _XNN_INTEGER),
+    },
+    "unet": {
+        "shape": (4, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "cast": (4, _XNN_INTEGER),
+        "bilinear_interp_v2": (4, _XNN_INTEGER),
+    },
+    "ocrnet": {
+        "shape": (9, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "cast": (14, _XNN_INTEGER),
+        "bilinear_interp_v2": (14, _XNN_INTEGER), "fill_constant": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER),
+        "reshape2": (1, _XNN_INTEGER),
+    },
+    "pspnet": {
+        "shape": (5, _XNN_INTEGER), "slice": (5, _XNN_INTEGER), "cast": (5, _XNN_INTEGER),
+        "bilinear_interp_v2": (5, _XNN_INTEGER),
+        "pool2d": (3, _XNN_ADAPTIVE),
+    },
+    "stdcseg": {
+        "shape": (4, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "cast": (4, _XNN_INTEGER),
+        "nearest_interp_v2": (3, _XNN_NEAREST), "bilinear_interp_v2": (1, _XNN_INTEGER),
+    },
+    "fast_scnn": {
+        "shape": (6, _XNN_INTEGER), "slice": (6, _XNN_INTEGER), "cast": (6, _XNN_INTEGER),
+        "bilinear_interp_v2": (6, _XNN_INTEGER),
+        "pool2d": (3, _XNN_ADAPTIVE),
+    },
+    "enet": {
+        "shape": (5, _XNN_INTEGER), "slice": (12, _XNN_INTEGER),
+        "max_pool2d_with_index": (2, _XNN_POOL_INDICES),
+        "fill_constant": (4, _XNN_INTEGER), "stack": (7, _XNN_INTEGER), "unpool": (2, _XNN_INTEGER),
+        "conv2d_transpose": (3, _XNN_INTEGER),
+    },
+    "espnetv2": {
+        "shape": (16, _XNN_INTEGER), "slice": (18, _XNN_INTEGER), "fill_constant": (3, _XNN_INTEGER),
+        "stack": (3, _XNN_INTEGER), "reshape2": (3, _XNN_INTEGER), "not_equal": (3, _XNN_INTEGER),
+        "assign": (6, _XNN_INTEGER), "while": (3, _SHAPE_LOOP), "bilinear_interp_v2": (4, _XNN_INTEGER),
+    },
+    "upernet": {
+        "shape": (11, _XNN_INTEGER), "slice": (11, _XNN_INTEGER), "cast": (11, _XNN_INTEGER),
+        "bilinear_interp_v2": (11, _XNN_INTEGER),
+        "pool2d": (3, _XNN_ADAPTIVE),
+    },
+    "segmenter": {
+        "shape": (11, _XNN_INTEGER), "slice": (20, _XNN_INTEGER), "fill_constant": (36, _XNN_INTEGER),
+        "stack": (15, _XNN_INTEGER), "expand_v2": (2, _XNN_INTEGER), "equal": (1, _XNN_INTEGER),
+        "conditional_block": (2, _SHAPE_BRANCH), "logical_not": (1, _XNN_INTEGER),
+        "elementwise_floordiv": (6, _xnn_lacks("FLOOR_DIV")),
+        "reshape2": (14, _XNN_INTEGER),
+        "matmul_v2": (6, _XNN_TRIAL_DIMS),
+        "p_norm": (2, _xnn_lacks("POW")),
+        "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
+    },
+    "pp_mobileseg": {
+        "shape": (28, _XNN_INTEGER), "slice": (44, _XNN_INTEGER), "linear_interp_v2": (16, _XNN_INTEGER),
+        "fill_constant": (64, _XNN_INTEGER), "stack": (32, _XNN_INTEGER), "reshape2": (32, _XNN_INTEGER),
+        "bilinear_interp_v2": (8, _XNN_INTEGER),
+    },
+    "pphumanseg_lite": {
+        "shape": (14, _XNN_INTEGER), "slice": (26, _XNN_INTEGER), "fill_constant": (60, _XNN_INTEGER),
+        "stack": (24, _XNN_INTEGER), "reshape2": (24, _XNN_INTEGER), "cast": (2, _XNN_INTEGER),
+        "bilinear_interp_v2": (2, _XNN_INTEGER),
+    },
+    "danet": {
+        "shape": (3, _XNN_INTEGER),
+        "tile": (1, _xnn_lacks("TILE")),
+        "slice": (5, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
+        "reshape2": (2, _XNN_INTEGER), "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
+    },
+    "gcnet": {
+        "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "bilinear_interp_v2": (1, _XNN_INTEGER),
+    },
+    "ann": {
+        "pool2d": (12, _XNN_ADAPTIVE),
+        "shape": (3, _XNN_INTEGER), "slice": (5, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+        "stack": (2, _XNN_INTEGER), "reshape2": (2, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "bilinear_interp_v2": (1, _XNN_INTEGER),
+    },
+    "picodet": {
+        "nearest_interp_v2": (2, _XNN_NEAREST),
+        "sqrt": (4, _xnn_lacks("POW")),
+        "matmul_v2": (4, _XNN_VECTOR_MATMUL),
+        "reshape2": (4, _XNN_TRIAL_DIMS),
+        "multiclass_nms3": (1, _XNN_INTEGER),
+    },
+    "ppyoloe_plus": {"nearest_interp_v2": (2, _XNN_NEAREST), "multiclass_nms3": (1, _XNN_INTEGER)},
+    "rtdetr": {
+        "shape": (22, _XNN_INTEGER), "slice": (22, _XNN_INTEGER), "fill_constant": (311, _XNN_INTEGER),
+        "stack": (105, _XNN_INTEGER), "reshape2": (101, _XNN_INTEGER), "nearest_interp_v2": (2, _XNN_NEAREST),
+        "range": (7, _XNN_INTEGER), "cast": (12, _XNN_INTEGER), "meshgrid": (3, _XNN_INTEGER),
+        "set_value": (6, _xnn_lacks("WHERE")),
+        "greater_than": (1, _XNN_INTEGER), "less_than": (1, _XNN_INTEGER), "bitwise_and": (1, _XNN_INTEGER),
+        "reduce_all": (1, _XNN_INTEGER), "fill_any_like": (4, _XNN_INTEGER),
+        "where": (1, _xnn_lacks("WHERE")),
+        "top_k_v2": (2, _xnn_lacks("TOP_K")),
+        "unsqueeze2": (4, _XNN_INTEGER),
+        "expand_v2": (6, _xnn_lacks("EXPAND")),
+        "take_along_axis": (2, _XNN_INTEGER), "scale": (42, _XNN_INTEGER),
+        "grid_sampler": (18, _xnn_lacks("GRID_SAMPLE")),
+        "flip": (1, _XNN_STEPS),
+        "tile": (3, _xnn_lacks("TILE")),
+        "elementwise_mod": (1, _XNN_INTEGER),
+        "elementwise_floordiv": (1, _xnn_lacks("FLOOR_DIV")),
+        "gather_nd": (1, _XNN_INTEGER), "assign_value": (1, _XNN_INTEGER),
+    },
+    "ppocrv5_det": {"nearest_interp_v2": (6, _XNN_NEAREST)},
+    "ppocrv5_rec": {
+        "shape": (3, _XNN_INTEGER), "slice": (6, _XNN_INTEGER), "fill_constant": (10, _XNN_INTEGER),
+        "stack": (5, _XNN_INTEGER), "reshape2": (5, _XNN_INTEGER),
+    },
+    "ernie_seq_cls": {
+        "fill_constant": (3, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (4, _xnn_lacks("GATHER")),
+        "shape": (1, _XNN_INTEGER), "slice": (2, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")),
+        "elementwise_sub": (1, _XNN_INTEGER), "scale": (1, _XNN_INTEGER),
+    },
+    "ernie_token_cls": {
+        "fill_constant": (3, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (4, _xnn_lacks("GATHER")),
+        "shape": (1, _XNN_INTEGER), "slice": (2, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")),
+        "elementwise_sub": (1, _XNN_INTEGER), "scale": (1, _XNN_INTEGER),
+    },
+    "yolov3": {
+        "nearest_interp_v2": (2, _XNN_NEAREST), "cast": (1, _XNN_INTEGER), "yolo_box": (3, _XNN_INTEGER),
+        "multiclass_nms3": (1, _XNN_INTEGER),
+    },
+    "ssd": {"multiclass_nms3": (1, _XNN_INTEGER)},
+    "tinypose": {
+        "shape": (50, _XNN_INTEGER), "slice": (50, _XNN_INTEGER), "fill_constant": (345, _XNN_INTEGER),
+        "stack": (99, _XNN_INTEGER), "reshape2": (99, _XNN_INTEGER), "nearest_interp_v2": (26, _XNN_NEAREST),
+        "arg_max": (1, _XNN_INTEGER),
+    },
+    "ppocrv5_server_det": {"nearest_interp_v2": (7, _XNN_NEAREST)},
+    "ppocrv5_server_rec": {
+        "shape": (3, _XNN_INTEGER), "slice": (6, _XNN_INTEGER), "fill_constant": (10, _XNN_INTEGER),
+        "stack": (5, _XNN_INTEGER), "reshape2": (5, _XNN_INTEGER),
+    },
+    "slanet": {
+        "nearest_interp_v2": (3, _XNN_NEAREST), "shape": (2, _XNN_INTEGER), "slice": (2, _XNN_INTEGER),
+        "fill_constant": (3, _XNN_INTEGER), "stack": (3, _XNN_INTEGER), "one_hot_v2": (25, _XNN_INTEGER),
+        "arg_max": (24, _XNN_INTEGER),
+    },
+    "uie": {
+        "unsqueeze2": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (4, _xnn_lacks("GATHER")),
+        "shape": (1, _XNN_INTEGER), "slice": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER),
+        "fill_constant": (1, _XNN_INTEGER), "scale": (1, _XNN_INTEGER),
+    },
+    "bert_seq_cls": {
+        "fill_constant": (1, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "fill_any_like": (1, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")),
+        "elementwise_sub": (1, _XNN_INTEGER),
+        "lookup_table_v2": (3, _xnn_lacks("GATHER")),
+    },
+    "gpt_lm": {
+        "shape": (1, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (1, _XNN_INTEGER),
+        "stack": (2, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER), "scale": (1, _XNN_INTEGER),
+        "range": (1, _XNN_INTEGER), "unsqueeze2": (1, _XNN_INTEGER), "expand_v2": (1, _XNN_INTEGER),
+        "lookup_table_v2": (2, _xnn_lacks("GATHER")),
+        "cast": (1, _XNN_INTEGER),
+    },
+    "electra_token_cls": {
+        "fill_constant": (1, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "fill_any_like": (1, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")),
+        "elementwise_sub": (1, _XNN_INTEGER),
+        "lookup_table_v2": (3, _xnn_lacks("GATHER")),
+    },
+    "ernie_m": {
+        "fill_constant": (2, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (2, _xnn_lacks("GATHER")),
+        "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")),
+        "elementwise_sub": (1, _XNN_INTEGER), "scale": (1, _XNN_INTEGER),
+    },
+    "bigru_crf": {
+        "lookup_table_v2": (1, _xnn_lacks("GATHER")),
+        "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER), "fill_constant": (3, _XNN_INTEGER),
+        "stack": (1, _XNN_INTEGER), "rnn": (1, _RNN_ON_HOST), "viterbi_decode": (1, _VITERBI_ON_HOST),
+    },
+}
+# (model, device) -> (subgraph runs allowed to move to the host at run time, why)
+EXPECTED_HOST_RUNS = {
+    ("rtdetr", "google_xnnpack"): (1, "one subgraph's inputs hold infinity (RT-DETR's masked anchor logits): "
+                                      "google_xnnpack treats non-finite inputs as a device fault (XNNPACK's clamps "
+                                      "pass NaN on where Paddle's relu gives 0), so that part runs on the host"),
+}
+EXPECTED_HOST_OPS.update({(name, "google_xnnpack"): ops for name, ops in _XNN_HOST.items()})
 
 
 _references: dict = {}
@@ -239,7 +470,8 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
         assert not unexpected, (
             f"{name} on {device}: ops on the host beyond EXPECTED_HOST_OPS: "
             + "; ".join(f"{op} x{n} ({reasons.get(op, 'no reason recorded')})" for op, n in unexpected.items()))
-        assert predictor.stats.subgraph_host_runs == 0, (
+        allowed_runs = EXPECTED_HOST_RUNS.get((name, device), (0, ""))[0]
+        assert predictor.stats.subgraph_host_runs <= allowed_runs, (
             f"{name} on {device}: {predictor.stats.subgraph_host_runs} subgraph runs fell back to the host")
     finally:
         predictor.close()
@@ -251,7 +483,9 @@ def test_expected_host_ops_name_known_models_and_give_reasons():
         for op, (count, why) in ops.items():
             assert count > 0 and len(why) > 20, (name, device, op)
     assert set(CI_SUBSET) <= set(MODELS) and PEER_SPREAD <= set(MODELS) and DETECTION_LISTS <= set(MODELS)
-    assert XNNPACK_MODELS <= set(MODELS) and set(_XNN_HOST) <= XNNPACK_MODELS
+    assert set(_XNN_HOST) <= set(MODELS)
+    for (name, device), (count, why) in EXPECTED_HOST_RUNS.items():
+        assert name in MODELS and device in DEVICES and count > 0 and len(why) > 20, (name, device)
 
 
 def test_tied_detections_compare_as_a_set_and_nothing_else_moves():
