@@ -221,11 +221,13 @@ def _looks_like_json(data) -> bool:
 
 
 def _looks_like_naive_buffer(data, source) -> bool:
-    from nnadapter_bridge.loader.naive_buffer import FILE_EXTENSION, looks_like_naive_buffer
+    # A file is told by its name (a damaged .nb is reported as one, not as an unreadable ProgramDesc), so the
+    # naive-buffer reader (flatbuffers) loads only for a .nb or a buffer.
+    if source.model_path is not None:
+        return source.model_path.endswith(".nb")
+    from nnadapter_bridge.loader.naive_buffer import looks_like_naive_buffer
 
-    if source.model_path is not None and source.model_path.endswith(FILE_EXTENSION):
-        return True  # a damaged .nb is reported as one, not as an unreadable ProgramDesc
-    return source.model_path is None and looks_like_naive_buffer(data)
+    return looks_like_naive_buffer(data)
 
 
 def _check_naive_buffer_params(block: BlockInfo, params: dict, where: str) -> None:

@@ -17,21 +17,28 @@ import threading
 import time
 from typing import Any
 
-try:  # optional: a clean, process-local way to cap BLAS threads
-    import threadpoolctl as _threadpoolctl
-except ImportError:  # pragma: no cover - depends on the environment
-    _threadpoolctl = None
-
 _LOCK = threading.Lock()
 # the BLAS limit while capped blocks run
 _state: dict[str, Any] = {"users": 0, "limits": None, "controller": None}
+
+def _threadpoolctl():
+    """threadpoolctl (optional: a clean, process-local way to cap BLAS threads), or None when it is missing;
+    imported on first use: a start whose ops all run on a device's own threads never caps numpy's pool."""
+    if "module" not in _state:
+        try:
+            import threadpoolctl
+        except ImportError:  # pragma: no cover - depends on the environment
+            threadpoolctl = None
+        _state["module"] = threadpoolctl
+    return _state["module"]
+
 
 
 def _controller():
     """One ThreadpoolController for the process: it finds the BLAS libraries once (threadpool_limits would
     scan them on every entry, about 0.4 ms)."""
     if _state["controller"] is None:
-        _state["controller"] = _threadpoolctl.ThreadpoolController()
+        _state["controller"] = _threadpoolctl().ThreadpoolController()
     return _state["controller"]
 
 
@@ -113,13 +120,13 @@ def resolve_thread_count(num_threads: int) -> int:
 def limit_blas_threads(num_threads: int):
     """A context manager capping the BLAS pool at `num_threads`; 0 is automatic (module docstring)."""
     num_threads = resolve_thread_count(num_threads)
-    if num_threads > 0 and _threadpoolctl is not None:
+    if num_threads > 0 and _threadpoolctl() is not None:
         return _shared_limit(num_threads)
     return contextlib.nullcontext()
 
 
 def blas_thread_counts() -> list:
     """The current thread count of each BLAS library loaded in the process ([] without threadpoolctl)."""
-    if _threadpoolctl is None:
+    if _threadpoolctl() is None:
         return []
     return [info["num_threads"] for info in _controller().info() if info.get("user_api") == "blas"]

@@ -17,7 +17,6 @@ Entry points: `parse_properties`, `Properties`, `unknown_keys`, `parse_bool`. Im
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -65,6 +64,8 @@ def unknown_keys(keys: Iterable[str], declared: Mapping[str, Iterable[str] | Non
     for key in keys:
         if key in known or any(key.upper().startswith(prefix) for prefix in silent):
             continue
+        import difflib  # only for a key no device reads
+
         nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         found.append((key, nearest[0] if nearest else None))
     return found

@@ -67,7 +67,7 @@ from nnadapter_bridge.subgraph.plan import (
 )
 from nnadapter_bridge.subgraph.progress import Progress
 from nnadapter_bridge.subgraph.support_decisions import FingerprintMemo
-from partition import HOST_ONLY_OP_TYPES, Subgraph, print_dump_if_verbose, sub_block_indices
+from partition import HOST_ONLY_OP_TYPES, Subgraph, sub_block_indices
 
 _ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/host/kernels/) for them, or choose "
            "devices that support them.")
@@ -227,7 +227,10 @@ class Predictor:
             if self.device_names:
                 _warn_unknown_properties(settings)
             plan = plan_partition(settings, self.graph, self.context)
-            print_dump_if_verbose(self.graph, plan.result)
+            if os.environ.get("GLOG_v"):  # Paddle Lite's debug dump (partition.dump loads only then)
+                from partition.dump import print_dump_if_verbose
+
+                print_dump_if_verbose(self.graph, plan.result)
             resources = _engine_resources(settings, self.graph, self.context, plan)
             shared = _Shared(config, settings, self.graph, self.context, resources, plan,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it

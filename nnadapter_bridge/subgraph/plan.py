@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 from nnadapter_bridge.errors import BridgeError, UnsupportedOpError
 from nnadapter_bridge.subgraph import cache_key, plan_store
@@ -27,7 +28,9 @@ from partition import (
     op_key,
     sub_block_indices,
 )
-from partition.picture import Placement
+
+if TYPE_CHECKING:
+    from partition.picture import Placement
 
 # More than this share of a model's ops (or of its estimated FLOPs) on the host, devices named: a loud warning.
 HOST_SHARE_LIMIT = 0.05
@@ -172,6 +175,8 @@ class OpPlacement:
     control_flow: bool = False  # a while / conditional_block: on the host because no device runs control flow
 
     def picture_placement(self) -> Placement:
+        from partition.picture import Placement  # the drawing code loads only to draw (partition/__init__)
+
         return Placement(self.subgraph, self.device, self.reason, self.forced)
 
     def as_dict(self) -> dict:

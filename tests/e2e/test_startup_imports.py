@@ -1,0 +1,115 @@
+"""Issue 31: a warm start imports only what it runs.
+
+A fresh process starts a predictor from a warm cache dir (every program restored, the partition plan read) and
+lists the modules it imported. The project's modules must be exactly the ones below (a module added to a warm
+start's path fails here: make it load where it is used, or add it with the reason), and the third-party packages
+those of the table: no converter, no partition dump or picture, no CLI, no flatbuffers (Paddle Lite's .nb reader),
+no difflib (close-match hints), no threadpoolctl unless the device computes with numpy.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from support.predictor_programs import add_relu_scale_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROJECT = ("nnadapter_bridge", "partition", "hal", "converters", "devtools")
+
+# What every warm start imports of the project: the predictor, the loader (the program is parsed at every start:
+# its bytes key the verdicts and the plan), the runtime and the .nnc reader, the plan store, the partition
+# config and the detector's result types.
+CORE = {
+    "hal", "hal.protocol", "nnadapter_bridge", "nnadapter_bridge.errors", "nnadapter_bridge.loader",
+    "nnadapter_bridge.loader.dtypes", "nnadapter_bridge.loader.framework_pb2", "nnadapter_bridge.loader.graph",
+    "nnadapter_bridge.loader.model_files", "nnadapter_bridge.loader.params", "nnadapter_bridge.loader.program",
+    "nnadapter_bridge.loader.program_desc", "nnadapter_bridge.loader.validate", "nnadapter_bridge.nnadapter",
+    "nnadapter_bridge.nnadapter.blas_threads", "nnadapter_bridge.nnadapter.codes",
+    "nnadapter_bridge.nnadapter.contraction", "nnadapter_bridge.nnadapter.driver_protocol",
+    "nnadapter_bridge.nnadapter.model", "nnadapter_bridge.nnadapter.nnc", "nnadapter_bridge.nnadapter.nnc.cleanup",
+    "nnadapter_bridge.nnadapter.nnc.container", "nnadapter_bridge.nnadapter.nnc.files",
+    "nnadapter_bridge.nnadapter.nnc.identity", "nnadapter_bridge.nnadapter.nnc.records",
+    "nnadapter_bridge.nnadapter.nnc.writer", "nnadapter_bridge.nnadapter.properties",
+    "nnadapter_bridge.nnadapter.runtime", "nnadapter_bridge.nnadapter.runtime.compilation",
+    "nnadapter_bridge.nnadapter.runtime.context", "nnadapter_bridge.nnadapter.runtime.devices",
+    "nnadapter_bridge.nnadapter.runtime.execution", "nnadapter_bridge.nnadapter.runtime.faults",
+    "nnadapter_bridge.nnadapter.types", "nnadapter_bridge.predictor", "nnadapter_bridge.predictor.config",
+    "nnadapter_bridge.predictor.predictor", "nnadapter_bridge.predictor.settings",
+    "nnadapter_bridge.predictor.tensor", "nnadapter_bridge.subgraph", "nnadapter_bridge.subgraph.cache_key",
+    "nnadapter_bridge.subgraph.engine", "nnadapter_bridge.subgraph.mixed_precision", "nnadapter_bridge.subgraph.plan",
+    "nnadapter_bridge.subgraph.plan_store", "nnadapter_bridge.subgraph.progress",
+    "nnadapter_bridge.subgraph.support_decisions", "partition", "partition.config", "partition.detector",
+}
+# builtin_device computes with the standard's reference operations (numpy): those, and threadpoolctl to cap numpy.
+BUILTIN_DEVICE = {
+    "hal.builtin_device", "hal.builtin_device.driver", "hal.fusion", "nnadapter_bridge.nnadapter.reference",
+    "nnadapter_bridge.nnadapter.serialization", "nnadapter_bridge.nnadapter.operations",
+    *(f"nnadapter_bridge.nnadapter.operations.{name}" for name in (
+        "activation", "common", "conv", "detection", "elementwise", "generate", "matmul", "normalization", "pool",
+        "quantization", "reduce", "registry", "resize", "sampling", "shape", "tensor", "window")),
+}
+INTEL_OPENVINO = {"hal.intel_openvino", "hal.intel_openvino.checks", "hal.intel_openvino.driver"}
+# Third-party packages (top level): numpy; protobuf (`google`: the ProgramDesc parser); google_crc32c (the .nnc
+# CRC); ml_dtypes (bfloat16 params); orjson (the verdict store and the plan); the device's SDK and what it loads.
+THIRD_PARTY = {"numpy", "google", "google_crc32c", "ml_dtypes", "orjson"}
+EXPECTED = {
+    "builtin_device": (CORE | BUILTIN_DEVICE, THIRD_PARTY | {"threadpoolctl"}),
+    "intel_openvino": (CORE | INTEL_OPENVINO, THIRD_PARTY | {"openvino", "openvino_telemetry", "packaging"}),
+}
+SCRIPT = """
+    import json, sys
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    import nnadapter_bridge as nb
+    config = nb.Config()
+    config.set_model_file({model!r})
+    config.set_nnadapter_device_names([{device!r}])
+    config.set_nnadapter_model_cache_dir({cache!r})
+    predictor = nb.create_predictor(config)
+    predictor.get_input(0).from_numpy(np.ones((2, 4), np.float32))
+    predictor.run()
+    stats = predictor.stats
+    assert {check}, stats
+    print("MODULES", json.dumps(sorted(sys.modules)))
+"""
+
+
+def warm_start_modules(tmp_path, device: str) -> list:
+    model = add_relu_scale_model(tmp_path / "device_only", extra_ops=["relu", "sigmoid"])  # no host op
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+
+    def script(check: str) -> str:
+        return textwrap.dedent(SCRIPT.format(root=ROOT, model=str(model), device=device, cache=str(cache),
+                                             check=check))
+
+    cold = subprocess.run([sys.executable, "-c", script("stats.builds == stats.subgraphs > 0")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert cold.returncode == 0, cold.stderr[-2000:]
+    assert any(name.startswith("plan-") for name in os.listdir(cache)), "the partition plan was not kept"
+    warm = subprocess.run([sys.executable, "-c", script(
+        "stats.builds == 0 and stats.cache_hits_file == stats.subgraphs > 0 and stats.host_ops == 0")],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    line = next(ln for ln in warm.stdout.splitlines() if ln.startswith("MODULES "))
+    return json.loads(line[len("MODULES "):])
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino"])
+def test_a_warm_start_imports_exactly_the_modules_it_runs(tmp_path, device):
+    if device == "intel_openvino":
+        pytest.importorskip("openvino")
+    modules = warm_start_modules(tmp_path, device)
+    project, third_party = EXPECTED[device]
+    ours = {m for m in modules if m.split(".")[0] in PROJECT}
+    assert not ours - project, f"a warm start now imports {sorted(ours - project)}: load it where it is used"
+    assert not project - ours, f"no longer imported (take them off the list): {sorted(project - ours)}"
+    top = {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - set(PROJECT)
+    top = {m for m in top if not m.startswith("_") and m != "site"}  # the interpreter's own and the install's hooks
+    assert top <= third_party, f"a warm start now imports {sorted(top - third_party)}"
+    assert not {"difflib", "subprocess"} & set(modules) or device == "intel_openvino"  # OpenVINO loads both itself
