@@ -46,7 +46,7 @@ sys.path.insert(0, ROOT)
 
 from peers.child_protocol import spawn  # noqa: E402
 
-from nnadapter_bridge import zoo  # noqa: E402
+from devtools import zoo  # noqa: E402
 from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noqa: E402
 
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers")

@@ -27,7 +27,13 @@ For every (model, device) it runs fresh processes (`--child`, this file) and rep
   `--tracemalloc`: peak Python-traced bytes per phase and the top allocation sites still held after the
   first run (numpy arrays included; SDK-internal C++ memory is not traced).
 
-Start-up figures exclude `import nnadapter_bridge` + the SDK package ("imports" row), as bench_peers.py does.
+Start-up figures exclude `import nnadapter_bridge` + the SDK package ("imports" row), as bench_peers.py does; the
+from-spawn figures stand beside them, in the summary table, in each phase table (rows "spawn -> interpreter up",
+"spawn -> first result") and in the JSON (`since_spawn_s`, `python_start_s`, `start_with_imports_s` per summary):
+a fresh process's wait, imports included, from the parent's fork/exec to the first output.
+`--models` takes the zoo models (devtools.zoo: MODELS, EXTRA_MODELS, PIR_MODELS) and the real-architecture zoo
+(tests/support/real_zoo's catalog, built or taken from the test fixture cache), whose feeds (every input) are
+written to an .npz the children read; OpenVINO direct runs on the legacy .pdmodel ones.
 Run it with `env -u PYTHONDONTWRITEBYTECODE` (and a warmed __pycache__) when timing imports: without .pyc
 files every process recompiles the sources.
 """
@@ -64,8 +70,13 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # another is subtracted from the outer one's "self" time.
 PHASES = [
     ("nnadapter_bridge.loader", "load_model", "load"),
+    # The predictor binds these names at its import, before they could be wrapped in their own modules.
+    ("nnadapter_bridge.predictor.predictor", "load_model", "load"),
     ("nnadapter_bridge.predictor.predictor", "_open_context", "context"),
     ("nnadapter_bridge.subgraph.plan", "plan_partition", "partition"),
+    ("nnadapter_bridge.predictor.predictor", "plan_partition", "partition"),
+    ("nnadapter_bridge.subgraph.plan_store", "load_plan", "partition: read the kept plan"),
+    ("nnadapter_bridge.subgraph.plan", "detect_subgraphs", "partition: detect subgraphs"),
     ("nnadapter_bridge.subgraph.support_decisions", "VerdictStore.open", "support: read verdicts"),
     ("nnadapter_bridge.subgraph.support_decisions", "SupportDecider._decide", "support: convert + validate"),
     ("nnadapter_bridge.subgraph.support_decisions", "VerdictStore.save", "support: save verdicts"),
@@ -297,10 +308,14 @@ def params_path(model_path: str) -> str:
     return os.path.splitext(model_path)[0] + ".pdiparams"
 
 
-def example_input(model_path: str):
-    """The input a start feeds: a 224x224 image, or token ids for the PIR transformer."""
+def example_input(model_path: str, feeds_path: str | None = None):
+    """The inputs a start feeds, {name: array} from `feeds_path` (an .npz: the real zoo's feeds), else one array: a
+    224x224 image, or token ids for the PIR transformer."""
     import numpy as np
 
+    if feeds_path:
+        with np.load(feeds_path) as data:
+            return {name: data[name] for name in data.files}
     rng = np.random.default_rng(0)
     if model_path.endswith(".json"):
         from devtools.zoo import TRANSFORMER_SEQ, TRANSFORMER_VOCAB
@@ -309,20 +324,36 @@ def example_input(model_path: str):
     return rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
 
 
-def ensure_benchmark_model(name: str, model_dir: str) -> str:
-    """A zoo model (legacy .pdmodel, as bench_peers builds it) or a PIR-only zoo model (.json: OpenVINO's
-    Paddle frontend cannot read those, so it has no OpenVINO-direct peer)."""
+def ensure_benchmark_model(name: str, model_dir: str, scratch: str) -> tuple:
+    """(model path, feeds .npz or None): a zoo model (legacy .pdmodel, as bench_peers builds it), a PIR-only zoo
+    model (.json: OpenVINO's Paddle frontend cannot read those, so it has no OpenVINO-direct peer), or a model of
+    the real-architecture zoo (tests/support/real_zoo: its path and its feeds, written to an .npz in `scratch`)."""
     from devtools import zoo
+    if name not in zoo.MODELS + zoo.EXTRA_MODELS + zoo.PIR_MODELS:
+        import numpy as np
+
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from support.real_zoo import env
+        from support.real_zoo.catalog import MODELS as REAL_MODELS
+        from support.real_zoo.fixtures import feeds_for
+
+        if name not in REAL_MODELS:
+            raise SystemExit(f"profile_startup: unknown model '{name}'; the zoo has "
+                             f"{', '.join(zoo.MODELS + zoo.EXTRA_MODELS + zoo.PIR_MODELS)}, the real zoo "
+                             f"{', '.join(REAL_MODELS)}")
+        feeds_path = os.path.join(scratch, f"{name}-feeds.npz")
+        np.savez(feeds_path, **feeds_for(name))
+        return env.model_path(name), feeds_path
     if name in zoo.PIR_MODELS:
         out = os.path.join(model_dir, name, zoo.PIR_LAYOUT)
         path = zoo.model_path(name, zoo.PIR_LAYOUT, out)
         if not os.path.isfile(path):
             print(f"building {name} (PIR) into {out} ...", file=sys.stderr, flush=True)
             zoo.build_pir_model(name, out)
-        return path
+        return path, None
     from bench_peers import ensure_model
 
-    return ensure_model(name, model_dir)
+    return ensure_model(name, model_dir), None
 
 
 def _ours(args, recorder: Recorder, result: dict):
@@ -333,7 +364,7 @@ def _ours(args, recorder: Recorder, result: dict):
         if SDK_MODULE[args.device]:
             __import__(SDK_MODULE[args.device])
     recorder.wrap_later(PHASES)
-    x = example_input(args.model)
+    x = example_input(args.model, args.feeds)
     with recorder.phase("start"):
         with recorder.phase("create_predictor"):
             config = nnadapter_bridge.Config()
@@ -344,7 +375,11 @@ def _ours(args, recorder: Recorder, result: dict):
             config.set_nnadapter_model_cache_dir(args.work_dir)
             predictor = nnadapter_bridge.create_predictor(config)
         with recorder.phase("first run"):
-            predictor.get_input(0).from_numpy(x)
+            if isinstance(x, dict):
+                for k, name in enumerate(predictor.get_input_names()):
+                    predictor.get_input(k).from_numpy(x[name])
+            else:
+                predictor.get_input(0).from_numpy(x)
             predictor.run()
             first = predictor.get_output(0).numpy()
     result["unwrapped"] = recorder.unwrapped + [f"{m}.{p} (never imported)" for m, p, _ in recorder.pending]
@@ -421,10 +456,10 @@ def _overhead(args, predictor, x, result: dict) -> None:
 
 def _peer_openvino(args, recorder: Recorder, result: dict):
     with recorder.phase("imports"):
-        import numpy as np
+        import numpy  # noqa: F401 - timed with the imports, as ours is
         import openvino as ov
 
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    x = example_input(args.model, args.feeds)
     with recorder.phase("start"):
         core = ov.Core()
         config = {"INFERENCE_NUM_THREADS": args.threads, "CACHE_DIR": args.work_dir,
@@ -439,7 +474,7 @@ def _peer_openvino(args, recorder: Recorder, result: dict):
                 compiled = core.compile_model(args.model, "CPU", config)
         with recorder.phase("first run"):
             request = compiled.create_infer_request()
-            request.infer({0: x})
+            request.infer(x if isinstance(x, dict) else {0: x})
             first = request.get_output_tensor(0).data.copy()
     result["_keep"] = (compiled, request)  # alive until the RSS after the start is read
     return None, x, first
@@ -496,7 +531,8 @@ def child(args) -> int:
             {"where": str(stat.traceback[0]), "bytes": stat.size, "count": stat.count}
             for stat in snapshot.statistics("lineno")[:12]]
     result.pop("_keep", None)
-    if predictor is not None and args.overhead_runs and args.phase == "warm":
+    # The per-run overhead is measured on single-input models (one bound input for the bare SDK call).
+    if predictor is not None and args.overhead_runs and args.phase == "warm" and not isinstance(x, dict):
         _overhead(args, predictor, x, result)
     recorder.stop()
     result["phases"] = recorder.table()
@@ -516,7 +552,7 @@ def child(args) -> int:
 
 # -- the parent -----------------------------------------------------------------------------------------
 def run_child(model: str, device: str, phase: str, work_dir: str, args, *, peer: bool = False,
-              cprofile: int = 0, overhead: int = 0, tracemalloc: bool = False) -> dict:
+              cprofile: int = 0, overhead: int = 0, tracemalloc: bool = False, feeds: str | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--model", model, "--device", device, "--phase",
            phase, "--work-dir", work_dir, "--threads", str(args.threads), "--overhead-runs", str(overhead),
            "--overhead-seconds", str(args.overhead_seconds)]
@@ -526,6 +562,8 @@ def run_child(model: str, device: str, phase: str, work_dir: str, args, *, peer:
         cmd += ["--cprofile", str(cprofile)]
     if tracemalloc:
         cmd.append("--tracemalloc")
+    if feeds:
+        cmd += ["--feeds", feeds]
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     spawn = time.time()
     proc = subprocess.run(cmd + ["--spawn-time", repr(spawn)], capture_output=True, text=True, env=env, timeout=1200)
@@ -563,6 +601,8 @@ def summarise(runs: list) -> dict:
            "start_s": _median([next(p["incl_s"] for p in r["phases"] if p["name"] == "start") for r in good]),
            "imports_s": _median([next(p["incl_s"] for p in r["phases"] if p["name"] == "imports") for r in good]),
            "since_spawn_s": _median([r["first_result_since_spawn_s"] for r in good]),
+           "python_start_s": _median([r.get("python_start_s") for r in good]),
+           "start_with_imports_s": _median([r.get("start_with_imports_s") for r in good]),
            "peak_rss_bytes": _median([r["peak_rss_bytes"] for r in good]),
            "rss_anon_after": _median([r["rss_after_start"].get("Anonymous") for r in good]),
            "rss_after": _median([r["rss_after_start"].get("Rss") for r in good]),
@@ -581,7 +621,7 @@ def summarise(runs: list) -> dict:
     return out
 
 
-def measure(model_name: str, model: str, device: str, args, scratch: str) -> dict:
+def measure(model_name: str, model: str, device: str, args, scratch: str, feeds: str | None = None) -> dict:
     entry = {"model": model_name, "device": device, "load_1min": os.getloadavg()[0]}
     cold, warm, peer_cold, peer_warm = [], [], [], []
     peer = device == "intel_openvino" and model.endswith(".pdmodel")
@@ -589,13 +629,13 @@ def measure(model_name: str, model: str, device: str, args, scratch: str) -> dic
         work = os.path.join(scratch, f"{model_name}-{device}-{k}")
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        cold.append(run_child(model, device, "cold", work, args))
-        warm.append(run_child(model, device, "warm", work, args, overhead=args.overhead_runs))
+        cold.append(run_child(model, device, "cold", work, args, feeds=feeds))
+        warm.append(run_child(model, device, "warm", work, args, overhead=args.overhead_runs, feeds=feeds))
         if peer:
             peer_work = work + "-ov"
             os.makedirs(peer_work)
-            peer_cold.append(run_child(model, device, "cold", peer_work, args, peer=True))
-            peer_warm.append(run_child(model, device, "warm", peer_work, args, peer=True))
+            peer_cold.append(run_child(model, device, "cold", peer_work, args, peer=True, feeds=feeds))
+            peer_warm.append(run_child(model, device, "warm", peer_work, args, peer=True, feeds=feeds))
     entry["cold"] = summarise(cold)
     entry["warm"] = summarise(warm)
     if peer:
@@ -603,12 +643,14 @@ def measure(model_name: str, model: str, device: str, args, scratch: str) -> dic
         entry["peer_warm"] = summarise(peer_warm)
     if args.cprofile or args.tracemalloc:
         work = os.path.join(scratch, f"{model_name}-{device}-0")
-        extra = run_child(model, device, "warm", work, args, cprofile=args.cprofile, tracemalloc=args.tracemalloc)
+        extra = run_child(model, device, "warm", work, args, cprofile=args.cprofile, tracemalloc=args.tracemalloc,
+                          feeds=feeds)
         entry["warm_profiled"] = summarise([extra])
         cold_work = os.path.join(scratch, f"{model_name}-{device}-profiled")
         shutil.rmtree(cold_work, ignore_errors=True)
         os.makedirs(cold_work)
-        extra = run_child(model, device, "cold", cold_work, args, cprofile=args.cprofile, tracemalloc=args.tracemalloc)
+        extra = run_child(model, device, "cold", cold_work, args, cprofile=args.cprofile,
+                          tracemalloc=args.tracemalloc, feeds=feeds)
         entry["cold_profiled"] = summarise([extra])
     return entry
 
@@ -667,10 +709,12 @@ def render(report: dict) -> str:
                           f"{kind.replace('peer_', '')} (median of {s['repeats']})", "",
                       "| phase | calls | incl ms | self ms | imports ms (modules) | RSS peak / after MiB |",
                       "|---|---|---|---|---|---|"]
+            lines.append(f"| spawn -> interpreter up | | {_f(s.get('python_start_s'), 1e3, 1)} | | | |")
             for p in s["phases"]:
                 lines.append(f"| {p['name']} | {p['calls']} | {_f(p['incl_s'], 1e3, 1)} | {_f(p['self_s'], 1e3, 1)} | "
                              f"{_f(p['imports_s'], 1e3, 1)} ({p['modules']:.0f}) | "
                              f"{_mib(p['rss_peak'])} / {_mib(p['rss_after'])} |")
+            lines.append(f"| spawn -> first result | | {_f(s.get('since_spawn_s'), 1e3, 1)} | | | |")
             lines.append(
                 f"\nRSS after the start {_mib(s['rss_after'])} MiB, of it anonymous {_mib(s['rss_anon_after'])} "
                 f"MiB; peak (ru_maxrss) {_mib(s['peak_rss_bytes'])} MiB. Details: {s.get('details')}"
@@ -707,6 +751,7 @@ def main(argv=None) -> int:
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--work-dir", help=argparse.SUPPRESS)
     parser.add_argument("--spawn-time", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--feeds", help=argparse.SUPPRESS)
     parser.add_argument("--models", default="mobilenet_v3_small,resnet50")
     parser.add_argument("--devices", default="intel_openvino,microsoft_onnxruntime")
     parser.add_argument("--threads", type=int, default=1)
@@ -733,11 +778,11 @@ def main(argv=None) -> int:
         entries = []
         try:
             for name in [m for m in args.models.split(",") if m]:
-                model = ensure_benchmark_model(name, args.model_dir)
+                model, feeds = ensure_benchmark_model(name, args.model_dir, scratch)
                 for device in [d for d in args.devices.split(",") if d]:
                     print(f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}] {name} {device}",
                           file=sys.stderr, flush=True)
-                    entries.append(measure(name, model, device, args, scratch))
+                    entries.append(measure(name, model, device, args, scratch, feeds))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         try:
