@@ -25,20 +25,20 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Dict, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
+from hal.common import Unsupported, is_integer_product, lower
+from hal.fusion import fuse_operations
+from hal.google_xnnpack.graph import convert_model, is_real_valued, operation_unsupported_reason
+from hal.google_xnnpack.operations import OPERATIONS
+from hal.protocol import Argument, Cache, ContextCallback, Driver
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
-from hal.fusion import fuse_operations
-from hal.common import Unsupported, is_integer_product, lower
-from hal.google_xnnpack.graph import convert_model, is_real_valued, operation_unsupported_reason
-from hal.google_xnnpack.operations import OPERATIONS
-from hal.protocol import Argument, Cache, ContextCallback, Driver
 
 NUM_THREADS_KEY = "GOOGLE_XNNPACK_NUM_THREADS"
 
@@ -103,7 +103,7 @@ class XnnpackContext:
 class XnnpackProgram:
     context: XnnpackContext
     model_bytes: bytes
-    interpreter: Optional[Interpreter]
+    interpreter: Interpreter | None
     input_types: list
     output_types: list
     input_tensors: list = dataclasses.field(default_factory=list)   # interpreter tensor index per model input
@@ -149,7 +149,7 @@ class XnnpackDriver(Driver):
         """Per operation, why XNNPACK does not run it ("" when it does): the operation alone must convert and
         XNNPACK must take every operator of it. Answers are cached per operation signature (types,
         constants), since a CNN repeats the same few."""
-        cache: Dict[tuple, str] = {}
+        cache: dict[tuple, str] = {}
         producers, consumers = model.producers(), model.consumers()
         outputs = {o.index for o in model.output_operands}
         reasons = []
@@ -167,7 +167,7 @@ class XnnpackDriver(Driver):
         return cache[key]
 
     # -- programs -----------------------------------------------------------------------------------
-    def create_program(self, context: XnnpackContext, model: Optional[Model], cache: Cache) -> XnnpackProgram:
+    def create_program(self, context: XnnpackContext, model: Model | None, cache: Cache) -> XnnpackProgram:
         if model is None:
             if not cache.buffer:
                 raise _fail("neither a model nor a cache buffer to build a program from")

@@ -26,20 +26,20 @@ heads no chain computes in float, with its float tail (DEQUANTIZE -> batch norm 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
+from hal.common import OperationTable, Unsupported, operation_alone, unsupported_reason
+from hal.quantized_chains import ConvChain, FloatTail, find_conv_chains, find_float_tails
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.operations.registry import dequantize
 from nnadapter_bridge.nnadapter.types import Operand, Operation
-from hal.common import OperationTable, Unsupported, operation_alone, unsupported_reason
-from hal.quantized_chains import ConvChain, FloatTail, find_conv_chains, find_float_tails
 
 PLAIN = "plain"  # NNAdapter's own axis order (NCHW for rank 4)
 NHWC = "nhwc"
@@ -52,7 +52,7 @@ BuiltinOperator = schema.BuiltinOperator
 BuiltinOptions = schema.BuiltinOptions
 
 
-def inverse(perm: Sequence[int]) -> Tuple[int, ...]:
+def inverse(perm: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argsort(perm))
 
 
@@ -74,22 +74,22 @@ class TfliteBuilder:
         self.tensors: list = []
         self.buffers: list = [schema.BufferT()]  # buffer 0: the empty buffer of every non-constant tensor
         self.operators: list = []
-        self.opcodes: Dict[int, int] = {}  # builtin code -> index in operatorCodes
+        self.opcodes: dict[int, int] = {}  # builtin code -> index in operatorCodes
         self.opcode_list: list = []
-        self.values: Dict[int, Value] = {}  # operand index -> its tensor
-        self._constants: Dict[Tuple[int, str], int] = {}  # (operand index, layout) -> constant tensor
-        self._converted: Dict[Tuple[int, str], int] = {}  # (operand index, layout) -> transposed tensor
-        self.current: Optional[Operation] = None
-        self.chains: Dict[int, ConvChain] = {}  # id(CONV_2D) -> its quantized chain (hal.quantized_chains)
-        self.tails: Dict[int, FloatTail] = {}  # id(CONV_2D) -> the float tail folded into it
+        self.values: dict[int, Value] = {}  # operand index -> its tensor
+        self._constants: dict[tuple[int, str], int] = {}  # (operand index, layout) -> constant tensor
+        self._converted: dict[tuple[int, str], int] = {}  # (operand index, layout) -> transposed tensor
+        self.current: Operation | None = None
+        self.chains: dict[int, ConvChain] = {}  # id(CONV_2D) -> its quantized chain (hal.quantized_chains)
+        self.tails: dict[int, FloatTail] = {}  # id(CONV_2D) -> the float tail folded into it
         self.absorbed: set = set()  # ids of the operations a convolution already wrote (chains, tails)
-        self._dequantized: Dict[Tuple[int, str], int] = {}  # (int8 operand index, layout) -> its float tensor
-        self.dequantized_from: Dict[int, Tuple[Value, float]] = {}  # DEQUANTIZE result -> (its int8 value, scale)
-        self.consumers: Dict[int, list] = {}  # operand index -> the operations reading it (convert_model's model)
+        self._dequantized: dict[tuple[int, str], int] = {}  # (int8 operand index, layout) -> its float tensor
+        self.dequantized_from: dict[int, tuple[Value, float]] = {}  # DEQUANTIZE result -> (its int8 value, scale)
+        self.consumers: dict[int, list] = {}  # operand index -> the operations reading it (convert_model's model)
         self.model_outputs: set = set()
 
     # -- tensors ------------------------------------------------------------------------------------
-    def operand_dims(self, operand: Operand) -> Tuple[int, ...]:
+    def operand_dims(self, operand: Operand) -> tuple[int, ...]:
         dims = tuple(operand.type.dims)
         if all(known(d) for d in dims):
             return tuple(int(d) for d in dims)
@@ -97,7 +97,7 @@ class TfliteBuilder:
             return tuple(int(d) if known(d) else 1 for d in dims)
         raise Unsupported(f"dims {[d if known(d) else -1 for d in dims]} must be known (XNNPACK's tensors are static)")
 
-    def tensor(self, shape: Sequence[int], hint: str = "t", dtype=np.float32, like: Optional[int] = None,
+    def tensor(self, shape: Sequence[int], hint: str = "t", dtype=np.float32, like: int | None = None,
                quantization=None) -> int:
         """A fresh tensor of `shape`: of `dtype`, or of the type and quantization of tensor `like`."""
         t = schema.TensorT()
@@ -125,7 +125,7 @@ class TfliteBuilder:
     def i32(self, values) -> int:
         return self.const(np.asarray(values, dtype=np.int32).reshape(-1), np.int32, "i")
 
-    def shape_of(self, tensor: int) -> Tuple[int, ...]:
+    def shape_of(self, tensor: int) -> tuple[int, ...]:
         return tuple(self.tensors[tensor].shape)
 
     # -- operators ----------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class TfliteBuilder:
         self.operators.append(o)
 
     def one(self, code: int, inputs: Sequence[int], shape: Sequence[int], options_type: int = 0, options=None,
-            output: Optional[int] = None) -> int:
+            output: int | None = None) -> int:
         """Append one operator with one output of `shape` (a fresh tensor unless `output` is given)."""
         out = self.tensor(shape, hint=_code_name(code).lower()) if output is None else output
         self.operator(code, inputs, [out], options_type, options)
@@ -251,7 +251,7 @@ class TfliteBuilder:
             self._constants[key] = self.const(array, hint="w")
         return self._constants[key]
 
-    def out_shape(self, op: Operation, j: int = 0, layout: str = PLAIN) -> Tuple[int, ...]:
+    def out_shape(self, op: Operation, j: int = 0, layout: str = PLAIN) -> tuple[int, ...]:
         dims = self.operand_dims(op.outputs[j])
         if layout == NHWC and len(dims) == 4:
             return tuple(dims[p] for p in TO_NHWC)
@@ -335,7 +335,7 @@ class TfliteBuilder:
         builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
         return bytes(builder.Output())
 
-    def reshape_copy(self, tensor: int, shape: Optional[Sequence[int]] = None) -> int:
+    def reshape_copy(self, tensor: int, shape: Sequence[int] | None = None) -> int:
         """`tensor` reshaped (a RESHAPE; to its own shape when `shape` is None: a copy, for a subgraph output that
         must be its own tensor), of its type and quantization."""
         shape = [int(d) for d in (self.shape_of(tensor) if shape is None else shape)]
@@ -375,7 +375,7 @@ _TENSOR_TYPES = {np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.in
                  np.dtype(np.int8): schema.TensorType.INT8}
 
 
-def quantization(scales, axis: int = 0) -> "schema.QuantizationParametersT":
+def quantization(scales, axis: int = 0) -> schema.QuantizationParametersT:
     """TFLite's symmetric quantization parameters: one scale (per tensor) or one per index of `axis`."""
     q = schema.QuantizationParametersT()
     q.scale = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
@@ -435,7 +435,7 @@ def operations_alone(ops: Sequence[Operation]) -> Model:
     become model inputs, outputs none of them reads become model outputs (an integer product and the
     DEQUANTIZE reading its int32 sums are only built together)."""
     model = Model()
-    copies: Dict[int, Operand] = {}
+    copies: dict[int, Operand] = {}
     model_inputs, model_outputs = [], []
     read = {o.index for op in ops for o in op.inputs if o is not None}
     for op in ops:
@@ -461,6 +461,6 @@ def operations_alone(ops: Sequence[Operation]) -> Model:
     return model
 
 
-__all__: List[str] = ["TfliteBuilder", "Value", "convert_model", "quantization", "int8_tensor_type", "is_real_valued",
+__all__: list[str] = ["TfliteBuilder", "Value", "convert_model", "quantization", "int8_tensor_type", "is_real_valued",
                       "operation_unsupported_reason", "operations_alone", "PLAIN", "NHWC",
                       "TO_NHWC", "TO_NCHW", "inverse"]

@@ -11,19 +11,31 @@ the TFLite schema and graph.py only.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode, Precision
+from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
+from hal.google_xnnpack.graph import (
+    NHWC,
+    PLAIN,
+    TO_NHWC,
+    TfliteBuilder,
+    int8_tensor_type,
+    inverse,
+    is_real_valued,
+    quantization,
+    schema,
+)
+from hal.google_xnnpack.graph import BuiltinOperator as B
+from hal.google_xnnpack.graph import BuiltinOptions as O
+from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain
+from nnadapter_bridge.nnadapter.codes import FuseCode, PadMode, Precision
+from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
+from nnadapter_bridge.nnadapter.operations.registry import dequantize
 from nnadapter_bridge.nnadapter.operations.window import resolve_window
 from nnadapter_bridge.nnadapter.types import Operation
-from nnadapter_bridge.nnadapter.operations.registry import dequantize
-from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
-from hal.google_xnnpack.graph import NHWC, PLAIN, TO_NHWC, BuiltinOperator as B, BuiltinOptions as O, \
-    TfliteBuilder, int8_tensor_type, inverse, is_real_valued, quantization, schema
-from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain
 
 OPERATIONS = OperationTable("google_xnnpack")
 
@@ -361,7 +373,7 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
 _MAX_CONCAT_INPUTS = 5
 
 
-def _concatenate(g: TfliteBuilder, parts: Sequence[int], axis: int, output: Optional[int] = None) -> int:
+def _concatenate(g: TfliteBuilder, parts: Sequence[int], axis: int, output: int | None = None) -> int:
     """`parts` concatenated along `axis` (into `output` when given), in CONCATENATIONs of at most
     _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels."""
     parts = list(parts)
@@ -952,7 +964,7 @@ def _batch_norm(g: TfliteBuilder, op: Operation):
         raise Unsupported("an input of rank < 2 (no channel axis)")
     layout = g.layout_of(op, 0)
     x = g.value(op, 0, layout)
-    shape: List[int] = [1] * rank
+    shape: list[int] = [1] * rank
     shape[3 if layout == NHWC and rank == 4 else 1] = -1
     out = g.output(op, 0, layout)
     scaled = g.one(B.MUL, [x, g.const(multiplier.reshape(shape))], g.shape_of(out), O.MulOptions, schema.MulOptionsT())
@@ -1074,7 +1086,7 @@ def int8_conv(g: TfliteBuilder, chain: ConvChain) -> bool:
     return True
 
 
-def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer: Optional[Operation],
+def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer: Operation | None,
                      activation: int, scale: float = 0.0) -> int:
     """One TFLite int8 CONV_2D / DEPTHWISE_CONV_2D of CONV_2D `op` with `folded`'s constants, writing `writer`'s
     int8 output (the operation's own, or its chain's last QUANTIZE), or without a writer a fresh int8 NHWC tensor

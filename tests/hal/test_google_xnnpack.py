@@ -23,15 +23,15 @@ from hal.google_xnnpack.driver import NUM_THREADS_KEY, delegate_gaps, open_inter
 from hal.google_xnnpack.graph import convert_model  # noqa: E402
 from hal.google_xnnpack.operations import OPERATIONS  # noqa: E402
 from hal.protocol import Cache  # noqa: E402
-from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError  # noqa: E402
-from nnadapter_bridge.nnadapter.codes import FuseCode, OperationType as T, PadMode, Precision, ResultCode  # noqa: E402
-from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
-from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
-from nnadapter_bridge.nnadapter.runtime import (  # noqa: E402
-    STATS, Compilation, Context, DeviceFallbackWarning, Execution)
-from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
 from nnadapter_bridge.conformance.harness import Const, build_op  # noqa: E402
 from nnadapter_bridge.conformance.samples import SAMPLES, randn  # noqa: E402
+from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError  # noqa: E402
+from nnadapter_bridge.nnadapter.codes import FuseCode, PadMode, Precision, ResultCode  # noqa: E402
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
+from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
+from nnadapter_bridge.nnadapter.runtime import STATS, Compilation, Context, DeviceFallbackWarning, Execution  # noqa: E402
+from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
 from support.tolerances import assert_model_close, assert_op_close  # noqa: E402
 
 # The samples the driver runs: a change that silently declines one of them fails test_claims_what_it_runs.
@@ -161,7 +161,8 @@ def test_xnnpack_runs_every_operator_of_a_claimed_sample(context, sample_id):
 def test_an_operator_xnnpack_leaves_to_litert_is_named():
     """FLOOR_DIV (no XNNPACK kernel) after an ADD: the coverage check names it and no program is built."""
     from hal.common import Unsupported
-    from hal.google_xnnpack.graph import BuiltinOperator as B, TfliteBuilder
+    from hal.google_xnnpack.graph import BuiltinOperator as B
+    from hal.google_xnnpack.graph import TfliteBuilder
 
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
@@ -476,8 +477,8 @@ def test_an_exclusive_average_pool_with_pads_tflite_would_not_choose(context, si
     x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, size, size)), "x")
     out = model.add_output("pool")
     c = lambda v: model.add_constant(np.asarray(v, dtype=np.int32))  # noqa: E731
-    model.add_operation(T.AVERAGE_POOL_2D, [x, c([0]), c(pads), c([kernel, kernel]), c([stride, stride]),
-                                            model.add_constant(np.array([False])), model.add_constant(np.array([False])),
+    flag = model.add_constant(np.array([False]))
+    model.add_operation(T.AVERAGE_POOL_2D, [x, c([0]), c(pads), c([kernel, kernel]), c([stride, stride]), flag, flag,
                                             c([0])], [out])
     model.identify_inputs_and_outputs([x], [out])
     model.finish()

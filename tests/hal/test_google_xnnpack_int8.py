@@ -20,7 +20,8 @@ from hal.google_xnnpack.driver import delegate_gaps  # noqa: E402
 from hal.protocol import Cache  # noqa: E402
 from nnadapter_bridge.conformance.harness import Quant, build_op  # noqa: E402
 from nnadapter_bridge.conformance.samples import randn  # noqa: E402
-from nnadapter_bridge.nnadapter.codes import OperationType as T, Precision  # noqa: E402
+from nnadapter_bridge.nnadapter.codes import OperationType as T  # noqa: E402
+from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model  # noqa: E402
 from nnadapter_bridge.nnadapter.reference import run_model  # noqa: E402
 from nnadapter_bridge.nnadapter.types import OperandType  # noqa: E402
@@ -129,10 +130,11 @@ def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool =
     outputs = [sums] if sums_read_raw else []
     if with_batch_norm:
         normalized = model.add_output("bn")
-        model.add_operation(T.BATCH_NORMALIZATION, [real] + [
-            model.add_constant(a.astype(np.float32)) for a in (
-                rng.uniform(-1.5, 1.5, out_channels), rng.standard_normal(out_channels), rng.standard_normal(out_channels),
-                rng.uniform(0.5, 2, out_channels))] + [model.add_constant(np.float32([1e-5]))], [normalized])
+        statistics = (rng.uniform(-1.5, 1.5, out_channels), rng.standard_normal(out_channels),
+                      rng.standard_normal(out_channels), rng.uniform(0.5, 2, out_channels))
+        constants = [model.add_constant(a.astype(np.float32)) for a in statistics]
+        model.add_operation(T.BATCH_NORMALIZATION, [real, *constants, model.add_constant(np.float32([1e-5]))],
+                            [normalized])
         real = normalized
     if relu:
         activated = model.add_output("relu6")
