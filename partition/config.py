@@ -22,7 +22,6 @@ errors only.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import warnings
@@ -30,6 +29,7 @@ from collections.abc import Iterable, Mapping
 
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, VarRef
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 ENV_CONFIG_FILE = "SUBGRAPH_PARTITION_CONFIG_FILE"
 ENV_CONFIG_BUFFER = "SUBGRAPH_PARTITION_CONFIG_BUFFER"
@@ -91,7 +91,7 @@ def config_line(op_type: str, inputs, outputs) -> str | None:
     return f"{op_type}:{','.join(n for n in inputs if n)}:{','.join(n for n in outputs if n)}"
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class PartitionSpec:
     """One `op_type[:inputs[:outputs]]` spec; `line` is 1-based within its source."""
 
@@ -112,7 +112,7 @@ class PartitionSpec:
         return f"{self.op_type}:{','.join(self.inputs)}:{','.join(self.outputs)}"
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class SpecMatch:
     """The ops (keys) one spec matched; empty when the spec matched nothing."""
 

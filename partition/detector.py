@@ -13,13 +13,14 @@ from collections.abc import Callable, Collection
 from nnadapter_bridge.errors import BridgeError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME, BlockRef, VarRef
 from nnadapter_bridge.nnadapter.contraction import contract
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from partition.config import op_input_names, op_key, op_output_names
 
 # Paddle's graph-boundary ops: they have no converter and must stay on the host.
 HOST_ONLY_OP_TYPES = frozenset({"feed", "fetch"})
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class Subgraph:
     """One cluster of ops that runs as a single device program, with its boundary var names sorted."""
 
@@ -40,7 +41,7 @@ class Subgraph:
         return f"Subgraph({self.index}, ops=[{types}], inputs={self.input_names}, outputs={self.output_names})"
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class PartitionResult:
     """The detector's answer: the subgraphs, the host ops, and the order to run them in."""
 

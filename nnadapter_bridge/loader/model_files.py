@@ -16,16 +16,16 @@ Entry point: `resolve` (-> `ModelSource`). Imports only `errors`.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from nnadapter_bridge.errors import ModelFormatError
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "json+pdiparams", "files", "buffers",
            "naive_buffer")
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class ModelSource:
     """What load_model resolved its arguments to. Exactly one of params_path / params_bytes / neither."""
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nnadapter_bridge.loader import framework_pb2 as pb
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 # Paddle writes this name into a slot to mean "no variable" (kEmptyVarName).
 EMPTY_VAR_NAME = "@EMPTY@"
@@ -93,7 +94,7 @@ class OpInfo:
         return f"OpInfo({self.label()})"
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class BlockInfo:
     """One BlockDesc: ops in file order, vars by name (file order kept by the dict)."""
 

@@ -39,6 +39,7 @@ import numpy as np
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, OperationType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.types import OperandType
 
 ENTRY_POINT_GROUP = "nnadapter_bridge.devices"
@@ -64,7 +65,7 @@ class Argument:
     access: AccessFunction
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class Cache:
     """core::Cache: what a driver needs to restore a program or to store one.
 

@@ -35,6 +35,7 @@ from nnadapter_bridge.loader import load_model
 from nnadapter_bridge.nnadapter.blas_threads import limit_blas_threads
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.properties import UnknownPropertyWarning
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.runtime import (
     Context,
     DeviceFallbackWarning,
@@ -73,7 +74,7 @@ _ADVICE = ("Add a converter (converters/) or a host kernel (nnadapter_bridge/hos
            "devices that support them.")
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class PredictorStats:
     runs: int = 0
     subgraphs: int = 0
@@ -152,7 +153,7 @@ def _warn_unknown_properties(settings: PredictorSettings) -> None:
                       f"has no effect{hint}", UnknownPropertyWarning, stacklevel=4)
 
 
-@dataclasses.dataclass(eq=False)
+@plain_dataclass(eq=False)
 class _Shared:
     """What a predictor shares with its clones: everything but the execution state (module docstring)."""
 

@@ -21,7 +21,6 @@ above the predictor floor.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import types
 import warnings
@@ -30,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.nnadapter.nnc import resolve_cache_key
 from nnadapter_bridge.nnadapter.properties import parse_properties
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
 from nnadapter_bridge.predictor.config import Config, NoEffectWarning
 from nnadapter_bridge.subgraph.mixed_precision import listed_op_indices, resolve_mixed_precision_config
@@ -40,7 +40,7 @@ from partition import PartitionConfig, resolve_partition_config
 NUM_THREADS_SUFFIX = "_NUM_THREADS"
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class PredictorSettings:
     """What a predictor, its partition plan and its engines read (module docstring); never changed once made."""
 

@@ -14,7 +14,6 @@ Entry points: `Tensor`, `Place` and the enums, `check_lod`. Imports only `errors
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import operator
 import threading
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, ConfigError, InputError
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 
 class TargetType(enum.IntEnum):
@@ -105,7 +105,7 @@ def _enum_member(enum_type, value, what: str):
                       f"{', '.join(m.name for m in enum_type)}), got {value!r}")
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class Place:
     """Paddle Lite's Place(target, precision=FP32, layout=NCHW, device=0): where a kernel may run. Only
     Config.set_valid_places reads places here: a list with TargetType.NNAdapter lets the NNAdapter devices run,

@@ -35,6 +35,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     resolve_cache_key,
     write_file_atomically,
 )
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.runtime import (
     CacheMissError,
     Compilation,
@@ -68,7 +69,7 @@ def _signature(arrays: Sequence[np.ndarray]) -> tuple:
     return tuple((a.shape, a.dtype.str) for a in arrays)
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class SplitPlan:
     """How one input signature of a subgraph runs when the devices decline some operations of its concrete model
     (module docstring): `partition` holds the child subgraphs and the declined ops in run order; `declined` maps
@@ -159,7 +160,7 @@ class ContextPool:
             context.destroy()
 
 
-@dataclasses.dataclass(eq=False)
+@plain_dataclass(eq=False)
 class EngineResources:
     """What every engine of a predictor and of its clones shares, whatever its subgraph: the model, the device
     contexts, the cache buffers (with the integrity key), the ops the mixed-precision config keeps in float, and
@@ -248,7 +249,7 @@ class _DeviceFault(Exception):
 
 
 # -- the engine ---------------------------------------------------------------------------------------
-@dataclasses.dataclass
+@plain_dataclass
 class EngineStats:
     builds: int = 0               # programs compiled from a converted model
     cache_hits_file: int = 0      # programs restored from <cache_dir>/<token>.nnc
@@ -264,7 +265,7 @@ class EngineStats:
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
-@dataclasses.dataclass(eq=False)  # compared by identity: engines and pools hold the very objects
+@plain_dataclass(eq=False)  # compared by identity: engines and pools hold the very objects
 class EngineProgram:
     """One compiled (or restored) program and the input types it was compiled for."""
 

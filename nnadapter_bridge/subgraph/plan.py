@@ -11,12 +11,12 @@ docs/architecture.md ("The partition plan") tells placement with several devices
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from typing import TYPE_CHECKING
 
 from nnadapter_bridge.errors import BridgeError, UnsupportedOpError
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.subgraph import cache_key, plan_store
 from nnadapter_bridge.subgraph.support_decisions import SupportDecider, VerdictStore
 from partition import (
@@ -70,7 +70,7 @@ class NoDeviceSupport:
         return self.reason_text
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class PartitionPlan:
     """The partition of a model for some devices, with the support decisions behind it."""
 
@@ -159,7 +159,7 @@ class PartitionPlan:
         return found
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class OpPlacement:
     """Where one Paddle op runs: subgraph and device, or the host with the reason; `declined`: device -> why it
     does not take the op (only the devices that decline it). `at_run`: moved to the host when its subgraph
@@ -185,7 +185,7 @@ class OpPlacement:
                 "declined": dict(self.declined), "at_run": self.at_run, "control_flow": self.control_flow}
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class BodyPlacement:
     """An op of a loop or branch body: it runs on the host, op by op, each time the control-flow op holding its
     block runs it (PartitionPlan.body_placements). `holder`: the op whose sub-block is `block` (a nested loop's
@@ -333,7 +333,7 @@ def op_flops(graph, op) -> int | None:
     return None
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class HostShare:
     """How much of a model runs on the host (module docstring). The ops the partition config forces there are
     listed but do not count towards the limit: the user asked for them."""

@@ -34,6 +34,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     read_cache_file,
     write_file_atomically,
 )
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from partition.detector import op_reads, op_writes, sub_block_indices
@@ -53,7 +54,7 @@ _STORE_FORMAT = f"nnadapter-bridge-support-v{SIGNATURE_FORMAT_VERSION}"
 MAX_STORE_BYTES = 64 << 20  # a verdict store of tens of thousands of signatures is a few MB
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class SupportVerdict:
     supported: bool
     reason: str = ""  # why not, for partition output and strict errors

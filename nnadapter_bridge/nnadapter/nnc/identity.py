@@ -8,13 +8,13 @@ container.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import os
 from collections.abc import Iterable
 
 from nnadapter_bridge.nnadapter.nnc.container import ENTRY_HEADER_SIZE, BytesLike, NncFormatError, align4
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 TOKEN_KEY = "nnadapter_bridge_token"
 FINGERPRINT_KEY = "nnadapter_bridge_fingerprint"
@@ -24,7 +24,7 @@ CACHE_KEY_ENV = "NNADAPTER_BRIDGE_CACHE_KEY"
 MAC_PADDING = align4(ENTRY_HEADER_SIZE + len(MAC_KEY) + MAC_SIZE) - (ENTRY_HEADER_SIZE + len(MAC_KEY) + MAC_SIZE)
 
 
-@dataclasses.dataclass(frozen=True)
+@plain_dataclass(frozen=True)
 class CacheIdentity:
     """What a cache record must be for: the full cache token and, when known, the model fingerprint.
 

@@ -12,7 +12,6 @@ and operand names are not part of the record at all.
 """
 from __future__ import annotations
 
-import dataclasses
 import struct
 import warnings
 from collections.abc import Collection, Iterable, Sequence
@@ -45,6 +44,7 @@ from nnadapter_bridge.nnadapter.nnc.identity import (
     hmac_sha256,
     identity_entries,
 )
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.types import OperandType
 
 OPERAND_TYPE_SIZE = 328
@@ -134,7 +134,7 @@ def unpack_operand_types(data: bytes) -> list:
 
 
 # -- the compilation record (Compilation::Serialize / Deserialize) ------------------------------------
-@dataclasses.dataclass
+@plain_dataclass
 class ProgramRecord:
     """One device program of a compilation: which device, its I/O and the device's program bytes.
 
@@ -152,7 +152,7 @@ class ProgramRecord:
     mapped: np.ndarray | None = None
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class CompilationRecord:
     input_types: list
     output_types: list

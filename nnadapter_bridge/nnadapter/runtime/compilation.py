@@ -35,13 +35,14 @@ from nnadapter_bridge.nnadapter.nnc import (
     resolve_cache_key,
     write_file_atomically,
 )
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.runtime.context import Context
 from nnadapter_bridge.nnadapter.runtime.devices import Device
 from nnadapter_bridge.nnadapter.runtime.faults import CacheMissError, call_driver
 
 
 # -- statistics --------------------------------------------------------------------------------------
-@dataclasses.dataclass
+@plain_dataclass
 class RuntimeStats:
     compiles: int = 0        # compilations finished from a model
     cache_restores: int = 0  # compilations finished from a .nnc file or buffer
@@ -75,7 +76,7 @@ def cache_write_mode() -> str:
     return mode
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class Program:
     """One device program of a compilation and how its I/O maps to the model's and shared buffers."""
 

@@ -8,7 +8,6 @@ discovery fails and what it reports.
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import re
 import threading
@@ -20,6 +19,7 @@ from nnadapter_bridge.errors import DeviceNotFoundError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType
 from nnadapter_bridge.nnadapter.driver_protocol import ENTRY_POINT_GROUP, check_driver
 from nnadapter_bridge.nnadapter.properties import parse_properties, unknown_keys
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.runtime.faults import call_driver
 
 _INSTALL_HINT = re.compile(r"install (nnadapter-bridge\[[A-Za-z0-9_,-]+\])")
@@ -35,7 +35,7 @@ def _install_hint(exc: BaseException) -> str:
 
 
 # -- devices -----------------------------------------------------------------------------------------
-@dataclasses.dataclass
+@plain_dataclass
 class DeviceInfo:
     """What `nnadapter-bridge devices` shows for one name."""
 
