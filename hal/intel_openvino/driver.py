@@ -17,6 +17,7 @@ from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, Prop
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.types import OperandType
 
 SELECT_DEVICE_NAMES_KEY = "INTEL_OPENVINO_SELECT_DEVICE_NAMES"
@@ -77,13 +78,13 @@ def _release_host_memory(hook) -> None:
             pass
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class OpenVinoDevice:
     core: Any  # openvino.Core
     opened: bool = True
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class OpenVinoContext:
     device: OpenVinoDevice
     properties: Properties
@@ -93,7 +94,7 @@ class OpenVinoContext:
     keep_nan_in_clamps: bool = True
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class _InputSlot:
     """What execute_program checks for one input: the compiled type, its dtype, its static dims."""
 
@@ -105,7 +106,7 @@ class _InputSlot:
     bound_shape: tuple = ()
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class OpenVinoProgram:
     context: OpenVinoContext
     compiled_model: Any
