@@ -36,6 +36,7 @@ from nnadapter_bridge.nnadapter.codes import DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import REFERENCES
 from nnadapter_bridge.nnadapter.properties import Properties
+from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.reference import supports as operation_supported
 from nnadapter_bridge.nnadapter.serialization import deserialize_model, serialize_model
@@ -43,12 +44,12 @@ from nnadapter_bridge.nnadapter.types import OperandType
 
 NUM_THREADS_KEY = "BUILTIN_DEVICE_NUM_THREADS"
 
-@dataclasses.dataclass
+@plain_dataclass
 class BuiltinDeviceHandle:
     opened: bool = True
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class BuiltinContext:
     device: BuiltinDeviceHandle
     properties: Properties
@@ -56,7 +57,7 @@ class BuiltinContext:
     callback: ContextCallback = None
 
 
-@dataclasses.dataclass
+@plain_dataclass
 class BuiltinProgram:
     context: BuiltinContext
     model: Model
