@@ -97,7 +97,12 @@ def plain_dataclass(cls=None, *, frozen: bool = False, eq: bool = True, repr: bo
         # What the class body defines itself stays, as with dataclasses.
         own = set(klass.__dict__)
         explicit_hash = "__hash__" in own and klass.__dict__["__hash__"] is not None
+        undocumented = not klass.__dict__.get("__doc__")
+        if undocumented:  # else dataclasses asks inspect.signature(object.__init__), which compiles its text
+            klass.__doc__ = klass.__name__
         klass = dataclasses.dataclass(klass, init=False, repr=False, eq=False)
+        if undocumented:
+            klass.__doc__ = f"{klass.__name__}({', '.join(f.name for f in dataclasses.fields(klass))})"
         if "__init__" not in own:
             klass.__init__ = _init
         if repr and "__repr__" not in own:

@@ -90,12 +90,14 @@ def test_eq_false_compares_by_identity():
     assert one != Key(1) and one == one and hash(one) == object.__hash__(one)
 
 
-def test_defining_a_record_execs_no_code(monkeypatch):
+def test_defining_a_record_execs_and_compiles_no_code(monkeypatch):
     calls = []
-    real_exec = builtins.exec
+    real_exec, real_compile = builtins.exec, builtins.compile
     monkeypatch.setattr(builtins, "exec", lambda *a, **k: calls.append(1) or real_exec(*a, **k))
+    monkeypatch.setattr(builtins, "compile", lambda *a, **k: calls.append(2) or real_compile(*a, **k))
     body(record)
-    frozen_body(record(frozen=True))
+    frozen_body(record(frozen=True))  # no docstring: dataclasses would compile object.__init__'s signature text
     assert calls == []
+    assert frozen_body(record).__doc__ == "Key(a, b)"
     body(dataclasses.dataclass)
     assert calls, "dataclasses.dataclass generates code: the test would not see a record doing it"
