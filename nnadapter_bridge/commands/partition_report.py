@@ -50,7 +50,7 @@ def analyze(config) -> PartitionPlan:
 
 
 def report(plan: PartitionPlan, placements: list | None = None) -> dict:
-    """The summary as plain data (the --json output). `placements`: partition_plan.OpPlacement per op (default:
+    """The summary as plain data (the --json output). `placements`: subgraph.plan.OpPlacement per op (default:
     the plan's), e.g. a predictor's after a run, with the ops it moved to the host then."""
     from nnadapter_bridge.subgraph.plan import host_share, host_share_summary
     from partition import op_key
@@ -138,7 +138,7 @@ def _no_host_kernel(plan: PartitionPlan) -> set:
 
 def check_strict(plan: PartitionPlan) -> None:
     """--strict: strict mode's UnsupportedOpError when an op not forced to the host is on the host, other than
-    control flow (partition_plan.check_strict: a warning says it runs on the host)."""
+    control flow (subgraph.plan.check_strict: a warning says it runs on the host)."""
     from nnadapter_bridge.subgraph.plan import check_strict as check_share
     from nnadapter_bridge.subgraph.plan import host_share
 

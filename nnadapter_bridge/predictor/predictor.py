@@ -253,7 +253,7 @@ class Predictor:
         self.graph = shared.graph
         self.device_names = list(settings.device_names)
         self.context = shared.context
-        self.plan = shared.plan  # partition_plan.PartitionPlan: how the model was partitioned, and why
+        self.plan = shared.plan  # subgraph.plan.PartitionPlan: how the model was partitioned, and why
         self.support = shared.plan.support
         self.partition = shared.plan.result
         self._steps = shared.steps
@@ -397,7 +397,7 @@ class Predictor:
             warnings.warn(host_share_message(share, self.device_names), HostPlacementWarning, stacklevel=4)
 
     def placements(self, per_device: bool = True) -> list:
-        """Where each op of block 0 runs (partition_plan.OpPlacement, program order, feed/fetch left out): its
+        """Where each op of block 0 runs (subgraph.plan.OpPlacement, program order, feed/fetch left out): its
         subgraph and device, or the host with the reason, and why the other devices decline it; ops moved to
         the host at run time so far have `at_run` set. `per_device=False` skips asking each of several devices
         about every op (device ops then name all the listed devices)."""

@@ -646,7 +646,7 @@ class SupportDecider:
 
     def scratch_model(self, op, *, counted: bool = False, unknown_as: int = 0) -> tuple:
         """(the NNAdapter Model of `op` converted alone, None), or (None, the verdict saying why it cannot be
-        converted): what the devices are asked about (module docstring). partition_plan asks each device
+        converted): what the devices are asked about (module docstring). subgraph.plan asks each device
         separately with it to say which device takes an op and why the others decline. `counted`: a
         conversion of the support decision itself (self.conversions). `unknown_as`: a size given to every
         dim the inputs declare unknown (-1), 0 to keep them unknown."""

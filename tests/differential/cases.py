@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -1231,7 +1231,13 @@ def _crop(rng):
     if rng.random() < 0.3:
         size[0] = -1
     x = values(rng, dtype, shape)
-    return dtype, variant, {"x": x}, (lambda paddle, x: paddle.crop(x, size, offsets)), f"shape={size}, offsets={offsets}"
+    return (
+        dtype,
+        variant,
+        {"x": x},
+        (lambda paddle, x: paddle.crop(x, size, offsets)),
+        f"shape={size}, offsets={offsets}",
+    )
 
 
 def _numel(rng):
@@ -1754,12 +1760,17 @@ OPS += [
 ]
 
 
-# -- vision ops (generator 4), max_pool3d_with_index and set_value (5, 6) -------------------------------------------------------------------------------------
+# -- vision ops (generator 4), max_pool3d_with_index and set_value (5, 6) ----------------------------------------------
 
 
 def _deform_conv(rng):
     dtype, variant = "float32", pick(rng, ("plain", "plain", "special"))
-    n, c_in, c_out, k = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    n, c_in, c_out, k = (
+        int(rng.integers(1, 3)),
+        int(rng.integers(1, 3)),
+        int(rng.integers(1, 3)),
+        int(rng.integers(1, 4)),
+    )
     stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, 2))
     size = int(rng.integers(k, k + 4))
     out = (size + 2 * padding - k) // stride + 1
@@ -1770,11 +1781,12 @@ def _deform_conv(rng):
     feeds = {"x": x, "offset": offset, "w": w}
     if with_mask:
         feeds["mask"] = values(rng, dtype, [n, k * k, out, out], low=0.0, high=1.0)
-        build = (lambda paddle, x, offset, w, mask: paddle.vision.ops.deform_conv2d(
-            x, offset, w, stride=stride, padding=padding, mask=mask))
+
+        def build(paddle, x, offset, w, mask):
+            return paddle.vision.ops.deform_conv2d(x, offset, w, stride=stride, padding=padding, mask=mask)
     else:
-        build = (lambda paddle, x, offset, w: paddle.vision.ops.deform_conv2d(x, offset, w, stride=stride,
-                                                                              padding=padding))
+        def build(paddle, x, offset, w):
+            return paddle.vision.ops.deform_conv2d(x, offset, w, stride=stride, padding=padding)
     return dtype, variant, feeds, build, f"k={k}, stride={stride}, pad={padding}, mask={with_mask}"
 
 

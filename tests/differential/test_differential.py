@@ -202,15 +202,32 @@ def summarize(device: str, seed_list: list, outcomes: list, discarded: list, gen
         cell["passed" if o.passed else "failed"] += 1
     failed = [o for o in outcomes if not o.passed]
     return {
-        "device": device, "generator": GENERATOR_VERSION, "seeds": seed_list, "cases_per_op": CASES_PER_OP,
-        "generated": generated, "discarded": len(discarded), "cases": len(outcomes),
-        "passed": len(outcomes) - len(failed), "failed": len(failed),
+        "device": device,
+        "generator": GENERATOR_VERSION,
+        "seeds": seed_list,
+        "cases_per_op": CASES_PER_OP,
+        "generated": generated,
+        "discarded": len(discarded),
+        "cases": len(outcomes),
+        "passed": len(outcomes) - len(failed),
+        "failed": len(failed),
         "op_types": len(by_op),
         "by_op_dtype": {op: dict(cells) for op, cells in sorted(by_op.items())},
-        "failures": [{"id": o.case["id"], "op_type": o.case["op_type"], "dtype": o.case["dtype"],
-                      "variant": o.case["variant"], "format": o.case["format"], "attrs": o.case["attrs"], "shapes": o.case["shapes"],
-                      "cause": o.cause, "detail": o.detail,
-                      "known": next((k.cause for k in KNOWN_DIFFERENCES if k.covers(o)), None)} for o in failed],
+        "failures": [
+            {
+                "id": o.case["id"],
+                "op_type": o.case["op_type"],
+                "dtype": o.case["dtype"],
+                "variant": o.case["variant"],
+                "format": o.case["format"],
+                "attrs": o.case["attrs"],
+                "shapes": o.case["shapes"],
+                "cause": o.cause,
+                "detail": o.detail,
+                "known": next((k.cause for k in KNOWN_DIFFERENCES if k.covers(o)), None),
+            }
+            for o in failed
+        ],
         "discarded_cases": discarded,
     }
 
@@ -228,8 +245,13 @@ def write_markdown(directory: str) -> str:
         lines.append(f"| {r['device']} | {len(r['seeds'])} | {r['cases']} | {r['passed']} | {r['failed']} | "
                      f"{r['discarded']} |")
     for r in reports:
-        lines += ["", f"## {r['device']}: failed cases by op type x dtype", "", "| op type | dtype (format) | cases | failed |",
-                  "|---|---|---|---|"]
+        lines += [
+            "",
+            f"## {r['device']}: failed cases by op type x dtype",
+            "",
+            "| op type | dtype (format) | cases | failed |",
+            "|---|---|---|---|",
+        ]
         for op, cells in r["by_op_dtype"].items():
             for dtype, cell in sorted(cells.items()):
                 if cell["failed"]:
@@ -270,7 +292,7 @@ def test_predictor_matches_paddle_inference(device, cached_programs, request):
     with open(os.path.join(out_dir, f"{device}.json"), "w") as f:
         json.dump(summary, f, indent=1)
     markdown = write_markdown(out_dir)
-    warnings.warn(DifferentialSummary(
+    warnings.warn(DifferentialSummary(  # noqa: B028 - a summary of the session, not a call site
         f"differential {device}: {summary['cases']} cases over {summary['op_types']} op types "
         f"({len(summary['seeds'])} seed(s)), {summary['passed']} passed, {summary['failed']} failed (all known "
         f"differences: {all(f['known'] for f in summary['failures'])}); {summary['discarded']} discarded (Paddle "

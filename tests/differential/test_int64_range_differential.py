@@ -22,11 +22,11 @@ import warnings
 
 import numpy as np
 import pytest
-from support.fixture_cache import build_once
-from support.model_zoo_fixtures import fixture_root
 
 from differential import programs, runner
 from differential.cases import CASES_PER_OP, DEFAULT_SEED, generate_cases
+from support.fixture_cache import build_once
+from support.model_zoo_fixtures import fixture_root
 
 WIDEN = 3_000_000_019
 SUFFIX = ".wide"

@@ -1,5 +1,5 @@
 """`.nb` models end to end against Paddle Lite 2.13 itself (run in its side venv, tests/support/paddlelite_env.py):
-files its opt made of the zoo models run on all three devices with Paddle Lite's outputs for the same file and
+files its opt made of the zoo models run on every device with Paddle Lite's outputs for the same file and
 Paddle Inference's for the source model; files we write (Opt, save_optimized_model, from legacy and PIR
 models) are run by Paddle Lite with our outputs; opt's fused ops (conv2d + Bias + activation, fc,
 fusion_elementwise_add_activation) each against Paddle Lite on a small program that has them."""
