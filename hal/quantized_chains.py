@@ -1,6 +1,5 @@
 """Quantized convolution chains a driver can run as one int8 convolution (google_xnnpack's TFLite int8
-CONV_2D; the same chains microsoft_onnxruntime's qdq.py turns into QLinearConv, whose own copy of the search
-predates this module).
+CONV_2D; microsoft_onnxruntime's qdq.py turns the same chains into QLinearConv).
 
 What the converters make of a quantized Paddle conv (both PTQ encodings, docs/quantization.md) is a chain
 

@@ -16,8 +16,9 @@ import onnxruntime as ort
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.operations import OPERATIONS
-from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, find_conv_chains, marked_for_qdq
+from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, marked_for_qdq
 from hal.protocol import Argument, Cache, ContextCallback, Driver
+from hal.quantized_chains import find_conv_chains
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, Precision, ResultCode
 from nnadapter_bridge.nnadapter.model import Model

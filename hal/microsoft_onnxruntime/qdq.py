@@ -1,20 +1,15 @@
 """Quantized convolution chains as onnxruntime's QDQ pattern, so its CPU provider runs them as QLinearConv (int8
-kernels) instead of float convolutions on dequantized values. Entry points: `find_conv_chains`, `emit_conv_chain`,
-`marked_for_qdq` (QDQ_PRODUCER). Imports hal.common and the standard only (the graph builder comes in as an
-argument). The chain, the batch-norm folding and when a chain is taken: docs/architecture.md, "Quantized
-convolutions on onnxruntime".
+kernels) instead of float convolutions on dequantized values, for the chains hal.quantized_chains finds. Entry
+points: `emit_conv_chain`, `marked_for_qdq` (QDQ_PRODUCER). Imports hal.quantized_chains and the standard only (the
+graph builder comes in as an argument). The chain, the batch-norm folding and when a chain is taken:
+docs/architecture.md, "Quantized convolutions on onnxruntime".
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from hal.common import is_integer_product, unpack
-from nnadapter_bridge.nnadapter.codes import FuseCode, Precision
+from hal.quantized_chains import ConvChain
 from nnadapter_bridge.nnadapter.codes import OperationType as T
-from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.types import Operation
 
 # The ONNX producer name of a model holding QDQ chains: serialized near the start of the bytes (ModelProto
 # field 2), so the driver can tell without parsing the model.
@@ -25,78 +20,6 @@ PRODUCER_PROBE_BYTES = 64
 def marked_for_qdq(model_bytes) -> bool:
     """Whether ONNX model bytes carry QDQ_PRODUCER (only their first bytes are read)."""
     return bytes(memoryview(model_bytes)[:PRODUCER_PROBE_BYTES]).find(QDQ_PRODUCER.encode()) >= 0
-
-
-@dataclasses.dataclass
-class ConvChain:
-    conv: Operation
-    dequantize: Operation
-    batch_norm: Operation | None
-    relu: Operation | None
-    quantize: Operation
-    clip: Operation | None = None  # MAX(x, c <= 0) after the relu: an identity there
-
-    def operations(self) -> list:
-        return [op for op in (self.conv, self.dequantize, self.batch_norm, self.relu, self.clip, self.quantize)
-                if op is not None]
-
-
-def _sole_consumer(operand, consumers: dict, outputs: set) -> Operation | None:
-    if operand is None or operand.index in outputs:
-        return None
-    users = consumers.get(operand.index, [])
-    return users[0] if len(users) == 1 else None
-
-
-def _int8_symmetric(t) -> bool:
-    return t.precision in (Precision.QUANT_INT8_SYMM_PER_LAYER, Precision.QUANT_INT8_SYMM_PER_CHANNEL) \
-        and not t.zero_point
-
-
-def find_conv_chains(model: Model) -> list:
-    """Every CONV_2D chain (module docstring) in `model` that can run as QLinearConv."""
-    consumers = model.consumers()
-    outputs = {o.index for o in model.output_operands}
-    chains = []
-    for conv in model.operations:
-        if conv.type != T.CONV_2D or not is_integer_product(conv):
-            continue
-        x, w = conv.inputs[0], conv.inputs[1]
-        bias = conv.inputs[2] if len(conv.inputs) > 2 else None
-        if x.is_constant or not w.is_constant or (bias is not None and not bias.is_constant):
-            continue
-        if not (_int8_symmetric(x.type) and _int8_symmetric(w.type)) or np.any(np.asarray(w.value) == -128):
-            continue
-        args = unpack(conv)
-        if int(args.int("fuse_code", 0) or 0) != FuseCode.FUSED_NONE:
-            continue
-        dequantize = _sole_consumer(conv.outputs[0], consumers, outputs)
-        if dequantize is None or dequantize.type != T.DEQUANTIZE:
-            continue
-        link, batch_norm, relu = dequantize, None, None
-        after = _sole_consumer(link.outputs[0], consumers, outputs)
-        if after is not None and after.type == T.BATCH_NORMALIZATION and after.inputs[0] is link.outputs[0] \
-                and all(o is not None and o.is_constant for o in after.inputs[1:5]) \
-                and (len(after.inputs) < 6 or after.inputs[5] is None or after.inputs[5].is_constant):
-            batch_norm, link = after, after
-            after = _sole_consumer(link.outputs[0], consumers, outputs)
-        if after is not None and after.type in (T.RELU, T.RELU6):
-            relu, link = after, after
-            after = _sole_consumer(link.outputs[0], consumers, outputs)
-        identity = None
-        if relu is not None and after is not None and after.type == T.MAX and after.inputs[0] is link.outputs[0] \
-                and after.inputs[1] is not None and after.inputs[1].is_constant \
-                and np.all(np.asarray(after.inputs[1].value) <= 0) and np.asarray(after.inputs[1].value).size == 1:
-            # the fake-quant encoding's lower clip max(x, -range): after the relu it changes nothing
-            identity, link = after, after
-            after = _sole_consumer(link.outputs[0], consumers, outputs)
-        if after is None or after.type != T.QUANTIZE:
-            continue
-        out_type = after.outputs[0].type
-        if out_type.precision != Precision.QUANT_INT8_SYMM_PER_LAYER or out_type.zero_point:
-            continue
-        chains.append(ConvChain(conv, dequantize, batch_norm, relu, after, identity))
-    return chains
 
 
 def _folded_constants(chain: ConvChain):

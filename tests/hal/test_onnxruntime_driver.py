@@ -571,7 +571,8 @@ def test_folded_batch_norm_keeps_the_conv_exact_with_negative_factors():
     accumulator scale; the folded conv equals conv -> BN up to the bias rounding (half an accumulator step)."""
     from types import SimpleNamespace as NS
 
-    from hal.microsoft_onnxruntime.qdq import ConvChain, _folded_constants
+    from hal.microsoft_onnxruntime.qdq import _folded_constants
+    from hal.quantized_chains import ConvChain
 
     rng = np.random.default_rng(5)
     channels, inputs = 6, 5
