@@ -277,6 +277,11 @@ class HostExecutor:
                 # Integer indices declared float (paddle 2.6.2 declares kthvalue's and mode's int64 Indices
                 # float64): Paddle's kernel writes the integers whatever the program declares, and so do we.
                 return array
+            if array.dtype.kind == "f" and var.dtype.kind in "iu":
+                # Real values of a var declared integer: a Paddle Lite int8 op's output (int8 storage at its
+                # Output0_scale), which the converter dequantizes, as a device subgraph hands it on; its
+                # consumer quantizes again at its Input0_scale. Casting would truncate every value to 0.
+                return array
             return array.astype(var.dtype)
         return array
 
