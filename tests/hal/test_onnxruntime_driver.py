@@ -571,8 +571,7 @@ def test_folded_batch_norm_keeps_the_conv_exact_with_negative_factors():
     accumulator scale; the folded conv equals conv -> BN up to the bias rounding (half an accumulator step)."""
     from types import SimpleNamespace as NS
 
-    from hal.microsoft_onnxruntime.qdq import _folded_constants
-    from hal.quantized_chains import ConvChain
+    from hal.quantized_chains import ConvChain, fold_chain
 
     rng = np.random.default_rng(5)
     channels, inputs = 6, 5
@@ -587,7 +586,8 @@ def test_folded_batch_norm_keeps_the_conv_exact_with_negative_factors():
     bn = NS(inputs=[None] + [NS(value=v.astype(np.float32)) for v in (gamma, beta, mean, var)]
             + [NS(value=np.array([1e-5], np.float32))])
     chain = ConvChain(conv, None, bn, None, None)
-    folded, scales, bias, bias_scales = _folded_constants(chain)
+    result = fold_chain(chain)
+    folded, scales, bias, bias_scales = result.weights, result.scales, result.bias, result.bias_scales
     assert folded.dtype == np.int8 and np.all(scales > 0)
     assert np.array_equal(np.sign(folded[gamma < 0]), -np.sign(weights[gamma < 0]))
     x = rng.integers(-127, 128, (10, inputs)).astype(np.float64) * x_scale
