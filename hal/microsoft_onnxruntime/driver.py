@@ -1,20 +1,23 @@
 """The microsoft_onnxruntime HAL driver: contexts and their properties, ONNX Runtime sessions, program bytes,
 execution. Entry point: `DRIVER` (OnnxRuntimeDriver). Imports the HAL protocol, hal.common, this driver's `graph`,
-`operations` and `qdq`, and the standard; never another driver, the converters or the partitioner. Its
-properties, caching, validation and errors: docs/architecture.md, "microsoft_onnxruntime's driver".
+`operations`, `qdq` and `nan_speculation`, and the standard; never another driver, the converters or the
+partitioner. Its properties, caching, validation and errors: docs/architecture.md, "microsoft_onnxruntime's driver".
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
+from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, exact_model_bytes, has_nan
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, marked_for_qdq
 from hal.protocol import Argument, Cache, ContextCallback, Driver
@@ -130,6 +133,23 @@ class InputSlot:
     consumed: bool                # the session reads it (an unused input is not fed)
 
 
+# After this many runs that needed the exact program, a program runs only that one (its outputs hold NaN for
+# reasons of their own, e.g. a log of a negative: checking and running twice would only cost time).
+EXACT_ONLY_AFTER = 3
+
+
+@dataclasses.dataclass
+class ExactFallback:
+    """The exact form of a program with NaN-kept relus (nan_speculation.py), shared by its clones: the program's
+    ONNX bytes until a run needs the exact session, then that session."""
+
+    model_bytes: Any  # bytes, or the mapped .nnc array (driver_protocol.Cache.mapped_buffer); None once built
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    session: ort.InferenceSession | None = None
+    runs: int = 0  # runs whose outputs held a NaN and were run again exactly
+    exact_only: bool = False
+
+
 @dataclasses.dataclass
 class OnnxRuntimeProgram:
     context: OnnxRuntimeContext
@@ -138,6 +158,7 @@ class OnnxRuntimeProgram:
     output_names: list
     output_types: list
     output_dtypes: list = dataclasses.field(default_factory=list)  # of output_types, for run_arrays
+    exact: ExactFallback | None = None  # set when the session's relus keep NaN where an output shows it
 
     def __post_init__(self):
         self.output_dtypes = [t.dtype for t in self.output_types]
@@ -168,6 +189,9 @@ class OnnxRuntimeDriver(Driver):
     type = DeviceType.CPU
     version = 1
     property_keys = (NUM_THREADS_KEY, EXECUTION_PROVIDERS_KEY, GRAPH_OPTIMIZATION_LEVEL_KEY, RELU_NAN_TO_ZERO_KEY)
+
+    def sdk_version(self) -> str:
+        return f"onnxruntime {ort.__version__}"  # keys the calibration
 
     def open_device(self) -> OnnxRuntimeDevice:
         return OnnxRuntimeDevice()
@@ -234,14 +258,15 @@ class OnnxRuntimeDriver(Driver):
             if not cache.buffer:
                 raise _fail("neither a model nor a cache buffer to build a program from")
             model_bytes = bytes(cache.buffer)
+            source = cache.mapped_buffer if cache.mapped_buffer is not None else model_bytes
             input_types = [t.copy() for t in cache.input_types]
             output_types = [t.copy() for t in cache.output_types]
         else:
             try:
                 lowered = lower(model, OPERATIONS)
                 model_bytes = convert_model(lowered, OPERATIONS, relu_nan_to_zero=context.relu_nan_to_zero,
-                                            fused_chains=_qdq_chains(lowered),
-                                            marked_producer=QDQ_PRODUCER).SerializeToString()
+                                            fused_chains=_qdq_chains(lowered), marked_producer=QDQ_PRODUCER,
+                                            keep_nan_where_visible=True).SerializeToString()
             except Unsupported as exc:
                 raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
             hook = getattr(model, "release_host_memory", None)  # the ONNX bytes hold their own copy of the weights
@@ -265,9 +290,10 @@ class OnnxRuntimeDriver(Driver):
                     session = self._open_session(context, model_bytes)
                     portable = model_bytes
                 cache.buffer = portable  # the program bytes themselves, not a copy (driver_protocol.Cache)
-                return self._program(context, session, input_types, output_types)
+                return self._program(context, session, input_types, output_types, portable)
+            source = model_bytes
         session = self._open_session(context, model_bytes)
-        return self._program(context, session, input_types, output_types)
+        return self._program(context, session, input_types, output_types, source)
 
     def _open_session(self, context: OnnxRuntimeContext, model_bytes: bytes) -> ort.InferenceSession:
         try:
@@ -294,7 +320,7 @@ class OnnxRuntimeDriver(Driver):
             except Exception:  # the optimizer refused: the unoptimized model is still a valid program
                 return model_bytes
 
-    def _program(self, context, session, input_types, output_types) -> OnnxRuntimeProgram:
+    def _program(self, context, session, input_types, output_types, source) -> OnnxRuntimeProgram:
         session_inputs = [i.name for i in session.get_inputs()]
         session_outputs = [o.name for o in session.get_outputs()]
         if len(session_outputs) != len(output_types) or len(session_inputs) > len(input_types):
@@ -307,7 +333,10 @@ class OnnxRuntimeDriver(Driver):
         if unknown:
             raise _fail(f"the program has inputs {sorted(unknown)} that are not model inputs")
         slots = [_input_slot(name, t, name in session_inputs) for name, t in zip(names, input_types)]
-        return OnnxRuntimeProgram(context, session, slots, session_outputs, output_types)
+        # NaN-kept relus (nan_speculation.py): the bytes stay until a run needs the exact program
+        speculative = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY) == "1"
+        return OnnxRuntimeProgram(context, session, slots, session_outputs, output_types,
+                                  exact=ExactFallback(source) if speculative else None)
 
     def destroy_program(self, program: OnnxRuntimeProgram) -> None:
         program.session = None
@@ -373,8 +402,29 @@ class OnnxRuntimeDriver(Driver):
                             f"({slot.type.precision.name})")
             if slot.consumed:
                 feeds[slot.name] = array
+        exact = program.exact
+        if exact is None:
+            return self._session_run(session, program.output_names, feeds)
+        if exact.exact_only:
+            return self._session_run(exact.session, program.output_names, feeds)
+        results = self._session_run(session, program.output_names, feeds)
+        if has_nan(results):  # a NaN-kept relu may have met it: Paddle's answer comes from the exact program
+            results = self._session_run(self._exact_session(program.context, exact), program.output_names, feeds)
+        return results
+
+    def _exact_session(self, context: OnnxRuntimeContext, exact: ExactFallback) -> ort.InferenceSession:
+        with exact.lock:
+            if exact.session is None:
+                exact.session = self._open_session(context, exact_model_bytes(exact.model_bytes))
+                exact.model_bytes = None  # the session holds what it needs
+            exact.runs += 1
+            exact.exact_only = exact.runs >= EXACT_ONLY_AFTER
+            return exact.session
+
+    @staticmethod
+    def _session_run(session: ort.InferenceSession, output_names: list, feeds: dict) -> list:
         try:
-            return session.run(program.output_names, feeds)
+            return session.run(output_names, feeds)
         except _InvalidArgument as exc:  # the input values (e.g. indices out of range): the caller's error
             raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.INVALID_PARAMETER) from exc
         except Exception as exc:

@@ -24,7 +24,8 @@ materialized only where something reads it raw (a model output); a DEQUANTIZE re
 result (`float_results`).
 
 Entry points: `convert_model`, `operation_unsupported_reason` / `operation_supported`, `GraphBuilder`.
-Imports hal.common and the standard; never another driver.
+Imports hal.common, this driver's `nan_speculation` (which relus may stay plain) and the standard; never
+another driver.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from hal.common import OperationTable, Unsupported, unsupported_reason
+from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_KEPT_RELU_SUFFIX, nan_kept_relus
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -86,9 +88,10 @@ def dequantize_array(values: np.ndarray, t: OperandType) -> np.ndarray:
 class GraphBuilder:
     """Collects the ONNX nodes and initializers of one model; names every tensor uniquely."""
 
-    def __init__(self, relu_nan_to_zero: bool = True):
+    def __init__(self, relu_nan_to_zero: bool = True, nan_kept_relus: frozenset | set = frozenset()):
         # Paddle's relu maps NaN to 0 (context property MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO; see relu)
         self.relu_nan_to_zero = relu_nan_to_zero
+        self.nan_kept_relus = nan_kept_relus  # id() of operations whose relu stays plain (nan_speculation.py)
         self.nodes: list = []
         self.initializers: list = []
         self._counter = 0
@@ -292,10 +295,17 @@ class GraphBuilder:
         would spread to every output (Paddle, OpenVINO and builtin_device give finite results). ThresholdedRelu
         with alpha 0 is that formula; it follows a Relu, which onnxruntime fuses into a preceding Conv (MLAS
         activation), so the exact form costs one elementwise pass (mobilenet_v1: 6.0 ms, against 4.9 for a
-        plain Relu and 10.1 for Where(Greater(x, 0), x, 0), which kept the Conv unfused)."""
+        plain Relu and 10.1 for Where(Greater(x, 0), x, 0), which kept the Conv unfused). A relu whose kept NaN
+        would show in an output is a plain Relu instead (`nan_kept_relus`, see nan_speculation.py)."""
         if np.dtype(dtype) == np.float32:
             if not self.relu_nan_to_zero:
                 return self.one("Relu", [name], output)  # the user chose the SDK's NaN behaviour for speed
+            if self.current is not None and id(self.current) in self.nan_kept_relus:
+                # a NaN it keeps shows in an output, which the driver then runs exactly (nan_speculation.py)
+                result = output or self.fresh("relu")
+                self.nodes.append(helper.make_node("Relu", [name], [result],
+                                                   name=self.fresh("node") + NAN_KEPT_RELU_SUFFIX))
+                return result
             return self.one("ThresholdedRelu", [self.one("Relu", [name])], output, alpha=0.0)
         # other types (ThresholdedRelu is float32-only on the CPU provider, Relu has no int64 kernel)
         zero = self.scalar(0, dtype)
@@ -344,13 +354,20 @@ def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: boo
 
 
 def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bool = True,
-                  fused_chains: Sequence = (), marked_producer: str = "") -> onnx.ModelProto:
+                  fused_chains: Sequence = (), marked_producer: str = "",
+                  keep_nan_where_visible: bool = False) -> onnx.ModelProto:
     """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert.
+
+    `keep_nan_where_visible`: the relus after which a NaN would reach a float output are plain Relus (named
+    with nan_speculation.NAN_KEPT_RELU_SUFFIX, the model marked with its METADATA_KEY); the driver runs such a
+    model with an exact fallback (nan_speculation.py).
 
     `fused_chains`: (head operation, the chain's operations, emit(g) -> bool) for chains emitted as one
     pattern at their head (qdq.py); when emit returns False the chain's operations convert one by one. A model
     with an emitted chain gets `marked_producer` as its producer name."""
-    g = GraphBuilder(relu_nan_to_zero)
+    kept = (nan_kept_relus(model, [o for _, ops, _ in fused_chains for o in ops])
+            if relu_nan_to_zero and keep_nan_where_visible else set())
+    g = GraphBuilder(relu_nan_to_zero, kept)
     heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
     skipped: set = set()
     emitted = 0
@@ -395,4 +412,6 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         opset_imports=[helper.make_operatorsetid("", OPSET)],
     )
     proto.ir_version = IR_VERSION
+    if any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes):
+        helper.set_model_props(proto, {METADATA_KEY: "1"})
     return proto

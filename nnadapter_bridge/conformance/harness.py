@@ -51,8 +51,9 @@ class Quant:
 
 def build_op(op_type: OperationType, inputs: Sequence, n_outputs: int = 1,
              output_types: Sequence[OperandType | None] | None = None,
-             null_outputs: Sequence[int] = ()):
-    """Build a model with one operation; returns (model, input arrays in model-input order)."""
+             null_outputs: Sequence[int] = (), relu_before: Sequence[int] = ()):
+    """Build a model with one operation; returns (model, input arrays in model-input order).
+    `relu_before`: input positions (model inputs) that pass through a RELU on their way to the operation."""
     model = Model()
     operands = []
     feeds = []
@@ -79,6 +80,10 @@ def build_op(op_type: OperationType, inputs: Sequence, n_outputs: int = 1,
             array = np.asarray(item)
             o = model.add_operand(OperandType(precision=dtype_precision(array.dtype), dims=array.shape), f"in{i}")
             feeds.append((o, array))
+            if i in relu_before:
+                activated = model.add_operand(OperandType(), f"relu{i}")
+                model.add_operation(OperationType.RELU, [o], [activated])
+                o = activated
             operands.append(o)
     outputs = []
     for j in range(n_outputs):

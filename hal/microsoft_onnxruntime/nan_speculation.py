@@ -1,0 +1,156 @@
+"""Paddle's relu at onnxruntime's speed: which relus may run as a plain ONNX Relu, and the exact program a run
+falls back to when one of them may have met a NaN.
+
+Paddle's relu is `x > 0 ? x : 0`, so NaN becomes 0. ONNX Relu keeps NaN, so the exact form is a Relu followed
+by ThresholdedRelu(alpha=0) (graph.GraphBuilder.relu). onnxruntime has no NCHWc kernel for ThresholdedRelu:
+each one costs a reorder out of the blocked layout and one back (PP-HGNetV2: 35 + 29 reorders; 12% of its
+time at one thread). Yet the two forms differ only where a relu's input is NaN, and a NaN that a plain Relu
+keeps travels on: through a convolution, an addition, a pool average... every output element that depends on
+it becomes NaN. So a relu runs plain ("NaN kept") when every path from its output to the program's outputs
+goes through operations that propagate NaN that way, and ends at a float output. A run whose float outputs
+hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that reached an output, and one
+that reached nothing changed nothing). A run whose outputs hold a NaN is run again by the exact program,
+built from the same ONNX model with each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
+
+Which operations propagate NaN is a property of onnxruntime's kernels, not of the ONNX spec: MaxPool,
+ReduceMax and GlobalMaxPool drop it (their comparisons skip NaN), so they are not in `NAN_PROPAGATING`. Each
+entry of that table is checked against onnxruntime in tests/hal/test_onnxruntime_nan_speculation.py (a NaN fed
+through the relu and the operation must give builtin_device's answer).
+
+Entry points: `nan_kept_relus`, `exact_model_bytes`, `has_nan`, `NAN_KEPT_RELU_SUFFIX`, `METADATA_KEY`.
+Imports hal.common, onnx and the standard; never another driver.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from hal.common import unpack
+from nnadapter_bridge.nnadapter.codes import FuseCode
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.types import Operation
+
+# The ONNX node name of a NaN-kept relu ends with this; exact_model_bytes finds them by it.
+NAN_KEPT_RELU_SUFFIX = "/nan_kept_relu"
+# The model's metadata_props entry that says the program has NaN-kept relus (onnxruntime's session reports
+# it through get_modelmeta(), so a program restored from its bytes knows it without parsing them).
+METADATA_KEY = "nnadapter_bridge.nan_kept_relus"
+
+_ALL = None  # every input position
+
+# NNAdapter operation -> the input positions through which it propagates NaN (every output element that reads a
+# NaN input element is NaN), as onnxruntime's CPU kernels compute the ONNX nodes operations.py writes for it.
+NAN_PROPAGATING: dict[T, frozenset | None] = {
+    T.ADD: frozenset({0, 1}), T.SUB: frozenset({0, 1}), T.MUL: frozenset({0, 1}), T.DIV: frozenset({0, 1}),
+    T.CONV_2D: frozenset({0, 1, 2}), T.CONV_2D_TRANSPOSE: frozenset({0, 1, 2}),
+    T.FULLY_CONNECTED: frozenset({0, 1, 2}), T.MAT_MUL: frozenset({0, 1}),
+    T.CONCAT: _ALL,
+    T.AVERAGE_POOL_2D: frozenset({0}), T.BATCH_NORMALIZATION: frozenset({0}),
+    T.RELU: frozenset({0}), T.RELU6: frozenset({0}), T.SIGMOID: frozenset({0}), T.TANH: frozenset({0}),
+    T.HARD_SWISH: frozenset({0}), T.HARD_SIGMOID: frozenset({0}), T.SWISH: frozenset({0}),
+    T.LEAKY_RELU: frozenset({0}), T.PRELU: frozenset({0}), T.GELU: frozenset({0}),
+    T.SOFTMAX: frozenset({0}), T.LAYER_NORMALIZATION: frozenset({0}),
+    T.RESIZE_NEAREST: frozenset({0}), T.RESIZE_LINEAR: frozenset({0}),
+    T.RESHAPE: frozenset({0}), T.FLATTEN: frozenset({0}), T.SQUEEZE: frozenset({0}), T.UNSQUEEZE: frozenset({0}),
+    T.TRANSPOSE: frozenset({0}), T.SLICE: frozenset({0}), T.SPLIT: frozenset({0}), T.PAD: frozenset({0}),
+    T.REDUCE_MEAN: frozenset({0}), T.REDUCE_SUM: frozenset({0}),
+}
+
+# Operations whose fuse_code may be FUSED_RELU (the relu graph.GraphBuilder.fuse writes).
+_FUSING = frozenset({T.ADD, T.SUB, T.MUL, T.DIV, T.CONV_2D, T.CONV_2D_TRANSPOSE, T.FULLY_CONNECTED,
+                     T.AVERAGE_POOL_2D, T.MAX_POOL_2D})
+
+
+def _is_float32(operand) -> bool:
+    return operand is not None and not operand.type.is_quantized and operand.type.dtype == np.float32
+
+
+def _fuses_relu(op: Operation) -> bool:
+    if op.type not in _FUSING:
+        return False
+    try:
+        return unpack(op).int("fuse_code", 0) == int(FuseCode.FUSED_RELU)
+    except Exception:  # an operation the conversion rejects: it raises there, with its reason
+        return False
+
+
+def _has_relu(op: Operation) -> bool:
+    return (op.type == T.RELU and _is_float32(op.outputs[0])) or (_fuses_relu(op) and _is_float32(op.outputs[0]))
+
+
+def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
+    """id() of the operations whose relu (a RELU, or a fused FUSED_RELU) may run as a plain ONNX Relu: every
+    path from its output reaches a float32 model output only through operations that propagate NaN.
+    `skipped`: operations converted as a fused pattern (quantized chains) - never NaN-propagating."""
+    outputs = {o.index for o in model.output_operands if o is not None}
+    float_outputs = {o.index for o in model.output_operands if _is_float32(o)}
+    consumers = model.consumers()
+    skipped_ids = {id(op) for op in skipped}
+    kept: set = set()
+    # An operand is "NaN-visible" when a NaN in any of its elements shows as a NaN in every model output element
+    # that depends on it. Decided from the outputs backwards: reverse topological order sees every consumer of
+    # an operand before the operand's producer.
+    visible: dict[int, bool] = {}
+
+    def operand_visible(index: int) -> bool:
+        if index in outputs and index not in float_outputs:
+            return False
+        for consumer in consumers.get(index, ()):
+            if not _propagates(consumer, index):
+                return False
+        return True
+
+    def _propagates(op: Operation, index: int) -> bool:
+        if id(op) in skipped_ids or op.type not in NAN_PROPAGATING:
+            return False
+        positions = NAN_PROPAGATING[op.type]
+        if positions is not _ALL and any(k not in positions for k, o in enumerate(op.inputs)
+                                         if o is not None and o.index == index):
+            return False
+        if _has_relu(op) and id(op) not in kept:
+            return False  # an exact relu drops the NaN
+        for out in op.outputs:
+            if out is None:
+                continue
+            if not _is_float32(out) or not visible.get(out.index, False):
+                return False
+        return True
+
+    for op in reversed(model.topological_operations()):
+        results = [o for o in op.outputs if o is not None]
+        for out in results:
+            visible[out.index] = operand_visible(out.index)
+        if id(op) not in skipped_ids and _has_relu(op) and all(visible[o.index] for o in results):
+            kept.add(id(op))
+    return kept
+
+
+def exact_model_bytes(model_bytes: bytes) -> bytes:
+    """The same ONNX model with each NaN-kept relu followed by ThresholdedRelu(alpha=0): Paddle's relu."""
+    proto = onnx.load_from_string(bytes(model_bytes))
+    nodes = []
+    for node in proto.graph.node:
+        nodes.append(node)
+        if node.op_type == "Relu" and node.name.endswith(NAN_KEPT_RELU_SUFFIX):
+            result = node.output[0]
+            node.output[0] = f"{result}/nan_kept"
+            nodes.append(helper.make_node("ThresholdedRelu", [node.output[0]], [result], alpha=0.0,
+                                          name=f"{node.name}/exact"))
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    for prop in proto.metadata_props:
+        if prop.key == METADATA_KEY:
+            prop.value = "0"
+    return proto.SerializeToString()
+
+
+def has_nan(results: Sequence[np.ndarray]) -> bool:
+    """Whether a floating result holds a NaN (np.min propagates NaN and needs no boolean temporary)."""
+    for result in results:
+        if result.dtype.kind == "f" and result.size and np.isnan(np.min(result)):
+            return True
+    return False

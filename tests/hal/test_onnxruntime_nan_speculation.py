@@ -1,0 +1,238 @@
+"""microsoft_onnxruntime's NaN-kept relus (hal/microsoft_onnxruntime/nan_speculation.py): a relu runs as a plain
+ONNX Relu where a NaN it keeps would show in a float output, and a run whose outputs hold a NaN is run again by
+the exact program. Checked here: every operation the analysis trusts to propagate NaN does so in onnxruntime
+(against builtin_device's reference, which computes Paddle's relu), which relus the analysis keeps, and whole
+programs against Paddle Inference with NaN inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hal.microsoft_onnxruntime.driver as ort_driver
+from hal.common import lower
+from hal.microsoft_onnxruntime import DRIVER
+from hal.microsoft_onnxruntime.graph import convert_model
+from hal.microsoft_onnxruntime.nan_speculation import (
+    METADATA_KEY,
+    NAN_KEPT_RELU_SUFFIX,
+    NAN_PROPAGATING,
+    exact_model_bytes,
+    nan_kept_relus,
+)
+from hal.microsoft_onnxruntime.operations import OPERATIONS
+from hal.protocol import Argument, Cache
+from nnadapter_bridge.conformance.harness import build_op
+from nnadapter_bridge.conformance.samples import SAMPLES
+from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.reference import run_model
+from nnadapter_bridge.nnadapter.runtime import HostBuffer, array_input_access, host_buffer_output_access
+from support.tolerances import assert_op_close
+
+
+def _float_inputs_at(sample) -> list:
+    """Positions of the sample's float32 model inputs that the operation propagates NaN through."""
+    positions = NAN_PROPAGATING[sample.type]
+    return [k for k, item in enumerate(sample.inputs)
+            if isinstance(item, np.ndarray) and item.dtype == np.float32 and item.size > 1
+            and (positions is None or k in positions)]
+
+
+CASES = [(sample, k) for sample in SAMPLES if sample.type in NAN_PROPAGATING for k in _float_inputs_at(sample)]
+
+
+def _run_program(program, arrays):
+    holders = [HostBuffer() for _ in program.output_types]
+    DRIVER.execute_program(program, [Argument(k, a, array_input_access) for k, a in enumerate(arrays)],
+                           [Argument(k, h, host_buffer_output_access) for k, h in enumerate(holders)])
+    return [h.array for h in holders]
+
+
+@pytest.fixture
+def exact_builds(monkeypatch):
+    """Counts the exact programs the driver builds (each is a run that fell back)."""
+    built = []
+
+    def counting(model_bytes):
+        built.append(1)
+        return exact_model_bytes(model_bytes)
+
+    monkeypatch.setattr(ort_driver, "exact_model_bytes", counting)
+    return built
+
+
+def test_every_operation_of_the_table_has_a_case():
+    covered = {sample.type for sample, _ in CASES}
+    assert covered == set(NAN_PROPAGATING), set(NAN_PROPAGATING) - covered
+
+
+@pytest.mark.parametrize("sample,position", CASES, ids=[f"{s.id}-input{k}" for s, k in CASES])
+def test_operation_propagates_nan_on_onnxruntime(sample, position, exact_builds):
+    """relu -> operation, a NaN fed to the relu: onnxruntime must give builtin_device's answer (the NaN became
+    0). An operation that dropped the NaN instead of propagating it would give another finite answer."""
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs,
+                            relu_before=[position])
+    feed_index = [k for k, item in enumerate(sample.inputs) if isinstance(item, np.ndarray)].index(position)
+    poisoned = feeds[feed_index].copy()
+    flat = poisoned.reshape(-1)
+    flat[0] = flat[flat.size // 2] = np.nan
+    feeds[feed_index] = poisoned
+    want = run_model(model, feeds)
+    device = DRIVER.open_device()
+    context = DRIVER.create_context(device, "")
+    declined = [r for r in DRIVER.unsupported_reasons(context, lower(model, OPERATIONS)) if r]
+    if declined:
+        pytest.skip(f"microsoft_onnxruntime declines this form: {declined[0]}")
+    program = DRIVER.create_program(context, model, Cache())
+    assert program.exact is not None, "the relu before the operation was not NaN-kept"
+    got = _run_program(program, feeds)
+    for g, w in zip(got, want):
+        assert_op_close(g, w, what=f"{sample.id} after a NaN-kept relu")
+    if any(np.isnan(np.asarray(w, dtype=np.float64)).any() for w in want if w.dtype.kind == "f"):
+        return  # the reference itself holds NaN (e.g. a NaN weight path): the comparison above is the check
+    # No NaN in Paddle's answer: the fast program's NaN either reached an output (and the exact program ran)
+    # or reached nothing.
+    assert len(exact_builds) <= 1
+
+
+def _sample(sample_id: str):
+    return next(s for s in SAMPLES if s.id == sample_id)
+
+
+@pytest.mark.parametrize("sample_id,kept", [
+    ("SIGMOID", True), ("CONV_2D_pads_relu", True), ("SOFTMAX", True),
+    ("MAX_POOL_2D_ceil", False),  # onnxruntime's max skips NaN
+    ("ARG_MAX_int64", False),       # an integer output cannot show a NaN
+    ("LOG", False),           # not in the table: exact
+])
+def test_which_relus_are_kept(sample_id, kept):
+    sample = _sample(sample_id)
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs,
+                        relu_before=[0])
+    relu = next(op for op in model.operations if op.type == T.RELU)
+    assert (id(relu) in nan_kept_relus(model)) is kept
+    proto = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
+    marked = [n for n in proto.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX)]
+    assert bool(marked) is kept
+    assert ({p.key: p.value for p in proto.metadata_props}.get(METADATA_KEY) == "1") is kept
+    kinds = [n.op_type for n in proto.graph.node]
+    assert ("ThresholdedRelu" in kinds) is (not kept)
+
+
+def test_relu_output_that_is_also_read_by_a_max_pool_stays_exact():
+    """One path through a NaN-propagating operation is not enough: every path must show the NaN."""
+    sample = _sample("MAX_POOL_2D_ceil")
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, relu_before=[0])
+    relu = next(op for op in model.operations if op.type == T.RELU)
+    model.finished = False  # a second consumer of the relu, as a model output of its own
+    model.identify_inputs_and_outputs(model.input_operands, [*model.output_operands, relu.outputs[0]])
+    model.finish()
+    assert id(relu) not in nan_kept_relus(model)
+
+
+def test_exact_model_follows_each_kept_relu_with_thresholded_relu():
+    sample = _sample("SIGMOID")
+    model, feeds = build_op(sample.type, sample.inputs, relu_before=[0])
+    fast = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
+    import onnx
+    exact = onnx.load_from_string(exact_model_bytes(fast.SerializeToString()))
+    kinds = [n.op_type for n in exact.graph.node]
+    assert kinds.index("ThresholdedRelu") == kinds.index("Relu") + 1
+    assert {p.key: p.value for p in exact.metadata_props}[METADATA_KEY] == "0"
+    import onnxruntime as ort
+
+    x = feeds[0].copy()
+    x.reshape(-1)[0] = np.nan
+    session = ort.InferenceSession(exact.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {session.get_inputs()[0].name: x})
+    assert_op_close(got, run_model(model, [x])[0], what="the exact program")
+
+
+# -- whole programs against Paddle Inference ----------------------------------------------------------------------
+def _paddle_net(x, y):
+    """conv-relu -> max pool (that relu stays exact) -> + y -> conv-relu (kept) -> concat -> conv-relu (kept)
+    -> global average pool: a NaN in y reaches the kept relus, a NaN in x is stopped by the exact one."""
+    import paddle
+    import paddle.nn.functional as F
+
+    a = F.relu(F.conv2d(x, paddle.create_parameter([8, 3, 3, 3], "float32"), padding=1))
+    m = F.max_pool2d(a, 2)
+    b = F.relu(F.conv2d(m + y, paddle.create_parameter([8, 8, 3, 3], "float32"), padding=1))
+    c = paddle.concat([b, m], axis=1)
+    d = F.relu(F.conv2d(c, paddle.create_parameter([6, 16, 1, 1], "float32")))
+    return F.adaptive_avg_pool2d(d, 1)
+
+
+def _predictor(saved, tmp_path, properties=""):
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(["microsoft_onnxruntime"])
+    config.set_nnadapter_context_properties(properties)
+    config.set_nnadapter_model_cache_dir(str(tmp_path / "cache"))
+    return nb.create_predictor(config)
+
+
+def _run(predictor, feeds):
+    for name in predictor.get_input_names():
+        predictor.get_input_by_name(name).from_numpy(feeds[name])
+    predictor.run()
+    return predictor.get_output(0).numpy()
+
+
+@pytest.mark.parametrize("poisoned", ["none", "x", "y"])
+def test_program_with_kept_relus_gives_paddles_answer_for_nan_inputs(tmp_path, poisoned, exact_builds):
+    pytest.importorskip("paddle")
+    from support.converter_harness import pir_program
+
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
+             "y": rng.standard_normal((1, 8, 4, 4)).astype(np.float32)}
+    if poisoned != "none":
+        feeds[poisoned].reshape(-1)[[5, 17]] = np.nan
+    saved = pir_program(tmp_path, _paddle_net, feeds)
+    want = saved.outputs[0]
+    assert not np.isnan(want).any()  # Paddle's relu turned every NaN into 0
+    got = _run(_predictor(saved, tmp_path), feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # only a NaN that reached a kept relu (through y) needed the exact program
+    assert len(exact_builds) == (1 if poisoned == "y" else 0)
+
+
+def test_program_restored_from_cache_keeps_its_exact_fallback(tmp_path, exact_builds):
+    pytest.importorskip("paddle")
+    from support.converter_harness import pir_program
+
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
+             "y": rng.standard_normal((1, 8, 4, 4)).astype(np.float32)}
+    saved = pir_program(tmp_path, _paddle_net, feeds)
+    _run(_predictor(saved, tmp_path), feeds)  # compiles and writes the cache
+    warm = _predictor(saved, tmp_path)
+    clean = _run(warm, feeds)
+    np.testing.assert_allclose(clean, saved.outputs[0], rtol=1e-4, atol=1e-4)
+    assert warm.stats.cache_hits_file == 1 and warm.stats.cache_misses == 0
+    poisoned = {k: v.copy() for k, v in feeds.items()}
+    poisoned["y"].reshape(-1)[3] = np.nan
+    got = _run(warm, poisoned)
+    assert not np.isnan(got).any() and len(exact_builds) == 1
+
+
+def test_outputs_that_hold_nan_of_their_own_run_exactly_after_a_few_runs(monkeypatch):
+    """A model whose output is NaN whatever the relus do (a NaN input passed through): after EXACT_ONLY_AFTER
+    fallbacks the program runs the exact session alone."""
+    sample = _sample("SIGMOID")
+    model, feeds = build_op(sample.type, sample.inputs, relu_before=[0])
+    device = DRIVER.open_device()
+    program = DRIVER.create_program(DRIVER.create_context(device, ""), model, Cache())
+    fast_runs = []
+    original = program.session.run
+    monkeypatch.setattr(program.session, "run", lambda *a, **k: fast_runs.append(1) or original(*a, **k),
+                        raising=False)
+    x = feeds[0].copy()
+    x.reshape(-1)[0] = np.nan
+    for _ in range(ort_driver.EXACT_ONLY_AFTER + 2):
+        (got,) = _run_program(program, [x])
+        assert_op_close(got, run_model(model, [x])[0])
+    assert program.exact.exact_only
+    assert len(fast_runs) == ort_driver.EXACT_ONLY_AFTER
