@@ -10,10 +10,12 @@ from nnadapter_bridge.nnadapter.driver_protocol import (  # noqa: F401
     AccessFunction,
     Argument,
     Cache,
+    Capabilities,
     ContextCallback,
     Driver,
+    PerformanceInfo,
     check_driver,
 )
 
 __all__ = ["ENTRY_POINT_GROUP", "REQUIRED_ATTRIBUTES", "REQUIRED_METHODS", "AccessFunction", "Argument", "Cache",
-           "ContextCallback", "Driver", "check_driver"]
+           "Capabilities", "ContextCallback", "Driver", "PerformanceInfo", "check_driver"]

@@ -204,6 +204,9 @@ class IntelOpenVinoDriver(Driver):
     property_keys = (SELECT_DEVICE_NAMES_KEY, INFERENCE_NUM_THREADS_KEY, NUM_STREAMS_KEY, INFERENCE_PRECISION_KEY,
                      KEEP_NAN_IN_CLAMPS_KEY)
 
+    def sdk_version(self) -> str:
+        return f"openvino {_import_openvino().__version__}"  # keys the calibration
+
     def unavailable_reason(self) -> str:
         try:
             _import_openvino()

@@ -156,6 +156,8 @@ def run(args) -> int:
         "host_share": placement["host_share"],
         "placements": placement["placements"],
     }
+    if "device_selection" in placement:  # a policy by cost (--device-selection): each subgraph's devices and why
+        data["device_selection"] = placement["device_selection"]
     if args.top_k:
         data["top_k"] = {name: top_k(array, args.top_k) for name, array in outputs.items()
                          if array.dtype.kind == "f" and array.ndim >= 1 and array.shape[-1] > 1}

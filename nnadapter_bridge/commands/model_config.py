@@ -48,6 +48,8 @@ def build_config(args, *, cache_dir: str | None = None, dynamic_shape_info: dict
     config.set_nnadapter_device_names(device_names(args))
     if args.context_properties:
         config.set_nnadapter_context_properties(args.context_properties)
+    if getattr(args, "device_selection", None):
+        config.set_nnadapter_device_selection(args.device_selection)
     if cache_dir:
         config.set_nnadapter_model_cache_dir(cache_dir)
     if getattr(args, "partition_config", None):

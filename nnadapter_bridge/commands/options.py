@@ -40,6 +40,11 @@ def add_device_arguments(parser) -> None:
     parser.add_argument("--context-properties", metavar="S", default="",
                         help="device context properties, 'KEY=value;KEY=value' (e.g. "
                              "'BUILTIN_DEVICE_NUM_THREADS=2;'); part of the cache token")
+    parser.add_argument("--device-selection", choices=("priority", "fastest", "low_power"), default=None,
+                        help="how several --device share the model: 'priority' (default, Paddle Lite's: the first "
+                             "listed device taking an op runs it), 'fastest' (each subgraph on the devices the "
+                             "machine's calibration estimates fastest, close calls timed on the first run), "
+                             "'low_power' (Config.set_nnadapter_device_selection)")
 
 
 def add_partition_arguments(parser) -> None:

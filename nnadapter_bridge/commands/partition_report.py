@@ -93,7 +93,9 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
             "declined": dict(placed[op.index].declined) if op.index in placed else {},
         })
     bodies = [dict(b.as_dict(), host_kernel=b.op.type not in no_host_kernel) for b in plan.body_placements()]
-    return {
+    # Only for a policy by cost (subgraph.device_selection): "priority" reports what it always did.
+    selection = {"device_selection": plan.selection.as_dict()} if plan.selection is not None else {}
+    return selection | {
         "model": graph.model_path or "<buffer>",
         "devices": list(plan.device_names),
         "partition_config": plan.partition_config.source if plan.partition_config is not None else None,
@@ -204,6 +206,14 @@ def placement_tables(data: dict) -> list:
         rows = [[b["block"], b["index"], b["type"], "yes" if b["host_kernel"] else "NO", b["in"]] for b in bodies]
         lines.append(output.format_table(["block", "op", "body op type", "host kernel", "in the body of"], rows,
                                          right_align={0, 1}))
+    selection = data.get("device_selection")
+    if selection is not None:  # --device-selection fastest / low_power: each subgraph's device order and why
+        calibration = selection["calibration"]
+        where = f" (calibration {calibration['path']})" if calibration else " (one device: nothing to choose)"
+        lines += ["", f"device selection {selection['policy']}{where}"]
+        for choice in selection["subgraphs"]:
+            lines.append(f"  subgraph {choice['subgraph']}: {'>'.join(choice['order'])}, by {choice['decided_by']}: "
+                         f"{choice['reason']}")
     return lines
 
 

@@ -22,11 +22,15 @@ caller owns, for `arrays` in model input order (the runtime calls it instead of 
 compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small
 models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`,
 per operation the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`),
-which the support decisions and the engine show the user. Which errors are the device's fault and which the
-caller's: `runtime.is_device_fault`.
+which the support decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs
+(keys the calibration, with the CPU model and thread count); `capabilities()`, NNAPI's getCapabilities: a
+`Capabilities` of performance figures relative to the CPU reference, or None to have them measured by the
+calibration (nnadapter_bridge.subgraph.calibration; a driver reporting nothing is taken as the CPU). Which errors
+are the device's fault and which the caller's: `runtime.is_device_fault`.
 
-Entry points: `Driver`, `Argument`, `Cache`, `check_driver`, `ENTRY_POINT_GROUP`. Imports the standard's model,
-types and codes only; never the runtime (which imports it) nor `hal`.
+Entry points: `Driver`, `Argument`, `Cache`, `Capabilities`, `PerformanceInfo`, `check_driver`,
+`ENTRY_POINT_GROUP`. Imports the standard's model, types and codes only; never the runtime (which imports it) nor
+`hal`.
 """
 from __future__ import annotations
 
@@ -99,6 +103,41 @@ class Cache:
         return bool(self.token) and bool(self.dir)
 
 
+@plain_dataclass(frozen=True)
+class PerformanceInfo:
+    """NNAPI's PerformanceInfo: execution time and power of a device relative to the CPU reference (builtin_device,
+    1.0), lower is better. `power` None: not known (this project has no power meter; it is never invented)."""
+
+    exec_time: float
+    power: float | None = None
+
+
+# The operand precisions a device reports figures for (NNAPI's operandPerformance, per precision class).
+PRECISION_CLASSES = ("float32", "relaxed_float16", "int8")
+# The operation families a device may report apart (NNAPI reports per operand type; these are what differs most
+# between this project's CPU runtimes: dense convolution, depthwise + pointwise, matrix products).
+OPERATION_FAMILIES = ("conv", "depthwise", "matmul")
+
+
+@plain_dataclass(frozen=True)
+class Capabilities:
+    """A device's performance figures (NNAPI's Capabilities): per precision class (PRECISION_CLASSES) and per
+    operation family (OPERATION_FAMILIES, float32), relative to the CPU reference; a class or family missing is
+    not known. `source`: "driver" (reported by the driver) or "calibration" (measured on this machine)."""
+
+    precisions: dict = dataclasses.field(default_factory=dict)  # precision class -> PerformanceInfo
+    families: dict = dataclasses.field(default_factory=dict)  # operation family -> PerformanceInfo
+    source: str = "driver"
+
+    def exec_time(self, precision: str = "float32", family: str | None = None) -> float:
+        """The relative execution time to plan with: the family's figure, else the precision's, else 1.0 (a device
+        that reports nothing is taken as the CPU reference)."""
+        if family is not None and precision == "float32" and family in self.families:
+            return float(self.families[family].exec_time)
+        info = self.precisions.get(precision) or self.precisions.get("float32")
+        return float(info.exec_time) if info is not None else 1.0
+
+
 class Driver:
     """Base class of HAL drivers; override every method except `validate_program` (optional)."""
 
@@ -112,6 +151,15 @@ class Driver:
         """What to install when this driver cannot work in this installation (its SDK is missing), such as
         'install nnadapter-bridge[openvino]'; '' when nothing is missing."""
         return ""
+
+    def sdk_version(self) -> str:
+        """The version of the SDK this driver runs ('' when it has none or cannot tell)."""
+        return ""
+
+    def capabilities(self) -> Capabilities | None:
+        """Performance figures the driver knows for this machine, or None (the default): the calibration
+        measures them (module docstring)."""
+        return None
 
     def operation_types(self) -> list[OperationType]:
         """The NNAdapter operations this driver implements at all (validate_program may still refuse some

@@ -98,6 +98,7 @@ class Config:
         self.paddle_lite_cache_token = False
         # A progress bar on a terminal while subgraphs convert (NNADAPTER_BRIDGE_PROGRESS=0 also turns it off).
         self.show_progress = True
+        self._device_selection = ""  # "": not set (the context property, else "priority")
         if model_dir is not None:
             self.set_model_dir(model_dir)
 
@@ -457,6 +458,22 @@ class Config:
         environment's NNADAPTER_BRIDGE_PROGRESS=0 turns it off for the whole process). A program running many
         predictors with a display of its own (batch) turns it off here."""
         self.show_progress = bool(enabled)
+
+    def set_nnadapter_device_selection(self, policy: str) -> None:
+        """How the listed devices share a model: "priority" (the default, Paddle Lite's: each op goes to the first
+        listed device that takes it), "fastest" (each subgraph runs with the order of the devices whose estimated
+        time, from this machine's calibration, is lowest, counting the copies a split adds; close estimates are timed
+        on the first run) or "low_power" (time x power where the devices report power, else as "fastest"). Also the
+        context property NNADAPTER_DEVICE_SELECTION; this setter wins. docs/device_selection.md tells more."""
+        from nnadapter_bridge.subgraph.device_selection import POLICIES
+
+        if not isinstance(policy, str) or policy.strip().lower() not in POLICIES:
+            raise ConfigError(f"set_nnadapter_device_selection: expected one of {', '.join(POLICIES)}, got {policy!r}")
+        self._device_selection = policy.strip().lower()
+
+    def nnadapter_device_selection(self) -> str:
+        """The policy set with set_nnadapter_device_selection, '' when not set."""
+        return self._device_selection
 
     def set_paddle_lite_cache_token(self, enabled: bool = True) -> None:
         """Name caches with Paddle Lite's plain token (see engine): finds .nnc files Paddle Lite wrote, but

@@ -87,6 +87,9 @@ class PredictorStats:
     subgraph_runs: int = 0
     shape_mismatches: int = 0
     subgraph_host_runs: int = 0  # subgraph runs done on the host for shapes the declared ones did not foresee
+    # The device order of each subgraph and why (subgraph.device_selection), for "fastest" / "low_power"; None:
+    # "priority".
+    device_selection: dict | None = None
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -235,7 +238,8 @@ class Predictor:
             resources = _engine_resources(settings, self.graph, self.context, plan)
             shared = _Shared(config, settings, self.graph, self.context, resources, plan,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
-                             plan.host_ops, {s.index: ProgramPool(resources) for s in plan.result.subgraphs})
+                             plan.host_ops, {s.index: ProgramPool(resources, plan.device_order(s.index))
+                                                for s in plan.result.subgraphs})
             self._check_dynamic_shapes_convert(plan.result, resources.float_ops if resources else frozenset())
             self._attach(shared, check=True)
             self._warn_if_host_heavy()
@@ -678,7 +682,9 @@ class Predictor:
                               host_op_runs=self._host_op_runs, builds=totals.builds,
                               cache_hits_file=totals.cache_hits_file, cache_hits_buffer=totals.cache_hits_buffer,
                               cache_misses=totals.cache_misses, subgraph_runs=totals.runs,
-                              shape_mismatches=totals.shape_mismatches, subgraph_host_runs=totals.host_runs)
+                              shape_mismatches=totals.shape_mismatches, subgraph_host_runs=totals.host_runs,
+                              device_selection=(self.plan.selection.as_dict() if self.plan.selection is not None
+                                                else None))
 
     def cache_tokens(self) -> list:
         """The tokens of every program built or restored so far (engine order, then build order)."""

@@ -13,7 +13,9 @@ the subgraph engines read from then on. Resolving is where what needs the driver
     NNADAPTER_BRIDGE_CACHE_KEY from the environment; docs/cache.md);
   - the partition config (the API buffer, the API path, then the SUBGRAPH_PARTITION_CONFIG_FILE / _BUFFER
     environment) and the mixed-precision quantization config, parsed;
-  - NNADAPTER_BRIDGE_PROGRESS (progress bars while subgraphs convert).
+  - NNADAPTER_BRIDGE_PROGRESS (progress bars while subgraphs convert);
+  - the device selection (Config.set_nnadapter_device_selection, else the context property
+    NNADAPTER_DEVICE_SELECTION, which is taken out of the string the devices get; default "priority").
 
 Entry point: `resolve_settings(config)`. Imports the ground (the runtime's DeviceManager, properties, nnc),
 partition's config parser and the subgraph floor's mixed-precision parser; never the predictor module or anything
@@ -62,6 +64,7 @@ class PredictorSettings:
     min_subgraph_size: int
     mixed_precision_config: PartitionConfig | None
     show_progress: bool  # Config's and NNADAPTER_BRIDGE_PROGRESS's (not 0) say yes (a bar is drawn on a terminal only)
+    device_selection: str = "priority"  # subgraph.device_selection.POLICIES
 
     def float_op_indices(self, graph) -> frozenset:
         """The block-0 indices of the ops the mixed-precision config lists; empty without one. A spec that matches
@@ -93,6 +96,25 @@ def context_properties_with_threads(properties: str, threads: int | None, device
         return properties
     sep = "" if not properties.strip() or properties.rstrip().endswith(";") else ";"
     return properties + sep + "".join(f"{key}={threads};" for key in added)
+
+
+DEVICE_SELECTION_PROPERTY = "NNADAPTER_DEVICE_SELECTION"
+
+
+def device_selection(chosen: str, properties: str) -> tuple:
+    """(policy, properties without the NNADAPTER_DEVICE_SELECTION entry): Config's choice wins over the property;
+    no device reads the property, so the devices never get it (and no UnknownPropertyWarning names it)."""
+    given = parse_properties(properties)
+    if DEVICE_SELECTION_PROPERTY not in given:
+        return chosen or "priority", properties  # the default (device_selection.DEFAULT_POLICY), imported not
+    from nnadapter_bridge.subgraph.device_selection import POLICIES  # a warm start loads it only for a policy
+
+    value = given[DEVICE_SELECTION_PROPERTY].strip().lower()
+    if not chosen and value not in POLICIES:
+        raise ConfigError(f"context property {DEVICE_SELECTION_PROPERTY}={given[DEVICE_SELECTION_PROPERTY]}: expected "
+                          f"one of {', '.join(POLICIES)}")
+    rest = "".join(f"{k}={v};" for k, v in given.items() if k != DEVICE_SELECTION_PROPERTY)
+    return chosen or value, rest
 
 
 def _used_device_names(listed: list, names_given: bool, enabled: bool, valid_places: list, strict: bool) -> tuple:
@@ -138,6 +160,7 @@ def resolve_settings(config: Config) -> PredictorSettings:
     mixed_path = config.nnadapter_mixed_precision_quantization_config_path()
 
     device_names = _used_device_names(listed, names_given, enabled, valid_places, strict)
+    selection, user_properties = device_selection(config.nnadapter_device_selection(), user_properties)
     return PredictorSettings(
         model_source=types.MappingProxyType(model_source),
         device_names=device_names,
@@ -158,4 +181,5 @@ def resolve_settings(config: Config) -> PredictorSettings:
         min_subgraph_size=config.min_subgraph_size,
         mixed_precision_config=resolve_mixed_precision_config(mixed_buffer, mixed_path),
         show_progress=bool(config.show_progress) and os.environ.get(ENV_PROGRESS, "1").strip() != "0",
+        device_selection=selection,
     )

@@ -138,18 +138,24 @@ class ContextPool:
         self._lock = threading.Lock()
         self._subsets: dict = {}  # tuple of device names -> Context
 
-    def without(self, excluded) -> Context | None:
-        """The context over the base's devices not in `excluded` (same order); None when none is left."""
-        names = [n for n in self.base.device_names if n not in excluded]
+    def without(self, excluded, order: Sequence[str] | None = None) -> Context | None:
+        """The context over the base's devices not in `excluded`, in the base's order or in `order` (a subgraph's
+        device order, subgraph.device_selection); None when none is left."""
+        listed = self.base.device_names
+        names = [n for n in (order or listed) if n not in excluded and n in listed]
         if not names:
             return None
-        if len(names) == len(self.base.device_names):
+        if names == listed:
             return self.base
         key = tuple(names)
         with self._lock:
             context = self._subsets.get(key)
             if context is None:
-                context = self._subsets[key] = self.base.subset(names)
+                base = self.base
+                devices = {d.name: d for d in base.devices}
+                context = self._subsets[key] = (Context([devices[n] for n in names], base.properties, base.callback,
+                                                        strict=base.strict)
+                                                if order else base.subset(names))
         return context
 
     def destroy(self) -> None:
@@ -178,8 +184,9 @@ class ProgramPool:
     (module docstring), with the predictor's EngineResources. Engines `attach` and `release`; the last release
     destroys the originals."""
 
-    def __init__(self, resources: EngineResources):
+    def __init__(self, resources: EngineResources, device_order: Sequence[str] | None = None):
         self.resources = resources
+        self.device_order = tuple(device_order) if device_order else None  # None: the context's (listed) order
         self.lock = threading.RLock()  # held while a program is obtained (restored or built) and first run
         self.originals: list = []      # EngineProgram, in build order
         self.retired: list = []        # originals dropped after faults (copies may still share their handles)
@@ -312,7 +319,9 @@ class SubgraphEngine:
                                    if op.index in resources.float_ops and getattr(op, "block_idx", 0) == 0)
         self.graph = resources.graph
         self.contexts = resources.contexts
-        self.context = resources.contexts.base
+        # The subgraph's device order (subgraph.device_selection), else the listed one: the context of every run.
+        self.base_context = resources.contexts.without((), pool.device_order)
+        self.context = self.base_context
         self.degrade = not settings.strict
         self.pool = pool
         self.pool.attach()
@@ -438,7 +447,8 @@ class SubgraphEngine:
                 else:
                     excluded = ()  # no device failed: the whole context (the common case, kept cheap)
                 try:
-                    context = self.contexts.without(excluded) if excluded else self.contexts.base
+                    context = (self.contexts.without(excluded, self.pool.device_order) if excluded
+                               else self.base_context)
                 except NNAdapterError as exc:  # a context over the remaining devices cannot be created
                     if not (self.degrade and fault_device(exc) and is_device_fault(exc)):
                         raise
@@ -578,7 +588,7 @@ class SubgraphEngine:
 
     def _commit(self, fault: _DeviceFault, signature, excluded) -> None:
         """Record a fault (its devices joining `excluded`, those already left out) and say so, once."""
-        left = [n for n in self.contexts.base.device_names if n not in set(excluded) | set(fault.devices)]
+        left = [n for n in self.base_context.device_names if n not in set(excluded) | set(fault.devices)]
         where = ", ".join(left) if left else "the host"
         with self.pool.lock:
             if fault.stage == "run":
@@ -678,7 +688,8 @@ class SubgraphEngine:
         partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
                                      lambda op: op_key(op) not in declined_keys)
         return SplitPlan(partition, {index: tuple(why) for index, why in declined.items()},
-                         {child.index: ProgramPool(self.pool.resources) for child in partition.subgraphs})
+                         {child.index: ProgramPool(self.pool.resources, self.pool.device_order)
+                          for child in partition.subgraphs})
 
     # A split found once is remembered in the model cache dir (`<token>.split.json`, token: the program's that
     # failed), so a later start runs the split at once instead of compiling and failing again. The record only moves

@@ -82,6 +82,13 @@ class PartitionPlan:
     device_names: list
     # placements() asked of the open context, kept for when it is closed (`nnadapter-bridge partition`).
     op_placements: list | None = None
+    # The device order of each subgraph (subgraph.device_selection.DeviceSelection) for the policies "fastest" and
+    # "low_power"; None: "priority", the listed order.
+    selection: object = None
+
+    def device_order(self, index: int) -> tuple | None:
+        """The order of the devices subgraph `index` runs with; None: the listed order."""
+        return self.selection.order_for(index) if self.selection is not None else None
 
     @property
     def host_ops(self) -> list:
@@ -127,7 +134,7 @@ class PartitionPlan:
             index = self.result.subgraph_index_of(op)
             if index is not None:
                 declined = per_device.declined(op) if per_device is not None else {}
-                takers = [n for n in names if n not in declined]
+                takers = [n for n in (self.device_order(index) or names) if n not in declined]
                 # The first device taking all its operations; none (each declines some): the runtime splits them.
                 device = takers[0] if takers and per_device is not None else "|".join(names)
                 found.append(OpPlacement(op, index, device, "", False, declined))
@@ -462,7 +469,12 @@ def plan_partition(settings, graph, context) -> PartitionPlan:
             store.save()
             if key is not None and support.recorded:
                 plan_store.save_plan(cache_dir, key, result)
-    return PartitionPlan(graph, result, support, partition_config, settings.min_subgraph_size, device_names)
+    plan = PartitionPlan(graph, result, support, partition_config, settings.min_subgraph_size, device_names)
+    if getattr(settings, "device_selection", "priority") != "priority" and context is not None:
+        from nnadapter_bridge.subgraph.device_selection import plan_selection  # only for a policy by cost
+
+        plan.selection = plan_selection(plan, context, settings)
+    return plan
 
 
 def _ask_as_the_detector(support, result: PartitionResult) -> None:

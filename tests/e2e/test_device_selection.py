@@ -1,0 +1,224 @@
+"""Device selection by cost (subgraph.device_selection, Config.set_nnadapter_device_selection): the policy's
+decisions on synthetic capability tables (exact: no timing), a plan that splits a subgraph across two devices and
+one that refuses to, with the figures written as a calibration file, the settings and the CLI flag.
+
+The split models run through the predictor and are checked against numpy's add/relu/scale (the same reference the
+placement tests use); the placement itself is the decision under test.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import nnadapter_bridge as nb
+from nnadapter_bridge.errors import ConfigError
+from nnadapter_bridge.nnadapter.driver_protocol import Capabilities, PerformanceInfo
+from nnadapter_bridge.nnadapter.runtime import DeviceManager
+from nnadapter_bridge.subgraph import calibration
+from nnadapter_bridge.subgraph.calibration import DeviceFigures
+from nnadapter_bridge.subgraph.device_selection import OpCost, choose, estimate
+from support.placement_devices import DecliningDevice, placement_model, placement_reference
+
+BYTES = 1 << 20  # every value of the synthetic subgraphs: 1 MiB
+
+
+def _figures(name: str, conv_spf: float, relative: float = 1.0, call: float = 0.0, copy: float = 1e9,
+             power: float | None = None) -> DeviceFigures:
+    caps = Capabilities({"float32": PerformanceInfo(relative, power)}, {"conv": PerformanceInfo(relative, power)})
+    return DeviceFigures(name, caps, {"conv": conv_spf, "float32": conv_spf}, call, copy, name, "calibration", {})
+
+
+REFERENCE = _figures("builtin_device", 1e-9)
+
+
+def _chain(declined: dict) -> list:
+    """conv -> other -> conv, each writing 1 MiB; `declined`: op key -> devices declining it."""
+    ops = []
+    for k, family in enumerate(("conv", "other", "conv")):
+        ops.append(OpCost(k, family, "float32", 10**9 if family == "conv" else 0, BYTES // 4,
+                          frozenset(declined.get(k, ())), (f"v{k - 1}",) if k else ("x",), ((f"v{k}", BYTES),)))
+    return ops
+
+
+def test_the_cheapest_device_takes_the_whole_subgraph_and_ties_keep_the_listed_order():
+    ops = _chain({})
+    figures = {"a": _figures("a", 2e-12), "b": _figures("b", 1e-12)}
+    choice = choose(0, ops, ["a", "b"], figures, REFERENCE)
+    assert choice.order == ("b", "a")
+    # Two convs of 1 GFLOP at 1e-12 s/FLOP, the other op a 2 MiB memory pass at the reference's 1 GB/s.
+    assert choice.candidates[0].seconds == pytest.approx(2e-3 + 2 * BYTES / 1e9)
+    assert choice.candidates[0].parts == 1 and choice.candidates[0].copied_bytes == 0
+    assert choice.candidates[1].order == ("a", "b")
+    tie = choose(0, ops, ["a", "b"], {"a": _figures("a", 1e-12), "b": _figures("b", 1e-12)}, REFERENCE)
+    assert tie.order == ("a", "b")  # the same estimate: the listed order wins
+    again = choose(0, ops, ["a", "b"], figures, REFERENCE)
+    assert again.as_dict() == choice.as_dict()  # deterministic for given figures
+
+
+def test_a_split_is_made_when_it_saves_more_than_its_copies_cost():
+    # "fast" declines the middle op: [fast, slow] runs conv on fast, the middle on slow, conv on fast (3 parts,
+    # 2 MiB copied); [slow, fast] runs everything on slow.
+    ops = _chain({1: {"fast"}})
+    figures = {"fast": _figures("fast", 1e-13, call=1e-5), "slow": _figures("slow", 1e-11, call=1e-5)}
+    choice = choose(0, ops, ["slow", "fast"], figures, REFERENCE)
+    best = choice.candidates[0]
+    assert choice.order == ("fast", "slow")
+    assert best.ops == {"fast": 2, "slow": 1} and best.parts == 3 and best.copied_bytes == 2 * BYTES
+    assert best.seconds == pytest.approx(2e-4 + 2 * BYTES / 1e9 + 3e-5 + 2 * BYTES / 1e9)
+    assert choice.candidates[1].order == ("slow", "fast")
+    assert choice.candidates[1].seconds == pytest.approx(2e-2 + 2 * BYTES / 1e9 + 1e-5)
+
+
+def test_a_split_that_saves_less_than_it_costs_is_not_made():
+    ops = _chain({1: {"fast"}})
+    # fast saves 0.2 ms of compute but the split adds two runs of 0.5 ms and 2 MiB of copies.
+    figures = {"fast": _figures("fast", 0.9e-12, call=5e-4), "slow": _figures("slow", 1e-12, call=5e-4)}
+    choice = choose(0, ops, ["fast", "slow"], figures, REFERENCE)
+    assert choice.order == ("slow", "fast")
+    assert choice.candidates[0].parts == 1 and choice.candidates[0].ops == {"slow": 3}
+    split = estimate(ops, ("fast", "slow"), figures, REFERENCE)
+    assert split.parts == 3 and split.seconds > choice.candidates[0].seconds
+    # 4.6 ms against 7.5 ms: beyond the margin, so the estimate alone decides (nothing is timed).
+    assert choice.contested == [("slow", "fast")]
+
+
+def test_low_power_ranks_by_time_x_power_only_when_every_device_reports_power():
+    ops = _chain({})
+    unknown = {"a": _figures("a", 1e-12), "b": _figures("b", 2e-12)}
+    choice = choose(0, ops, ["a", "b"], unknown, REFERENCE, policy="low_power")
+    assert choice.order == ("a", "b") and "power unknown" in choice.reason
+    known = {"a": _figures("a", 1e-12, power=5.0), "b": _figures("b", 2e-12, power=1.0)}
+    assert choose(0, ops, ["a", "b"], known, REFERENCE, policy="low_power").order == ("b", "a")
+
+
+def test_a_device_the_calibration_does_not_know_is_taken_as_the_cpu_reference():
+    ops = _chain({})
+    # "known" is slower than the reference; "mystery" has no figures: it plans as the reference.
+    choice = choose(0, ops, ["known", "mystery"], {"known": _figures("known", 2e-9)}, REFERENCE)
+    assert choice.order == ("mystery", "known")
+    assert choice.candidates[0].seconds == pytest.approx(2.0 + 2 * BYTES / 1e9)
+
+
+# -- through the predictor, with the figures written as a calibration file ---------------------------------
+PICKY = "selection_picky_device"
+
+
+@pytest.fixture
+def picky_device():
+    manager = DeviceManager.instance()
+    manager.register(DecliningDevice(PICKY, declines=("RELU",)), replace=True)
+    yield PICKY
+    manager.unregister(PICKY)
+
+
+def _entry(name: str, seconds: float, call: float, copy: float) -> dict:
+    workloads = {w: {"seconds": seconds, "flops": 1000} for w in calibration.WORKLOADS}
+    return {"device": name, "workloads": workloads, "call_seconds": call, "copy_bytes_per_second": copy}
+
+
+def _write_calibration(cache_dir, picky_seconds: float, call: float, copy: float) -> None:
+    """builtin_device at 1 s per workload, the picky device at `picky_seconds` (its relative time)."""
+    manager = DeviceManager.instance()
+    entries = {calibration.entry_key(name, manager.driver(name), ""): _entry(name, seconds, call, copy)
+               for name, seconds in (("builtin_device", 1.0), (PICKY, picky_seconds))}
+    calibration.write_entries(calibration.calibration_path(str(cache_dir)), entries)
+
+
+def _predictor(model, cache_dir, policy):
+    config = nb.Config()
+    config.set_model_file(model)
+    config.set_nnadapter_device_names(["builtin_device", PICKY])
+    config.set_nnadapter_model_cache_dir(str(cache_dir))
+    config.set_nnadapter_device_selection(policy)
+    return nb.create_predictor(config)
+
+
+def _run(predictor, x):
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    return predictor.get_output(0).numpy()
+
+
+def _devices_by_type(predictor) -> dict:
+    return {p.op.type: p.device for p in predictor.plan.placements(predictor.context)}
+
+
+def test_fastest_splits_around_the_op_the_fast_device_declines(tmp_path, picky_device):
+    model = placement_model(tmp_path / "model")
+    # Runs cost nothing and copies are free: the picky device's 100x saves more than the split costs.
+    _write_calibration(tmp_path / "cache", 0.01, 0.0, 1e15)
+    predictor = _predictor(model, tmp_path / "cache", "fastest")
+    assert predictor.plan.device_order(0) == (PICKY, "builtin_device")
+    assert _devices_by_type(predictor) == {"elementwise_add": PICKY, "relu": "builtin_device", "scale": PICKY,
+                                           "sigmoid": PICKY, "tanh": PICKY}
+    x = np.random.default_rng(3).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(_run(predictor, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    stats = predictor.stats.device_selection
+    assert stats["policy"] == "fastest" and stats["subgraphs"][0]["candidates"][0]["parts"] == 3
+    # One compilation, its model split into three programs: the runtime placed the ops as the plan said.
+    assert predictor.engines[0].programs[0].compilation.device_names == [PICKY, "builtin_device", PICKY]
+    predictor.close()
+
+
+def test_fastest_keeps_the_subgraph_whole_when_a_split_costs_more(tmp_path, picky_device):
+    model = placement_model(tmp_path / "model")
+    # A run costs 1 ms: three parts cost more than the picky device saves on five 2x4 ops.
+    _write_calibration(tmp_path / "cache", 0.01, 1e-3, 1e9)
+    predictor = _predictor(model, tmp_path / "cache", "fastest")
+    assert predictor.plan.device_order(0) == ("builtin_device", PICKY)
+    assert set(_devices_by_type(predictor).values()) == {"builtin_device"}
+    x = np.random.default_rng(4).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(_run(predictor, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    assert predictor.engines[0].programs[0].compilation.device_names == ["builtin_device"]
+    predictor.close()
+
+
+def test_priority_is_the_default_and_asks_no_calibration(tmp_path, picky_device):
+    model = placement_model(tmp_path / "model")
+    config = nb.Config()
+    config.set_model_file(model)
+    config.set_nnadapter_device_names([PICKY, "builtin_device"])
+    config.set_nnadapter_model_cache_dir(str(tmp_path / "cache"))
+    predictor = nb.create_predictor(config)
+    assert predictor.settings.device_selection == "priority" and predictor.plan.selection is None
+    assert predictor.stats.device_selection is None
+    assert not (tmp_path / "cache" / calibration.CALIBRATION_FILE).exists()
+    x = np.ones((1, 4), np.float32)
+    _run(predictor, x)
+    assert predictor.engines[0].programs[0].compilation.device_names == [PICKY, "builtin_device", PICKY]
+    predictor.close()
+
+
+def test_the_policy_comes_from_the_setter_or_the_context_property():
+    config = nb.Config()
+    with pytest.raises(ConfigError, match="fastest"):
+        config.set_nnadapter_device_selection("quickest")
+    from nnadapter_bridge.predictor.settings import device_selection
+
+    assert device_selection("", "") == ("priority", "")
+    assert device_selection("", "A=1;NNADAPTER_DEVICE_SELECTION=fastest;") == ("fastest", "A=1;")
+    assert device_selection("low_power", "NNADAPTER_DEVICE_SELECTION=fastest") == ("low_power", "")
+    with pytest.raises(ConfigError, match="NNADAPTER_DEVICE_SELECTION=slowest"):
+        device_selection("", "NNADAPTER_DEVICE_SELECTION=slowest")
+
+
+def test_partition_json_shows_the_decision(tmp_path, picky_device, capsys):
+    from nnadapter_bridge.cli import main
+
+    model = placement_model(tmp_path / "model")
+    _write_calibration(tmp_path / "cache", 0.01, 1e-3, 1e9)
+    # partition takes no cache dir: the calibration is read from $XDG_CACHE_HOME/nnadapter-bridge.
+    _write_calibration(tmp_path / "xdg" / "nnadapter-bridge", 0.01, 1e-3, 1e9)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert main(["partition", model, "--device", "builtin_device", "--device", PICKY, "--device-selection",
+                     "fastest", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    choice = data["device_selection"]["subgraphs"][0]
+    assert data["device_selection"]["policy"] == "fastest"
+    assert choice["order"] == ["builtin_device", PICKY] and choice["decided_by"] == "estimate"
+    assert [c["parts"] for c in choice["candidates"]] == [1, 3]
+    assert main(["partition", model, "--device", "builtin_device", "--json"]) == 0
+    assert "device_selection" not in json.loads(capsys.readouterr().out)
