@@ -179,31 +179,51 @@ def _per_channel(t, channels: int) -> np.ndarray:
             else np.full(channels, float(t.scale)))
 
 
-def fold_chain(chain: ConvChain) -> FoldedConv | None:
-    """The chain's int8 convolution with the batch normalization folded in (module docstring); None when the
-    folded constants do not fit (a zero or non-finite scale, a bias beyond int32)."""
-    conv = chain.conv
-    x_scale = float(conv.inputs[0].type.scale)
+@dataclasses.dataclass
+class FoldedWeights:
+    """An integer product's int8 weights with its batch norm folded in: the weights [O, ...] (int8, negated
+    where the batch norm's factor a is negative), their per-channel scales (weight scale x |a|) and the real
+    per-channel shift a * (conv bias) + (the batch norm's offset), in float64."""
+    weights: np.ndarray
+    scales: np.ndarray
+    shift: np.ndarray
+
+
+def fold_weights(conv: Operation, batch_norm: Operation | None) -> FoldedWeights | None:
+    """`conv`'s int8 weights with `batch_norm` (constant statistics, reading the product's real values) folded
+    in (module docstring): exact, since |a| goes into the scales and its sign into the int8 weights; None when
+    they do not fit (a weight of -128 to negate, a zero or non-finite scale)."""
     weights = np.asarray(conv.inputs[1].value, dtype=np.int8)
     channels = weights.shape[0]
     w_scales = _per_channel(conv.inputs[1].type, channels)
     bias_operand = conv.inputs[2] if len(conv.inputs) > 2 else None
-    conv_bias = np.zeros(channels, dtype=np.float64)
+    shift = np.zeros(channels, dtype=np.float64)
     if bias_operand is not None:
-        conv_bias = np.asarray(bias_operand.value, dtype=np.float64).reshape(-1) * \
+        shift = np.asarray(bias_operand.value, dtype=np.float64).reshape(-1) * \
             _per_channel(bias_operand.type, channels)
     a = np.ones(channels)
-    shift = conv_bias
-    if chain.batch_norm is not None:
-        a, offset = batch_norm_factors(chain.batch_norm)
-        shift = a * conv_bias + offset
-    sign = np.where(a < 0, -1, 1).astype(np.int8)
-    scales = (w_scales * np.abs(a)).astype(np.float32)
-    if np.any(scales <= 0) or not np.all(np.isfinite(scales)):
+    if batch_norm is not None:
+        a, offset = batch_norm_factors(batch_norm)
+        shift = a * shift + offset
+    negate = a < 0
+    if np.any(weights[negate] == -128):
         return None
+    scales = (w_scales * np.abs(a)).astype(np.float32)
+    if np.any(scales <= 0) or not np.all(np.isfinite(scales)) or not np.all(np.isfinite(shift)):
+        return None
+    sign = np.where(negate, -1, 1).astype(np.int8)
     folded = (weights * sign.reshape((-1,) + (1,) * (weights.ndim - 1))).astype(np.int8)
-    bias_scales = (np.float32(x_scale) * scales).astype(np.float32)
-    bias_q = np.round(shift / bias_scales.astype(np.float64))
+    return FoldedWeights(folded, scales, shift)
+
+
+def fold_chain(chain: ConvChain) -> FoldedConv | None:
+    """The chain's int8 convolution with the batch normalization folded in (module docstring); None when the
+    folded constants do not fit (a zero or non-finite scale, a bias beyond int32)."""
+    folded = fold_weights(chain.conv, chain.batch_norm)
+    if folded is None:
+        return None
+    bias_scales = (np.float32(chain.conv.inputs[0].type.scale) * folded.scales).astype(np.float32)
+    bias_q = np.round(folded.shift / bias_scales.astype(np.float64))
     if np.any(np.abs(bias_q) >= 2 ** 31 - 1) or not np.all(np.isfinite(bias_q)):
         return None
-    return FoldedConv(folded, scales, bias_q.astype(np.int32), bias_scales)
+    return FoldedConv(folded.weights, folded.scales, bias_q.astype(np.int32), bias_scales)

@@ -22,7 +22,8 @@ reading them gives; other integer operands are declined, and integer parameters 
 quantized constant is read as its real values. Before the operations are converted, the quantized convolution
 chains of the model (hal.quantized_chains) are found: the CONV_2D of a chain writes the chain's last QUANTIZE as
 one TFLite int8 convolution, and the operations between are `absorbed` (operations.py); an integer product that
-heads no chain computes in float, with its float tail (DEQUANTIZE -> batch norm [-> relu]) folded in.
+heads no chain is XNNPACK's dynamically quantized convolution on its int8 input (`real_with_range`), or (grouped)
+a float one on the real values, with its float tail (DEQUANTIZE -> batch norm [-> relu]) folded in.
 """
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class TfliteBuilder:
         self.absorbed: set = set()  # ids of the operations a convolution already wrote (chains, tails)
         self._dequantized: dict[tuple[int, str], int] = {}  # (int8 operand index, layout) -> its float tensor
         self.dequantized_from: dict[int, tuple[Value, float]] = {}  # DEQUANTIZE result -> (its int8 value, scale)
+        self._with_range: dict[int, int] = {}  # int8 operand index -> real_with_range's tensor
         self.consumers: dict[int, list] = {}  # operand index -> the operations reading it (convert_model's model)
         self.model_outputs: set = set()
 
@@ -241,6 +243,35 @@ class TfliteBuilder:
             finally:
                 self.current = current
         return self._dequantized[key]
+
+    def real_with_range(self, op: Operation, i: int) -> int:
+        """Int8 input i in NHWC with two channels appended holding -128 and 127, dequantized (made once per
+        operand): what XNNPACK's dynamically quantized convolution reads without rounding anything. That
+        convolution (a float input, per-channel int8 weights, a float result) quantizes its input again, per
+        pixel, to the int8 grid spanning the pixel's own minimum and maximum; with -128 and 127 in every pixel
+        that grid is the input's own (its scale, zero point 0), so the int8 values come back exactly and the
+        product is the exact int32 sums times the scales."""
+        operand = op.inputs[i]
+        if operand.is_constant or not int8_tensor_type(operand) or operand.type.rank != 4:
+            raise Unsupported(f"input {i} is not an int8 rank-4 value")
+        if operand.index not in self._with_range:
+            x = self.value(op, i, NHWC, quantized=True)
+            n, h, w, c = self.shape_of(x)
+            current, self.current = self.current, None
+            try:
+                extremes = np.empty((n, h, w, 2), np.int8)
+                extremes[..., 0], extremes[..., 1] = -128, 127
+                tensor_quantization = self.tensors[x].quantization
+                options = schema.ConcatenationOptionsT()
+                options.axis = 3
+                widened = self.tensor((n, h, w, c + 2), "range", like=x)
+                self.operator(BuiltinOperator.CONCATENATION,
+                              [x, self.const(extremes, np.int8, "range", quantization=tensor_quantization)],
+                              [widened], BuiltinOptions.ConcatenationOptions, options)
+                self._with_range[operand.index] = self.one(BuiltinOperator.DEQUANTIZE, [widened], (n, h, w, c + 2))
+            finally:
+                self.current = current
+        return self._with_range[operand.index]
 
     def _constant(self, operand: Operand, layout: str) -> int:
         key = (operand.index, layout)

@@ -29,7 +29,7 @@ from hal.google_xnnpack.graph import (
 )
 from hal.google_xnnpack.graph import BuiltinOperator as B
 from hal.google_xnnpack.graph import BuiltinOptions as O
-from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain
+from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain, fold_weights, int8_symmetric
 from nnadapter_bridge.nnadapter.codes import FuseCode, PadMode, Precision
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.operations.common import normalize_axis
@@ -328,6 +328,8 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
     if int8_tensor_type(op.outputs[0]):
         _int8_conv_operation(g, op)
         return
+    if integer and _dynamic_int8_conv(g, op):
+        return
     args = unpack(op)
     weights = _real_weights(op, 1, "filter")  # [O, I / group, kh, kw]
     out_channels, group_channels, kh, kw = weights.shape
@@ -347,11 +349,7 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
                    else np.zeros(out_channels, np.float32), hint="bias")
     if tail is not None:
         bias = g.const(shift.astype(np.float32), hint="bias")  # an integer product has no bias of its own
-        activation = _CHAIN_ACTIVATIONS[None if tail.relu is None else tail.relu.type]
-        out = g.output(tail.last, 0, NHWC)
-        g.absorbed.update(id(link) for link in tail.operations())
-    else:
-        out = g.output(op, 0, NHWC, quantized=integer)
+    out, activation = _product_output(g, op, tail, activation)
     if group > 1 and group == in_channels and group_channels == 1:
         options = schema.DepthwiseConv2DOptionsT()
         options.depthMultiplier = out_channels // in_channels
@@ -361,12 +359,63 @@ def _conv_2d(g: TfliteBuilder, op: Operation):
         options = schema.Conv2DOptionsT()  # a grouped conv: the filter's input channels are C / group
         filt = g.const(weights.transpose(0, 2, 3, 1), hint="filter")
         code, options_type = B.CONV_2D, O.Conv2DOptions
+    _window_options(options, padding, strides, dilations, activation)
+    g.operator(code, [x, filt, bias], [out], options_type, options)
+    _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+
+
+def _product_output(g: TfliteBuilder, op: Operation, tail, activation: int) -> tuple:
+    """(the float NHWC tensor a convolution computing in float writes, its fused activation): with a float tail
+    (an integer product's DEQUANTIZE -> batch norm [-> relu], folded into the convolution) the tail's last
+    result and the tail's relu, which the convolution then writes for the whole tail."""
+    if tail is None:
+        return g.output(op, 0, NHWC, quantized=is_integer_product(op)), activation
+    g.absorbed.update(id(link) for link in tail.operations())
+    return g.output(tail.last, 0, NHWC), _CHAIN_ACTIVATIONS[None if tail.relu is None else tail.relu.type]
+
+
+def _window_options(options, padding: int, strides, dilations, activation: int) -> None:
     options.padding = padding
     options.strideH, options.strideW = (int(s) for s in strides)
     options.dilationHFactor, options.dilationWFactor = (int(d) for d in dilations)
     options.fusedActivationFunction = activation
-    g.operator(code, [x, filt, bias], [out], options_type, options)
+
+
+def _dynamic_int8_conv(g: TfliteBuilder, op: Operation) -> bool:
+    """An integer product heading no chain (its result is not requantized right away: a projection a float
+    residual add reads, the last conv before a float pool) as XNNPACK's dynamically quantized convolution: its
+    int8 input with the two range channels (TfliteBuilder.real_with_range, which make XNNPACK's own
+    quantization of it exact), the int8 weights per channel with the float tail's batch norm folded into their
+    scales (hal.quantized_chains.fold_weights) and zero weights for the range channels, a float bias and a
+    float result. That is the exact int32 sums times the scales, what Paddle computes in float on the real
+    values, in XNNPACK's int8 arithmetic. False (nothing written) where it does not apply: a grouped
+    convolution, an input other than symmetric per-layer int8, weights that do not fold."""
+    args = unpack(op)
+    if not int8_tensor_type(op.inputs[0]) or op.inputs[0].type.rank != 4 or args.int("group", 1) != 1 \
+            or not int8_symmetric(op.inputs[1].type) \
+            or (op.inputs[2] is not None and not (op.inputs[2].is_constant and is_real_valued(op.inputs[2]))):
+        return False
+    tail = g.tails.get(id(op))
+    folded = fold_weights(op, None if tail is None else tail.batch_norm)
+    if folded is None or min(args.ints("pads", None) or [0]) < 0:
+        return False
+    out_channels, _, kh, kw = folded.weights.shape
+    x = g.real_with_range(op, 0)
+    _, h, w, _ = g.shape_of(x)
+    strides = args.ints("strides", [1, 1])
+    pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), (h, w), (kh, kw), strides,
+                                     args.ints("dilations", [1, 1]))
+    x, padding = _window_padding(g, x, pads, (kh, kw), strides, dilations, pad_allowed=True)
+    weights = np.concatenate([folded.weights.transpose(0, 2, 3, 1), np.zeros((out_channels, kh, kw, 2), np.int8)],
+                             axis=3)
+    filt = g.const(weights, np.int8, "filter", quantization(folded.scales, 0))
+    bias = g.const(folded.shift.astype(np.float32), hint="bias")
+    out, activation = _product_output(g, op, tail, _activation(args))
+    options = schema.Conv2DOptionsT()
+    _window_options(options, padding, strides, dilations, activation)
+    g.operator(B.CONV_2D, [x, filt, bias], [out], O.Conv2DOptions, options)
     _check_window_out(g, op, x, padding, (kh, kw), strides, dilations)
+    return True
 
 
 # XNNPACK concatenates at most this many inputs in one operator (its concatenate2 ... concatenate5)
@@ -1112,10 +1161,7 @@ def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer
         filt = g.const(folded.weights.transpose(0, 2, 3, 1), np.int8, "filter", quantization(folded.scales, 0))
         code, options_type = B.CONV_2D, O.Conv2DOptions
     bias = g.const(folded.bias, np.int32, "bias", quantization(folded.bias_scales, 0))
-    options.padding = padding
-    options.strideH, options.strideW = (int(s) for s in strides)
-    options.dilationHFactor, options.dilationWFactor = (int(d) for d in dilations)
-    options.fusedActivationFunction = activation
+    _window_options(options, padding, strides, dilations, activation)
     if writer is not None:
         out = g.output(writer, 0, NHWC, quantized=True)
     else:

@@ -108,9 +108,11 @@ def test_int8_elementwise_needs_two_int8_values_of_one_shape(context):
 
 # -- integer products and their chains ------------------------------------------------------------------------------
 def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool = False, depthwise: bool = False,
-                 group: int = 1, pool: bool = False):
+                 group: int = 1, pool: bool = False, requantized: bool = True, kernel: int = 3, stride: int = 2,
+                 pad: int = 1, dilation: int = 1):
     """QUANTIZE(x) -> CONV_2D (int8 x int8 -> int32 sums) -> DEQUANTIZE -> [BATCH_NORMALIZATION] -> [RELU6] ->
-    QUANTIZE -> DEQUANTIZE: what the converters make of a quantized Paddle conv (docs/quantization.md)."""
+    QUANTIZE -> DEQUANTIZE: what the converters make of a quantized Paddle conv (docs/quantization.md); without
+    `requantized` the float result (before the last QUANTIZE) is the model's output."""
     rng = np.random.default_rng(11)
     channels, out_channels = 4, 4 if depthwise else 6
     x_scale, out_scale = 0.02, 0.03
@@ -119,12 +121,13 @@ def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool =
     x = model.add_operand(OperandType(Precision.FLOAT32, (1, channels, 9, 9)), "x")
     xq = model.add_output("xq")
     model.add_operation(T.QUANTIZE, [x, None, model.add_constant(np.float32([x_scale])), None], [xq])
-    weights = rng.integers(-127, 128, (out_channels, 1 if depthwise else channels // group, 3, 3)).astype(np.int8)
+    weights = rng.integers(-127, 128, (out_channels, 1 if depthwise else channels // group, kernel, kernel))
+    weights = weights.astype(np.int8)
     filt = model.add_constant(weights, Precision.QUANT_INT8_SYMM_PER_CHANNEL, scales=tuple(w_scales.tolist()))
     sums = model.add_output("sums", OperandType(Precision.QUANT_INT32_SYMM_PER_CHANNEL,
                                                 scales=tuple((x_scale * w_scales).tolist()), channel_dim=1))
-    model.add_operation(T.CONV_2D, _conv_inputs(model, xq, filt, None, [1, 1, 1, 1], [2, 2],
-                                                channels if depthwise else group), [sums])
+    model.add_operation(T.CONV_2D, _conv_inputs(model, xq, filt, None, [pad] * 4, [stride] * 2,
+                                                channels if depthwise else group, [dilation] * 2), [sums])
     real = model.add_output("real")
     model.add_operation(T.DEQUANTIZE, [sums], [real])
     outputs = [sums] if sums_read_raw else []
@@ -147,6 +150,10 @@ def _chain_model(relu: bool, with_batch_norm: bool = True, sums_read_raw: bool =
                                             model.add_constant(np.array([False])), None, None, _const(model, [0])],
                             [pooled])
         real = pooled
+    if not requantized:
+        model.identify_inputs_and_outputs([x], outputs + [real])
+        model.finish()
+        return model, 0.0
     q = model.add_output("q")
     model.add_operation(T.QUANTIZE, [real, None, model.add_constant(np.float32([out_scale])), None], [q])
     y = model.add_output("y")
@@ -188,12 +195,42 @@ def test_a_max_pool_between_a_conv_chain_and_its_quantize_is_an_int8_pool(contex
     assert np.mean(got[0] == want) > 0.95
 
 
+def _dynamic_int8_convolutions(program) -> int:
+    """CONV_2Ds with a float input and an int8 filter: XNNPACK's dynamically quantized convolution."""
+    interpreter = program.interpreter
+    types = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
+    return sum(1 for n in interpreter._get_ops_details() if n["op_name"] == "CONV_2D"
+               and types[int(n["inputs"][0])] == np.float32 and types[int(n["inputs"][1])] == np.int8)
+
+
+@pytest.mark.parametrize("relu, with_batch_norm, kernel, stride, pad, dilation", [
+    (False, True, 1, 1, 0, 1),  # mobilenet_v2's projection before a float residual add
+    (True, True, 1, 2, 0, 1),  # resnet50's strided shortcut
+    (True, False, 3, 2, 1, 1),  # Paddle's pads, not TFLite's SAME ones: a zero PAD
+    (False, True, 3, 1, 2, 2),
+])
+def test_an_integer_product_not_requantized_is_a_dynamically_quantized_int8_convolution(
+        context, relu, with_batch_norm, kernel, stride, pad, dilation):
+    """A product whose float result is the output (no QUANTIZE right after it) cannot be an int8 operator (they
+    write int8); it runs as XNNPACK's dynamically quantized convolution on its int8 input widened by the -128 /
+    127 range channels, which makes that quantization give the int8 values back: the result is the exact int32
+    sums times the scales (with the batch norm and relu folded in), within float32 rounding of the reference.
+    Without the range channels XNNPACK rounds each pixel to its own grid, 0.2-0.7% of the largest value off."""
+    model, _ = _chain_model(relu, with_batch_norm, requantized=False, kernel=kernel, stride=stride, pad=pad,
+                            dilation=dilation)
+    feeds = [randn(1, 4, 9, 9, seed=12) * np.float32(0.5)]  # within the int8 range: few pixels span it already
+    program, got = _run(context, model, feeds)
+    assert _dynamic_int8_convolutions(program) == 1 and _int8_convolutions(program) == 0, _ops(program)
+    assert _ops(program)["CONCATENATION"] == 1  # the range channels, appended in int8
+    assert_op_close(got[0], run_model(model, feeds)[0], what="dynamically quantized conv of a float tail")
+
+
 def test_a_grouped_quantized_conv_chain_computes_in_float(context):
     """Only group 1 and depthwise are built as int8 convolutions: a grouped one takes the float path (exact)."""
     model, _ = _chain_model(True, group=2)
     feeds = [randn(1, 4, 9, 9, seed=12)]
     program, got = _run(context, model, feeds)
-    assert _int8_convolutions(program) == 0
+    assert _int8_convolutions(program) == _dynamic_int8_convolutions(program) == 0
     assert_op_close(got[0], run_model(model, feeds)[0], what="grouped quantized conv chain")
 
 
@@ -250,17 +287,18 @@ def test_a_fully_connected_weight_computed_at_run_time_matches_the_reference(con
 
 
 # -- Paddle's quantized models ----------------------------------------------------------------------------------------
-# (model, PTQ encoding, weights) -> the convolutions that run in int8: those whose result is requantized right away
-# (hal/quantized_chains.py). The others compute in float on the real values: mobilenet_v1's last pointwise conv
-# (27 - 1: its relu feeds the float pool); mobilenet_v2's last 1x1 conv and the 15 projections a float residual
-# add reads (52 - 16: the 10 residual blocks' and the 5 whose next block is residual); resnet50's 16 block outputs
-# and 4 shortcuts before the float residual add (53 - 20; the stem's max pool is an int8 one: it commutes with the
-# quantization, Paddle's -inf padding as edge copies). In the fake encoding
-# mobilenet_v2's 2 projections that are requantized right away stay float too: their quantizer clips at -range
-# (-127 steps) first, where a conv's int8 result saturates at -128.
-INT8_CASES = {("mobilenet_v1", True, CHANNEL): 26, ("mobilenet_v1", False, LAYER): 26,
-              ("mobilenet_v2", True, CHANNEL): 36, ("mobilenet_v2", False, CHANNEL): 34,
-              ("resnet50", True, CHANNEL): 33}
+# (model, PTQ encoding, weights) -> (the convolutions that are int8 operators, those that are dynamically quantized
+# int8 convolutions): every convolution runs in int8. int8 operators are those whose result is requantized right
+# away (hal/quantized_chains.py). The others write a float result (a float residual add or pool reads it) and run
+# as dynamically quantized convolutions on their int8 input: mobilenet_v1's last pointwise conv (its relu feeds the
+# float pool); mobilenet_v2's last 1x1 conv and the 15 projections a float residual add reads (the 10 residual
+# blocks' and the 5 whose next block is residual); resnet50's 16 block outputs and 4 shortcuts before the float
+# residual add (the stem's max pool is an int8 one: it commutes with the quantization, Paddle's -inf padding as
+# edge copies). In the fake encoding mobilenet_v2's 2 projections that are requantized right away are dynamic
+# ones too: their quantizer clips at -range (-127 steps) first, where a conv's int8 result saturates at -128.
+INT8_CASES = {("mobilenet_v1", True, CHANNEL): (26, 1), ("mobilenet_v1", False, LAYER): (26, 1),
+              ("mobilenet_v2", True, CHANNEL): (36, 16), ("mobilenet_v2", False, CHANNEL): (34, 18),
+              ("resnet50", True, CHANNEL): (33, 20)}
 
 
 @pytest.mark.slow
@@ -278,7 +316,7 @@ def test_a_quantized_zoo_model_runs_its_convolutions_in_int8(xnnpack_programs, q
     assert predictor.stats.host_ops == 0 and predictor.stats.subgraphs == 1
     program = xnnpack_programs[-1]
     assert delegate_gaps(program.interpreter) == ""  # every operator, int8 ones included, inside XNNPACK's node
-    assert _int8_convolutions(program) == INT8_CASES[case], _ops(program)
+    assert (_int8_convolutions(program), _dynamic_int8_convolutions(program)) == INT8_CASES[case], _ops(program)
     predictor.close()
 
 
