@@ -238,7 +238,8 @@ class Predictor:
             resources = _engine_resources(settings, self.graph, self.context, plan)
             shared = _Shared(config, settings, self.graph, self.context, resources, plan,
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
-                             plan.host_ops, {s.index: ProgramPool(resources, plan.device_order(s.index))
+                             plan.host_ops, {s.index: ProgramPool(resources, plan.device_order(s.index),
+                                                                 plan.device_choice(s.index))
                                                 for s in plan.result.subgraphs})
             self._check_dynamic_shapes_convert(plan.result, resources.float_ops if resources else frozenset())
             self._attach(shared, check=True)

@@ -83,15 +83,17 @@ class SubgraphChoice:
     candidates: list
     contested: list  # orders (tuples) within MARGIN of the best, the best first; one: nothing to time
     reason: str
-    measured: dict | None = None  # "a>b>c" -> best seconds of the timed runs
+    measured: dict | None = None  # "a>b>c" -> best seconds of the timed runs, or why that order failed
     decided_by: str = "estimate"  # "estimate", "measured" or "measured (cached)"
+    timing_seconds: float = 0.0  # what timing the contested orders cost this start (compiles included)
 
     def as_dict(self) -> dict:
         return {"subgraph": self.subgraph, "order": list(self.order), "decided_by": self.decided_by,
                 "reason": self.reason, "candidates": [c.as_dict() for c in self.candidates],
                 "contested": [list(o) for o in self.contested],
                 "measured_ms": None if self.measured is None else
-                {k: round(v * 1e3, 4) for k, v in self.measured.items()}}
+                {k: round(v * 1e3, 4) if isinstance(v, float) else v for k, v in self.measured.items()},
+                "timing_seconds": round(self.timing_seconds, 3)}
 
 
 @plain_dataclass
@@ -101,6 +103,9 @@ class DeviceSelection:
     policy: str
     calibration: object  # subgraph.calibration.Calibration
     choices: dict  # subgraph index -> SubgraphChoice
+
+    def choice_for(self, index: int) -> SubgraphChoice | None:
+        return self.choices.get(index)
 
     def order_for(self, index: int) -> tuple | None:
         choice = self.choices.get(index)

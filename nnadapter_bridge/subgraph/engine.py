@@ -184,9 +184,13 @@ class ProgramPool:
     (module docstring), with the predictor's EngineResources. Engines `attach` and `release`; the last release
     destroys the originals."""
 
-    def __init__(self, resources: EngineResources, device_order: Sequence[str] | None = None):
+    def __init__(self, resources: EngineResources, device_order: Sequence[str] | None = None, choice=None):
         self.resources = resources
         self.device_order = tuple(device_order) if device_order else None  # None: the context's (listed) order
+        # "fastest" with orders the estimate cannot separate (device_selection.SubgraphChoice): timed on the first
+        # run (subgraph.measured_choice), which then sets device_order and `decided`.
+        self.choice = choice
+        self.decided = choice is None or len(choice.contested) < 2
         self.lock = threading.RLock()  # held while a program is obtained (restored or built) and first run
         self.originals: list = []      # EngineProgram, in build order
         self.retired: list = []        # originals dropped after faults (copies may still share their handles)
@@ -322,6 +326,7 @@ class SubgraphEngine:
         # The subgraph's device order (subgraph.device_selection), else the listed one: the context of every run.
         self.base_context = resources.contexts.without((), pool.device_order)
         self.context = self.base_context
+        self._order = pool.device_order  # the pool's order base_context was made for (measured_choice changes it)
         self.degrade = not settings.strict
         self.pool = pool
         self.pool.attach()
@@ -422,6 +427,13 @@ class SubgraphEngine:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
         signature = _signature(arrays)
+        if not self.pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
+            from nnadapter_bridge.subgraph import measured_choice
+
+            measured_choice.decide(self, scope, arrays)
+        if self.pool.device_order is not self._order:  # decided by another engine of the pool (a clone)
+            self._order = self.pool.device_order
+            self.base_context = self.context = self.contexts.without((), self._order)
         if self.host_signatures and signature in self.host_signatures:
             self._run_on_host(scope)
             return

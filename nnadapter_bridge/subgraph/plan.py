@@ -90,6 +90,11 @@ class PartitionPlan:
         """The order of the devices subgraph `index` runs with; None: the listed order."""
         return self.selection.order_for(index) if self.selection is not None else None
 
+    def device_choice(self, index: int):
+        """Subgraph `index`'s device_selection.SubgraphChoice (its candidates; the contested ones are timed on the
+        first run); None for "priority"."""
+        return self.selection.choice_for(index) if self.selection is not None else None
+
     @property
     def host_ops(self) -> list:
         """The ops of block 0 left on the host, feed/fetch excluded (the predictor handles those)."""

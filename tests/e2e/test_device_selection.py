@@ -222,3 +222,63 @@ def test_partition_json_shows_the_decision(tmp_path, picky_device, capsys):
     assert [c["parts"] for c in choice["candidates"]] == [1, 3]
     assert main(["partition", model, "--device", "builtin_device", "--json"]) == 0
     assert "device_selection" not in json.loads(capsys.readouterr().out)
+
+
+# -- the measured choice: close estimates are timed once, the winner kept beside the .nnc files --------------
+def test_close_estimates_are_timed_once_and_the_winner_is_kept(tmp_path, picky_device, monkeypatch):
+    from nnadapter_bridge.subgraph import measured_choice
+
+    model = placement_model(tmp_path / "model")
+    cache = tmp_path / "cache"
+    # The same speed, free runs and copies: the whole subgraph on builtin_device and the split around the relu
+    # estimate alike, so both are timed on the first run.
+    _write_calibration(cache, 1.0, 0.0, 1e15)
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    predictor = _predictor(model, cache, "fastest")
+    choice = predictor.plan.device_choice(0)
+    assert sorted(choice.contested) == [("builtin_device", PICKY), (PICKY, "builtin_device")]
+    np.testing.assert_allclose(_run(predictor, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    measured = predictor.stats.device_selection["subgraphs"][0]
+    assert measured["decided_by"] == "measured" and measured["timing_seconds"] > 0
+    assert set(measured["measured_ms"]) == {f"builtin_device>{PICKY}", f"{PICKY}>builtin_device"}
+    assert all(0 < ms < 1000 for ms in measured["measured_ms"].values())
+    best = min(measured["measured_ms"], key=measured["measured_ms"].get)
+    assert ">".join(measured["order"]) == best
+    assert ">".join(predictor.engines[0].base_context.device_names) == best
+    predictor.close()
+    kept = list(cache.glob("choice-*.json"))
+    assert len(kept) == 1
+
+    # A warm start reads the decision: nothing is timed.
+    def no_timing(*args):
+        raise AssertionError("a warm start timed the orders again")
+
+    monkeypatch.setattr(measured_choice, "_time_orders", no_timing)
+    again = _predictor(model, cache, "fastest")
+    np.testing.assert_allclose(_run(again, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    cached = again.stats.device_selection["subgraphs"][0]
+    assert cached["decided_by"] == "measured (cached)" and cached["order"] == measured["order"]
+    assert cached["timing_seconds"] == 0 and cached["measured_ms"] == measured["measured_ms"]
+    again.close()
+
+    # A corrupt decision is a miss with a warning: timed again and rewritten.
+    monkeypatch.undo()
+    kept[0].write_bytes(b'{"format": "nnadapter-bridge-choice-v1", "winner": "nobody>else", "measured": {}}')
+    with pytest.warns(measured_choice.NncCacheWarning, match="timed"):
+        third = _predictor(model, cache, "fastest")
+        np.testing.assert_allclose(_run(third, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    assert third.stats.device_selection["subgraphs"][0]["decided_by"] == "measured"
+    assert measured_choice.load_choice(str(cache), kept[0].name[len("choice-"):-len(".json")],
+                                       choice.contested) is not None
+    third.close()
+
+
+def test_a_decision_beyond_the_margin_is_not_timed(tmp_path, picky_device):
+    model = placement_model(tmp_path / "model")
+    _write_calibration(tmp_path / "cache", 0.01, 1e-3, 1e9)
+    predictor = _predictor(model, tmp_path / "cache", "fastest")
+    _run(predictor, np.ones((1, 4), np.float32))
+    choice = predictor.stats.device_selection["subgraphs"][0]
+    assert choice["decided_by"] == "estimate" and choice["measured_ms"] is None
+    assert not list((tmp_path / "cache").glob("choice-*.json"))
+    predictor.close()

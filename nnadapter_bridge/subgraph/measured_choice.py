@@ -1,0 +1,163 @@
+"""The measured choice of "fastest": the device orders the estimate cannot separate are compiled and timed on the
+real input, and the winner is kept in the model cache dir, so a warm start does no timing.
+
+A subgraph whose SubgraphChoice (subgraph.device_selection) lists more than one contested order is decided on its
+first run: each contested order runs the subgraph in an engine of its own (which converts, compiles and writes its
+`.nnc` as any engine does), then the orders run in turns for a few tenths of a second (_time_orders); the best run
+of each order is its figure, and the lowest wins (ties: the estimate's order). The subgraph's pool then takes the
+winner's order for every later run (and input shape) of the predictor and its clones; the trial engines and their
+programs are destroyed (the winner's is restored from its `.nnc`, or compiled once more without a cache dir). An
+order that fails (a device fault, a conversion error) is out of the contest, with its error in the figures; when
+every order fails, the estimate's stays.
+
+The decision is kept as data in `<cache_dir>/choice-<key>.json` (orjson; read with the `.nnc` files' safe reader; a
+corrupt or foreign file is a miss with one NncCacheWarning and is rewritten), the key a sha256 of the subgraph's
+fingerprint, the input signature, the contested orders and the versions string (code, drivers, their environment):
+a warm start reads it and times nothing. Without a cache dir nothing is kept and each start times again.
+
+Entry point: `decide(engine, scope, arrays)` (SubgraphEngine.run, once per pool). Imports the engine's classes only
+when it times (inside `decide`), the cache key and the `.nnc` file helpers; never the predictor or anything above.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+import warnings
+from collections.abc import Sequence
+
+from nnadapter_bridge.errors import BridgeError
+from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.subgraph import cache_key
+from nnadapter_bridge.subgraph.device_selection import order_text
+
+CHOICE_FORMAT = "nnadapter-bridge-choice-v1"
+MAX_CHOICE_BYTES = 1 << 16
+# After the run that compiles: the orders run in turns, at least MIN_ROUNDS times and for MIN_TIMING_SECONDS (a
+# compiled program's first runs are often slower: OpenVINO's are), at most MAX_ROUNDS; the best run is the figure.
+MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 30, 0.3
+
+
+def choice_key(fingerprint: str, signature, orders: Sequence[Sequence[str]], versions: str) -> str:
+    parts = [CHOICE_FORMAT, fingerprint, repr(tuple((tuple(shape), dtype) for shape, dtype in signature)),
+             "|".join(order_text(o) for o in orders), versions]
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def choice_path(cache_dir: str, key: str) -> str:
+    return os.path.join(cache_dir, f"choice-{key}.json")
+
+
+def load_choice(cache_dir: str, key: str, orders: Sequence[tuple]) -> tuple | None:
+    """(winner order, {order text: seconds or error}) kept under `key`, or None: no file (silently), or one that
+    fails a check (one NncCacheWarning: a miss, timed again and rewritten)."""
+    import orjson
+
+    path = choice_path(cache_dir, key)
+    try:
+        document = orjson.loads(read_cache_file(path, MAX_CHOICE_BYTES))
+    except FileNotFoundError:
+        return None
+    except (CacheFileError, OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+        warnings.warn(f"device choice file {path} is unusable ({exc}); the orders are timed again", NncCacheWarning,
+                      stacklevel=4)
+        return None
+    known = {order_text(o): tuple(o) for o in orders}
+    if (not isinstance(document, dict) or document.get("format") != CHOICE_FORMAT
+            or document.get("winner") not in known or not isinstance(document.get("measured"), dict)
+            or not all(k in known and (isinstance(v, (float, str))) for k, v in document["measured"].items())):
+        warnings.warn(f"device choice file {path} is not a {CHOICE_FORMAT} file for these orders; they are timed "
+                      "again", NncCacheWarning, stacklevel=4)
+        return None
+    return known[document["winner"]], dict(document["measured"])
+
+
+def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict) -> None:
+    import orjson
+
+    try:
+        write_file_atomically(choice_path(cache_dir, key), orjson.dumps(
+            {"format": CHOICE_FORMAT, "winner": order_text(winner), "measured": measured},
+            option=orjson.OPT_SORT_KEYS))
+    except OSError as exc:
+        warnings.warn(f"device choice cannot be kept in {cache_dir} ({exc}); it is timed again at the next start",
+                      NncCacheWarning, stacklevel=4)
+
+
+def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
+    """{order text: the best run of the subgraph on that order, or the error that put it out of the contest}: each
+    order converts and compiles in an engine of its own (its first run), then the orders run in turns (so a burst
+    of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at most
+    MAX_ROUNDS."""
+    from nnadapter_bridge.subgraph.engine import ProgramPool, SubgraphEngine
+
+    trials: dict = {}
+    measured: dict = {}
+    try:
+        for order in orders:
+            trial = SubgraphEngine(engine.subgraph, engine.settings, ProgramPool(engine.pool.resources, order),
+                                   name=f"{engine.name} on {order_text(order)}")
+            trials[order] = trial
+            try:
+                trial.run(dict(scope))
+                measured[order_text(order)] = math.inf
+            except BridgeError as exc:
+                measured[order_text(order)] = f"failed: {exc}"
+        running = [o for o in orders if isinstance(measured[order_text(o)], float)]
+        started = time.perf_counter()
+        rounds = 0
+        while running and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or
+                                                   time.perf_counter() - started < MIN_TIMING_SECONDS):
+            for order in list(running):
+                t0 = time.perf_counter()
+                try:
+                    trials[order].run(dict(scope))
+                except BridgeError as exc:
+                    measured[order_text(order)] = f"failed: {exc}"
+                    running.remove(order)
+                    continue
+                measured[order_text(order)] = min(measured[order_text(order)], time.perf_counter() - t0)
+            rounds += 1
+    finally:
+        for trial in trials.values():
+            trial.destroy()
+    return measured
+
+
+def decide(engine, scope: dict, arrays: Sequence) -> None:
+    """Decide the order of `engine`'s subgraph among its choice's contested ones (module docstring); the pool and
+    the choice (what partition --json, run's report and the predictor's stats show) take the winner."""
+    pool = engine.pool
+    choice = pool.choice
+    with pool.lock:
+        if pool.decided:
+            return
+        orders = [tuple(o) for o in choice.contested]
+        signature = tuple((tuple(a.shape), a.dtype.str) for a in arrays)
+        key = None
+        if engine.cache_dir:
+            key = choice_key(engine.fingerprint, signature, orders, cache_key.versions(engine.base_context))
+            kept = load_choice(engine.cache_dir, key, orders)
+            if kept is not None:
+                _apply(engine, kept[0], kept[1], "measured (cached)", 0.0)
+                return
+        started = time.perf_counter()
+        measured = _time_orders(engine, orders, scope)
+        spent = time.perf_counter() - started
+        timed = [(measured[order_text(o)], k, o) for k, o in enumerate(orders)
+                 if isinstance(measured[order_text(o)], float)]
+        winner = min(timed)[2] if timed else tuple(choice.order)
+        if key is not None and timed:
+            save_choice(engine.cache_dir, key, winner, measured)
+        _apply(engine, winner, measured, "measured" if timed else "estimate (every timed order failed)", spent)
+
+
+def _apply(engine, winner: tuple, measured: dict, how: str, spent: float) -> None:
+    pool, choice = engine.pool, engine.pool.choice
+    pool.device_order = winner
+    pool.decided = True
+    choice.order = winner
+    choice.measured = measured
+    choice.decided_by = how
+    choice.timing_seconds = spent
