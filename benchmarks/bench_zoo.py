@@ -6,7 +6,8 @@ side, interleaved, in one run.
                                    [--rounds K] [--json out.json] [--markdown out.md]
     python benchmarks/bench_zoo.py --from-json out.json [--markdown out.md]   # re-render a saved run
 
-Runners (peers/zoo_child.py): ours on intel_openvino, microsoft_onnxruntime and builtin_device;
+Runners (peers/zoo_child.py): ours on intel_openvino, microsoft_onnxruntime, google_xnnpack and builtin_device,
+and ours_fastest (the first three listed with device selection "fastest": its cold start calibrates and times);
 paddle2onnx (opset 17) then onnxruntime, and then OpenVINO reading that ONNX; Paddle Inference with oneDNN
 off (also the correctness reference) and on. Every (model, threads, runner) runs a cold child (empty cache
 dir: load + convert + compile + first run, then the steady runs) and a warm child (the cache the cold one
@@ -48,10 +49,14 @@ RESULT_MARKER = "BENCH_ZOO_RESULT "
 CHILD_TIMEOUT_S = 1800
 REFERENCE_RUNNER = "paddle_inference"
 OURS = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
-        "ours_xnnpack": "google_xnnpack", "ours_builtin": "builtin_device"}
+        "ours_xnnpack": "google_xnnpack", "ours_builtin": "builtin_device",
+        # intel_openvino, microsoft_onnxruntime and google_xnnpack with device selection "fastest" (issue 30)
+        "ours_fastest": "fastest"}
+SINGLE_DEVICE = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack"]  # what ours_fastest chooses among
 PEERS = ["paddle2onnx_ort", "paddle2onnx_openvino", "paddle_inference", "paddle_inference_onednn"]
-RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", "ours_builtin", *PEERS]
-DEFAULT_RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", *PEERS]  # builtin_device (numpy) with --runners
+RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", "ours_fastest", "ours_builtin", *PEERS]
+# builtin_device (numpy) only with --runners
+DEFAULT_RUNNERS = ["ours_openvino", "ours_onnxruntime", "ours_xnnpack", "ours_fastest", *PEERS]
 
 
 def zoo_models(names=None) -> dict:
@@ -155,10 +160,21 @@ def summarize(rows: list) -> list:
         best_peer = min(peers, key=lambda r: r["steady_median_s"]) if peers else None
         ratio = (best_peer["steady_median_s"] / best_ours["steady_median_s"]
                  if best_ours is not None and best_peer is not None else None)
+        single = [r for r in ok if r["runner"] in SINGLE_DEVICE]
+        best_single = min(single, key=lambda r: r["steady_median_s"]) if single else None
+        fastest = next((r for r in ok if r["runner"] == "ours_fastest"), None)
         summary.append({"model": key[0], "threads": key[1], "ours": best_ours and best_ours["runner"],
                         "ours_ms": best_ours and best_ours["steady_median_s"] * 1e3,
                         "peer": best_peer and best_peer["runner"],
-                        "peer_ms": best_peer and best_peer["steady_median_s"] * 1e3, "ratio": ratio})
+                        "peer_ms": best_peer and best_peer["steady_median_s"] * 1e3, "ratio": ratio,
+                        # ours_fastest (device selection "fastest") against the best single device and the peer
+                        "fastest_ms": fastest and fastest["steady_median_s"] * 1e3,
+                        "best_single": best_single and best_single["runner"],
+                        "fastest_vs_single": (best_single["steady_median_s"] / fastest["steady_median_s"]
+                                              if fastest is not None and best_single is not None else None),
+                        "fastest_ratio": (best_peer["steady_median_s"] / fastest["steady_median_s"]
+                                          if fastest is not None and best_peer is not None else None),
+                        "fastest_choice": fastest and (fastest.get("details") or {}).get("device_selection")})
     return summary
 
 
@@ -191,6 +207,24 @@ def render_markdown(run: dict) -> str:
             geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
             lines.append(f"\nGeometric mean at {threads} thread(s): {geo:.2f}× over {len(ratios)} models "
                          f"(slowest: {min(ratios):.2f}×).")
+    chosen = [s for s in summary if s.get("fastest_ms") is not None]
+    if chosen:  # issue 30: "fastest" within 5% of the best single device, and against the fastest peer
+        lines += ["", "### Device selection \"fastest\" (ours_fastest) against the best single device and the "
+                      "fastest peer", "",
+                  "| model | threads | fastest ms | chosen (per subgraph) | best single | fastest / single | "
+                  "peer / fastest |", "|---|---|---|---|---|---|---|"]
+        for s in chosen:
+            picks = "; ".join(f"{c['order'][0]} ({c['decided_by']})" for c in (s["fastest_choice"] or [])) or "—"
+            single = "—" if s["fastest_vs_single"] is None else f"{s['fastest_vs_single']:.2f}×"
+            peer = "—" if s["fastest_ratio"] is None else f"{s['fastest_ratio']:.2f}×"
+            lines.append(f"| {s['model']} | {s['threads']} | {s['fastest_ms']:.1f} | {picks} | "
+                         f"{s['best_single'] or '—'} | {single} | {peer} |")
+        for threads in sorted({s["threads"] for s in chosen}):
+            ratios = [s["fastest_ratio"] for s in chosen if s["threads"] == threads and s["fastest_ratio"]]
+            if ratios:
+                geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+                lines.append(f"\n\"fastest\" against the fastest peer at {threads} thread(s): geometric mean "
+                             f"{geo:.2f}× over {len(ratios)} models.")
     lines += ["", "### Every runner", "",
               "| model | thr | runner | cold start s | warm start s (spawn→result / after imports) | median ms | "
               "p90 ms | vs Paddle | host ops |", "|---|---|---|---|---|---|---|---|---|"]
