@@ -16,6 +16,9 @@ input shape before it keeps one (subgraph.measured_choice).
 "low_power" ranks by time x power when every device involved reports a power figure; no device of this project
 does (no power meter), so it ranks by time and says so.
 
+Each device's verdict on each op (what the estimate places by) is kept in the model cache dir (_KeptVerdicts), so a
+warm start asks no device again.
+
 Entry points: `choose` (one subgraph, on OpCost records: what the tests drive with synthetic figures),
 `select_devices` (every subgraph of a plan), `DeviceSelection`. Imports the calibration's figures and the plan's
 FLOP estimate only; never the engine, the predictor or anything above.
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import warnings
 from collections.abc import Callable, Sequence
 
 from nnadapter_bridge.nnadapter.record import plain_dataclass
@@ -281,17 +286,93 @@ def select_devices(graph, subgraphs: Sequence, device_names: Sequence[str], cali
     return DeviceSelection(policy, calibration, choices)
 
 
+DEVICE_VERDICTS_FORMAT = "nnadapter-bridge-device-verdicts-v1"
+MAX_DEVICE_VERDICTS_BYTES = 16 << 20
+
+
+class _KeptVerdicts:
+    """Each device's answer on the ops of a plan's subgraphs, kept in the model cache dir as
+    `device-verdicts-<key>.json` (orjson), so a warm start with a policy by cost does not ask every device about
+    every op again (asking converts each op and has each driver build a trial program: half a second for a
+    MobileNet on three devices). The key: the verdict store's (devices in context order, context properties, code
+    and driver versions) and the program's (SupportDecider.program_key). A file that fails a check is a miss with
+    one NncCacheWarning and is rewritten."""
+
+    def __init__(self, plan, context):
+        import hashlib
+
+        from nnadapter_bridge.subgraph.plan import _DeviceVerdicts
+
+        self.live = _DeviceVerdicts(plan.support, context)
+        self.context = context
+        store = getattr(plan.support, "store", None)
+        program_key = getattr(plan.support, "program_key", None)
+        self.path = None
+        self.asked: dict = {}  # op index -> {device: reason}, read from the file
+        self.new: dict = {}
+        if store is not None and program_key is not None:
+            key = hashlib.sha256("\0".join((DEVICE_VERDICTS_FORMAT, store.key, program_key)).encode()).hexdigest()
+            self.path = os.path.join(os.path.dirname(store.path), f"device-verdicts-{key[:32]}.json")
+            self.asked = self._read()
+
+    def _read(self) -> dict:
+        import orjson
+
+        from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file
+
+        try:
+            document = orjson.loads(read_cache_file(self.path, MAX_DEVICE_VERDICTS_BYTES))
+        except FileNotFoundError:
+            return {}
+        except (CacheFileError, OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+            warnings.warn(f"device verdicts file {self.path} is unusable ({exc}); the devices are asked again",
+                          NncCacheWarning, stacklevel=5)
+            return {}
+        ops = document.get("ops") if isinstance(document, dict) else None
+        if (not isinstance(document, dict) or document.get("format") != DEVICE_VERDICTS_FORMAT
+                or not isinstance(ops, dict)
+                or not all(k.isdigit() and isinstance(v, dict) and all(isinstance(d, str) and isinstance(r, str)
+                                                                       for d, r in v.items())
+                           for k, v in ops.items())):
+            warnings.warn(f"device verdicts file {self.path} is not a {DEVICE_VERDICTS_FORMAT} file; the devices "
+                          "are asked again", NncCacheWarning, stacklevel=5)
+            return {}
+        return {int(k): v for k, v in ops.items()}
+
+    def declined(self, op) -> dict:
+        found = self.asked.get(op.index)
+        if found is None:
+            found = self.new[op.index] = self.live.declined(op)
+        return found
+
+    def save(self) -> None:
+        if self.path is None or not self.new or getattr(self.context, "validation_faults", 0):
+            return
+        import orjson
+
+        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, write_file_atomically
+
+        ops = {str(k): v for k, v in sorted((self.asked | self.new).items())}
+        try:
+            write_file_atomically(self.path, orjson.dumps({"format": DEVICE_VERDICTS_FORMAT, "ops": ops}))
+        except OSError as exc:
+            warnings.warn(f"device verdicts cannot be kept in {self.path} ({exc})", NncCacheWarning, stacklevel=4)
+
+
 def plan_selection(plan, context, settings) -> DeviceSelection:
     """The DeviceSelection of a partition plan on its open context (plan.plan_partition calls it for a policy other
     than "priority"): the devices' figures from the calibration (measured now when this machine has none, which
-    takes about a second per device), each op's verdicts asked of each device."""
+    takes about a second per device), each op's verdicts asked of each device (kept in the model cache dir:
+    _KeptVerdicts)."""
     from nnadapter_bridge.subgraph.calibration import calibrate
-    from nnadapter_bridge.subgraph.plan import _DeviceVerdicts, op_flops
+    from nnadapter_bridge.subgraph.plan import op_flops
 
     names = list(context.device_names)
     if len(names) < 2:  # one device: no order to choose
         return DeviceSelection(settings.device_selection, None, {})
     calibration = calibrate(names, settings.context_properties, settings.cache_dir or None)
-    verdicts = _DeviceVerdicts(plan.support, context)
-    return select_devices(plan.graph, plan.result.subgraphs, names, calibration, verdicts.declined, op_flops,
-                          settings.device_selection)
+    verdicts = _KeptVerdicts(plan, context)
+    selection = select_devices(plan.graph, plan.result.subgraphs, names, calibration, verdicts.declined, op_flops,
+                               settings.device_selection)
+    verdicts.save()
+    return selection

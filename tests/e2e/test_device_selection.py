@@ -282,3 +282,31 @@ def test_a_decision_beyond_the_margin_is_not_timed(tmp_path, picky_device):
     assert choice["decided_by"] == "estimate" and choice["measured_ms"] is None
     assert not list((tmp_path / "cache").glob("choice-*.json"))
     predictor.close()
+
+
+def test_each_devices_verdicts_are_kept_so_a_warm_start_asks_no_device(tmp_path, picky_device, monkeypatch):
+    from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
+    from nnadapter_bridge.subgraph import plan as plan_module
+
+    model = placement_model(tmp_path / "model")
+    cache = tmp_path / "cache"
+    _write_calibration(cache, 0.01, 0.0, 1e15)
+    first = _predictor(model, cache, "fastest")
+    order = first.plan.device_order(0)
+    first.close()
+    kept = list(cache.glob("device-verdicts-*.json"))
+    assert len(kept) == 1
+
+    def no_asking(self, op, scratch):
+        raise AssertionError("a warm start asked the devices again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(plan_module._DeviceVerdicts, "_ask", no_asking)
+        warm = _predictor(model, cache, "fastest")
+        assert warm.plan.device_order(0) == order == (PICKY, "builtin_device")
+        warm.close()
+    kept[0].write_bytes(b"[1, 2")
+    with pytest.warns(NncCacheWarning, match="device verdicts file"):
+        again = _predictor(model, cache, "fastest")
+    assert again.plan.device_order(0) == order
+    again.close()
