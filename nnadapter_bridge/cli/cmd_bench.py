@@ -165,6 +165,8 @@ def child_command(args, cache_dir: str) -> list:
         cmd += ["--device", device]
     if args.context_properties:
         cmd += ["--context-properties", args.context_properties]
+    if getattr(args, "device_selection", None):  # the warm start reads the same decision the cold one kept
+        cmd += ["--device-selection", args.device_selection]
     if args.partition_config:
         cmd += ["--partition-config", args.partition_config]
     if args.strict:  # the warm start is held to the same rule as the cold one

@@ -310,3 +310,17 @@ def test_each_devices_verdicts_are_kept_so_a_warm_start_asks_no_device(tmp_path,
         again = _predictor(model, cache, "fastest")
     assert again.plan.device_order(0) == order
     again.close()
+
+
+def test_run_reports_the_decision(tmp_path, picky_device, capsys):
+    from nnadapter_bridge.cli import main
+
+    model = placement_model(tmp_path / "model")
+    _write_calibration(tmp_path / "cache", 0.01, 0.0, 1e15)
+    args = ["run", model, "--device", "builtin_device", "--device", PICKY, "--device-selection", "fastest",
+            "--cache-dir", str(tmp_path / "cache"), "--input-shape", "x:2,4"]
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device_selection"]["subgraphs"][0]["order"] == [PICKY, "builtin_device"]
+    assert main(args) == 0
+    assert f"subgraph 0: {PICKY}>builtin_device, by estimate" in capsys.readouterr().out
