@@ -13,14 +13,29 @@ import enum
 
 import numpy as np
 
-try:  # optional: a real bfloat16 dtype
-    import ml_dtypes as _ml_dtypes
+_BF16: tuple | None = None  # (dtype, is native), resolved on first need: ml_dtypes costs ~8 ms to import
 
-    BF16_DTYPE = np.dtype(_ml_dtypes.bfloat16)
-    BF16_IS_NATIVE = True
-except ImportError:  # pragma: no cover - depends on the environment
-    BF16_DTYPE = np.dtype(np.uint16)
-    BF16_IS_NATIVE = False
+
+def _bf16() -> tuple:
+    global _BF16
+    if _BF16 is None:
+        try:  # optional: a real bfloat16 dtype
+            import ml_dtypes
+
+            _BF16 = (np.dtype(ml_dtypes.bfloat16), True)
+        except ImportError:  # pragma: no cover - depends on the environment
+            _BF16 = (np.dtype(np.uint16), False)
+    return _BF16
+
+
+def __getattr__(name: str):
+    """BF16_DTYPE (ml_dtypes.bfloat16, else uint16) and BF16_IS_NATIVE, resolved on first use: a model without
+    bfloat16 does not load ml_dtypes."""
+    if name == "BF16_DTYPE":
+        return _bf16()[0]
+    if name == "BF16_IS_NATIVE":
+        return _bf16()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class VarTypeCode(enum.IntEnum):
@@ -71,22 +86,23 @@ _NUMPY_DTYPES: dict[int, np.dtype] = {
     VarTypeCode.SIZE_T: np.dtype("<u8"),  # 8 bytes on LP64, the only ABI Paddle ships for
     VarTypeCode.UINT8: np.dtype(np.uint8),
     VarTypeCode.INT8: np.dtype(np.int8),
-    VarTypeCode.BF16: BF16_DTYPE,
     VarTypeCode.COMPLEX64: np.dtype("<c8"),
     VarTypeCode.COMPLEX128: np.dtype("<c16"),
-}
+}  # and BF16: _bf16()
 
 # The codes that are tensor element types (the rest are variable kinds: LOD_TENSOR, FEED_MINIBATCH, ...).
-TENSOR_ELEMENT_TYPES = frozenset(_NUMPY_DTYPES)
+TENSOR_ELEMENT_TYPES = frozenset(_NUMPY_DTYPES) | {VarTypeCode.BF16}
 
 
 def is_element_type(code: int) -> bool:
     """True when `code` names a tensor element type this loader can hold in a numpy array."""
-    return code in _NUMPY_DTYPES
+    return code in TENSOR_ELEMENT_TYPES
 
 
 def numpy_dtype(code: int) -> np.dtype:
     """The numpy dtype of a VarType.Type element type; KeyError for kinds that are not element types."""
+    if code == VarTypeCode.BF16:
+        return _bf16()[0]
     return _NUMPY_DTYPES[code]
 
 
@@ -106,6 +122,8 @@ def var_type_of_dtype(dtype) -> int:
             continue  # uint64 arrays are written as nothing else; SIZE_T is read-only here
         if candidate == dtype:
             return int(code)
+    if _bf16()[0] == dtype:
+        return int(VarTypeCode.BF16)
     raise KeyError(f"no Paddle element type for numpy dtype {dtype}")
 
 

@@ -11,8 +11,10 @@ slot names through which the op reads or writes that var). The networkx graph is
 `graph` / `block_graph` only: `ops()` (what the predictor and the partition read) needs no graph, because
 program order is a topological order of this DAG by construction, so a predictor never imports networkx.
 
-Entry points: `load_model`, `ProgramGraph`. Imports the loader's readers; networkx only where a graph is
-built: a warm start loads this module and must not load networkx (tests/e2e/test_startup_memory.py).
+Entry points: `load_model`, `ProgramGraph`. Imports the loader's readers (protobuf, the decoders, the checks) only
+when a model file is parsed: a warm start reads the decoded program from its snapshot (loader.snapshot) and loads
+neither (tests/e2e/test_startup_imports.py); networkx only where a graph is built: a warm start loads this module and
+must not load networkx (tests/e2e/test_startup_memory.py).
 """
 from __future__ import annotations
 
@@ -25,15 +27,7 @@ import numpy as np
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader import dtypes
-from nnadapter_bridge.loader import framework_pb2 as pb
-from nnadapter_bridge.loader.model_files import ModelSource, resolve
-from nnadapter_bridge.loader.params import (
-    NOT_SAVED_KINDS,
-    PER_VAR_MMAP_THRESHOLD,
-    map_file,
-    read_combined,
-    read_single,
-)
+from nnadapter_bridge.loader.model_files import ModelSource, map_file, resolve
 from nnadapter_bridge.loader.program import (
     EMPTY_VAR_NAME,
     BlockInfo,
@@ -43,11 +37,11 @@ from nnadapter_bridge.loader.program import (
     VarRef,
     lookup_var,
 )
-from nnadapter_bridge.loader.program_desc import decode_blocks, parse_program_desc
-from nnadapter_bridge.loader.validate import validate_program
 
 if TYPE_CHECKING:  # imported on first use of ProgramGraph.graph (~40 ms to import)
     import networkx as nx
+
+    from nnadapter_bridge.loader import framework_pb2 as pb
 
 __all__ = ["load_model", "ProgramGraph", "BlockInfo", "OpInfo", "VarInfo", "BlockRef", "VarRef"]
 
@@ -58,7 +52,9 @@ class ProgramGraph:
     def __init__(self, program_desc: pb.ProgramDesc | None, blocks: list[BlockInfo], params: dict[str, np.ndarray],
                  layout: str, model_path: str | None, params_path: str | None, model_format: str = "program_desc",
                  format_version: int | None = None):
-        self.program_desc = program_desc  # None for a PIR program (translated straight into `blocks`)
+        # None for a PIR program (translated straight into `blocks`); parsed again on first use for a program
+        # read from loader.snapshot (program_desc property)
+        self._program_desc = program_desc
         self.format = model_format  # "program_desc" or "pir"
         self.format_version = format_version  # the PIR serialization version; None for a ProgramDesc
         self.blocks = blocks
@@ -84,6 +80,16 @@ class ProgramGraph:
                     writers.setdefault(name, []).append(op)
             self._readers[block.idx] = readers
             self._writers[block.idx] = writers
+
+    @property
+    def program_desc(self) -> pb.ProgramDesc | None:
+        """The parsed ProgramDesc of a legacy program; a graph read from its snapshot parses the model file on
+        first use (only saving a .nb reads it), so a warm start does not load protobuf."""
+        if self._program_desc is None and self.format == "program_desc" and self.model_path is not None:
+            from nnadapter_bridge.loader.program_desc import parse_program_desc
+
+            self._program_desc = parse_program_desc(map_file(self.model_path), self.model_path)
+        return self._program_desc
 
     # -- graph views ------------------------------------------------------------------------------------
     @property
@@ -289,6 +295,8 @@ def _feed_fetch_targets(block: BlockInfo, op_type: str, slot: str) -> list[str]:
 
 def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype, tuple]]:
     """(name, dtype, shape) of the vars a params file holds, in the combined file's order (facts §7.3)."""
+    from nnadapter_bridge.loader.params import NOT_SAVED_KINDS
+
     specs = []
     for name in sorted(block.vars):
         var = block.vars[name]
@@ -320,6 +328,8 @@ def _per_var_path(directory: str, name: str) -> str:
 
 
 def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.ndarray]:
+    from nnadapter_bridge.loader.params import PER_VAR_MMAP_THRESHOLD, read_combined, read_single
+
     if not specs:
         return {}
     if source.params_bytes is not None:
@@ -341,13 +351,36 @@ def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.n
     return read_combined(map_file(source.params_path), source.params_path, specs)
 
 
-def load_model(model_path=None, params_path=None, *, model_bytes=None, params_bytes=None) -> ProgramGraph:
+def load_model(model_path=None, params_path=None, *, model_bytes=None, params_bytes=None,
+               snapshot_dir: str | None = None) -> ProgramGraph:
     """Load a Paddle inference model from a directory, files or bytes (see loader.model_files for the layouts).
 
     `model_path` may be a directory (layout auto-detected) or a model file; `params_path` a combined params
     file or a directory of per-var files. Raises ModelFormatError for anything missing, ambiguous or corrupt.
+    `snapshot_dir`: a model cache dir where the decoded program is kept (loader.snapshot): read instead of
+    parsing the model file when that file and the params file are unchanged, and written after a parse.
     """
     source = resolve(model_path, params_path, model_bytes, params_bytes)
+    if snapshot_dir is None:
+        return _load(source)
+    # Imported here: only a start with a model cache dir keeps snapshots.
+    from nnadapter_bridge.loader import snapshot
+
+    graph = snapshot.load_snapshot(snapshot_dir, source)
+    if graph is not None:
+        return graph
+    files = snapshot.file_identities(source)  # taken before the files are read: a change while parsing shows
+    graph = _load(source)
+    if files is not None:
+        snapshot.save_snapshot(snapshot_dir, source, files, graph)
+    return graph
+
+
+def _load(source: ModelSource) -> ProgramGraph:
+    # Imported here: a start that reads its program from loader.snapshot loads neither protobuf nor the checks.
+    from nnadapter_bridge.loader.program_desc import decode_blocks, parse_program_desc
+    from nnadapter_bridge.loader.validate import validate_program
+
     if source.model_bytes is not None:
         model_data, model_where = source.model_bytes, "<model buffer>"
     elif source.model_path is not None:

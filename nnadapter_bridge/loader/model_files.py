@@ -12,14 +12,19 @@
 
 A model file is recognised as PIR by its content (JSON with base_code.magic == "pir"), whatever its suffix.
 
-Entry point: `resolve` (-> `ModelSource`). Imports only `errors`.
+Entry points: `resolve` (-> `ModelSource`), `map_file` (a file's bytes, memory-mapped when large). Imports only
+`errors` and the record helper.
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.nnadapter.record import plain_dataclass
+
+# Small per-var files are read into bytes: a mapping per file costs more than the copy below this size.
+_MMAP_THRESHOLD = 1 << 16
 
 LAYOUTS = ("dir+per-var", "dir+__params__", "pdmodel+pdiparams", "json+pdiparams", "files", "buffers",
            "naive_buffer")
@@ -154,3 +159,20 @@ def _pir_candidates(directory: str, entries: list) -> list:
         if b'"base_code"' in head or b'"magic"' in head:
             found.append(e)
     return found
+
+
+def map_file(path: str, mmap_threshold: int = _MMAP_THRESHOLD):
+    """The whole file as a read-only buffer: an mmap for files of `mmap_threshold` bytes or more, bytes
+    for smaller ones."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < mmap_threshold:
+                return f.read()
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as exc:
+        raise ModelFormatError("file not found; check the path (and the model layout)", path=path) from exc
+    except IsADirectoryError as exc:
+        raise ModelFormatError("is a directory, expected a file", path=path) from exc
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read: {exc.strerror or exc}", path=path) from exc

@@ -5,13 +5,11 @@ map (or of the caller's bytes), so arrays are read-only and may be unaligned. Ev
 against the bytes that are left before anything is sized from it, so a forged header cannot allocate.
 `encode_lod_tensor` writes the same record; tests and `devtools.zoo.write_program` use it.
 
-Entry points: `read_combined`, `read_single`, `map_file`, `encode_lod_tensor`. Imports the loader's protobuf
-module and checks only.
+Entry points: `read_combined`, `read_single`, `encode_lod_tensor` (the buffers come from model_files.map_file).
+Imports the loader's protobuf module and checks only.
 """
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 from typing import cast
 
@@ -31,9 +29,6 @@ NOT_SAVED_KINDS = frozenset({
     dtypes.VarTypeCode.RAW,
 })
 
-# Small per-var files are read into bytes: a mapping per file costs more than the copy below this size.
-_MMAP_THRESHOLD = 1 << 16
-
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
@@ -42,23 +37,6 @@ _I32 = struct.Struct("<i")
 # Per-var layouts hold one file per parameter: every mmap keeps a file descriptor open while its arrays
 # live, so only the few really large ones are mapped (hundreds of mappings exhaust a default fd limit).
 PER_VAR_MMAP_THRESHOLD = 16 << 20
-
-
-def map_file(path: str, mmap_threshold: int = _MMAP_THRESHOLD):
-    """The whole file as a read-only buffer: an mmap for files of `mmap_threshold` bytes or more, bytes
-    for smaller ones."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < mmap_threshold:
-                return f.read()
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError as exc:
-        raise ModelFormatError("file not found; check the path (and the model layout)", path=path) from exc
-    except IsADirectoryError as exc:
-        raise ModelFormatError("is a directory, expected a file", path=path) from exc
-    except OSError as exc:
-        raise ModelFormatError(f"cannot read: {exc.strerror or exc}", path=path) from exc
 
 
 class _Reader:

@@ -2,23 +2,45 @@
 attribute references, and the var lookup through enclosing blocks (what Paddle's Scope does).
 
 Both model formats end here (program_desc.py decodes a ProgramDesc, pir.py translates a PIR program). This
-module is the bottom of the loader: it imports only the protobuf enums, never validate.py or a decoder (which
-import it).
+module is the bottom of the loader: it imports neither protobuf (a warm start that reads the program kept by
+loader.snapshot never loads the parser) nor validate.py or a decoder (which import it).
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 import numpy as np
 
-from nnadapter_bridge.loader import framework_pb2 as pb
 from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 # Paddle writes this name into a slot to mean "no variable" (kEmptyVarName).
 EMPTY_VAR_NAME = "@EMPTY@"
 
-AttrType = pb.AttrType  # INT, FLOAT, ... as protobuf enum values (ints)
+
+class AttrType(enum.IntEnum):
+    """framework.proto's AttrType (the generated module's values; tests/loader/test_snapshot.py compares them),
+    defined here so that the data model does not load protobuf."""
+
+    INT = 0
+    FLOAT = 1
+    STRING = 2
+    INTS = 3
+    FLOATS = 4
+    STRINGS = 5
+    BOOLEAN = 6
+    BOOLEANS = 7
+    BLOCK = 8
+    LONG = 9
+    BLOCKS = 10
+    LONGS = 11
+    FLOAT64S = 12
+    VAR = 13
+    VARS = 14
+    FLOAT64 = 15
+    SCALAR = 16
+    SCALARS = 17
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,37 +130,42 @@ class BlockInfo:
 def infer_attr_type(value) -> int | None:
     """The AttrType a Python attribute value would be written as (INT, or LONG when it does not fit 32 bits;
     lists by their first element, an empty list INTS); None for a value no AttrType holds."""
+    found = _attr_type_of(value)
+    return None if found is None else int(found)
+
+
+def _attr_type_of(value) -> AttrType | None:
     def fits_int32(v):
         return -(1 << 31) <= v < (1 << 31)
 
     if isinstance(value, bool):
-        return pb.BOOLEAN
+        return AttrType.BOOLEAN
     if isinstance(value, int):
-        return pb.INT if fits_int32(value) else pb.LONG
+        return AttrType.INT if fits_int32(value) else AttrType.LONG
     if isinstance(value, float):
-        return pb.FLOAT
+        return AttrType.FLOAT
     if isinstance(value, str):
-        return pb.STRING
+        return AttrType.STRING
     if isinstance(value, BlockRef):
-        return pb.BLOCK
+        return AttrType.BLOCK
     if isinstance(value, VarRef):
-        return pb.VAR
+        return AttrType.VAR
     if isinstance(value, (list, tuple)):
         if not value:
-            return pb.INTS
+            return AttrType.INTS
         first = value[0]
         if isinstance(first, bool):
-            return pb.BOOLEANS
+            return AttrType.BOOLEANS
         if isinstance(first, int):
-            return pb.INTS if all(fits_int32(v) for v in value) else pb.LONGS
+            return AttrType.INTS if all(fits_int32(v) for v in value) else AttrType.LONGS
         if isinstance(first, float):
-            return pb.FLOATS
+            return AttrType.FLOATS
         if isinstance(first, str):
-            return pb.STRINGS
+            return AttrType.STRINGS
         if isinstance(first, BlockRef):
-            return pb.BLOCKS
+            return AttrType.BLOCKS
         if isinstance(first, VarRef):
-            return pb.VARS
+            return AttrType.VARS
     return None
 
 

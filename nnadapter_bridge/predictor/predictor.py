@@ -223,7 +223,10 @@ class Predictor:
         settings = resolve_settings(config)
         self.config = config
         self.settings = settings
-        self.graph = load_model(**settings.model_source)
+        # The decoded program is kept in the model cache dir (loader.snapshot), not with an integrity key: it has
+        # no MAC.
+        snapshot_dir = settings.cache_dir if settings.cache_dir and settings.cache_key is None else None
+        self.graph = load_model(**settings.model_source, snapshot_dir=snapshot_dir)
         self.device_names = list(settings.device_names)  # []: no NNAdapter place is valid, all runs on the host
         self.context = _open_context(settings)  # None: no device opened
         try:

@@ -22,9 +22,9 @@ import stat
 import warnings
 from typing import Any
 
-from nnadapter_bridge import loader
 from nnadapter_bridge.errors import BridgeError, ConversionError
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
+from nnadapter_bridge.loader.snapshot import loader_code_digest
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
@@ -84,22 +84,6 @@ def signature_text(signature: tuple) -> str | None:
 
 _SUPPORTED = SupportVerdict(True)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_LOADER_DIGEST: str | None = None
-
-
-def _loader_digest() -> str:
-    """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes (program records)."""
-    global _LOADER_DIGEST
-    if _LOADER_DIGEST is None:
-        digest = hashlib.md5()
-        root = os.path.dirname(os.path.abspath(loader.__file__))
-        for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
-            with open(os.path.join(root, name), "rb") as f:
-                digest.update(name.encode("utf-8") + b"\0" + f.read())
-        _LOADER_DIGEST = digest.hexdigest()[:16]
-    return _LOADER_DIGEST
-
-
 class VerdictStore:
     """The persisted verdicts of one set of devices, context properties and versions (module docstring)."""
 
@@ -476,7 +460,7 @@ class SupportDecider:
         digest = getattr(self.graph, "source_digest", None)
         if not digest:
             return None
-        text = "\n".join([digest, "loader:" + _loader_digest()] + [
+        text = "\n".join([digest, "loader:" + loader_code_digest()] + [
             f"{name}:{array.dtype.str}:{array.shape}" for name, array in sorted(self.graph.params.items())])
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -14,22 +14,23 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
+from nnadapter_bridge.loader import snapshot
 from support.predictor_programs import add_relu_scale_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROJECT = ("nnadapter_bridge", "partition", "hal", "converters", "devtools")
 
-# What every warm start imports of the project: the predictor, the loader (the program is parsed at every start:
-# its bytes key the verdicts and the plan), the runtime and the .nnc reader, the plan store, the partition
-# config and the detector's result types.
+# What every warm start imports of the project: the predictor, the loader's data model and its program snapshot
+# (loader.snapshot: the decoded program kept in the cache dir, so neither protobuf nor the parser and its checks
+# load), the runtime and the .nnc reader, the plan store, the partition config and the detector's result types.
 CORE = {
     "hal", "hal.protocol", "nnadapter_bridge", "nnadapter_bridge.errors", "nnadapter_bridge.loader",
-    "nnadapter_bridge.loader.dtypes", "nnadapter_bridge.loader.framework_pb2", "nnadapter_bridge.loader.graph",
-    "nnadapter_bridge.loader.model_files", "nnadapter_bridge.loader.params", "nnadapter_bridge.loader.program",
-    "nnadapter_bridge.loader.program_desc", "nnadapter_bridge.loader.validate", "nnadapter_bridge.nnadapter",
+    "nnadapter_bridge.loader.dtypes", "nnadapter_bridge.loader.graph", "nnadapter_bridge.loader.model_files",
+    "nnadapter_bridge.loader.program", "nnadapter_bridge.loader.snapshot", "nnadapter_bridge.nnadapter",
     "nnadapter_bridge.nnadapter.blas_threads", "nnadapter_bridge.nnadapter.codes",
     "nnadapter_bridge.nnadapter.contraction", "nnadapter_bridge.nnadapter.driver_protocol",
     "nnadapter_bridge.nnadapter.model", "nnadapter_bridge.nnadapter.nnc", "nnadapter_bridge.nnadapter.nnc.cleanup",
@@ -56,9 +57,10 @@ BUILTIN_DEVICE = {
         "quantization", "reduce", "registry", "resize", "sampling", "shape", "tensor", "window")),
 }
 INTEL_OPENVINO = {"hal.intel_openvino", "hal.intel_openvino.checks", "hal.intel_openvino.driver"}
-# Third-party packages (top level): numpy; protobuf (`google`: the ProgramDesc parser); google_crc32c (the .nnc
-# CRC); ml_dtypes (bfloat16 params); orjson (the verdict store and the plan); the device's SDK and what it loads.
-THIRD_PARTY = {"numpy", "google", "google_crc32c", "ml_dtypes", "orjson"}
+# Third-party packages (top level): numpy; google_crc32c (the .nnc CRC); ml_dtypes (bfloat16 params); orjson (the
+# verdict store, the plan and the program snapshot); the device's SDK and what it loads. Not protobuf (`google`):
+# the program comes from its snapshot.
+THIRD_PARTY = {"numpy", "google_crc32c", "ml_dtypes", "orjson"}
 # The dataclasses a warm start still generates code for (dataclasses.dataclass: ~0.45 ms each at import): the ones
 # made per operand or per run, where a generated __init__ is faster than plain_dataclass's generic one.
 GENERATED = ["nnadapter_bridge.loader.program.BlockRef", "nnadapter_bridge.loader.program.VarInfo",
@@ -103,6 +105,8 @@ SCRIPT = """
 
 def warm_start_modules(tmp_path, device: str) -> list:
     model = add_relu_scale_model(tmp_path / "device_only", extra_ops=["relu", "sigmoid"])  # no host op
+    # The cold start keeps the program snapshot only for files older than loader.snapshot.RACY_NS.
+    time.sleep(max(0.0, os.stat(model).st_ctime + snapshot.RACY_NS / 1e9 + 0.1 - time.time()))
     cache = tmp_path / "cache"
     env = dict(os.environ, PYTHONWARNINGS="ignore")
 
@@ -114,6 +118,7 @@ def warm_start_modules(tmp_path, device: str) -> list:
                           capture_output=True, text=True, timeout=300, env=env)
     assert cold.returncode == 0, cold.stderr[-2000:]
     assert any(name.startswith("plan-") for name in os.listdir(cache)), "the partition plan was not kept"
+    assert any(name.startswith("program-") for name in os.listdir(cache)), "the program snapshot was not kept"
     warm = subprocess.run([sys.executable, "-c", script(
         "stats.builds == 0 and stats.cache_hits_file == stats.subgraphs > 0 and stats.host_ops == 0")],
         capture_output=True, text=True, timeout=300, env=env)

@@ -1,0 +1,322 @@
+"""The decoded program kept in the model cache dir, so a warm start does not parse the model file again.
+
+Owns `<cache_dir>/program-<key>.json` (the key: the model and params files' real paths): the blocks (vars, and ops
+with their slots, attributes and attribute types), where each parameter lies in the params file, the model bytes'
+sha256 (ProgramGraph.source_digest, which keys the verdicts and the plan) and the graph's format fields; JSON data
+(orjson), never pickle. Entry points: `load_snapshot`, `file_identities`, `save_snapshot` (load_model calls them
+when given a snapshot dir), and `loader_code_digest`.
+
+A snapshot is used only when both files are the ones it was made from, and the loader's code is the same:
+  * same real path, device, inode, size, modification and status-change time. The status-change time is the
+    content check that stays cheap: a file rewritten with the same size and modification time (`touch -d`, or a
+    copy that keeps times) has a new one, because any write or time change sets it to the current time, and a
+    user cannot set it back; a file replaced by rename has another inode;
+  * it is written only when both files last changed more than RACY_NS before they were read: two writes within
+    one tick of a coarse file-system clock could otherwise leave the same times;
+  * the loader's code digest (`loader_code_digest`) is the one that wrote it.
+Only a model file with one combined params file (or none) gets one: buffers, per-var params directories and
+Paddle Lite's .nb are parsed at every start. It is written only when decoding the written text gives back exactly
+the graph just parsed (value types included, and every parameter at the very same place of the same mapping): a
+value the encoding cannot carry leaves the model without a snapshot, never with a different one. A damaged
+snapshot is a miss with one NncCacheWarning and is rewritten; a stale one (files or loader changed) is replaced
+without a warning. The file carries no MAC, like the verdicts and the plan: the predictor passes no snapshot dir
+when an integrity key is set (Config.set_nnadapter_model_cache_key).
+
+Must not import: protobuf or what loads it (framework_pb2, program_desc, params, validate): a warm start that reads
+its program here does not load the parser, which is the point. Imports the loader's data model and dtypes, and the
+ground's cache-file helpers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import stat
+import time
+import warnings
+
+import numpy as np
+
+from nnadapter_bridge.loader import dtypes
+from nnadapter_bridge.loader.model_files import ModelSource, map_file
+from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
+from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+
+SNAPSHOT_FORMAT = "nnadapter-bridge-program-v1"
+MAX_SNAPSHOT_BYTES = 256 << 20
+RACY_NS = 2_000_000_000  # as subgraph.support_decisions.FingerprintMemo's
+# The layouts with a model file and at most one params file (loader.model_files).
+_LAYOUTS = frozenset({"pdmodel+pdiparams", "json+pdiparams", "dir+__params__", "files"})
+_LOADER_DIGEST: str | None = None
+
+
+class _Unencodable(ValueError):
+    """A value the snapshot's JSON cannot carry exactly (the model then gets no snapshot)."""
+
+
+def loader_code_digest() -> str:
+    """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes. Computed once per
+    process; it keys the snapshots and the verdicts' program records."""
+    global _LOADER_DIGEST
+    if _LOADER_DIGEST is None:
+        digest = hashlib.md5()
+        root = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
+            with open(os.path.join(root, name), "rb") as f:
+                digest.update(name.encode("utf-8") + b"\0" + f.read())
+        _LOADER_DIGEST = digest.hexdigest()[:16]
+    return _LOADER_DIGEST
+
+
+def _paths(source: ModelSource) -> tuple | None:
+    """(model path, params path or None) of a source that can have a snapshot, else None."""
+    if (source.layout not in _LAYOUTS or source.model_path is None or source.model_bytes is not None
+            or source.params_bytes is not None or source.params_is_dir):
+        return None
+    return source.model_path, source.params_path
+
+
+def _identity(path: str) -> list | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return [os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def file_identities(source: ModelSource) -> dict | None:
+    """The identities of the source's files now (module docstring), with the time they were taken; None for a
+    source that cannot have a snapshot."""
+    paths = _paths(source)
+    if paths is None:
+        return None
+    model, params = paths
+    found = {"model": _identity(model), "params": None if params is None else _identity(params),
+             "taken_ns": time.time_ns()}
+    if found["model"] is None or (params is not None and found["params"] is None):
+        return None
+    return found
+
+
+def snapshot_path(cache_dir: str, source: ModelSource) -> str | None:
+    paths = _paths(source)
+    if paths is None:
+        return None
+    model, params = paths
+    text = "\n".join([SNAPSHOT_FORMAT, os.path.realpath(model), os.path.realpath(params) if params else ""])
+    return os.path.join(cache_dir, f"program-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}.json")
+
+
+# -- values --------------------------------------------------------------------------------------------
+def _encode(value):
+    """An attribute value as JSON data: scalars as they are, a list as an array, and as one-key objects (tags)
+    what JSON has no form for: a tuple {"t": [...]}, a BlockRef {"b": idx}, a VarRef {"v": name}, a non-finite
+    float {"f": "nan" | "inf" | "-inf"}."""
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        if not -(1 << 63) <= value < (1 << 64):
+            raise _Unencodable("an integer beyond 64 bits")
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"f": repr(value)}
+    if kind is list:
+        return [_encode(v) for v in value]
+    if kind is tuple:
+        return {"t": [_encode(v) for v in value]}
+    if kind is BlockRef:
+        return {"b": value.idx}
+    if kind is VarRef:
+        return {"v": value.name}
+    raise _Unencodable(f"a {kind.__name__} attribute value")
+
+
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _decode(data):
+    if isinstance(data, list):
+        return [_decode(v) for v in data]
+    if isinstance(data, dict):
+        if len(data) != 1:
+            raise ValueError("an attribute value object is not a one-key tag")
+        (tag, inner), = data.items()
+        if tag == "t" and isinstance(inner, list):
+            return tuple(_decode(v) for v in inner)
+        if tag == "b" and type(inner) is int:
+            return BlockRef(inner)
+        if tag == "v" and isinstance(inner, str):
+            return VarRef(inner)
+        if tag == "f" and inner in _FLOATS:
+            return _FLOATS[inner]
+        raise ValueError(f"unknown attribute value tag {str(tag)[:20]!r}")
+    return data
+
+
+def _same(a, b) -> bool:
+    """Equal, and of the very same types all the way down (1 is not 1.0 nor True; a tuple is not a list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a.hex() == b.hex()  # -0.0 is not 0.0; nan is nan
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, OpInfo):
+        return all(_same(getattr(a, s), getattr(b, s)) for s in OpInfo.__slots__)
+    if isinstance(a, (VarInfo, BlockInfo)):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return bool(a == b)
+
+
+# -- the document --------------------------------------------------------------------------------------
+def _dtype_code(dtype) -> int | None:
+    if dtype is None:
+        return None
+    try:
+        return dtypes.var_type_of_dtype(dtype)
+    except KeyError:
+        raise _Unencodable(f"dtype {dtype}") from None
+
+
+def _encode_blocks(blocks: list) -> list:
+    return [{"idx": b.idx, "parent": b.parent_idx, "forward": b.forward_block_idx,
+             "vars": [[v.name, v.var_type, v.data_type, _dtype_code(v.dtype), list(v.shape), v.persistable,
+                       v.lod_level, v.need_check_feed, v.is_parameter, v.stop_gradient] for v in b.vars.values()],
+             "ops": [[op.type, op.index, op.block_idx, op.inputs, op.outputs,
+                      {name: _encode(value) for name, value in op.attrs.items()}, op.attr_types, op.is_target]
+                     for op in b.ops]}
+            for b in blocks]
+
+
+def _decode_blocks(data) -> list:
+    blocks = []
+    for b in data:
+        variables = {}
+        for name, var_type, data_type, code, shape, persistable, lod_level, check, is_param, stop in b["vars"]:
+            variables[name] = VarInfo(name, var_type, None if code is None else dtypes.numpy_dtype(code), data_type,
+                                      tuple(shape), persistable, lod_level, check, is_param, stop)
+        ops = [OpInfo(op_type, index, block_idx, inputs, outputs, {k: _decode(v) for k, v in attrs.items()},
+                      attr_types, is_target)
+               for op_type, index, block_idx, inputs, outputs, attrs, attr_types, is_target in b["ops"]]
+        blocks.append(BlockInfo(b["idx"], b["parent"], b["forward"], ops, variables))
+    return blocks
+
+
+def _param_places(params: dict) -> tuple:
+    """(the one buffer every parameter views, [[name, dtype code, shape, byte offset]]); _Unencodable when they do
+    not all view one buffer (the arrays of loader.params.read_combined over map_file do)."""
+    buffer, places = None, []
+    for name, array in params.items():
+        base = array
+        while isinstance(base, (np.ndarray, memoryview)):  # np.frombuffer holds a memoryview of the mapping
+            base = base.obj if isinstance(base, memoryview) else base.base
+        if base is None or (buffer is not None and base is not buffer):
+            raise _Unencodable(f"parameter '{name}' is not a view of the params file")
+        buffer = base
+        offset = array.__array_interface__["data"][0] - np.frombuffer(buffer, np.uint8).__array_interface__["data"][0]
+        places.append([name, _dtype_code(array.dtype), list(array.shape), offset])
+    return buffer, places
+
+
+def _params_over(buffer, places: list) -> dict:
+    params = {}
+    for name, code, shape, offset in places:
+        dtype = dtypes.numpy_dtype(code)
+        count = math.prod(shape)
+        if type(offset) is not int or offset < 0 or offset + count * dtype.itemsize > len(buffer):
+            raise ValueError(f"parameter '{name}' lies beyond the params file")
+        params[name] = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+    return params
+
+
+def _graph(document: dict, source: ModelSource, blocks: list, params: dict):
+    from nnadapter_bridge.loader.graph import ProgramGraph  # graph imports this module when given a snapshot dir
+
+    graph = ProgramGraph(None, blocks, params, source.layout, source.model_path, source.params_path,
+                         model_format=document["format_name"], format_version=document["format_version"])
+    graph.source_digest = document["source_digest"]
+    return graph
+
+
+def load_snapshot(cache_dir: str, source: ModelSource):
+    """The ProgramGraph kept for `source`'s files, or None: no snapshot, a stale one (silently), or a damaged one
+    (one NncCacheWarning)."""
+    path = snapshot_path(cache_dir, source)
+    if path is None:
+        return None
+    try:
+        data = read_cache_file(path, MAX_SNAPSHOT_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+        return None
+    import orjson
+
+    try:
+        document = orjson.loads(data)
+        if not isinstance(document, dict) or document.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"not a {SNAPSHOT_FORMAT} file")
+        files = file_identities(source)
+        if (files is None or document.get("model") != files["model"] or document.get("params") != files["params"]
+                or document.get("loader") != loader_code_digest()):
+            return None  # stale: the files or the loader changed since; replaced after this start's parse
+        blocks = _decode_blocks(document["blocks"])
+        params = {} if source.params_path is None else _params_over(map_file(source.params_path),
+                                                                     document["param_places"])
+        return _graph(document, source, blocks, params)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:  # orjson.JSONDecodeError is a ValueError
+        _warn(path, f"{type(exc).__name__}: {exc}"[:300])
+        return None
+    except OSError as exc:  # the params file went away between the check and the mapping: parse instead
+        _warn(path, f"cannot map the params file: {exc}")
+        return None
+
+
+def save_snapshot(cache_dir: str, source: ModelSource, files: dict, graph) -> bool:
+    """Keep `graph`, parsed from `source`'s files whose identities were `files` before they were read, when it may
+    be (module docstring). True when written; a failed write is one NncCacheWarning."""
+    path = snapshot_path(cache_dir, source)
+    if path is None or graph.format not in ("program_desc", "pir"):
+        return False
+    changed = max(f[5] for f in (files["model"], files["params"]) if f is not None)
+    now = file_identities(source)  # a file changed while it was parsed: the graph may be of neither version
+    if files["taken_ns"] - changed <= RACY_NS or now is None or (now["model"], now["params"]) != (
+            files["model"], files["params"]):
+        return False
+    import orjson
+
+    try:
+        buffer, places = _param_places(graph.params) if graph.params else (None, [])
+        document = {"format": SNAPSHOT_FORMAT, "model": files["model"], "params": files["params"],
+                    "loader": loader_code_digest(), "format_name": graph.format,
+                    "format_version": graph.format_version, "source_digest": graph.source_digest,
+                    "blocks": _encode_blocks(graph.blocks), "param_places": places}
+        data = orjson.dumps(document)
+        # Decoded again and compared with what was parsed: only an exact round trip is kept.
+        again = orjson.loads(data)
+        if not _same(_decode_blocks(again["blocks"]), graph.blocks):
+            return False
+        if buffer is not None:
+            rebuilt = _params_over(buffer, again["param_places"])
+            if any(rebuilt[n].__array_interface__ != graph.params[n].__array_interface__ for n in graph.params):
+                return False
+    except (_Unencodable, TypeError, ValueError):  # orjson refuses a lone surrogate, a key that is no str, ...
+        return False
+    try:
+        write_file_atomically(path, data)
+    except OSError as exc:
+        warnings.warn(f"cannot write the program snapshot {path}: {exc}", NncCacheWarning, stacklevel=3)
+        return False
+    return True
+
+
+def _warn(path: str, reason: str) -> None:
+    warnings.warn(f"program snapshot {path} is unusable ({reason}); parsing the model file", NncCacheWarning,
+                  stacklevel=4)
