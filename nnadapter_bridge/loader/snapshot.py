@@ -111,10 +111,12 @@ def snapshot_path(cache_dir: str, source: ModelSource) -> str | None:
 
 
 # -- values --------------------------------------------------------------------------------------------
-def _encode(value):
+def _encode(value, strings: dict):
     """An attribute value as JSON data: scalars as they are, a list as an array, and as one-key objects (tags)
-    what JSON has no form for: a tuple {"t": [...]}, a BlockRef {"b": idx}, a VarRef {"v": name}, a non-finite
-    float {"f": "nan" | "inf" | "-inf"}."""
+    what JSON has no form for or what is better shared: a list of strings {"s": [indexes into the document's
+    string table `strings`]} (Paddle's op_callstack repeats the same few lines on every op: 80% of a legacy
+    program's bytes), a tuple {"t": [...]}, a BlockRef {"b": idx}, a VarRef {"v": name}, a non-finite float
+    {"f": "nan" | "inf" | "-inf"}."""
     kind = type(value)
     if value is None or kind is bool or kind is str:
         return value
@@ -125,9 +127,11 @@ def _encode(value):
     if kind is float:
         return value if math.isfinite(value) else {"f": repr(value)}
     if kind is list:
-        return [_encode(v) for v in value]
+        if value and all(type(v) is str for v in value):
+            return {"s": [strings.setdefault(v, len(strings)) for v in value]}
+        return [_encode(v, strings) for v in value]
     if kind is tuple:
-        return {"t": [_encode(v) for v in value]}
+        return {"t": [_encode(v, strings) for v in value]}
     if kind is BlockRef:
         return {"b": value.idx}
     if kind is VarRef:
@@ -138,15 +142,17 @@ def _encode(value):
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
-def _decode(data):
+def _decode(data, strings: list):
     if isinstance(data, list):
-        return [_decode(v) for v in data]
+        return [_decode(v, strings) for v in data]
     if isinstance(data, dict):
         if len(data) != 1:
             raise ValueError("an attribute value object is not a one-key tag")
         (tag, inner), = data.items()
+        if tag == "s" and isinstance(inner, list):
+            return [strings[i] for i in inner]  # an index that is not an int: TypeError, a miss
         if tag == "t" and isinstance(inner, list):
-            return tuple(_decode(v) for v in inner)
+            return tuple(_decode(v, strings) for v in inner)
         if tag == "b" and type(inner) is int:
             return BlockRef(inner)
         if tag == "v" and isinstance(inner, str):
@@ -184,24 +190,26 @@ def _dtype_code(dtype) -> int | None:
         raise _Unencodable(f"dtype {dtype}") from None
 
 
-def _encode_blocks(blocks: list) -> list:
+def _encode_blocks(blocks: list, strings: dict) -> list:
     return [{"idx": b.idx, "parent": b.parent_idx, "forward": b.forward_block_idx,
              "vars": [[v.name, v.var_type, v.data_type, _dtype_code(v.dtype), list(v.shape), v.persistable,
                        v.lod_level, v.need_check_feed, v.is_parameter, v.stop_gradient] for v in b.vars.values()],
              "ops": [[op.type, op.index, op.block_idx, op.inputs, op.outputs,
-                      {name: _encode(value) for name, value in op.attrs.items()}, op.attr_types, op.is_target]
+                      {name: _encode(value, strings) for name, value in op.attrs.items()}, op.attr_types, op.is_target]
                      for op in b.ops]}
             for b in blocks]
 
 
-def _decode_blocks(data) -> list:
+def _decode_blocks(data, strings: list) -> list:
+    if not isinstance(strings, list) or not all(isinstance(t, str) for t in strings):
+        raise ValueError("the string table is not a list of strings")
     blocks = []
     for b in data:
         variables = {}
         for name, var_type, data_type, code, shape, persistable, lod_level, check, is_param, stop in b["vars"]:
             variables[name] = VarInfo(name, var_type, None if code is None else dtypes.numpy_dtype(code), data_type,
                                       tuple(shape), persistable, lod_level, check, is_param, stop)
-        ops = [OpInfo(op_type, index, block_idx, inputs, outputs, {k: _decode(v) for k, v in attrs.items()},
+        ops = [OpInfo(op_type, index, block_idx, inputs, outputs, {k: _decode(v, strings) for k, v in attrs.items()},
                       attr_types, is_target)
                for op_type, index, block_idx, inputs, outputs, attrs, attr_types, is_target in b["ops"]]
         blocks.append(BlockInfo(b["idx"], b["parent"], b["forward"], ops, variables))
@@ -267,7 +275,7 @@ def load_snapshot(cache_dir: str, source: ModelSource):
         if (files is None or document.get("model") != files["model"] or document.get("params") != files["params"]
                 or document.get("loader") != loader_code_digest()):
             return None  # stale: the files or the loader changed since; replaced after this start's parse
-        blocks = _decode_blocks(document["blocks"])
+        blocks = _decode_blocks(document["blocks"], document["strings"])
         params = {} if source.params_path is None else _params_over(map_file(source.params_path),
                                                                      document["param_places"])
         return _graph(document, source, blocks, params)
@@ -294,14 +302,16 @@ def save_snapshot(cache_dir: str, source: ModelSource, files: dict, graph) -> bo
 
     try:
         buffer, places = _param_places(graph.params) if graph.params else (None, [])
+        strings: dict = {}
+        blocks = _encode_blocks(graph.blocks, strings)
         document = {"format": SNAPSHOT_FORMAT, "model": files["model"], "params": files["params"],
                     "loader": loader_code_digest(), "format_name": graph.format,
                     "format_version": graph.format_version, "source_digest": graph.source_digest,
-                    "blocks": _encode_blocks(graph.blocks), "param_places": places}
+                    "strings": list(strings), "blocks": blocks, "param_places": places}
         data = orjson.dumps(document)
         # Decoded again and compared with what was parsed: only an exact round trip is kept.
         again = orjson.loads(data)
-        if not _same(_decode_blocks(again["blocks"]), graph.blocks):
+        if not _same(_decode_blocks(again["blocks"], again["strings"]), graph.blocks):
             return False
         if buffer is not None:
             rebuilt = _params_over(buffer, again["param_places"])

@@ -167,19 +167,22 @@ def test_a_damaged_snapshot_is_one_warning_and_a_parse(tmp_path, not_racy, damag
 
 @pytest.mark.parametrize("value", [
     1, -(1 << 62), 2.5, -0.0, math.inf, -math.inf, "text", True, None, [], [1, 2], [1.0, 2.0], (1, 2),
-    [True, False], ["a", "b"], BlockRef(3), [BlockRef(1), BlockRef(2)], VarRef("v"), [VarRef("a")], [[1], [2.0]],
+    [True, False], ["a", "b"], ["a", "a", "b"], ("a", "b"), [["x", "y"], ["y"]], [""], BlockRef(3),
+    [BlockRef(1), BlockRef(2)], VarRef("v"), [VarRef("a")], [[1], [2.0]],
 ])
 def test_attribute_values_round_trip_with_their_types(value):
     import orjson
 
-    again = snapshot._decode(orjson.loads(orjson.dumps(snapshot._encode(value))))
+    strings: dict = {}
+    data = orjson.loads(orjson.dumps(snapshot._encode(value, strings)))
+    again = snapshot._decode(data, list(strings))
     assert snapshot._same(again, value)
 
 
 def test_nan_round_trips():
     import orjson
 
-    again = snapshot._decode(orjson.loads(orjson.dumps(snapshot._encode([math.nan]))))
+    again = snapshot._decode(orjson.loads(orjson.dumps(snapshot._encode([math.nan], {}))), [])
     assert isinstance(again[0], float) and math.isnan(again[0])
 
 
