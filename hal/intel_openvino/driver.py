@@ -207,6 +207,25 @@ class IntelOpenVinoDriver(Driver):
     def sdk_version(self) -> str:
         return f"openvino {_import_openvino().__version__}"  # keys the calibration
 
+    def preference_properties(self, preference: str, relax_float32: bool) -> dict:
+        """NNAPI's execution preference as OpenVINO's streams (one stream answers one request fastest; a stream
+        per core sustains the most requests with clones), and the relaxed float path as its inference precision:
+        bf16 where the CPU computes bf16 (this machine's AMD EPYC does), else f16 where it computes f16."""
+        import os
+
+        found = {}
+        if preference == "fast_single_answer":
+            found[NUM_STREAMS_KEY] = "1"
+        elif preference == "sustained_speed":
+            found[NUM_STREAMS_KEY] = str(os.cpu_count() or 1)
+        if relax_float32:
+            capabilities = set(_import_openvino().Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+            for value, (_, capability) in INFERENCE_PRECISIONS.items():
+                if value in ("bf16", "f16") and capability in capabilities:
+                    found[INFERENCE_PRECISION_KEY] = value
+                    break
+        return found
+
     def unavailable_reason(self) -> str:
         try:
             _import_openvino()

@@ -167,6 +167,10 @@ def child_command(args, cache_dir: str) -> list:
         cmd += ["--context-properties", args.context_properties]
     if getattr(args, "device_selection", None):  # the warm start reads the same decision the cold one kept
         cmd += ["--device-selection", args.device_selection]
+    if getattr(args, "execution_preference", None):
+        cmd += ["--execution-preference", args.execution_preference]
+    if getattr(args, "relax_float32", False):
+        cmd.append("--relax-float32")
     if args.partition_config:
         cmd += ["--partition-config", args.partition_config]
     if args.strict:  # the warm start is held to the same rule as the cold one

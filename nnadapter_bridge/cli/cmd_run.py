@@ -259,7 +259,8 @@ def reduced_precision_reason(predictor, config) -> str:
     if is_quantized_model(predictor.graph):
         return "quantized model"
     if "intel_openvino" in predictor.device_names:
-        precision = (Properties(config.nnadapter_context_properties()).get("INTEL_OPENVINO_INFERENCE_PRECISION")
+        # The properties the devices got: the relaxed float path (--relax-float32) adds the key to the user's.
+        precision = (Properties(predictor.settings.context_properties).get("INTEL_OPENVINO_INFERENCE_PRECISION")
                      or "f32").strip().lower()
         if precision != "f32":
             return f"INTEL_OPENVINO_INFERENCE_PRECISION={precision}"

@@ -50,6 +50,10 @@ def build_config(args, *, cache_dir: str | None = None, dynamic_shape_info: dict
         config.set_nnadapter_context_properties(args.context_properties)
     if getattr(args, "device_selection", None):
         config.set_nnadapter_device_selection(args.device_selection)
+    if getattr(args, "execution_preference", None):
+        config.set_nnadapter_execution_preference(args.execution_preference)
+    if getattr(args, "relax_float32", False):
+        config.set_nnadapter_relax_float32_to_float16(True)
     if cache_dir:
         config.set_nnadapter_model_cache_dir(cache_dir)
     if getattr(args, "partition_config", None):

@@ -45,6 +45,13 @@ def add_device_arguments(parser) -> None:
                              "listed device taking an op runs it), 'fastest' (each subgraph on the devices the "
                              "machine's calibration estimates fastest, close calls timed on the first run), "
                              "'low_power' (Config.set_nnadapter_device_selection)")
+    parser.add_argument("--execution-preference", choices=("low_power", "fast_single_answer", "sustained_speed"),
+                        default=None, help="NNAPI's execution preference, mapped to each device's settings (threads, "
+                                           "OpenVINO streams; Config.set_nnadapter_execution_preference)")
+    parser.add_argument("--relax-float32", action="store_true",
+                        help="let the devices compute float32 in float16 / bfloat16 (intel_openvino: bf16 where the "
+                             "CPU has it; Config.set_nnadapter_relax_float32_to_float16); with --compare-paddle, "
+                             "the accuracy it cost")
 
 
 def add_partition_arguments(parser) -> None:

@@ -25,7 +25,11 @@ per operation the reason the driver declines it ("" when it runs it, so it agree
 which the support decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs
 (keys the calibration, with the CPU model and thread count); `capabilities()`, NNAPI's getCapabilities: a
 `Capabilities` of performance figures relative to the CPU reference, or None to have them measured by the
-calibration (nnadapter_bridge.subgraph.calibration; a driver reporting nothing is taken as the CPU). Which errors
+calibration (nnadapter_bridge.subgraph.calibration; a driver reporting nothing is taken as the CPU);
+`preference_properties(preference, relax_float32)`, the context properties that express NNAPI's execution
+preference (EXECUTION_PREFERENCES) and, with `relax_float32`, NNAPI's relaxComputationFloat32toFloat16 on this
+device ({} for what it has no setting for; Config.set_nnadapter_execution_preference and
+set_nnadapter_relax_float32_to_float16 add them to the context properties the user did not set). Which errors
 are the device's fault and which the caller's: `runtime.is_device_fault`.
 
 Entry points: `Driver`, `Argument`, `Cache`, `Capabilities`, `PerformanceInfo`, `check_driver`,
@@ -114,6 +118,8 @@ class PerformanceInfo:
 
 # The operand precisions a device reports figures for (NNAPI's operandPerformance, per precision class).
 PRECISION_CLASSES = ("float32", "relaxed_float16", "int8")
+# NNAPI's ExecutionPreference (PREFER_LOW_POWER, PREFER_FAST_SINGLE_ANSWER, PREFER_SUSTAINED_SPEED).
+EXECUTION_PREFERENCES = ("low_power", "fast_single_answer", "sustained_speed")
 # The operation families a device may report apart (NNAPI reports per operand type; these are what differs most
 # between this project's CPU runtimes: dense convolution, depthwise + pointwise, matrix products).
 OPERATION_FAMILIES = ("conv", "depthwise", "matmul")
@@ -160,6 +166,12 @@ class Driver:
         """Performance figures the driver knows for this machine, or None (the default): the calibration
         measures them (module docstring)."""
         return None
+
+    def preference_properties(self, preference: str, relax_float32: bool) -> dict:
+        """{key: value} of this driver's context properties expressing `preference` (EXECUTION_PREFERENCES, or ''
+        for none) and, with `relax_float32`, float32 computed in a relaxed precision (float16, or bfloat16 where the
+        device computes that instead); {} when it has no setting for them (the default)."""
+        return {}
 
     def operation_types(self) -> list[OperationType]:
         """The NNAdapter operations this driver implements at all (validate_program may still refuse some

@@ -99,6 +99,8 @@ class Config:
         # A progress bar on a terminal while subgraphs convert (NNADAPTER_BRIDGE_PROGRESS=0 also turns it off).
         self.show_progress = True
         self._device_selection = ""  # "": not set (the context property, else "priority")
+        self._execution_preference = ""  # "": none (each driver's defaults)
+        self._relax_float32 = False
         if model_dir is not None:
             self.set_model_dir(model_dir)
 
@@ -470,6 +472,32 @@ class Config:
         if not isinstance(policy, str) or policy.strip().lower() not in POLICIES:
             raise ConfigError(f"set_nnadapter_device_selection: expected one of {', '.join(POLICIES)}, got {policy!r}")
         self._device_selection = policy.strip().lower()
+
+    def set_nnadapter_execution_preference(self, preference: str) -> None:
+        """NNAPI's execution preference: "low_power" (one thread per device), "fast_single_answer" (intel_openvino:
+        one stream) or "sustained_speed" (intel_openvino: a stream per core, for clones running at once); each
+        device gets the context properties its driver maps it to, unless the context properties or the environment
+        set those keys. Part of the cache token (through the properties)."""
+        from nnadapter_bridge.nnadapter.driver_protocol import EXECUTION_PREFERENCES
+
+        if not isinstance(preference, str) or preference.strip().lower() not in EXECUTION_PREFERENCES:
+            raise ConfigError(f"set_nnadapter_execution_preference: expected one of "
+                              f"{', '.join(EXECUTION_PREFERENCES)}, got {preference!r}")
+        self._execution_preference = preference.strip().lower()
+
+    def nnadapter_execution_preference(self) -> str:
+        return self._execution_preference
+
+    def set_nnadapter_relax_float32_to_float16(self, enabled: bool = True) -> None:
+        """NNAPI's relaxComputationFloat32toFloat16: the devices may compute float32 operations in float16 (or in
+        bfloat16 where they compute that instead: intel_openvino on a CPU with bf16). Each device gets the context
+        property its driver maps it to, unless set already; a device without one computes float32 as before (a
+        NoEffectWarning when no listed device has one). Part of the cache token; `run --compare-paddle` judges
+        such outputs at the reduced-precision tolerance and shows what it cost."""
+        self._relax_float32 = bool(enabled)
+
+    def nnadapter_relax_float32_to_float16(self) -> bool:
+        return self._relax_float32
 
     def nnadapter_device_selection(self) -> str:
         """The policy set with set_nnadapter_device_selection, '' when not set."""

@@ -14,6 +14,10 @@ the subgraph engines read from then on. Resolving is where what needs the driver
   - the partition config (the API buffer, the API path, then the SUBGRAPH_PARTITION_CONFIG_FILE / _BUFFER
     environment) and the mixed-precision quantization config, parsed;
   - NNADAPTER_BRIDGE_PROGRESS (progress bars while subgraphs convert);
+  - the execution preference and the relaxed float path (Config.set_nnadapter_execution_preference,
+    set_nnadapter_relax_float32_to_float16): the properties each driver maps them to (its optional
+    `preference_properties` hook; "low_power" also sets each thread-count key to 1), added where neither the
+    string, set_threads nor the environment sets the key (`context_properties_with_preference`);
   - the device selection (Config.set_nnadapter_device_selection, else the context property
     NNADAPTER_DEVICE_SELECTION, which is taken out of the string the devices get; default "priority").
 
@@ -101,6 +105,53 @@ def context_properties_with_threads(properties: str, threads: int | None, device
 DEVICE_SELECTION_PROPERTY = "NNADAPTER_DEVICE_SELECTION"
 
 
+def _preference_hook(name: str):
+    try:
+        return getattr(DeviceManager.instance().driver(name), "preference_properties", None)
+    except Exception:  # a driver that does not load maps nothing (its device is left out at open, with a warning)
+        return None
+
+
+def _hook_properties(hook, preference: str, relax: bool) -> dict:
+    try:
+        return {str(k): str(v) for k, v in (hook(preference, relax) or {}).items()}
+    except Exception as exc:  # a failing hook maps nothing: the device keeps its defaults, and says so
+        warnings.warn(f"{getattr(hook, '__self__', hook)!r}: preference_properties failed ({exc}); its defaults "
+                      "stay", NoEffectWarning, stacklevel=4)
+        return {}
+
+
+def context_properties_with_preference(properties: str, preference: str, relax_float32: bool,
+                                       device_names: Iterable[str], environ: Mapping[str, str] = os.environ) -> str:
+    """`properties` plus the keys each of `device_names` maps the execution preference and the relaxed float path
+    to (module docstring), for keys neither `properties` nor `environ` sets; unchanged when neither is asked for. A
+    relaxed float path no listed device offers is one NoEffectWarning."""
+    if not preference and not relax_float32:
+        return properties
+    given = parse_properties(properties)
+    added: dict = {}
+    relaxed = False
+    for name in device_names:
+        hook = _preference_hook(name)
+        found = _hook_properties(hook, preference, relax_float32) if hook is not None else {}
+        if relax_float32 and hook is not None:
+            relaxed = relaxed or bool(set(found.items()) - set(_hook_properties(hook, preference, False).items()))
+        key = num_threads_property(name) if preference == "low_power" else None
+        if key:
+            found.setdefault(key, "1")  # low power: one core busy per device
+        for key, value in found.items():
+            if key not in given and key not in environ and key not in added:
+                added[key] = value
+    if relax_float32 and not relaxed:
+        warnings.warn(f"set_nnadapter_relax_float32_to_float16: none of {', '.join(device_names) or 'the devices'} "
+                      "computes float32 in a relaxed precision, so everything stays float32", NoEffectWarning,
+                      stacklevel=4)
+    if not added:
+        return properties
+    sep = "" if not properties.strip() or properties.rstrip().endswith(";") else ";"
+    return properties + sep + "".join(f"{key}={value};" for key, value in added.items())
+
+
 def device_selection(chosen: str, properties: str) -> tuple:
     """(policy, properties without the NNADAPTER_DEVICE_SELECTION entry): Config's choice wins over the property;
     no device reads the property, so the devices never get it (and no UnknownPropertyWarning names it)."""
@@ -167,7 +218,9 @@ def resolve_settings(config: Config) -> PredictorSettings:
         listed_device_names=tuple(listed),
         nnadapter_enabled=enabled,
         user_context_properties=user_properties,
-        context_properties=context_properties_with_threads(user_properties, threads, device_names),
+        context_properties=context_properties_with_preference(
+            context_properties_with_threads(user_properties, threads, device_names),
+            config.nnadapter_execution_preference(), config.nnadapter_relax_float32_to_float16(), device_names),
         context_callback=callback,
         strict=strict,
         host_threads=threads or 0,
