@@ -69,6 +69,7 @@ class PredictorSettings:
     mixed_precision_config: PartitionConfig | None
     show_progress: bool  # Config's and NNADAPTER_BRIDGE_PROGRESS's (not 0) say yes (a bar is drawn on a terminal only)
     device_selection: str = "priority"  # subgraph.device_selection.POLICIES
+    relax_float32: bool = False  # Config.set_nnadapter_relax_float32_to_float16 (the estimate uses relaxed figures)
 
     def float_op_indices(self, graph) -> frozenset:
         """The block-0 indices of the ops the mixed-precision config lists; empty without one. A spec that matches
@@ -235,4 +236,5 @@ def resolve_settings(config: Config) -> PredictorSettings:
         mixed_precision_config=resolve_mixed_precision_config(mixed_buffer, mixed_path),
         show_progress=bool(config.show_progress) and os.environ.get(ENV_PROGRESS, "1").strip() != "0",
         device_selection=selection,
+        relax_float32=config.nnadapter_relax_float32_to_float16(),
     )

@@ -2,17 +2,19 @@
 
 Owns the reference workload (`workload_models`: a conv chain, depthwise + pointwise blocks, a transformer block, an
 int8 conv chain, each built in code as an NNAdapter Model, and a one-element ADD that times a run's fixed cost),
-`measure_device` (compile each workload on one device, time it: the best of a few runs), the store
-(`<cache_dir>/calibration.json`, orjson, entries keyed by device name, SDK version, CPU model and thread count; a
-corrupt or foreign file is a miss with one CalibrationWarning and is rewritten), and `capabilities_for`, which turns
-the measured seconds into figures relative to the CPU reference (builtin_device, the numpy reference device):
-per precision class and per operation family, power "unknown" (this machine has no power meter; never invented).
-A driver whose `capabilities()` hook reports figures is not measured; one that reports nothing and cannot be
-measured is taken as the CPU (every figure 1.0).
+`measure_device` (compile each workload on one device, time it: the best of a few runs; the float workloads again
+on the driver's relaxed float path when its `preference_properties` hook has one), the store
+(`<cache_dir>/calibration.json`, orjson, entries keyed by device name, driver and SDK version, CPU model and thread
+count; a corrupt or foreign file is a miss with one CalibrationWarning and is rewritten), and `figures_from_entry`,
+which turns the measured seconds into figures relative to the CPU reference (builtin_device, the numpy reference
+device): per precision class and per operation family, power "unknown" (this machine has no power meter; never
+invented). A driver whose `capabilities()` hook reports figures is not measured; one that reports nothing and
+cannot be measured is taken as the CPU (every figure 1.0).
 
 Entry points: `calibrate(device_names, properties, cache_dir)` (the `calibrate` command, and the device selection
-the first time it needs figures), `load_calibration`, `Calibration`. Imports the ground (the runtime, the model,
-the `.nnc` file helpers) only; never the plan, the engine, the predictor or anything above.
+the first time it needs figures), `stored_figures` (`devices`: what the file holds, nothing measured),
+`Calibration`, `DeviceFigures`. Imports the ground (the runtime, the model, the `.nnc` file helpers) only; never
+the plan, the engine, the predictor or anything above. docs/device_selection.md tells the whole of it.
 """
 from __future__ import annotations
 
@@ -216,15 +218,30 @@ def _best_seconds(execution, arrays: list) -> float:
     return best
 
 
-def measure_device(device, properties: str = "") -> dict:
-    """The measured entry of one acquired runtime Device: {workload: {"seconds", "flops"} or {"unsupported": why}},
-    plus "call_seconds" (a one-element run) and "copy_bytes_per_second" (this machine's memory copy)."""
+def relaxed_properties(driver, properties: str) -> str:
+    """The context-property entries of the driver's relaxed float path (its preference_properties hook) that
+    `properties` does not set, as a string; '' when it has none."""
+    hook = getattr(driver, "preference_properties", None)
+    try:
+        relaxed = dict(hook("", True) or {}) if hook is not None else {}
+        plain = dict(hook("", False) or {}) if hook is not None else {}
+    except Exception:  # a failing hook: no relaxed path to measure
+        return ""
+    given = parse_properties(properties)
+    return "".join(f"{k}={v};" for k, v in relaxed.items() if plain.get(k) != v and k not in given)
+
+
+def _measure_workloads(device, properties: str, names: Iterable[str]) -> tuple:
+    """({workload: {"seconds", "flops"} or {"unsupported": why}}, the "call" workload's seconds or None)."""
     from nnadapter_bridge.nnadapter.runtime import Compilation, Context, Execution
 
     workloads: dict = {}
     call_seconds = None
+    wanted = set(names)
     with Context([device], properties) as context:
         for name, (model, arrays, flops) in workload_models().items():
+            if name not in wanted:
+                continue
             flags = context.validate(model, 0)
             if flags is not None and not all(flags):
                 rejected = sorted({model.operations[i].type.name for i, ok in enumerate(flags) if not ok})
@@ -243,8 +260,22 @@ def measure_device(device, properties: str = "") -> dict:
                 call_seconds = seconds
             else:
                 workloads[name] = {"seconds": seconds, "flops": flops}
-    return {"device": device.name, "workloads": workloads, "call_seconds": call_seconds,
-            "copy_bytes_per_second": _copy_bandwidth()}
+    return workloads, call_seconds
+
+
+def measure_device(device, properties: str = "") -> dict:
+    """The measured entry of one acquired runtime Device: {workload: {"seconds", "flops"} or {"unsupported": why}},
+    "relaxed_workloads" (the float workloads again on the driver's relaxed float path, {} without one),
+    "call_seconds" (a one-element run) and "copy_bytes_per_second" (this machine's memory copy)."""
+    workloads, call_seconds = _measure_workloads(device, properties, list(WORKLOADS) + ["call"])
+    relaxed = relaxed_properties(device.driver, properties)
+    relaxed_workloads: dict = {}
+    if relaxed:
+        sep = "" if not properties.strip() or properties.rstrip().endswith(";") else ";"
+        floats = [w for w, (precision, _) in WORKLOADS.items() if precision == "float32"]
+        relaxed_workloads, _ = _measure_workloads(device, properties + sep + relaxed, floats)
+    return {"device": device.name, "workloads": workloads, "relaxed_workloads": relaxed_workloads,
+            "call_seconds": call_seconds, "copy_bytes_per_second": _copy_bandwidth()}
 
 
 def _copy_bandwidth() -> float:
@@ -273,9 +304,10 @@ def _valid_entry(entry) -> bool:
     if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
         return False
     workloads = entry.get("workloads")
-    if not isinstance(workloads, dict):
+    relaxed = entry.get("relaxed_workloads", {})
+    if not isinstance(workloads, dict) or not isinstance(relaxed, dict):
         return False
-    for figures in workloads.values():
+    for figures in list(workloads.values()) + list(relaxed.values()):
         if not isinstance(figures, dict):
             return False
         seconds = figures.get("seconds")
@@ -357,8 +389,8 @@ def _geometric_mean(values: Iterable[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in found) / len(found)) if found else None
 
 
-def _workload_seconds(entry: dict, name: str) -> tuple | None:
-    figures = (entry or {}).get("workloads", {}).get(name) or {}
+def _workload_seconds(entry: dict, name: str, table: str = "workloads") -> tuple | None:
+    figures = (entry or {}).get(table, {}).get(name) or {}
     return (figures["seconds"], figures["flops"]) if "seconds" in figures else None
 
 
@@ -387,8 +419,19 @@ def figures_from_entry(name: str, key: str, entry: dict | None, reference: dict 
     float_spf = _geometric_mean(seconds_per_flop[f] for f in OPERATION_FAMILIES if f in seconds_per_flop)
     if float_spf is not None:
         seconds_per_flop["float32"] = float_spf
-    notes.setdefault("relaxed_float16", "not measured: the relaxed float32 -> float16/bf16 path is not built "
-                                        "(issue 30 item 4)")
+    # The relaxed float path: the float workloads on it against the reference's float32 (as NNAPI's
+    # relaxedFloat32toFloat16Performance is against the CPU's float32).
+    relaxed_ratios, relaxed_spf = [], []
+    for workload, (precision, _) in WORKLOADS.items():
+        own, ref = _workload_seconds(entry, workload, "relaxed_workloads"), _workload_seconds(reference, workload)
+        if precision == "float32" and own is not None and ref is not None:
+            relaxed_ratios.append(own[0] / ref[0])
+            relaxed_spf.append(own[0] / own[1])
+    if relaxed_ratios:
+        precisions["relaxed_float16"] = PerformanceInfo(_geometric_mean(relaxed_ratios))
+        seconds_per_flop["relaxed_float16"] = _geometric_mean(relaxed_spf)
+    else:
+        notes.setdefault("relaxed_float16", "no relaxed float path: float32 stays float32 on this device")
     measured = entry is not None and bool(families)
     return DeviceFigures(name, Capabilities(precisions, families, "calibration"), seconds_per_flop,
                          float((entry or {}).get("call_seconds") or 0.0),
@@ -467,8 +510,8 @@ def calibrate(device_names: Sequence[str], properties: str = "", cache_dir: str 
             continue
         key = entry_key(name, device.driver, properties)
         keyed[name] = (device, key)
-        if key in entries or (name != REFERENCE_DEVICE and getattr(device.driver, "capabilities", None) is not None
-                              and _reports(device)):
+        # Kept (an entry from before the relaxed path was measured is measured again), or reported by the driver.
+        if (key in entries and "relaxed_workloads" in entries[key]) or (name != REFERENCE_DEVICE and _reports(device)):
             continue
         try:
             entries[key] = measure_device(device, properties)
@@ -499,8 +542,9 @@ def calibrate(device_names: Sequence[str], properties: str = "", cache_dir: str 
 
 def _reports(device) -> bool:
     """Does the driver's capabilities() hook report figures (so it need not be measured)?"""
+    hook = getattr(device.driver, "capabilities", None)
     try:
-        return isinstance(device.driver.capabilities(), Capabilities)
+        return hook is not None and isinstance(hook(), Capabilities)
     except Exception:  # measured instead (_driver_figures warns)
         return False
 

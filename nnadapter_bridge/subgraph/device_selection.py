@@ -128,9 +128,11 @@ def order_text(order: Sequence[str]) -> str:
 
 # -- the estimate ----------------------------------------------------------------------------------------
 def _seconds_per_flop(figures, reference, family: str, precision: str) -> float:
+    # The precision's own figure (int8, relaxed), else the float32 family's, else the float32 one; the reference's
+    # when the device has none (it is then taken as the CPU).
+    keys = ([precision] if precision != "float32" else []) + [family, "float32"]
     for table in (figures.seconds_per_flop, reference.seconds_per_flop):
-        key = precision if precision != "float32" else family
-        for k in (key, "float32"):
+        for k in keys:
             if k in table:
                 return table[k]
     return 1e-9  # neither the device nor the reference was measured: one GFLOP/s, the same for every device
@@ -262,25 +264,29 @@ def _var_elements(graph, name: str) -> int:
     return math.prod(shape) if shape else 1
 
 
-def op_costs(graph, ops: Sequence, declined: Callable, op_flops: Callable) -> list:
+def op_costs(graph, ops: Sequence, declined: Callable, op_flops: Callable, relaxed: bool = False) -> list:
     """OpCost per op of a subgraph; `declined(op)`: device -> reason for the devices declining it; `op_flops`:
-    subgraph.plan.op_flops."""
+    subgraph.plan.op_flops; `relaxed`: float32 ops are costed at the relaxed float figures
+    (Config.set_nnadapter_relax_float32_to_float16)."""
     found = []
     for op in ops:
+        precision = _op_precision(graph, op)
+        if relaxed and precision == "float32":
+            precision = "relaxed_float16"
         writes = tuple((n, _var_elements(graph, n) * _BYTES_PER_ELEMENT)
                        for names in op.outputs.values() for n in names)
         reads = tuple(n for names in op.inputs.values() for n in names if n not in graph.params)
         elements = sum(nbytes for _, nbytes in writes) // _BYTES_PER_ELEMENT
-        found.append(OpCost(op.index, _op_family(op), _op_precision(graph, op), int(op_flops(graph, op) or 0),
+        found.append(OpCost(op.index, _op_family(op), precision, int(op_flops(graph, op) or 0),
                             elements, frozenset(declined(op)), reads, writes))
     return found
 
 
 def select_devices(graph, subgraphs: Sequence, device_names: Sequence[str], calibration, declined: Callable,
-                   op_flops: Callable, policy: str, margin: float = MARGIN) -> DeviceSelection:
+                   op_flops: Callable, policy: str, margin: float = MARGIN, relaxed: bool = False) -> DeviceSelection:
     """The DeviceSelection of a plan's `subgraphs` over the context's `device_names` (module docstring)."""
     figures = {n: calibration.figures(n) for n in device_names}
-    choices = {s.index: choose(s.index, op_costs(graph, s.ops, declined, op_flops), device_names, figures,
+    choices = {s.index: choose(s.index, op_costs(graph, s.ops, declined, op_flops, relaxed), device_names, figures,
                                calibration.reference, policy, margin)
                for s in subgraphs}
     return DeviceSelection(policy, calibration, choices)
@@ -373,6 +379,6 @@ def plan_selection(plan, context, settings) -> DeviceSelection:
     calibration = calibrate(names, settings.context_properties, settings.cache_dir or None)
     verdicts = _KeptVerdicts(plan, context)
     selection = select_devices(plan.graph, plan.result.subgraphs, names, calibration, verdicts.declined, op_flops,
-                               settings.device_selection)
+                               settings.device_selection, relaxed=getattr(settings, "relax_float32", False))
     verdicts.save()
     return selection

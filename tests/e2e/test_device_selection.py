@@ -84,6 +84,16 @@ def test_a_split_that_saves_less_than_it_costs_is_not_made():
     assert choice.contested == [("slow", "fast")]
 
 
+def test_relaxed_float_ops_are_costed_at_the_relaxed_figure_where_a_device_has_one():
+    ops = [OpCost(0, "conv", "relaxed_float16", 10**9, 1, frozenset(), ("x",), (("v0", 4),))]
+    relaxing = _figures("relaxing", 2e-12)
+    relaxing.seconds_per_flop["relaxed_float16"] = 0.5e-12
+    plain = _figures("plain", 1e-12)  # no relaxed path: its float32 conv figure
+    choice = choose(0, ops, ["plain", "relaxing"], {"plain": plain, "relaxing": relaxing}, REFERENCE)
+    assert choice.order == ("relaxing", "plain")
+    assert [c.seconds for c in choice.candidates] == pytest.approx([0.5e-3, 1e-3])
+
+
 def test_low_power_ranks_by_time_x_power_only_when_every_device_reports_power():
     ops = _chain({})
     unknown = {"a": _figures("a", 1e-12), "b": _figures("b", 2e-12)}
@@ -115,7 +125,8 @@ def picky_device():
 
 def _entry(name: str, seconds: float, call: float, copy: float) -> dict:
     workloads = {w: {"seconds": seconds, "flops": 1000} for w in calibration.WORKLOADS}
-    return {"device": name, "workloads": workloads, "call_seconds": call, "copy_bytes_per_second": copy}
+    return {"device": name, "workloads": workloads, "relaxed_workloads": {}, "call_seconds": call,
+            "copy_bytes_per_second": copy}
 
 
 def _write_calibration(cache_dir, picky_seconds: float, call: float, copy: float) -> None:
