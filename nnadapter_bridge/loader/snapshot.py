@@ -42,13 +42,13 @@ from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader.model_files import ModelSource, map_file
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
 from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.source_digest import files_digest
 
 SNAPSHOT_FORMAT = "nnadapter-bridge-program-v1"
 MAX_SNAPSHOT_BYTES = 256 << 20
 RACY_NS = 2_000_000_000  # as subgraph.support_decisions.FingerprintMemo's
 # The layouts with a model file and at most one params file (loader.model_files).
 _LAYOUTS = frozenset({"pdmodel+pdiparams", "json+pdiparams", "dir+__params__", "files"})
-_LOADER_DIGEST: str | None = None
 
 
 class _Unencodable(ValueError):
@@ -56,17 +56,11 @@ class _Unencodable(ValueError):
 
 
 def loader_code_digest() -> str:
-    """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes. Computed once per
-    process; it keys the snapshots and the verdicts' program records."""
-    global _LOADER_DIGEST
-    if _LOADER_DIGEST is None:
-        digest = hashlib.md5()
-        root = os.path.dirname(os.path.abspath(__file__))
-        for name in sorted(f for f in os.listdir(root) if f.endswith(".py")):
-            with open(os.path.join(root, name), "rb") as f:
-                digest.update(name.encode("utf-8") + b"\0" + f.read())
-        _LOADER_DIGEST = digest.hexdigest()[:16]
-    return _LOADER_DIGEST
+    """md5 (16 hex) of the loader's sources: how a model's bytes become ops and attributes. Once per process
+    (nnadapter.source_digest); it keys the snapshots and the verdicts' program records."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    return files_digest("loader", lambda: [(name, os.path.join(root, name))
+                                           for name in sorted(f for f in os.listdir(root) if f.endswith(".py"))])
 
 
 def _paths(source: ModelSource) -> tuple | None:

@@ -45,6 +45,7 @@ from nnadapter_bridge.nnadapter.runtime import (
     is_device_fault,
     unknown_property_keys,
 )
+from nnadapter_bridge.nnadapter.source_digest import remember_in as remember_code_digests_in
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.predictor.config import Config
 from nnadapter_bridge.predictor.settings import PredictorSettings, resolve_settings
@@ -226,6 +227,7 @@ class Predictor:
         # The decoded program is kept in the model cache dir (loader.snapshot), not with an integrity key: it has
         # no MAC.
         snapshot_dir = settings.cache_dir if settings.cache_dir and settings.cache_key is None else None
+        remember_code_digests_in(snapshot_dir)  # so are the code digests in the cache keys (nnadapter.source_digest)
         self.graph = load_model(**settings.model_source, snapshot_dir=snapshot_dir)
         self.device_names = list(settings.device_names)  # []: no NNAdapter place is valid, all runs on the host
         self.context = _open_context(settings)  # None: no device opened

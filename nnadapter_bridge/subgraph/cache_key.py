@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nnadapter_bridge import __version__
+from nnadapter_bridge.nnadapter.source_digest import files_digest
 from nnadapter_bridge.nnadapter.types import OperandType
 
 CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
@@ -53,29 +54,26 @@ def semantic_attrs(op) -> tuple:
     return tuple(sorted((name, freeze(value)) for name, value in op.attrs.items() if name not in BOOKKEEPING_ATTRS))
 
 
-_CODE_DIGEST: str | None = None
-
-
 def code_digest() -> str:
     """md5 (16 hex) of the source of the packages whose behaviour a cached program or verdict depends on:
-    converters, the NNAdapter standard and the in-tree drivers. Computed once per process (~1 MB read)."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        digest = hashlib.md5()
-        for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
-            # Located, not imported: a warm start that restores everything never imports the converters.
-            spec = importlib.util.find_spec(package)
-            roots = list(spec.submodule_search_locations or []) if spec is not None else []
-            for root in roots:
-                for directory, subdirs, files in os.walk(root):
-                    subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-                    for name in sorted(f for f in files if f.endswith(".py")):
-                        path = os.path.join(directory, name)
-                        digest.update(f"{package}/{os.path.relpath(path, root)}".encode() + b"\0")
-                        with open(path, "rb") as f:
-                            digest.update(f.read())
-        _CODE_DIGEST = digest.hexdigest()[:16]
-    return _CODE_DIGEST
+    converters, the NNAdapter standard and the in-tree drivers. Once per process; remembered across starts by the
+    files' identities (nnadapter.source_digest: ~1 MB read otherwise)."""
+    return files_digest("code", _code_files)
+
+
+def _code_files() -> list:
+    files = []
+    for package in ("converters", "hal", "nnadapter_bridge.nnadapter"):
+        # Located, not imported: a warm start that restores everything never imports the converters.
+        spec = importlib.util.find_spec(package)
+        roots = list(spec.submodule_search_locations or []) if spec is not None else []
+        for root in roots:
+            for directory, subdirs, names in os.walk(root):
+                subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+                for name in sorted(f for f in names if f.endswith(".py")):
+                    path = os.path.join(directory, name)
+                    files.append((f"{package}/{os.path.relpath(path, root)}", path))
+    return files
 
 
 def versions(context) -> str:

@@ -34,31 +34,20 @@ import os
 import warnings
 
 from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.source_digest import files_digest
 
 PLAN_FORMAT = "nnadapter-bridge-plan-v1"
 MAX_PLAN_BYTES = 64 << 20
 _CODE_FILES = (("partition", ("__init__.py", "config.py", "detector.py")),
                ("nnadapter_bridge/subgraph", ("plan.py", "plan_store.py")))
-_CODE_DIGEST: str | None = None
 
 
 def _code_digest() -> str:
-    """md5 (16 hex) of the partitioner's sources (module docstring), computed once per process."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        digest = hashlib.md5()
-        for directory, names in _CODE_FILES:
-            for name in names:
-                path = os.path.join(root, directory, name)
-                digest.update(f"{directory}/{name}".encode() + b"\0")
-                try:
-                    with open(path, "rb") as f:
-                        digest.update(f.read())
-                except OSError:  # an installed layout without one of them: its absence is part of the digest
-                    digest.update(b"-")
-        _CODE_DIGEST = digest.hexdigest()[:16]
-    return _CODE_DIGEST
+    """md5 (16 hex) of the partitioner's sources (module docstring), once per process (nnadapter.source_digest)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # A file absent from an installed layout is hashed as absent: its absence is part of the digest.
+    return files_digest("partitioner", lambda: [(f"{directory}/{name}", os.path.join(root, directory, name))
+                                                for directory, names in _CODE_FILES for name in names])
 
 
 def plan_key(store_key: str, program_key: str, forced_indexes, min_subgraph_size: int) -> str:

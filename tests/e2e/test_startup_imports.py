@@ -37,7 +37,7 @@ CORE = {
     "nnadapter_bridge.nnadapter.nnc.container", "nnadapter_bridge.nnadapter.nnc.files",
     "nnadapter_bridge.nnadapter.nnc.identity", "nnadapter_bridge.nnadapter.nnc.records",
     "nnadapter_bridge.nnadapter.nnc.writer", "nnadapter_bridge.nnadapter.properties",
-    "nnadapter_bridge.nnadapter.record",
+    "nnadapter_bridge.nnadapter.record", "nnadapter_bridge.nnadapter.source_digest",
     "nnadapter_bridge.nnadapter.runtime", "nnadapter_bridge.nnadapter.runtime.compilation",
     "nnadapter_bridge.nnadapter.runtime.context", "nnadapter_bridge.nnadapter.runtime.devices",
     "nnadapter_bridge.nnadapter.runtime.execution", "nnadapter_bridge.nnadapter.runtime.faults",
