@@ -3,7 +3,8 @@ type and version, and whether its driver loads (and why not): `ok`, `unavailable
 nnadapter-bridge[x]` (the driver's SDK is missing) or `fails to load: <why>`. A driver whose SDK is missing is
 not usable, so it is never shown as loaded: "loaded" is false in the JSON and its version is "-" in the table.
 With the figures of `nnadapter-bridge calibrate` (calibration.json; --cache-dir names the model cache they are kept
-beside): each device's float32 and int8 execution time relative to builtin_device; "-" when not calibrated.
+beside): each device's float32, relaxed float32 and int8 execution time relative to builtin_device; "-" when not
+calibrated.
 
 Entry points: `register(subparsers)` (cli.main) and `run(args)`. Imports the runtime's device list inside `run` only.
 """
@@ -47,7 +48,7 @@ def run(args) -> int:
     measured = [(name, found) for name, found in figures.items() if found is not None]
     if measured:  # the figures of `nnadapter-bridge calibrate`, a table of their own (the one above keeps its columns)
         print("\ncalibration: execution time relative to builtin_device (lower is faster; power: unknown)")
-        table = format_table(("device", "float32", "int8", "run us"),
+        table = format_table(("device", "float32", "relaxed", "int8", "run us"),
                              [(name, *_relative(found), f"{found.call_seconds * 1e6:.0f}") for name, found in measured])
         print("\n".join("  " + line for line in table.splitlines()))
     return 0
@@ -55,4 +56,5 @@ def run(args) -> int:
 
 def _relative(figures) -> tuple:
     precisions = figures.capabilities.precisions
-    return tuple(f"{precisions[p].exec_time:.3g}x" if p in precisions else "-" for p in ("float32", "int8"))
+    return tuple(f"{precisions[p].exec_time:.3g}x" if p in precisions else "-"
+                 for p in ("float32", "relaxed_float16", "int8"))
