@@ -35,10 +35,11 @@ from nnadapter_bridge.nnadapter.record import plain_dataclass
 
 POLICIES = ("priority", "fastest", "low_power")
 DEFAULT_POLICY = "priority"
-# Orders whose estimate is within this share of the best one are timed on the real input (measured_choice): the
-# reference workload says how fast a device is on average, not which one wins a given model (onnxruntime beats
-# OpenVINO on PP-LCNet by 2x although OpenVINO is faster on every workload of the calibration).
-MARGIN = 0.5
+# Orders whose estimate is within this share of the best one (up to 2x the best) are timed on the real input
+# (measured_choice): the reference workload says how fast a device is on average, not which one wins a given model
+# (the zoo measured onnxruntime 2x faster than OpenVINO on PP-LCNet, while the calibration finds OpenVINO as fast or
+# faster on every workload), and on a loaded machine the calibration itself moves by tens of percent.
+MARGIN = 1.0
 _BYTES_PER_ELEMENT = 4
 _DEPTHWISE_TYPES = frozenset({"depthwise_conv2d"})
 _CONV_TYPES = frozenset({"conv2d", "fused_conv2d", "conv2d_fusion", "conv2d_transpose", "conv3d",

@@ -80,8 +80,9 @@ def test_a_split_that_saves_less_than_it_costs_is_not_made():
     assert choice.candidates[0].parts == 1 and choice.candidates[0].ops == {"slow": 3}
     split = estimate(ops, ("fast", "slow"), figures, REFERENCE)
     assert split.parts == 3 and split.seconds > choice.candidates[0].seconds
-    # 4.6 ms against 7.5 ms: beyond the margin, so the estimate alone decides (nothing is timed).
-    assert choice.contested == [("slow", "fast")]
+    # 4.6 ms against 7.5 ms: within the default margin (2x), both are timed on the first run; within 50%, only one.
+    assert choice.contested == [("slow", "fast"), ("fast", "slow")]
+    assert choose(0, ops, ["fast", "slow"], figures, REFERENCE, margin=0.5).contested == [("slow", "fast")]
 
 
 def test_relaxed_float_ops_are_costed_at_the_relaxed_figure_where_a_device_has_one():
