@@ -4,7 +4,7 @@ Owns `files_digest` (md5, 16 hex, of named files' bytes: the code digests in the
 `code_digest`, the plan store's and loader.snapshot's `loader_code_digest`) and `remember_in` (the model cache dir
 where they are kept, `<dir>/code-digests.json`). Computing cache_key's reads ~1 MB of source (~5 ms at every start);
 a start whose files have the identities they had when a digest was recorded reads it from that file instead:
-  * the identity of each file: real path, device, inode, size, modification and status-change times. Any write or
+  * the identity of each file: path, device, inode, size, modification and status-change times. Any write or
     time change sets the status-change time to the current time and no user can set it back, so a source edited in
     place, even to the same size and modification time, is hashed again;
   * a digest is recorded only when every file last changed more than RACY_NS before it was read (two writes within
@@ -48,7 +48,8 @@ def _identity(path: str) -> list:
         info = os.stat(path)
     except OSError:
         return [path, None]  # an absent file is part of the digest too (files_digest hashes it as absent)
-    return [os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    # The path as given (device and inode name the file; realpath would cost a syscall per path component)
+    return [path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
 def files_digest(label: str, list_files: Callable[[], Sequence[tuple[str, str]]]) -> str:
