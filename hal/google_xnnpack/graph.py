@@ -244,6 +244,25 @@ class TfliteBuilder:
                 self.current = current
         return self._dequantized[key]
 
+    def fit_trial_input(self, op: Operation, i: int, dims: Sequence[int | None]) -> None:
+        """A trial build (`trial`: validate_program on declared -1 dims) gives every unknown dim 1, which need not
+        agree with the operation's other operands (a reshape into 8 x 8 windows, a matmul contracting with a
+        constant weight), where a compiled program's concrete dims do. Here input i of `op`, when it is a model
+        input no operator has read yet, takes `dims` (None: kept) where its operand's dims are unknown, as a
+        concrete program would; nothing changes outside a trial."""
+        operand = op.inputs[i]
+        if not self.trial or operand.is_constant or operand.index not in self.values:
+            return
+        tensor = self.values[operand.index].tensor
+        if self.values[operand.index].layout != PLAIN or any(tensor in o.inputs for o in self.operators) \
+                or tensor in self._converted.values():
+            return
+        shape = list(self.tensors[tensor].shape)
+        for k, (declared, want) in enumerate(zip(operand.type.dims, dims)):
+            if not known(declared) and want is not None:
+                shape[k] = int(want)
+        self.tensors[tensor].shape = shape
+
     def real_with_range(self, op: Operation, i: int) -> int:
         """Int8 input i in NHWC with two channels appended holding -128 and 127, dequantized (made once per
         operand): what XNNPACK's dynamically quantized convolution reads without rounding anything. That

@@ -32,7 +32,7 @@ from hal.google_xnnpack.graph import BuiltinOptions as O
 from hal.quantized_chains import ConvChain, FoldedConv, batch_norm_factors, fold_chain, fold_weights, int8_symmetric
 from nnadapter_bridge.nnadapter.codes import FuseCode, PadMode, Precision
 from nnadapter_bridge.nnadapter.codes import OperationType as T
-from nnadapter_bridge.nnadapter.operations.common import normalize_axis
+from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
 from nnadapter_bridge.nnadapter.operations.registry import dequantize
 from nnadapter_bridge.nnadapter.operations.window import resolve_window
 from nnadapter_bridge.nnadapter.types import Operation
@@ -611,6 +611,7 @@ def _mat_mul(g: TfliteBuilder, op: Operation):
         # x @ W as FULLY_CONNECTED keeping x's leading dims: XNNPACK's packed-weight GEMM
         weights = np.asarray(y.value, dtype=np.float32)
         weights = weights if transpose_y else weights.T
+        g.fit_trial_input(op, 0, [None] * (x_rank - 1) + [weights.shape[1]])  # the contracted dim is the weight's
         options = schema.FullyConnectedOptionsT()
         options.keepNumDims = True
         g.operator(B.FULLY_CONNECTED, [g.value(op, 0), g.const(np.ascontiguousarray(weights), hint="weight"), -1],
@@ -879,6 +880,12 @@ def _layer_norm(g: TfliteBuilder, op: Operation):
 @OPERATIONS.implements(T.RESHAPE, T.FLATTEN, T.SQUEEZE, T.UNSQUEEZE)
 def _reshape(g: TfliteBuilder, op: Operation):
     shape = g.out_shape(op, 0)
+    unknown = [k for k, d in enumerate(op.inputs[0].type.dims) if not known(d)]
+    if g.trial and len(unknown) == 1:  # the input's unknown dim holding as many elements as the result has
+        size, result = int(np.prod(g.operand_dims(op.inputs[0]))), int(np.prod(shape))
+        if result % max(size, 1) == 0:
+            g.fit_trial_input(op, 0, [result // size if k == unknown[0] else None
+                                      for k in range(len(op.inputs[0].type.dims))])
     x = g.plain_memory(op, 0)
     options = schema.ReshapeOptionsT()
     options.newShape = list(shape)

@@ -136,8 +136,6 @@ _XNN_STEPS = "XNNPACK slices with step 1 only: a strided or reversed slice is de
 _XNN_ADAPTIVE = "TFLite has no adaptive pool: only an adaptive average pool to 1x1 (a MEAN) is built"
 _XNN_POOL_INDICES = "TFLite's MAX_POOL_2D has no indices output"
 _XNN_VECTOR_MATMUL = "a matmul with a 1-D operand (the vector case) is not expressed in TFLite's BATCH_MATMUL"
-_XNN_TRIAL_DIMS = ("decided with its declared -1 dims made 1, LiteRT's XNNPACK delegate refuses to prepare the "
-                   "trial program (its reshape of a runtime node fails), so the op is declined")
 _XNN_HOST = {
     "deit": {
         "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
@@ -145,7 +143,7 @@ _XNN_HOST = {
     },
     "swin": {
         "shape": (39, _XNN_INTEGER), "slice": (39, _XNN_INTEGER), "fill_constant": (257, _XNN_INTEGER),
-        "stack": (78, _XNN_INTEGER), "reshape2": (92, _XNN_INTEGER),
+        "stack": (78, _XNN_INTEGER), "reshape2": (90, _XNN_INTEGER),
         "index_select": (12, _xnn_lacks("GATHER")),
         "roll": (12, _xnn_lacks("ROLL")),
         "set_value": (54, _xnn_lacks("WHERE")),
@@ -174,7 +172,7 @@ _XNN_HOST = {
         "strided_slice": (2, _XNN_STEPS),
     },
     "mobilevit": {
-        "reshape2": (23, _XNN_TRIAL_DIMS),
+        "reshape2": (19, _XNN_INTEGER),
         "shape": (10, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "fill_constant": (55, _XNN_INTEGER),
         "stack": (19, _XNN_INTEGER),
     },
@@ -248,7 +246,6 @@ _XNN_HOST = {
         "conditional_block": (2, _SHAPE_BRANCH), "logical_not": (1, _XNN_INTEGER),
         "elementwise_floordiv": (6, _xnn_lacks("FLOOR_DIV")),
         "reshape2": (14, _XNN_INTEGER),
-        "matmul_v2": (6, _XNN_TRIAL_DIMS),
         "p_norm": (2, _xnn_lacks("POW")),
         "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
     },
@@ -282,7 +279,6 @@ _XNN_HOST = {
         "nearest_interp_v2": (2, _XNN_NEAREST),
         "sqrt": (4, _xnn_lacks("POW")),
         "matmul_v2": (4, _XNN_VECTOR_MATMUL),
-        "reshape2": (4, _XNN_TRIAL_DIMS),
         "multiclass_nms3": (1, _XNN_INTEGER),
     },
     "ppyoloe_plus": {"nearest_interp_v2": (2, _XNN_NEAREST), "multiclass_nms3": (1, _XNN_INTEGER)},

@@ -349,6 +349,42 @@ def test_an_unknown_dim_is_refused_at_compile_time(context):
     assert info.value.code == ResultCode.FEATURE_NOT_SUPPORTED
 
 
+def _declared_model(kind: T, x_dims, out_dims, second):
+    """One operation on a model input declared with -1 dims, as the support decision asks about it."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, x_dims), "x")
+    out = model.add_operand(OperandType(Precision.FLOAT32, out_dims), "out")
+    if kind == T.RESHAPE:
+        inputs = [x, model.add_constant(np.int32(second))]
+    else:
+        inputs = [x, model.add_constant(np.asarray(second, np.float32)), model.add_constant(np.array([False])),
+                  model.add_constant(np.array([False]))]
+    model.add_operation(kind, inputs, [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+@pytest.mark.parametrize("kind, x_dims, out_dims, second", [
+    # Swin's window partition: [-1, 4, 4, 96] -> [-1, 8, 8, 4, 4, 96]; made 1, the -1s hold 1536 and 98304 elements
+    (T.RESHAPE, (-1, 4, 4, 8), (-1, 2, 2, 4, 4, 8), [-1, 2, 2, 4, 4, 8]),
+    # segmenter's projection of [-1, -1, -1] by a constant [192, 192] weight: made 1, it contracts 1 with 192
+    (T.MAT_MUL, (-1, -1, -1), (-1, -1, 6), np.ones((5, 6))),
+], ids=["reshape", "matmul"])
+def test_declared_dims_that_disagree_once_made_1_are_decided_as_a_concrete_program_has_them(
+        context, kind, x_dims, out_dims, second):
+    """The trial build for validate_program makes every -1 a 1; where that disagrees with the operation's other
+    dims, LiteRT's XNNPACK delegate refuses to prepare the trial ("failed to reshape runtimeNode"), though a
+    compiled program, whose dims are concrete and agree, runs. The trial gives the input the size it must have."""
+    model = _declared_model(kind, x_dims, out_dims, second)
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    concrete = _declared_model(kind, tuple(8 if d < 0 else d for d in x_dims) if kind == T.RESHAPE else (2, 3, 5),
+                               (2, 2, 2, 4, 4, 8) if kind == T.RESHAPE else (2, 3, 6), second)
+    feeds = [randn(*concrete.input_operands[0].type.dims, seed=3)]
+    program = DRIVER.create_program(context, concrete, Cache())
+    assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(concrete, feeds)[0], what=kind.name)
+
+
 def test_convert_model_names_the_operation_it_cannot_build():
     from hal.common import Unsupported
 
