@@ -2,7 +2,8 @@
 
     python benchmarks/profile_startup.py [--models m1,m2] [--devices intel_openvino,microsoft_onnxruntime]
                                          [--threads 1] [--repeat K] [--overhead-runs N] [--cprofile N]
-                                         [--tracemalloc] [--json out.json] [--markdown out.md]
+                                         [--tracemalloc] [--spawn-pairs N [--spawn-only]] [--json out.json]
+                                         [--markdown out.md]
     python benchmarks/profile_startup.py --from-json out.json [--markdown out.md]
 
 For every (model, device) it runs fresh processes (`--child`, this file) and reports medians over K repeats:
@@ -31,6 +32,10 @@ Start-up figures exclude `import nnadapter_bridge` + the SDK package ("imports" 
 from-spawn figures stand beside them, in the summary table, in each phase table (rows "spawn -> interpreter up",
 "spawn -> first result") and in the JSON (`since_spawn_s`, `python_start_s`, `start_with_imports_s` per summary):
 a fresh process's wait, imports included, from the parent's fork/exec to the first output.
+`--spawn-pairs N` adds a table of N interleaved warm starts of ours and of OpenVINO direct from spawn in bare
+processes (nothing wrapped, sampled or hooked, as a user's process runs: the phase children's recorder slows imports,
+and ours import more modules), after a cold start and a settling warm start of each; `--spawn-only` gives that table
+alone (`spawn_pairs`, `bare_child`).
 `--models` takes the zoo models (devtools.zoo: MODELS, EXTRA_MODELS, PIR_MODELS) and the real-architecture zoo
 (tests/support/real_zoo's catalog, built or taken from the test fixture cache), whose feeds (every input) are
 written to an .npz the children read; OpenVINO direct runs on the legacy .pdmodel ones.
@@ -366,6 +371,46 @@ def ensure_benchmark_model(name: str, model_dir: str, scratch: str) -> tuple:
     return ensure_model(name, model_dir), None
 
 
+def _our_predictor(nnadapter_bridge, args):
+    """The predictor every start of ours makes (phase children and bare ones alike)."""
+    config = nnadapter_bridge.Config()
+    config.set_model_file(args.model)
+    config.set_param_file(params_path(args.model))
+    config.set_nnadapter_device_names([args.device])
+    config.set_nnadapter_context_properties(f"{THREAD_PROPERTIES[args.device]}={args.threads}")
+    config.set_nnadapter_model_cache_dir(args.work_dir)
+    return nnadapter_bridge.create_predictor(config)
+
+
+def _our_first_result(predictor, x):
+    if isinstance(x, dict):
+        for k, name in enumerate(predictor.get_input_names()):
+            predictor.get_input(k).from_numpy(x[name])
+    else:
+        predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    return predictor.get_output(0).numpy()
+
+
+def _peer_config(args) -> dict:
+    return {"INFERENCE_NUM_THREADS": args.threads, "CACHE_DIR": args.work_dir, "INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _peer_compiled(ov, args):
+    """OpenVINO compiling the Paddle model itself with its CACHE_DIR: read_model + compile_model when cold,
+    compile_model(path) when warm (it then imports from its cache)."""
+    core = ov.Core()
+    if args.phase == "cold":
+        return core.compile_model(core.read_model(args.model), "CPU", _peer_config(args))
+    return core.compile_model(args.model, "CPU", _peer_config(args))
+
+
+def _peer_first_result(compiled, x):
+    request = compiled.create_infer_request()
+    request.infer(x if isinstance(x, dict) else {0: x})
+    return request, request.get_output_tensor(0).data.copy()
+
+
 def _ours(args, recorder: Recorder, result: dict):
     sys.path.insert(0, ROOT)
     with recorder.phase("imports"):
@@ -377,21 +422,9 @@ def _ours(args, recorder: Recorder, result: dict):
     x = example_input(args.model, args.feeds)
     with recorder.phase("start"):
         with recorder.phase("create_predictor"):
-            config = nnadapter_bridge.Config()
-            config.set_model_file(args.model)
-            config.set_param_file(params_path(args.model))
-            config.set_nnadapter_device_names([args.device])
-            config.set_nnadapter_context_properties(f"{THREAD_PROPERTIES[args.device]}={args.threads}")
-            config.set_nnadapter_model_cache_dir(args.work_dir)
-            predictor = nnadapter_bridge.create_predictor(config)
+            predictor = _our_predictor(nnadapter_bridge, args)
         with recorder.phase("first run"):
-            if isinstance(x, dict):
-                for k, name in enumerate(predictor.get_input_names()):
-                    predictor.get_input(k).from_numpy(x[name])
-            else:
-                predictor.get_input(0).from_numpy(x)
-            predictor.run()
-            first = predictor.get_output(0).numpy()
+            first = _our_first_result(predictor, x)
     result["unwrapped"] = recorder.unwrapped + [f"{m}.{p} (never imported)" for m, p, _ in recorder.pending]
     stats = predictor.stats
     result["details"] = {"subgraphs": stats.subgraphs, "host_ops": stats.host_ops, "builds": stats.builds,
@@ -471,23 +504,46 @@ def _peer_openvino(args, recorder: Recorder, result: dict):
 
     x = example_input(args.model, args.feeds)
     with recorder.phase("start"):
-        core = ov.Core()
-        config = {"INFERENCE_NUM_THREADS": args.threads, "CACHE_DIR": args.work_dir,
-                  "INFERENCE_PRECISION_HINT": "f32"}
         if args.phase == "cold":
+            core = ov.Core()
             with recorder.phase("load"):
                 model = core.read_model(args.model)
             with recorder.phase("compile (driver create_program)"):
-                compiled = core.compile_model(model, "CPU", config)
+                compiled = core.compile_model(model, "CPU", _peer_config(args))
         else:
             with recorder.phase("restore"):
-                compiled = core.compile_model(args.model, "CPU", config)
+                compiled = _peer_compiled(ov, args)
         with recorder.phase("first run"):
-            request = compiled.create_infer_request()
-            request.infer(x if isinstance(x, dict) else {0: x})
-            first = request.get_output_tensor(0).data.copy()
+            request, first = _peer_first_result(compiled, x)
     result["_keep"] = (compiled, request)  # alive until the RSS after the start is read
     return None, x, first
+
+
+def bare_child(args) -> int:
+    """One start as a user's process makes it: nothing wrapped, sampled or hooked (the phase children's recorder
+    slows imports, and ours import more modules than OpenVINO direct). Spawn -> first result, peak RSS, CPU time."""
+    if args.peer:
+        import openvino as ov
+
+        x = example_input(args.model, args.feeds)
+        keep = _peer_first_result(_peer_compiled(ov, args), x)
+        stats = None
+    else:
+        sys.path.insert(0, ROOT)
+        import nnadapter_bridge
+
+        x = example_input(args.model, args.feeds)
+        predictor = _our_predictor(nnadapter_bridge, args)
+        keep = _our_first_result(predictor, x)
+        stats = {"builds": predictor.stats.builds, "cache_hits_file": predictor.stats.cache_hits_file,
+                 "subgraphs": predictor.stats.subgraphs}
+    since = time.time() - args.spawn_time
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result = {"since_spawn_s": since, "peak_rss_bytes": usage.ru_maxrss * 1024,
+              "cpu_s": usage.ru_utime + usage.ru_stime, "stats": stats, "modules": len(sys.modules)}
+    del keep
+    print(MARKER + json.dumps(result), flush=True)
+    return 0
 
 
 def child(args) -> int:
@@ -563,12 +619,15 @@ def child(args) -> int:
 
 # -- the parent -----------------------------------------------------------------------------------------
 def run_child(model: str, device: str, phase: str, work_dir: str, args, *, peer: bool = False,
-              cprofile: int = 0, overhead: int = 0, tracemalloc: bool = False, feeds: str | None = None) -> dict:
+              cprofile: int = 0, overhead: int = 0, tracemalloc: bool = False, feeds: str | None = None,
+              bare: bool = False) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--model", model, "--device", device, "--phase",
            phase, "--work-dir", work_dir, "--threads", str(args.threads), "--overhead-runs", str(overhead),
            "--overhead-seconds", str(args.overhead_seconds)]
     if peer:
         cmd.append("--peer")
+    if bare:
+        cmd.append("--bare")
     if cprofile:
         cmd += ["--cprofile", str(cprofile)]
     if tracemalloc:
@@ -632,8 +691,49 @@ def summarise(runs: list) -> dict:
     return out
 
 
+def spawn_pairs(model_name: str, model: str, device: str, args, scratch: str, feeds: str | None = None) -> dict:
+    """`args.spawn_pairs` warm starts of ours from spawn, each followed by one of OpenVINO direct from its own
+    CACHE_DIR (legacy .pdmodel models on intel_openvino: OpenVINO reads no PIR .json), in bare processes. Both cache
+    dirs are filled by a cold start first, then settled: files written less than 2 s before a start are not trusted
+    by the program snapshot and the code digests (docs/cache.md), so one more warm start of each comes first."""
+    peer = device == "intel_openvino" and model.endswith(".pdmodel")
+    work = os.path.join(scratch, f"{model_name}-{device}-spawn")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    kinds = [("ours", False)] + ([("peer", True)] if peer else [])
+    for _, is_peer in kinds:
+        run_child(model, device, "cold", work + ("-ov" if is_peer else ""), args, peer=is_peer, feeds=feeds, bare=True)
+    time.sleep(2.2)
+    runs: dict = {kind: [] for kind, _ in kinds}
+    for k in range(args.spawn_pairs + 1):  # the first round settles the caches and is not counted
+        for kind, is_peer in kinds:
+            found = run_child(model, device, "warm", work + ("-ov" if is_peer else ""), args, peer=is_peer,
+                              feeds=feeds, bare=True)
+            if k:
+                runs[kind].append(found)
+    out: dict = {"pairs": args.spawn_pairs}
+    for kind, found in runs.items():
+        good = [r for r in found if "error" not in r]
+        if not good:
+            out[kind] = {"error": found[0].get("error", "no run") if found else "no run"}
+            continue
+        out[kind] = {key: _median([r[key] for r in good]) for key in ("since_spawn_s", "peak_rss_bytes", "cpu_s",
+                                                                      "modules")}
+        out[kind]["min_since_spawn_s"] = min(r["since_spawn_s"] for r in good)
+        out[kind]["stats"] = good[0].get("stats")
+    if peer and "error" not in out["ours"] and "error" not in out["peer"]:
+        ratios = [a["since_spawn_s"] / b["since_spawn_s"] for a, b in zip(runs["ours"], runs["peer"])
+                  if "error" not in a and "error" not in b]
+        out["pair_ratio_median"] = _median(ratios)
+    return out
+
+
 def measure(model_name: str, model: str, device: str, args, scratch: str, feeds: str | None = None) -> dict:
     entry = {"model": model_name, "device": device, "load_1min": os.getloadavg()[0]}
+    if args.spawn_pairs:
+        entry["spawn"] = spawn_pairs(model_name, model, device, args, scratch, feeds)
+    if args.spawn_only:
+        return entry
     cold, warm, peer_cold, peer_warm = [], [], [], []
     peer = device == "intel_openvino" and model.endswith(".pdmodel")
     for k in range(args.repeat):
@@ -675,15 +775,54 @@ def _mib(value) -> str:
     return "—" if value is None else f"{value / 2**20:.0f}"
 
 
+def _spawn_table(report: dict) -> list:
+    """The --spawn-pairs table: warm starts from spawn in bare processes, ours against OpenVINO direct."""
+    entries = [e for e in report["entries"] if "spawn" in e]
+    if not entries:
+        return []
+    lines = [f"Warm start from spawn to the first result, bare processes, {entries[0]['spawn']['pairs']} interleaved "
+             "pairs (medians; × is the median of the per-pair ratios; OpenVINO direct: compile_model(path) from its "
+             "own CACHE_DIR, legacy .pdmodel models only: OpenVINO reads no PIR .json):", "",
+             "| model | device | ours s (min) | OpenVINO direct s (min) | × | peak RSS MiB ours / OV (×) | "
+             "CPU s ours / OV | modules ours / OV |", "|---|---|---|---|---|---|---|---|"]
+    for e in entries:
+        sp = e["spawn"]
+        ours, peer = sp.get("ours", {}), sp.get("peer")
+        if "error" in ours:
+            lines.append(f"| {e['model']} | {e['device']} | failed: {ours['error']} |" + " |" * 5)
+            continue
+        if (ours.get("stats") or {}).get("builds"):
+            lines.append(f"| {e['model']} | {e['device']} | not warm: {ours['stats']} |" + " |" * 5)
+            continue
+        if peer is None or "error" in peer:
+            why = "failed: " + peer["error"] if peer else "—"
+            lines.append(f"| {e['model']} | {e['device']} | {_f(ours['since_spawn_s'], 1, 3)} "
+                         f"({_f(ours['min_since_spawn_s'], 1, 3)}) | {why} | | {_mib(ours['peak_rss_bytes'])} | "
+                         f"{_f(ours['cpu_s'], 1, 3)} | {ours['modules']:.0f} |")
+            continue
+        lines.append(
+            f"| {e['model']} | {e['device']} | {_f(ours['since_spawn_s'], 1, 3)} "
+            f"({_f(ours['min_since_spawn_s'], 1, 3)}) | {_f(peer['since_spawn_s'], 1, 3)} "
+            f"({_f(peer['min_since_spawn_s'], 1, 3)}) | {_f(sp.get('pair_ratio_median'), 1, 2)} | "
+            f"{_mib(ours['peak_rss_bytes'])} / {_mib(peer['peak_rss_bytes'])} "
+            f"({ours['peak_rss_bytes'] / peer['peak_rss_bytes']:.2f}) | {_f(ours['cpu_s'], 1, 3)} / "
+            f"{_f(peer['cpu_s'], 1, 3)} | {ours['modules']:.0f} / {peer['modules']:.0f} |")
+    return lines + [""]
+
+
 def render(report: dict) -> str:
     lines = [f"Measured {report['started']} on {report['host']} ({report['cores']} cores), threads "
              f"{report['threads']}, {report['repeat']} process(es) per figure (medians); load average "
              f"{' '.join(f'{x:.2f}' for x in report['load_before'])} before, "
              f"{' '.join(f'{x:.2f}' for x in report['load_after'])} after. Code: {report.get('commit', '?')}.", ""]
+    lines += _spawn_table(report)
+    phased = [e for e in report["entries"] if "cold" in e]
+    if not phased:
+        return "\n".join(lines) + "\n"
     lines += ["| model | device | cold s | ×OV | warm after imports s | ×OV warm | warm spawn→result s | imports s | "
               "peak RSS MiB cold / warm | ×OV RSS | per-run overhead µs (ours − bare, paired) | bare µs |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for e in report["entries"]:
+    for e in phased:
         cold, warm = e["cold"], e["warm"]
         if "error" in cold or "error" in warm:
             lines.append(f"| {e['model']} | {e['device']} | failed: {cold.get('error') or warm.get('error')} |"
@@ -711,7 +850,7 @@ def render(report: dict) -> str:
                 f"{_f(pw.get('since_spawn_s'), 1, 2)} | {_f(pw.get('imports_s'), 1, 2)} | "
                 f"{_mib(pc['peak_rss_bytes'])} / {_mib(pw.get('peak_rss_bytes'))} | | | |"
             )
-    for e in report["entries"]:
+    for e in phased:
         for kind in ("cold", "warm", "peer_cold", "peer_warm"):
             s = e.get(kind)
             if not s or "error" in s:
@@ -757,6 +896,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--device", help=argparse.SUPPRESS)
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -771,13 +911,16 @@ def main(argv=None) -> int:
     parser.add_argument("--overhead-seconds", type=float, default=20.0, help="at most this long per process")
     parser.add_argument("--cprofile", type=int, default=0, help="top N functions of one extra warm and cold start")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--spawn-pairs", type=int, default=0,
+                        help="also N interleaved warm starts of ours and OpenVINO direct in bare processes")
+    parser.add_argument("--spawn-only", action="store_true", help="only the --spawn-pairs table")
     parser.add_argument("--model-dir", default=DEFAULT_MODEL_DIR)
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     parser.add_argument("--from-json")
     args = parser.parse_args(argv)
     if args.child:
-        return child(args)
+        return bare_child(args) if args.bare else child(args)
     if args.from_json:
         with open(args.from_json) as f:
             report = json.load(f)
