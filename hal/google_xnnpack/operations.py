@@ -881,10 +881,10 @@ def _layer_norm(g: TfliteBuilder, op: Operation):
 def _reshape(g: TfliteBuilder, op: Operation):
     shape = g.out_shape(op, 0)
     unknown = [k for k, d in enumerate(op.inputs[0].type.dims) if not known(d)]
-    if g.trial and len(unknown) == 1:  # the input's unknown dim holding as many elements as the result has
+    if g.trial and unknown:  # the input's last unknown dim making it as many elements as the result has
         size, result = int(np.prod(g.operand_dims(op.inputs[0]))), int(np.prod(shape))
         if result % max(size, 1) == 0:
-            g.fit_trial_input(op, 0, [result // size if k == unknown[0] else None
+            g.fit_trial_input(op, 0, [result // size if k == unknown[-1] else None
                                       for k in range(len(op.inputs[0].type.dims))])
     x = g.plain_memory(op, 0)
     options = schema.ReshapeOptionsT()
@@ -913,9 +913,7 @@ def _stack(g: TfliteBuilder, op: Operation):
     axis = normalize_axis(unpack(op).int("axis"), len(out_dims))
     part_dims = out_dims[:axis] + (1,) + out_dims[axis + 1:]
     parts = [g.reshape(g.value(op, i, PLAIN), part_dims) for i in range(count)]
-    options = schema.ConcatenationOptionsT()
-    options.axis = axis
-    g.operator(B.CONCATENATION, parts, [g.output(op, 0, PLAIN)], O.ConcatenationOptions, options)
+    _concatenate(g, parts, axis, g.output(op, 0, PLAIN))  # more than 5 parts as a tree, which XNNPACK takes
 
 
 @OPERATIONS.implements(T.CHANNEL_SHUFFLE)

@@ -245,7 +245,7 @@ _XNN_HOST = {
         "stack": (15, _XNN_INTEGER), "expand_v2": (2, _XNN_INTEGER), "equal": (1, _XNN_INTEGER),
         "conditional_block": (2, _SHAPE_BRANCH), "logical_not": (1, _XNN_INTEGER),
         "elementwise_floordiv": (6, _xnn_lacks("FLOOR_DIV")),
-        "reshape2": (14, _XNN_INTEGER),
+        "reshape2": (13, _XNN_INTEGER),
         "p_norm": (2, _xnn_lacks("POW")),
         "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
     },
@@ -284,7 +284,7 @@ _XNN_HOST = {
     "ppyoloe_plus": {"nearest_interp_v2": (2, _XNN_NEAREST), "multiclass_nms3": (1, _XNN_INTEGER)},
     "rtdetr": {
         "shape": (22, _XNN_INTEGER), "slice": (22, _XNN_INTEGER), "fill_constant": (311, _XNN_INTEGER),
-        "stack": (105, _XNN_INTEGER), "reshape2": (101, _XNN_INTEGER), "nearest_interp_v2": (2, _XNN_NEAREST),
+        "stack": (103, _XNN_INTEGER), "reshape2": (101, _XNN_INTEGER), "nearest_interp_v2": (2, _XNN_NEAREST),
         "range": (7, _XNN_INTEGER), "cast": (12, _XNN_INTEGER), "meshgrid": (3, _XNN_INTEGER),
         "set_value": (6, _xnn_lacks("WHERE")),
         "greater_than": (1, _XNN_INTEGER), "less_than": (1, _XNN_INTEGER), "bitwise_and": (1, _XNN_INTEGER),
@@ -337,7 +337,7 @@ _XNN_HOST = {
     },
     "slanet": {
         "nearest_interp_v2": (3, _XNN_NEAREST), "shape": (2, _XNN_INTEGER), "slice": (2, _XNN_INTEGER),
-        "fill_constant": (3, _XNN_INTEGER), "stack": (3, _XNN_INTEGER), "one_hot_v2": (25, _XNN_INTEGER),
+        "fill_constant": (3, _XNN_INTEGER), "stack": (2, _XNN_INTEGER), "one_hot_v2": (25, _XNN_INTEGER),
         "arg_max": (24, _XNN_INTEGER),
     },
     "uie": {

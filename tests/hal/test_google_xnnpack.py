@@ -368,9 +368,11 @@ def _declared_model(kind: T, x_dims, out_dims, second):
 @pytest.mark.parametrize("kind, x_dims, out_dims, second", [
     # Swin's window partition: [-1, 4, 4, 96] -> [-1, 8, 8, 4, 4, 96]; made 1, the -1s hold 1536 and 98304 elements
     (T.RESHAPE, (-1, 4, 4, 8), (-1, 2, 2, 4, 4, 8), [-1, 2, 2, 4, 4, 8]),
+    # segmenter's [-1, -1, -1] -> [0, 0, 19] (Paddle's 0 copies the input's dim)
+    (T.RESHAPE, (-1, -1, -1), (-1, -1, 19), [0, 0, 19]),
     # segmenter's projection of [-1, -1, -1] by a constant [192, 192] weight: made 1, it contracts 1 with 192
     (T.MAT_MUL, (-1, -1, -1), (-1, -1, 6), np.ones((5, 6))),
-], ids=["reshape", "matmul"])
+], ids=["reshape", "reshape_copying_dims", "matmul"])
 def test_declared_dims_that_disagree_once_made_1_are_decided_as_a_concrete_program_has_them(
         context, kind, x_dims, out_dims, second):
     """The trial build for validate_program makes every -1 a 1; where that disagrees with the operation's other
@@ -378,8 +380,10 @@ def test_declared_dims_that_disagree_once_made_1_are_decided_as_a_concrete_progr
     compiled program, whose dims are concrete and agree, runs. The trial gives the input the size it must have."""
     model = _declared_model(kind, x_dims, out_dims, second)
     assert DRIVER.unsupported_reasons(context, model) == [""]
-    concrete = _declared_model(kind, tuple(8 if d < 0 else d for d in x_dims) if kind == T.RESHAPE else (2, 3, 5),
-                               (2, 2, 2, 4, 4, 8) if kind == T.RESHAPE else (2, 3, 6), second)
+    concrete_dims = {(-1, 4, 4, 8): ((8, 4, 4, 8), (2, 2, 2, 4, 4, 8)), (-1, -1, -1): ((2, 3, 19), (2, 3, 19))}
+    if kind == T.MAT_MUL:
+        concrete_dims = {(-1, -1, -1): ((2, 3, 5), (2, 3, 6))}
+    concrete = _declared_model(kind, *concrete_dims[x_dims], second)
     feeds = [randn(*concrete.input_operands[0].type.dims, seed=3)]
     program = DRIVER.create_program(context, concrete, Cache())
     assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(concrete, feeds)[0], what=kind.name)
@@ -488,13 +492,15 @@ def test_finite_inputs_stay_on_xnnpack(xnnpack, conv_relu_program):
     assert predictor.stats.host_ops == 0 and predictor.stats.subgraph_host_runs == 0, predictor.stats
 
 
-@pytest.mark.parametrize("count, axis", [(7, 1), (12, 3), (6, 0)])
-def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, count, axis):
-    """XNNPACK concatenates at most 5 inputs in one operator (PP-HGNet concatenates 6 and more): a tree of them."""
+@pytest.mark.parametrize("kind, count, axis", [(T.CONCAT, 7, 1), (T.CONCAT, 12, 3), (T.CONCAT, 6, 0),
+                                               (T.STACK, 6, 1), (T.STACK, 25, 4)])
+def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, kind, count, axis):
+    """XNNPACK concatenates at most 5 inputs in one operator (PP-HGNet concatenates 6 and more, RT-DETR stacks 6
+    and SLANet 25): a tree of them."""
     model = Model()
     parts = [model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), f"x{k}") for k in range(count)]
     out = model.add_output("out")
-    model.add_operation(T.CONCAT, parts + [model.add_constant(np.int32([axis]))], [out])
+    model.add_operation(kind, parts + [model.add_constant(np.int32([axis]))], [out])
     model.identify_inputs_and_outputs(parts, [out])
     model.finish()
     assert DRIVER.unsupported_reasons(context, model) == [""]
