@@ -157,14 +157,23 @@ def _decode(data, strings: list):
     return data
 
 
+_EXACT = frozenset({str, int, bool})  # types whose == is exact once the types are the same
+
+
 def _same(a, b) -> bool:
     """Equal, and of the very same types all the way down (1 is not 1.0 nor True; a tuple is not a list)."""
-    if type(a) is not type(b):
+    kind = type(a)
+    if kind is not type(b):
         return False
-    if isinstance(a, float):
+    if kind is float:
         return a.hex() == b.hex()  # -0.0 is not 0.0; nan is nan
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if kind is list or kind is tuple:
+        if len(a) != len(b):
+            return False
+        types = list(map(type, a))
+        if set(types) <= _EXACT and types == list(map(type, b)):  # the common case (names, call stacks), at C speed
+            return a == b
+        return all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
         return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, OpInfo):

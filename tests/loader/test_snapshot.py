@@ -250,3 +250,9 @@ def test_a_copy_of_the_model_elsewhere_gets_its_own_snapshot(tmp_path, monkeypat
     assert len(_snapshots(cache)) == 2  # keyed by the files' real paths
     _no_parse(monkeypatch)
     assert load_model(os.path.join(copy, "model.pdmodel"), snapshot_dir=str(cache)).model_path == graph.model_path
+
+
+@pytest.mark.parametrize("a, b", [([1], [True]), ([1.0], [1]), (-0.0, 0.0), ([1, 2], (1, 2)), (["a", "b"], ["a", "c"]),
+                                  ({"x": 1, "y": 2}, {"y": 2, "x": 1}), ([["a"]], [["a", "b"]])])
+def test_the_round_trip_check_tells_types_and_values_apart(a, b):
+    assert not snapshot._same(a, b) and not snapshot._same(b, a)
