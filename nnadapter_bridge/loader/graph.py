@@ -372,7 +372,7 @@ def load_model(model_path=None, params_path=None, *, model_bytes=None, params_by
     files = snapshot.file_identities(source)  # taken before the files are read: a change while parsing shows
     graph = _load(source)
     if files is not None:
-        snapshot.save_snapshot(snapshot_dir, source, files, graph)
+        snapshot.save_snapshot_soon(snapshot_dir, source, files, graph)
     return graph
 
 

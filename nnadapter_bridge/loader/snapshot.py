@@ -3,8 +3,9 @@
 Owns `<cache_dir>/program-<key>.json` (the key: the model and params files' real paths): the blocks (vars, and ops
 with their slots, attributes and attribute types), where each parameter lies in the params file, the model bytes'
 sha256 (ProgramGraph.source_digest, which keys the verdicts and the plan) and the graph's format fields; JSON data
-(orjson), never pickle. Entry points: `load_snapshot`, `file_identities`, `save_snapshot` (load_model calls them
-when given a snapshot dir), and `loader_code_digest`.
+(orjson), never pickle. Entry points: `load_snapshot`, `file_identities`, `save_snapshot_soon` (load_model calls them
+when given a snapshot dir; the snapshot is written in a thread: `wait_for_snapshot_writes`), `save_snapshot` and
+`loader_code_digest`.
 
 A snapshot is used only when both files are the ones it was made from, and the loader's code is the same:
   * same real path, device, inode, size, modification and status-change time. The status-change time is the
@@ -33,6 +34,7 @@ import hashlib
 import math
 import os
 import stat
+import threading
 import time
 import warnings
 
@@ -49,6 +51,8 @@ MAX_SNAPSHOT_BYTES = 256 << 20
 RACY_NS = 2_000_000_000  # as subgraph.support_decisions.FingerprintMemo's
 # The layouts with a model file and at most one params file (loader.model_files).
 _LAYOUTS = frozenset({"pdmodel+pdiparams", "json+pdiparams", "dir+__params__", "files"})
+_PENDING: list = []  # the threads of save_snapshot_soon
+_PENDING_LOCK = threading.Lock()
 
 
 class _Unencodable(ValueError):
@@ -328,6 +332,25 @@ def save_snapshot(cache_dir: str, source: ModelSource, files: dict, graph) -> bo
         warnings.warn(f"cannot write the program snapshot {path}: {exc}", NncCacheWarning, stacklevel=3)
         return False
     return True
+
+
+def save_snapshot_soon(cache_dir: str, source: ModelSource, files: dict, graph) -> None:
+    """save_snapshot in a thread of its own, so a start that parsed its model does not wait for the encoding and
+    its check (~25 ms for mobilenet_v2): the loaded graph is never changed after load_model (nothing above the
+    loader writes to its blocks), and the thread is not a daemon, so the process exits only once it is done."""
+    thread = threading.Thread(target=save_snapshot, args=(cache_dir, source, files, graph),
+                              name="nnadapter-bridge-program-snapshot")
+    with _PENDING_LOCK:
+        _PENDING[:] = [t for t in _PENDING if t.is_alive()] + [thread]
+    thread.start()
+
+
+def wait_for_snapshot_writes(timeout: float | None = None) -> None:
+    """Wait for the snapshots being written (save_snapshot_soon)."""
+    with _PENDING_LOCK:
+        pending = list(_PENDING)
+    for thread in pending:
+        thread.join(timeout)
 
 
 def _warn(path: str, reason: str) -> None:

@@ -41,6 +41,7 @@ def _no_parse(monkeypatch):
 
 
 def _snapshots(cache) -> list:
+    snapshot.wait_for_snapshot_writes()  # load_model writes it in a thread of its own
     return sorted(n for n in os.listdir(cache) if n.startswith("program-"))
 
 
@@ -126,6 +127,7 @@ def test_files_changed_a_moment_ago_get_no_snapshot(tmp_path):
 def test_a_snapshot_of_another_loader_is_stale(tmp_path, monkeypatch, not_racy):
     model = add_relu_scale_model(tmp_path / "m")
     load_model(model, snapshot_dir=str(tmp_path))
+    assert len(_snapshots(tmp_path)) == 1
     monkeypatch.setattr(snapshot, "loader_code_digest", lambda: "0" * 16)
     parses = []
     real = graph_module._load
@@ -133,6 +135,7 @@ def test_a_snapshot_of_another_loader_is_stale(tmp_path, monkeypatch, not_racy):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # stale is not damaged: no warning
         load_model(model, snapshot_dir=str(tmp_path))
+        snapshot.wait_for_snapshot_writes()
     assert len(parses) == 1
 
 
