@@ -250,6 +250,15 @@ def unpack(op: Operation) -> Operands:
     return Operands(op)
 
 
+def fuse_code_of(op: Operation) -> int:
+    """The operation's fused activation (an int FuseCode): 0, FUSED_NONE, when its signature has no fuse_code or
+    it is left out. Raises Unsupported when it is computed at run time."""
+    try:
+        return unpack(op).int("fuse_code", 0)
+    except AttributeError:  # no fuse_code slot in the signature
+        return 0
+
+
 def reduces_an_empty_axis(op: Operation) -> bool:
     """True when a REDUCE_* operation reduces an axis whose size is statically 0 (axes constant, or none: all).
     Paddle's mean over nothing is NaN (0/0) where the SDKs' ReduceMean gives 0: such a case goes elsewhere."""

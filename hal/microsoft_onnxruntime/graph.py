@@ -103,6 +103,7 @@ class GraphBuilder:
         # operand index -> float tensor holding an integer product's real value (see the module docstring)
         self.float_results: dict[int, str] = {}
         self.raw_read: set = set()  # operand indexes something reads raw (a raw-reading operation, a model output)
+        self.producers: dict = {}  # operand index -> the operation writing it (Model.producers)
 
     # -- names and constants --------------------------------------------------------------------
     def fresh(self, hint: str = "t") -> str:
@@ -371,6 +372,7 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
     skipped: set = set()
     emitted = 0
+    g.producers = model.producers()
     g.raw_read = {o.index for o in model.output_operands}
     g.raw_read |= {o.index for op in model.operations if op.type != T.DEQUANTIZE for o in op.inputs if o is not None}
     for k, operand in enumerate(model.input_operands):

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hal.common import unpack
+from hal.common import Unsupported, fuse_code_of
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
@@ -60,21 +60,15 @@ NAN_PROPAGATING: dict[T, frozenset | None] = {
     T.REDUCE_MEAN: frozenset({0}), T.REDUCE_SUM: frozenset({0}),
 }
 
-# Operations whose fuse_code may be FUSED_RELU (the relu graph.GraphBuilder.fuse writes).
-_FUSING = frozenset({T.ADD, T.SUB, T.MUL, T.DIV, T.CONV_2D, T.CONV_2D_TRANSPOSE, T.FULLY_CONNECTED,
-                     T.AVERAGE_POOL_2D, T.MAX_POOL_2D})
-
-
 def _is_float32(operand) -> bool:
     return operand is not None and not operand.type.is_quantized and operand.type.dtype == np.float32
 
 
 def _fuses_relu(op: Operation) -> bool:
-    if op.type not in _FUSING:
-        return False
+    """The relu graph.GraphBuilder.fuse writes for a FUSED_RELU."""
     try:
-        return unpack(op).int("fuse_code", 0) == int(FuseCode.FUSED_RELU)
-    except Exception:  # an operation the conversion rejects: it raises there, with its reason
+        return fuse_code_of(op) == int(FuseCode.FUSED_RELU)
+    except Unsupported:  # computed at run time: the conversion rejects it, with its reason
         return False
 
 
@@ -149,8 +143,8 @@ def exact_model_bytes(model_bytes: bytes) -> bytes:
 
 
 def has_nan(results: Sequence[np.ndarray]) -> bool:
-    """Whether a floating result holds a NaN (np.min propagates NaN and needs no boolean temporary)."""
+    """Whether a floating result holds a NaN (min propagates NaN and needs no boolean temporary)."""
     for result in results:
-        if result.dtype.kind == "f" and result.size and np.isnan(np.min(result)):
+        if result.dtype.kind == "f" and result.size and np.isnan(result.min()):
             return True
     return False

@@ -13,7 +13,15 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from hal.common import Operands, OperationTable, Unsupported, is_integer_product, reduces_an_empty_axis, unpack
+from hal.common import (
+    Operands,
+    OperationTable,
+    Unsupported,
+    fuse_code_of,
+    is_integer_product,
+    reduces_an_empty_axis,
+    unpack,
+)
 from hal.microsoft_onnxruntime.graph import RAW_QUANT_OPERATIONS, GraphBuilder, onnx_type
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN,
@@ -393,7 +401,10 @@ def _max_pool(g: GraphBuilder, op: Operation):
     x = _nan_as_minus_inf(g, op, g.x(op, 0)) if with_indices else g.x(op, 0)
     outputs = g.node("MaxPool", [x], 2 if with_indices else 1, kernel_shape=kernel, strides=strides,
                      **_pad_attributes(pads), ceil_mode=int(ceil_mode))
-    g.fuse(_from_lowest(g, op, outputs[0]), code, np.float32, g.out(op))
+    # a window holding an input element cannot end at -inf when no element is -inf or NaN (a relu's output)
+    real_in_every_window = pads is None or all(max(pads[2 * a], pads[2 * a + 1]) < kernel[a] for a in (0, 1))
+    pooled = outputs[0] if real_in_every_window and _finite_from_below(g, op) else _from_lowest(g, op, outputs[0])
+    g.fuse(pooled, code, np.float32, g.out(op))
     if with_indices:
         _plane_indices(g, op, outputs[1], outputs[0])
 
@@ -406,6 +417,37 @@ def _from_lowest(g: GraphBuilder, op: Operation, pooled: str) -> str:
         raise Unsupported("onnxruntime's float64 MaxPool propagates NaN (Paddle's max pool skips it)")
     lowest = -float(np.finfo(np.float32).max)
     return g.one("Max", [pooled, g.scalar(lowest, _compute_dtype(op))])
+
+
+def _finite_from_below(g: GraphBuilder, op: Operation) -> bool:
+    """Whether no element of the pool's input can be -inf or NaN, so the -FLT_MAX fix-up of `_from_lowest` can
+    change nothing, and leaving it out keeps onnxruntime's NCHWc layout through the pool (Max has no blocked
+    kernel): the input is a relu's exact output, maybe scaled by positive finite constants and shifted by finite
+    ones (PP-HGNetV2's learnable affine blocks). A relu before a max pool is written exactly (nan_speculation:
+    a max pool does not propagate NaN) unless the user chose ONNX's Relu."""
+    if not g.relu_nan_to_zero or _compute_dtype(op) != np.float32:
+        return False
+    operand = op.inputs[0]
+    for _ in range(8):  # a few affine steps back at most
+        producer = g.producers.get(operand.index)
+        if producer is None:
+            return False
+        try:
+            code = fuse_code_of(producer)
+        except Unsupported:  # computed at run time: the producer's own conversion says so
+            return False
+        if producer.type == T.RELU or code == int(FuseCode.FUSED_RELU):
+            return True
+        if producer.type not in (T.ADD, T.SUB, T.MUL) or code != int(FuseCode.FUSED_NONE):
+            return False
+        constant = 1 if producer.inputs[1].is_constant else 0 if producer.type != T.SUB else None
+        if constant is None or not producer.inputs[constant].is_constant:
+            return False
+        values = np.asarray(producer.inputs[constant].value, dtype=np.float64)
+        if not np.isfinite(values).all() or (producer.type == T.MUL and not (values > 0).all()):
+            return False  # +inf times 0 is NaN, times a negative -inf
+        operand = producer.inputs[1 - constant]
+    return False
 
 
 def _nan_as_minus_inf(g: GraphBuilder, op: Operation, x: str) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
+from hal.common import lower
 from hal.microsoft_onnxruntime import DRIVER
 from hal.microsoft_onnxruntime.driver import (
     EXECUTION_PROVIDERS_KEY,
@@ -383,7 +384,7 @@ def test_missing_onnxruntime_says_what_to_install():
 def _run_on_onnxruntime(model, feeds):
     context = Context([DeviceManager.instance().acquire("microsoft_onnxruntime")])
     try:
-        assert context.validate(model, 0) == [True]
+        assert all(context.validate(model, 0))
         compilation = Compilation(model, context=context)
         compilation.finish()
         return Execution(compilation).run(feeds)
@@ -598,3 +599,40 @@ def test_folded_batch_norm_keeps_the_conv_exact_with_negative_factors():
         + bias * bias_scales.astype(np.float64)
     assert np.abs(got - want).max() <= 0.5 * bias_scales.max() + 1e-6
 
+
+
+# -- max pool after a relu: no -FLT_MAX fix-up (it would break the NCHWc layout) ------------------------------------
+def _relu_affine_max_pool(scale: float, shift: float):
+    """x -> RELU -> MUL(scale) -> ADD(shift) -> MAX_POOL_2D 2x2 / 2 (PP-HGNetV2's stem: a learnable affine block
+    between the relu and the pool)."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 2, 4, 4)), "x")
+    relu, scaled, shifted, pooled = (model.add_output(n) for n in ("relu", "scaled", "shifted", "pooled"))
+    model.add_operation(T.RELU, [x], [relu])
+    model.add_operation(T.MUL, [relu, model.add_constant(np.float32([scale])), model.add_constant(np.int32([0]))],
+                        [scaled])
+    model.add_operation(T.ADD, [scaled, model.add_constant(np.float32([shift])), model.add_constant(np.int32([0]))],
+                        [shifted])
+    window = [np.int32([0]), np.int32([0, 0, 0, 0]), np.int32([2, 2]), np.int32([2, 2]), np.bool_([False]),
+              np.bool_([False]), np.int32([int(Precision.INT32)]), np.int32([0])]
+    model.add_operation(T.MAX_POOL_2D, [shifted] + [model.add_constant(v) for v in window], [pooled])
+    model.identify_inputs_and_outputs([x], [pooled])
+    model.finish()
+    return model
+
+
+@pytest.mark.parametrize("scale,fixed_up", [(0.5, False), (-0.5, True), (0.0, True)])
+def test_max_pool_after_relu_and_positive_affine_needs_no_lowest_fix_up(scale, fixed_up):
+    """Paddle's max pool starts at -FLT_MAX, onnxruntime's at -inf: only an input that can hold -inf (or NaN) needs
+    the Max that maps one to the other. A relu's output scaled by a positive constant cannot; scaled by a negative
+    one it can (+inf * -0.5), and by 0 it can hold NaN (inf * 0)."""
+    model = _relu_affine_max_pool(scale, 1.0)
+    kinds = [n.op_type for n in convert_model(lower(model, OPERATIONS), OPERATIONS).graph.node]
+    assert ("Max" in kinds) is fixed_up
+    x = np.float32(np.arange(32).reshape(1, 2, 4, 4) - 16)
+    x[0, 0, :2, :2] = np.inf   # a whole window of +inf: -inf after a negative scale
+    x[0, 1, 2:, 2:] = np.nan   # a whole window of NaN: 0 after Paddle's relu
+    x[0, 1, 0, 0] = -np.inf
+    (want,) = run_model(model, [x])
+    (got,) = _run_on_onnxruntime(model, [x])
+    np.testing.assert_array_equal(got, want)
