@@ -74,10 +74,10 @@ def test_a_second_load_reads_the_snapshot_and_gives_the_parsed_graph(tmp_path, m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["pdmodel", "pir"])
+@pytest.mark.parametrize("form", ["pdmodel", "combined", "pir"])
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50"])
 def test_zoo_models_round_trip(zoo_model, pir_model, tmp_path, monkeypatch, not_racy, name, form):
-    path = zoo_model(name) if form == "pdmodel" else pir_model(name)
+    path = pir_model(name) if form == "pir" else zoo_model(name, form)  # combined: DIR/__model__ + DIR/__params__
     parsed = load_model(path, snapshot_dir=str(tmp_path))
     assert len(_snapshots(tmp_path)) == 1
     _no_parse(monkeypatch)
@@ -259,3 +259,9 @@ def test_a_copy_of_the_model_elsewhere_gets_its_own_snapshot(tmp_path, monkeypat
                                   ({"x": 1, "y": 2}, {"y": 2, "x": 1}), ([["a"]], [["a", "b"]])])
 def test_the_round_trip_check_tells_types_and_values_apart(a, b):
     assert not snapshot._same(a, b) and not snapshot._same(b, a)
+
+
+def test_a_per_var_params_directory_gets_no_snapshot(zoo_model, tmp_path, not_racy):
+    """One file per parameter (DIR/__model__ + DIR/<var>): hundreds of identities to check; parsed at every start."""
+    load_model(zoo_model("mobilenet_v2", "per-var"), snapshot_dir=str(tmp_path))
+    assert _snapshots(tmp_path) == []
