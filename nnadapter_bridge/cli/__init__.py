@@ -26,8 +26,8 @@ from nnadapter_bridge.commands.channel import EXIT_INTERNAL, EXIT_INTERRUPTED, E
 from nnadapter_bridge.errors import BridgeError
 
 DESCRIPTION = ("Run PaddlePaddle inference models through NNAdapter devices. Look at a model (inspect, "
-               "partition), at this installation (devices, ops, conformance), compile and run it (convert, run, "
-               "bench), write Paddle Lite's .nb (opt), and validate many models at once (batch). "
+               "partition), at this installation (devices, ops, conformance, calibrate), compile and run it "
+               "(convert, run, bench), write Paddle Lite's .nb (opt), and validate many models at once (batch). "
                "`nnadapter-bridge COMMAND --help` says more about each.")
 EPILOG = ("exit status: 0 done; 1 a check that was asked for failed (run --compare-paddle, batch, conformance); "
           "2 a usage or input error; 3 a device or compile failure; 70 an internal error (a bug); 130 interrupted. "
