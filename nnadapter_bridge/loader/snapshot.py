@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import math
 import os
-import stat
 import threading
 import time
 import warnings
@@ -43,7 +42,13 @@ import numpy as np
 from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader.model_files import ModelSource, map_file
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
-from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import (
+    CacheFileError,
+    NncCacheWarning,
+    file_identity,
+    read_cache_file,
+    write_file_atomically,
+)
 from nnadapter_bridge.nnadapter.source_digest import files_digest
 
 SNAPSHOT_FORMAT = "nnadapter-bridge-program-v1"
@@ -76,13 +81,7 @@ def _paths(source: ModelSource) -> tuple | None:
 
 
 def _identity(path: str) -> list | None:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    return [os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return file_identity(path, resolve=True)
 
 
 def file_identities(source: ModelSource) -> dict | None:

@@ -24,7 +24,13 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
-from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import (
+    CacheFileError,
+    NncCacheWarning,
+    file_identity,
+    read_cache_file,
+    write_file_atomically,
+)
 
 MEMO_FORMAT = "nnadapter-bridge-code-digests-v1"
 MEMO_NAME = "code-digests.json"
@@ -44,12 +50,9 @@ def remember_in(cache_dir: str | None) -> None:
 
 
 def _identity(path: str) -> list:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return [path, None]  # an absent file is part of the digest too (files_digest hashes it as absent)
-    # The path as given (device and inode name the file; realpath would cost a syscall per path component)
-    return [path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    # The path as given (device and inode name the file; realpath would cost a syscall per path component); an
+    # absent file is part of the digest too (files_digest hashes it as absent)
+    return file_identity(path) or [path, None]
 
 
 def files_digest(label: str, list_files: Callable[[], Sequence[tuple[str, str]]]) -> str:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import warnings
 from typing import Any
 
@@ -31,6 +30,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     CacheFileError,
     NncCacheWarning,
     clean_stale_temp_files,
+    file_identity,
     read_cache_file,
     write_file_atomically,
 )
@@ -246,14 +246,8 @@ class FingerprintMemo:
         path = getattr(graph, "params_path", None)
         if store is None or program_key is None or integrity_key or not path:
             return None
-        try:
-            info = os.stat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        return cls(store, program_key, (os.path.realpath(path), info.st_dev, info.st_ino, info.st_size,
-                                        info.st_mtime_ns, info.st_ctime_ns))
+        identity = file_identity(path, resolve=True)
+        return cls(store, program_key, tuple(identity)) if identity is not None else None
 
     def _key(self, parts: tuple) -> str:
         text = "\n".join(["fingerprint-memo-v1", self.program_key, repr(self.identity), repr(parts)])

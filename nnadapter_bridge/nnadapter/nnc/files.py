@@ -3,8 +3,10 @@
 Owns `read_nnc_file` (a checked CompilationRecord or a miss), `read_cache_file` and `map_cache_file` (files are
 opened without following symlinks and without blocking, must be regular files, and are read only up to the size
 their header and entry headers declare, which must be the file's size: `declared_container_size`),
-`write_file_atomically`, `cache_file_path` and `CacheFileError`. Imports the container, the records, the writer
-(a path being written is waited for before it is read) and the cleanup's temp prefix.
+`write_file_atomically`, `cache_file_path`, `CacheFileError`, and `file_identity` (what the records kept beside the
+cache, the program snapshot, the code digests and the weight digests, check a user's file against). Imports the
+container, the records, the writer (a path being written is waited for before it is read) and the cleanup's temp
+prefix.
 """
 from __future__ import annotations
 
@@ -227,6 +229,21 @@ def _process_umask() -> int:
 
 
 _UMASK = _process_umask()
+
+
+def file_identity(path: str, *, resolve: bool = False) -> list | None:
+    """[path, device, inode, size, modification ns, status-change ns] of a regular file; None for anything else
+    or a file that cannot be stat'ed. The status-change time is the content check that stays cheap: any write
+    or time change sets it to the current time, and a user cannot set it back (a file rewritten with the same
+    size and modification time has a new one). `resolve`: the real path (a syscall per path component)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return [os.path.realpath(path) if resolve else path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+            info.st_ctime_ns]
 
 
 def write_file_atomically(path: str, data: BytesLike | Iterable[BytesLike]) -> None:
