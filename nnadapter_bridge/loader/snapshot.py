@@ -43,10 +43,9 @@ from nnadapter_bridge.loader import dtypes
 from nnadapter_bridge.loader.model_files import ModelSource, map_file
 from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo, VarRef
 from nnadapter_bridge.nnadapter.nnc import (
-    CacheFileError,
     NncCacheWarning,
     file_identity,
-    read_cache_file,
+    read_kept_file,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.source_digest import files_digest
@@ -264,12 +263,10 @@ def load_snapshot(cache_dir: str, source: ModelSource):
     path = snapshot_path(cache_dir, source)
     if path is None:
         return None
-    try:
-        data = read_cache_file(path, MAX_SNAPSHOT_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+    data, problem = read_kept_file(path, MAX_SNAPSHOT_BYTES)
+    if data is None:
+        if problem:
+            _warn(path, problem)
         return None
     import orjson
 

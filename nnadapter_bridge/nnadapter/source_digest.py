@@ -25,10 +25,9 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from nnadapter_bridge.nnadapter.nnc import (
-    CacheFileError,
     NncCacheWarning,
     file_identity,
-    read_cache_file,
+    read_kept_file,
     write_file_atomically,
 )
 
@@ -95,12 +94,10 @@ def _hash(files: Sequence[tuple[str, str]]) -> str:
 
 def _read_memo(memo_dir: str) -> dict:
     path = os.path.join(memo_dir, MEMO_NAME)
-    try:
-        data = read_cache_file(path, MAX_MEMO_BYTES)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        _warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+    data, problem = read_kept_file(path, MAX_MEMO_BYTES)
+    if data is None:
+        if problem:
+            _warn(path, problem)
         return {}
     import orjson
 

@@ -33,7 +33,7 @@ import json
 import os
 import warnings
 
-from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_file, write_file_atomically
 from nnadapter_bridge.nnadapter.source_digest import files_digest
 
 PLAN_FORMAT = "nnadapter-bridge-plan-v1"
@@ -83,12 +83,10 @@ def load_plan(cache_dir: str, key: str, graph):
     """The PartitionResult stored under `key` for `graph` (its block-0 ops), or None: no file (silently), or a file
     that fails a check (one NncCacheWarning)."""
     path = plan_path(cache_dir, key)
-    try:
-        data = read_cache_file(path, MAX_PLAN_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+    data, problem = read_kept_file(path, MAX_PLAN_BYTES)
+    if data is None:
+        if problem:
+            _warn(path, problem)
         return None
     try:
         return _parse(data, key, graph)

@@ -27,11 +27,10 @@ from nnadapter_bridge.loader.snapshot import loader_code_digest
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import (
-    CacheFileError,
     NncCacheWarning,
     clean_stale_temp_files,
     file_identity,
-    read_cache_file,
+    read_kept_file,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.record import plain_dataclass
@@ -110,12 +109,10 @@ class VerdictStore:
         clean_stale_temp_files(cache_dir)  # the first use of the dir in this process (once per dir)
         key = cls.store_key(device_names, context_properties, versions)
         path = os.path.join(cache_dir, f"support-{key}.json")
-        try:
-            data = read_cache_file(path, MAX_STORE_BYTES)
-        except FileNotFoundError:
-            return cls(path, key, {})
-        except OSError as exc:
-            cls._warn(path, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}")
+        data, problem = read_kept_file(path, MAX_STORE_BYTES)
+        if data is None:
+            if problem:
+                cls._warn(path, problem)
             return cls(path, key, {})
         try:
             verdicts, programs, fingerprints = cls._parse(data, key)

@@ -3,10 +3,10 @@
 Owns `read_nnc_file` (a checked CompilationRecord or a miss), `read_cache_file` and `map_cache_file` (files are
 opened without following symlinks and without blocking, must be regular files, and are read only up to the size
 their header and entry headers declare, which must be the file's size: `declared_container_size`),
-`write_file_atomically`, `cache_file_path`, `CacheFileError`, and `file_identity` (what the records kept beside the
-cache, the program snapshot, the code digests and the weight digests, check a user's file against). Imports the
-container, the records, the writer (a path being written is waited for before it is read) and the cleanup's temp
-prefix.
+`write_file_atomically`, `cache_file_path`, `CacheFileError`, `read_kept_file`, and `file_identity` (what the
+records kept beside the cache, the program snapshot, the code digests and the weight digests, check a user's file
+against). Imports the container, the records, the writer (a path being written is waited for before it is read) and
+the cleanup's temp prefix.
 """
 from __future__ import annotations
 
@@ -114,6 +114,18 @@ def read_cache_file(path: str, max_size: int, check: LayoutCheck | None = None) 
         return _read_open_file(fd, os.fstat(fd), max_size, check)
     finally:
         os.close(fd)
+
+
+def read_kept_file(path: str, max_size: int) -> tuple[bytes | None, str | None]:
+    """read_cache_file for the records kept beside the cache (verdicts, plans, snapshots, digests): (bytes, None);
+    (None, None) when there is no file (a plain miss); (None, why) when it cannot be read (a miss the caller
+    warns about)."""
+    try:
+        return read_cache_file(path, max_size), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}"
 
 
 def _open_no_follow(path: str) -> int:
