@@ -36,7 +36,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from hal.common import OperationTable, Unsupported, unsupported_reason
-from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_KEPT_RELU_SUFFIX, nan_kept_relus
+from hal.microsoft_onnxruntime.nan_speculation import (
+    METADATA_KEY,
+    NAN_KEPT_RELU_SUFFIX,
+    nan_kept_relus,
+    nan_probe_nodes,
+)
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -407,6 +412,13 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         elif name != f"output{k}":  # a model input (or an earlier output) passed straight through
             name = g.one("Identity", [name], f"output{k}")
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
+    speculative = any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes)
+    if speculative:  # the last output says whether the float outputs hold a NaN (nan_speculation.py)
+        probe_nodes, probe_output = nan_probe_nodes(
+            [info.name for info, operand in zip(outputs, model.output_operands)
+             if not operand.type.is_quantized and operand.type.dtype == np.float32])
+        g.nodes.extend(probe_nodes)
+        outputs.append(probe_output)
     graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)
     proto = helper.make_model(
         graph,
@@ -414,6 +426,6 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         opset_imports=[helper.make_operatorsetid("", OPSET)],
     )
     proto.ir_version = IR_VERSION
-    if any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes):
+    if speculative:
         helper.set_model_props(proto, {METADATA_KEY: "1"})
     return proto

@@ -639,14 +639,12 @@ class Predictor:
             inputs.append(array)
         self._progress = None
         try:
-            # set_threads' BLAS cap is entered once per run (not per host op: each entry costs a library call)
-            with self._host_thread_cap() if self.host_ops else contextlib.nullcontext():
-                for engine, op in self._plan:
-                    if engine is not None:
-                        engine.run(scope)
-                    else:
-                        self.host.run(op, scope)
-                        self._host_op_runs += 1
+            if self.host_ops:
+                # set_threads' BLAS cap is entered once per run (not per host op: each entry costs a library call)
+                with self._host_thread_cap():
+                    self._run_plan(scope)
+            else:
+                self._run_plan(scope)
         except (BridgeError, ValueError, IndexError) as exc:
             contradicted = self._contradicted_inputs()
             if not contradicted or isinstance(exc, InputError):
@@ -677,6 +675,14 @@ class Predictor:
                 result = result.copy()
             tensor._set_result(result)
         self._runs += 1
+
+    def _run_plan(self, scope: dict) -> None:
+        for engine, op in self._plan:
+            if engine is not None:
+                engine.run(scope)
+            else:
+                self.host.run(op, scope)
+                self._host_op_runs += 1
 
     # -- introspection ------------------------------------------------------------------------------
     @property

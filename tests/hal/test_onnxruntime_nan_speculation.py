@@ -15,9 +15,11 @@ from hal.microsoft_onnxruntime.graph import convert_model
 from hal.microsoft_onnxruntime.nan_speculation import (
     METADATA_KEY,
     NAN_KEPT_RELU_SUFFIX,
+    NAN_PROBE_OUTPUT,
     NAN_PROPAGATING,
     exact_model_bytes,
     nan_kept_relus,
+    probe_saw_nan,
 )
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache
@@ -145,6 +147,33 @@ def test_exact_model_follows_each_kept_relu_with_thresholded_relu():
     session = ort.InferenceSession(exact.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {session.get_inputs()[0].name: x})
     assert_op_close(got, run_model(model, [x])[0], what="the exact program")
+    assert [o.name for o in fast.graph.output][-1] == NAN_PROBE_OUTPUT
+    assert NAN_PROBE_OUTPUT not in [o.name for o in exact.graph.output]
+    assert not any(NAN_PROBE_OUTPUT in n.output for n in exact.graph.node)
+
+
+def test_the_probe_is_nan_exactly_when_a_float_output_holds_a_nan():
+    """The speculative model's last output sums every float32 output: NaN when any of them holds one, whichever
+    output it is in; a finite run gives a finite probe."""
+    import onnx
+    import onnxruntime as ort
+
+    sample = _sample("SPLIT")
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, relu_before=[0])
+    assert len(model.output_operands) >= 2
+    fast = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
+    assert [o.name for o in fast.graph.output][-1] == NAN_PROBE_OUTPUT
+    assert fast.graph.output[-1].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    session = ort.InferenceSession(fast.SerializeToString(), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    *_, probe = session.run(None, {name: feeds[0]})
+    assert not probe_saw_nan(probe)
+    for flat in (0, feeds[0].size - 1):  # the first element goes to the first output, the last to the last one
+        x = feeds[0].copy()
+        x.reshape(-1)[flat] = np.nan
+        results = session.run(None, {name: x})
+        assert sum(np.isnan(r).any() for r in results[:-1]) == 1
+        assert probe_saw_nan(results[-1])
 
 
 # -- whole programs against Paddle Inference ----------------------------------------------------------------------
@@ -226,9 +255,15 @@ def test_outputs_that_hold_nan_of_their_own_run_exactly_after_a_few_runs(monkeyp
     device = DRIVER.open_device()
     program = DRIVER.create_program(DRIVER.create_context(device, ""), model, Cache())
     fast_runs = []
-    original = program.session.run
-    monkeypatch.setattr(program.session, "run", lambda *a, **k: fast_runs.append(1) or original(*a, **k),
-                        raising=False)
+    original = ort_driver.OnnxRuntimeDriver._session_run
+    fast = program.session
+
+    def counting(session, output_names, feeds):
+        if session is fast:
+            fast_runs.append(1)
+        return original(session, output_names, feeds)
+
+    monkeypatch.setattr(ort_driver.OnnxRuntimeDriver, "_session_run", staticmethod(counting))
     x = feeds[0].copy()
     x.reshape(-1)[0] = np.nan
     for _ in range(ort_driver.EXACT_ONLY_AFTER + 2):
