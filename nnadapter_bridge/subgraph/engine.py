@@ -427,6 +427,25 @@ class SubgraphEngine:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
         signature = _signature(arrays)
+        pool = self.pool
+        chosen = self._chosen.get(signature)
+        if chosen is not None and chosen[0] is self.base_context and pool.decided and pool.device_order is self._order \
+                and not (pool.failed_devices or pool.failed_for or pool.splits or self.host_signatures):
+            # The steady state: the program that ran these shapes last, on the whole context, nothing failed or
+            # split since. Run it without the layers below, which cost ~50 us a run right after a device run
+            # has left the caches cold (ERNIE on microsoft_onnxruntime: 0.47 ms runs).
+            try:
+                outputs = self._execute_checked(chosen[1], arrays)
+            except InvalidDimensionsError:  # the usual path drops the memo and looks for another program
+                outputs = self._run_on_devices(arrays, signature, scope)
+            except _DeviceFault as fault:  # twice in a row: the usual path takes it from there
+                outputs = self._run_on_devices(arrays, signature, scope, fault)
+            if outputs is None:  # it ran on the host, which wrote the scope
+                return
+            for name, array in zip(self.output_names, outputs):
+                scope[name] = array
+            self.stats.runs += 1
+            return
         if not self.pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
             from nnadapter_bridge.subgraph import measured_choice
 
@@ -447,10 +466,16 @@ class SubgraphEngine:
             scope[name] = array
         self.stats.runs += 1
 
-    def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict) -> list | None:
+    def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict,
+                        first_fault: _DeviceFault | None = None) -> list | None:
         """Run on the context without the devices that failed (module docstring), falling back device by
-        device, then to the host; None when the host ran it. Faults are committed once a fallback ran."""
+        device, then to the host; None when the host ran it. Faults are committed once a fallback ran.
+        `first_fault`: the base context's program already failed this run (run's steady path)."""
         faults: list = []  # run faults of this run, committed once a fallback ran (module docstring)
+        if first_fault is not None:
+            if not set(first_fault.devices) & set(self.base_context.device_names):
+                first_fault.devices = tuple(self.base_context.device_names)  # always progress towards the host
+            faults.append(first_fault)
         try:
             while True:
                 pool = self.pool
