@@ -287,6 +287,18 @@ def test_a_program_that_fails_twice_in_a_row_is_dropped_for_that_shape(model, re
     assert [p.compilation.device_names for p in engine.programs] == [["builtin_device"]]
 
 
+def test_a_program_that_ran_then_fails_twice_is_dropped_the_same_way(model, register_device):
+    """Faults in the steady state (the shapes ran before on this program) count as they do on a first run:
+    retried once, dropped on the second in a row, the run finished by the next device."""
+    faulty = register_device(FaultyDevice("late_fault_device", "execute_program", after=3))
+    predictor, messages = create_and_run(make_config(model, ["late_fault_device", "builtin_device"]), runs=6)
+    assert len(messages) == 1 and "'late_fault_device' failed twice in a row to run" in messages[0]
+    assert faulty.calls["execute_program"] == 3 + 2  # three good runs, then two tries, then never again
+    assert predictor.stats.subgraph_runs == 6
+    (engine,) = predictor.engines.values()
+    assert [p.compilation.device_names for p in engine.programs] == [["builtin_device"]]
+
+
 def test_a_run_fault_of_the_only_device_runs_the_shape_on_the_host(model, register_device):
     faulty = register_device(FaultyDevice("fault_execute_device", "execute_program"))
     predictor, messages = create_and_run(make_config(model, ["fault_execute_device"]), runs=3)
