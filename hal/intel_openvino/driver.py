@@ -442,7 +442,9 @@ class IntelOpenVinoDriver(Driver):
 
     @staticmethod
     def _infer(program: OpenVinoProgram, request) -> None:
-        request.infer()
+        # share_outputs: the results dict holds views, not copies of every output (which the default makes, and
+        # which nothing here reads: the outputs are read from the request's tensors, copied once, by the caller)
+        request.infer(share_outputs=True)
         for position, message, code in program.checks:  # check_outputs; a fault: int64 beyond int32 (int64.py)
             if request.get_output_tensor(position).data.item():
                 raise NNAdapterError(f"intel_openvino: {message}", code)
