@@ -3,12 +3,13 @@ real input, and the winner is kept in the model cache dir, so a warm start does 
 
 A subgraph whose SubgraphChoice (subgraph.device_selection) lists more than one contested order is decided on its
 first run: each contested order runs the subgraph in an engine of its own (which converts, compiles and writes its
-`.nnc` as any engine does), then the orders run in turns for a few tenths of a second (_time_orders); the best run
-of each order is its figure, and the lowest wins (ties: the estimate's order). The subgraph's pool then takes the
-winner's order for every later run (and input shape) of the predictor and its clones; the trial engines and their
-programs are destroyed (the winner's is restored from its `.nnc`, or compiled once more without a cache dir). An
-order that fails (a device fault, a conversion error) is out of the contest, with its error in the figures; when
-every order fails, the estimate's stays.
+`.nnc` as any engine does), then the orders run in turns for a few tenths of a second (_time_orders), after one
+unmeasured round; the median run of each order is its figure (what a user's runs take, as bench_zoo.py reports
+them; the best run favoured an order whose runs spread), and the lowest wins (ties: the estimate's order). The
+subgraph's pool then takes the winner's order for every later run (and input shape) of the predictor and its
+clones; the trial engines and their programs are destroyed (the winner's is restored from its `.nnc`, or compiled
+once more without a cache dir). An order that fails (a device fault, a conversion error) is out of the contest,
+with its error in the figures; when every order fails, the estimate's stays.
 
 The decision is kept as data in `<cache_dir>/choice-<key>.json` (orjson; read with the `.nnc` files' safe reader; a
 corrupt or foreign file is a miss with one NncCacheWarning and is rewritten), the key a sha256 of the subgraph's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import statistics
 import time
 import warnings
 from collections.abc import Sequence
@@ -34,9 +36,10 @@ from nnadapter_bridge.subgraph.device_selection import order_text
 
 CHOICE_FORMAT = "nnadapter-bridge-choice-v1"
 MAX_CHOICE_BYTES = 1 << 16
-# After the run that compiles: the orders run in turns, at least MIN_ROUNDS times and for MIN_TIMING_SECONDS (a
-# compiled program's first runs are often slower: OpenVINO's are), at most MAX_ROUNDS; the best run is the figure.
-MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 30, 0.3
+# After the run that compiles and one unmeasured round (a compiled program's first runs are often slower:
+# OpenVINO's are), the orders run in turns at least MIN_ROUNDS times and for MIN_TIMING_SECONDS, at most
+# MAX_ROUNDS; the median run is the figure.
+MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 40, 0.4
 
 
 def choice_key(fingerprint: str, signature, orders: Sequence[Sequence[str]], versions: str) -> str:
@@ -86,10 +89,10 @@ def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict)
 
 
 def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
-    """{order text: the best run of the subgraph on that order, or the error that put it out of the contest}: each
-    order converts and compiles in an engine of its own (its first run), then the orders run in turns (so a burst
-    of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at most
-    MAX_ROUNDS."""
+    """{order text: the median run of the subgraph on that order, or the error that put it out of the contest}:
+    each order converts and compiles in an engine of its own (its first run), runs once more unmeasured, then the
+    orders run in turns (so a burst of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and
+    MIN_TIMING_SECONDS, at most MAX_ROUNDS."""
     from nnadapter_bridge.subgraph.engine import ProgramPool, SubgraphEngine
 
     trials: dict = {}
@@ -101,10 +104,12 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
             trials[order] = trial
             try:
                 trial.run(dict(scope))
+                trial.run(dict(scope))  # the unmeasured round
                 measured[order_text(order)] = math.inf
             except BridgeError as exc:
                 measured[order_text(order)] = f"failed: {exc}"
         running = [o for o in orders if isinstance(measured[order_text(o)], float)]
+        runs: dict = {order_text(o): [] for o in running}
         started = time.perf_counter()
         rounds = 0
         while running and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or
@@ -117,8 +122,10 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
                     measured[order_text(order)] = f"failed: {exc}"
                     running.remove(order)
                     continue
-                measured[order_text(order)] = min(measured[order_text(order)], time.perf_counter() - t0)
+                runs[order_text(order)].append(time.perf_counter() - t0)
             rounds += 1
+        for order in running:
+            measured[order_text(order)] = statistics.median(runs[order_text(order)])
     finally:
         for trial in trials.values():
             trial.destroy()

@@ -16,7 +16,7 @@ import nnadapter_bridge as nb
 from nnadapter_bridge.errors import ConfigError
 from nnadapter_bridge.nnadapter.driver_protocol import Capabilities, PerformanceInfo
 from nnadapter_bridge.nnadapter.runtime import DeviceManager
-from nnadapter_bridge.subgraph import calibration
+from nnadapter_bridge.subgraph import calibration, device_selection
 from nnadapter_bridge.subgraph.calibration import DeviceFigures
 from nnadapter_bridge.subgraph.device_selection import OpCost, choose, estimate
 from support.placement_devices import DecliningDevice, placement_model, placement_reference
@@ -57,6 +57,19 @@ def test_the_cheapest_device_takes_the_whole_subgraph_and_ties_keep_the_listed_o
     assert again.as_dict() == choice.as_dict()  # deterministic for given figures
 
 
+def test_each_devices_own_order_is_timed_within_the_lead_margin():
+    """Mixed orders are timed within MARGIN (2x) of the best; each device's own lead order within LEAD_MARGIN
+    (4x), since the estimate of one device against another has missed by more than 2x."""
+    ops = [OpCost(0, "conv", "float32", 10**9, 1, frozenset(), ("x",), (("v0", 4),))]
+    assert device_selection.LEAD_MARGIN == 3.0
+    for slow_spf, timed in ((3e-12, True), (3.9e-12, True), (4.2e-12, False)):
+        figures = {"fast": _figures("fast", 1e-12), "slow": _figures("slow", slow_spf)}
+        choice = choose(0, ops, ["slow", "fast"], figures, REFERENCE)
+        assert choice.order == ("fast", "slow")
+        assert choice.contested == ([("fast", "slow"), ("slow", "fast")] if timed else [("fast", "slow")]), slow_spf
+        assert choose(0, ops, ["slow", "fast"], figures, REFERENCE, lead_margin=1.0).contested == [("fast", "slow")]
+
+
 def test_a_split_is_made_when_it_saves_more_than_its_copies_cost():
     # "fast" declines the middle op: [fast, slow] runs conv on fast, the middle on slow, conv on fast (3 parts,
     # 2 MiB copied); [slow, fast] runs everything on slow.
@@ -80,9 +93,11 @@ def test_a_split_that_saves_less_than_it_costs_is_not_made():
     assert choice.candidates[0].parts == 1 and choice.candidates[0].ops == {"slow": 3}
     split = estimate(ops, ("fast", "slow"), figures, REFERENCE)
     assert split.parts == 3 and split.seconds > choice.candidates[0].seconds
-    # 4.6 ms against 7.5 ms: within the default margin (2x), both are timed on the first run; within 50%, only one.
+    # 4.6 ms against 7.5 ms: within the default margin (2x), both are timed on the first run; within 50%, only one
+    # (each device's own lead order is timed within LEAD_MARGIN: narrowed too).
     assert choice.contested == [("slow", "fast"), ("fast", "slow")]
-    assert choose(0, ops, ["fast", "slow"], figures, REFERENCE, margin=0.5).contested == [("slow", "fast")]
+    assert choose(0, ops, ["fast", "slow"], figures, REFERENCE, margin=0.5,
+                  lead_margin=0.5).contested == [("slow", "fast")]
 
 
 def test_relaxed_float_ops_are_costed_at_the_relaxed_figure_where_a_device_has_one():
@@ -114,6 +129,14 @@ def test_a_device_the_calibration_does_not_know_is_taken_as_the_cpu_reference():
 
 # -- through the predictor, with the figures written as a calibration file ---------------------------------
 PICKY = "selection_picky_device"
+
+
+@pytest.fixture
+def lead_orders_by_margin(monkeypatch):
+    """The placement model's figures put the picky device's lead order 2.5x ahead of builtin_device's whatever the
+    calibration (its ops and copies all cost a memory pass): within LEAD_MARGIN, so both would be timed. Tests of
+    what the estimate decides alone time each device's lead order within MARGIN only, as every order."""
+    monkeypatch.setattr(device_selection, "LEAD_MARGIN", device_selection.MARGIN)
 
 
 @pytest.fixture
@@ -157,7 +180,7 @@ def _devices_by_type(predictor) -> dict:
     return {p.op.type: p.device for p in predictor.plan.placements(predictor.context)}
 
 
-def test_fastest_splits_around_the_op_the_fast_device_declines(tmp_path, picky_device):
+def test_fastest_splits_around_the_op_the_fast_device_declines(tmp_path, picky_device, lead_orders_by_margin):
     model = placement_model(tmp_path / "model")
     # Runs cost nothing and copies are free: the picky device's 100x saves more than the split costs.
     _write_calibration(tmp_path / "cache", 0.01, 0.0, 1e15)
@@ -285,7 +308,7 @@ def test_close_estimates_are_timed_once_and_the_winner_is_kept(tmp_path, picky_d
     third.close()
 
 
-def test_a_decision_beyond_the_margin_is_not_timed(tmp_path, picky_device):
+def test_a_decision_beyond_the_margin_is_not_timed(tmp_path, picky_device, lead_orders_by_margin):
     model = placement_model(tmp_path / "model")
     _write_calibration(tmp_path / "cache", 0.01, 1e-3, 1e9)
     predictor = _predictor(model, tmp_path / "cache", "fastest")
@@ -324,7 +347,7 @@ def test_each_devices_verdicts_are_kept_so_a_warm_start_asks_no_device(tmp_path,
     again.close()
 
 
-def test_run_reports_the_decision(tmp_path, picky_device, capsys):
+def test_run_reports_the_decision(tmp_path, picky_device, capsys, lead_orders_by_margin):
     from nnadapter_bridge.cli import main
 
     model = placement_model(tmp_path / "model")
