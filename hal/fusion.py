@@ -3,7 +3,11 @@ builtin device does the same, its NNAdapter optimizer passes):
 
 * CONV_2D followed by BATCH_NORMALIZATION with constant statistics -> one CONV_2D with folded
   filter and bias (the batch norm is a per-output-channel affine map);
-* CONV_2D / FULLY_CONNECTED followed by RELU or RELU6 -> the fuse code of the first operation.
+* CONV_2D / FULLY_CONNECTED followed by RELU or RELU6 -> the fuse code of the first operation;
+* CONV_2D followed by a SLICE (step 1) of its rows and columns -> one CONV_2D computing only those windows, its
+  pads reduced (Paddle's EfficientNet writes TensorFlow's SAME padding as symmetric pads and a crop of the first
+  row and column: the crop and the extra row of windows cost a copy each, and the batch norm after the crop could
+  not fold).
 
 A fusion applies only where the intermediate operand has exactly one consumer and is not a model output,
 every operand involved is plain FLOAT32 (quantized operations keep their own rounding points), and the
@@ -21,7 +25,7 @@ from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
-_CONV_FILTER, _CONV_BIAS, _CONV_FUSE = 1, 2, 8
+_CONV_FILTER, _CONV_BIAS, _CONV_AUTO_PAD, _CONV_PADS, _CONV_STRIDES, _CONV_DILATIONS, _CONV_FUSE = 1, 2, 3, 4, 5, 7, 8
 _FC_WEIGHT, _FC_BIAS, _FC_FUSE = 1, 2, 3
 _ACTIVATION_FUSE = {T.RELU: FuseCode.FUSED_RELU, T.RELU6: FuseCode.FUSED_RELU6}
 
@@ -81,6 +85,55 @@ def _fold_batch_norm(rewrite: _Rewrite, bn: Operation) -> bool:
     return True
 
 
+def _ints(operand: Operand | None, default: list) -> list:
+    return default if operand is None else [int(v) for v in np.asarray(operand.value).reshape(-1)]
+
+
+def _known(dims) -> bool:
+    return all(d is not None and d > 0 for d in dims)
+
+
+def _fold_crop(rewrite: _Rewrite, crop: Operation) -> bool:
+    """The conv's output cropped by `crop` (a step-1 SLICE of rows and columns) is the conv with only those
+    windows: dropping `begin` leading rows moves the first window down by begin * stride, i.e. takes as many
+    rows off the top pad, and the bottom pad becomes what the last kept window needs."""
+    conv = rewrite.op
+    params = [conv.inputs[i] if i < len(conv.inputs) else None
+              for i in (_CONV_AUTO_PAD, _CONV_PADS, _CONV_STRIDES, _CONV_DILATIONS)]
+    slicing = list(crop.inputs[1:5]) + [None] * (5 - len(crop.inputs))
+    if params[1] is None or not (_const(slicing[1]) and _const(slicing[2])) \
+            or not all(o is None or _const(o) for o in params + [slicing[0], slicing[3]]):
+        return False
+    if _ints(params[0], [0]) != [0]:  # auto_pad SAME / VALID: the driver resolves those pads itself
+        return False
+    pads = [int(p) for p in np.asarray(rewrite.new_constants.get(_CONV_PADS, params[1].value)).reshape(-1)]
+    strides, dilations = _ints(params[2], [1, 1]), _ints(params[3], [1, 1])
+    in_dims, out_dims = conv.inputs[0].type.dims, rewrite.output.type.dims
+    kernel = conv.inputs[_CONV_FILTER].type.dims[2:]
+    if len(pads) != 4 or len(in_dims) != 4 or len(out_dims) != 4 or not _known(in_dims[2:]) \
+            or not _known(out_dims[2:]) or not _known(kernel):
+        return False
+    starts, ends = _ints(slicing[1], []), _ints(slicing[2], [])
+    axes = _ints(slicing[0], list(range(len(starts))))
+    steps = _ints(slicing[3], [1] * len(starts))
+    axes = [a + 4 if a < 0 else a for a in axes]
+    if not (len(axes) == len(starts) == len(ends) == len(steps)) or len(set(axes)) != len(axes) \
+            or any(a not in (2, 3) for a in axes) or any(s != 1 for s in steps):
+        return False
+    new_pads = list(pads)
+    for axis, start, end in zip(axes, starts, ends):
+        begin, stop, _ = slice(start, end).indices(out_dims[axis])  # NNAdapter's SLICE: Python slice rules
+        size, k = stop - begin, axis - 2
+        stride, extent = strides[k], (kernel[k] - 1) * dilations[k] + 1
+        top = pads[2 * k] - begin * stride
+        bottom = max(0, (size - 1) * stride + extent - in_dims[axis] - top)
+        if size <= 0 or top < 0 or (in_dims[axis] + top + bottom - extent) // stride + 1 != size:
+            return False  # windows the input's own rows cannot reach, or more windows than kept
+        new_pads[2 * k], new_pads[2 * k + 1] = top, bottom
+    rewrite.new_constants[_CONV_PADS] = np.array(new_pads, np.int32)
+    return True
+
+
 def fuse_operations(model: Model) -> Model:
     """A new Model with the fusions above applied (the input model is left as it is)."""
     consumers = model.consumers()
@@ -108,6 +161,8 @@ def fuse_operations(model: Model) -> Model:
             if user.inputs[0] is not out or not all(_float32(o) for o in user.outputs):
                 break
             if user.type == T.BATCH_NORMALIZATION and foldable and _fold_batch_norm(rewrite, user):
+                pass
+            elif user.type == T.SLICE and op.type == T.CONV_2D and _fold_crop(rewrite, user):
                 pass
             elif user.type in _ACTIVATION_FUSE:
                 rewrite.new_constants[fuse_index] = np.array([_ACTIVATION_FUSE[user.type]], np.int32)

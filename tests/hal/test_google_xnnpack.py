@@ -231,6 +231,52 @@ def test_a_conv_chain_is_transposed_at_the_boundary_only(context):
         assert_op_close(g, w, what="conv chain")
 
 
+def _cropped_conv_model(size: int, kernel: int, stride: int, pad: int, group: int, axes, starts, ends):
+    """conv (symmetric pads) -> SLICE of its output -> batch norm: Paddle's EfficientNet writes TensorFlow's SAME
+    padding of a strided conv as pads (k - 1) / 2 + stride and a crop of the first row and column."""
+    rng = np.random.default_rng(7)
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 4, size, size)), "x")
+    c = lambda v, dtype=np.int32: model.add_constant(np.asarray(v, dtype=dtype))  # noqa: E731
+    conv = model.add_output("conv")
+    model.add_operation(T.CONV_2D, [x, c(rng.standard_normal((4, 4 // group, kernel, kernel)), np.float32),
+                                    c(rng.standard_normal(4), np.float32), c([0]), c([pad] * 4), c([stride] * 2),
+                                    c([group]), c([1, 1]), c([0])], [conv])
+    crop = model.add_output("crop")
+    model.add_operation(T.SLICE, [conv, c(axes), c(starts), c(ends), c([1] * len(axes))], [crop])
+    bn = model.add_output("bn")
+    params = [rng.uniform(0.5, 1.5, 4), rng.standard_normal(4), rng.standard_normal(4) * 0.1, rng.uniform(0.5, 2, 4)]
+    model.add_operation(T.BATCH_NORMALIZATION, [crop] + [c(p, np.float32) for p in params] + [c(1e-3, np.float32)],
+                        [bn])
+    model.identify_inputs_and_outputs([x], [bn])
+    model.finish()
+    return model
+
+
+_BIG = 2 ** 31 - 1
+
+
+@pytest.mark.parametrize("size, kernel, stride, pad, group, axes, starts, ends, folded", [
+    (12, 3, 2, 2, 1, [2, 3], [1, 1], [_BIG, _BIG], True),  # EfficientNet's stem: TFLite's SAME conv
+    (12, 5, 2, 3, 4, [2, 3], [1, 1], [_BIG, _BIG], True),  # its 5x5 depthwise
+    (13, 3, 1, 1, 1, [-2, -1], [0, 1], [-1, _BIG], True),  # a trailing row dropped, a leading column
+    (12, 3, 2, 2, 1, [2, 3], [2, 2], [_BIG, _BIG], False),  # the first kept window would start above the pads
+    (12, 3, 2, 2, 1, [1], [0], [_BIG], False),  # channels (all of them): not a crop of windows
+])
+def test_a_cropped_conv_is_one_conv_with_smaller_pads(context, size, kernel, stride, pad, group, axes, starts, ends,
+                                                       folded):
+    model = _cropped_conv_model(size, kernel, stride, pad, group, axes, starts, ends)
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    names = collections.Counter(n["op_name"] for n in program.interpreter._get_ops_details())
+    if folded:  # no SLICE, and the batch norm folds into the conv as it does without a crop
+        assert set(names) <= {"DELEGATE", "TRANSPOSE", "CONV_2D", "DEPTHWISE_CONV_2D", "PAD"}, names
+    else:
+        assert names["SLICE"] == 1, names
+    feeds = [randn(1, 4, size, size, seed=6)]
+    assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0], what="cropped conv")
+
+
 def _max_pool_model(size: int, pads, ceil_mode: bool):
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, size, size)), "x")
