@@ -37,7 +37,7 @@ from nnadapter_bridge.nnadapter.driver_protocol import (
     PerformanceInfo,
 )
 from nnadapter_bridge.nnadapter.model import Model
-from nnadapter_bridge.nnadapter.nnc import CacheFileError, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import read_kept_json, write_file_atomically
 from nnadapter_bridge.nnadapter.properties import parse_properties
 from nnadapter_bridge.nnadapter.record import plain_dataclass
 from nnadapter_bridge.nnadapter.types import OperandType
@@ -323,16 +323,11 @@ def _valid_entry(entry) -> bool:
 def read_entries(path: str) -> dict:
     """key -> entry of the calibration file at `path`; {} when there is none, and {} with one CalibrationWarning
     when it is unusable (not JSON, another format, a malformed entry): a miss, measured again and rewritten."""
-    import orjson
-
-    if not os.path.lexists(path):
-        return {}
-    try:
-        data = read_cache_file(path, MAX_CALIBRATION_BYTES)
-        document = orjson.loads(data)
-    except (CacheFileError, OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
-        warnings.warn(f"calibration file {path} is unusable ({exc}); the devices are measured again",
-                      CalibrationWarning, stacklevel=3)
+    document, problem = read_kept_json(path, MAX_CALIBRATION_BYTES)
+    if document is None:
+        if problem:
+            warnings.warn(f"calibration file {path} is unusable ({problem}); the devices are measured again",
+                          CalibrationWarning, stacklevel=3)
         return {}
     if not isinstance(document, dict) or document.get("format") != CALIBRATION_FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__

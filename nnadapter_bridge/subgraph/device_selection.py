@@ -336,17 +336,13 @@ class _KeptVerdicts:
             self.asked = self._read()
 
     def _read(self) -> dict:
-        import orjson
+        from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json
 
-        from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file
-
-        try:
-            document = orjson.loads(read_cache_file(self.path, MAX_DEVICE_VERDICTS_BYTES))
-        except FileNotFoundError:
-            return {}
-        except (CacheFileError, OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
-            warnings.warn(f"device verdicts file {self.path} is unusable ({exc}); the devices are asked again",
-                          NncCacheWarning, stacklevel=5)
+        document, problem = read_kept_json(self.path, MAX_DEVICE_VERDICTS_BYTES)
+        if document is None:
+            if problem:
+                warnings.warn(f"device verdicts file {self.path} is unusable ({problem}); the devices are asked "
+                              "again", NncCacheWarning, stacklevel=5)
             return {}
         ops = document.get("ops") if isinstance(document, dict) else None
         if (not isinstance(document, dict) or document.get("format") != DEVICE_VERDICTS_FORMAT

@@ -31,7 +31,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     TMP_PREFIX,
     NncCacheWarning,
     has_pending_writes,
-    read_cache_file,
+    read_kept_json,
     resolve_cache_key,
     write_file_atomically,
 )
@@ -740,24 +740,14 @@ class SubgraphEngine:
         path = self._split_record_path(token)
         if path is None:
             return None
-        try:
-            data = read_cache_file(path, MAX_SPLIT_RECORD_BYTES)
-        except FileNotFoundError:
+        record, problem = read_kept_json(path, MAX_SPLIT_RECORD_BYTES)
+        if record is None:
+            if problem:
+                warnings.warn(f"split record {path} is unusable ({problem}); compiling the model instead",
+                              NncCacheWarning, stacklevel=4)
             return None
-        except OSError as exc:
-            warnings.warn(f"split record {path} is unusable ({exc}); compiling the model instead", NncCacheWarning,
-                          stacklevel=4)
-            return None
-        import orjson  # only when a split record exists: not on the import path of the package
-
         ours = {op.index for op in self.subgraph.ops}
         try:
-            try:
-                record = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:  # bad UTF-8 too; it refuses more than 1024 levels of nesting
-                if "depth limit" in str(exc):
-                    raise ValueError("it nests more than 1024 levels deep (the format needs 3)") from None
-                raise ValueError(f"not valid JSON ({exc})") from None
             if not isinstance(record, dict) or set(record) != {"format", "token", "fingerprint", "declined"}:
                 raise ValueError(f"not a {SPLIT_RECORD_FORMAT} record")
             if record["format"] != SPLIT_RECORD_FORMAT or record["token"] != token \

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 
 from nnadapter_bridge.errors import BridgeError
-from nnadapter_bridge.nnadapter.nnc import CacheFileError, NncCacheWarning, read_cache_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json, write_file_atomically
 from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.subgraph.device_selection import order_text
 
@@ -55,16 +55,12 @@ def choice_path(cache_dir: str, key: str) -> str:
 def load_choice(cache_dir: str, key: str, orders: Sequence[tuple]) -> tuple | None:
     """(winner order, {order text: seconds or error}) kept under `key`, or None: no file (silently), or one that
     fails a check (one NncCacheWarning: a miss, timed again and rewritten)."""
-    import orjson
-
     path = choice_path(cache_dir, key)
-    try:
-        document = orjson.loads(read_cache_file(path, MAX_CHOICE_BYTES))
-    except FileNotFoundError:
-        return None
-    except (CacheFileError, OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
-        warnings.warn(f"device choice file {path} is unusable ({exc}); the orders are timed again", NncCacheWarning,
-                      stacklevel=4)
+    document, problem = read_kept_json(path, MAX_CHOICE_BYTES)
+    if document is None:
+        if problem:
+            warnings.warn(f"device choice file {path} is unusable ({problem}); the orders are timed again",
+                          NncCacheWarning, stacklevel=4)
         return None
     known = {order_text(o): tuple(o) for o in orders}
     if (not isinstance(document, dict) or document.get("format") != CHOICE_FORMAT

@@ -33,7 +33,7 @@ import json
 import os
 import warnings
 
-from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_file, write_file_atomically
+from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json, write_file_atomically
 from nnadapter_bridge.nnadapter.source_digest import files_digest
 
 PLAN_FORMAT = "nnadapter-bridge-plan-v1"
@@ -83,27 +83,21 @@ def load_plan(cache_dir: str, key: str, graph):
     """The PartitionResult stored under `key` for `graph` (its block-0 ops), or None: no file (silently), or a file
     that fails a check (one NncCacheWarning)."""
     path = plan_path(cache_dir, key)
-    data, problem = read_kept_file(path, MAX_PLAN_BYTES)
-    if data is None:
-        if problem:
-            _warn(path, problem)
+    document, problem = read_kept_json(path, MAX_PLAN_BYTES)
+    if problem:
+        _warn(path, problem)
+    if document is None:
         return None
     try:
-        return _parse(data, key, graph)
-    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+        return _parse(document, key, graph)
+    except ValueError as exc:
         _warn(path, str(exc))
         return None
 
 
-def _parse(data: bytes, key: str, graph):
-    import orjson
-
+def _parse(document, key: str, graph):
     from partition.detector import PartitionResult, Subgraph
 
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != PLAN_FORMAT:
         raise ValueError(f"not a {PLAN_FORMAT} file")
     if document.get("key") != key:

@@ -30,7 +30,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     NncCacheWarning,
     clean_stale_temp_files,
     file_identity,
-    read_kept_file,
+    read_kept_json,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.record import plain_dataclass
@@ -109,14 +109,14 @@ class VerdictStore:
         clean_stale_temp_files(cache_dir)  # the first use of the dir in this process (once per dir)
         key = cls.store_key(device_names, context_properties, versions)
         path = os.path.join(cache_dir, f"support-{key}.json")
-        data, problem = read_kept_file(path, MAX_STORE_BYTES)
-        if data is None:
-            if problem:
-                cls._warn(path, problem)
+        document, problem = read_kept_json(path, MAX_STORE_BYTES)
+        if problem:
+            cls._warn(path, problem)
+        if document is None:
             return cls(path, key, {})
         try:
-            verdicts, programs, fingerprints = cls._parse(data, key)
-        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            verdicts, programs, fingerprints = cls._parse(document, key)
+        except ValueError as exc:
             cls._warn(path, str(exc))
             return cls(path, key, {})
         return cls(path, key, verdicts, programs, fingerprints)
@@ -127,15 +127,7 @@ class VerdictStore:
                       NncCacheWarning, stacklevel=4)
 
     @staticmethod
-    def _parse(data: bytes, key: str) -> dict:
-        import orjson  # only when a store file exists: not on the import path of the package
-
-        try:
-            document = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            if "depth limit" in str(exc):
-                raise ValueError("it nests more than 1024 levels deep (the format needs 3)") from None
-            raise ValueError(f"not valid JSON ({exc})") from None
+    def _parse(document, key: str) -> dict:
         if not isinstance(document, dict) or document.get("format") != _STORE_FORMAT:
             raise ValueError(f"not a {_STORE_FORMAT} file")
         if document.get("key") != key:

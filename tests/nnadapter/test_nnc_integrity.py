@@ -391,6 +391,27 @@ def test_a_hostile_verdict_store_is_ignored_with_one_warning(tmp_path, content, 
     assert store.get("anything") is None
 
 
+@pytest.mark.parametrize("content, reason", [
+    (b"null", "JSON null"),  # valid JSON that is no record: never taken for a missing file
+    (b"[" * 1025 + b"]" * 1025, "levels deep"),
+    (b"\xff\xfe", "UTF-8"),
+    (b"x" * 101, "limit"),
+])
+def test_a_kept_json_record_that_is_not_one_says_why(tmp_path, content, reason):
+    from nnadapter_bridge.nnadapter.nnc import read_kept_json
+
+    path = tmp_path / "record.json"
+    assert read_kept_json(str(path), 100) == (None, None)  # no file: a plain miss
+    path.write_bytes(b'{"format": 1}')
+    assert read_kept_json(str(path), 100) == ({"format": 1}, None)
+    path.write_bytes(content)
+    document, problem = read_kept_json(str(path), 4096 if reason != "limit" else 100)
+    assert document is None and reason in problem
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    assert read_kept_json(str(link), 100)[1] == "it is a symbolic link (cache files are never followed)"
+
+
 def test_a_verdict_store_over_the_size_cap_is_not_read(tmp_path, monkeypatch):
     import nnadapter_bridge.subgraph.support_decisions as support_decisions
 

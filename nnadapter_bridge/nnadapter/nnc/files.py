@@ -128,6 +128,26 @@ def read_kept_file(path: str, max_size: int) -> tuple[bytes | None, str | None]:
         return None, str(exc) if isinstance(exc, CacheFileError) else f"cannot read it: {exc}"
 
 
+def read_kept_json(path: str, max_size: int) -> tuple[object, str | None]:
+    """read_kept_file, then the bytes parsed as JSON (orjson): (document, None); (None, None) when there is no
+    file; (None, why) when it cannot be read or is not JSON (a miss the caller warns about). orjson refuses more
+    than 1024 levels of nesting without recursing; no record kept beside the cache needs more than a few."""
+    data, problem = read_kept_file(path, max_size)
+    if data is None:
+        return None, problem
+    import orjson  # only when a record exists: not on the import path of the package
+
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:  # bad UTF-8 too
+        if "depth limit" in str(exc):
+            return None, "it nests more than 1024 levels deep (no record here needs more than a few)"
+        return None, f"not valid JSON ({exc})"
+    if document is None:  # None means "no file" to the caller
+        return None, "it holds JSON null, not a record"
+    return document, None
+
+
 def _open_no_follow(path: str) -> int:
     """A descriptor for `path`, never following a symlink in its last component and never blocking."""
     try:
