@@ -25,7 +25,9 @@ dequantize_linear; tests/support/quant_fixtures.py builds and caches both). Runn
 
 Threads: INTEL_OPENVINO_INFERENCE_NUM_THREADS / MICROSOFT_ONNXRUNTIME_NUM_THREADS / GOOGLE_XNNPACK_NUM_THREADS /
 INFERENCE_NUM_THREADS.
-Reported per model and thread count: median and p90 latency (ms), and the ratios the issue asks about:
+The runners of one model and thread count are built first, then timed in turns (one run of each per round), so
+a change in the load of a shared machine hits them alike. Reported per model and thread count: median, p90 and
+fastest latency (ms), and the ratios the issue asks about:
 int8 against our f32 on the same SDK, bf16 against f32, and ours against OpenVINO's frontend on the quantized
 model. Every output is compared with the runner's reference (cosine similarity with Paddle Inference on the
 same input: the float model's output for f32/bf16, the quantized model's for int8).
@@ -162,16 +164,25 @@ def _cosine(a, b) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def measure(run, image, runs: int) -> tuple:
-    for _ in range(3):
-        out = run(image)
-    times = []
+def measure_interleaved(runs_by_name: dict, image, runs: int) -> dict:
+    """name -> (median, p90, fastest ms, output): every runner warmed up 3 times, then the timed runs taken in
+    turns (one run of each runner per round), so a change in the machine's load hits every runner alike and the
+    ratios between them hold on a shared machine."""
+    outputs = {}
+    for name, run in runs_by_name.items():
+        for _ in range(3):
+            outputs[name] = run(image)
+    times: dict = {name: [] for name in runs_by_name}
     for _ in range(runs):
-        start = time.perf_counter()
-        run(image)
-        times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))], out
+        for name, run in runs_by_name.items():
+            start = time.perf_counter()
+            run(image)
+            times[name].append((time.perf_counter() - start) * 1000)
+    result = {}
+    for name, t in times.items():
+        t.sort()
+        result[name] = (statistics.median(t), t[int(0.9 * (len(t) - 1))], t[0], outputs[name])
+    return result
 
 
 def main(argv=None) -> int:
@@ -191,15 +202,20 @@ def main(argv=None) -> int:
         models = _models(name)
         reference = {kind: paddle_inference_outputs(path, {"x": image})[0] for kind, path in models.items()}
         for threads in [int(t) for t in args.threads.split(",")]:
-            result = {}
+            result, built, kinds = {}, {}, {}
             for runner in args.runners.split(","):
                 try:
-                    run, kind = make_runner(runner, models, threads)
-                    median, p90, out = measure(run, image, args.runs)
-                    result[runner] = {"median_ms": median, "p90_ms": p90, "cosine": _cosine(out, reference[kind])}
+                    built[runner], kinds[runner] = make_runner(runner, models, threads)
+                    built[runner](image)  # a runner that builds but cannot run is reported before the timing
                 except Exception as exc:  # noqa: BLE001 - a runner that cannot run is reported, not fatal
+                    built.pop(runner, None)
                     result[runner] = {"error": _error_line(exc)}
-                print(name, threads, runner, result[runner], flush=True)
+            for runner, (median, p90, fastest, out) in measure_interleaved(built, image, args.runs).items():
+                result[runner] = {"median_ms": median, "p90_ms": p90, "min_ms": fastest,
+                                  "cosine": _cosine(out, reference[kinds[runner]])}
+            result = {runner: result[runner] for runner in args.runners.split(",")}
+            for runner, r in result.items():
+                print(name, threads, runner, r, flush=True)
             rows.append({"model": name, "threads": threads, "runners": result,
                          "load": os.getloadavg()[0]})
     print()
@@ -218,14 +234,15 @@ def _ratio(result: dict, slow: str, fast: str) -> str:
 
 
 def render(rows: list) -> str:
-    lines = ["| model | thr | runner | median ms | p90 ms | cosine vs Paddle |", "|---|---|---|---|---|---|"]
+    lines = ["| model | thr | runner | median ms | p90 ms | fastest ms | cosine vs Paddle |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         for runner, r in row["runners"].items():
             if "error" in r:
-                lines.append(f"| {row['model']} | {row['threads']} | {runner} | — | — | {r['error']} |")
+                lines.append(f"| {row['model']} | {row['threads']} | {runner} | — | — | — | {r['error']} |")
             else:
                 lines.append(f"| {row['model']} | {row['threads']} | {runner} | {r['median_ms']:.1f} "
-                             f"| {r['p90_ms']:.1f} | {r['cosine']:.5f} |")
+                             f"| {r['p90_ms']:.1f} | {r.get('min_ms', float('nan')):.1f} | {r['cosine']:.5f} |")
     lines += ["", "| model | thr | ov int8 vs ours ov f32 | ort int8 vs ours ort f32 | xnn int8 vs ours xnn f32 "
                   "| ov bf16 vs ov f32 | ours ov int8 vs openvino_paddle int8 | ours ov int8 vs paddle_inference int8 "
                   "| ours ort int8 vs paddle_inference int8 | load |",
