@@ -3,13 +3,13 @@ real input, and the winner is kept in the model cache dir, so a warm start does 
 
 A subgraph whose SubgraphChoice (subgraph.device_selection) lists more than one contested order is decided on its
 first run: each contested order runs the subgraph in an engine of its own (which converts, compiles and writes its
-`.nnc` as any engine does), then the orders run in turns for a few tenths of a second (_time_orders), after one
-unmeasured round; the median run of each order is its figure (what a user's runs take, as bench_zoo.py reports
-them; the best run favoured an order whose runs spread), and the lowest wins (ties: the estimate's order). The
-subgraph's pool then takes the winner's order for every later run (and input shape) of the predictor and its
-clones; the trial engines and their programs are destroyed (the winner's is restored from its `.nnc`, or compiled
-once more without a cache dir). An order that fails (a device fault, a conversion error) is out of the contest,
-with its error in the figures; when every order fails, the estimate's stays.
+`.nnc` as any engine does), then the orders take turns for about a second (_time_orders), each turn first
+running unmeasured for 50 ms; the median measured run of each order is its figure (what a user's runs take, as
+bench_zoo.py reports them; the best run favoured an order whose runs spread), and the lowest wins (ties: the
+estimate's order). The subgraph's pool then takes the winner's order for every later run (and input shape) of the
+predictor and its clones; the trial engines and their programs are destroyed (the winner's is restored from its
+`.nnc`, or compiled once more without a cache dir). An order that fails (a device fault, a conversion error) is out
+of the contest, with its error in the figures; when every order fails, the estimate's stays.
 
 The decision is kept as data in `<cache_dir>/choice-<key>.json` (orjson; read with the `.nnc` files' safe reader; a
 corrupt or foreign file is a miss with one NncCacheWarning and is rewritten), the key a sha256 of the subgraph's
@@ -36,10 +36,13 @@ from nnadapter_bridge.subgraph.device_selection import order_text
 
 CHOICE_FORMAT = "nnadapter-bridge-choice-v1"
 MAX_CHOICE_BYTES = 1 << 16
-# After the run that compiles and one unmeasured round (a compiled program's first runs are often slower:
-# OpenVINO's are), the orders run in turns at least MIN_ROUNDS times and for MIN_TIMING_SECONDS, at most
-# MAX_ROUNDS; the median run is the figure.
+# After the run that compiles (a compiled program's first runs are often slower: OpenVINO's are), the orders take
+# turns at least MIN_ROUNDS times and for MIN_TIMING_SECONDS, at most MAX_ROUNDS, each turn SETTLE_SECONDS of
+# unmeasured runs and then TURN_SECONDS of measured ones (at least one of each); the median measured run is the
+# figure.
 MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 40, 0.4
+SETTLE_SECONDS = 0.05  # unmeasured runs at the start of each turn (_time_orders)
+TURN_SECONDS = 0.05  # then measured runs
 
 
 def choice_key(fingerprint: str, signature, orders: Sequence[Sequence[str]], versions: str) -> str:
@@ -86,13 +89,28 @@ def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict)
 
 def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
     """{order text: the median run of the subgraph on that order, or the error that put it out of the contest}:
-    each order converts and compiles in an engine of its own (its first run), runs once more unmeasured, then the
-    orders run in turns (so a burst of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and
-    MIN_TIMING_SECONDS, at most MAX_ROUNDS."""
+    each order converts and compiles in an engine of its own (its first run), then the orders take turns (so a
+    burst of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at
+    most MAX_ROUNDS. Each turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for
+    TURN_SECONDS (at least once): onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in
+    a 100 ms pause at 2 threads), and at 2 threads on 2 cores that spin slowed whichever order ran next, which
+    made the choice favour onnxruntime."""
     from nnadapter_bridge.subgraph.engine import ProgramPool, SubgraphEngine
 
     trials: dict = {}
     measured: dict = {}
+
+    def run(order) -> float | None:
+        """Seconds of one run of `order`, or None when it failed (then out of the contest)."""
+        t0 = time.perf_counter()
+        try:
+            trials[order].run(dict(scope))
+        except BridgeError as exc:
+            measured[order_text(order)] = f"failed: {exc}"
+            running.remove(order)
+            return None
+        return time.perf_counter() - t0
+
     try:
         for order in orders:
             trial = SubgraphEngine(engine.subgraph, engine.settings, ProgramPool(engine.pool.resources, order),
@@ -100,7 +118,6 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
             trials[order] = trial
             try:
                 trial.run(dict(scope))
-                trial.run(dict(scope))  # the unmeasured round
                 measured[order_text(order)] = math.inf
             except BridgeError as exc:
                 measured[order_text(order)] = f"failed: {exc}"
@@ -111,14 +128,18 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
         while running and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or
                                                    time.perf_counter() - started < MIN_TIMING_SECONDS):
             for order in list(running):
-                t0 = time.perf_counter()
-                try:
-                    trials[order].run(dict(scope))
-                except BridgeError as exc:
-                    measured[order_text(order)] = f"failed: {exc}"
-                    running.remove(order)
-                    continue
-                runs[order_text(order)].append(time.perf_counter() - t0)
+                turn = time.perf_counter()
+                while order in running:  # unmeasured: at least one run, SETTLE_SECONDS in all
+                    run(order)
+                    if time.perf_counter() - turn >= SETTLE_SECONDS:
+                        break
+                measuring = time.perf_counter()
+                while order in running:  # measured: at least one run, TURN_SECONDS in all
+                    seconds = run(order)
+                    if seconds is not None:
+                        runs[order_text(order)].append(seconds)
+                    if time.perf_counter() - measuring >= TURN_SECONDS:
+                        break
             rounds += 1
         for order in running:
             measured[order_text(order)] = statistics.median(runs[order_text(order)])
