@@ -6,6 +6,8 @@ Its properties, caching, threading and int64 behaviour: docs/architecture.md, "i
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,12 +34,52 @@ DEFAULT_DEVICE_NAMES = ["CPU"]
 INSTALL_HINT = "install nnadapter-bridge[openvino]"
 
 
+class _SkipModelConverter:
+    """A meta-path finder that makes `openvino.tools.ovc` (OpenVINO's model converter) fail to import in the
+    thread that imports openvino, so `import openvino` leaves out its optional `convert_model`: openvino's
+    __init__ imports it under `except ImportError`, and it pulls in the converter's telemetry (urllib, http,
+    email, ssl), importlib.metadata, numpy.ma and the TensorFlow frontend, ~90 ms of a 150 ms import, none of
+    which running a compiled program uses. Other threads import it as usual."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "openvino.tools.ovc" and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError("left out by intel_openvino (imported on first use)", name=name)
+        return None
+
+
+def _convert_model_on_first_use(name: str):
+    """openvino's module __getattr__ once openvino was imported without `convert_model`: imports the converter
+    when it is first asked for, so `openvino.convert_model` / `from openvino import convert_model` still work."""
+    import openvino
+
+    if name == "convert_model":
+        from openvino.tools.ovc import convert_model
+
+        openvino.convert_model = convert_model
+        return convert_model
+    raise AttributeError(f"module 'openvino' has no attribute '{name}'")
+
+
 def _import_openvino():
+    """The openvino package; imported here first, without its model converter (_SkipModelConverter), which is
+    then loaded on first use of `openvino.convert_model`."""
+    finder = None
+    if "openvino" not in sys.modules:  # imported already (by the caller, say): as it is
+        finder = _SkipModelConverter()
+        sys.meta_path.insert(0, finder)
     try:
         import openvino
     except ImportError as exc:
         raise NNAdapterError(f"intel_openvino: the 'openvino' package cannot be imported ({exc}); {INSTALL_HINT}",
                              ResultCode.DEVICE_NOT_FOUND) from exc
+    finally:
+        if finder is not None:
+            sys.meta_path.remove(finder)
+    if finder is not None and not hasattr(openvino, "convert_model") and not hasattr(openvino, "__getattr__"):
+        openvino.__getattr__ = _convert_model_on_first_use
     return openvino
 
 
