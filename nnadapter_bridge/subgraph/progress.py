@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
@@ -53,6 +52,8 @@ class TerminalProgress:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
         except ImportError:
             return False
+        import shutil  # here: a start that shows no progress does not import it
+
         console = Console(file=self.stream, width=shutil.get_terminal_size((100, 20)).columns)
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=16), TimeRemainingColumn(),
                              console=console, transient=True, auto_refresh=False)
@@ -70,6 +71,8 @@ class TerminalProgress:
             self._bar.update(self._task, completed=completed, description=text, total=max(self.total, 1))
             self._bar.refresh()
             return
+        import shutil
+
         columns = shutil.get_terminal_size((80, 20)).columns
         text = text[: max(columns - 1, 10)]
         self.stream.write("\r" + text + " " * max(self._width - len(text), 0))

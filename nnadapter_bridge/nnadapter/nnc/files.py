@@ -15,7 +15,6 @@ import mmap
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
@@ -283,6 +282,8 @@ def write_file_atomically(path: str, data: BytesLike | Iterable[BytesLike]) -> N
     file next to `path`, then rename it over `path` (readers never see a half-written file)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
+    import tempfile  # here: a warm start writes nothing, and tempfile brings shutil, bz2, lzma and random (~4 ms)
+
     fd, temp_path = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=FILE_EXTENSION, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
