@@ -33,9 +33,10 @@ from-spawn figures stand beside them, in the summary table, in each phase table 
 "spawn -> first result") and in the JSON (`since_spawn_s`, `python_start_s`, `start_with_imports_s` per summary):
 a fresh process's wait, imports included, from the parent's fork/exec to the first output.
 `--spawn-pairs N` adds a table of N interleaved warm starts of ours and of OpenVINO direct from spawn in bare
-processes (nothing wrapped, sampled or hooked, as a user's process runs: the phase children's recorder slows imports,
-and ours import more modules), after a cold start and a settling warm start of each; `--spawn-only` gives that table
-alone (`spawn_pairs`, `bare_child`).
+processes (benchmarks/startup_bare_child.py: nothing wrapped, sampled or hooked, and none of this harness's modules
+imported, as a user's process runs: the phase children's recorder slows imports, and ours import other modules than
+OpenVINO's), after a cold start and a settling warm start of each; `--spawn-only` gives that table alone
+(`spawn_pairs`).
 `--models` takes the zoo models (devtools.zoo: MODELS, EXTRA_MODELS, PIR_MODELS) and the real-architecture zoo
 (tests/support/real_zoo's catalog, built or taken from the test fixture cache), whose feeds (every input) are
 written to an .npz the children read; OpenVINO direct runs on the legacy .pdmodel ones.
@@ -61,13 +62,19 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 
+from startup_bare_child import (  # noqa: E402 - this directory is sys.path[0] when run as a script
+    MARKER,
+    example_input,
+    our_first_result,
+    our_predictor,
+    peer_compiled,
+    peer_config,
+    peer_first_result,
+)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = "PROFILE_STARTUP_RESULT "
 DEFAULT_MODEL_DIR = os.path.join(os.path.expanduser("~"), ".cache", "nnadapter-bridge", "bench-peers",
                                  "models-keep-extra")
-THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
-                     "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
-                     "builtin_device": "BUILTIN_DEVICE_NUM_THREADS"}
 SDK_MODULE = {"intel_openvino": "openvino", "microsoft_onnxruntime": "onnxruntime", "builtin_device": None}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -318,27 +325,6 @@ def smaps_rollup() -> dict:
     return found
 
 
-def params_path(model_path: str) -> str:
-    """`<stem>.pdiparams` beside a legacy `.pdmodel` or a PIR `.json`."""
-    return os.path.splitext(model_path)[0] + ".pdiparams"
-
-
-def example_input(model_path: str, feeds_path: str | None = None):
-    """The inputs a start feeds, {name: array} from `feeds_path` (an .npz: the real zoo's feeds), else one array: a
-    224x224 image, or token ids for the PIR transformer."""
-    import numpy as np
-
-    if feeds_path:
-        with np.load(feeds_path) as data:
-            return {name: data[name] for name in data.files}
-    rng = np.random.default_rng(0)
-    if model_path.endswith(".json"):
-        from devtools.zoo import TRANSFORMER_SEQ, TRANSFORMER_VOCAB
-
-        return rng.integers(0, TRANSFORMER_VOCAB, (1, TRANSFORMER_SEQ)).astype(np.int64)
-    return rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
-
-
 def ensure_benchmark_model(name: str, model_dir: str, scratch: str) -> tuple:
     """(model path, feeds .npz or None): a zoo model (legacy .pdmodel, as bench_peers builds it), a PIR-only zoo
     model (.json: OpenVINO's Paddle frontend cannot read those, so it has no OpenVINO-direct peer), or a model of
@@ -371,46 +357,6 @@ def ensure_benchmark_model(name: str, model_dir: str, scratch: str) -> tuple:
     return ensure_model(name, model_dir), None
 
 
-def _our_predictor(nnadapter_bridge, args):
-    """The predictor every start of ours makes (phase children and bare ones alike)."""
-    config = nnadapter_bridge.Config()
-    config.set_model_file(args.model)
-    config.set_param_file(params_path(args.model))
-    config.set_nnadapter_device_names([args.device])
-    config.set_nnadapter_context_properties(f"{THREAD_PROPERTIES[args.device]}={args.threads}")
-    config.set_nnadapter_model_cache_dir(args.work_dir)
-    return nnadapter_bridge.create_predictor(config)
-
-
-def _our_first_result(predictor, x):
-    if isinstance(x, dict):
-        for k, name in enumerate(predictor.get_input_names()):
-            predictor.get_input(k).from_numpy(x[name])
-    else:
-        predictor.get_input(0).from_numpy(x)
-    predictor.run()
-    return predictor.get_output(0).numpy()
-
-
-def _peer_config(args) -> dict:
-    return {"INFERENCE_NUM_THREADS": args.threads, "CACHE_DIR": args.work_dir, "INFERENCE_PRECISION_HINT": "f32"}
-
-
-def _peer_compiled(ov, args):
-    """OpenVINO compiling the Paddle model itself with its CACHE_DIR: read_model + compile_model when cold,
-    compile_model(path) when warm (it then imports from its cache)."""
-    core = ov.Core()
-    if args.phase == "cold":
-        return core.compile_model(core.read_model(args.model), "CPU", _peer_config(args))
-    return core.compile_model(args.model, "CPU", _peer_config(args))
-
-
-def _peer_first_result(compiled, x):
-    request = compiled.create_infer_request()
-    request.infer(x if isinstance(x, dict) else {0: x})
-    return request, request.get_output_tensor(0).data.copy()
-
-
 def _ours(args, recorder: Recorder, result: dict):
     sys.path.insert(0, ROOT)
     with recorder.phase("imports"):
@@ -422,9 +368,9 @@ def _ours(args, recorder: Recorder, result: dict):
     x = example_input(args.model, args.feeds)
     with recorder.phase("start"):
         with recorder.phase("create_predictor"):
-            predictor = _our_predictor(nnadapter_bridge, args)
+            predictor = our_predictor(nnadapter_bridge, args.model, args.device, args.threads, args.work_dir)
         with recorder.phase("first run"):
-            first = _our_first_result(predictor, x)
+            first = our_first_result(predictor, x)
     result["unwrapped"] = recorder.unwrapped + [f"{m}.{p} (never imported)" for m, p, _ in recorder.pending]
     stats = predictor.stats
     result["details"] = {"subgraphs": stats.subgraphs, "host_ops": stats.host_ops, "builds": stats.builds,
@@ -509,41 +455,14 @@ def _peer_openvino(args, recorder: Recorder, result: dict):
             with recorder.phase("load"):
                 model = core.read_model(args.model)
             with recorder.phase("compile (driver create_program)"):
-                compiled = core.compile_model(model, "CPU", _peer_config(args))
+                compiled = core.compile_model(model, "CPU", peer_config(args.threads, args.work_dir))
         else:
             with recorder.phase("restore"):
-                compiled = _peer_compiled(ov, args)
+                compiled = peer_compiled(ov, args.model, args.phase, args.threads, args.work_dir)
         with recorder.phase("first run"):
-            request, first = _peer_first_result(compiled, x)
+            request, first = peer_first_result(compiled, x)
     result["_keep"] = (compiled, request)  # alive until the RSS after the start is read
     return None, x, first
-
-
-def bare_child(args) -> int:
-    """One start as a user's process makes it: nothing wrapped, sampled or hooked (the phase children's recorder
-    slows imports, and ours import more modules than OpenVINO direct). Spawn -> first result, peak RSS, CPU time."""
-    if args.peer:
-        import openvino as ov
-
-        x = example_input(args.model, args.feeds)
-        keep = _peer_first_result(_peer_compiled(ov, args), x)
-        stats = None
-    else:
-        sys.path.insert(0, ROOT)
-        import nnadapter_bridge
-
-        x = example_input(args.model, args.feeds)
-        predictor = _our_predictor(nnadapter_bridge, args)
-        keep = _our_first_result(predictor, x)
-        stats = {"builds": predictor.stats.builds, "cache_hits_file": predictor.stats.cache_hits_file,
-                 "subgraphs": predictor.stats.subgraphs}
-    since = time.time() - args.spawn_time
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result = {"since_spawn_s": since, "peak_rss_bytes": usage.ru_maxrss * 1024,
-              "cpu_s": usage.ru_utime + usage.ru_stime, "stats": stats, "modules": len(sys.modules)}
-    del keep
-    print(MARKER + json.dumps(result), flush=True)
-    return 0
 
 
 def child(args) -> int:
@@ -621,22 +540,30 @@ def child(args) -> int:
 def run_child(model: str, device: str, phase: str, work_dir: str, args, *, peer: bool = False,
               cprofile: int = 0, overhead: int = 0, tracemalloc: bool = False, feeds: str | None = None,
               bare: bool = False) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--model", model, "--device", device, "--phase",
-           phase, "--work-dir", work_dir, "--threads", str(args.threads), "--overhead-runs", str(overhead),
-           "--overhead-seconds", str(args.overhead_seconds)]
-    if peer:
-        cmd.append("--peer")
-    if bare:
-        cmd.append("--bare")
-    if cprofile:
-        cmd += ["--cprofile", str(cprofile)]
-    if tracemalloc:
-        cmd.append("--tracemalloc")
-    if feeds:
-        cmd += ["--feeds", feeds]
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    spawn = time.time()
-    proc = subprocess.run(cmd + ["--spawn-time", repr(spawn)], capture_output=True, text=True, env=env, timeout=1200)
+    if bare:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup_bare_child.py")
+        rest = ["peer" if peer else "ours", model, device, phase, work_dir, str(args.threads)]
+        if feeds:
+            rest.append(feeds)
+        spawn = time.time()
+        proc = subprocess.run([sys.executable, script, repr(spawn)] + rest, capture_output=True, text=True, env=env,
+                              timeout=1200)
+    else:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--model", model, "--device", device, "--phase",
+               phase, "--work-dir", work_dir, "--threads", str(args.threads), "--overhead-runs", str(overhead),
+               "--overhead-seconds", str(args.overhead_seconds)]
+        if peer:
+            cmd.append("--peer")
+        if cprofile:
+            cmd += ["--cprofile", str(cprofile)]
+        if tracemalloc:
+            cmd.append("--tracemalloc")
+        if feeds:
+            cmd += ["--feeds", feeds]
+        spawn = time.time()
+        proc = subprocess.run(cmd + ["--spawn-time", repr(spawn)], capture_output=True, text=True, env=env,
+                              timeout=1200)
     for line in proc.stdout.splitlines():
         if line.startswith(MARKER):
             return json.loads(line[len(MARKER):])
@@ -740,12 +667,20 @@ def measure(model_name: str, model: str, device: str, args, scratch: str, feeds:
         work = os.path.join(scratch, f"{model_name}-{device}-{k}")
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
+        peer_work = work + "-ov"
         cold.append(run_child(model, device, "cold", work, args, feeds=feeds))
-        warm.append(run_child(model, device, "warm", work, args, overhead=args.overhead_runs, feeds=feeds))
         if peer:
-            peer_work = work + "-ov"
             os.makedirs(peer_work)
             peer_cold.append(run_child(model, device, "cold", peer_work, args, peer=True, feeds=feeds))
+        # One unmeasured warm start of each first (as spawn_pairs does): OpenVINO's cold start, read_model +
+        # compile_model, keeps its blob under the model object's hash, which compile_model(path) does not look up
+        # (its first warm start compiles again), and ours trusts no cache file written less than 2 s before.
+        time.sleep(2.2)
+        run_child(model, device, "warm", work, args, bare=True, feeds=feeds)
+        if peer:
+            run_child(model, device, "warm", peer_work, args, peer=True, bare=True, feeds=feeds)
+        warm.append(run_child(model, device, "warm", work, args, overhead=args.overhead_runs, feeds=feeds))
+        if peer:
             peer_warm.append(run_child(model, device, "warm", peer_work, args, peer=True, feeds=feeds))
     entry["cold"] = summarise(cold)
     entry["warm"] = summarise(warm)
@@ -896,7 +831,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--device", help=argparse.SUPPRESS)
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -920,7 +854,7 @@ def main(argv=None) -> int:
     parser.add_argument("--from-json")
     args = parser.parse_args(argv)
     if args.child:
-        return bare_child(args) if args.bare else child(args)
+        return child(args)
     if args.from_json:
         with open(args.from_json) as f:
             report = json.load(f)
