@@ -139,9 +139,12 @@ _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def _decode(data, strings: list):
-    if isinstance(data, list):
-        return [_decode(v, strings) for v in data]
-    if isinstance(data, dict):
+    if type(data) is list:
+        for v in data:
+            if type(v) is list or type(v) is dict:
+                return [_decode(v, strings) for v in data]
+        return data  # scalars only (shapes, axes): orjson's new list as it is
+    if type(data) is dict:
         if len(data) != 1:
             raise ValueError("an attribute value object is not a one-key tag")
         (tag, inner), = data.items()
@@ -209,14 +212,23 @@ def _decode_blocks(data, strings: list) -> list:
     if not isinstance(strings, list) or not all(isinstance(t, str) for t in strings):
         raise ValueError("the string table is not a list of strings")
     blocks = []
+    dtype_of = {None: None}  # element type code -> numpy dtype, looked up once per code
     for b in data:
         variables = {}
         for name, var_type, data_type, code, shape, persistable, lod_level, check, is_param, stop in b["vars"]:
-            variables[name] = VarInfo(name, var_type, None if code is None else dtypes.numpy_dtype(code), data_type,
-                                      tuple(shape), persistable, lod_level, check, is_param, stop)
-        ops = [OpInfo(op_type, index, block_idx, inputs, outputs, {k: _decode(v, strings) for k, v in attrs.items()},
-                      attr_types, is_target)
-               for op_type, index, block_idx, inputs, outputs, attrs, attr_types, is_target in b["ops"]]
+            dtype = dtype_of.get(code, dtype_of)
+            if dtype is dtype_of:
+                dtype = dtype_of[code] = dtypes.numpy_dtype(code)
+            variables[name] = VarInfo(name, var_type, dtype, data_type, tuple(shape), persistable, lod_level, check,
+                                      is_param, stop)
+        ops = []
+        for op_type, index, block_idx, inputs, outputs, attrs, attr_types, is_target in b["ops"]:
+            if type(attrs) is not dict:
+                raise ValueError("an op's attributes are not an object")
+            for name, value in attrs.items():  # most values are scalars, which decode as they are
+                if type(value) is list or type(value) is dict:
+                    attrs[name] = _decode(value, strings)
+            ops.append(OpInfo(op_type, index, block_idx, inputs, outputs, attrs, attr_types, is_target))
         blocks.append(BlockInfo(b["idx"], b["parent"], b["forward"], ops, variables))
     return blocks
 

@@ -139,7 +139,8 @@ def test_a_snapshot_of_another_loader_is_stale(tmp_path, monkeypatch, not_racy):
     assert len(parses) == 1
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not json", "bad tag", "param beyond the file", "symlink"])
+@pytest.mark.parametrize("damage", ["truncated", "not json", "bad tag", "bad tag in a list", "attributes not an object",
+                                    "param beyond the file", "symlink"])
 def test_a_damaged_snapshot_is_one_warning_and_a_parse(tmp_path, not_racy, damage):
     model = add_relu_scale_model(tmp_path / "m")
     want = load_model(model, snapshot_dir=str(tmp_path))
@@ -152,6 +153,14 @@ def test_a_damaged_snapshot_is_one_warning_and_a_parse(tmp_path, not_racy, damag
         path.write_bytes(b"\x00" * 64)
     elif damage == "bad tag":
         path.write_bytes(data.replace(b'"axis":-1', b'"axis":{"x":1}'))
+    elif damage == "bad tag in a list":
+        path.write_bytes(data.replace(b'"axis":-1', b'"axis":[1,{"x":1}]'))
+    elif damage == "attributes not an object":
+        import orjson
+
+        document = orjson.loads(data)
+        document["blocks"][0]["ops"][-1][5] = [1]
+        path.write_bytes(orjson.dumps(document))
     elif damage == "param beyond the file":
         import orjson
 
