@@ -212,13 +212,13 @@ def _decode_blocks(data, strings: list) -> list:
     if not isinstance(strings, list) or not all(isinstance(t, str) for t in strings):
         raise ValueError("the string table is not a list of strings")
     blocks = []
-    dtype_of = {None: None}  # element type code -> numpy dtype, looked up once per code
+    dtype_of: dict = {None: None}  # element type code -> numpy dtype, looked up once per code
     for b in data:
         variables = {}
         for name, var_type, data_type, code, shape, persistable, lod_level, check, is_param, stop in b["vars"]:
-            dtype = dtype_of.get(code, dtype_of)
-            if dtype is dtype_of:
-                dtype = dtype_of[code] = dtypes.numpy_dtype(code)
+            if code not in dtype_of:
+                dtype_of[code] = dtypes.numpy_dtype(code)
+            dtype = dtype_of[code]
             variables[name] = VarInfo(name, var_type, dtype, data_type, tuple(shape), persistable, lod_level, check,
                                       is_param, stop)
         ops = []
