@@ -18,7 +18,6 @@ must not load networkx (tests/e2e/test_startup_memory.py).
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 from typing import TYPE_CHECKING
@@ -390,6 +389,8 @@ def _load(source: ModelSource) -> ProgramGraph:
     params_where = source.params_path if source.params_path is not None else (
         "<params buffer>" if source.params_bytes is not None else None)
     # What the program (ops, attributes, declared vars) is, for records keyed by it (support verdicts by op).
+    import hashlib  # here: a start that reads its program from loader.snapshot hashes nothing (no OpenSSL)
+
     source_digest = hashlib.sha256(model_data).hexdigest()
     if _looks_like_naive_buffer(model_data, source):
         from nnadapter_bridge.loader import naive_buffer  # Paddle Lite's optimized .nb

@@ -30,7 +30,6 @@ ground's cache-file helpers.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import os
 import threading
@@ -49,6 +48,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.source_digest import files_digest
+from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 
 SNAPSHOT_FORMAT = "nnadapter-bridge-program-v1"
 MAX_SNAPSHOT_BYTES = 256 << 20
@@ -103,7 +103,7 @@ def snapshot_path(cache_dir: str, source: ModelSource) -> str | None:
         return None
     model, params = paths
     text = "\n".join([SNAPSHOT_FORMAT, os.path.realpath(model), os.path.realpath(params) if params else ""])
-    return os.path.join(cache_dir, f"program-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}.json")
+    return os.path.join(cache_dir, f"program-{sha256_hex(text)[:32]}.json")
 
 
 # -- values --------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ Must not import: anything above the ground (it is the ground's; the loader and t
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -30,6 +29,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     read_kept_file,
     write_file_atomically,
 )
+from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 
 MEMO_FORMAT = "nnadapter-bridge-code-digests-v1"
 MEMO_NAME = "code-digests.json"
@@ -65,7 +65,7 @@ def files_digest(label: str, list_files: Callable[[], Sequence[tuple[str, str]]]
         files = list(list_files())
         memo_dir = _memo_dir
         identities = [[name] + _identity(path) for name, path in files] if memo_dir else None
-        key = hashlib.sha256(repr((label, identities)).encode("utf-8")).hexdigest()[:32] if identities else None
+        key = sha256_hex(repr((label, identities)))[:32] if identities else None
         entries = _read_memo(memo_dir) if memo_dir else {}
         found = entries.get(key) if key else None
         if not (isinstance(found, str) and len(found) == 16):
@@ -81,6 +81,8 @@ def files_digest(label: str, list_files: Callable[[], Sequence[tuple[str, str]]]
 
 
 def _hash(files: Sequence[tuple[str, str]]) -> str:
+    import hashlib  # ~1 MB of sources: OpenSSL's md5, loaded only when the digests are not kept
+
     digest = hashlib.md5()
     for name, path in files:
         digest.update(name.encode("utf-8") + b"\0")

@@ -13,7 +13,6 @@ decisions import it on every start.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.util
 import os
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ import numpy as np
 
 from nnadapter_bridge import __version__
 from nnadapter_bridge.nnadapter.source_digest import files_digest
+from nnadapter_bridge.nnadapter.text_digest import md5_hex
 from nnadapter_bridge.nnadapter.types import OperandType
 
 CACHE_FORMAT_VERSION = 2  # 2: the subgraph fingerprint is sha256
@@ -107,7 +107,7 @@ def _lite_token_string(device_names: Sequence[str], input_dims: Mapping[str, Seq
 def paddle_lite_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
                             dynamic_shape_info: Mapping[str, Sequence[Sequence[int]]] | None = None) -> str:
     """Paddle Lite's own token (facts §1): md5 of device names + sorted inputs with dims or dynamic shapes."""
-    return hashlib.md5(_lite_token_string(device_names, input_dims, dynamic_shape_info).encode("utf-8")).hexdigest()
+    return md5_hex(_lite_token_string(device_names, input_dims, dynamic_shape_info))
 
 
 def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, Sequence[int]],
@@ -133,7 +133,7 @@ def extended_cache_token(device_names: Sequence[str], input_dims: Mapping[str, S
     if versions:
         lines.append("versions:" + versions)
     text = _lite_token_string(device_names, input_dims, dynamic_shape_info) + "\n" + "\n".join(lines)
-    return hashlib.md5(text.encode("utf-8")).hexdigest()
+    return md5_hex(text)
 
 
 def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names: Sequence[str],
@@ -143,6 +143,8 @@ def subgraph_fingerprint(ops: Sequence, input_names: Sequence[str], output_names
 
     sha256 rather than md5 here: it hashes the weights (all of a model's bytes) about twice as fast where the
     CPU has SHA instructions, and this runs at every predictor start."""
+    import hashlib  # OpenSSL's, for the weights; a warm start whose fingerprints are kept does not load it
+
     digest = hashlib.sha256()
 
     def line(text: str) -> None:

@@ -28,13 +28,13 @@ converters, the CLI.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import warnings
 
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json, write_file_atomically
 from nnadapter_bridge.nnadapter.source_digest import files_digest
+from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 
 PLAN_FORMAT = "nnadapter-bridge-plan-v1"
 MAX_PLAN_BYTES = 64 << 20
@@ -55,7 +55,7 @@ def plan_key(store_key: str, program_key: str, forced_indexes, min_subgraph_size
     text = "\n".join([PLAN_FORMAT, "store:" + store_key, "program:" + program_key,
                       "forced:" + ",".join(str(int(i)) for i in sorted(forced_indexes)),
                       f"min_subgraph_size:{int(min_subgraph_size)}", "code:" + _code_digest()])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_hex(text)
 
 
 def plan_path(cache_dir: str, key: str) -> str:

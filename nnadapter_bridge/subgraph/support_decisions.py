@@ -14,7 +14,6 @@ decided, and docs/cache.md what the store file holds and why it can be read safe
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from nnadapter_bridge.nnadapter.nnc import (
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.record import plain_dataclass
+from nnadapter_bridge.nnadapter.text_digest import md5_hex, sha256_hex
 from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from partition.detector import op_reads, op_writes, sub_block_indices
@@ -100,7 +100,7 @@ class VerdictStore:
     def store_key(device_names, context_properties: str, versions: str) -> str:
         text = "\n".join([_STORE_FORMAT, "devices:" + ",".join(device_names),
                           "properties:" + (context_properties or ""), "versions:" + versions])
-        return hashlib.md5(text.encode("utf-8")).hexdigest()
+        return md5_hex(text)
 
     @classmethod
     def open(cls, cache_dir: str, device_names, context_properties: str, versions: str) -> VerdictStore:
@@ -240,7 +240,7 @@ class FingerprintMemo:
 
     def _key(self, parts: tuple) -> str:
         text = "\n".join(["fingerprint-memo-v1", self.program_key, repr(self.identity), repr(parts)])
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return sha256_hex(text)
 
     def get(self, parts: tuple) -> str | None:
         """The fingerprint recorded for the subgraph described by `parts` (hashable, repr-stable), or None."""
@@ -445,7 +445,7 @@ class SupportDecider:
             return None
         text = "\n".join([digest, "loader:" + loader_code_digest()] + [
             f"{name}:{array.dtype.str}:{array.shape}" for name, array in sorted(self.graph.params.items())])
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return sha256_hex(text)
 
     def record_program(self) -> None:
         """Record this program's verdicts by op in the store (VerdictStore.program_record), unless one may

@@ -8,8 +8,6 @@ container.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Iterable
 
@@ -57,6 +55,9 @@ def resolve_cache_key(key: str | bytes | None = None) -> bytes | None:
 
 
 def hmac_sha256(key: bytes, pieces: Iterable) -> bytes:
+    import hashlib  # here: only a cache with an integrity key computes MACs (hashlib and hmac load OpenSSL)
+    import hmac
+
     digest = hmac.new(key, digestmod=hashlib.sha256)
     for piece in pieces:
         digest.update(piece)
@@ -73,6 +74,8 @@ def check_mac(data: BytesLike, views: dict[str, memoryview], key: bytes) -> None
     view = memoryview(data).cast("B")
     offset = len(view) - MAC_PADDING - MAC_SIZE
     expected = hmac_sha256(key, [view[:8], bytes(4), view[12:offset], bytes(MAC_SIZE), view[offset + MAC_SIZE:]])
+    import hmac
+
     if not hmac.compare_digest(expected, bytes(view[offset:offset + MAC_SIZE])):
         raise NncFormatError("HMAC-SHA256 mismatch: the record was not written with this cache key, or was "
                              "altered after it was written")
