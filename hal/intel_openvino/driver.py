@@ -50,17 +50,23 @@ class _SkipModelConverter:
         return None
 
 
-def _convert_model_on_first_use(name: str):
-    """openvino's module __getattr__ once openvino was imported without `convert_model`: imports the converter
-    when it is first asked for, so `openvino.convert_model` / `from openvino import convert_model` still work."""
-    import openvino
+def _convert_model_on_first_use(openvino) -> None:
+    """Give `openvino`, imported without its `convert_model`, a module __getattr__ that imports the converter when
+    it is first asked for, so `openvino.convert_model` / `from openvino import convert_model` still work (an
+    __getattr__ openvino has of its own answers every other name)."""
+    previous = vars(openvino).get("__getattr__")
 
-    if name == "convert_model":
-        from openvino.tools.ovc import convert_model
+    def __getattr__(name: str):
+        if name == "convert_model":
+            from openvino.tools.ovc import convert_model
 
-        openvino.convert_model = convert_model
-        return convert_model
-    raise AttributeError(f"module 'openvino' has no attribute '{name}'")
+            openvino.convert_model = convert_model
+            return convert_model
+        if previous is not None:
+            return previous(name)
+        raise AttributeError(f"module 'openvino' has no attribute '{name}'")
+
+    openvino.__getattr__ = __getattr__
 
 
 def _import_openvino():
@@ -78,8 +84,8 @@ def _import_openvino():
     finally:
         if finder is not None:
             sys.meta_path.remove(finder)
-    if finder is not None and not hasattr(openvino, "convert_model") and not hasattr(openvino, "__getattr__"):
-        openvino.__getattr__ = _convert_model_on_first_use
+    if finder is not None and "convert_model" not in vars(openvino):
+        _convert_model_on_first_use(openvino)
     return openvino
 
 

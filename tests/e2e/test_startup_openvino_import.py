@@ -67,3 +67,22 @@ def test_only_the_importing_thread_leaves_the_converter_out():
         print(seen, finder.find_spec("openvino.runtime"))
     """)
     assert out == "[None] None"
+
+
+def test_an_own_module_getattr_of_openvino_still_answers_other_names():
+    import types
+
+    from hal.intel_openvino.driver import _convert_model_on_first_use
+
+    def own_getattr(name):
+        if name == "answer":
+            return 42
+        raise AttributeError(name)
+
+    module = types.ModuleType("openvino_like")
+    module.__getattr__ = own_getattr
+    _convert_model_on_first_use(module)
+    assert module.answer == 42 and not hasattr(module, "no_such_name")
+    from openvino.tools.ovc import convert_model
+
+    assert module.convert_model is convert_model and "convert_model" in vars(module)
