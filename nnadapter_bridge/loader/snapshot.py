@@ -44,7 +44,7 @@ from nnadapter_bridge.loader.program import BlockInfo, BlockRef, OpInfo, VarInfo
 from nnadapter_bridge.nnadapter.nnc import (
     NncCacheWarning,
     file_identity,
-    read_kept_file,
+    read_kept_json,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.source_digest import files_digest
@@ -79,10 +79,6 @@ def _paths(source: ModelSource) -> tuple | None:
     return source.model_path, source.params_path
 
 
-def _identity(path: str) -> list | None:
-    return file_identity(path, resolve=True)
-
-
 def file_identities(source: ModelSource) -> dict | None:
     """The identities of the source's files now (module docstring), with the time they were taken; None for a
     source that cannot have a snapshot."""
@@ -90,7 +86,8 @@ def file_identities(source: ModelSource) -> dict | None:
     if paths is None:
         return None
     model, params = paths
-    found = {"model": _identity(model), "params": None if params is None else _identity(params),
+    found = {"model": file_identity(model, resolve=True),
+             "params": None if params is None else file_identity(params, resolve=True),
              "taken_ns": time.time_ns()}
     if found["model"] is None or (params is not None and found["params"] is None):
         return None
@@ -275,15 +272,12 @@ def load_snapshot(cache_dir: str, source: ModelSource):
     path = snapshot_path(cache_dir, source)
     if path is None:
         return None
-    data, problem = read_kept_file(path, MAX_SNAPSHOT_BYTES)
-    if data is None:
+    document, problem = read_kept_json(path, MAX_SNAPSHOT_BYTES)
+    if document is None:
         if problem:
             _warn(path, problem)
         return None
-    import orjson
-
     try:
-        document = orjson.loads(data)
         if not isinstance(document, dict) or document.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"not a {SNAPSHOT_FORMAT} file")
         files = file_identities(source)
@@ -294,7 +288,7 @@ def load_snapshot(cache_dir: str, source: ModelSource):
         params = {} if source.params_path is None else _params_over(map_file(source.params_path),
                                                                      document["param_places"])
         return _graph(document, source, blocks, params)
-    except (ValueError, KeyError, TypeError, IndexError) as exc:  # orjson.JSONDecodeError is a ValueError
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
         _warn(path, f"{type(exc).__name__}: {exc}"[:300])
         return None
     except OSError as exc:  # the params file went away between the check and the mapping: parse instead

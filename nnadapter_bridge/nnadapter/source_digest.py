@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from nnadapter_bridge.nnadapter.nnc import (
     NncCacheWarning,
     file_identity,
-    read_kept_file,
+    read_kept_json,
     write_file_atomically,
 )
 from nnadapter_bridge.nnadapter.text_digest import sha256_hex
@@ -96,17 +96,10 @@ def _hash(files: Sequence[tuple[str, str]]) -> str:
 
 def _read_memo(memo_dir: str) -> dict:
     path = os.path.join(memo_dir, MEMO_NAME)
-    data, problem = read_kept_file(path, MAX_MEMO_BYTES)
-    if data is None:
+    document, problem = read_kept_json(path, MAX_MEMO_BYTES)
+    if document is None:
         if problem:
             _warn(path, problem)
-        return {}
-    import orjson
-
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        _warn(path, f"not valid JSON ({exc})")
         return {}
     if not isinstance(document, dict) or document.get("format") != MEMO_FORMAT or \
             not isinstance(document.get("digests"), dict):

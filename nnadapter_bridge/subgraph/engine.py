@@ -440,26 +440,21 @@ class SubgraphEngine:
                 outputs = self._run_on_devices(arrays, signature, scope)
             except _DeviceFault as fault:  # twice in a row: the usual path takes it from there
                 outputs = self._run_on_devices(arrays, signature, scope, fault)
-            if outputs is None:  # it ran on the host, which wrote the scope
-                return
-            for name, array in zip(self.output_names, outputs):
-                scope[name] = array
-            self.stats.runs += 1
-            return
-        if not self.pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
-            from nnadapter_bridge.subgraph import measured_choice
+        else:
+            if not pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
+                from nnadapter_bridge.subgraph import measured_choice
 
-            measured_choice.decide(self, scope, arrays)
-        if self.pool.device_order is not self._order:  # decided by another engine of the pool (a clone)
-            self._order = self.pool.device_order
-            self.base_context = self.context = self.contexts.without((), self._order)
-        if self.host_signatures and signature in self.host_signatures:
-            self._run_on_host(scope)
-            return
-        if self.pool.splits and signature in self.pool.splits:
-            self._run_split(signature, scope)
-            return
-        outputs = self._run_on_devices(arrays, signature, scope)
+                measured_choice.decide(self, scope, arrays)
+            if pool.device_order is not self._order:  # decided by another engine of the pool (a clone)
+                self._order = pool.device_order
+                self.base_context = self.context = self.contexts.without((), self._order)
+            if self.host_signatures and signature in self.host_signatures:
+                self._run_on_host(scope)
+                return
+            if pool.splits and signature in pool.splits:
+                self._run_split(signature, scope)
+                return
+            outputs = self._run_on_devices(arrays, signature, scope)
         if outputs is None:  # it ran on the host, which wrote the scope
             return
         for name, array in zip(self.output_names, outputs):

@@ -93,7 +93,7 @@ __all__ = [
     "identity_entries", "load_compilation_record", "map_cache_file", "mapped_program_buffer", "max_file_size",
     "pack_compilation_record", "pack_compilation_record_parts", "pack_container", "pack_container_parts",
     "pack_operand_type", "pack_operand_types", "read_cache_file", "read_kept_file", "read_kept_json",
-    "read_nnc_file",
-    "resolve_cache_key", "tmp_max_age_s", "unpack_compilation_record", "unpack_container", "unpack_container_views",
-    "unpack_operand_type", "unpack_operand_types", "wait_for_cache_writes", "write_file_atomically",
+    "read_nnc_file", "resolve_cache_key", "tmp_max_age_s", "unpack_compilation_record", "unpack_container",
+    "unpack_container_views", "unpack_operand_type", "unpack_operand_types", "wait_for_cache_writes",
+    "write_file_atomically",
 ]
