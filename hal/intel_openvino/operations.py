@@ -209,10 +209,12 @@ def cast(b, op):
         raise Unsupported(f"CAST to precision code {code}")
     x = b.value(op.inputs[0])
     source = op.inputs[0].type
+    if target == ov.Type.boolean and not source.is_quantized and source.dtype.kind in "fiu":
+        # Paddle: x != 0. For floats NaN is true, where Convert gives false. For integers the result is the same,
+        # but the CPU plugin fails to compile a Convert to boolean right after a TopK ("Default output not
+        # supported", OpenVINO 2026.4; _integer_max writes REDUCE_MAX as TopK, and reduce_any/all cast it back).
+        return [_out(opset.not_equal(x, opset.constant(np.zeros((), source.dtype))))]
     if not source.is_quantized and source.dtype.kind == "f":
-        if target == ov.Type.boolean:
-            # Paddle: x != 0, so NaN is true; Convert gives false for NaN.
-            return [_out(opset.not_equal(x, opset.constant(np.zeros((), source.dtype))))]
         if target in (ov.Type.i64, ov.Type.u64):
             # The CPU plugin computes i64 in i32: 3e9 or NaN cast to int64 gives INT32_MIN (Paddle: 3e9 and
             # INT64_MIN).

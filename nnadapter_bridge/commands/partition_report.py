@@ -214,6 +214,8 @@ def placement_tables(data: dict) -> list:
         for choice in selection["subgraphs"]:
             lines.append(f"  subgraph {choice['subgraph']}: {'>'.join(choice['order'])}, by {choice['decided_by']}: "
                          f"{choice['reason']}")
+            for device, what in sorted((choice.get("faults") or {}).items()):
+                lines.append(f"    {device} left out while it was timed: {what}")
     return lines
 
 

@@ -98,6 +98,10 @@ class SubgraphChoice:
     measured: dict | None = None  # "a>b>c" -> median seconds of the timed runs, or why that order failed
     decided_by: str = "estimate"  # "estimate", "measured" or "measured (cached)"
     timing_seconds: float = 0.0  # what timing the contested orders cost this start (compiles included)
+    # device of the chosen order -> what it failed to do (and the error) while the order was timed: the subgraph
+    # runs on the order's other devices (for the timed input shapes when the device failed to run it, always
+    # when it failed to compile it), as it did while it was timed.
+    faults: dict | None = None
 
     def as_dict(self) -> dict:
         return {"subgraph": self.subgraph, "order": list(self.order), "decided_by": self.decided_by,
@@ -105,7 +109,7 @@ class SubgraphChoice:
                 "contested": [list(o) for o in self.contested],
                 "measured_ms": None if self.measured is None else
                 {k: round(v * 1e3, 4) if isinstance(v, float) else v for k, v in self.measured.items()},
-                "timing_seconds": round(self.timing_seconds, 3)}
+                "timing_seconds": round(self.timing_seconds, 3), "faults": self.faults or {}}
 
 
 @plain_dataclass

@@ -197,6 +197,9 @@ class ProgramPool:
         self.host_signatures: set = set()  # input signatures whose ops run on the host
         self.failed_devices: set = set()   # devices that failed to compile this subgraph
         self.failed_for: dict = {}         # input signature -> devices whose program failed to run it
+        # device -> (stage, what it failed to do and the error), of the faults above (_commit): a measured choice
+        # keeps its winner's with the choice (subgraph.measured_choice).
+        self.fault_reasons: dict = {}
         self.splits: dict = {}             # input signature -> SplitPlan (the devices decline some operations)
         self.fingerprint: str | None = None
         self._users = 0
@@ -632,6 +635,8 @@ class SubgraphEngine:
                 self.pool.failed_devices.update(fault.devices)
                 what = "failed to compile it" if fault.stage == "compile" else "failed to create a context"
                 scope = "from now on"
+            for device in fault.devices:
+                self.pool.fault_reasons[device] = (fault.stage, f"{what} ({fault.error})")
             if fault.program is not None:
                 self._drop(fault.program)
         devices = ", ".join(f"'{d}'" for d in fault.devices)

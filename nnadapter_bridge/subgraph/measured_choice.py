@@ -11,10 +11,16 @@ predictor and its clones; the trial engines and their programs are destroyed (th
 `.nnc`, or compiled once more without a cache dir). An order that fails (a device fault, a conversion error) is out
 of the contest, with its error in the figures; when every order fails, the estimate's stays.
 
+A device of an order that faults while the order is timed (fails to compile its part, or to run it for these
+inputs: google_xnnpack declines inputs that hold NaN) is left out of that order as it is for any run, and the
+order is timed as it then runs. When that order wins, its faults go with it (SubgraphChoice.faults): the pool
+starts with them recorded, so the predictor neither compiles nor runs that device's part again to see it fail.
+
 The decision is kept as data in `<cache_dir>/choice-<key>.json` (orjson; read with the `.nnc` files' safe reader; a
 corrupt or foreign file is a miss with one NncCacheWarning and is rewritten), the key a sha256 of the subgraph's
 fingerprint, the input signature, the contested orders and the versions string (code, drivers, their environment):
-a warm start reads it and times nothing. Without a cache dir nothing is kept and each start times again.
+a warm start reads it, winner's faults included (said once, with a DeviceFallbackWarning), and times nothing.
+Without a cache dir nothing is kept and each start times again.
 
 Entry point: `decide(engine, scope, arrays)` (SubgraphEngine.run, once per pool). Imports the engine's classes only
 when it times (inside `decide`), the cache key and the `.nnc` file helpers; never the predictor or anything above.
@@ -36,6 +42,7 @@ from nnadapter_bridge.subgraph.device_selection import order_text
 
 CHOICE_FORMAT = "nnadapter-bridge-choice-v1"
 MAX_CHOICE_BYTES = 1 << 16
+MAX_FAULT_CHARS = 4000  # of each kept fault's text
 # After the run that compiles (a compiled program's first runs are often slower: OpenVINO's are), the orders take
 # turns at least MIN_ROUNDS times and for MIN_TIMING_SECONDS, at most MAX_ROUNDS, each turn SETTLE_SECONDS of
 # unmeasured runs and then TURN_SECONDS of measured ones (at least one of each); the median measured run is the
@@ -55,9 +62,19 @@ def choice_path(cache_dir: str, key: str) -> str:
     return os.path.join(cache_dir, f"choice-{key}.json")
 
 
+FAULT_STAGES = ("context", "compile", "run")  # engine._DeviceFault.stage
+
+
+def _valid_faults(faults, winner: tuple) -> bool:
+    return isinstance(faults, dict) and all(
+        device in winner and isinstance(fault, list) and len(fault) == 2 and fault[0] in FAULT_STAGES
+        and isinstance(fault[1], str) for device, fault in faults.items())
+
+
 def load_choice(cache_dir: str, key: str, orders: Sequence[tuple]) -> tuple | None:
-    """(winner order, {order text: seconds or error}) kept under `key`, or None: no file (silently), or one that
-    fails a check (one NncCacheWarning: a miss, timed again and rewritten)."""
+    """(winner order, {order text: seconds or error}, {device: (stage, what it failed)}) kept under `key`, or
+    None: no file (silently), or one that fails a check (one NncCacheWarning: a miss, timed again and
+    rewritten)."""
     path = choice_path(cache_dir, key)
     document, problem = read_kept_json(path, MAX_CHOICE_BYTES)
     if document is None:
@@ -68,33 +85,38 @@ def load_choice(cache_dir: str, key: str, orders: Sequence[tuple]) -> tuple | No
     known = {order_text(o): tuple(o) for o in orders}
     if (not isinstance(document, dict) or document.get("format") != CHOICE_FORMAT
             or document.get("winner") not in known or not isinstance(document.get("measured"), dict)
-            or not all(k in known and (isinstance(v, (float, str))) for k, v in document["measured"].items())):
+            or not all(k in known and (isinstance(v, (float, str))) for k, v in document["measured"].items())
+            or not _valid_faults(document.get("faults", {}), known[document["winner"]])):
         warnings.warn(f"device choice file {path} is not a {CHOICE_FORMAT} file for these orders; they are timed "
                       "again", NncCacheWarning, stacklevel=4)
         return None
-    return known[document["winner"]], dict(document["measured"])
+    faults = {device: (stage, what) for device, (stage, what) in document.get("faults", {}).items()}
+    return known[document["winner"]], dict(document["measured"]), faults
 
 
-def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict) -> None:
+def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict, faults: dict) -> None:
     import orjson
 
     try:
         write_file_atomically(choice_path(cache_dir, key), orjson.dumps(
-            {"format": CHOICE_FORMAT, "winner": order_text(winner), "measured": measured},
+            {"format": CHOICE_FORMAT, "winner": order_text(winner), "measured": measured,
+             # an SDK's error can run to pages: the file stays well under MAX_CHOICE_BYTES
+             "faults": {device: [stage, what[:MAX_FAULT_CHARS]] for device, (stage, what) in faults.items()}},
             option=orjson.OPT_SORT_KEYS))
     except OSError as exc:
         warnings.warn(f"device choice cannot be kept in {cache_dir} ({exc}); it is timed again at the next start",
                       NncCacheWarning, stacklevel=4)
 
 
-def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
-    """{order text: the median run of the subgraph on that order, or the error that put it out of the contest}:
-    each order converts and compiles in an engine of its own (its first run), then the orders take turns (so a
-    burst of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at
-    most MAX_ROUNDS. Each turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for
-    TURN_SECONDS (at least once): onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in
-    a 100 ms pause at 2 threads), and at 2 threads on 2 cores that spin slowed whichever order ran next, which
-    made the choice favour onnxruntime."""
+def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, dict]:
+    """{order text: the median run of the subgraph on that order, or the error that put it out of the contest},
+    and {order text: {device: (stage, what it failed)}} for the devices left out of each order. Each order converts
+    and compiles in an engine of its own (its first run), then the orders take turns (so a burst of load on the
+    machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at most MAX_ROUNDS. Each
+    turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for TURN_SECONDS (at least once):
+    onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in a 100 ms pause at 2 threads),
+    and at 2 threads on 2 cores that spin slowed whichever order ran next, which made the choice favour
+    onnxruntime."""
     from nnadapter_bridge.subgraph.engine import ProgramPool, SubgraphEngine
 
     trials: dict = {}
@@ -143,10 +165,11 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> dict:
             rounds += 1
         for order in running:
             measured[order_text(order)] = statistics.median(runs[order_text(order)])
+        faults = {order_text(order): dict(trial.pool.fault_reasons) for order, trial in trials.items()}
     finally:
         for trial in trials.values():
             trial.destroy()
-    return measured
+    return measured, faults
 
 
 def decide(engine, scope: dict, arrays: Sequence) -> None:
@@ -164,24 +187,48 @@ def decide(engine, scope: dict, arrays: Sequence) -> None:
             key = choice_key(engine.fingerprint, signature, orders, cache_key.versions(engine.base_context))
             kept = load_choice(engine.cache_dir, key, orders)
             if kept is not None:
-                _apply(engine, kept[0], kept[1], "measured (cached)", 0.0)
+                winner, measured, faults = kept
+                _apply(engine, signature, winner, measured, faults, "measured (cached)", 0.0)
+                if faults:
+                    _say_kept_faults(engine, winner, faults, choice_path(engine.cache_dir, key))
                 return
         started = time.perf_counter()
-        measured = _time_orders(engine, orders, scope)
+        measured, faults_by_order = _time_orders(engine, orders, scope)
         spent = time.perf_counter() - started
         timed = [(measured[order_text(o)], k, o) for k, o in enumerate(orders)
                  if isinstance(measured[order_text(o)], float)]
         winner = min(timed)[2] if timed else tuple(choice.order)
+        # The trial already said what failed; the winner's faults stand for the predictor's own runs too.
+        faults = faults_by_order.get(order_text(winner), {}) if timed else {}
         if key is not None and timed:
-            save_choice(engine.cache_dir, key, winner, measured)
-        _apply(engine, winner, measured, "measured" if timed else "estimate (every timed order failed)", spent)
+            save_choice(engine.cache_dir, key, winner, measured, faults)
+        _apply(engine, signature, winner, measured, faults,
+               "measured" if timed else "estimate (every timed order failed)", spent)
 
 
-def _apply(engine, winner: tuple, measured: dict, how: str, spent: float) -> None:
+def _apply(engine, signature, winner: tuple, measured: dict, faults: dict, how: str, spent: float) -> None:
     pool, choice = engine.pool, engine.pool.choice
     pool.device_order = winner
     pool.decided = True
+    for device, (stage, what) in faults.items():
+        if stage == "run":  # for these input shapes only, as the engine records a run fault
+            pool.failed_for.setdefault(signature, set()).add(device)
+        else:
+            pool.failed_devices.add(device)
+        pool.fault_reasons[device] = (stage, what)
     choice.order = winner
     choice.measured = measured
+    choice.faults = {device: what for device, (_, what) in faults.items()} or None
     choice.decided_by = how
     choice.timing_seconds = spent
+
+
+def _say_kept_faults(engine, winner: tuple, faults: dict, path: str) -> None:
+    from nnadapter_bridge.nnadapter.runtime import DeviceFallbackWarning
+
+    left = [d for d in winner if d not in faults]
+    for device, (stage, what) in sorted(faults.items()):
+        scope = "for these input shapes" if stage == "run" else "from now on"
+        warnings.warn(f"{engine.describe()}: device '{device}' {what} when the order {order_text(winner)} was "
+                      f"timed (kept in {path}); it runs on {', '.join(left) or 'the host'} {scope}",
+                      DeviceFallbackWarning, stacklevel=5)

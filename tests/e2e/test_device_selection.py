@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import orjson
 import pytest
 
 import nnadapter_bridge as nb
@@ -306,6 +307,76 @@ def test_close_estimates_are_timed_once_and_the_winner_is_kept(tmp_path, picky_d
     assert measured_choice.load_choice(str(cache), kept[0].name[len("choice-"):-len(".json")],
                                        choice.contested) is not None
     third.close()
+
+
+class RunFailingDevice(DecliningDevice):
+    """Takes every operation and compiles it, then fails every run (a device fault: google_xnnpack declines an input
+    that holds NaN this way); counts its compiles and runs."""
+
+    def __init__(self, name: str):
+        super().__init__(name, declines=())
+        self.calls = {"create_program": 0, "execute_program": 0}
+
+    def create_program(self, context, model, cache):
+        self.calls["create_program"] += 1
+        return super().create_program(context, model, cache)
+
+    def execute_program(self, program, inputs, outputs):
+        self.calls["execute_program"] += 1
+        raise RuntimeError(f"{self.name}: simulated run fault")
+
+
+def test_the_winners_faults_while_timed_are_kept_with_the_choice(tmp_path, picky_device, monkeypatch):
+    """An order whose lead device failed to run the subgraph while it was timed ran on its other device, and was
+    timed so. When it wins, neither the predictor nor a warm start compiles or runs that device's part again to
+    see it fail (RT-DETR: google_xnnpack's part saw a NaN on every run, and each warm start compiled it anew)."""
+    from nnadapter_bridge.nnadapter.runtime import DeviceFallbackWarning
+    from nnadapter_bridge.subgraph import measured_choice
+
+    failing = RunFailingDevice(PICKY)
+    DeviceManager.instance().register(failing, replace=True)
+    model = placement_model(tmp_path / "model")
+    cache = tmp_path / "cache"
+    _write_calibration(cache, 1.0, 0.0, 1e15)  # the same estimate for both orders: both are timed
+    timed = measured_choice._time_orders
+
+    def failing_order_wins(engine, orders, scope):
+        # Whatever the clock says (both orders end up on builtin_device), the failing device's order wins.
+        measured, faults = timed(engine, orders, scope)
+        measured[f"{PICKY}>builtin_device"] = 0.0
+        return measured, faults
+
+    monkeypatch.setattr(measured_choice, "_time_orders", failing_order_wins)
+    x = np.random.default_rng(7).standard_normal((3, 4)).astype(np.float32)
+    predictor = _predictor(model, cache, "fastest")
+    with pytest.warns(DeviceFallbackWarning, match="simulated run fault"):
+        out = _run(predictor, x)
+    np.testing.assert_allclose(out, placement_reference(x), rtol=1e-6, atol=1e-6)
+    choice = predictor.stats.device_selection["subgraphs"][0]
+    assert choice["order"] == [PICKY, "builtin_device"] and choice["decided_by"] == "measured"
+    assert list(choice["faults"]) == [PICKY] and "simulated run fault" in choice["faults"][PICKY]
+    calls = dict(failing.calls)
+    assert calls["execute_program"] == 2  # the trial's two tries; the predictor's own run did not try again
+    np.testing.assert_allclose(_run(predictor, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    assert failing.calls == calls
+    predictor.close()
+    kept = orjson.loads(next(cache.glob("choice-*.json")).read_bytes())
+    assert kept["faults"][PICKY][0] == "run" and "simulated run fault" in kept["faults"][PICKY][1]
+
+    # A warm start says it once, and neither compiles nor runs the failing device's part.
+    failing.calls = {"create_program": 0, "execute_program": 0}
+    again = _predictor(model, cache, "fastest")
+    with pytest.warns(DeviceFallbackWarning, match="was timed .kept in .*choice-"):
+        out = _run(again, x)
+    np.testing.assert_allclose(out, placement_reference(x), rtol=1e-6, atol=1e-6)
+    assert failing.calls == {"create_program": 0, "execute_program": 0}
+    cached = again.stats.device_selection["subgraphs"][0]
+    assert cached["decided_by"] == "measured (cached)" and cached["faults"] == choice["faults"]
+    # For other input shapes the device is tried again: its fault was for the timed ones.
+    with pytest.warns(DeviceFallbackWarning, match=r"input shapes \[2, 4\]"):
+        _run(again, np.ones((2, 4), np.float32))
+    assert failing.calls["execute_program"] == 2
+    again.close()
 
 
 def test_a_decision_beyond_the_margin_is_not_timed(tmp_path, picky_device, lead_orders_by_margin):
