@@ -6,11 +6,16 @@ by ThresholdedRelu(alpha=0) (graph.GraphBuilder.relu). onnxruntime has no NCHWc 
 each one costs a reorder out of the blocked layout and one back (PP-HGNetV2: 35 + 29 reorders; 12% of its
 time at one thread). Yet the two forms differ only where a relu's input is NaN, and a NaN that a plain Relu
 keeps travels on: through a convolution, an addition, a pool average... every output element that depends on
-it becomes NaN. So a relu runs plain ("NaN kept") when every path from its output to the program's outputs
-goes through operations that propagate NaN that way, and ends at a float output. A run whose float outputs
-hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that reached an output, and one
-that reached nothing changed nothing). A run whose outputs hold a NaN is run again by the exact program,
-built from the same ONNX model with each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
+it becomes NaN. So a relu runs plain ("NaN kept") when a NaN in any element of its output either shows as a NaN
+in some float output or changes no output at all. That holds when
+- every path from the relu to the program's outputs goes through operations that propagate NaN that way, and
+  ends at a float output (a NaN that a slice drops changes nothing), or
+- some path does and reads every element on its way (a stride-1 convolution does, a slice or a strided
+  convolution may not): then whatever else reads the relu's output, a NaN there shows (PP-HGNetV2's stem relu
+  feeds a max pool, which drops NaN, and a stride-1 convolution that carries it to the output).
+A run whose float outputs hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that changed
+an output). A run whose outputs hold a NaN is run again by the exact program, built from the same ONNX model with
+each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
 
 Whether the outputs hold a NaN is computed by onnxruntime in the same run: the speculative model has one more
 graph output, `NAN_PROBE_OUTPUT`, the sum of every float32 output (a sum is NaN when any term is; +inf and -inf
@@ -36,10 +41,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hal.common import Unsupported, fuse_code_of
+from hal.common import Unsupported, fuse_code_of, unpack
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations.window import resolve_window
 from nnadapter_bridge.nnadapter.types import Operation
 
 # The ONNX node name of a NaN-kept relu ends with this; exact_model_bytes finds them by it.
@@ -88,49 +94,95 @@ def _has_relu(op: Operation) -> bool:
     return (op.type == T.RELU and _is_float32(op.outputs[0])) or (_fuses_relu(op) and _is_float32(op.outputs[0]))
 
 
+def _reads_every_element(op: Operation, position: int) -> bool:
+    """Whether every element of `op`'s input at `position` is read into some output element (so, for an operation
+    of NAN_PROPAGATING, a NaN there makes some output element NaN). A slice, a split or a resize may drop
+    elements, and a strided window may skip some; a convolution of stride 1 reads them all."""
+    if op.type in _DROPS_ELEMENTS:
+        return False
+    if op.type in (T.CONV_2D, T.AVERAGE_POOL_2D) and position == 0:
+        try:
+            return _windows_cover_input(op)
+        except Unsupported:  # a window parameter computed at run time: the conversion declines it anyway
+            return False
+    if op.type == T.CONV_2D_TRANSPOSE and position == 0:
+        return False  # its pads crop the output: a border element may land outside it
+    return True
+
+
+def _windows_cover_input(op: Operation) -> bool:
+    """Whether every element of a convolution's or average pool's input lies in one of its windows. Stride 1
+    always covers (a window starts at every position; pads are never negative); a strided window, when its
+    kernel, stride, dilation and pads leave no gap (stride <= kernel) and the last windows reach the end
+    (PP-HGNetV2's stride-2 3x3 convolutions with pad 1 do), with the spatial dims known."""
+    args = unpack(op)
+    strides = args.ints("strides")
+    if all(s == 1 for s in strides):
+        return True
+    in_hw, out_hw = op.inputs[0].type.dims[2:], op.outputs[0].type.dims[2:]
+    if op.type == T.CONV_2D:
+        kernel, dilations = list(op.inputs[1].type.dims[2:]), args.ints("dilations", [1, 1])
+    else:
+        kernel, dilations = args.ints("kernel_shape"), [1, 1]
+    if not all(d >= 0 for d in (*in_hw, *out_hw, *kernel)):
+        return False
+    pads, dilations = resolve_window(args.int("auto_pad", 0), args.ints("pads", None), in_hw, kernel, strides,
+                                     dilations)
+    for axis in (0, 1):
+        starts = np.arange(out_hw[axis]) * strides[axis] - pads[2 * axis]
+        read = (starts[:, None] + np.arange(kernel[axis]) * dilations[axis]).reshape(-1)
+        if np.unique(read[(read >= 0) & (read < in_hw[axis])]).size != in_hw[axis]:
+            return False
+    return True
+
+
+# Operations of NAN_PROPAGATING whose outputs may leave out elements of their input.
+_DROPS_ELEMENTS = frozenset({T.SLICE, T.SPLIT, T.RESIZE_NEAREST, T.RESIZE_LINEAR})
+
+
 def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
-    """id() of the operations whose relu (a RELU, or a fused FUSED_RELU) may run as a plain ONNX Relu: every
-    path from its output reaches a float32 model output only through operations that propagate NaN.
+    """id() of the operations whose relu (a RELU, or a fused FUSED_RELU) may run as a plain ONNX Relu: a NaN in
+    any element of its output shows in a float32 model output or changes none (module docstring).
     `skipped`: operations converted as a fused pattern (quantized chains) - never NaN-propagating."""
     outputs = {o.index for o in model.output_operands if o is not None}
     float_outputs = {o.index for o in model.output_operands if _is_float32(o)}
     consumers = model.consumers()
     skipped_ids = {id(op) for op in skipped}
     kept: set = set()
-    # An operand is "NaN-visible" when a NaN in any of its elements shows as a NaN in every model output element
-    # that depends on it. Decided from the outputs backwards: reverse topological order sees every consumer of
-    # an operand before the operand's producer.
-    visible: dict[int, bool] = {}
+    # Decided from the outputs backwards (reverse topological order sees every consumer of an operand, and
+    # whether its relu is kept, before the operand's producer). For an operand,
+    # - "flagged": a NaN in any of its elements makes some float32 model output hold a NaN;
+    # - "safe": a NaN in any of its elements makes some float32 model output hold a NaN or changes no output.
+    flagged: dict[int, bool] = {}
+    safe: dict[int, bool] = {}
 
-    def operand_visible(index: int) -> bool:
-        if index in outputs and index not in float_outputs:
-            return False
-        for consumer in consumers.get(index, ()):
-            if not _propagates(consumer, index):
-                return False
-        return True
-
-    def _propagates(op: Operation, index: int) -> bool:
+    def propagates(op: Operation, index: int, every_element: bool) -> bool:
+        """`op` turns a NaN of operand `index` into a NaN in each output element that reads it (`every_element`:
+        and every element of the operand is read)."""
         if id(op) in skipped_ids or op.type not in NAN_PROPAGATING:
-            return False
-        positions = NAN_PROPAGATING[op.type]
-        if positions is not _ALL and any(k not in positions for k, o in enumerate(op.inputs)
-                                         if o is not None and o.index == index):
             return False
         if _has_relu(op) and id(op) not in kept:
             return False  # an exact relu drops the NaN
-        for out in op.outputs:
-            if out is None:
-                continue
-            if not _is_float32(out) or not visible.get(out.index, False):
-                return False
-        return True
+        positions = NAN_PROPAGATING[op.type]
+        reads = [k for k, o in enumerate(op.inputs) if o is not None and o.index == index]
+        if any(positions is not _ALL and k not in positions for k in reads):
+            return False  # also read where it does not propagate (e.g. as a scale)
+        return not every_element or any(_reads_every_element(op, k) for k in reads)
+
+    def results_of(op: Operation) -> list:
+        return [out for out in op.outputs if out is not None]
 
     for op in reversed(model.topological_operations()):
-        results = [o for o in op.outputs if o is not None]
+        results = results_of(op)
         for out in results:
-            visible[out.index] = operand_visible(out.index)
-        if id(op) not in skipped_ids and _has_relu(op) and all(visible[o.index] for o in results):
+            readers = consumers.get(out.index, ())
+            flagged[out.index] = out.index in float_outputs or any(
+                propagates(c, out.index, True) and all(_is_float32(r) and flagged[r.index] for r in results_of(c))
+                for c in readers)
+            safe[out.index] = flagged[out.index] or (out.index not in outputs and all(
+                propagates(c, out.index, False) and all(_is_float32(r) and safe[r.index] for r in results_of(c))
+                for c in readers))
+        if id(op) not in skipped_ids and _has_relu(op) and results and all(safe[o.index] for o in results):
             kept.add(id(op))
     return kept
 
