@@ -96,8 +96,9 @@ def _has_relu(op: Operation) -> bool:
 
 def _reads_every_element(op: Operation, position: int) -> bool:
     """Whether every element of `op`'s input at `position` is read into some output element (so, for an operation
-    of NAN_PROPAGATING, a NaN there makes some output element NaN). A slice, a split or a resize may drop
-    elements, and a strided window may skip some; a convolution of stride 1 reads them all."""
+    of NAN_PROPAGATING, a NaN there makes some output element NaN). A slice, a split, a resize or a pad by a
+    negative amount may drop elements, and a strided window may skip some; a convolution of stride 1 reads them
+    all."""
     if op.type in _DROPS_ELEMENTS:
         return False
     if op.type in (T.CONV_2D, T.AVERAGE_POOL_2D) and position == 0:
@@ -107,6 +108,11 @@ def _reads_every_element(op: Operation, position: int) -> bool:
             return False
     if op.type == T.CONV_2D_TRANSPOSE and position == 0:
         return False  # its pads crop the output: a border element may land outside it
+    if op.type == T.PAD and position == 0:
+        try:  # a negative amount crops
+            return all(p >= 0 for p in unpack(op).ints("pads"))
+        except Unsupported:
+            return False
     return True
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hal.microsoft_onnxruntime.driver as ort_driver
-from hal.common import lower
+from hal.common import lower, unpack
 from hal.microsoft_onnxruntime import DRIVER
 from hal.microsoft_onnxruntime.graph import convert_model
 from hal.microsoft_onnxruntime.nan_speculation import (
@@ -25,6 +25,7 @@ from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.protocol import Argument, Cache
 from nnadapter_bridge.conformance.harness import build_op
 from nnadapter_bridge.conformance.samples import SAMPLES
+from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.reference import run_model
 from nnadapter_bridge.nnadapter.runtime import HostBuffer, array_input_access, host_buffer_output_access
@@ -118,6 +119,35 @@ def test_which_relus_are_kept(sample_id, kept):
     assert ({p.key: p.value for p in proto.metadata_props}.get(METADATA_KEY) == "1") is kept
     kinds = [n.op_type for n in proto.graph.node]
     assert ("ThresholdedRelu" in kinds) is (not kept)
+
+
+WINDOW_SAMPLES = [s for s in SAMPLES if s.type in (T.CONV_2D, T.AVERAGE_POOL_2D, T.PAD, T.CONV_2D_TRANSPOSE)
+                  and isinstance(s.inputs[0], np.ndarray) and s.inputs[0].dtype == np.float32]
+
+
+@pytest.mark.parametrize("sample", WINDOW_SAMPLES, ids=[s.id for s in WINDOW_SAMPLES])
+def test_reads_every_element_against_nan_fed_to_each_element(sample):
+    """_reads_every_element (strides, kernels, dilations, pads, auto_pad, ceil_mode, crops) against the
+    reference kernels: a NaN put in one input element at a time must reach some output element. Where the
+    analysis says every element is read, each must be; it says so exactly for convolutions, pools and pads (a
+    transposed convolution is never trusted to)."""
+    from hal.microsoft_onnxruntime.nan_speculation import _reads_every_element
+
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    op = next(o for o in model.operations if o.type == sample.type)
+    fuse = unpack(op).position("fuse_code") if sample.type != T.PAD else len(op.inputs)
+    if fuse < len(op.inputs) and op.inputs[fuse] is not None:  # a fused relu would turn the NaN into 0
+        op.inputs[fuse].value = np.array(int(FuseCode.FUSED_NONE), dtype=np.int32)
+    read = []
+    for flat in range(feeds[0].size):
+        x = feeds[0].copy()
+        x.reshape(-1)[flat] = np.nan
+        read.append(bool(np.isnan(run_model(model, [x, *feeds[1:]])[0]).any()))
+    claimed = _reads_every_element(op, 0)
+    if sample.type == T.CONV_2D_TRANSPOSE:
+        assert not claimed
+    else:
+        assert claimed == all(read), f"{sum(not r for r in read)} of {len(read)} elements are read by no window"
 
 
 def test_relu_read_by_a_max_pool_is_kept_when_another_reader_shows_every_nan():
