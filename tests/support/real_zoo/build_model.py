@@ -78,13 +78,15 @@ def _is_batch_norm(layer) -> bool:
 
 def randomise_trivial_tensors(model, rng: np.random.Generator) -> None:
     """Draw the float parameters an initialiser left constant (all elements equal: norm scales 1, shifts and
-    biases 0, class tokens): a scale around its value, a shift small and centred on it. Batch-norm running
-    statistics are calibrated afterwards (calibrate_batch_norms)."""
+    biases 0, class tokens, and one-element parameters: PP-HGNetV2's and PP-LCNetV3's learnable affine blocks
+    start at scale 1 and bias 0, which every runtime would drop as a multiply by one and an add of zero): a
+    scale around its value, a shift small and centred on it. Batch-norm running statistics are calibrated
+    afterwards (calibrate_batch_norms)."""
     import paddle
 
     for name, param in model.named_parameters():
         value = param.numpy()
-        if value.dtype.kind != "f" or value.size < 2 or not np.all(value == value.flat[0]):
+        if value.dtype.kind != "f" or value.size < 1 or not np.all(value == value.flat[0]):
             continue
         base = float(value.flat[0])
         if base != 0.0:
