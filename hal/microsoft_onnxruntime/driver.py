@@ -16,6 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
+from hal.fusion import scalar_affine_as_depthwise_conv
 from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
 from hal.microsoft_onnxruntime.operations import OPERATIONS
@@ -264,7 +265,7 @@ class OnnxRuntimeDriver(Driver):
             output_types = [t.copy() for t in cache.output_types]
         else:
             try:
-                lowered = lower(model, OPERATIONS)
+                lowered = scalar_affine_as_depthwise_conv(lower(model, OPERATIONS))
                 model_bytes = convert_model(lowered, OPERATIONS, relu_nan_to_zero=context.relu_nan_to_zero,
                                             fused_chains=_qdq_chains(lowered), marked_producer=QDQ_PRODUCER,
                                             keep_nan_where_visible=True).SerializeToString()

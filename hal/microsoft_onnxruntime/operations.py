@@ -409,6 +409,24 @@ def _max_pool(g: GraphBuilder, op: Operation):
         _plane_indices(g, op, outputs[1], outputs[0])
 
 
+def _per_channel_affine(conv: Operation) -> bool:
+    """A CONV_2D computing x * w[c] + b[c] with every w[c] positive and finite and every b[c] finite: a depthwise
+    1x1 window of stride 1, no pads, over constants."""
+    args = unpack(conv)
+    filt, bias = args.value("filter"), args.value("bias") if args.has("bias") else np.zeros(1, np.float32)
+    channels = conv.inputs[0].type.dims[1]
+    try:
+        window = (args.int("group") == channels and args.ints("strides") == [1, 1]
+                  and args.ints("dilations", [1, 1]) == [1, 1] and not any(args.ints("pads", [0, 0, 0, 0]))
+                  and args.int("auto_pad", 0) != int(AutoPad.AUTO_PAD_SAME))
+    except Unsupported:
+        return False
+    if not window or filt is None or bias is None or filt.shape != (channels, 1, 1, 1):
+        return False
+    filt, bias = np.asarray(filt, np.float64), np.asarray(bias, np.float64)
+    return bool(np.isfinite(filt).all() and (filt > 0).all() and np.isfinite(bias).all())
+
+
 def _from_lowest(g: GraphBuilder, op: Operation, pooled: str) -> str:
     """Paddle's max pool starts every window at -FLT_MAX (float64 too), so a window of -inf gives -FLT_MAX
     where MaxPool gives -inf. Paddle's scan `x > v ? x : v` never takes NaN; onnxruntime's float32 MaxPool
@@ -423,8 +441,9 @@ def _finite_from_below(g: GraphBuilder, op: Operation) -> bool:
     """Whether no element of the pool's input can be -inf or NaN, so the -FLT_MAX fix-up of `_from_lowest` can
     change nothing, and leaving it out keeps onnxruntime's NCHWc layout through the pool (Max has no blocked
     kernel): the input is a relu's exact output, maybe scaled by positive finite constants and shifted by finite
-    ones (PP-HGNetV2's learnable affine blocks). A relu before a max pool is written exactly (nan_speculation:
-    a max pool does not propagate NaN) unless the user chose ONNX's Relu."""
+    ones (PP-HGNetV2's learnable affine blocks, also as fusion.scalar_affine_as_depthwise_conv writes them). A
+    relu before a max pool is exact (nan_speculation: a NaN it kept shows in an output, or it is written exactly)
+    unless the user chose ONNX's Relu."""
     if not g.relu_nan_to_zero or _compute_dtype(op) != np.float32:
         return False
     operand = op.inputs[0]
@@ -438,6 +457,12 @@ def _finite_from_below(g: GraphBuilder, op: Operation) -> bool:
             return False
         if producer.type == T.RELU or code == int(FuseCode.FUSED_RELU):
             return True
+        if producer.type == T.CONV_2D and code == int(FuseCode.FUSED_NONE):
+            # a learnable affine block as fusion.scalar_affine_as_depthwise_conv writes it: x * filter + bias
+            if not _per_channel_affine(producer):
+                return False
+            operand = producer.inputs[0]
+            continue
         if producer.type not in (T.ADD, T.SUB, T.MUL) or code != int(FuseCode.FUSED_NONE):
             return False
         constant = 1 if producer.inputs[1].is_constant else 0 if producer.type != T.SUB else None
