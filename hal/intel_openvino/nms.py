@@ -92,8 +92,12 @@ def non_max_suppression(b, op):
         k = _out(opset.maximum(opset.minimum(n_boxes, _scalar_i64(nms_top_k)), _scalar_i64(1)))
         scores = _out(opset.select(_first_k(scores, k, 2), scores, minus_inf))
 
+    # A class's selections come in score order and the keep_top_k kept over all classes never reach past its
+    # first keep_top_k (they all rank before the next, equal scores too): each class stops there, and each
+    # candidate is compared with at most keep_top_k kept boxes (as microsoft_onnxruntime's nms.py).
+    per_class = keep_top_k if keep_top_k > -1 else np.iinfo(np.int32).max
     nms = opset.non_max_suppression(
-        boxes, scores, _out(opset.constant(np.array([np.iinfo(np.int32).max], np.int64))),
+        boxes, scores, _out(opset.constant(np.array([per_class], np.int64))),
         _out(opset.constant(_iou_threshold(args.float("nms_threshold")))),
         _out(opset.constant(np.float32(args.float("score_threshold")))),
         box_encoding="corner", sort_result_descending=False, output_type="i64")

@@ -12,7 +12,8 @@ overlaps on the threshold):
 - NonMaxSuppression keeps a score > score_threshold and suppresses an overlap > iou_threshold, as Paddle;
   it selects by score with ties to the lower box index, and lists (image, class, box) by image, class and
   selection order: Paddle's order when keep_top_k is off.
-- keep_top_k: the selections sorted by image, then score, then that order (two TopKs; TopK is stable on
+- keep_top_k: each class stops after keep_top_k selections (max_output_boxes_per_class: the later ones cannot
+  make the cut); the selections sorted by image, then score, then that order (two TopKs; TopK is stable on
   ties), ranked within their image, cut at keep_top_k, then sorted back by (image, class).
 - rows [label, score, box], index image * M + box and the per-image counts come from the selections.
 What it declines, with the reason: pixel boxes (normalized False: NonMaxSuppression has no +1 convention),
@@ -74,8 +75,13 @@ def non_max_suppression(g: GraphBuilder, op):
         best, where = g.node("TopK", [scores, k], 2, axis=2, largest=1, sorted=1)
         scores = g.one("ScatterElements", [g.one("Expand", [minus_inf, scores_shape]), where, best], axis=2)
 
+    # A class's selections come in score order, and the keep_top_k kept over all classes never reach past its
+    # first keep_top_k (those all rank before the next, equal scores too: the order is stable), so each class stops
+    # there. NonMaxSuppression then compares each candidate with at most keep_top_k kept boxes instead of all of
+    # them (PicoDet at 1 thread: 88 ms of NonMaxSuppression with 80 classes of up to 1000 candidates).
+    per_class = keep_top_k if keep_top_k > -1 else np.iinfo(np.int32).max
     selected = g.one("NonMaxSuppression", [
-        boxes, scores, g.i64([np.iinfo(np.int32).max]), g.const(np.array([args.float("nms_threshold")], np.float32)),
+        boxes, scores, g.i64([per_class]), g.const(np.array([args.float("nms_threshold")], np.float32)),
         g.const(np.array([args.float("score_threshold")], np.float32))], center_point_box=0)
     image, label, box = (_column(g, selected, k) for k in range(3))
     batch = g.one("Squeeze", [g.one("Slice", [scores_shape, g.i64([0]), g.i64([1]), g.i64([0])]), g.i64([0])])

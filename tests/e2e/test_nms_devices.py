@@ -88,6 +88,10 @@ NMS3_CASES = {
                          nms_eta=0.7, keep_top_k=-1, normalized=True),
     "empty": dict(background_label=-1, score_threshold=0.99, nms_top_k=-1, nms_threshold=0.5, nms_eta=1.0,
                   keep_top_k=-1, normalized=True),
+    # boxes apart from each other: every candidate of a class is kept, so each class selects far more than
+    # keep_top_k (the SDKs stop each class at keep_top_k), with tied scores at the cut
+    "keep_top_k_per_class": dict(background_label=-1, score_threshold=0.05, nms_top_k=-1, nms_threshold=0.5,
+                                 nms_eta=1.0, keep_top_k=12, normalized=True),
 }
 # The attribute combinations the SDKs' NonMaxSuppression cannot answer as Paddle does (hal/*/nms.py): adaptive
 # NMS above 0.5 and pixel boxes (normalized false).
@@ -103,7 +107,13 @@ def nms3_programs(tmp_path_factory):
     for name, attrs in NMS3_CASES.items():
         extent = 1.0 if attrs["normalized"] else 100.0
         boxes = clustered_boxes((2, 60), extent, extent * 0.02)
+        if name == "keep_top_k_per_class":
+            corner = np.stack(np.meshgrid(np.arange(10), np.arange(6)), -1).reshape(60, 2)[:, ::-1] * 0.1
+            boxes = np.broadcast_to(np.concatenate([corner, corner + 0.05], 1), (2, 60, 4)).astype(np.float32)
         scores = tied_scores((2, 4, 60))
+        if name == "keep_top_k_per_class":  # class 1 outscores the others: it fills the keep_top_k alone
+            scores = scores / np.float32(2)
+            scores[:, 1] += np.float32(0.5)
         if name == "empty":
             scores = scores * np.float32(0.9)
         saved = opdesc_program(tmp_path_factory.mktemp(f"nms3_{name}"), "multiclass_nms3",
