@@ -10,8 +10,8 @@ it becomes NaN. So a relu runs plain ("NaN kept") when a NaN in any element of i
 in some float output or changes no output at all. That holds when
 - every path from the relu to the program's outputs goes through operations that propagate NaN that way, and
   ends at a float output (a NaN that a slice drops changes nothing), or
-- some path does and reads every element on its way (a stride-1 convolution does, a slice or a strided
-  convolution may not): then whatever else reads the relu's output, a NaN there shows (PP-HGNetV2's stem relu
+- some path does and reads every element on its way (a stride-1 convolution or an upsampling resize does, a
+  slice, a strided convolution or a downsampling resize may not): then whatever else reads the relu's output, a NaN there shows (PP-HGNetV2's stem relu
   feeds a max pool, which drops NaN, and a stride-1 convolution that carries it to the output).
 A run whose float outputs hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that changed
 an output). A run whose outputs hold a NaN is run again by the exact program, built from the same ONNX model with
@@ -96,9 +96,16 @@ def _has_relu(op: Operation) -> bool:
 
 def _reads_every_element(op: Operation, position: int) -> bool:
     """Whether every element of `op`'s input at `position` is read into some output element (so, for an operation
-    of NAN_PROPAGATING, a NaN there makes some output element NaN). A slice, a split, a resize or a pad by a
-    negative amount may drop elements, and a strided window may skip some; a convolution of stride 1 reads them
-    all."""
+    of NAN_PROPAGATING, a NaN there makes some output element NaN). A slice, a split, a downsampling resize or a
+    pad by a negative amount may drop elements, and a strided window may skip some; a convolution of stride 1 and
+    an upsampling resize read them all."""
+    if op.type in (T.RESIZE_NEAREST, T.RESIZE_LINEAR) and position == 0:
+        # Upsampling reads every element: consecutive output samples move by at most one input step, from the
+        # first element to the last (nearest picks each, linear has each as a neighbour: NaN times a weight of 0
+        # is still NaN). Downsampling may skip some.
+        in_dims, out_dims = op.inputs[0].type.dims, op.outputs[0].type.dims
+        return len(in_dims) == len(out_dims) == 4 and all(
+            0 <= i <= o for i, o in zip(in_dims[2:], out_dims[2:]))
     if op.type in _DROPS_ELEMENTS:
         return False
     if op.type in (T.CONV_2D, T.AVERAGE_POOL_2D) and position == 0:

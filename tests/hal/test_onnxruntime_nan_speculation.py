@@ -121,21 +121,23 @@ def test_which_relus_are_kept(sample_id, kept):
     assert ("ThresholdedRelu" in kinds) is (not kept)
 
 
-WINDOW_SAMPLES = [s for s in SAMPLES if s.type in (T.CONV_2D, T.AVERAGE_POOL_2D, T.PAD, T.CONV_2D_TRANSPOSE)
+WINDOW_SAMPLES = [s for s in SAMPLES if s.type in (T.CONV_2D, T.AVERAGE_POOL_2D, T.PAD, T.CONV_2D_TRANSPOSE,
+                                                   T.RESIZE_NEAREST, T.RESIZE_LINEAR)
                   and isinstance(s.inputs[0], np.ndarray) and s.inputs[0].dtype == np.float32]
 
 
 @pytest.mark.parametrize("sample", WINDOW_SAMPLES, ids=[s.id for s in WINDOW_SAMPLES])
 def test_reads_every_element_against_nan_fed_to_each_element(sample):
-    """_reads_every_element (strides, kernels, dilations, pads, auto_pad, ceil_mode, crops) against the
-    reference kernels: a NaN put in one input element at a time must reach some output element. Where the
-    analysis says every element is read, each must be; it says so exactly for convolutions, pools and pads (a
-    transposed convolution is never trusted to)."""
+    """_reads_every_element (strides, kernels, dilations, pads, auto_pad, ceil_mode, crops, resize modes) against
+    the reference kernels: a NaN put in one input element at a time must reach some output element. Where the
+    analysis says every element is read, each must be; it says so exactly for convolutions, pools and pads, for
+    upsampling resizes only, and never for a transposed convolution."""
     from hal.microsoft_onnxruntime.nan_speculation import _reads_every_element
 
     model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
     op = next(o for o in model.operations if o.type == sample.type)
-    fuse = unpack(op).position("fuse_code") if sample.type != T.PAD else len(op.inputs)
+    fuse = unpack(op).position("fuse_code") if sample.type in (T.CONV_2D, T.AVERAGE_POOL_2D, T.CONV_2D_TRANSPOSE) \
+        else len(op.inputs)
     if fuse < len(op.inputs) and op.inputs[fuse] is not None:  # a fused relu would turn the NaN into 0
         op.inputs[fuse].value = np.array(int(FuseCode.FUSED_NONE), dtype=np.int32)
     read = []
@@ -146,8 +148,39 @@ def test_reads_every_element_against_nan_fed_to_each_element(sample):
     claimed = _reads_every_element(op, 0)
     if sample.type == T.CONV_2D_TRANSPOSE:
         assert not claimed
+    elif sample.type in (T.RESIZE_NEAREST, T.RESIZE_LINEAR):  # claimed for upsampling only
+        assert not claimed or all(read), f"{sum(not r for r in read)} of {len(read)} elements are read by none"
+        upsampling = all(i <= o for i, o in zip(op.inputs[0].type.dims[2:], op.outputs[0].type.dims[2:]))
+        assert claimed == upsampling
     else:
         assert claimed == all(read), f"{sum(not r for r in read)} of {len(read)} elements are read by no window"
+
+
+def _upsampling(sample) -> bool:
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    op = next(o for o in model.operations if o.type == sample.type)
+    return all(0 <= i <= o for i, o in zip(op.inputs[0].type.dims[2:], op.outputs[0].type.dims[2:]))
+
+
+UPSAMPLING = [s for s in WINDOW_SAMPLES if s.type in (T.RESIZE_NEAREST, T.RESIZE_LINEAR) and _upsampling(s)]
+
+
+@pytest.mark.parametrize("sample", UPSAMPLING, ids=[s.id for s in UPSAMPLING])
+def test_onnxruntime_resize_carries_a_nan_from_every_element_it_is_said_to_read(sample):
+    """What the analysis trusts an upsampling resize with, on onnxruntime's own kernels: a NaN in any one input
+    element reaches some output element (a linear kernel that skipped a weight of 0 would drop it)."""
+    from hal.microsoft_onnxruntime.nan_speculation import _reads_every_element
+
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs)
+    assert _reads_every_element(next(o for o in model.operations if o.type == sample.type), 0)
+    program = DRIVER.create_program(DRIVER.create_context(DRIVER.open_device(), ""), model, Cache())
+    unseen = []
+    for flat in range(feeds[0].size):
+        x = feeds[0].copy()
+        x.reshape(-1)[flat] = np.nan
+        if not np.isnan(_run_program(program, [x, *feeds[1:]])[0]).any():
+            unseen.append(flat)
+    assert not unseen, f"a NaN in these input elements reached no output: {unseen}"
 
 
 def test_relu_read_by_a_max_pool_is_kept_when_another_reader_shows_every_nan():
