@@ -11,8 +11,9 @@ in some float output or changes no output at all. That holds when
 - every path from the relu to the program's outputs goes through operations that propagate NaN that way, and
   ends at a float output (a NaN that a slice drops changes nothing), or
 - some path does and reads every element on its way (a stride-1 convolution or an upsampling resize does, a
-  slice, a strided convolution or a downsampling resize may not): then whatever else reads the relu's output, a NaN there shows (PP-HGNetV2's stem relu
-  feeds a max pool, which drops NaN, and a stride-1 convolution that carries it to the output).
+  slice, a strided convolution or a downsampling resize may not): then whatever else reads the relu's output,
+  a NaN there shows (PP-HGNetV2's stem relu feeds a max pool, which drops NaN, and a stride-1 convolution that
+  carries it to the output).
 A run whose float outputs hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that changed
 an output). A run whose outputs hold a NaN is run again by the exact program, built from the same ONNX model with
 each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
