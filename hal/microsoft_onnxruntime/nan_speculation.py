@@ -150,8 +150,8 @@ def _windows_cover_input(op: Operation) -> bool:
     return True
 
 
-# Operations of NAN_PROPAGATING whose outputs may leave out elements of their input.
-_DROPS_ELEMENTS = frozenset({T.SLICE, T.SPLIT, T.RESIZE_NEAREST, T.RESIZE_LINEAR})
+# Operations of NAN_PROPAGATING whose outputs may leave out elements of their input (a resize: _reads_every_element).
+_DROPS_ELEMENTS = frozenset({T.SLICE, T.SPLIT})
 
 
 def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:

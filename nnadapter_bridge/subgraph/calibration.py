@@ -18,7 +18,6 @@ the plan, the engine, the predictor or anything above. docs/device_selection.md 
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import platform
@@ -40,6 +39,7 @@ from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.nnc import read_kept_json, write_file_atomically
 from nnadapter_bridge.nnadapter.properties import parse_properties
 from nnadapter_bridge.nnadapter.record import plain_dataclass
+from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 from nnadapter_bridge.nnadapter.types import OperandType
 
 CALIBRATION_FORMAT = "nnadapter-bridge-calibration-v1"
@@ -456,7 +456,7 @@ class Calibration:
         parts = {name: f.as_dict() | {"seconds_per_flop": f.seconds_per_flop,
                                       "copy": round(f.copy_bytes_per_second, -6)}
                  for name, f in sorted(self.devices.items())}
-        return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+        return sha256_hex(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS).decode("utf-8"))[:16]
 
     def as_dict(self) -> dict:
         return {"path": self.path, "reference": REFERENCE_DEVICE, "measured_seconds": round(self.measured_seconds, 3),

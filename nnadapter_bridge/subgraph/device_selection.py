@@ -323,8 +323,7 @@ class _KeptVerdicts:
     one NncCacheWarning and is rewritten."""
 
     def __init__(self, plan, context):
-        import hashlib
-
+        from nnadapter_bridge.nnadapter.text_digest import sha256_hex
         from nnadapter_bridge.subgraph.plan import _DeviceVerdicts
 
         self.live = _DeviceVerdicts(plan.support, context)
@@ -335,7 +334,7 @@ class _KeptVerdicts:
         self.asked: dict = {}  # op index -> {device: reason}, read from the file
         self.new: dict = {}
         if store is not None and program_key is not None:
-            key = hashlib.sha256("\0".join((DEVICE_VERDICTS_FORMAT, store.key, program_key)).encode()).hexdigest()
+            key = sha256_hex("\0".join((DEVICE_VERDICTS_FORMAT, store.key, program_key)))
             self.path = os.path.join(os.path.dirname(store.path), f"device-verdicts-{key[:32]}.json")
             self.asked = self._read()
 

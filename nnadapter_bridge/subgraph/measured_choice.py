@@ -27,7 +27,6 @@ when it times (inside `decide`), the cache key and the `.nnc` file helpers; neve
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import statistics
@@ -37,6 +36,7 @@ from collections.abc import Sequence
 
 from nnadapter_bridge.errors import BridgeError
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json, write_file_atomically
+from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 from nnadapter_bridge.subgraph import cache_key
 from nnadapter_bridge.subgraph.device_selection import order_text
 
@@ -55,7 +55,7 @@ TURN_SECONDS = 0.05  # then measured runs
 def choice_key(fingerprint: str, signature, orders: Sequence[Sequence[str]], versions: str) -> str:
     parts = [CHOICE_FORMAT, fingerprint, repr(tuple((tuple(shape), dtype) for shape, dtype in signature)),
              "|".join(order_text(o) for o in orders), versions]
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
+    return sha256_hex("\0".join(parts))[:32]
 
 
 def choice_path(cache_dir: str, key: str) -> str:
