@@ -3,7 +3,8 @@ paddlenlp and paddlex code, exported the Paddle 3 way) run by us on each device 
 side, interleaved, in one run.
 
     python benchmarks/bench_zoo.py [--models m1,m2] [--threads 1,2] [--runners r1,r2] [--runs N]
-                                   [--rounds K] [--json out.json] [--markdown out.md]
+                                   [--rounds K] [--steady per-process|in-process] [--json out.json]
+                                   [--markdown out.md]
     python benchmarks/bench_zoo.py --from-json out.json [--markdown out.md]   # re-render a saved run
 
 Runners (peers/zoo_child.py): ours on intel_openvino, microsoft_onnxruntime, google_xnnpack and builtin_device,
@@ -13,6 +14,11 @@ off (also the correctness reference) and on. Every (model, threads, runner) runs
 dir: load + convert + compile + first run, then the steady runs) and a warm child (the cache the cold one
 left); with --rounds K the rows of one (model, threads) are measured K times, the runners interleaved
 within each round, and each row keeps its least-disturbed round (bench_peers.best_of_rounds).
+With --steady in-process, each round of one (model, threads) is instead a single child that prepares every
+runner and times them in rotating turns of a few runs each (zoo_child.py's interleaved phase): this VM's speed
+drifts by 10-60% between processes minutes apart, and turns within one process see the same drift. That mode
+gives steady figures only (its start times are in a process already holding the other runners; no warm start):
+take start figures from the default mode.
 Every output of every runner is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
 tolerance (where Paddle's own oneDNN build misses it too, within twice that spread, as tests/e2e/test_real_zoo.py
 does); a runner that cannot convert or run a model, or gives a wrong answer, does not count as a peer.
@@ -104,6 +110,29 @@ def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:
     return row
 
 
+def measure_in_process(runners, name, model, feeds_path, threads, runs, scratch, round_number) -> list:
+    """One interleaved child for every runner (--steady in-process): a row per runner, steady figures only."""
+    work_dir = os.path.join(scratch, f"{name}-t{threads}-r{round_number}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    os.makedirs(work_dir)
+    load = os.getloadavg()[0]
+    found = run_child(",".join(runners), "interleaved", model, feeds_path, threads, work_dir, runs,
+                      os.path.join(scratch, f"{name}-t{threads}-r{round_number}"))
+    rows = []
+    for runner in runners:
+        row = {"model": name, "threads": threads, "runner": runner, "load_1min": load, "steady": "in-process"}
+        figures = found.get("runners", {}).get(runner) or {"error": found.get("error", "no result")}
+        if "error" in figures:
+            row["error"] = figures["error"]
+        else:
+            steady = np.array(figures["steady_s"])
+            row.update(cold_start_s=figures["start_s"], steady_median_s=float(np.median(steady)),
+                       steady_p90_s=float(np.percentile(steady, 90)), steady_runs=len(steady),
+                       output=figures["output"], details=figures.get("details"))
+        rows.append(row)
+    return rows
+
+
 def output_differences(got_path: str, want_path: str) -> list:
     """Per output: None within DESIGN.md's whole-model tolerance (integers exact), else (what, max |diff|)."""
     with np.load(got_path) as got, np.load(want_path) as want:
@@ -179,14 +208,18 @@ def summarize(rows: list) -> list:
 
 
 def _ms(seconds) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:.1f}"
+    """Milliseconds to three significant figures (a 0.17 ms classifier and a 300 ms detector share the table)."""
+    return "—" if seconds is None else f"{seconds * 1e3:.3g}"
 
 
 def render_markdown(run: dict) -> str:
     rows, summary = run["rows"], run["summary"]
+    in_process = run.get("steady") == "in-process"
     lines = [
         f"Measured {run['date']} on {run['machine']}; commit {run['source']['commit']}, sources md5 "
-        f"{run['source']['sources_md5'][:8]}; {run['rounds']} round(s), {run['runs']} steady runs.",
+        f"{run['source']['sources_md5'][:8]}; {run['rounds']} round(s), {run['runs']} steady runs"
+        + (", every runner of a (model, threads) in one process, timed in rotating turns (--steady in-process: "
+           "start figures are in a shared process, no warm start)." if in_process else "."),
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in run["versions"].items()),
         "",
@@ -197,8 +230,8 @@ def render_markdown(run: dict) -> str:
     ]
     for s in summary:
         ratio = "—" if s["ratio"] is None else f"{s['ratio']:.2f}×"
-        ours_ms = "—" if s["ours_ms"] is None else f"{s['ours_ms']:.1f}"
-        peer_ms = "—" if s["peer_ms"] is None else f"{s['peer_ms']:.1f}"
+        ours_ms = _ms(s["ours_ms"] and s["ours_ms"] / 1e3)
+        peer_ms = _ms(s["peer_ms"] and s["peer_ms"] / 1e3)
         lines.append(f"| {s['model']} | {s['threads']} | {s['ours'] or '—'} | {ours_ms} | {s['peer'] or '—'} | "
                      f"{peer_ms} | {ratio} |")
     for threads in sorted({s["threads"] for s in summary}):
@@ -217,7 +250,7 @@ def render_markdown(run: dict) -> str:
             picks = "; ".join(f"{c['order'][0]} ({c['decided_by']})" for c in (s["fastest_choice"] or [])) or "—"
             single = "—" if s["fastest_vs_single"] is None else f"{s['fastest_vs_single']:.2f}×"
             peer = "—" if s["fastest_ratio"] is None else f"{s['fastest_ratio']:.2f}×"
-            lines.append(f"| {s['model']} | {s['threads']} | {s['fastest_ms']:.1f} | {picks} | "
+            lines.append(f"| {s['model']} | {s['threads']} | {_ms(s['fastest_ms'] / 1e3)} | {picks} | "
                          f"{s['best_single'] or '—'} | {single} | {peer} |")
         for threads in sorted({s["threads"] for s in chosen}):
             ratios = [s["fastest_ratio"] for s in chosen if s["threads"] == threads and s["fastest_ratio"]]
@@ -247,6 +280,10 @@ def main(argv=None) -> int:
     parser.add_argument("--runners", help=f"comma-separated, from {', '.join(RUNNERS)}")
     parser.add_argument("--runs", type=int, default=20, help="steady runs per row (default 20)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--steady", choices=("per-process", "in-process"), default="per-process",
+                        help="time each runner in processes of its own (default, with cold and warm starts), or "
+                             "every runner of a model in one process in rotating turns (steadier figures, "
+                             "steady only)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--markdown", help="write the tables here (default: stdout)")
     parser.add_argument("--from-json", help="re-render a saved run")
@@ -273,6 +310,13 @@ def main(argv=None) -> int:
                 for threads in threads_list:
                     rounds = {runner: [] for runner in runners}
                     for number in range(args.rounds):
+                        if args.steady == "in-process":
+                            print(f"bench_zoo: {name} t{threads} every runner in one process, round "
+                                  f"{number + 1}/{args.rounds}", file=sys.stderr, flush=True)
+                            for row in measure_in_process(runners, name, model, feeds_path, threads, args.runs,
+                                                          scratch, number):
+                                rounds[row["runner"]].append(row)
+                            continue
                         for runner in runners:  # interleaved: each round runs every runner once
                             print(f"bench_zoo: {name} t{threads} {runner} round {number + 1}/{args.rounds}",
                                   file=sys.stderr, flush=True)
@@ -288,7 +332,8 @@ def main(argv=None) -> int:
         run = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.machine()}",
                "versions": package_versions(""), "source": started, "source_after": source_state(),
-               "rounds": args.rounds, "runs": args.runs, "rows": rows, "summary": summarize(rows)}
+               "rounds": args.rounds, "runs": args.runs, "steady": args.steady, "rows": rows,
+               "summary": summarize(rows)}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(run, f, indent=1, default=str)

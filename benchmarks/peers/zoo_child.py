@@ -4,6 +4,7 @@ of bench_zoo.py (peers/child.py does the same for single-input models in the leg
     python benchmarks/peers/zoo_child.py RUNNER --model M.json|M.pdmodel --feeds feeds.npz --threads N
                                          --phase cold|warm --work-dir DIR --runs R --output out.npz
                                          --spawn-time T
+    python benchmarks/peers/zoo_child.py R1,R2,... --phase interleaved ... --output PREFIX
 
 RUNNER is one of RUNNERS below; the process imports only what it needs, then times:
   start_s      load + partition/convert + compile + first run (after imports), DIR as the cache: empty in
@@ -14,6 +15,14 @@ RUNNER is one of RUNNERS below; the process imports only what it needs, then tim
 Every fetched output of the first run goes to --output (`out0`, `out1`, ... in fetch order); one line
 `BENCH_ZOO_RESULT {json}` on stdout carries the figures, or `{"error": ...}` when the runner cannot run
 the model (the parent reports that as the runner's result for the model, not as a crash).
+
+The interleaved phase (bench_zoo.py --steady in-process) prepares every listed runner in this one process, each
+with a work dir of its own under DIR, then times them in turns: a block of BLOCK_RUNS timed runs of one runner
+after one untimed run, the next runner's block, and so on, the order rotating from block to block, until each
+has `--runs` timed runs. Whatever slows this machine down for a while slows every runner alike, which separate
+processes minutes apart do not give. Each runner's first outputs go to PREFIX-<runner>.npz, and the result line
+carries {"runners": {runner: figures or {"error": ...}}}; a runner's start_s there is its start in a process
+that already holds the runners before it, so only the steady figures compare with the other phases.
 """
 from __future__ import annotations
 
@@ -22,11 +31,14 @@ import time
 SCRIPT_START_WALL = time.time()
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
+import resource  # noqa: E402
 import sys  # noqa: E402
+import traceback  # noqa: E402
 
 import numpy as np  # noqa: E402
-from child_protocol import time_runner  # noqa: E402
+from child_protocol import WARMUP_RUNS, time_runner  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT_MARKER = "BENCH_ZOO_RESULT "
@@ -200,20 +212,84 @@ RUNNERS = {
 }
 
 
+BLOCK_RUNS = 4  # timed runs per turn in the interleaved phase
+BLOCK_PAUSE_S = 0.01  # between turns: lets the last runner's spinning worker threads go to sleep
+
+
+def interleave(args, feeds, runners: list) -> int:
+    """The interleaved phase (module docstring): every runner prepared here, then timed in rotating turns."""
+    result: dict = {"phase": "interleaved", "runners": {}}
+    prepared = {}
+    base_dir = args.work_dir
+    for runner in runners:
+        figures: dict = {}
+        result["runners"][runner] = figures
+        args.work_dir = os.path.join(base_dir, runner)
+        os.makedirs(args.work_dir, exist_ok=True)
+        args.phase = "cold"  # each runner converts and compiles into its own empty work dir
+        try:
+            before = time.perf_counter()
+            run, extra, details = RUNNERS[runner](args, feeds)
+            first = run()
+            figures.update(extra)
+            figures["start_s"] = time.perf_counter() - before - extra.get("imports_s", 0.0)
+            getattr(run, "settle", lambda: None)()
+            for _ in range(WARMUP_RUNS):
+                run()
+        except Exception as exc:  # noqa: BLE001 - the runner cannot run this model: that is its result
+            lines = traceback.format_exception_only(type(exc), exc)
+            figures["error"] = " ".join(" ".join(lines).split())[:600]
+            continue
+        np.savez(f"{args.output}-{runner}.npz", **{f"out{i}": np.asarray(a) for i, a in enumerate(first)})
+        figures["output"] = f"{args.output}-{runner}.npz"
+        figures["steady_s"] = []
+        prepared[runner] = (run, details)
+    order = list(prepared)
+    turn = 0
+    while order and any(len(result["runners"][r]["steady_s"]) < args.runs for r in order):
+        for runner in order[turn % len(order):] + order[:turn % len(order)]:
+            run, _ = prepared[runner]
+            times = result["runners"][runner]["steady_s"]
+            wanted = min(BLOCK_RUNS, args.runs - len(times))
+            if wanted <= 0:
+                continue
+            time.sleep(BLOCK_PAUSE_S)
+            run()  # untimed: its first run after another runner's turn
+            for _ in range(wanted):
+                t0 = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - t0)
+        turn += 1
+    for runner, (_, details) in prepared.items():
+        if details is not None:
+            result["runners"][runner]["details"] = details()
+    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runner", choices=sorted(RUNNERS))
+    parser.add_argument("runner", help=f"one of {', '.join(sorted(RUNNERS))}; several, comma-separated, with "
+                                       "--phase interleaved")
     parser.add_argument("--model", required=True)
     parser.add_argument("--feeds", required=True)
     parser.add_argument("--threads", type=int, required=True)
-    parser.add_argument("--phase", choices=("cold", "warm"), required=True)
+    parser.add_argument("--phase", choices=("cold", "warm", "interleaved"), required=True)
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--output", required=True)
     parser.add_argument("--spawn-time", type=float, required=True)
     args = parser.parse_args(argv)
+    runners = args.runner.split(",")
+    unknown = sorted(set(runners) - set(RUNNERS))
+    if unknown or (len(runners) > 1 and args.phase != "interleaved"):
+        parser.error(f"runner(s) {', '.join(unknown) or args.runner}: one of {', '.join(sorted(RUNNERS))}, "
+                     "several only with --phase interleaved")
     with np.load(args.feeds) as data:
         feeds = {name: data[name] for name in data.files}
+    if args.phase == "interleaved":
+        return interleave(args, feeds, runners)
     return time_runner(args, lambda: RUNNERS[args.runner](args, feeds),
                        lambda first: np.savez(args.output, **{f"out{i}": np.asarray(a) for i, a in enumerate(first)}),
                        RESULT_MARKER, SCRIPT_START_WALL, catch_errors=True)
