@@ -52,6 +52,7 @@ from nnadapter_bridge.validation.tolerances import model_out_of_tolerance  # noq
 
 CHILD = os.path.join(HERE, "peers", "zoo_child.py")
 RESULT_MARKER = "BENCH_ZOO_RESULT "
+PROGRESS_MARKER = "BENCH_ZOO_PROGRESS "  # zoo_child.py's interleaved phase
 CHILD_TIMEOUT_S = 1800
 REFERENCE_RUNNER = "paddle_inference"
 OURS = {"ours_openvino": "intel_openvino", "ours_onnxruntime": "microsoft_onnxruntime",
@@ -79,11 +80,11 @@ def zoo_models(names=None) -> dict:
 
 
 def run_child(runner: str, phase: str, model: str, feeds_path: str, threads: int, work_dir: str, runs: int,
-              output_path: str) -> dict:
+              output_path: str, progress_marker: str = "") -> dict:
     cmd = [sys.executable, CHILD, runner, "--model", model, "--feeds", feeds_path, "--threads", str(threads),
            "--phase", phase, "--work-dir", work_dir, "--runs", str(runs), "--output", output_path]
     env = dict(os.environ, GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
-    return spawn(cmd, phase, RESULT_MARKER, env, CHILD_TIMEOUT_S)
+    return spawn(cmd, phase, RESULT_MARKER, env, CHILD_TIMEOUT_S, progress_marker)
 
 
 def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:
@@ -111,17 +112,31 @@ def measure(runner, name, model, feeds_path, threads, runs, scratch) -> dict:
 
 
 def measure_in_process(runners, name, model, feeds_path, threads, runs, scratch, round_number) -> list:
-    """One interleaved child for every runner (--steady in-process): a row per runner, steady figures only."""
-    work_dir = os.path.join(scratch, f"{name}-t{threads}-r{round_number}")
-    shutil.rmtree(work_dir, ignore_errors=True)
-    os.makedirs(work_dir)
+    """One interleaved child for every runner (--steady in-process): a row per runner, steady figures only. A
+    runner that ends the child while it is being prepared (Paddle Inference with oneDNN aborts on some models)
+    gets that as its result, and the child runs again without it."""
     load = os.getloadavg()[0]
-    found = run_child(",".join(runners), "interleaved", model, feeds_path, threads, work_dir, runs,
-                      os.path.join(scratch, f"{name}-t{threads}-r{round_number}"))
+    crashed: dict = {}
+    remaining = list(runners)
+    found: dict = {}
+    while remaining:
+        work_dir = os.path.join(scratch, f"{name}-t{threads}-r{round_number}")
+        shutil.rmtree(work_dir, ignore_errors=True)
+        os.makedirs(work_dir)
+        found = run_child(",".join(remaining), "interleaved", model, feeds_path, threads, work_dir, runs,
+                          os.path.join(scratch, f"{name}-t{threads}-r{round_number}"), PROGRESS_MARKER)
+        culprit = found.get("progress", "").removeprefix("preparing ")
+        if "error" not in found or culprit not in remaining:
+            break
+        crashed[culprit] = found["error"]
+        remaining.remove(culprit)
+        print(f"bench_zoo: {name} t{threads} {culprit} ended the process; again without it", file=sys.stderr,
+              flush=True)
     rows = []
     for runner in runners:
         row = {"model": name, "threads": threads, "runner": runner, "load_1min": load, "steady": "in-process"}
-        figures = found.get("runners", {}).get(runner) or {"error": found.get("error", "no result")}
+        figures = ({"error": crashed[runner]} if runner in crashed else
+                   found.get("runners", {}).get(runner) or {"error": found.get("error", "no result")})
         if "error" in figures:
             row["error"] = figures["error"]
         else:

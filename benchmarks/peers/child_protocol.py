@@ -18,9 +18,11 @@ WARMUP_RUNS = 2
 
 
 # -- the parent's half ------------------------------------------------------------------------------------------
-def spawn(cmd: list, phase: str, marker: str, env: dict, timeout_s: float) -> dict:
+def spawn(cmd: list, phase: str, marker: str, env: dict, timeout_s: float, progress_marker: str = "") -> dict:
     """Run one child (`--spawn-time` appended), return the dict of its `marker` line, or {"error": why} naming
-    the phase (a timeout, an exit without the line, or the error the child reported)."""
+    the phase (a timeout, an exit without the line, or the error the child reported). With `progress_marker`, a
+    child that exits without its line also gives "progress": the text after the last line it printed starting
+    with that marker (what it was doing when it died)."""
     spawn_time = time.time()
     try:
         proc = subprocess.run(cmd + ["--spawn-time", repr(spawn_time)], capture_output=True, text=True, env=env,
@@ -34,7 +36,12 @@ def spawn(cmd: list, phase: str, marker: str, env: dict, timeout_s: float) -> di
                 result["error"] = f"{phase}: {result['error']}"
             return result
     tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
-    return {"error": f"{phase}: exit {proc.returncode}: " + " | ".join(tail)[-400:]}
+    failed = {"error": f"{phase}: exit {proc.returncode}: " + " | ".join(tail)[-400:]}
+    progress = [ln[len(progress_marker):] for ln in proc.stdout.splitlines()
+                if progress_marker and ln.startswith(progress_marker)]
+    if progress:
+        failed["progress"] = progress[-1].strip()
+    return failed
 
 
 # -- the child's half -------------------------------------------------------------------------------------------

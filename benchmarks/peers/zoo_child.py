@@ -42,6 +42,7 @@ from child_protocol import WARMUP_RUNS, time_runner  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULT_MARKER = "BENCH_ZOO_RESULT "
+PROGRESS_MARKER = "BENCH_ZOO_PROGRESS "  # interleaved phase: "preparing RUNNER", then "steady"
 THREAD_PROPERTIES = {"intel_openvino": "INTEL_OPENVINO_INFERENCE_NUM_THREADS",
                      "microsoft_onnxruntime": "MICROSOFT_ONNXRUNTIME_NUM_THREADS",
                      "google_xnnpack": "GOOGLE_XNNPACK_NUM_THREADS",
@@ -119,7 +120,11 @@ def prepare_ours(args, feeds, device: str | list, selection: str | None = None):
 
 
 def _onnx_file(args, extra) -> str:
-    """paddle2onnx's conversion of the model into the work dir (the cold phase converts; its time counts)."""
+    """paddle2onnx's conversion of the model into the work dir (the cold phase converts; its time counts). In the
+    interleaved phase one conversion serves both paddle2onnx runners, made in a process of its own: paddle2onnx
+    ends the process that asked when it cannot convert a model."""
+    if args.shared_dir:
+        return _onnx_file_converted_apart(args, extra)
     onnx_path = os.path.join(args.work_dir, "model.onnx")
     if args.phase == "cold" or not os.path.isfile(onnx_path):
         t0 = time.perf_counter()
@@ -129,6 +134,28 @@ def _onnx_file(args, extra) -> str:
         paddle2onnx.export(args.model, params_path(args.model), save_file=onnx_path, opset_version=17,
                            enable_onnx_checker=True, optimize_tool="onnxoptimizer", verbose=False)
         extra["convert_s"] = time.perf_counter() - t0
+    return onnx_path
+
+
+def _onnx_file_converted_apart(args, extra) -> str:
+    import subprocess
+
+    onnx_path = os.path.join(args.shared_dir, "model.onnx")
+    failed_path = onnx_path + ".failed"
+    if not os.path.isfile(onnx_path) and not os.path.isfile(failed_path):
+        t0 = time.perf_counter()
+        code = ("import sys, paddle2onnx; paddle2onnx.export(sys.argv[1], sys.argv[2], save_file=sys.argv[3], "
+                "opset_version=17, enable_onnx_checker=True, optimize_tool='onnxoptimizer', verbose=False)")
+        proc = subprocess.run([sys.executable, "-c", code, args.model, params_path(args.model), onnx_path],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.isfile(onnx_path):
+            tail = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()][-2:]
+            with open(failed_path, "w") as f:
+                f.write(f"paddle2onnx exit {proc.returncode}: " + " | ".join(tail)[-400:])
+        extra["convert_s"] = time.perf_counter() - t0
+    if os.path.isfile(failed_path):
+        with open(failed_path) as f:
+            raise RuntimeError(f.read())
     return onnx_path
 
 
@@ -212,16 +239,20 @@ RUNNERS = {
 }
 
 
-BLOCK_RUNS = 4  # timed runs per turn in the interleaved phase
-BLOCK_PAUSE_S = 0.01  # between turns: lets the last runner's spinning worker threads go to sleep
+BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase
+# Between turns: longer than Intel OpenMP's default spin after a parallel region (KMP_BLOCKTIME, 200 ms), which
+# Paddle Inference's threads keep after each run; on 2 cores a spinning thread of the last runner's pool would
+# otherwise take a core from the next runner's first runs.
+BLOCK_PAUSE_S = 0.25
 
 
 def interleave(args, feeds, runners: list) -> int:
     """The interleaved phase (module docstring): every runner prepared here, then timed in rotating turns."""
     result: dict = {"phase": "interleaved", "runners": {}}
     prepared = {}
-    base_dir = args.work_dir
+    base_dir = args.shared_dir = args.work_dir
     for runner in runners:
+        print(f"{PROGRESS_MARKER}preparing {runner}", flush=True)
         figures: dict = {}
         result["runners"][runner] = figures
         args.work_dir = os.path.join(base_dir, runner)
@@ -244,6 +275,7 @@ def interleave(args, feeds, runners: list) -> int:
         figures["output"] = f"{args.output}-{runner}.npz"
         figures["steady_s"] = []
         prepared[runner] = (run, details)
+    print(f"{PROGRESS_MARKER}steady", flush=True)
     order = list(prepared)
     turn = 0
     while order and any(len(result["runners"][r]["steady_s"]) < args.runs for r in order):
@@ -288,6 +320,7 @@ def main(argv=None) -> int:
                      "several only with --phase interleaved")
     with np.load(args.feeds) as data:
         feeds = {name: data[name] for name in data.files}
+    args.shared_dir = None
     if args.phase == "interleaved":
         return interleave(args, feeds, runners)
     return time_runner(args, lambda: RUNNERS[args.runner](args, feeds),
