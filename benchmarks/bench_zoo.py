@@ -15,7 +15,8 @@ dir: load + convert + compile + first run, then the steady runs) and a warm chil
 left); with --rounds K the rows of one (model, threads) are measured K times, the runners interleaved
 within each round, and each row keeps its least-disturbed round (bench_peers.best_of_rounds).
 With --steady in-process, each round of one (model, threads) is instead a single child that prepares every
-runner and times them in rotating turns of a few runs each (zoo_child.py's interleaved phase): this VM's speed
+runner and times them in rotating turns of at least 5 runs and 0.1 s each, ceil(runs / 5) turns per runner
+(zoo_child.py's interleaved phase): this VM's speed
 drifts by 10-60% between processes minutes apart, and turns within one process see the same drift. That mode
 gives steady figures only (its start times are in a process already holding the other runners; no warm start):
 take start figures from the default mode.
@@ -293,7 +294,9 @@ def main(argv=None) -> int:
     parser.add_argument("--models", help="comma-separated zoo model names (default: all)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--runners", help=f"comma-separated, from {', '.join(RUNNERS)}")
-    parser.add_argument("--runs", type=int, default=20, help="steady runs per row (default 20)")
+    parser.add_argument("--runs", type=int, default=20,
+                        help="steady runs per row (default 20; with --steady in-process at least this many, in "
+                             "turns of 0.1 s)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--steady", choices=("per-process", "in-process"), default="per-process",
                         help="time each runner in processes of its own (default, with cold and warm starts), or "

@@ -17,10 +17,11 @@ Every fetched output of the first run goes to --output (`out0`, `out1`, ... in f
 the model (the parent reports that as the runner's result for the model, not as a crash).
 
 The interleaved phase (bench_zoo.py --steady in-process) prepares every listed runner in this one process, each
-with a work dir of its own under DIR, then times them in turns: a block of BLOCK_RUNS timed runs of one runner
-after one untimed run, the next runner's block, and so on, the order rotating from block to block, until each
-has `--runs` timed runs. Whatever slows this machine down for a while slows every runner alike, which separate
-processes minutes apart do not give. Each runner's first outputs go to PREFIX-<runner>.npz, and the result line
+with a work dir of its own under DIR, then times them in turns: one untimed run of a runner, then BLOCK_RUNS
+timed runs, more while the turn is shorter than TURN_SECONDS (a sub-millisecond model gets hundreds), then the
+next runner's turn, the order rotating from round to round, for ceil(`--runs` / BLOCK_RUNS) rounds.
+Whatever slows this machine down for a while slows every runner alike, which separate processes minutes apart do
+not give. Each runner's first outputs go to PREFIX-<runner>.npz, and the result line
 carries {"runners": {runner: figures or {"error": ...}}}; a runner's start_s there is its start in a process
 that already holds the runners before it, so only the steady figures compare with the other phases.
 """
@@ -31,6 +32,7 @@ import time
 SCRIPT_START_WALL = time.time()
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -239,7 +241,8 @@ RUNNERS = {
 }
 
 
-BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase
+BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase, at least
+TURN_SECONDS = 0.1  # and runs go on until the turn has lasted this long: this VM's speed drifts within seconds
 # Between turns: longer than Intel OpenMP's default spin after a parallel region (KMP_BLOCKTIME, 200 ms), which
 # Paddle Inference's threads keep after each run; on 2 cores a spinning thread of the last runner's pool would
 # otherwise take a core from the next runner's first runs.
@@ -277,21 +280,19 @@ def interleave(args, feeds, runners: list) -> int:
         prepared[runner] = (run, details)
     print(f"{PROGRESS_MARKER}steady", flush=True)
     order = list(prepared)
-    turn = 0
-    while order and any(len(result["runners"][r]["steady_s"]) < args.runs for r in order):
+    for turn in range(-(-args.runs // BLOCK_RUNS) if order else 0):
         for runner in order[turn % len(order):] + order[:turn % len(order)]:
             run, _ = prepared[runner]
             times = result["runners"][runner]["steady_s"]
-            wanted = min(BLOCK_RUNS, args.runs - len(times))
-            if wanted <= 0:
-                continue
             time.sleep(BLOCK_PAUSE_S)
             run()  # untimed: its first run after another runner's turn
-            for _ in range(wanted):
+            started = time.perf_counter()
+            for count in itertools.count(1):
                 t0 = time.perf_counter()
                 run()
                 times.append(time.perf_counter() - t0)
-        turn += 1
+                if count >= BLOCK_RUNS and time.perf_counter() - started >= TURN_SECONDS:
+                    break
     for runner, (_, details) in prepared.items():
         if details is not None:
             result["runners"][runner]["details"] = details()
