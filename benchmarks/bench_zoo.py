@@ -17,8 +17,8 @@ within each round, and each row keeps its least-disturbed round (bench_peers.bes
 With --steady in-process, each round of one (model, threads) is instead a single child that prepares every
 runner and times them in rotating turns of at least 5 runs and 0.1 s each, ceil(runs / 5) turns per runner
 (zoo_child.py's interleaved phase): this VM's speed drifts by 10-60% between processes minutes apart, and turns
-within one process see the same drift. That mode gives steady figures only (its start times are in a process already holding the other runners; no warm start):
-take start figures from the default mode.
+within one process see the same drift. That mode gives steady figures only (its start times are in a process
+already holding the other runners; no warm start): take start figures from the default mode.
 Every output of every runner is checked against Paddle Inference without oneDNN at DESIGN.md's whole-model
 tolerance (where Paddle's own oneDNN build misses it too, within twice that spread, as tests/e2e/test_real_zoo.py
 does); a runner that cannot convert or run a model, or gives a wrong answer, does not count as a peer.
