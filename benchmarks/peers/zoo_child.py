@@ -121,6 +121,11 @@ def prepare_ours(args, feeds, device: str | list, selection: str | None = None):
     return run, {"imports_s": imports_s}, details
 
 
+# opset 17; onnxoptimizer, not the default polygraphy: polygraphy pip-installs missing tools at run time.
+PADDLE2ONNX_OPTIONS = {"opset_version": 17, "enable_onnx_checker": True, "optimize_tool": "onnxoptimizer",
+                       "verbose": False}
+
+
 def _onnx_file(args, extra) -> str:
     """paddle2onnx's conversion of the model into the work dir (the cold phase converts; its time counts). In the
     interleaved phase one conversion serves both paddle2onnx runners, made in a process of its own: paddle2onnx
@@ -132,9 +137,7 @@ def _onnx_file(args, extra) -> str:
         t0 = time.perf_counter()
         import paddle2onnx
 
-        # onnxoptimizer, not the default polygraphy: polygraphy pip-installs missing tools at run time.
-        paddle2onnx.export(args.model, params_path(args.model), save_file=onnx_path, opset_version=17,
-                           enable_onnx_checker=True, optimize_tool="onnxoptimizer", verbose=False)
+        paddle2onnx.export(args.model, params_path(args.model), save_file=onnx_path, **PADDLE2ONNX_OPTIONS)
         extra["convert_s"] = time.perf_counter() - t0
     return onnx_path
 
@@ -146,10 +149,10 @@ def _onnx_file_converted_apart(args, extra) -> str:
     failed_path = onnx_path + ".failed"
     if not os.path.isfile(onnx_path) and not os.path.isfile(failed_path):
         t0 = time.perf_counter()
-        code = ("import sys, paddle2onnx; paddle2onnx.export(sys.argv[1], sys.argv[2], save_file=sys.argv[3], "
-                "opset_version=17, enable_onnx_checker=True, optimize_tool='onnxoptimizer', verbose=False)")
-        proc = subprocess.run([sys.executable, "-c", code, args.model, params_path(args.model), onnx_path],
-                              capture_output=True, text=True)
+        code = ("import json, sys, paddle2onnx; paddle2onnx.export(sys.argv[1], sys.argv[2], save_file=sys.argv[3], "
+                "**json.loads(sys.argv[4]))")
+        proc = subprocess.run([sys.executable, "-c", code, args.model, params_path(args.model), onnx_path,
+                               json.dumps(PADDLE2ONNX_OPTIONS)], capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.isfile(onnx_path):
             tail = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()][-2:]
             with open(failed_path, "w") as f:
@@ -241,6 +244,12 @@ RUNNERS = {
 }
 
 
+def save_outputs(path: str, outputs) -> str:
+    """The fetched outputs of a first run as `out0`, `out1`, ... (fetch order) in an .npz at `path`."""
+    np.savez(path, **{f"out{i}": np.asarray(a) for i, a in enumerate(outputs)})
+    return path
+
+
 BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase, at least
 TURN_SECONDS = 0.1  # and runs go on until the turn has lasted this long: this VM's speed drifts within seconds
 # Between turns: longer than Intel OpenMP's default spin after a parallel region (KMP_BLOCKTIME, 200 ms), which
@@ -253,17 +262,19 @@ def interleave(args, feeds, runners: list) -> int:
     """The interleaved phase (module docstring): every runner prepared here, then timed in rotating turns."""
     result: dict = {"phase": "interleaved", "runners": {}}
     prepared = {}
-    base_dir = args.shared_dir = args.work_dir
+    base_output = args.output
     for runner in runners:
         print(f"{PROGRESS_MARKER}preparing {runner}", flush=True)
         figures: dict = {}
         result["runners"][runner] = figures
-        args.work_dir = os.path.join(base_dir, runner)
-        os.makedirs(args.work_dir, exist_ok=True)
-        args.phase = "cold"  # each runner converts and compiles into its own empty work dir
+        # each runner converts and compiles into an empty work dir of its own; paddle2onnx's runners share one
+        # conversion in the phase's dir
+        runner_args = argparse.Namespace(**{**vars(args), "work_dir": os.path.join(args.work_dir, runner),
+                                            "phase": "cold", "shared_dir": args.work_dir})
+        os.makedirs(runner_args.work_dir, exist_ok=True)
         try:
             before = time.perf_counter()
-            run, extra, details = RUNNERS[runner](args, feeds)
+            run, extra, details = RUNNERS[runner](runner_args, feeds)
             first = run()
             figures.update(extra)
             figures["start_s"] = time.perf_counter() - before - extra.get("imports_s", 0.0)
@@ -274,8 +285,7 @@ def interleave(args, feeds, runners: list) -> int:
             lines = traceback.format_exception_only(type(exc), exc)
             figures["error"] = " ".join(" ".join(lines).split())[:600]
             continue
-        np.savez(f"{args.output}-{runner}.npz", **{f"out{i}": np.asarray(a) for i, a in enumerate(first)})
-        figures["output"] = f"{args.output}-{runner}.npz"
+        figures["output"] = save_outputs(f"{base_output}-{runner}.npz", first)
         figures["steady_s"] = []
         prepared[runner] = (run, details)
     print(f"{PROGRESS_MARKER}steady", flush=True)
@@ -325,7 +335,7 @@ def main(argv=None) -> int:
     if args.phase == "interleaved":
         return interleave(args, feeds, runners)
     return time_runner(args, lambda: RUNNERS[args.runner](args, feeds),
-                       lambda first: np.savez(args.output, **{f"out{i}": np.asarray(a) for i, a in enumerate(first)}),
+                       lambda first: save_outputs(args.output, first),
                        RESULT_MARKER, SCRIPT_START_WALL, catch_errors=True)
 
 
