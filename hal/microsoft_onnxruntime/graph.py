@@ -41,6 +41,7 @@ from hal.microsoft_onnxruntime.nan_speculation import (
     NAN_KEPT_RELU_SUFFIX,
     nan_kept_relus,
     nan_probe_nodes,
+    nan_probe_operands,
 )
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import FuseCode
@@ -371,8 +372,8 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     `fused_chains`: (head operation, the chain's operations, emit(g) -> bool) for chains emitted as one
     pattern at their head (qdq.py); when emit returns False the chain's operations convert one by one. A model
     with an emitted chain gets `marked_producer` as its producer name."""
-    kept = (nan_kept_relus(model, [o for _, ops, _ in fused_chains for o in ops])
-            if relu_nan_to_zero and keep_nan_where_visible else set())
+    fused_ops = [o for _, ops, _ in fused_chains for o in ops]
+    kept = nan_kept_relus(model, fused_ops) if relu_nan_to_zero and keep_nan_where_visible else set()
     g = GraphBuilder(relu_nan_to_zero, kept)
     heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
     skipped: set = set()
@@ -414,9 +415,15 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
     speculative = any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes)
     if speculative:  # the last output says whether the float outputs hold a NaN (nan_speculation.py)
-        probe_nodes, probe_output = nan_probe_nodes(
-            [info.name for info, operand in zip(outputs, model.output_operands)
-             if not operand.type.is_quantized and operand.type.dtype == np.float32])
+        float_outputs = [info.name for info, operand in zip(outputs, model.output_operands)
+                         if not operand.type.is_quantized and operand.type.dtype == np.float32]
+        output_names = {operand.index: info.name for info, operand in zip(outputs, model.output_operands)}
+        written = {name for node in g.nodes for name in node.output}
+        probed = [output_names.get(operand.index, g.operand_name(operand))
+                  for operand in nan_probe_operands(model, kept, fused_ops)]
+        if not probed or not all(name in written or name in float_outputs for name in probed):
+            probed = float_outputs  # an operand written under another name (in a fused pattern): the outputs
+        probe_nodes, probe_output = nan_probe_nodes(probed)
         g.nodes.extend(probe_nodes)
         outputs.append(probe_output)
     graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)

@@ -20,17 +20,19 @@ each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
 
 Whether the outputs hold a NaN is computed by onnxruntime in the same run: the speculative model has one more
 graph output, `NAN_PROBE_OUTPUT`, the sum of every float32 output (a sum is NaN when any term is; +inf and -inf
-in one output also give NaN, which only costs an unneeded exact run). Checking in numpy after the run cost more
-than the relus saved at small sizes: the first numpy call after a session run reads code and data the run has
-evicted from the caches (PP-HGNetV2 at one thread: 80 us of a 2 ms run, measured in-process).
+in one output also give NaN, which only costs an unneeded exact run), or of a smaller tensor that every NaN on
+its way to that output passes through (`nan_probe_operands`: a segmentation model's upsampling input).
+Checking in numpy after the run cost more than the relus saved at small sizes: the first numpy call after a
+session run reads code and data the run has evicted from the caches (PP-HGNetV2 at one thread: 80 us of a 2 ms
+run, measured in-process).
 
 Which operations propagate NaN is a property of onnxruntime's kernels, not of the ONNX spec: MaxPool,
 ReduceMax and GlobalMaxPool drop it (their comparisons skip NaN), so they are not in `NAN_PROPAGATING`. Each
 entry of that table is checked against onnxruntime in tests/hal/test_onnxruntime_nan_speculation.py (a NaN fed
 through the relu and the operation must give builtin_device's answer).
 
-Entry points: `nan_kept_relus`, `nan_probe_nodes`, `exact_model_bytes`, `probe_saw_nan`, `NAN_KEPT_RELU_SUFFIX`,
-`NAN_PROBE_OUTPUT`, `METADATA_KEY`.
+Entry points: `nan_kept_relus`, `nan_probe_operands`, `nan_probe_nodes`, `exact_model_bytes`, `probe_saw_nan`,
+`NAN_KEPT_RELU_SUFFIX`, `NAN_PROBE_OUTPUT`, `METADATA_KEY`.
 Imports hal.common, onnx and the standard; never another driver.
 """
 from __future__ import annotations
@@ -154,6 +156,25 @@ def _windows_cover_input(op: Operation) -> bool:
 _DROPS_ELEMENTS = frozenset({T.SLICE, T.SPLIT})
 
 
+def _results_of(op: Operation) -> list:
+    return [out for out in op.outputs if out is not None]
+
+
+def _propagates(op: Operation, index: int, every_element: bool, kept: set, skipped_ids: set) -> bool:
+    """`op` turns a NaN of operand `index` into a NaN in each output element that reads it (`every_element`: and
+    every element of the operand is read). `kept`: id() of the NaN-kept relus (an exact relu drops a NaN);
+    `skipped_ids`: id() of operations converted as a fused pattern."""
+    if id(op) in skipped_ids or op.type not in NAN_PROPAGATING:
+        return False
+    if _has_relu(op) and id(op) not in kept:
+        return False  # an exact relu drops the NaN
+    positions = NAN_PROPAGATING[op.type]
+    reads = [k for k, o in enumerate(op.inputs) if o is not None and o.index == index]
+    if any(positions is not _ALL and k not in positions for k in reads):
+        return False  # also read where it does not propagate (e.g. as a scale)
+    return not every_element or any(_reads_every_element(op, k) for k in reads)
+
+
 def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
     """id() of the operations whose relu (a RELU, or a fused FUSED_RELU) may run as a plain ONNX Relu: a NaN in
     any element of its output shows in a float32 model output or changes none (module docstring).
@@ -171,39 +192,63 @@ def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
     safe: dict[int, bool] = {}
 
     def propagates(op: Operation, index: int, every_element: bool) -> bool:
-        """`op` turns a NaN of operand `index` into a NaN in each output element that reads it (`every_element`:
-        and every element of the operand is read)."""
-        if id(op) in skipped_ids or op.type not in NAN_PROPAGATING:
-            return False
-        if _has_relu(op) and id(op) not in kept:
-            return False  # an exact relu drops the NaN
-        positions = NAN_PROPAGATING[op.type]
-        reads = [k for k, o in enumerate(op.inputs) if o is not None and o.index == index]
-        if any(positions is not _ALL and k not in positions for k in reads):
-            return False  # also read where it does not propagate (e.g. as a scale)
-        return not every_element or any(_reads_every_element(op, k) for k in reads)
-
-    def results_of(op: Operation) -> list:
-        return [out for out in op.outputs if out is not None]
+        return _propagates(op, index, every_element, kept, skipped_ids)
 
     for op in reversed(model.topological_operations()):
-        results = results_of(op)
+        results = _results_of(op)
         for out in results:
             readers = consumers.get(out.index, ())
             flagged[out.index] = out.index in float_outputs or any(
-                propagates(c, out.index, True) and all(_is_float32(r) and flagged[r.index] for r in results_of(c))
+                propagates(c, out.index, True) and all(_is_float32(r) and flagged[r.index] for r in _results_of(c))
                 for c in readers)
             safe[out.index] = flagged[out.index] or (out.index not in outputs and all(
-                propagates(c, out.index, False) and all(_is_float32(r) and safe[r.index] for r in results_of(c))
+                propagates(c, out.index, False) and all(_is_float32(r) and safe[r.index] for r in _results_of(c))
                 for c in readers))
         if id(op) not in skipped_ids and _has_relu(op) and results and all(safe[o.index] for o in results):
             kept.add(id(op))
     return kept
 
 
+def nan_probe_operands(model: Model, kept: set, skipped: Sequence[Operation] = ()) -> list:
+    """The operand the probe sums for each float32 output of `model`, in output order (each at most once): the
+    output itself, or a smaller operand upstream of it that every NaN a NaN-kept relu (`kept`) sends to it passes
+    through as a NaN. From an output, the walk goes up while the producer has one result and one non-constant
+    input, a float32 one that it reads in full and propagates NaN from (BiSeNetV2's output is an 8x bilinear
+    upsampling of a 19x32x32 tensor: summing that costs 1/64 of summing the output). A NaN such an operation
+    writes without one in its input (inf * 0 in a resize) is the model's own answer, so it needs no exact run.
+    The smallest operand on the walk is taken, the one nearest the output among equals (an operation whose result
+    gains a reader can no longer be fused into its producer by onnxruntime, so an equal size is not worth it)."""
+    producers = model.producers()
+    skipped_ids = {id(op) for op in skipped}
+    chosen: list = []
+    for output in model.output_operands:
+        if not _is_float32(output) or output.is_constant:
+            continue
+        best = current = output
+        while (producer := producers.get(current.index)) is not None and len(_results_of(producer)) == 1:
+            variable = {o.index: o for o in producer.inputs if o is not None and not o.is_constant}
+            if len(variable) != 1:
+                break
+            (source,) = variable.values()
+            if not _is_float32(source) or not _propagates(producer, source.index, True, kept, skipped_ids):
+                break
+            current = source
+            if _element_count(current) < _element_count(best):
+                best = current
+        if all(best.index != o.index for o in chosen):
+            chosen.append(best)
+    return chosen
+
+
+def _element_count(operand) -> float:
+    dims = operand.type.dims
+    return math.prod(dims) if all(d >= 0 for d in dims) else math.inf
+
+
 def nan_probe_nodes(float_outputs: Sequence[str]) -> tuple[list, onnx.ValueInfoProto]:
-    """The nodes computing NAN_PROBE_OUTPUT from the graph's float32 outputs `float_outputs` (at least one), and
-    its value info: the sum of all their elements (ReduceSum over every axis; an empty output sums to 0)."""
+    """The nodes computing NAN_PROBE_OUTPUT from the float32 tensors `float_outputs` (at least one; the graph's
+    names of `nan_probe_operands`), and its value info: the sum of all their elements (ReduceSum over every axis;
+    an empty tensor sums to 0)."""
     nodes = []
     sums = []
     for k, name in enumerate(float_outputs):

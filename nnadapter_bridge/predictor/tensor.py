@@ -199,6 +199,8 @@ class Tensor:
         self.declared_shape = tuple(int(d) for d in declared_shape)
         self.is_input = is_input
         self._array: np.ndarray | None = None
+        # _array is a C-contiguous buffer this tensor allocated (or a reshape of one): from_numpy may refill it
+        self._refillable = False
         self._shape: tuple | None = None
         self._lod: list = []
         self._lock = threading.Lock()
@@ -210,20 +212,23 @@ class Tensor:
         host memory too); another target is an InputError, there is no device memory to copy to here."""
         if place is not TargetType.Host:  # the default needs no check (a run's per-input path)
             _check_host_target(place, f"tensor '{self.name}' from_numpy place")
-        array = np.asarray(array)
-        if array.dtype not in _PRECISION_OF_DTYPE:
-            raise InputError(f"input '{self.name}': numpy dtype {array.dtype} is not supported; use one of "
-                             f"{', '.join(sorted(d.name for d in _PRECISION_OF_DTYPE))}")
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
         with self._lock:
             current = self._array
-            if current is not None and current.shape == array.shape and current.dtype == array.dtype \
-                    and current.flags.writeable and current.flags.c_contiguous and current is not array \
-                    and not self._readers:
+            if self._refillable and current.shape == array.shape and current.dtype == array.dtype \
+                    and current is not array and not self._readers:
                 # Same shape and dtype as the last call: refill the same buffer. Saves an allocation per run,
-                # and devices that bind input memory (intel_openvino) see the same address again.
+                # and devices that bind input memory (intel_openvino) see the same address again. (The
+                # common case of every run: checked with as few steps as can be, each costs most right after a
+                # device run has left the caches cold.)
                 np.copyto(current, array)
-            else:
-                self._array = np.array(array, copy=True, order="C")
+                return
+            if array.dtype not in _PRECISION_OF_DTYPE:
+                raise InputError(f"input '{self.name}': numpy dtype {array.dtype} is not supported; use one of "
+                                 f"{', '.join(sorted(d.name for d in _PRECISION_OF_DTYPE))}")
+            self._array = np.array(array, copy=True, order="C")
+            self._refillable = True
             self._shape = tuple(self._array.shape)
 
     def resize(self, shape: Sequence[int]) -> None:
@@ -235,6 +240,7 @@ class Tensor:
             self._array = self._array.reshape(shape)
         elif self._array is not None:
             self._array = None  # refilled by from_numpy / set_*_data
+            self._refillable = False
 
     def _set_data(self, values, dtype, place) -> None:
         _check_host_target(place, f"tensor '{self.name}' set_*_data type")
@@ -245,7 +251,8 @@ class Tensor:
                 raise InputError(f"tensor '{self.name}': {array.size} values given, its shape {list(self._shape)} "
                                  f"holds {numel}; call resize() first")
             array = array.reshape(self._shape)
-        self._array = np.array(array, copy=True)
+        self._array = np.array(array, copy=True, order="C")
+        self._refillable = True
         self._shape = tuple(self._array.shape)
 
     def set_float_data(self, values, type=TargetType.Host) -> None:  # noqa: A002 - Paddle Lite's name
@@ -286,6 +293,7 @@ class Tensor:
     # -- set by the predictor -------------------------------------------------------------------------
     def _set_result(self, array: np.ndarray) -> None:
         self._array = np.asarray(array)
+        self._refillable = False
         self._shape = tuple(self._array.shape)
 
     def _value(self) -> np.ndarray | None:
@@ -305,7 +313,7 @@ class Tensor:
         if self._array is None:
             what = "was not set (call from_numpy)" if self.is_input else "has no value yet (call run())"
             raise InputError(f"tensor '{self.name}' {what}")
-        return np.array(self._array, copy=True)
+        return self._array.copy()  # C order, whatever the layout of a host op's result
 
     def shape(self) -> list:
         if self._shape is not None:

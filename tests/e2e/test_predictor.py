@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
+from nnadapter_bridge.errors import InputError
 from nnadapter_bridge.predictor.tensor import PrecisionType
 from nnadapter_bridge.subgraph.progress import Progress, summarize_op_types
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
@@ -247,6 +248,31 @@ def test_refeeding_the_same_shape_reuses_the_input_buffer_and_sees_new_data(mode
     assert tensor._value() is buffer
     predictor.run()
     np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
+
+
+def test_refilling_an_input_buffer_takes_any_layout_and_still_checks_the_dtype():
+    """The refill path of from_numpy (same shape and dtype as the buffer it holds) copies a strided or
+    Fortran-ordered array by value; another dtype of the same shape, supported or not, is not forced into the
+    old buffer."""
+    from nnadapter_bridge.predictor.tensor import Tensor
+
+    tensor = Tensor("x", np.float32, (3, 4))
+    tensor.set_float_data(list(range(12)))  # 12 values, no shape yet: a buffer of shape [12]
+    tensor.resize([3, 4])  # a reshape of the tensor's own buffer
+    buffer = tensor._value()
+    source = np.arange(32, dtype=np.float32).reshape(4, 8)
+    for array in (source[:3, ::2], np.asfortranarray(source[1:, :4])):
+        tensor.from_numpy(array)
+        assert tensor._value() is buffer and buffer.flags.c_contiguous
+        np.testing.assert_array_equal(tensor.numpy(), np.asarray(array, np.float32))
+    tensor.from_numpy(np.ones((3, 4), np.float64))  # another dtype: a buffer of its own
+    assert tensor._value() is not buffer and tensor._value().dtype == np.float64
+    with pytest.raises(InputError, match="is not supported"):
+        tensor.from_numpy(np.ones((3, 4), np.complex64))
+    tensor.resize([2, 6])  # a reshape of the tensor's own buffer: refilled in place too
+    reshaped = tensor._value()
+    tensor.from_numpy(np.full((2, 6), 5.0))
+    assert tensor._value() is reshaped and (reshaped == 5.0).all()
 
 
 def test_an_output_that_is_a_feed_var_does_not_change_with_the_next_input(tmp_path):

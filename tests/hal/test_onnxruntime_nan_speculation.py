@@ -19,6 +19,7 @@ from hal.microsoft_onnxruntime.nan_speculation import (
     NAN_PROPAGATING,
     exact_model_bytes,
     nan_kept_relus,
+    nan_probe_operands,
     probe_saw_nan,
 )
 from hal.microsoft_onnxruntime.operations import OPERATIONS
@@ -239,6 +240,66 @@ def test_the_probe_is_nan_exactly_when_a_float_output_holds_a_nan():
         results = session.run(None, {name: x})
         assert sum(np.isnan(r).any() for r in results[:-1]) == 1
         assert probe_saw_nan(results[-1])
+
+
+def _probe_input(sample_id: str, **build) -> tuple:
+    """(model, the name of the tensor the speculative ONNX program's probe sums, the program's output names)."""
+    sample = _sample(sample_id)
+    model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, relu_before=[0], **build)
+    fast = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
+    (probe,) = [n for n in fast.graph.node if NAN_PROBE_OUTPUT in n.output]
+    return model, probe.input[0], [o.name for o in fast.graph.output]
+
+
+def test_the_probe_of_an_upsampled_output_sums_the_upsamplings_input():
+    """relu -> bilinear upsampling (5x7 -> 8x11): every NaN the relu keeps reaches the output through the
+    upsampling's input, so the probe sums that (70 elements) rather than the output (176)."""
+    model, probed, outputs = _probe_input("RESIZE_LINEAR_half_pixel")
+    (relu,) = [op for op in model.operations if op.type == T.RELU]
+    assert [o.index for o in nan_probe_operands(model, nan_kept_relus(model))] == [relu.outputs[0].index]
+    assert probed not in outputs
+
+
+@pytest.mark.parametrize("sample_id", [
+    "RESIZE_NEAREST_downscale",  # a downsampling may skip the NaN: a NaN in its input need not reach the output
+    "SIGMOID",                   # elementwise: the input is no smaller than the output
+])
+def test_the_probe_sums_the_output_when_no_smaller_tensor_sees_every_nan(sample_id):
+    _, probed, outputs = _probe_input(sample_id)
+    assert probed == outputs[0]
+
+
+def test_the_probe_stops_at_an_operation_with_two_computed_inputs():
+    """relu(x) + y, y broadcast: a NaN in the output may come from either input, so the output is summed."""
+    model, _ = build_op(T.ADD, [np.ones((2, 3), np.float32), np.ones((1, 3), np.float32), 0], relu_before=[1])
+    assert [o.index for o in nan_probe_operands(model, nan_kept_relus(model))] == [model.output_operands[0].index]
+
+
+def _upsampled_net(x):
+    """conv-relu (kept) -> 1x1 conv to 2 channels -> bilinear x4: BiSeNetV2's head in small."""
+    import paddle
+    import paddle.nn.functional as F
+
+    a = F.relu(F.conv2d(x, paddle.create_parameter([8, 3, 3, 3], "float32"), padding=1))
+    b = F.conv2d(a, paddle.create_parameter([2, 8, 1, 1], "float32"))
+    return F.interpolate(b, scale_factor=4, mode="bilinear", align_corners=False)
+
+
+@pytest.mark.parametrize("poisoned", [False, True])
+def test_upsampled_program_with_a_probe_upstream_gives_paddles_answer(tmp_path, poisoned, exact_builds):
+    """The probe reads the upsampling's input: a NaN that reaches a kept relu is still seen there, and the exact
+    program gives Paddle's answer (the relu turned the NaN into 0)."""
+    pytest.importorskip("paddle")
+    from support.converter_harness import pir_program
+
+    x = np.random.default_rng(8).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    if poisoned:
+        x.reshape(-1)[[4, 40]] = np.nan
+    saved = pir_program(tmp_path, _upsampled_net, {"x": x})
+    assert not np.isnan(saved.outputs[0]).any()
+    got = _run(_predictor(saved, tmp_path), {"x": x})
+    np.testing.assert_allclose(got, saved.outputs[0], rtol=1e-4, atol=1e-4)
+    assert len(exact_builds) == int(poisoned)
 
 
 # -- whole programs against Paddle Inference ----------------------------------------------------------------------
