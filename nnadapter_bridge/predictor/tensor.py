@@ -2,10 +2,12 @@
 
 A Tensor holds one numpy array (host memory). Inputs copy what `from_numpy` / `set_*_data` give them, so
 the caller may reuse its array (from_numpy refills the same buffer when the shape and dtype stay, except
-while a run reads it: then it takes a new one, so a run never sees a half-written input); `numpy()` returns a copy,
-as Paddle Lite's does. An input tensor knows the dtype and shape its feed var declares; the predictor checks the
-dtype when it runs (not before: Paddle Lite scripts often `resize` first and fill later). The declared shape is only
-a hint, as in Paddle: any shape runs.
+while a run reads it: then it takes a new one, so a run never sees a half-written input). `numpy()` returns a
+copy, unlike Paddle Lite 2.13, whose `numpy()` is a view of the tensor's memory that the next run overwrites
+(docs/lite_api.md): an array handed out here never changes, and a write into it never reaches the predictor. An
+input tensor knows the dtype and shape its feed var declares; the predictor checks the dtype when it runs (not
+before: Paddle Lite scripts often `resize` first and fill later). The declared shape is only a hint, as in
+Paddle: any shape runs.
 `set_lod` checks a LoD as Paddle Lite's CheckLoD does (the last level against dim 0 when the shape is known,
 else at run); no op run here reads a LoD, so it is kept, not used. `Place` and the enums carry Paddle Lite
 2.13's values (lite/api/paddle_place.h).

@@ -250,6 +250,24 @@ def test_refeeding_the_same_shape_reuses_the_input_buffer_and_sees_new_data(mode
     np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
 
 
+@pytest.mark.parametrize("device", ["builtin_device", "microsoft_onnxruntime"])
+def test_numpy_hands_out_an_array_no_later_run_or_write_touches(model, device):
+    """numpy() is a copy (unlike Paddle Lite's view, docs/lite_api.md): writing into it leaves the tensor as the
+    run left it, and the next run leaves an array handed out before it as it was."""
+    predictor = nb.create_predictor(make_config(model, set_nnadapter_device_names=[device]))
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    first = predictor.get_output(0).numpy()
+    first[...] = 99.0
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
+    kept = predictor.get_output(0).numpy()
+    predictor.get_input(0).from_numpy(-x)
+    predictor.run()
+    np.testing.assert_allclose(kept, reference_add_relu_scale(x), rtol=1e-6)
+    np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(-x), rtol=1e-6)
+
+
 def test_refilling_an_input_buffer_takes_any_layout_and_still_checks_the_dtype():
     """The refill path of from_numpy (same shape and dtype as the buffer it holds) copies a strided or
     Fortran-ordered array by value; another dtype of the same shape, supported or not, is not forced into the
