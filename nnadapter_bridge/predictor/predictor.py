@@ -285,6 +285,7 @@ class Predictor:
         self._plan = [(self.engines[step.index], None) if isinstance(step, Subgraph) else (None, step)
                       for step in self._steps
                       if isinstance(step, Subgraph) or step.type not in HOST_ONLY_OP_TYPES]
+        self._engines_in_plan = [engine for engine, _ in self._plan if engine is not None]
         self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
         self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
         self._runs = 0
@@ -659,6 +660,11 @@ class Predictor:
                 self._progress.done()
             self._progress = None
             self._params_scope = None
+        # Output tensors hold arrays that are theirs alone (Tensor.numpy hands them out as they are): a device
+        # program's output is a new array of the run's (SubgraphEngine.device_outputs); anything else (a host op's
+        # result, which may be a view of a parameter or an input, a fetched parameter, an array fetched twice) is
+        # copied here.
+        own = {id(a): a for engine in self._engines_in_plan for a in engine.device_outputs}
         for tensor in self._outputs:
             if tensor.name in scope:
                 result = scope[tensor.name]
@@ -667,12 +673,8 @@ class Predictor:
             else:
                 raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
                                  "names a var no op writes")
-            # An output that is (a view of) an input buffer would change when that buffer is refilled by the
-            # next from_numpy: hand out a copy then.
-            # (Only a view, or an input array itself, can: an array owning its data shares it with no input.)
-            if isinstance(result, np.ndarray) and (result.base is not None or any(result is a for a in inputs)) \
-                    and any(a is not None and np.may_share_memory(result, a) for a in inputs):
-                result = result.copy()
+            if own.pop(id(result), None) is None or any(np.may_share_memory(result, a) for a in inputs):
+                result = np.array(result, copy=True, order="C")
             tensor._set_result(result)
         self._runs += 1
 

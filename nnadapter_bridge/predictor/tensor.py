@@ -2,12 +2,14 @@
 
 A Tensor holds one numpy array (host memory). Inputs copy what `from_numpy` / `set_*_data` give them, so
 the caller may reuse its array (from_numpy refills the same buffer when the shape and dtype stay, except
-while a run reads it: then it takes a new one, so a run never sees a half-written input). `numpy()` returns a
-copy, unlike Paddle Lite 2.13, whose `numpy()` is a view of the tensor's memory that the next run overwrites
-(docs/lite_api.md): an array handed out here never changes, and a write into it never reaches the predictor. An
-input tensor knows the dtype and shape its feed var declares; the predictor checks the dtype when it runs (not
-before: Paddle Lite scripts often `resize` first and fill later). The declared shape is only a hint, as in
-Paddle: any shape runs.
+while a run reads it: then it takes a new one, so a run never sees a half-written input); their `numpy()` is a
+copy. An output's `numpy()` is the run's own array, no copy, as Paddle Lite 2.13's is a view of the tensor's
+memory: each call until the next run gives that array, and a write into it shows in the next call. Unlike Paddle
+Lite's, the next run gives a new array and never changes one handed out before, and a write never reaches the
+predictor: Predictor._run copies any result the predictor may still read (docs/lite_api.md). An input tensor
+knows the dtype and shape its feed var declares; the predictor checks the dtype when it runs (not before: Paddle
+Lite scripts often `resize` first and fill later). The declared shape is only a hint, as in Paddle: any shape
+runs.
 `set_lod` checks a LoD as Paddle Lite's CheckLoD does (the last level against dim 0 when the shape is known,
 else at run); no op run here reads a LoD, so it is kept, not used. `Place` and the enums carry Paddle Lite
 2.13's values (lite/api/paddle_place.h).
@@ -315,7 +317,9 @@ class Tensor:
         if self._array is None:
             what = "was not set (call from_numpy)" if self.is_input else "has no value yet (call run())"
             raise InputError(f"tensor '{self.name}' {what}")
-        return self._array.copy()  # C order, whatever the layout of a host op's result
+        if self.is_input:  # from_numpy refills this buffer: the caller gets a copy
+            return self._array.copy()
+        return self._array  # the run's own array (Predictor._run copied anything it shares with the predictor)
 
     def shape(self) -> list:
         if self._shape is not None:

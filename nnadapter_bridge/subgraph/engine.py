@@ -347,6 +347,7 @@ class SubgraphEngine:
         self.dynamic_shape_info = {n: [list(s) for s in info[n]] for n in self.input_names if n in info}
         self.programs: list[EngineProgram] = []
         self._chosen: dict = {}  # input signature -> (context, program) that ran it first (_run_with)
+        self.device_outputs: Sequence[np.ndarray] = ()  # of the last run (run)
         self.stats = EngineStats()
         self._fingerprint: str | None = None
         self.fingerprint_memo = resources.fingerprint_memo  # support_decisions.FingerprintMemo, or None
@@ -421,7 +422,10 @@ class SubgraphEngine:
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, scope: dict) -> None:
-        """Read the inputs from `scope`, run the subgraph, write its outputs into `scope`."""
+        """Read the inputs from `scope`, run the subgraph, write its outputs into `scope`. `device_outputs` is then
+        the list of arrays a device program gave (each the run's own: driver_protocol's run_arrays and the output
+        access functions give new arrays), or empty when the host wrote them (a fallback, a split)."""
+        self.device_outputs = ()
         arrays = []
         for name in self.input_names:
             try:
@@ -462,6 +466,7 @@ class SubgraphEngine:
             return
         for name, array in zip(self.output_names, outputs):
             scope[name] = array
+        self.device_outputs = outputs
         self.stats.runs += 1
 
     def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict,
