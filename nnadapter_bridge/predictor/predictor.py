@@ -664,7 +664,10 @@ class Predictor:
         # program's output is a new array of the run's (SubgraphEngine.device_outputs); anything else (a host op's
         # result, which may be a view of a parameter or an input, a fetched parameter, an array fetched twice) is
         # copied here.
-        own = {id(a): a for engine in self._engines_in_plan for a in engine.device_outputs}
+        own = {}
+        for engine in self._engines_in_plan:
+            own.update((id(a), a) for a in engine.device_outputs)
+            engine.device_outputs = ()  # held no longer than the run: most are intermediate results
         for tensor in self._outputs:
             if tensor.name in scope:
                 result = scope[tensor.name]
