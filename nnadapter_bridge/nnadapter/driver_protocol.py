@@ -19,10 +19,10 @@ what to install when the driver's SDK is missing (`nnadapter-bridge devices` sho
 a program sharing the compiled parts of `program` with its own execution state, so that predictor clones
 run it from several threads at once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the
 caller owns (shared with nothing the driver keeps or writes later: the predictor hands them to the user as
-`Tensor.numpy()` without a copy), for `arrays` in model input order (the runtime calls it instead of `execute_program` for a
-compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small
-models; it must check and refuse exactly what `execute_program` does); `unsupported_reasons(context, model)`,
-per operation the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`),
+`Tensor.numpy()` without a copy), for `arrays` in model input order (the runtime calls it instead of
+`execute_program` for a compilation of one program wired to the model's own inputs and outputs: the per-run
+Python path of small models; it must check and refuse exactly what `execute_program` does);
+`unsupported_reasons(context, model)`, per operation the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`),
 which the support decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs
 (keys the calibration, with the CPU model and thread count); `capabilities()`, NNAPI's getCapabilities: a
 `Capabilities` of performance figures relative to the CPU reference, or None to have them measured by the

@@ -223,9 +223,7 @@ class Tensor:
             if self._refillable and current.shape == array.shape and current.dtype == array.dtype \
                     and current is not array and not self._readers:
                 # Same shape and dtype as the last call: refill the same buffer. Saves an allocation per run,
-                # and devices that bind input memory (intel_openvino) see the same address again. (The
-                # common case of every run: checked with as few steps as can be, each costs most right after a
-                # device run has left the caches cold.)
+                # and devices that bind input memory (intel_openvino) see the same address again.
                 np.copyto(current, array)
                 return
             if array.dtype not in _PRECISION_OF_DTYPE:
