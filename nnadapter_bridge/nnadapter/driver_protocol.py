@@ -22,8 +22,8 @@ caller owns (shared with nothing the driver keeps or writes later: the predictor
 `Tensor.numpy()` without a copy), for `arrays` in model input order (the runtime calls it instead of
 `execute_program` for a compilation of one program wired to the model's own inputs and outputs: the per-run
 Python path of small models; it must check and refuse exactly what `execute_program` does);
-`unsupported_reasons(context, model)`, per operation the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`),
-which the support decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs
+`unsupported_reasons(context, model)`, per operation the reason the driver declines it ("" when it runs it, so
+it agrees with `validate_program`), which the support decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs
 (keys the calibration, with the CPU model and thread count); `capabilities()`, NNAPI's getCapabilities: a
 `Capabilities` of performance figures relative to the CPU reference, or None to have them measured by the
 calibration (nnadapter_bridge.subgraph.calibration; a driver reporting nothing is taken as the CPU);
