@@ -161,6 +161,9 @@ class Channel:
 
         with warnings.catch_warnings():
             warnings.simplefilter("always")
+            # Python's own note of a file or socket left to the garbage collector (off outside its dev mode): a
+            # Ctrl-C between an open() and its `with` leaves one, and it is nothing the user can act on.
+            warnings.simplefilter("ignore", ResourceWarning)
             warnings.showwarning = show
             yield self
 

@@ -404,3 +404,19 @@ def test_references_compute_non_finite_values_without_numpy_warnings():
         # is checked against Paddle itself in tests/converters/test_sampling_sort_edges.py)
         assert nearest_zero_padded(image, points, points)[0, 0].tolist()[:2] == [0.0, 0.0]
         assert np.isnan(_reflect(np.array([np.inf]), 0.0, 1.0)).all()
+
+
+def test_the_command_line_says_no_resource_warning_but_every_other_warning():
+    """A Ctrl-C between an open() and its `with` leaves a file to the garbage collector, whose ResourceWarning
+    (Python's own, off outside its dev mode) once came out as "warning: unclosed file" before "interrupted"."""
+    import io
+    import warnings
+
+    from nnadapter_bridge.commands.channel import Channel
+
+    err = io.StringIO()
+    channel = Channel("bench", False, stream=err)
+    with channel.collecting():
+        warnings.warn("unclosed file <_io.BufferedReader name='x'>", ResourceWarning, stacklevel=1)
+        warnings.warn("a device declined an op", UserWarning, stacklevel=1)
+    assert err.getvalue() == "nnadapter-bridge bench: warning: a device declined an op\n"
