@@ -241,8 +241,7 @@ def nan_probe_operands(model: Model, kept: set, skipped: Sequence[Operation] = (
 
 
 def _element_count(operand) -> float:
-    dims = operand.type.dims
-    return math.prod(dims) if all(d >= 0 for d in dims) else math.inf
+    return math.inf if operand.type.has_unknown_dims else operand.type.numel()
 
 
 def nan_probe_nodes(float_outputs: Sequence[str]) -> tuple[list, onnx.ValueInfoProto]:

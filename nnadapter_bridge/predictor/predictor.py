@@ -676,7 +676,9 @@ class Predictor:
             else:
                 raise InputError(f"output '{tensor.name}' was not produced by the run; the model's fetch list "
                                  "names a var no op writes")
-            if own.pop(id(result), None) is None or any(np.may_share_memory(result, a) for a in inputs):
+            # (an array owning its data shares it with no input: only a view needs the look at the inputs)
+            if own.pop(id(result), None) is None or (
+                    result.base is not None and any(np.may_share_memory(result, a) for a in inputs)):
                 result = np.array(result, copy=True, order="C")
             tensor._set_result(result)
         self._runs += 1
