@@ -424,7 +424,8 @@ class SubgraphEngine:
     def run(self, scope: dict) -> None:
         """Read the inputs from `scope`, run the subgraph, write its outputs into `scope`. `device_outputs` is then
         the list of arrays a device program gave (each the run's own: driver_protocol's run_arrays and the output
-        access functions give new arrays), or empty when the host wrote them (a fallback, a split)."""
+        access functions give new arrays): those of its program, or of a split's child programs; empty when the host
+        wrote them all (a fallback)."""
         self.device_outputs = ()
         arrays = []
         for name in self.input_names:
@@ -800,11 +801,17 @@ class SubgraphEngine:
         steps = self._split_steps.get(signature)
         if steps is None:
             steps = self._split_steps[signature] = self._make_split_steps(self.pool.splits[signature])
+        outputs: list = []
         for step in steps:
             if isinstance(step, SubgraphEngine):
                 step.run(scope)
+                # The children's device outputs are this run's own arrays too: passed up (the predictor hands out
+                # those it fetches without a copy) and held no longer than the run (most are intermediate)
+                outputs.extend(step.device_outputs)
+                step.device_outputs = ()
             else:
                 self.host_fallback([step], scope)
+        self.device_outputs = outputs
         self.stats.split_runs += 1
 
     def _make_split_steps(self, plan: SplitPlan) -> list:

@@ -305,6 +305,28 @@ def test_any_driver_gets_its_declined_operation_split_off(tmp_path, odd_softmax_
     assert "softmax" not in [op.type for op in before.ops + after.ops]
 
 
+def test_a_split_hands_its_child_programs_outputs_to_the_run_and_keeps_none(tmp_path, odd_softmax_device):
+    """The output of a split subgraph comes from its last child program (the scale after the declined softmax): the
+    run's own array, handed out by numpy() as it is, while no child engine holds a device output after the run."""
+    model = _save(tmp_path, _relu_softmax_scale, [-1, -1])
+    predictor = _predictor(model, odd_softmax_device)
+    assert _run_and_compare(predictor, model, [3, 5], seed=1)  # split (the warning the test above reads)
+    x = np.random.default_rng(3).uniform(-1, 1, size=(3, 5)).astype(np.float32)
+    predictor.get_input_by_name("x").from_numpy(x)
+    predictor.run()
+    (engine,) = predictor.engines.values()
+    children = [step for steps in engine._split_steps.values() for step in steps if hasattr(step, "device_outputs")]
+    assert len(children) == 2 and all(child.device_outputs == () for child in children)
+    assert engine.device_outputs == ()  # taken by the predictor's run
+    first = predictor.get_output(0).numpy()
+    assert predictor.get_output(0).numpy() is first
+    (want,) = paddle_inference_run(model[0], model[1], {"x": x})
+    assert_model_close(first, want, what="split subgraph's output")
+    predictor.get_input_by_name("x").from_numpy(-x)
+    predictor.run()
+    assert_model_close(first, want, what="the array handed out before the next run")
+
+
 def test_a_next_listed_device_takes_the_declined_operation_without_a_split(tmp_path, odd_softmax_device):
     model = _save(tmp_path, _relu_softmax_scale, [-1, -1])
     config = nb.Config()
