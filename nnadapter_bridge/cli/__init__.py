@@ -21,6 +21,7 @@ import pkgutil
 import sys
 import traceback
 
+from nnadapter_bridge.cli import interrupts
 from nnadapter_bridge.commands import channel as channel_module
 from nnadapter_bridge.commands.channel import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Channel, CommandError
 from nnadapter_bridge.errors import BridgeError
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     json_mode = "--json" in argv
     channel = Channel(_command_name(argv), json_mode)
     _Parser.quiet_usage = json_mode
-    with channel_module.activated(channel), _no_progress_bars(json_mode):
+    with channel_module.activated(channel), _no_progress_bars(json_mode), interrupts.handled():
         try:
             parser = build_parser()
             args = parser.parse_args(argv)
@@ -96,6 +97,7 @@ def main(argv=None) -> int:
                     status = int(args.func(args) or 0)
                 finally:
                     _wait_for_cache_writes()  # their warnings belong to this command
+            interrupts.raise_if_interrupted()  # a Ctrl-C whose KeyboardInterrupt Python lost (interrupts.py)
             channel.flush_warnings()
             return status
         except KeyboardInterrupt as exc:

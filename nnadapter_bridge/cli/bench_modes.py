@@ -9,8 +9,8 @@ drivers for those runs only, then taken off: the latency and throughput figures 
   copies   the rest of the subgraph engines' time (binding inputs and outputs, checking shapes);
   host     the host executor running the ops no device took;
   python   the rest of predictor.run (feeding, planning, fetching).
-Entry points: `latency_runs`, `latency_summary`, `throughput`, `breakdown` (cmd_bench). Imports numpy and the
-standard library only; the predictor comes from the caller.
+Entry points: `latency_runs`, `latency_summary`, `throughput`, `breakdown` (cmd_bench). Imports numpy, the
+standard library and cli.interrupts only; the predictor comes from the caller.
 """
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ import time
 
 import numpy as np
 
+from nnadapter_bridge.cli.interrupts import interrupted, raise_if_interrupted
+
 
 def latency_runs(predictor, runs: int, seconds: float | None) -> list:
     """Run times (seconds) of `runs` runs, or of as many as fit in `seconds` (at least one) when given."""
     times = []
     deadline = None if seconds is None else time.perf_counter() + seconds
     while True:
+        raise_if_interrupted()  # a Ctrl-C whose KeyboardInterrupt was lost would otherwise never end a long run
         start = time.perf_counter()
         predictor.run()
         end = time.perf_counter()
@@ -58,6 +61,8 @@ def throughput(predictor, feeds: dict, requests: int, runs: int, seconds: float 
     deadline_box = [0.0]
 
     def take() -> bool:
+        if interrupted():
+            return False  # the caller's thread raises it
         if seconds is not None:
             return time.perf_counter() < deadline_box[0]
         with lock:
@@ -89,6 +94,7 @@ def throughput(predictor, feeds: dict, requests: int, runs: int, seconds: float 
         clone.close()
     if errors:
         raise errors[0]
+    raise_if_interrupted()
     every = [t for per in latencies for t in per]
     return {"requests": requests, "runs": len(every), "wall_seconds": wall,
             "fps": len(every) / wall if wall > 0 else 0.0, "latency": latency_summary(every) if every else None}
@@ -154,6 +160,7 @@ def breakdown(predictor, runs: int) -> dict:
                                        lambda args, t: device_time.__setitem__(0, device_time[0] + t)))
         start = time.perf_counter()
         for _ in range(runs):
+            raise_if_interrupted()
             predictor.run()
         total = time.perf_counter() - start
 

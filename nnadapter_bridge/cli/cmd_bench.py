@@ -36,6 +36,7 @@ import tempfile
 import time
 
 from nnadapter_bridge.cli import bench_modes
+from nnadapter_bridge.cli.interrupts import raise_if_interrupted
 from nnadapter_bridge.commands import model_config, options, output
 from nnadapter_bridge.commands.options import CliError
 from nnadapter_bridge.validation import inputs
@@ -269,6 +270,7 @@ def measure(args, cache_dir: str) -> dict:
         predictor, create, first = start_predictor(args, cache_dir)
         cold_stats = predictor.stats
         for _ in range(args.warmup):
+            raise_if_interrupted()
             predictor.run()
         times = bench_modes.latency_runs(predictor, args.runs, args.time_limit)
         rate = (bench_modes.throughput(predictor, predictor.bench_inputs, args.requests, args.runs, args.time_limit)
