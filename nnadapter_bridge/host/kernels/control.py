@@ -1,5 +1,6 @@
 """Control flow of sub-blocks and the tensor-array ops: conditional_block, select_input/select_output,
-while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, reverse, plus the small ops that
+while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, reverse, slice of a tensor array
+(to_static's `array[i]`), plus the small ops that
 drive loops (increment, comparisons, logical ops, assign) so a loop body runs even where a value is a
 tensor array or the converter refuses it.
 
@@ -127,6 +128,25 @@ def reverse(io: OpScope) -> None:
         io.set_output("Out", list(reversed(x)))
         return
     io.set_output("Out", np.flip(x, axis=tuple(axes)).copy())
+
+
+@host_kernel("slice")
+def slice_array(io: OpScope) -> None:
+    """The legacy `slice` of a tensor array (PIR's slice_array_dense): with axis 0 decreased, the element at
+    `starts[0]` (StartsTensor first), a negative index counting from the end, as Paddle's kernel reads it (`ends`
+    unread). A slice of a tensor is its converter's (run by the NNAdapter reference on the host)."""
+    array = io.input("Input")
+    if not isinstance(array, list):
+        raise io.error("the host kernel slices tensor arrays only; a tensor's slice runs through its converter")
+    if [int(a) for a in io.attr("axes", [])] != [0] or [int(a) for a in io.attr("decrease_axis", [])] != [0]:
+        raise io.error("a tensor array is sliced to one element (axes [0], decrease_axis [0]) only")
+    start = _index(io, "StartsTensor") if io.has_input("StartsTensor") else int(io.attr("starts", [0])[0])
+    if start < 0:
+        start += len(array)
+    start = max(start, 0)
+    if start >= len(array) or array[start] is None:
+        raise io.error(f"index {start} out of range for an array of {len(array)} elements")
+    io.set_output("Out", np.array(array[start], copy=True))
 
 
 @host_kernel("tensor_array_to_tensor")
