@@ -63,9 +63,13 @@ def convert_multiclass_nms3(ctx: ConversionContext, v: OpView) -> None:
     if wide:
         boxes = cast_to(ctx, boxes, Precision.FLOAT32, ctx.temp(out_name, "bboxes_f32"))
         scores = cast_to(ctx, scores, Precision.FLOAT32, ctx.temp(out_name, "scores_f32"))
+    counts_in = ctx.input(rois_num) if rois_num else None
+    if counts_in is not None and counts_in.type.precision == Precision.INT64:
+        # Paddle's kernel takes int64 counts too (to_static's per-image counts come from int64 shapes: ppdet's
+        # R-CNN); NON_MAX_SUPPRESSION takes int32.
+        counts_in = cast_to(ctx, counts_in, Precision.INT32, ctx.temp(out_name, "rois_num_i32"))
     operands = [
-        boxes, scores,
-        ctx.input(rois_num) if rois_num else None,
+        boxes, scores, counts_in,
         ctx.const_i32(v.attr_int("background_label", 0)), ctx.const_f32(v.attr_float("score_threshold", 0.0)),
         ctx.const_i32(v.attr_int("nms_top_k", -1)), ctx.const_f32(v.attr_float("nms_threshold", 0.3)),
         ctx.const_f32(v.attr_float("nms_eta", 1.0)), ctx.const_i32(v.attr_int("keep_top_k", -1)),

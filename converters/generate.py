@@ -1,6 +1,6 @@
 """Converters for the ops that make a tensor from attributes or another tensor's shape: assign_value,
-fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape and range (FILL,
-FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value).
+fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, range and linspace (FILL,
+FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value; linspace as RANGE and arithmetic).
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
 `op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
@@ -16,7 +16,7 @@ import numpy as np
 
 from converters.attrs import check_dtype_attr
 from converters.context import ConversionContext
-from converters.emit import cast_to
+from converters.emit import binary, cast_to, compare, unary
 from converters.op_view import VARTYPE_PRECISIONS, OpView, precision_of_var_type, var_attr_names, vartype_precision
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
@@ -304,3 +304,50 @@ def convert_range(ctx: ConversionContext, v: OpView) -> None:
     end = ctx.cast(ctx.input(v.input("End")), start.type.precision, var, "end")
     step = ctx.cast(ctx.input(v.input("Step")), start.type.precision, var, "step")
     ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
+
+
+# -- linspace -------------------------------------------------------------------------------------------------
+
+# VarType FP32 and FP64 -> the precision linspace is composed in.
+_LINSPACE_PRECISIONS = {5: Precision.FLOAT32, 6: Precision.FLOAT64}
+
+
+def _check_linspace(op, ctx):
+    if int(OpView(op).attr("dtype", 5)) not in _LINSPACE_PRECISIONS:
+        return "linspace is composed in float32 and float64 only (Paddle fills integers through double, then casts)"
+    return None
+
+
+@converter("linspace", emits=[T.RANGE, T.CAST, T.SUB, T.DIV, T.MUL, T.ADD, T.MAX, T.MIN, T.FLOOR, T.LESS, T.WHERE],
+           check=_check_linspace)
+def convert_linspace(ctx: ConversionContext, v: OpView) -> None:
+    """Num float values from Start to Stop, Num read at run time (SOLOv2's CoordConv: `linspace(-1, 1, width)`).
+    Paddle's kernel fills the first half from Start (start + step * i) and the second half back from Stop
+    (stop - step * (num - 1 - i)), step = (stop - start) / (num - 1), so Stop is hit exactly; the same two sides,
+    chosen by WHERE(i < half). half = max(floor(num / 2), min(num, 1)) makes a single value Start, as Paddle's
+    num == 1 case; the divisor max(num - 1, 1) keeps that case finite. Computed in the output's type: float64 is
+    Paddle's double arithmetic; float32 (Paddle: double, then cast) is a rounding apart."""
+    out = v.output("Out")
+    precision = _LINSPACE_PRECISIONS[int(v.attr("dtype", 5))]  # the output's float type
+    start = ctx.cast(ctx.input(v.input("Start")), precision, out, "start")
+    stop = ctx.cast(ctx.input(v.input("Stop")), precision, out, "stop")
+    num_i32 = ctx.cast(ctx.input(v.input("Num")), Precision.INT32, out, "num_i32")
+    num = ctx.cast(num_i32, precision, out, "num")
+    one = ctx.const(np.ones(1, precision_dtype(precision)), precision)
+    a_half = ctx.const(np.full(1, 0.5, precision_dtype(precision)), precision)
+    positions = ctx.temp(out, "positions_i32")
+    ctx.add(T.RANGE, [ctx.const_i32([0]), num_i32, ctx.const_i32([1])], [positions])
+    i = cast_to(ctx, positions, precision, ctx.temp(out, "positions"))
+    last = binary(ctx, T.SUB, num, one, ctx.temp(out, "last"))
+    divisor = binary(ctx, T.MAX, last, one, ctx.temp(out, "divisor"))
+    span = binary(ctx, T.SUB, stop, start, ctx.temp(out, "span"))
+    step = binary(ctx, T.DIV, span, divisor, ctx.temp(out, "step"))
+    from_start = binary(ctx, T.ADD, start, binary(ctx, T.MUL, step, i, ctx.temp(out, "step_i")),
+                        ctx.temp(out, "from_start"))
+    back = binary(ctx, T.SUB, last, i, ctx.temp(out, "back"))
+    from_stop = binary(ctx, T.SUB, stop, binary(ctx, T.MUL, step, back, ctx.temp(out, "step_back")),
+                       ctx.temp(out, "from_stop"))
+    half = unary(ctx, T.FLOOR, binary(ctx, T.MUL, num, a_half, ctx.temp(out, "num_half")), ctx.temp(out, "half_floor"))
+    half = binary(ctx, T.MAX, half, binary(ctx, T.MIN, num, one, ctx.temp(out, "num_min_1")), ctx.temp(out, "half"))
+    first_half = compare(ctx, T.LESS, i, half, ctx.temp(out, "first_half"))
+    ctx.add(T.WHERE, [first_half, from_start, from_stop], [ctx.output(out)])

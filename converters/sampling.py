@@ -58,10 +58,12 @@ def _batch_indices(ctx, op, rois, out_name: str):
     ctx.add(T.UNSQUEEZE, [positions, ctx.const_i32([1])], [column])
     passed = ctx.temp(out_name, "images_passed")  # [R, N]: roi r lies at or after image n's end
     ctx.add(T.GREATER_EQUAL, [column, ends], [passed])
-    passed_i32 = cast_to(ctx, passed, Precision.INT32, ctx.temp(out_name, "images_passed_i32"))
-    indices = ctx.temp(out_name, "batch_indices")
-    ctx.add(T.REDUCE_SUM, [passed_i32, ctx.const_i32([1]), ctx.const_bool(False)], [indices])
-    return indices
+    # Counted in float32 (exact up to 2**24 images) and cast back: OpenVINO's CPU plugin declines an int32
+    # REDUCE_SUM (it miscomputes integer reductions fused with what follows), which kept roi_align off the device.
+    passed_f32 = cast_to(ctx, passed, Precision.FLOAT32, ctx.temp(out_name, "images_passed_f32"))
+    counted = ctx.temp(out_name, "images_passed_count")
+    ctx.add(T.REDUCE_SUM, [passed_f32, ctx.const_i32([1]), ctx.const_bool(False)], [counted])
+    return cast_to(ctx, counted, Precision.INT32, ctx.temp(out_name, "batch_indices"))
 
 
 @converter("roi_align", emits=[T.ROI_ALIGN, T.SLICE, T.FILL_LIKE, T.RESHAPE, T.CAST, T.CUM_SUM, T.SHAPE, T.RANGE,

@@ -108,7 +108,21 @@ def _slice_target(ctx: ConversionContext, op, decrease_axis):
     return ctx.temp(v.output("Out"), "slice") if decrease_axis else ctx.output(v.output("Out"))
 
 
-@converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST])
+def _check_slice(op, ctx) -> str | None:
+    v = OpView(op)
+    graph = getattr(ctx, "graph", None)
+    x = v.optional_input("Input")
+    if graph is not None and x:
+        try:
+            var = graph.var(x, getattr(ctx, "block", 0))
+        except ModelFormatError:
+            return None
+        if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY):
+            return f"Input '{x}' is a tensor array: its element is taken on the host"
+    return None
+
+
+@converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST], check=_check_slice)
 def convert_slice(ctx: ConversionContext, v: OpView) -> None:
     """input[starts:ends] along `axes` (negative indices count from the end, out-of-range bounds clamp:
     SLICE's Python rule, which is Paddle's for step 1). Bounds come from `StartsTensor`/`EndsTensor`

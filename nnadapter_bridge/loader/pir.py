@@ -96,7 +96,8 @@ SPECIAL_LEGACY = {
     "pd_op.assign_value_": "assign_value", "pd_op.full_with_tensor": "fill_constant",
     "pd_op.if": "conditional_block", "pd_op.while": "while", "pd_op.create_array": None,
     "pd_op.array_write_": "write_to_array", "pd_op.array_read": "read_from_array",
-    "pd_op.array_length": "lod_array_length", "pd_op.shape64": "shape", "pd_op.shape": "shape",
+    "pd_op.array_length": "lod_array_length", "pd_op.slice_array_dense": "slice", "pd_op.shape64": "shape",
+    "pd_op.shape": "shape",
     "builtin.combine": None, "builtin.split": None, "builtin.slice": None, "builtin.shadow_output": None,
     "builtin.parameter": None, "cf.yield": None,
 }
@@ -264,8 +265,9 @@ class _Translator:
             raise self.fail(f"result type {tt!r} is not a type object", op)
         kind = tt.get("#")
         data = tt.get("D")
+        # paddle 3.3.1 names a tensor array's type 1.t_dense_tensor_array (earlier 3.x: 1.t_tensor_array).
         if kind in ("0.t_dtensor", "0.t_dtensor_array", "1.t_dtensor_array", "1.t_tensor_array",
-                    "0.t_selected_rows", "1.t_selected_rows"):
+                    "1.t_dense_tensor_array", "0.t_selected_rows", "1.t_selected_rows"):
             if not isinstance(data, list) or not data or not isinstance(data[0], dict):
                 raise self.fail(f"type {kind} without an element type", op)
             elem = str(data[0].get("#", ""))
@@ -1057,6 +1059,27 @@ def _array_length(tr: _Translator, op, block: int) -> None:
     tr._emit(block, "lod_array_length", {"X": [array.name]}, {"Out": [result.name]})
 
 
+def _slice_array_dense(tr: _Translator, op, block: int) -> None:
+    """`array[i]` on a tensor array (to_static's indexing of a list a loop appended to): one element, a negative
+    index counting from the end. The legacy form is `slice` with the array as Input and axis 0 decreased, which
+    Paddle's legacy kernel answers with the element at `starts[0]` (its `ends` unread): the host's `slice` kernel."""
+    array, starts = (tr._operands(op) + [None, None])[:2]
+    if array is None or starts is None:
+        raise tr.fail("pd_op.slice_array_dense needs (input, starts)", op)
+    inputs: dict = {"Input": [array.name]}
+    attrs: dict = {"axes": [0], "decrease_axis": [0], "infer_flags": [-1]}
+    folded = _constant_of(starts)
+    if folded is not None and folded.size == 1:
+        start = int(folded.reshape(-1)[0])
+        attrs.update(starts=[start], ends=[start + 1], infer_flags=[1])
+    else:
+        inputs["StartsTensor"] = starts.names()
+        attrs.update(starts=[-1], ends=[-1])
+    (result,) = tr._define_results(op, block, "slice")
+    tr._emit(block, "slice", inputs, {"Out": [result.name]}, attrs,
+             {"axes": _A.INTS, "decrease_axis": _A.INTS, "infer_flags": _A.INTS, "starts": _A.INTS, "ends": _A.INTS})
+
+
 def _shape64(tr: _Translator, op, block: int) -> None:
     (x,) = tr._operands(op)[:1] or [None]
     if x is None:
@@ -1111,6 +1134,7 @@ _SPECIAL = {
     "pd_op.array_write_": _array_write,
     "pd_op.array_read": _array_read,
     "pd_op.array_length": _array_length,
+    "pd_op.slice_array_dense": _slice_array_dense,
     "pd_op.shape64": _shape64,
     "pd_op.shape": _shape64,
 }

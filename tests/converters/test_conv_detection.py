@@ -169,3 +169,22 @@ def test_calib_float_to_int8_and_back(tmp_path):
                            feeds={"q": q}, run_paddle=False)
     got, result, _ = convert_and_run(saved.model_path, saved.feeds)
     assert_op_close(got["y"], q.astype(np.float32) * np.float32(0.05), what="y")
+
+
+@pytest.mark.parametrize("counts_dtype", ["int32", "int64"])
+def test_multiclass_nms3_with_rois_num(tmp_path, counts_dtype):
+    """Boxes [M, C, 4] and scores [M, C] split into images by RoisNum (R-CNN's per-RoI form); Paddle takes the
+    counts int32 or int64 (to_static's per-image counts of ppdet's R-CNN come from int64 shapes)."""
+    boxes, scores = _nms_inputs(1, 10, 3)
+    boxes = np.repeat(boxes[0][:, None, :], 3, axis=1) + rng.uniform(-0.02, 0.02, (10, 3, 4)).astype(np.float32)
+    attrs = {"background_label": -1, "score_threshold": 0.2, "nms_top_k": -1, "nms_threshold": 0.4, "nms_eta": 1.0,
+             "keep_top_k": 6, "normalized": True}
+    saved = opdesc_program(tmp_path, "multiclass_nms3",
+                           inputs={"BBoxes": ["boxes"], "Scores": ["scores"], "RoisNum": ["counts"]},
+                           outputs={"Out": ["out"], "Index": ["index"], "NmsRoisNum": ["rois_num"]}, attrs=attrs,
+                           feeds={"boxes": boxes, "scores": scores[0].T.copy(),
+                                  "counts": np.array([6, 4], counts_dtype)},
+                           extra_vars=[{"name": "index", "dtype": "int32", "shape": []},
+                                       {"name": "rois_num", "dtype": "int32", "shape": []}])
+    _, result = check_program(saved)
+    assert T.NON_MAX_SUPPRESSION in operation_types(result)

@@ -506,6 +506,36 @@ def test_generate_proposals_v2(tmp_path, pixel_offset, nms_thresh, eta, pre_top,
     check(saved, atol=1e-4, rtol=1e-6)
 
 
+@pytest.mark.parametrize("pixel_offset", [True, False])
+@pytest.mark.parametrize("counts_dtype", ["int32", "int64"])
+def test_distribute_fpn_proposals(tmp_path, pixel_offset, counts_dtype):
+    """FPN R-CNN's RoI-to-level split: two images' RoIs of every scale (some clamped to the lowest and highest
+    levels, one level left empty for the second image), with per-level per-image counts and the restore index."""
+    sizes = np.array([4.0, 20.0, 56.0, 110.0, 224.0, 300.0, 500.0, 900.0, 150.0, 30.0, 60.0, 8.0])
+    xy = RNG.uniform(0, 200, (sizes.size, 2))
+    aspect = RNG.uniform(0.5, 2.0, sizes.size)
+    wh = np.stack([sizes * np.sqrt(aspect), sizes / np.sqrt(aspect)], 1)
+    rois = np.concatenate([xy, xy + wh], 1).astype(np.float32)
+    counts = np.array([7, 5], counts_dtype)
+    levels = range(2, 6)
+    outputs = {"MultiFpnRois": [f"rois_{k}" for k in levels], "MultiLevelRoIsNum": [f"num_{k}" for k in levels],
+               "RestoreIndex": ["restore"]}
+    out_dtypes = {**{f"num_{k}": "int32" for k in levels}, "restore": "int32"}
+    attrs = {"min_level": 2, "max_level": 5, "refer_level": 4, "refer_scale": 224, "pixel_offset": pixel_offset}
+    saved = opdesc_program(tmp_path, "distribute_fpn_proposals", inputs={"FpnRois": ["rois"], "RoisNum": ["counts"]},
+                           outputs=outputs, attrs=attrs, feeds={"rois": rois, "counts": counts},
+                           extra_vars=[{"name": n, "dtype": d, "shape": []} for n, d in out_dtypes.items()],
+                           run_paddle=False)
+    # Paddle's legacy executor refuses to fetch the levels (they carry a LoD): its dygraph op is the reference.
+    import paddle
+
+    multi, restore, nums = paddle.vision.ops.distribute_fpn_proposals(
+        paddle.to_tensor(rois), 2, 5, 4, 224, pixel_offset=pixel_offset, rois_num=paddle.to_tensor(counts))
+    want = [t.numpy() for t in multi] + [t.numpy() for t in nums] + [restore.numpy()]
+    got = check(saved, want=want, atol=0.0)
+    assert [len(g) for g in got[:4]] == [int(n.sum()) for n in got[4:8]] and all(len(g) for g in got[:4])
+
+
 def density_prior_box_loops(feature_hw, image_hw, sizes, ratios, densities, step, offset, variances):
     """A line-by-line transcription of Paddle's C++ DensityPriorBoxKernel loops (the independent oracle)."""
     fh, fw = feature_hw

@@ -1,5 +1,6 @@
 """Control flow of sub-blocks and the tensor-array ops: conditional_block, select_input/select_output,
-while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, reverse, plus the small ops that
+while, write_to_array, read_from_array, tensor_array_to_tensor, lod_array_length, reverse, slice (of a tensor array:
+to_static's `array[i]`; of a tensor too), plus the small ops that
 drive loops (increment, comparisons, logical ops, assign) so a loop body runs even where a value is a
 tensor array or the converter refuses it.
 
@@ -127,6 +128,47 @@ def reverse(io: OpScope) -> None:
         io.set_output("Out", list(reversed(x)))
         return
     io.set_output("Out", np.flip(x, axis=tuple(axes)).copy())
+
+
+def _slice_bounds(io: OpScope, attr: str, tensor: str, tensor_list: str) -> list[int]:
+    """An int-list bound of `slice`: its tensor first, then its tensor list, then the attribute (Paddle's order)."""
+    if io.has_input(tensor):
+        return [int(v) for v in np.asarray(io.input(tensor)).reshape(-1)]
+    if io.has_input(tensor_list):
+        return [int(np.asarray(v).reshape(-1)[0]) for v in io.inputs(tensor_list)]
+    return [int(v) for v in io.attr(attr, [])]
+
+
+@host_kernel("slice")
+def slice_op(io: OpScope) -> None:
+    """The legacy `slice`. Of a tensor array (PIR's slice_array_dense, to_static's `array[i]`): with axis 0
+    decreased, the element at `starts[0]`, a negative index counting from the end, as Paddle's kernel reads it
+    (`ends` unread). Of a tensor (its converter's case; here when the host runs every op through its kernel):
+    input[starts:ends] along `axes` with Python's rule for negative and out-of-range bounds (Paddle's for step 1),
+    then the `decrease_axis` dims squeezed."""
+    x = io.input("Input")
+    axes = [int(a) for a in io.attr("axes", [])]
+    decrease = [int(a) for a in io.attr("decrease_axis", [])]
+    starts = _slice_bounds(io, "starts", "StartsTensor", "StartsTensorList")
+    if isinstance(x, list):
+        if axes != [0] or decrease != [0] or not starts:
+            raise io.error("a tensor array is sliced to one element (axes [0], decrease_axis [0]) only")
+        start = starts[0] + len(x) if starts[0] < 0 else starts[0]
+        start = max(start, 0)
+        if start >= len(x) or x[start] is None:
+            raise io.error(f"index {start} out of range for an array of {len(x)} elements")
+        io.set_output("Out", np.array(x[start], copy=True))
+        return
+    ends = _slice_bounds(io, "ends", "EndsTensor", "EndsTensorList")
+    if not len(axes) == len(starts) == len(ends):
+        raise io.error(f"axes {axes}, starts {starts} and ends {ends} differ in length")
+    index = [slice(None)] * x.ndim
+    for axis, start, end in zip(axes, starts, ends):
+        index[axis % x.ndim] = slice(start, end)
+    out = x[tuple(index)]
+    if decrease:
+        out = out.reshape([d for k, d in enumerate(out.shape) if k not in {a % x.ndim for a in decrease}])
+    io.set_output("Out", np.array(out, copy=True))
 
 
 @host_kernel("tensor_array_to_tensor")

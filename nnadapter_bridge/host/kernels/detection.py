@@ -1,5 +1,6 @@
 """Detection ops without an NNAdapter operation: box_coder, matrix_nms, the fluid multiclass_nms (its
-[[-1]] empty form and LoD output have no operand form), generate_proposals_v2, density_prior_box.
+[[-1]] empty form and LoD output have no operand form), generate_proposals_v2, distribute_fpn_proposals,
+density_prior_box.
 (prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run through their
 converters; the NMS box arithmetic is shared with NON_MAX_SUPPRESSION's reference.)
 
@@ -244,6 +245,46 @@ def generate_proposals_v2(io: OpScope) -> None:
     io.set_output("RpnRois", np.concatenate(rois).astype(dtype))
     io.set_output("RpnRoiProbs", np.concatenate(probs).astype(dtype).reshape(-1, 1))
     io.set_output("RpnRoisNum", np.asarray(counts, np.int32))
+
+
+# -- distribute_fpn_proposals ---------------------------------------------------------------------------------
+@host_kernel("distribute_fpn_proposals")
+def distribute_fpn_proposals(io: OpScope) -> None:
+    """Paddle's distribute_fpn_proposals (FPN R-CNN's RoI-to-level assignment): each RoI goes to level
+    floor(log2(sqrt(area) / refer_scale + 1e-8) + refer_level) clamped to [min_level, max_level], computed in the
+    RoIs' own float type as Paddle's CPU kernel does; each level lists its RoIs image by image in their order, with
+    the per-image counts (MultiLevelRoIsNum), and RestoreIndex [N, 1] gives each input RoI's row in the
+    concatenation of the levels. Without RoisNum the RoIs are one image (a LoD is not carried between host ops)."""
+    rois = io.input("FpnRois")
+    min_level, max_level = int(io.attr("min_level")), int(io.attr("max_level"))
+    refer_level, refer_scale = int(io.attr("refer_level")), int(io.attr("refer_scale"))
+    offset = 1 if io.attr("pixel_offset", True) else 0
+    counts = io.input("RoisNum").astype(np.int64).reshape(-1) if io.has_input("RoisNum") else \
+        np.asarray([rois.shape[0]], np.int64)
+    if int(counts.sum()) != rois.shape[0]:
+        raise io.error(f"RoisNum adds up to {int(counts.sum())} RoIs, FpnRois holds {rois.shape[0]}")
+    dtype = rois.dtype.type
+    w, h = rois[:, 2] - rois[:, 0], rois[:, 3] - rois[:, 1]
+    if offset:
+        w, h = w + dtype(1), h + dtype(1)
+    area = np.where((rois[:, 2] < rois[:, 0]) | (rois[:, 3] < rois[:, 1]), dtype(0), w * h).astype(rois.dtype)
+    scale = np.sqrt(area)
+    with np.errstate(divide="ignore"):
+        level = np.floor(np.log2(scale / dtype(refer_scale) + dtype(1e-8)) + dtype(refer_level))
+    level = np.clip(level, min_level, max_level).astype(np.int64)
+    image = np.repeat(np.arange(counts.size), counts)
+    # Stable by (level, image): within a level, images in order and each image's RoIs in their order.
+    order = np.lexsort((np.arange(rois.shape[0]), image, level))
+    restore = np.empty(rois.shape[0], np.int32)
+    restore[order] = np.arange(rois.shape[0], dtype=np.int32)
+    levels = range(min_level, max_level + 1)
+    outputs = len(io.output_names("MultiFpnRois"))
+    if outputs != len(levels):
+        raise io.error(f"{outputs} MultiFpnRois outputs for levels {min_level}..{max_level}")
+    io.set_outputs("MultiFpnRois", [rois[level == k].reshape(-1, 4) for k in levels])
+    io.set_outputs("MultiLevelRoIsNum", [np.bincount(image[level == k], minlength=counts.size).astype(np.int32)
+                                         for k in levels])
+    io.set_output("RestoreIndex", restore.reshape(-1, 1))
 
 
 # -- density_prior_box ----------------------------------------------------------------------------------------

@@ -359,6 +359,27 @@ def test_roi_align_batch_indices_in_any_order(paddle):
     assert_op_close(got, want, what="ROI_ALIGN unsorted batch indices")
 
 
+def test_roi_align_many_rois_keep_memory_bounded(paddle):
+    """An FPN R-CNN pools a thousand proposals from a large stride-4 map: the reference must not hold a copy of the
+    feature map per roi (300 rois x 32 x 48 x 48 in float64 is 177 MB; an R-CNN at 320 px asked for 12 GiB)."""
+    import tracemalloc
+
+    x = rng.standard_normal((2, 32, 48, 48)).astype(np.float32)
+    rois_num = np.array([180, 120], dtype=np.int32)
+    rois = _random_rois(int(rois_num.sum()), 48, 1.0)
+    batch_indices = np.repeat(np.arange(2), rois_num).astype(np.int32)
+    tracemalloc.start()
+    try:
+        (got,) = run_op(T.ROI_ALIGN, [x, rois, batch_indices, 7, 7, 0, 1.0, True])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60e6, f"ROI_ALIGN of 300 rois peaked at {peak / 1e6:.0f} MB"
+    want = paddle.vision.ops.roi_align(_tensor(paddle, x), _tensor(paddle, rois), _tensor(paddle, rois_num),
+                                       output_size=7, sampling_ratio=0, aligned=True).numpy()
+    assert_op_close(got, want, what="ROI_ALIGN 300 rois")
+
+
 # -- NON_MAX_SUPPRESSION ---------------------------------------------------------------------------
 
 def _boxes(shape_prefix, extent):
