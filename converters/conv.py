@@ -1,5 +1,6 @@
 """Converters for the convolutions: conv2d, depthwise_conv2d (CONV_2D), conv2d_transpose and
-depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms.
+depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms; unfold
+(im2col, which NNAdapter has no operation for) as strided slices (SLICE) stacked and flattened.
 
 Layout and padding attributes are read through `layout`; operation chains, fused activations and
 binary steps come from `emit`; quantized products from `quantized_products`.
@@ -14,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from converters import quantized_products
-from converters.attrs import bias_vector, input_dims
+from converters.attrs import bias_vector, input_dims, known_dim
 from converters.context import ConversionContext
 from converters.emit import (
     FUSED_PRODUCT_EMITS,
@@ -39,6 +40,7 @@ from converters.op_view import OpView, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     FuseCode,
+    PadMode,
     Precision,
 )
 from nnadapter_bridge.nnadapter.codes import (
@@ -246,3 +248,66 @@ def _slice_to_output_size(ctx, op, out_name: str):
         ctx.add(T.SLICE, [x, ctx.const_i32([2, 3]), ctx.const_i32([0, 0]), size, None], [out])
 
     return [("output_size", step)]
+
+
+# -- unfold (im2col) -------------------------------------------------------------------------------------------
+
+def _unfold_geometry(v: OpView) -> tuple[list, list, list, list]:
+    """(kernel, strides, dilations, [top, left, bottom, right]) of an unfold op; one or two values stand for all."""
+    def pair(name):
+        values = v.attr_ints(name, [1, 1])
+        return values * 2 if len(values) == 1 else values
+
+    paddings = v.attr_ints("paddings", [0, 0, 0, 0])
+    if len(paddings) == 1:
+        paddings = paddings * 4
+    elif len(paddings) == 2:
+        paddings = paddings * 2
+    return pair("kernel_sizes"), pair("strides"), pair("dilations"), paddings
+
+
+def _check_unfold(op, ctx) -> str | None:
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return None
+    if len(dims) != 4:
+        return f"X must be 4-D [N, C, H, W], got {list(dims)}"
+    if not known_dim(dims[1]):
+        return "the channel count is unknown: the [N, C*kh*kw, L] reshape needs it"
+    kernel, strides, dilations, (top, left, bottom, right) = _unfold_geometry(OpView(op))
+    for size, k, d, before, after in ((dims[2], kernel[0], dilations[0], top, bottom),
+                                      (dims[3], kernel[1], dilations[1], left, right)):
+        if known_dim(size) and size + before + after < d * (k - 1) + 1:
+            return "the sliding blocks do not fit the padded input (Paddle raises; the host kernel says why)"
+    return None
+
+
+@converter("unfold", emits=[T.PAD, T.SLICE, T.STACK, T.RESHAPE], check=_check_unfold)
+def convert_unfold(ctx: ConversionContext, v: OpView) -> None:
+    """im2col as kh*kw strided slices of the zero-padded input, stacked behind the channel and flattened: Paddle's
+    [N, C*kh*kw, L] with the column of block (i, j) of channel c at c*kh*kw + i*kw + j. Each slice is exact (a copy),
+    so the result is Paddle's to the bit. The slice for kernel offset i starts at i*dilation and ends
+    dilation*(k-1-i) before the end of the padded axis: with the stride as step that is exactly Paddle's
+    (padded - dilation*(k-1) - 1) // stride + 1 positions, with no need to know the spatial size."""
+    kernel, strides, dilations, (top, left, bottom, right) = _unfold_geometry(v)
+    out_name = v.output("Y")
+    x = ctx.input(v.input("X"))
+    channels = int(x.type.dims[1])
+    if any((top, left, bottom, right)):
+        padded = ctx.temp(out_name, "padded")
+        ctx.add(T.PAD, [x, ctx.const_i32([0, 0, 0, 0, top, bottom, left, right]),
+                        ctx.const_i32(int(PadMode.CONSTANT)), ctx.const_like(0.0, x)], [padded])
+        x = padded
+    end = np.iinfo(np.int32).max
+    blocks = []
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            h_stop, w_stop = dilations[0] * (kernel[0] - 1 - i), dilations[1] * (kernel[1] - 1 - j)
+            block = ctx.temp(out_name, f"block{i}_{j}")
+            ctx.add(T.SLICE, [x, ctx.const_i32([2, 3]), ctx.const_i32([i * dilations[0], j * dilations[1]]),
+                              ctx.const_i32([-h_stop if h_stop else end, -w_stop if w_stop else end]),
+                              ctx.const_i32(strides)], [block])
+            blocks.append(block)
+    stacked = ctx.temp(out_name, "blocks")
+    ctx.add(T.STACK, [*blocks, ctx.const_i32(2)], [stacked])  # [N, C, kh*kw, out_h, out_w]
+    ctx.add(T.RESHAPE, [stacked, ctx.const_i32([0, channels * kernel[0] * kernel[1], -1])], [ctx.output(out_name)])

@@ -10,7 +10,7 @@ import pytest
 
 from nnadapter_bridge.errors import ConversionError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
-from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
+from support.converter_harness import check_program, convert_and_run, opdesc_program, pir_program, static_program
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(20240607)
@@ -201,6 +201,26 @@ def test_conv2d_transpose_static_builder(tmp_path):
         return paddle.nn.Conv2DTranspose(3, 2, 3, stride=2, padding=1, output_padding=1)(x)
 
     check_program(static_program(tmp_path, build, {"x": randn(1, 3, 4, 4)}), atol=SUM_ATOL)
+
+
+# -- unfold -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel,strides,paddings,dilations", [
+    ([2, 2], 1, 0, 1),
+    ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),  # per-side paddings [top, left, bottom, right], dilated columns
+    ([2, 3], 2, [1, 2], 1),  # a stride that leaves the last rows and columns out
+    ([7, 7], 1, 3, 1),  # RedNet's involution (kernel 7, padding 3)
+])
+def test_unfold(tmp_path, kernel, strides, paddings, dilations):
+    """'unfold' (RedNet's involution, TNT's inner patches) is slices of the padded input: exact, like Paddle's
+    im2col, and the whole op converts (no host kernel)."""
+    import paddle
+
+    x = randn(2, 3, 9, 8)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.unfold(x, kernel, strides, paddings, dilations),
+                        {"x": x})
+    _, result = check_program(saved, atol=0.0, rtol=0.0)
+    assert set(operation_types(result)) <= {T.PAD, T.SLICE, T.STACK, T.RESHAPE}
 
 
 # -- pool2d -------------------------------------------------------------------------------------------

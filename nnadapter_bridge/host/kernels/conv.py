@@ -1,5 +1,6 @@
 """3-D convolution (NNAdapter has only 2-D ones) and unfold (im2col), with no NNAdapter operation (the
-standard's conv family): conv3d, depthwise_conv3d, conv3d_transpose, unfold.
+standard's conv family): conv3d, depthwise_conv3d, conv3d_transpose, unfold (converters/conv.py converts it as
+strided slices; this kernel runs it where a device declines those).
 
 conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
 the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
