@@ -419,6 +419,21 @@ def test_batch_norm_static_builder(tmp_path):
     check_program(static_program(tmp_path, build, {"x": randn(2, 3, 4, 4)}))
 
 
+@pytest.mark.parametrize("x_shape", [(2, 6), (2, 6, 5)])
+def test_batch_norm_without_scale_and_bias(tmp_path, x_shape):
+    """A batch norm made with weight_attr=False and bias_attr=False (AdaFace's output layer) exports a PIR batch_norm
+    whose Scale and Bias inputs are null: Paddle scales by 1 and shifts by 0."""
+    import paddle
+
+    def build(x):
+        bn = paddle.nn.BatchNorm1D(6, epsilon=0.5, weight_attr=False, bias_attr=False)  # running stats 0 and 1
+        bn.eval()
+        return bn(x)
+
+    _, result = check_program(pir_program(tmp_path, build, {"x": randn(*x_shape)}))
+    assert T.BATCH_NORMALIZATION in operation_types(result)
+
+
 @pytest.mark.parametrize("with_affine", [True, False])
 def test_instance_norm(tmp_path, with_affine):
     inputs = {"X": ["x"]}
