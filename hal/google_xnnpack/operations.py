@@ -1034,6 +1034,13 @@ def _resize(g: TfliteBuilder, op: Operation):
     align_corners = bool(args.bool("align_corners", False))
     x = g.value(op, 0, NHWC)
     out_h, out_w = g.out_shape(op, 0, NHWC)[1:3]
+    # Paddle's kernels sample an output axis of length 1 at source 0 (their ratio is 0 there), where TFLite's
+    # half-pixel centers read source (in - 1) / 2, between the middle rows: such an axis is sliced to its first
+    # row (or column) first, which a resize to length 1 then copies.
+    in_shape = list(g.shape_of(x))
+    first = [in_shape[0], 1 if out_h == 1 else in_shape[1], 1 if out_w == 1 else in_shape[2], in_shape[3]]
+    if first != in_shape:
+        x = g.one(B.SLICE, [x, g.i32([0, 0, 0, 0]), g.i32(first)], first)
     options = schema.ResizeBilinearOptionsT()
     options.alignCorners = align_corners
     # Paddle's align_mode 0 (without align_corners) samples at half-pixel centers, 1 at the corners' grid
