@@ -54,6 +54,7 @@ CLAIMED = {
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
     "PAD_constant": "a non-zero pad value",
+    "RESIZE_LINEAR_scales_not_whole": "Paddle samples every 1 / scale",
     "RESIZE_NEAREST_shape": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
     "LOG_SOFTMAX": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
     "PAD_reflect": "only the constant mode",
@@ -313,6 +314,20 @@ def test_a_zero_pad_matches_the_reference(context, rank):
     program = DRIVER.create_program(context, model, Cache())
     assert_op_close(DRIVER.run_arrays(program, _feeds_in_order(model, feeds))[0], run_model(model, feeds)[0],
                     what=f"PAD rank {rank}")
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.5])
+def test_a_bilinear_resize_by_a_scale_steps_by_one_over_the_scale_as_paddle_does(xnnpack, tmp_path, scale):
+    """11 rows at scale 0.5 give 5: Paddle samples every 2 source rows (1 / scale), TFLite every 2.2 (in / out);
+    the resize is left to the host, which computes Paddle's."""
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = randn(1, 3, 11, 9, seed=6)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear"),
+                        {"x": x})
+    assert_op_close(run_predictor(saved, "google_xnnpack")[0], saved.outputs[0], what=f"bilinear by {scale}")
 
 
 @pytest.mark.parametrize("size", [(1, 1), (1, 3), (4, 1)])
