@@ -1,6 +1,7 @@
 """Converters for the convolutions: conv2d, depthwise_conv2d (CONV_2D), conv2d_transpose and
 depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms; unfold
-(im2col, which NNAdapter has no operation for) as strided slices (SLICE) stacked and flattened.
+(im2col, which NNAdapter has no operation for) as strided slices (SLICE) stacked and flattened; fold (col2im) when its
+blocks tile the output, as a RESHAPE and TRANSPOSE (overlapping or padded blocks keep the host kernel).
 
 Layout and padding attributes are read through `layout`; operation chains, fused activations and
 binary steps come from `emit`; quantized products from `quantized_products`.
@@ -311,3 +312,51 @@ def convert_unfold(ctx: ConversionContext, v: OpView) -> None:
     stacked = ctx.temp(out_name, "blocks")
     ctx.add(T.STACK, [*blocks, ctx.const_i32(2)], [stacked])  # [N, C, kh*kw, out_h, out_w]
     ctx.add(T.RESHAPE, [stacked, ctx.const_i32([0, channels * kernel[0] * kernel[1], -1])], [ctx.output(out_name)])
+
+
+# -- fold (col2im) ---------------------------------------------------------------------------------------------
+
+def _fold_tiles(v: OpView) -> tuple[list, list] | None:
+    """(output_sizes, kernel) of a fold whose blocks tile its output exactly (stride = kernel, no padding, no
+    dilation, the output a whole number of blocks), else None."""
+    def pair(name, default):
+        values = v.attr_ints(name, default)
+        return values * 2 if len(values) == 1 else values
+
+    out, kernel = pair("output_sizes", [1, 1]), pair("kernel_sizes", [1, 1])
+    if pair("strides", [1, 1]) != kernel or any(pair("dilations", [1, 1])[a] != 1 for a in (0, 1)):
+        return None
+    if any(v.attr_ints("paddings", [0, 0, 0, 0])) or any(out[a] % kernel[a] for a in (0, 1)):
+        return None
+    return out, kernel
+
+
+def _check_fold(op, ctx) -> str | None:
+    tiles = _fold_tiles(OpView(op))
+    if tiles is None:
+        return "only a fold whose blocks tile the output (stride = kernel, no padding or dilation) is converted"
+    dims = input_dims(ctx, op, "X")
+    if dims is not None:
+        (out_h, out_w), (kh, kw) = tiles
+        if len(dims) != 3 or not known_dim(dims[1]) or dims[1] % (kh * kw):
+            return f"X {list(dims)} is not [N, C*{kh}*{kw}, L] with a known channel count"
+        if known_dim(dims[2]) and dims[2] != (out_h // kh) * (out_w // kw):
+            return f"X holds {dims[2]} blocks, not the {(out_h // kh) * (out_w // kw)} of a {out_h}x{out_w} output"
+    return None
+
+
+@converter("fold", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_fold)
+def convert_fold(ctx: ConversionContext, v: OpView) -> None:
+    """Blocks that tile the output (MobileViTV2 folds its patches back): block (bh, bw)'s value (c, i, j) lands at
+    (c, bh*kh + i, bw*kw + j), one copy each, so col2im is [N, C, kh, kw, BH, BW] -> [N, C, BH, kh, BW, kw]."""
+    tiles = _fold_tiles(v)
+    assert tiles is not None  # _check_fold
+    (out_h, out_w), (kh, kw) = tiles
+    out_name = v.output("Y")
+    x = ctx.input(v.input("X"))
+    channels = int(x.type.dims[1]) // (kh * kw)
+    blocks = ctx.temp(out_name, "blocks")
+    ctx.add(T.RESHAPE, [x, ctx.const_i32([0, channels, kh, kw, out_h // kh, out_w // kw])], [blocks])
+    placed = ctx.temp(out_name, "placed")
+    ctx.add(T.TRANSPOSE, [blocks, ctx.const_i32([0, 1, 4, 2, 5, 3])], [placed])
+    ctx.add(T.RESHAPE, [placed, ctx.const_i32([0, channels, out_h, out_w])], [ctx.output(out_name)])

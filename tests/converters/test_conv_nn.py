@@ -223,6 +223,26 @@ def test_unfold(tmp_path, kernel, strides, paddings, dilations):
     assert set(operation_types(result)) <= {T.PAD, T.SLICE, T.STACK, T.RESHAPE}
 
 
+@pytest.mark.parametrize("output_sizes,kernel", [([8, 6], [2, 2]), ([6, 6], [3, 1])])
+def test_fold_of_tiling_blocks(tmp_path, output_sizes, kernel):
+    """'fold' of blocks that tile the output (MobileViTV2 folds its patches back) is a reshape and a transpose."""
+    import paddle
+
+    blocks = (output_sizes[0] // kernel[0]) * (output_sizes[1] // kernel[1])
+    x = randn(2, 3 * kernel[0] * kernel[1], blocks)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.fold(x, output_sizes, kernel, kernel), {"x": x})
+    _, result = check_program(saved, atol=0.0, rtol=0.0)
+    assert set(operation_types(result)) <= {T.RESHAPE, T.TRANSPOSE}
+
+
+def test_fold_of_overlapping_blocks_is_left_to_the_host(tmp_path):
+    import paddle
+
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.fold(x, [5, 6], [3, 3], 1, 1), {"x": randn(1, 18, 30)})
+    with pytest.raises(ConversionError, match="tile the output"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
 # -- pool2d -------------------------------------------------------------------------------------------
 
 def _pool_attrs(attrs):
