@@ -1,5 +1,7 @@
 """Converters for the convolutions: conv2d, depthwise_conv2d (CONV_2D), conv2d_transpose and
-depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms.
+depthwise_conv2d_transpose (CONV_2D_TRANSPOSE), with their bias, fused activation and quantized forms; unfold
+(im2col, which NNAdapter has no operation for) as strided slices (SLICE) stacked and flattened; fold (col2im) when its
+blocks tile the output, as a RESHAPE and TRANSPOSE (overlapping or padded blocks keep the host kernel).
 
 Layout and padding attributes are read through `layout`; operation chains, fused activations and
 binary steps come from `emit`; quantized products from `quantized_products`.
@@ -14,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from converters import quantized_products
-from converters.attrs import bias_vector, input_dims
+from converters.attrs import bias_vector, input_dims, known_dim
 from converters.context import ConversionContext
 from converters.emit import (
     FUSED_PRODUCT_EMITS,
@@ -39,6 +41,7 @@ from converters.op_view import OpView, var_attr_names
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import (
     FuseCode,
+    PadMode,
     Precision,
 )
 from nnadapter_bridge.nnadapter.codes import (
@@ -246,3 +249,114 @@ def _slice_to_output_size(ctx, op, out_name: str):
         ctx.add(T.SLICE, [x, ctx.const_i32([2, 3]), ctx.const_i32([0, 0]), size, None], [out])
 
     return [("output_size", step)]
+
+
+# -- unfold (im2col) -------------------------------------------------------------------------------------------
+
+def _unfold_geometry(v: OpView) -> tuple[list, list, list, list]:
+    """(kernel, strides, dilations, [top, left, bottom, right]) of an unfold op; one or two values stand for all."""
+    def pair(name):
+        values = v.attr_ints(name, [1, 1])
+        return values * 2 if len(values) == 1 else values
+
+    paddings = v.attr_ints("paddings", [0, 0, 0, 0])
+    if len(paddings) == 1:
+        paddings = paddings * 4
+    elif len(paddings) == 2:
+        paddings = paddings * 2
+    return pair("kernel_sizes"), pair("strides"), pair("dilations"), paddings
+
+
+def _check_unfold(op, ctx) -> str | None:
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return None
+    if len(dims) != 4:
+        return f"X must be 4-D [N, C, H, W], got {list(dims)}"
+    if not known_dim(dims[1]):
+        return "the channel count is unknown: the [N, C*kh*kw, L] reshape needs it"
+    kernel, strides, dilations, (top, left, bottom, right) = _unfold_geometry(OpView(op))
+    for size, k, d, before, after in ((dims[2], kernel[0], dilations[0], top, bottom),
+                                      (dims[3], kernel[1], dilations[1], left, right)):
+        if known_dim(size) and size + before + after < d * (k - 1) + 1:
+            return "the sliding blocks do not fit the padded input (Paddle raises; the host kernel says why)"
+    return None
+
+
+@converter("unfold", emits=[T.PAD, T.SLICE, T.STACK, T.RESHAPE], check=_check_unfold)
+def convert_unfold(ctx: ConversionContext, v: OpView) -> None:
+    """im2col as kh*kw strided slices of the zero-padded input, stacked behind the channel and flattened: Paddle's
+    [N, C*kh*kw, L] with the column of block (i, j) of channel c at c*kh*kw + i*kw + j. Each slice is exact (a copy),
+    so the result is Paddle's to the bit. The slice for kernel offset i starts at i*dilation and ends
+    dilation*(k-1-i) before the end of the padded axis: with the stride as step that is exactly Paddle's
+    (padded - dilation*(k-1) - 1) // stride + 1 positions, with no need to know the spatial size."""
+    kernel, strides, dilations, (top, left, bottom, right) = _unfold_geometry(v)
+    out_name = v.output("Y")
+    x = ctx.input(v.input("X"))
+    channels = int(x.type.dims[1])
+    if any((top, left, bottom, right)):
+        padded = ctx.temp(out_name, "padded")
+        ctx.add(T.PAD, [x, ctx.const_i32([0, 0, 0, 0, top, bottom, left, right]),
+                        ctx.const_i32(int(PadMode.CONSTANT)), ctx.const_like(0.0, x)], [padded])
+        x = padded
+    end = np.iinfo(np.int32).max
+    blocks = []
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            h_stop, w_stop = dilations[0] * (kernel[0] - 1 - i), dilations[1] * (kernel[1] - 1 - j)
+            block = ctx.temp(out_name, f"block{i}_{j}")
+            ctx.add(T.SLICE, [x, ctx.const_i32([2, 3]), ctx.const_i32([i * dilations[0], j * dilations[1]]),
+                              ctx.const_i32([-h_stop if h_stop else end, -w_stop if w_stop else end]),
+                              ctx.const_i32(strides)], [block])
+            blocks.append(block)
+    stacked = ctx.temp(out_name, "blocks")
+    ctx.add(T.STACK, [*blocks, ctx.const_i32(2)], [stacked])  # [N, C, kh*kw, out_h, out_w]
+    ctx.add(T.RESHAPE, [stacked, ctx.const_i32([0, channels * kernel[0] * kernel[1], -1])], [ctx.output(out_name)])
+
+
+# -- fold (col2im) ---------------------------------------------------------------------------------------------
+
+def _fold_tiles(v: OpView) -> tuple[list, list] | None:
+    """(output_sizes, kernel) of a fold whose blocks tile its output exactly (stride = kernel, no padding, no
+    dilation, the output a whole number of blocks), else None."""
+    def pair(name, default):
+        values = v.attr_ints(name, default)
+        return values * 2 if len(values) == 1 else values
+
+    out, kernel = pair("output_sizes", [1, 1]), pair("kernel_sizes", [1, 1])
+    if pair("strides", [1, 1]) != kernel or any(pair("dilations", [1, 1])[a] != 1 for a in (0, 1)):
+        return None
+    if any(v.attr_ints("paddings", [0, 0, 0, 0])) or any(out[a] % kernel[a] for a in (0, 1)):
+        return None
+    return out, kernel
+
+
+def _check_fold(op, ctx) -> str | None:
+    tiles = _fold_tiles(OpView(op))
+    if tiles is None:
+        return "only a fold whose blocks tile the output (stride = kernel, no padding or dilation) is converted"
+    dims = input_dims(ctx, op, "X")
+    if dims is not None:
+        (out_h, out_w), (kh, kw) = tiles
+        if len(dims) != 3 or not known_dim(dims[1]) or dims[1] % (kh * kw):
+            return f"X {list(dims)} is not [N, C*{kh}*{kw}, L] with a known channel count"
+        if known_dim(dims[2]) and dims[2] != (out_h // kh) * (out_w // kw):
+            return f"X holds {dims[2]} blocks, not the {(out_h // kh) * (out_w // kw)} of a {out_h}x{out_w} output"
+    return None
+
+
+@converter("fold", emits=[T.RESHAPE, T.TRANSPOSE], check=_check_fold)
+def convert_fold(ctx: ConversionContext, v: OpView) -> None:
+    """Blocks that tile the output (MobileViTV2 folds its patches back): block (bh, bw)'s value (c, i, j) lands at
+    (c, bh*kh + i, bw*kw + j), one copy each, so col2im is [N, C, kh, kw, BH, BW] -> [N, C, BH, kh, BW, kw]."""
+    tiles = _fold_tiles(v)
+    assert tiles is not None  # _check_fold
+    (out_h, out_w), (kh, kw) = tiles
+    out_name = v.output("Y")
+    x = ctx.input(v.input("X"))
+    channels = int(x.type.dims[1]) // (kh * kw)
+    blocks = ctx.temp(out_name, "blocks")
+    ctx.add(T.RESHAPE, [x, ctx.const_i32([0, channels, kh, kw, out_h // kh, out_w // kw])], [blocks])
+    placed = ctx.temp(out_name, "placed")
+    ctx.add(T.TRANSPOSE, [blocks, ctx.const_i32([0, 1, 4, 2, 5, 3])], [placed])
+    ctx.add(T.RESHAPE, [placed, ctx.const_i32([0, channels, out_h, out_w])], [ctx.output(out_name)])

@@ -90,11 +90,17 @@ def _channel_norm(ctx, op, layout_attr: str, default_layout: str, emit: Callable
 
 
 @converter("batch_norm", "sync_batch_norm", emits=[T.BATCH_NORMALIZATION, T.TRANSPOSE],
-           check=_check_channel_norm("data_layout"))
+           check=_check_channel_norm("data_layout", needs_affine_dims=True))
 def convert_batch_norm(ctx: ConversionContext, v: OpView) -> None:
-    # Inference form: the running Mean/Variance normalize; MeanOut, SavedMean etc. are unused.
+    """Inference form: the running Mean/Variance normalize; MeanOut, SavedMean etc. are unused. A batch norm built
+    with weight_attr=False / bias_attr=False (AdaFace's output BatchNorm1D) has no Scale / Bias input: Paddle then
+    scales by 1 and shifts by 0."""
     def emit(ctx, x, out):
-        operands = [ctx.input(v.input(slot)) for slot in ("Scale", "Bias", "Mean", "Variance")]
+        channels = x.type.dims[1]
+        out_name = v.output("Y")
+        operands = [_param_or_default(ctx, v.op, "Scale", channels, 1.0, out_name, "scale", x),
+                    _param_or_default(ctx, v.op, "Bias", channels, 0.0, out_name, "bias", x),
+                    *(ctx.input(v.input(slot)) for slot in ("Mean", "Variance"))]
         ctx.add(T.BATCH_NORMALIZATION, [x, *operands, ctx.const_f32(v.attr_float("epsilon", 1e-5))], [out])
 
     _channel_norm(ctx, v.op, "data_layout", "NCHW", emit)

@@ -1034,6 +1034,23 @@ def _resize(g: TfliteBuilder, op: Operation):
     align_corners = bool(args.bool("align_corners", False))
     x = g.value(op, 0, NHWC)
     out_h, out_w = g.out_shape(op, 0, NHWC)[1:3]
+    if not align_corners and not args.has("shape") and args.has("scales"):
+        # Paddle steps through the source by 1 / scale (its kernels' ratio when a scale is given), TFLite by
+        # in / out, which differ when in * scale is not a whole number (11 rows at scale 0.5: 2 and 2.2).
+        scales = np.asarray(args.constant("scales"), dtype=np.float32).reshape(-1)
+        in_hw = g.shape_of(x)[1:3]
+        for size, out, scale in zip(in_hw, (out_h, out_w), scales[-2:]):
+            if out > 1 and np.float32(1.0 / float(scale)) != np.float32(size / out):
+                raise Unsupported(f"a scale of {float(scale):g} from {size} to {out}: Paddle samples every "
+                                  f"1 / scale = {1.0 / float(scale):g} source rows, TFLite's RESIZE_BILINEAR every "
+                                  f"in / out = {size / out:g}")
+    # Paddle's kernels sample an output axis of length 1 at source 0 (their ratio is 0 there), where TFLite's
+    # half-pixel centers read source (in - 1) / 2, between the middle rows: such an axis is sliced to its first
+    # row (or column) first, which a resize to length 1 then copies.
+    in_shape = list(g.shape_of(x))
+    first = [in_shape[0], 1 if out_h == 1 else in_shape[1], 1 if out_w == 1 else in_shape[2], in_shape[3]]
+    if first != in_shape:
+        x = g.one(B.SLICE, [x, g.i32([0, 0, 0, 0]), g.i32(first)], first)
     options = schema.ResizeBilinearOptionsT()
     options.alignCorners = align_corners
     # Paddle's align_mode 0 (without align_corners) samples at half-pixel centers, 1 at the corners' grid

@@ -252,7 +252,12 @@ def _samples() -> list:
     add("RESIZE_LINEAR_align_corners", T.RESIZE_LINEAR, [rx, Const(np.int64([9, 12])), None, True, 1])
     add("RESIZE_LINEAR_half_pixel", T.RESIZE_LINEAR, [rx, Const([8, 11]), None, False, 0])
     add("RESIZE_LINEAR_asymmetric", T.RESIZE_LINEAR, [rx, Const([8, 11]), None, False, 1])
+    # An output axis of length 1 reads source row (column) 0 in Paddle, not the half-pixel middle.
+    add("RESIZE_LINEAR_half_pixel_to_one_row", T.RESIZE_LINEAR, [rx, Const([1, 3]), None, False, 0])
+    add("RESIZE_LINEAR_half_pixel_to_one_pixel", T.RESIZE_LINEAR, [rx, Const([1, 1]), None, False, 0])
     add("RESIZE_LINEAR_scales_half_pixel", T.RESIZE_LINEAR, [rx, None, Const(np.float32([2.0, 2.0])), False, 0])
+    # in * scale not whole (5 x 1.5 = 7.5 -> 7): Paddle steps by 1 / scale, not in / out.
+    add("RESIZE_LINEAR_scales_not_whole", T.RESIZE_LINEAR, [rx, None, Const(np.float32([1.5, 1.5])), False, 0])
     add("RESIZE_LINEAR_runtime_shape", T.RESIZE_LINEAR, [rx, np.int32([7, 5]), None, False, 0])
 
     # -- quantization ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from nnadapter_bridge.errors import ConversionError
 from nnadapter_bridge.nnadapter.codes import OperationType as T
-from support.converter_harness import check_program, convert_and_run, opdesc_program, static_program
+from support.converter_harness import check_program, convert_and_run, opdesc_program, pir_program, static_program
 from support.tolerances import assert_op_close
 
 rng = np.random.default_rng(20240607)
@@ -201,6 +201,46 @@ def test_conv2d_transpose_static_builder(tmp_path):
         return paddle.nn.Conv2DTranspose(3, 2, 3, stride=2, padding=1, output_padding=1)(x)
 
     check_program(static_program(tmp_path, build, {"x": randn(1, 3, 4, 4)}), atol=SUM_ATOL)
+
+
+# -- unfold -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel,strides,paddings,dilations", [
+    ([2, 2], 1, 0, 1),
+    ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),  # per-side paddings [top, left, bottom, right], dilated columns
+    ([2, 3], 2, [1, 2], 1),  # a stride that leaves the last rows and columns out
+    ([7, 7], 1, 3, 1),  # RedNet's involution (kernel 7, padding 3)
+])
+def test_unfold(tmp_path, kernel, strides, paddings, dilations):
+    """'unfold' (RedNet's involution, TNT's inner patches) is slices of the padded input: exact, like Paddle's
+    im2col, and the whole op converts (no host kernel)."""
+    import paddle
+
+    x = randn(2, 3, 9, 8)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.unfold(x, kernel, strides, paddings, dilations),
+                        {"x": x})
+    _, result = check_program(saved, atol=0.0, rtol=0.0)
+    assert set(operation_types(result)) <= {T.PAD, T.SLICE, T.STACK, T.RESHAPE}
+
+
+@pytest.mark.parametrize("output_sizes,kernel", [([8, 6], [2, 2]), ([6, 6], [3, 1])])
+def test_fold_of_tiling_blocks(tmp_path, output_sizes, kernel):
+    """'fold' of blocks that tile the output (MobileViTV2 folds its patches back) is a reshape and a transpose."""
+    import paddle
+
+    blocks = (output_sizes[0] // kernel[0]) * (output_sizes[1] // kernel[1])
+    x = randn(2, 3 * kernel[0] * kernel[1], blocks)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.fold(x, output_sizes, kernel, kernel), {"x": x})
+    _, result = check_program(saved, atol=0.0, rtol=0.0)
+    assert set(operation_types(result)) <= {T.RESHAPE, T.TRANSPOSE}
+
+
+def test_fold_of_overlapping_blocks_is_left_to_the_host(tmp_path):
+    import paddle
+
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.fold(x, [5, 6], [3, 3], 1, 1), {"x": randn(1, 18, 30)})
+    with pytest.raises(ConversionError, match="tile the output"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
 
 
 # -- pool2d -------------------------------------------------------------------------------------------
@@ -397,6 +437,21 @@ def test_batch_norm_static_builder(tmp_path):
         return bn(x)
 
     check_program(static_program(tmp_path, build, {"x": randn(2, 3, 4, 4)}))
+
+
+@pytest.mark.parametrize("x_shape", [(2, 6), (2, 6, 5)])
+def test_batch_norm_without_scale_and_bias(tmp_path, x_shape):
+    """A batch norm made with weight_attr=False and bias_attr=False (AdaFace's output layer) exports a PIR batch_norm
+    whose Scale and Bias inputs are null: Paddle scales by 1 and shifts by 0."""
+    import paddle
+
+    def build(x):
+        bn = paddle.nn.BatchNorm1D(6, epsilon=0.5, weight_attr=False, bias_attr=False)  # running stats 0 and 1
+        bn.eval()
+        return bn(x)
+
+    _, result = check_program(pir_program(tmp_path, build, {"x": randn(*x_shape)}))
+    assert T.BATCH_NORMALIZATION in operation_types(result)
 
 
 @pytest.mark.parametrize("with_affine", [True, False])

@@ -43,7 +43,8 @@ CLAIMED = {
     "AVERAGE_POOL_2D_same", "ADAPTIVE_AVERAGE_POOL_2D_global", "BATCH_NORMALIZATION", "FULLY_CONNECTED_relu",
     "FULLY_CONNECTED_no_bias", "MAT_MUL_transposes", "SOFTMAX", "SOFTMAX_default_axis",
     "RESIZE_LINEAR_align_corners", "RESIZE_LINEAR_half_pixel", "RESIZE_LINEAR_asymmetric",
-    "RESIZE_LINEAR_scales_half_pixel", "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
+    "RESIZE_LINEAR_scales_half_pixel", "RESIZE_LINEAR_half_pixel_to_one_row", "RESIZE_LINEAR_half_pixel_to_one_pixel",
+    "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
     "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
     "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
     "MAX_POOL_2D_ceil", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
@@ -53,6 +54,7 @@ CLAIMED = {
 # Declines and the words their reason must hold: what XNNPACK does not take, or TFLite computes otherwise.
 DECLINED = {
     "PAD_constant": "a non-zero pad value",
+    "RESIZE_LINEAR_scales_not_whole": "Paddle samples every 1 / scale",
     "RESIZE_NEAREST_shape": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
     "LOG_SOFTMAX": "no google_xnnpack implementation",  # XNNPACK leaves it to LiteRT
     "PAD_reflect": "only the constant mode",
@@ -312,6 +314,37 @@ def test_a_zero_pad_matches_the_reference(context, rank):
     program = DRIVER.create_program(context, model, Cache())
     assert_op_close(DRIVER.run_arrays(program, _feeds_in_order(model, feeds))[0], run_model(model, feeds)[0],
                     what=f"PAD rank {rank}")
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.5])
+def test_a_bilinear_resize_by_a_scale_steps_by_one_over_the_scale_as_paddle_does(xnnpack, tmp_path, scale):
+    """11 rows at scale 0.5 give 5: Paddle samples every 2 source rows (1 / scale), TFLite every 2.2 (in / out);
+    the resize is left to the host, which computes Paddle's."""
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = randn(1, 3, 11, 9, seed=6)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear"),
+                        {"x": x})
+    assert_op_close(run_predictor(saved, "google_xnnpack")[0], saved.outputs[0], what=f"bilinear by {scale}")
+
+
+@pytest.mark.parametrize("size", [(1, 1), (1, 3), (4, 1)])
+def test_a_bilinear_resize_to_one_row_reads_row_0_as_paddle_does(xnnpack, tmp_path, size):
+    """Paddle's bilinear_interp_v2 samples an output axis of length 1 at source 0 (DSNet's attention branch resizes
+    2x2 maps to 1x1); TFLite's half-pixel centers would average the middle rows."""
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = randn(1, 3, 6, 5, seed=5)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.interpolate(x, size=size, mode="bilinear"), {"x": x})
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(["google_xnnpack"])
+    assert not nb.create_predictor(config).host_ops
+    assert_op_close(run_predictor(saved, "google_xnnpack")[0], saved.outputs[0], what=f"bilinear to {size}")
 
 
 def test_hard_swish_with_other_attributes_is_declined(context):

@@ -177,6 +177,26 @@ def test_unfold(tmp_path, kernel, strides, paddings, dilations):
     check(saved, {"unfold"}, exact=True)
 
 
+@pytest.mark.parametrize("output_sizes,kernel,strides,paddings,dilations", [
+    ([8, 6], [2, 2], 2, 0, 1),  # blocks that tile the output (MobileViTV2's patch folding)
+    ([7, 8], [3, 2], [2, 1], [1, 0, 1, 0], [1, 2]),  # overlapping, padded, dilated blocks that add up
+    ([5, 6], [3, 3], 1, [1, 2], 1),  # every position summed from up to 9 blocks
+    ([6, 7], [2, 3], 2, [1, 2], 1)])
+def test_fold(tmp_path, output_sizes, kernel, strides, paddings, dilations):
+    import paddle
+
+    def pairs(v):
+        return [v, v] if isinstance(v, int) else v
+
+    k, s, d = pairs(kernel), pairs(strides), pairs(dilations)
+    p = [paddings] * 2 if isinstance(paddings, int) else paddings[:2]  # Paddle's fold pads H by p[0], W by p[1]
+    blocks = [(output_sizes[a] + 2 * p[a] - (d[a] * (k[a] - 1) + 1)) // s[a] + 1 for a in (0, 1)]
+    x = RNG.standard_normal((2, 3 * k[0] * k[1], blocks[0] * blocks[1])).astype(np.float32)
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.fold(x, output_sizes, kernel, strides, paddings,
+                                                                      dilations), {"x": x})
+    check(saved, {"fold"})
+
+
 @pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
 def test_temporal_shift_pixel_unshuffle_maxout(tmp_path, data_format):
     import paddle

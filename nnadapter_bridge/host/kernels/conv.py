@@ -1,5 +1,7 @@
-"""3-D convolution (NNAdapter has only 2-D ones) and unfold (im2col), with no NNAdapter operation (the
-standard's conv family): conv3d, depthwise_conv3d, conv3d_transpose, unfold.
+"""3-D convolution (NNAdapter has only 2-D ones), unfold (im2col) and fold (col2im), with no NNAdapter operation
+(the standard's conv family): conv3d, depthwise_conv3d, conv3d_transpose, unfold, fold (converters/conv.py converts
+unfold as strided slices, and a fold whose blocks tile the output as a reshape and transpose; these kernels run
+them where a device declines those).
 
 conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
 the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
@@ -153,3 +155,39 @@ def unfold(io: OpScope) -> None:
             cols[:, :, i, j] = padded[:, :, i * dh: i * dh + sh * (out_h - 1) + 1: sh,
                                       j * dw: j * dw + sw * (out_w - 1) + 1: sw]
     io.set_output("Y", cols.reshape(n, c * kh * kw, out_h * out_w))
+
+
+@host_kernel("fold")
+def fold(io: OpScope) -> None:
+    """col2im, Paddle's fold: X [N, C*kh*kw, L] holds L sliding blocks; each block's values are added into the
+    [N, C, H, W] output (output_sizes) at its window, overlaps summing, the padding cut away."""
+    x = io.input("X")
+    if x.ndim != 3:
+        raise io.error(f"X must be 3-D [N, C*kh*kw, L], got shape {list(x.shape)}")
+    out_h, out_w = pair(io, "output_sizes", [1, 1])
+    kh, kw = pair(io, "kernel_sizes", [1, 1])
+    sh, sw = pair(io, "strides", [1, 1])
+    dh, dw = pair(io, "dilations", [1, 1])
+    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0, 0])]
+    if len(paddings) == 1:
+        paddings *= 4
+    elif len(paddings) == 2:
+        paddings = paddings * 2
+    # Paddle's fold sizes its blocks with H padded by paddings[0] on both sides and W by paddings[1] (FoldInferMeta)
+    # and refuses paddings[2] / [3] that differ from them (its col2im).
+    top, left = paddings[0], paddings[1]
+    bottom, right = top, left
+    n, ckk, length = x.shape
+    blocks_h = (out_h + top + bottom - (dh * (kh - 1) + 1)) // sh + 1
+    blocks_w = (out_w + left + right - (dw * (kw - 1) + 1)) // sw + 1
+    if ckk % (kh * kw) or blocks_h <= 0 or blocks_w <= 0 or blocks_h * blocks_w != length:
+        raise io.error(f"X {list(x.shape)} does not hold {kh}x{kw} blocks of a {out_h}x{out_w} output with "
+                       f"strides {[sh, sw]}, paddings {paddings}, dilations {[dh, dw]}")
+    c = ckk // (kh * kw)
+    cols = x.reshape(n, c, kh, kw, blocks_h, blocks_w)
+    padded = np.zeros((n, c, out_h + top + bottom, out_w + left + right), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            padded[:, :, i * dh: i * dh + sh * (blocks_h - 1) + 1: sh,
+                   j * dw: j * dw + sw * (blocks_w - 1) + 1: sw] += cols[:, :, i, j]
+    io.set_output("Y", padded[:, :, top: top + out_h, left: left + out_w])
