@@ -37,6 +37,7 @@ from nnadapter_bridge.nnadapter.codes import (
 )
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
 from nnadapter_bridge.nnadapter.operations.pool import adaptive_bounds
+from nnadapter_bridge.nnadapter.operations.resize import linear_taps
 from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
@@ -736,6 +737,8 @@ def _resize(g: GraphBuilder, op: Operation, nearest: bool):
         # Paddle truncates float32(in * scale); ONNX floors the same product, and both read source
         # coordinates as out / scale: the input's sizes need not be known when the model is built.
         scales = g.const(np.float32([1.0] * (rank - 2) + factors))
+    if align_corners and not nearest and _resize_linear_by_taps(g, op):
+        return
     if align_corners:
         transform = "align_corners"
     elif nearest or align_mode == 1:
@@ -746,6 +749,42 @@ def _resize(g: GraphBuilder, op: Operation, nearest: bool):
     if nearest:
         attrs["nearest_mode"] = "round_prefer_ceil" if align_corners else "floor"
     g.one("Resize", [x, None, scales, sizes], g.out(op), **attrs)
+
+
+def _resize_linear_by_taps(g: GraphBuilder, op: Operation) -> bool:
+    """A bilinear align_corners resize between known sizes as Paddle's kernel computes it: the source rows and
+    columns GATHERed at the taps Paddle picks, weighted by its float32 weights, summed term by term in its order.
+    onnxruntime's Resize places a source coordinate at out * (in - 1) / (out - 1), one rounding; Paddle at
+    float32((in - 1) / (out - 1)) * out, two: a position one ulp apart, which a steep input turns into 3e-5 on
+    values of 1 (128 -> 32 px) and LPSNet's align_corners resizes into 4e-4 on its logits. False (nothing built)
+    when a size is unknown."""
+    dims, out_dims = g.dims(op, 0), op.outputs[0].type.dims
+    sizes = [int(d) for d in list(dims[-2:]) + list(out_dims[-2:]) if known(d)]
+    if len(dims) < 2 or len(sizes) != 4:
+        return False
+    h, w, oh, ow = sizes
+    dtype = _compute_dtype(op)
+    rank = len(dims)
+
+    def taps(size, out):
+        ratio = np.float32(size - 1) / np.float32(out - 1) if out > 1 else np.float32(0)
+        return linear_taps(size, out, ratio, half_pixel=False, src_in_double=False)
+
+    y_n, y_s, d_n, d_s = taps(h, oh)
+    x_w, x_e, d_w, d_e = taps(w, ow)
+    x = g.x(op, 0)
+    rows_n, rows_s = (g.one("Gather", [x, g.i64(index)], axis=rank - 2) for index in (y_n, y_s))
+    row_weights = [g.const(d.astype(dtype).reshape(-1, 1)) for d in (d_s, d_n)]
+    column_weights = [g.const(d.astype(dtype).reshape(1, -1)) for d in (d_e, d_w)]
+    terms = []  # Paddle's order: nw*d_s*d_e + sw*d_n*d_e + ne*d_s*d_w + se*d_n*d_w
+    for column, column_weight in zip((x_w, x_e), column_weights):
+        for rows, row_weight in zip((rows_n, rows_s), row_weights):
+            corner = g.one("Gather", [rows, g.i64(column)], axis=rank - 1)
+            terms.append(g.one("Mul", [g.one("Mul", [corner, row_weight]), column_weight]))
+    total = g.one("Add", [terms[0], terms[1]])
+    total = g.one("Add", [total, terms[2]])
+    g.one("Add", [total, terms[3]], g.out(op))
+    return True
 
 
 @OPERATIONS.implements(T.RESIZE_NEAREST)

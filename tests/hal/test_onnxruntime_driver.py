@@ -636,3 +636,19 @@ def test_max_pool_after_relu_and_positive_affine_needs_no_lowest_fix_up(scale, f
     (want,) = run_model(model, [x])
     (got,) = _run_on_onnxruntime(model, [x])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("size_in,size_out", [(128, 32), (32, 128), (128, 64)])
+def test_align_corners_bilinear_places_source_pixels_as_paddle_does(tmp_path, size_in, size_out):
+    """onnxruntime's Resize (align_corners) computes a source coordinate as out * (in - 1) / (out - 1), Paddle as
+    float32((in - 1) / (out - 1)) * out: one ulp of position apart, which a steep input turned into 3e-5 on
+    values of 1 (and LPSNet's logits into 4e-4). The driver now gathers Paddle's taps with Paddle's weights."""
+    import paddle.nn.functional as F
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = np.random.default_rng(0).standard_normal((1, 2, size_in, size_in)).astype(np.float32)
+    saved = pir_program(tmp_path, lambda x: F.interpolate(x, size=(size_out, size_out), mode="bilinear",
+                                                          align_corners=True), {"x": x})
+    got = run_predictor(saved, "microsoft_onnxruntime")[0]
+    assert float(np.max(np.abs(got - saved.outputs[0]))) <= 1e-6
