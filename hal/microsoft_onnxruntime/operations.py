@@ -509,6 +509,35 @@ def _adaptive_average_by_bins(g: GraphBuilder, op: Operation, in_hw, out_hw) -> 
     g.one("Div", [sums, g.const(counts, dtype)], g.out(op))
 
 
+def _adaptive_max_by_bins(g: GraphBuilder, op: Operation, in_hw, out_hw, with_indices: bool) -> None:
+    """Adaptive max pooling whose bins are not one regular window (RTFormer's cross-attention pools a 4x4 map to
+    8x8: bins of one element, each read twice; 16 -> 6 gives overlapping bins of 3 and 4), as Paddle's kernel
+    scans a bin: from -FLT_MAX and index -1, row by row, an element strictly greater than the best so far takes
+    its place (so NaN is never taken and the first of equal maxima wins). Each step is the Gather of every bin's
+    element at one offset (a shorter bin repeats its last row or column, which comes after the original in the
+    scan and so is never strictly greater), a Greater and two Wheres."""
+    dtype = _compute_dtype(op)
+    (h, w), (out_h, out_w) = in_hw, out_hw
+    starts_h, ends_h = adaptive_bounds(h, out_h)
+    starts_w, ends_w = adaptive_bounds(w, out_w)
+    x = g.x(op, 0)
+    best = g.scalar(-float(np.finfo(np.float32).max), dtype)
+    index = g.scalar(-1, np.int64)
+    for dy in range(int(np.max(ends_h - starts_h))):
+        rows = np.minimum(starts_h + dy, ends_h - 1)
+        row_values = g.one("Gather", [x, g.i64(rows)], axis=2)
+        for dx in range(int(np.max(ends_w - starts_w))):
+            columns = np.minimum(starts_w + dx, ends_w - 1)
+            values = g.one("Gather", [row_values, g.i64(columns)], axis=3)
+            taken = g.one("Greater", [values, best])
+            best = g.one("Where", [taken, values, best])
+            if with_indices:
+                index = g.one("Where", [taken, g.const(rows[:, None] * w + columns[None, :], np.int64), index])
+    g.one("Identity", [best], g.out(op))
+    if with_indices:
+        g.one("Cast", [index], g.out(op, 1), to=onnx_type(op.outputs[1].type.dtype))
+
+
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D)
 def _adaptive_pool(g: GraphBuilder, op: Operation):
     args = unpack(op)
@@ -528,7 +557,8 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
         _adaptive_average_by_bins(g, op, (h, w), (out_h, out_w))
         return
     if h % out_h or w % out_w:
-        raise Unsupported(f"adaptive max pooling {h}x{w} -> {out_h}x{out_w} is not a regular window")
+        _adaptive_max_by_bins(g, op, (h, w), (out_h, out_w), with_indices)
+        return
     kernel = [h // out_h, w // out_w]
     if op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
         g.one("AveragePool", [x], g.out(op), kernel_shape=kernel, strides=kernel)
