@@ -1,7 +1,7 @@
 """Converters for the reshaping ops: reshape(2), flatten(2), flatten_contiguous_range, squeeze(2),
 unsqueeze(2), transpose(2), shuffle_channel, channel_shuffle, pixel_shuffle (RESHAPE, FLATTEN, SQUEEZE,
 UNSQUEEZE, TRANSPOSE, CHANNEL_SHUFFLE), and the broadcasting ones expand, expand_v2, expand_as_v2,
-broadcast_tensors and tile (TILE, EXPAND).
+broadcast_tensors and tile (TILE, EXPAND), and repeat_interleave (TILE and FLATTEN, or GATHER).
 
 Attributes Paddle also accepts as tensors go through `ctx.ints_operand` (params fold into constants). Where
 an emitted operation needs a constant that a run-time tensor would supply (UNSQUEEZE axes), the op's `check`
@@ -175,6 +175,74 @@ def convert_tile(ctx: ConversionContext, v: OpView) -> None:
             return
         repeats = ctx.const_i32(times)
     ctx.add(T.TILE, [x, repeats], [out])
+
+
+# -- repeat_interleave ------------------------------------------------------------------------------------------
+
+def _repeat_counts_name(op) -> str | None:
+    view = OpView(op)
+    return view.optional_input("RepeatTensor") or view.optional_input("RepeatsTensor")
+
+
+def _check_repeat_interleave(op, ctx) -> str | None:
+    name = _repeat_counts_name(op)
+    if name is None or ctx is None or ctx.constant_value(name) is not None or not ctx.has(name):
+        return None
+    if int(np.prod(ctx.dims(name))) != 1:
+        return ("repeat counts per element computed at run time give an output length known only at run time "
+                "(NNAdapter's shapes follow the inputs' dims)")
+    return None
+
+
+@converter("repeat_interleave", "repeat_interleave_with_tensor_index",
+           emits=[T.RESHAPE, T.UNSQUEEZE, T.TILE, T.FLATTEN, T.CAST, T.CONCAT, T.GATHER],
+           check=_check_repeat_interleave)
+def convert_repeat_interleave(ctx: ConversionContext, v: OpView) -> None:
+    """numpy.repeat(x, repeats, axis=dim) (a 0-D x read as one element). One count for every element (the
+    `Repeats` attr, or a one-element `RepeatTensor`, known now or computed at run time: SegNeXt repeats its bases
+    by the batch size) tiles x along a new axis after `dim` and merges the two (UNSQUEEZE, TILE, FLATTEN); counts
+    per element, known now, GATHER each element's index as often as its count says."""
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    out = ctx.output(var)
+    if ctx.rank(x) == 0:
+        vector = ctx.temp(var, "vector")
+        ctx.add(T.RESHAPE, [x, ctx.const_i32([1])], [vector])
+        x = vector
+    rank = ctx.rank(x)
+    dim = v.attr_int("dim", 0)
+    if not -rank <= dim < rank:
+        raise ctx.error(f"dim {dim} is out of range for an input of rank {rank}")
+    dim %= rank
+    name = _repeat_counts_name(v.op)
+    counts = np.asarray([v.attr_int("Repeats", 1)]) if name is None else ctx.constant_value(name)
+    if counts is not None:
+        counts = counts.reshape(-1).astype(np.int64)
+        if np.any(counts < 0) or counts.sum() == 0 or (counts.size == 1 and counts[0] == 0):
+            raise ctx.error(f"repeat counts must be non-negative and give a non-empty result, got {counts.tolist()}")
+        if counts.size > 1:
+            size = ctx.dims(x)[dim]
+            if counts.size != size:
+                raise ctx.error(f"{counts.size} repeat counts for axis {dim} of size {size}")
+            index = np.repeat(np.arange(counts.size), counts)
+            ctx.add(T.GATHER, [x, ctx.const_i32(index), ctx.const_i32(dim)], [out])
+            return
+        times = ctx.const_i32([1] * (dim + 1) + [int(counts[0])] + [1] * (rank - dim - 1))
+    else:
+        assert name is not None  # the attr's count is always known
+        count = ctx.cast(ctx.input(name), Precision.INT32, var, "count")
+        if ctx.rank(count) != 1:
+            as_vector = ctx.temp(var, "count_vector")
+            ctx.add(T.RESHAPE, [count, ctx.const_i32([1])], [as_vector])
+            count = as_vector
+        times = ctx.temp(var, "times")
+        ctx.add(T.CONCAT, [ctx.const_i32([1] * (dim + 1)), count, ctx.const_i32([1] * (rank - dim - 1)),
+                           ctx.const_i32(0)], [times])
+    spread = ctx.temp(var, "spread")
+    ctx.add(T.UNSQUEEZE, [x, ctx.const_i32([dim + 1])], [spread])
+    tiled = ctx.temp(var, "tiled")
+    ctx.add(T.TILE, [spread, times], [tiled])
+    ctx.add(T.FLATTEN, [tiled, ctx.const_i32(dim), ctx.const_i32(dim + 1)], [out])
 
 
 # -- moving elements -----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Converters: gather-like indexing (gather, gather_nd, index_select, lookup_table / lookup_table_v2, take_along_axis),
-one_hot_v2, tril_triu, set_value (slice assignment) and index_put (`x[idx] = t`), each a GATHER or a composition
-of comparisons with WHERE.
+one_hot_v2, tril_triu, diag_v2, set_value (slice assignment) and index_put (`x[idx] = t`), each a GATHER or a
+composition of comparisons with WHERE.
 
 Also the Paddle semantics of set_value's region (`set_value_bounds`, `set_value_assign_layout`,
 `set_value_constant`), which the host kernel shares.
@@ -17,7 +17,7 @@ from converters.emit import binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T
-from nnadapter_bridge.nnadapter.codes import Precision, dtype_precision, precision_dtype
+from nnadapter_bridge.nnadapter.codes import PadMode, Precision, dtype_precision, precision_dtype
 
 
 def _index_vector(ctx: ConversionContext, name: str, var: str):
@@ -161,6 +161,78 @@ def convert_tril_triu(ctx: ConversionContext, v: OpView) -> None:
     compare = T.LESS_EQUAL if v.attr_bool("lower", True) else T.GREATER_EQUAL
     ctx.add(compare, [offset, ctx.const_i32(v.attr_int("diagonal", 0))], [keep])
     ctx.add(T.WHERE, [keep, x, ctx.const_like(0, x)], [ctx.output(var)])
+
+
+# -- diag_v2 ----------------------------------------------------------------------------------------------------
+#
+# paddle.diag: a 0-D or 1-D x of n elements becomes the square matrix of side n + |offset| holding x on diagonal
+# `offset` (above the main one when positive) and `padding_value` everywhere else; a 2-D x gives its diagonal
+# `offset` as a vector. NNAdapter has no diagonal operation: the matrix is WHERE(on_diagonal, x, padding), so an
+# infinite x (CCNet masks its criss-cross attention with diag(inf)) never meets a multiply by 0.
+
+_DIAG_VALUES = frozenset({Precision.FLOAT32, Precision.FLOAT64, Precision.INT32, Precision.INT64})
+
+
+def _check_diag_v2(op, ctx) -> str | None:
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return None
+    precision = ctx.input(OpView(op).input("X")).type.precision
+    if precision not in _DIAG_VALUES:
+        return f"a {precision.name} input: the matrix is a WHERE, which selects float32/64 and int32/64 values"
+    if len(dims) > 2:
+        return f"X must be 0-D, 1-D or 2-D, got dims {list(dims)}"
+    if len(dims) == 2 and not all(known_dim(d) for d in dims):
+        return "the diagonal of a matrix with dims known only at run time has a run-time length"
+    return None
+
+
+@converter("diag_v2", emits=[T.RESHAPE, T.PAD, T.SHAPE, T.SLICE, T.RANGE, T.UNSQUEEZE, T.SUB, T.EQUAL, T.WHERE,
+                             T.FLATTEN, T.GATHER], check=_check_diag_v2)
+def convert_diag_v2(ctx: ConversionContext, v: OpView) -> None:
+    """A vector x (0-D read as one element): x padded by |offset| at its end is read by row (offset >= 0: row i
+    holds x[i] at column i + offset) or by column (offset < 0: column j holds x[j] at row j - offset), and WHERE
+    keeps it where column - row == offset (a RANGE over the side from SHAPE, as tril_triu's mask), else
+    `padding_value`. A matrix x: its diagonal GATHERed from the flattened matrix (dims known)."""
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    out = ctx.output(var)
+    offset = v.attr_int("offset", 0)
+    if ctx.rank(x) == 2:
+        height, width = (int(d) for d in ctx.dims(x))
+        first_row, first_col = max(-offset, 0), max(offset, 0)
+        length = min(height - first_row, width - first_col)
+        if length <= 0:
+            raise ctx.error(f"diagonal {offset} of a {height}x{width} matrix is empty")
+        flat = ctx.temp(var, "flat")
+        ctx.add(T.FLATTEN, [x, ctx.const_i32(0), ctx.const_i32(1)], [flat])
+        index = (first_row + np.arange(length)) * width + first_col + np.arange(length)
+        ctx.add(T.GATHER, [flat, ctx.const_i32(index), ctx.const_i32(0)], [out])
+        return
+    if ctx.rank(x) == 0:
+        vector = ctx.temp(var, "vector")
+        ctx.add(T.RESHAPE, [x, ctx.const_i32([1])], [vector])
+        x = vector
+    if offset:
+        padded = ctx.temp(var, "padded")
+        ctx.add(T.PAD, [x, ctx.const_i32([0, abs(offset)]), ctx.const_i32(int(PadMode.CONSTANT)),
+                        ctx.const_like(0, x)], [padded])
+        x = padded
+    side = ctx.temp(var, "side")
+    ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], [side])
+    positions = ctx.temp(var, "positions")
+    ctx.add(T.RANGE, [ctx.const_i32(0), side, ctx.const_i32(1)], [positions])
+    rows = ctx.temp(var, "rows")
+    ctx.add(T.UNSQUEEZE, [positions, ctx.const_i32([1])], [rows])
+    offsets = binary(ctx, T.SUB, positions, rows, ctx.temp(var, "offsets"))
+    on_diagonal = ctx.temp(var, "on_diagonal")
+    ctx.add(T.EQUAL, [offsets, ctx.const_i32(offset)], [on_diagonal])
+    values = x
+    if offset >= 0:  # by row: a column vector
+        values = ctx.temp(var, "by_row")
+        ctx.add(T.UNSQUEEZE, [x, ctx.const_i32([1])], [values])
+    padding = ctx.const_like(v.attr_float("padding_value", 0.0), x)
+    ctx.add(T.WHERE, [on_diagonal, values, padding], [out])
 
 
 # -- set_value: slice assignment ------------------------------------------------------------------------------

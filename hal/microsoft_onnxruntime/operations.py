@@ -37,6 +37,7 @@ from nnadapter_bridge.nnadapter.codes import (
 )
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
 from nnadapter_bridge.nnadapter.operations.pool import adaptive_bounds
+from nnadapter_bridge.nnadapter.operations.resize import linear_taps
 from nnadapter_bridge.nnadapter.operations.shape import squeeze_axes
 from nnadapter_bridge.nnadapter.operations.tensor import split_sections
 from nnadapter_bridge.nnadapter.operations.window import resolve_window, transpose_out_size
@@ -508,6 +509,35 @@ def _adaptive_average_by_bins(g: GraphBuilder, op: Operation, in_hw, out_hw) -> 
     g.one("Div", [sums, g.const(counts, dtype)], g.out(op))
 
 
+def _adaptive_max_by_bins(g: GraphBuilder, op: Operation, in_hw, out_hw, with_indices: bool) -> None:
+    """Adaptive max pooling whose bins are not one regular window (RTFormer's cross-attention pools a 4x4 map to
+    8x8: bins of one element, each read twice; 16 -> 6 gives overlapping bins of 3 and 4), as Paddle's kernel
+    scans a bin: from -FLT_MAX and index -1, row by row, an element strictly greater than the best so far takes
+    its place (so NaN is never taken and the first of equal maxima wins). Each step is the Gather of every bin's
+    element at one offset (a shorter bin repeats its last row or column, which comes after the original in the
+    scan and so is never strictly greater), a Greater and two Wheres."""
+    dtype = _compute_dtype(op)
+    (h, w), (out_h, out_w) = in_hw, out_hw
+    starts_h, ends_h = adaptive_bounds(h, out_h)
+    starts_w, ends_w = adaptive_bounds(w, out_w)
+    x = g.x(op, 0)
+    best = g.scalar(-float(np.finfo(np.float32).max), dtype)
+    index = g.scalar(-1, np.int64)
+    for dy in range(int(np.max(ends_h - starts_h))):
+        rows = np.minimum(starts_h + dy, ends_h - 1)
+        row_values = g.one("Gather", [x, g.i64(rows)], axis=2)
+        for dx in range(int(np.max(ends_w - starts_w))):
+            columns = np.minimum(starts_w + dx, ends_w - 1)
+            values = g.one("Gather", [row_values, g.i64(columns)], axis=3)
+            taken = g.one("Greater", [values, best])
+            best = g.one("Where", [taken, values, best])
+            if with_indices:
+                index = g.one("Where", [taken, g.const(rows[:, None] * w + columns[None, :], np.int64), index])
+    g.one("Identity", [best], g.out(op))
+    if with_indices:
+        g.one("Cast", [index], g.out(op, 1), to=onnx_type(op.outputs[1].type.dtype))
+
+
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D, T.ADAPTIVE_MAX_POOL_2D)
 def _adaptive_pool(g: GraphBuilder, op: Operation):
     args = unpack(op)
@@ -527,7 +557,8 @@ def _adaptive_pool(g: GraphBuilder, op: Operation):
         _adaptive_average_by_bins(g, op, (h, w), (out_h, out_w))
         return
     if h % out_h or w % out_w:
-        raise Unsupported(f"adaptive max pooling {h}x{w} -> {out_h}x{out_w} is not a regular window")
+        _adaptive_max_by_bins(g, op, (h, w), (out_h, out_w), with_indices)
+        return
     kernel = [h // out_h, w // out_w]
     if op.type == T.ADAPTIVE_AVERAGE_POOL_2D:
         g.one("AveragePool", [x], g.out(op), kernel_shape=kernel, strides=kernel)
@@ -736,6 +767,8 @@ def _resize(g: GraphBuilder, op: Operation, nearest: bool):
         # Paddle truncates float32(in * scale); ONNX floors the same product, and both read source
         # coordinates as out / scale: the input's sizes need not be known when the model is built.
         scales = g.const(np.float32([1.0] * (rank - 2) + factors))
+    if align_corners and not nearest and _resize_linear_by_taps(g, op):
+        return
     if align_corners:
         transform = "align_corners"
     elif nearest or align_mode == 1:
@@ -746,6 +779,42 @@ def _resize(g: GraphBuilder, op: Operation, nearest: bool):
     if nearest:
         attrs["nearest_mode"] = "round_prefer_ceil" if align_corners else "floor"
     g.one("Resize", [x, None, scales, sizes], g.out(op), **attrs)
+
+
+def _resize_linear_by_taps(g: GraphBuilder, op: Operation) -> bool:
+    """A bilinear align_corners resize between known sizes as Paddle's kernel computes it: the source rows and
+    columns GATHERed at the taps Paddle picks, weighted by its float32 weights, summed term by term in its order.
+    onnxruntime's Resize places a source coordinate at out * (in - 1) / (out - 1), one rounding; Paddle at
+    float32((in - 1) / (out - 1)) * out, two: a position one ulp apart, which a steep input turns into 3e-5 on
+    values of 1 (128 -> 32 px) and LPSNet's align_corners resizes into 4e-4 on its logits. False (nothing built)
+    when a size is unknown."""
+    dims, out_dims = g.dims(op, 0), op.outputs[0].type.dims
+    sizes = [int(d) for d in list(dims[-2:]) + list(out_dims[-2:]) if known(d)]
+    if len(dims) < 2 or len(sizes) != 4:
+        return False
+    h, w, oh, ow = sizes
+    dtype = _compute_dtype(op)
+    rank = len(dims)
+
+    def taps(size, out):
+        ratio = np.float32(size - 1) / np.float32(out - 1) if out > 1 else np.float32(0)
+        return linear_taps(size, out, ratio, half_pixel=False, src_in_double=False)
+
+    y_n, y_s, d_n, d_s = taps(h, oh)
+    x_w, x_e, d_w, d_e = taps(w, ow)
+    x = g.x(op, 0)
+    rows_n, rows_s = (g.one("Gather", [x, g.i64(index)], axis=rank - 2) for index in (y_n, y_s))
+    row_weights = [g.const(d.astype(dtype).reshape(-1, 1)) for d in (d_s, d_n)]
+    column_weights = [g.const(d.astype(dtype).reshape(1, -1)) for d in (d_e, d_w)]
+    terms = []  # Paddle's order: nw*d_s*d_e + sw*d_n*d_e + ne*d_s*d_w + se*d_n*d_w
+    for column, column_weight in zip((x_w, x_e), column_weights):
+        for rows, row_weight in zip((rows_n, rows_s), row_weights):
+            corner = g.one("Gather", [rows, g.i64(column)], axis=rank - 1)
+            terms.append(g.one("Mul", [g.one("Mul", [corner, row_weight]), column_weight]))
+    total = g.one("Add", [terms[0], terms[1]])
+    total = g.one("Add", [total, terms[2]])
+    g.one("Add", [total, terms[3]], g.out(op))
+    return True
 
 
 @OPERATIONS.implements(T.RESIZE_NEAREST)

@@ -16,6 +16,7 @@ from support.converter_harness import (
     convert_and_run,
     opdesc_program,
     run_opdesc,
+    run_pir,
     run_static,
     static_program,
 )
@@ -458,3 +459,61 @@ def test_roll(tmp_path, shifts, axis):
 def test_roll_shifts_tensor(tmp_path):
     run_opdesc(tmp_path, "roll", {"X": ["x"], "ShiftsTensor": ["s"]}, {"Out": ["y"]}, {"axis": [0, 1]},
                {"x": rand((2, 3, 4), "int64"), "s": np.array([1, 2], "int64")})
+
+
+# -- repeat_interleave ---------------------------------------------------------------------------------------
+# Before its converter, repeat_interleave ran only as a host kernel (SegNeXt's Hamburger head repeats its bases by
+# the batch size: the op stayed on the host on every device).
+
+
+@pytest.mark.parametrize("repeats,axis", [(2, 1), (3, 0), (1, 2), (2, None)])  # axis -1 hangs paddle 3.3.1 static
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_repeat_interleave_one_count(tmp_path, repeats, axis, dtype):
+    import paddle
+
+    build, feeds = (lambda x: paddle.repeat_interleave(x, repeats, axis)), {"x": rand((2, 3, 4), dtype)}
+    if axis is None:  # paddle flattens x first (a flatten_contiguous_range op before it)
+        check_program(static_program(tmp_path, build, feeds))
+    else:
+        run_static(tmp_path, "repeat_interleave", build, feeds)
+
+
+def test_repeat_interleave_counts_per_element(tmp_path):
+    """Counts per element (a constant tensor, zeros included) GATHER each index as often as its count says."""
+    import paddle
+
+    def build(x):
+        counts = paddle.to_tensor(np.array([2, 0, 3], "int64"))
+        return paddle.repeat_interleave(x, counts, 1)
+
+    got, result = run_static(tmp_path, "repeat_interleave", build, {"x": rand((2, 3, 4))})  # `RepeatsTensor`
+    assert got[next(iter(got))].shape == (2, 5, 4)
+
+
+def test_repeat_interleave_run_time_count(tmp_path):
+    """A one-element count fed at run time (SegNeXt's batch size) tiles the axis of size 1 that many times."""
+    import paddle
+
+    feeds = {"x": rand((1, 3, 4)), "r": np.array([3], "int64")}
+    got, _ = run_static(tmp_path, "repeat_interleave", lambda x, r: paddle.repeat_interleave(x, r, 0), feeds)
+    assert got[next(iter(got))].shape == (3, 3, 4)
+
+
+def test_repeat_interleave_with_tensor_index_from_the_batch_size(tmp_path):
+    """PIR's repeat_interleave_with_tensor_index (`RepeatTensor`), counted by another input's batch size as
+    SegNeXt's NMF bases are (paddleseg.models.layers.nmf_2d)."""
+    import paddle
+
+    feeds = {"x": rand((1, 3, 4)), "y": rand((2, 5))}
+    build = lambda x, y: paddle.repeat_interleave(x, paddle.shape(y)[0:1], 0)  # noqa: E731
+    got, _, _ = run_pir(tmp_path, "repeat_interleave_with_tensor_index", build, feeds)
+    assert got[next(iter(got))].shape == (2, 3, 4)
+
+
+def test_repeat_interleave_run_time_counts_per_element_stay_on_the_host(tmp_path):
+    import paddle
+
+    feeds = {"x": rand((2, 3)), "r": np.array([1, 2, 1], "int64")}
+    saved = static_program(tmp_path, lambda x, r: paddle.repeat_interleave(x, r, 1), feeds)
+    with pytest.raises(ConversionError, match="per element computed at run time"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)

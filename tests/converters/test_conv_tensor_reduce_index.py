@@ -298,3 +298,34 @@ def test_one_hot_v2_depth_tensor_and_dtype(tmp_path):
 def test_tril_triu(tmp_path, diagonal, lower, dtype):
     run_opdesc(tmp_path, "tril_triu", {"X": ["x"]}, {"Out": ["y"]}, {"diagonal": diagonal, "lower": lower},
                {"x": rand((2, 3, 5), dtype)})
+
+
+# -- diag_v2 ---------------------------------------------------------------------------------------------------
+# Before its converter, diag_v2 ran only as a host kernel (CCNet's criss-cross attention masks its scores with
+# -diag(inf): the op stayed on the host on every device).
+
+
+@pytest.mark.parametrize("offset", [0, 2, -1])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_diag_v2_vector_to_matrix(tmp_path, offset, dtype):
+    import paddle
+
+    run_static(tmp_path, "diag_v2", lambda x: paddle.diag(x, offset=offset, padding_value=7),
+               {"x": rand((4,), dtype)})
+
+
+@pytest.mark.parametrize("offset", [0, 1, -2, 3])
+def test_diag_v2_matrix_to_vector(tmp_path, offset):
+    import paddle
+
+    run_static(tmp_path, "diag_v2", lambda x: paddle.diag(x, offset=offset), {"x": rand((3, 5))})
+
+
+def test_diag_v2_of_infinity_keeps_the_padding_finite(tmp_path):
+    """CCNet's mask: diag of infinities is inf on the diagonal and exactly 0 elsewhere (a product with a 0/1 mask
+    would give NaN there)."""
+    import paddle
+
+    got, _ = run_static(tmp_path, "diag_v2", lambda x: paddle.diag(x), {"x": np.full((3,), np.inf, "float32")})
+    out = got[next(iter(got))]
+    assert np.isinf(out[np.eye(3, dtype=bool)]).all() and (out[~np.eye(3, dtype=bool)] == 0).all()

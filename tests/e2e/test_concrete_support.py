@@ -110,11 +110,12 @@ def _expand_as(paddle, x):
 
 
 def _pool_in_the_middle(paddle, x):
-    """conv -> adaptive max pool to 3x3 -> conv -> relu: onnxruntime runs the pool as a plain window only
-    where the input size divides by 3, which declared [-1, 3, -1, -1] dims cannot tell."""
+    """conv -> 2x2 max pool (stride 2, padding 1, ceil_mode) -> conv -> relu: on an odd size Paddle's last window
+    starts in the end padding, which ONNX's MaxPool drops, so onnxruntime runs the pool only on even sizes, which
+    declared [-1, 3, -1, -1] dims cannot tell."""
     w = paddle.static.create_parameter([4, 3, 3, 3], "float32")
     y = paddle.nn.functional.conv2d(x, w, padding=1)
-    y = paddle.nn.functional.adaptive_max_pool2d(y, 3)
+    y = paddle.nn.functional.max_pool2d(y, 2, stride=2, padding=1, ceil_mode=True)
     w2 = paddle.static.create_parameter([5, 4, 1, 1], "float32")
     return paddle.nn.functional.relu(paddle.nn.functional.conv2d(y, w2))
 
@@ -164,26 +165,26 @@ def test_a_declined_operation_in_the_middle_splits_the_subgraph_around_it(models
     # Decided on [-1, 3, -1, -1]: the pool would run once the size is known.
     assert _host_ops(predictor) == []
     (subgraph,) = predictor.partition.subgraphs
-    pool = next(op for op in subgraph.ops if op.type == "max_pool2d_with_index")
+    pool = next(op for op in subgraph.ops if op.type == "pool2d")
     engine = predictor.engines[subgraph.index]
 
-    assert _run_and_compare(predictor, model, [1, 3, 9, 9]) == []  # 9 divides by 3: one program
+    assert _run_and_compare(predictor, model, [1, 3, 10, 10]) == []  # an even size: one program
     assert not engine.pool.splits
 
-    caught = _run_and_compare(predictor, model, [1, 3, 10, 10], seed=1)
+    caught = _run_and_compare(predictor, model, [1, 3, 9, 9], seed=1)
     (warning,) = [w for w in caught if w.category is SubgraphSplitWarning]
     text = str(warning.message)
-    assert pool.label() in text and "ADAPTIVE_MAX_POOL_2D" in text
-    assert "adaptive max pooling 10x10 -> 3x3 is not a regular window" in text
+    assert pool.label() in text and "MAX_POOL_2D" in text
+    assert "the last ceil_mode window starts in the end padding" in text
     assert "the other 3 ops on microsoft_onnxruntime as 2 subgraph(s)" in text
     (plan,) = engine.pool.splits.values()
     assert set(plan.declined) == {pool.index}
-    assert [op.type for op in plan.partition.host_ops] == ["max_pool2d_with_index"]
+    assert [op.type for op in plan.partition.host_ops] == ["pool2d"]
     assert [[op.type for op in child.ops] for child in plan.partition.subgraphs] == [["conv2d"], ["conv2d", "relu"]]
 
     # The same shapes again: the split runs, no new warning, no new build.
     builds = predictor.stats.builds
-    caught = _run_and_compare(predictor, model, [1, 3, 10, 10], seed=2)
+    caught = _run_and_compare(predictor, model, [1, 3, 9, 9], seed=2)
     assert not [w for w in caught if w.category is SubgraphSplitWarning]
     assert predictor.stats.builds == builds
 
@@ -193,7 +194,7 @@ def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch)
     warm start neither compiles nor asks the devices again, and still says what runs where."""
     model = models("pool_in_the_middle")
     cold = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
-    _run_and_compare(cold, model, [1, 3, 10, 10])
+    _run_and_compare(cold, model, [1, 3, 9, 9])
     assert cold.stats.builds == 2  # the two device parts of the split
     cold.close()
     (record,) = [name for name in os.listdir(tmp_path) if name.endswith(".split.json")]
@@ -204,7 +205,7 @@ def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch)
     with monkeypatch.context() as patch:
         patch.setattr(SubgraphEngine, "_split_plan", asked_again)
         warm = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
-        caught = _run_and_compare(warm, model, [1, 3, 10, 10], seed=1)
+        caught = _run_and_compare(warm, model, [1, 3, 9, 9], seed=1)
     assert len([w for w in caught if w.category is SubgraphSplitWarning]) == 1  # said again on each start
     assert (warm.stats.builds, warm.stats.cache_hits_file) == (0, 2)
     warm.close()
@@ -219,7 +220,7 @@ def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch)
         with open(tmp_path / record, "wb") as f:
             f.write(content)
         again = _predictor(model, "microsoft_onnxruntime", cache_dir=tmp_path)
-        caught = _run_and_compare(again, model, [1, 3, 10, 10], seed=seed)
+        caught = _run_and_compare(again, model, [1, 3, 9, 9], seed=seed)
         unusable = [str(w.message) for w in caught
                     if w.category is NncCacheWarning and "split record" in str(w.message)]
         assert len(unusable) == 1 and why in unusable[0], (content[:40], unusable)
@@ -233,21 +234,21 @@ def test_a_split_is_remembered_in_the_model_cache(models, tmp_path, monkeypatch)
 def test_strict_mode_names_the_declined_operation(models):
     model = models("pool_in_the_middle")
     predictor = _predictor(model, "microsoft_onnxruntime", strict=True)
-    predictor.get_input_by_name("x").from_numpy(np.zeros([1, 3, 10, 10], np.float32))
+    predictor.get_input_by_name("x").from_numpy(np.zeros([1, 3, 9, 9], np.float32))
     with pytest.raises(
-        NNAdapterError, match=r"max_pool2d_with_index#\d+ .*ADAPTIVE_MAX_POOL_2D#\d+: .*not a regular window"
+        NNAdapterError, match=r"pool2d#\d+ .*MAX_POOL_2D#\d+: .*starts in the end padding"
     ):
         predictor.run()
 
 
 def test_a_decline_the_declared_dims_already_show_keeps_the_op_off_the_device_with_the_drivers_reason(tmp_path):
-    model = _save(tmp_path, _pool_in_the_middle, [-1, 3, 10, 10])
+    model = _save(tmp_path, _pool_in_the_middle, [-1, 3, 9, 9])
     predictor = _predictor(model, "microsoft_onnxruntime")
-    assert _host_ops(predictor) == ["max_pool2d_with_index"]
-    reason = predictor.unsupported_reasons()["max_pool2d_with_index"]
+    assert _host_ops(predictor) == ["pool2d"]
+    reason = predictor.unsupported_reasons()["pool2d"]
     assert "not accepted by microsoft_onnxruntime" in reason
-    assert "adaptive max pooling 10x10 -> 3x3 is not a regular window" in reason
-    assert _run_and_compare(predictor, model, [2, 3, 10, 10]) == []
+    assert "the last ceil_mode window starts in the end padding" in reason
+    assert _run_and_compare(predictor, model, [2, 3, 9, 9]) == []
 
 
 # -- the split with any driver ----------------------------------------------------------------------------------

@@ -212,7 +212,7 @@ def test_validate_is_false_for_operations_onnx_cannot_express(device):
     assert DRIVER.validate_program(context, nms) == [False]
     uneven, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
     divisible, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 6, 8), np.float32), Const([3, 4])])
-    assert DRIVER.validate_program(context, uneven) == [False]
+    assert DRIVER.validate_program(context, uneven) == [True]  # Paddle's scan over Gathers (_adaptive_max_by_bins)
     assert DRIVER.validate_program(context, divisible) == [True]
     runtime_alpha, _ = build_op(T.LEAKY_RELU, [np.zeros((2, 2), np.float32), np.float32([0.1])])
     assert DRIVER.validate_program(context, runtime_alpha) == [False]
@@ -300,10 +300,10 @@ def test_tile_by_run_time_repeats_follows_numpys_rule_for_any_count(device, x_sh
 
 def test_unsupported_reasons_say_why_validate_program_declines(device):
     context = DRIVER.create_context(device, "")
-    uneven, _ = build_op(T.ADAPTIVE_MAX_POOL_2D, [np.zeros((1, 1, 7, 9), np.float32), Const([3, 4])])
-    assert DRIVER.validate_program(context, uneven) == [False]
-    (reason,) = DRIVER.unsupported_reasons(context, uneven)
-    assert "adaptive max pooling 7x9 -> 3x4 is not a regular window" in reason
+    integer_mean, _ = build_op(T.REDUCE_MEAN, [np.zeros((2, 3), np.int32), Const(np.int32([1])), False])
+    assert DRIVER.validate_program(context, integer_mean) == [False]
+    (reason,) = DRIVER.unsupported_reasons(context, integer_mean)
+    assert "integer mean" in reason
 
 
 @pytest.mark.parametrize("x_shape, out_hw", [((2, 3, 16, 16), [6, 6]), ((1, 2, 7, 9), [3, 4]), ((1, 1, 5, 8), [5, 3])])
@@ -636,3 +636,44 @@ def test_max_pool_after_relu_and_positive_affine_needs_no_lowest_fix_up(scale, f
     (want,) = run_model(model, [x])
     (got,) = _run_on_onnxruntime(model, [x])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("size_in,size_out", [(128, 32), (32, 128), (128, 64)])
+def test_align_corners_bilinear_places_source_pixels_as_paddle_does(tmp_path, size_in, size_out):
+    """onnxruntime's Resize (align_corners) computes a source coordinate as out * (in - 1) / (out - 1), Paddle as
+    float32((in - 1) / (out - 1)) * out: one ulp of position apart, which a steep input turned into 3e-5 on
+    values of 1 (and LPSNet's logits into 4e-4). The driver now gathers Paddle's taps with Paddle's weights."""
+    import paddle.nn.functional as F
+
+    from support.converter_harness import pir_program, run_predictor
+
+    x = np.random.default_rng(0).standard_normal((1, 2, size_in, size_in)).astype(np.float32)
+    saved = pir_program(tmp_path, lambda x: F.interpolate(x, size=(size_out, size_out), mode="bilinear",
+                                                          align_corners=True), {"x": x})
+    got = run_predictor(saved, "microsoft_onnxruntime")[0]
+    assert float(np.max(np.abs(got - saved.outputs[0]))) <= 1e-6
+
+
+@pytest.mark.parametrize("size_in,size_out", [(4, 8), (16, 6), (7, 3)])
+def test_adaptive_max_pool_with_irregular_bins_runs_on_onnxruntime(tmp_path, size_in, size_out):
+    """Adaptive max pooling whose bins are no regular window (RTFormer's 4x4 -> 8x8) stayed on the host; it is
+    now Paddle's scan over Gathers per bin position: NaN skipped, -FLT_MAX start, first of equal maxima."""
+    import paddle.nn.functional as F
+
+    import nnadapter_bridge as nb
+    from support.converter_harness import pir_program
+
+    x = np.random.default_rng(1).standard_normal((1, 3, size_in, size_in)).astype(np.float32)
+    x[0, 0, 0, :] = np.nan
+    x[0, 1, :, 0] = -np.inf
+    x[0, 2, 1:3, 1:3] = 5.0  # equal maxima: Paddle's index is the first in the scan
+    saved = pir_program(tmp_path, lambda x: list(F.adaptive_max_pool2d(x, size_out, return_mask=True)), {"x": x})
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names(["microsoft_onnxruntime"])
+    predictor = nb.create_predictor(config)
+    predictor.get_input_by_name("x").from_numpy(x)
+    predictor.run()
+    assert not predictor.host_ops, predictor.unsupported_reasons()
+    for k, want in enumerate(saved.outputs):
+        np.testing.assert_array_equal(predictor.get_output(k).numpy(), want)

@@ -141,7 +141,7 @@ def resize_nearest(op, inputs):
     return [np.ascontiguousarray(x[..., index[0][:, None], index[1][None, :]])]
 
 
-def _linear_taps(size, out, ratio, half_pixel, src_in_double):
+def linear_taps(size, out, ratio, half_pixel, src_in_double):
     """Per output position: the two source indices and the weights of the second and the first (float32, as
     Paddle's kernel). Paddle's bilinear kernel computes a row's half-pixel source position in double (then
     stores it as a float) and a column's in float: a position 1.5e-8 past an integer keeps that tiny weight
@@ -175,8 +175,8 @@ def resize_linear(op, inputs):
     align_mode = param_int(inputs[4] if len(inputs) > 4 else None, 1)
     half_pixel = align_mode == 0 and not align_corners
     (h, oh, rh), (w, ow, rw) = plan
-    y_n, y_s, d_n, d_s = _linear_taps(h, oh, rh, half_pixel, src_in_double=True)
-    x_w, x_e, d_w, d_e = _linear_taps(w, ow, rw, half_pixel, src_in_double=False)
+    y_n, y_s, d_n, d_s = linear_taps(h, oh, rh, half_pixel, src_in_double=True)
+    x_w, x_e, d_w, d_e = linear_taps(w, ow, rw, half_pixel, src_in_double=False)
     ft = x.dtype
     d_n, d_s = d_n.astype(ft)[:, None], d_s.astype(ft)[:, None]
     d_w, d_e = d_w.astype(ft)[None, :], d_e.astype(ft)[None, :]
