@@ -294,7 +294,7 @@ def test_one_hot_v2_depth_tensor_and_dtype(tmp_path):
 
 
 @pytest.mark.parametrize("diagonal,lower", [(0, True), (1, True), (-1, True), (0, False), (2, False), (-2, False)])
-@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])  # bool: QWen's causal mask, tril of a full True
 def test_tril_triu(tmp_path, diagonal, lower, dtype):
     run_opdesc(tmp_path, "tril_triu", {"X": ["x"]}, {"Out": ["y"]}, {"diagonal": diagonal, "lower": lower},
                {"x": rand((2, 3, 5), dtype)})
