@@ -1,7 +1,7 @@
 """Converters for the reshaping ops: reshape(2), flatten(2), flatten_contiguous_range, squeeze(2),
 unsqueeze(2), transpose(2), shuffle_channel, channel_shuffle, pixel_shuffle (RESHAPE, FLATTEN, SQUEEZE,
 UNSQUEEZE, TRANSPOSE, CHANNEL_SHUFFLE), and the broadcasting ones expand, expand_v2, expand_as_v2,
-broadcast_tensors and tile (TILE, EXPAND).
+broadcast_tensors, tile and repeat_interleave (TILE, EXPAND).
 
 Attributes Paddle also accepts as tensors go through `ctx.ints_operand` (params fold into constants). Where
 an emitted operation needs a constant that a run-time tensor would supply (UNSQUEEZE axes), the op's `check`
@@ -175,6 +175,35 @@ def convert_tile(ctx: ConversionContext, v: OpView) -> None:
             return
         repeats = ctx.const_i32(times)
     ctx.add(T.TILE, [x, repeats], [out])
+
+
+def _check_repeat_interleave(op, ctx):
+    v = OpView(op)
+    if v.inputs("RepeatsTensor"):
+        return "repeats given per element (RepeatsTensor) make a data-dependent output shape"
+    if v.attr_int("Repeats", 1) < 1:
+        return f"Repeats {v.attr_int('Repeats', 1)} is not a positive count"
+    return None
+
+
+@converter("repeat_interleave", emits=[T.UNSQUEEZE, T.TILE, T.FLATTEN], check=_check_repeat_interleave)
+def convert_repeat_interleave(ctx: ConversionContext, v: OpView) -> None:
+    """Each element along `dim` repeated `Repeats` times in place (CodeGen's rotary sin/cos tables): a size-1 axis
+    after `dim`, tiled `Repeats` times, flattened into `dim`."""
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    rank = ctx.rank(x)
+    axis = v.attr_int("dim", 0)
+    if not -rank <= axis < max(rank, 1):
+        raise ctx.error(f"dim {axis} is outside the input's {rank} dims")
+    axis %= max(rank, 1)
+    expanded = ctx.temp(var, "expanded")
+    ctx.add(T.UNSQUEEZE, [x, ctx.const_i32([axis + 1])], [expanded])
+    times = [1] * (rank + 1)
+    times[axis + 1] = v.attr_int("Repeats", 1)
+    tiled = ctx.temp(var, "tiled")
+    ctx.add(T.TILE, [expanded, ctx.const_i32(times)], [tiled])
+    ctx.add(T.FLATTEN, [tiled, ctx.const_i32(axis), ctx.const_i32(axis + 1)], [ctx.output(var)])
 
 
 # -- moving elements -----------------------------------------------------------------------------------
