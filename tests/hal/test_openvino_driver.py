@@ -965,3 +965,24 @@ def test_a_clamp_read_only_by_quantize_takes_the_fused_clamp():
     finally:
         compilation.destroy()
         context.destroy()
+
+
+@pytest.mark.parametrize("x_dims, y_dims, fed", [
+    ((1, UNKNOWN, 16), (4, 16, 8), (1, 6, 16)),           # Funnel's `td,dnh->tnh` einsum, batch 1 against 4
+    ((UNKNOWN, 16), (4, 16, 8), (6, 16)),                # x without batch dims (compiling failed)
+    ((UNKNOWN, UNKNOWN, 16), (4, 16, 8), (1, 6, 16)),
+    ((2, 1, UNKNOWN, 16), (3, 16, 8), (2, 1, 6, 16)),    # x of a higher rank
+])
+def test_mat_mul_by_a_constant_with_batch_dims_x_broadcasts_against(context, x_dims, y_dims, fed):
+    """The CPU plugin makes a MatMul by a constant a FullyConnected, which failed on constant batch dims that an x
+    with unknown dims broadcasts against; x is broadcast to them first."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, x_dims), "x")
+    out = model.add_output("out")
+    model.add_operation(T.MAT_MUL, [x, model.add_constant(randn(*y_dims)), model.add_constant(np.array([False])),
+                                    model.add_constant(np.array([False]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    feeds = [randn(*fed)]
+    assert_op_close(run_on_openvino(context, model, feeds)[0], run_model(model, feeds)[0], atol=1e-5, rtol=1e-5,
+                    what=str(x_dims))
