@@ -973,13 +973,20 @@ def test_a_clamp_read_only_by_quantize_takes_the_fused_clamp():
     ((UNKNOWN, UNKNOWN, 16), (4, 16, 8), (1, 6, 16)),
     ((2, 1, UNKNOWN, 16), (3, 16, 8), (2, 1, 6, 16)),    # x of a higher rank
 ])
-def test_mat_mul_by_a_constant_with_batch_dims_x_broadcasts_against(context, x_dims, y_dims, fed):
-    """The CPU plugin makes a MatMul by a constant a FullyConnected, which failed on constant batch dims that an x
-    with unknown dims broadcasts against; x is broadcast to them first."""
+@pytest.mark.parametrize("transposed", [False, True])
+def test_mat_mul_by_a_constant_with_batch_dims_x_broadcasts_against(context, x_dims, y_dims, fed, transposed):
+    """The CPU plugin makes a MatMul by a constant (or by a transpose of one, which it folds) a FullyConnected, which
+    failed on constant batch dims that an x with unknown dims broadcasts against; x is broadcast to them first."""
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, x_dims), "x")
     out = model.add_output("out")
-    model.add_operation(T.MAT_MUL, [x, model.add_constant(randn(*y_dims)), model.add_constant(np.array([False])),
+    if transposed:  # the einsum converter's weight: [K, B, N] moved to [B, K, N]
+        y = model.add_output("y")
+        model.add_operation(T.TRANSPOSE, [model.add_constant(randn(y_dims[1], y_dims[0], y_dims[2])),
+                                          model.add_constant(np.array([1, 0, 2], np.int32))], [y])
+    else:
+        y = model.add_constant(randn(*y_dims))
+    model.add_operation(T.MAT_MUL, [x, y, model.add_constant(np.array([False])),
                                     model.add_constant(np.array([False]))], [out])
     model.identify_inputs_and_outputs([x], [out])
     model.finish()
