@@ -337,13 +337,13 @@ def convert_linspace(ctx: ConversionContext, v: OpView) -> None:
     precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
     names = [v.input(slot) for slot in ("Start", "Stop", "Num")]
     known = [ctx.constant_value(name) for name in names]
-    if all(value is not None and value.size == 1 for value in known):
+    scalars = [value.reshape(-1)[0] for value in known if value is not None and value.size == 1]
+    if len(scalars) == 3:
         try:
-            values = linspace_values(known[0].reshape(-1)[0], known[1].reshape(-1)[0], int(known[2].reshape(-1)[0]),
-                                     precision_dtype(precision))
+            points = linspace_values(scalars[0], scalars[1], int(scalars[2]), precision_dtype(precision))
         except ValueError as exc:
             raise ctx.error(str(exc)) from None
-        ctx.add(T.ASSIGN, [ctx.const(values, precision)], [ctx.output(var)])
+        ctx.add(T.ASSIGN, [ctx.const(points, precision)], [ctx.output(var)])
         return
     dtype = np.dtype(precision_dtype(precision))
     compute = Precision.FLOAT64 if dtype.kind in "iub" else precision
