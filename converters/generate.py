@@ -1,7 +1,8 @@
 """Converters for the ops that make a tensor from attributes or another tensor's shape: assign_value,
-fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, range and linspace (FILL,
-FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value; linspace in arithmetic operations, or a constant
-when its bounds and count are known). `linspace_values` is Paddle's linspace, which the host kernel shares.
+fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, size, range, linspace and eye
+(FILL, FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value, size and eye; linspace in arithmetic
+operations, or a constant when its bounds and count are known). `linspace_values` is Paddle's linspace, which the
+host kernel shares.
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
 `op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
@@ -15,7 +16,7 @@ import math
 
 import numpy as np
 
-from converters.attrs import check_dtype_attr
+from converters.attrs import check_dtype_attr, known_dims
 from converters.context import ConversionContext
 from converters.emit import cast_to
 from converters.op_view import VARTYPE_PRECISIONS, OpView, precision_of_var_type, var_attr_names, vartype_precision
@@ -381,3 +382,30 @@ def convert_linspace(ctx: ConversionContext, v: OpView) -> None:
 
 
 _FUSED = frozenset({T.ADD, T.SUB, T.MUL, T.DIV, T.MAX})
+
+
+# -- size, eye --------------------------------------------------------------------------------------------
+
+@converter("size", emits=[T.ASSIGN])
+def convert_size(ctx: ConversionContext, v: OpView) -> None:
+    """The input's element count, an int64 0-D constant: its dims are known once the subgraph is converted for its
+    input shapes (BiT's weight standardisation divides by the numel of each weight)."""
+    dims = ctx.dims(ctx.input(v.input("Input")))
+    if not known_dims(dims):
+        raise ctx.error(f"size of an input whose dims {list(dims)} are not known when it is converted")
+    count = np.asarray(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+    ctx.add(T.ASSIGN, [ctx.const(count, Precision.INT64)], [ctx.output(v.output("Out"))])
+
+
+@converter("eye", emits=[T.ASSIGN])
+def convert_eye(ctx: ConversionContext, v: OpView) -> None:
+    """The num_rows x num_columns identity (num_columns -1: square) in `dtype`, a constant (Nyströmformer's
+    iterative pseudo-inverse starts from it)."""
+    rows = v.attr_int("num_rows", 0)
+    cols = v.attr_int("num_columns", -1)
+    cols = rows if cols < 0 else cols
+    if rows < 0:
+        raise ctx.error(f"num_rows {rows} is negative")
+    precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
+    identity = np.eye(rows, cols, dtype=precision_dtype(precision))
+    ctx.add(T.ASSIGN, [ctx.const(identity, precision)], [ctx.output(v.output("Out"))])

@@ -257,3 +257,32 @@ def test_linspace_of_run_time_values(tmp_path, start, stop, num, dtype):
                                  feeds={"s": np.array([start], np.float32), "e": np.array([stop], np.float32),
                                         "n": np.array([num], np.int32)},
                                  extra_vars=[{"name": "out", "dtype": dtype, "shape": []}]), atol=0, rtol=0)
+
+
+# -- size, eye ----------------------------------------------------------------------------------------------------
+
+
+def test_size_of_a_weight_and_of_an_activation(tmp_path):
+    """BiT's weight standardisation: numel of a parameter and of a reduced activation, both constants once the
+    subgraph is converted for its input shapes."""
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    def build(x):
+        weight = paddle.create_parameter([4, 3, 2], "float32")
+        reduced = paddle.sum(x, axis=1, keepdim=True)
+        return x * paddle.numel(weight).astype("float32") + paddle.numel(reduced).astype("float32")
+
+    run_pir(tmp_path, "size", build, {"x": np.random.default_rng(3).standard_normal((2, 5)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("rows,cols,dtype", [(3, None, "float32"), (2, 5, "float32"), (4, 3, "int64")])
+def test_eye(tmp_path, rows, cols, dtype):
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    shape = (rows, rows if cols is None else cols)
+    feeds = {"x": np.ones(shape, dtype)}
+    run_pir(tmp_path, "eye", lambda x: x + paddle.eye(rows, cols, dtype=dtype), feeds)
