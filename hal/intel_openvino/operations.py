@@ -592,8 +592,8 @@ def mat_mul(b, op):
     x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
     x_dims, y_dims = tuple(op.inputs[0].type.dims), tuple(op.inputs[1].type.dims)
     y_batch = y_dims[:-2]
-    if _from_constants(y) and len(x_dims) >= 2 and int(np.prod(y_batch, dtype=np.int64)) > 1 \
-            and not (len(x_dims) == len(y_dims) and x_dims[:-2] == y_batch):
+    if len(x_dims) >= 2 and int(np.prod(y_batch, dtype=np.int64)) > 1 \
+            and not (len(x_dims) == len(y_dims) and x_dims[:-2] == y_batch) and _from_constants(y):
         # The CPU plugin turns a MatMul by a constant into a FullyConnected, which mishandles constant batch dims
         # that x broadcasts against when x has unknown dims (OpenVINO 2026: x [1, ?, K] by [4, K, N] fails to run,
         # "Can not clone with new dims"; x [?, K] by [4, K, N] fails to compile, "argument shapes ranks are not
