@@ -453,3 +453,33 @@ def test_fnet_token_mixing_runs_through_the_predictor(tmp_path, device):
     saved = pir_program(tmp_path, build, {"x": _spectral_randn(2, 5, 8)})
     got = run_predictor(saved, device)
     assert_model_close(got[0], saved.outputs[0], what=device)
+
+
+# -- argsort: Paddle's order of equal keys (std::sort's unless stable), which TOP_K does not give ----------------
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize("size", [7, 40, 300])
+def test_argsort_orders_equal_keys_as_paddle(tmp_path, dtype, descending, stable, size):
+    """PP-DocLayoutV2 sorts a 0/1 mask of 300 queries descending: Paddle's unstable argsort leaves the equal keys in
+    std::sort's (introsort's) order, not index order."""
+    import paddle
+
+    rng = np.random.default_rng(size)
+    x = (rng.random((2, size)) > 0.6).astype(dtype) if dtype != "float32" else \
+        rng.integers(0, 4, (2, size)).astype(dtype)
+    if dtype == "float32":
+        x[0, ::7] = np.nan  # NaN last ascending, first descending; NaNs tie among themselves
+    saved = pir_program(tmp_path, lambda x: paddle.argsort(x, axis=-1, descending=descending, stable=stable),
+                        {"x": x})
+    check(saved, expect_ops=("argsort",), exact=True)
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_an_unstable_argsort_of_integer_keys_runs_on_the_host_kernel(tmp_path, device):
+    import paddle
+
+    x = (np.random.default_rng(4).random((1, 300)) > 0.7).astype("int32")
+    saved = pir_program(tmp_path, lambda x: paddle.argsort(x, axis=1, descending=True) * 2, {"x": x})
+    np.testing.assert_array_equal(run_predictor(saved, device)[0], saved.outputs[0])
