@@ -1,7 +1,7 @@
 """Converters for Paddle's activations and unary math.
 
 Owns: relu, relu6, sigmoid, tanh, abs, exp, log, floor, square, sin, cos, rsqrt, sqrt, silu, swish,
-leaky_relu, hard_sigmoid, hard_swish, gelu, softplus, prelu, pow, clip, scale, and the activations
+leaky_relu, hard_sigmoid, hard_swish, gelu, softplus, prelu, swiglu, pow, clip, scale, and the activations
 composed from NNAdapter operations (brelu, elu, selu, mish, logsigmoid, softsign, tanh_shrink,
 thresholded_relu, hard_shrink, softshrink, reciprocal, log2, log10, log1p, ceil, round, sign), softmax and
 log_softmax, dropout, and the copies and conversions of the standard's activation family: cast (CAST),
@@ -132,6 +132,38 @@ def convert_prelu(ctx: ConversionContext, v: OpView) -> None:
             slope = unsqueezed
     scaled = binary(ctx, T.MUL, x, slope, ctx.temp(out.name, "scaled"))
     emit_where_positive(ctx, x, out, scaled)
+
+
+# -- swiglu ----------------------------------------------------------------------------------------------
+
+def _check_swiglu(op, ctx):
+    v = OpView(op)
+    precision = var_precision(ctx, v.optional_input("x"))
+    if precision is not None and precision not in FLOATS:
+        return f"swiglu takes float input, x is {precision.name}"
+    return None
+
+
+@converter("swiglu", emits=[T.SWISH, T.MUL, T.SPLIT], check=_check_swiglu)
+def convert_swiglu(ctx: ConversionContext, v: OpView) -> None:
+    """SwiGLU (Llama's feed-forward gate, paddle.nn.functional.swiglu): silu(x) * y, or without y silu(a) * b for
+    the halves a, b of x's last axis."""
+    x = ctx.input(v.input("x"))
+    var = v.output("out")
+    y_name = v.optional_input("y")
+    if y_name is None:
+        last = ctx.dims(x)[-1] if ctx.rank(x) else -1
+        if last < 0 or last % 2:
+            raise ctx.error(f"swiglu without y halves x's last dim, which must be known and even "
+                            f"(x dims {list(ctx.dims(x))})")
+        gate, y = ctx.temp(var, "gate"), ctx.temp(var, "up")
+        ctx.add(T.SPLIT, [x, ctx.const_i32(ctx.rank(x) - 1), ctx.const_i32([last // 2, last // 2])], [gate, y])
+        x = gate
+    else:
+        y = ctx.input(y_name)
+    activated = ctx.temp(var, "silu")
+    emit_activation(ctx, "silu", {}, x, activated)
+    binary(ctx, T.MUL, activated, y, ctx.output(var))
 
 
 # -- pow -------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Converters for the ops that make a tensor from attributes or another tensor's shape: assign_value,
-fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, range and linspace (FILL,
-FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value; linspace as RANGE and arithmetic).
+fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, size, range, linspace and eye
+(FILL, FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value, size and eye; linspace in arithmetic
+operations, or a constant when its bounds and count are known). `linspace_values` is Paddle's linspace, which the
+host kernel shares.
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
 `op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
@@ -14,9 +16,9 @@ import math
 
 import numpy as np
 
-from converters.attrs import check_dtype_attr
+from converters.attrs import check_dtype_attr, known_dims
 from converters.context import ConversionContext
-from converters.emit import binary, cast_to, compare, unary
+from converters.emit import cast_to
 from converters.op_view import VARTYPE_PRECISIONS, OpView, precision_of_var_type, var_attr_names, vartype_precision
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
@@ -306,48 +308,104 @@ def convert_range(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.RANGE, [start, end, step], [ctx.output(var)])
 
 
-# -- linspace -------------------------------------------------------------------------------------------------
+# -- linspace ---------------------------------------------------------------------------------------------
 
-# VarType FP32 and FP64 -> the precision linspace is composed in.
-_LINSPACE_PRECISIONS = {5: Precision.FLOAT32, 6: Precision.FLOAT64}
+def linspace_values(start, stop, num: int, dtype) -> np.ndarray:
+    """Paddle's linspace (its CPU kernel, matched on 1200 random cases of float32 / float64 / int32 / int64):
+    `start` and `stop` (numpy scalars) are first cast to `dtype` (truncating for integers); the step and the values
+    are computed in `dtype` itself for floats and in double for integers, the first half up from start
+    (start + step * i), the second half down from stop (stop - step * (num - 1 - i)), then cast to `dtype`; one
+    point is [start]. Raises ValueError for a negative count."""
+    if num < 0:
+        raise ValueError(f"Num must be non-negative, got {num}")
+    dtype = np.dtype(dtype)
+    compute = np.dtype(np.float64) if dtype.kind in "iub" else dtype
+    first, last = (np.asarray(v).astype(dtype).astype(compute) for v in (start, stop))
+    if num <= 1:
+        return np.asarray([first][:num]).astype(dtype)
+    step = (last - first) / compute.type(num - 1)
+    i = np.arange(num).astype(compute)
+    return np.where(i < num // 2, first + step * i, last - step * (compute.type(num - 1) - i)).astype(dtype)
 
 
-def _check_linspace(op, ctx):
-    if int(OpView(op).attr("dtype", 5)) not in _LINSPACE_PRECISIONS:
-        return "linspace is composed in float32 and float64 only (Paddle fills integers through double, then casts)"
-    return None
-
-
-@converter("linspace", emits=[T.RANGE, T.CAST, T.SUB, T.DIV, T.MUL, T.ADD, T.MAX, T.MIN, T.FLOOR, T.LESS, T.WHERE],
-           check=_check_linspace)
+@converter("linspace", emits=[T.ASSIGN, T.CAST, T.RANGE, T.SUB, T.MAX, T.DIV, T.FLOOR, T.MUL, T.ADD, T.LESS,
+                              T.EQUAL, T.WHERE])
 def convert_linspace(ctx: ConversionContext, v: OpView) -> None:
-    """Num float values from Start to Stop, Num read at run time (SOLOv2's CoordConv: `linspace(-1, 1, width)`).
-    Paddle's kernel fills the first half from Start (start + step * i) and the second half back from Stop
-    (stop - step * (num - 1 - i)), step = (stop - start) / (num - 1), so Stop is hit exactly; the same two sides,
-    chosen by WHERE(i < half). half = max(floor(num / 2), min(num, 1)) makes a single value Start, as Paddle's
-    num == 1 case; the divisor max(num - 1, 1) keeps that case finite. Computed in the output's type: float64 is
-    Paddle's double arithmetic; float32 (Paddle: double, then cast) is a rounding apart."""
-    out = v.output("Out")
-    precision = _LINSPACE_PRECISIONS[int(v.attr("dtype", 5))]  # the output's float type
-    start = ctx.cast(ctx.input(v.input("Start")), precision, out, "start")
-    stop = ctx.cast(ctx.input(v.input("Stop")), precision, out, "stop")
-    num_i32 = ctx.cast(ctx.input(v.input("Num")), Precision.INT32, out, "num_i32")
-    num = ctx.cast(num_i32, precision, out, "num")
-    one = ctx.const(np.ones(1, precision_dtype(precision)), precision)
-    a_half = ctx.const(np.full(1, 0.5, precision_dtype(precision)), precision)
-    positions = ctx.temp(out, "positions_i32")
-    ctx.add(T.RANGE, [ctx.const_i32([0]), num_i32, ctx.const_i32([1])], [positions])
-    i = cast_to(ctx, positions, precision, ctx.temp(out, "positions"))
-    last = binary(ctx, T.SUB, num, one, ctx.temp(out, "last"))
-    divisor = binary(ctx, T.MAX, last, one, ctx.temp(out, "divisor"))
-    span = binary(ctx, T.SUB, stop, start, ctx.temp(out, "span"))
-    step = binary(ctx, T.DIV, span, divisor, ctx.temp(out, "step"))
-    from_start = binary(ctx, T.ADD, start, binary(ctx, T.MUL, step, i, ctx.temp(out, "step_i")),
-                        ctx.temp(out, "from_start"))
-    back = binary(ctx, T.SUB, last, i, ctx.temp(out, "back"))
-    from_stop = binary(ctx, T.SUB, stop, binary(ctx, T.MUL, step, back, ctx.temp(out, "step_back")),
-                       ctx.temp(out, "from_stop"))
-    half = unary(ctx, T.FLOOR, binary(ctx, T.MUL, num, a_half, ctx.temp(out, "num_half")), ctx.temp(out, "half_floor"))
-    half = binary(ctx, T.MAX, half, binary(ctx, T.MIN, num, one, ctx.temp(out, "num_min_1")), ctx.temp(out, "half"))
-    first_half = compare(ctx, T.LESS, i, half, ctx.temp(out, "first_half"))
-    ctx.add(T.WHERE, [first_half, from_start, from_stop], [ctx.output(out)])
+    """Paddle's values (`linspace_values`): a constant when Start, Stop and Num are known at conversion time, else
+    computed as Paddle's kernel does (in `dtype` for floats, in FLOAT64 for integers, then CAST); ERNIE-CTM's
+    positions 1 .. L - 2 from the sequence length."""
+    var = v.output("Out")
+    precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
+    names = [v.input(slot) for slot in ("Start", "Stop", "Num")]
+    known = [ctx.constant_value(name) for name in names]
+    scalars = [value.reshape(-1)[0] for value in known if value is not None and value.size == 1]
+    if len(scalars) == 3:
+        try:
+            points = linspace_values(scalars[0], scalars[1], int(scalars[2]), precision_dtype(precision))
+        except ValueError as exc:
+            raise ctx.error(str(exc)) from None
+        ctx.add(T.ASSIGN, [ctx.const(points, precision)], [ctx.output(var)])
+        return
+    dtype = np.dtype(precision_dtype(precision))
+    compute = Precision.FLOAT64 if dtype.kind in "iub" else precision
+    compute_dtype = precision_dtype(compute)
+
+    def bound(name, purpose):  # Start / Stop in `dtype` first (truncated for integers), then computed with
+        return ctx.cast(ctx.cast(ctx.input(name), precision, var, f"{purpose}_cast"), compute, var, purpose)
+
+    def const(value):
+        return ctx.const(np.asarray([value], compute_dtype), compute)
+
+    def step(kind, a, b, purpose):
+        out = ctx.temp(var, purpose)
+        ctx.add(kind, [a, b, ctx.const_i32(0)] if kind in _FUSED else [a, b], [out])
+        return out
+
+    start, stop = bound(names[0], "start"), bound(names[1], "stop")
+    count = ctx.cast(ctx.input(names[2]), compute, var, "num")
+    index = ctx.temp(var, "index")
+    ctx.add(T.RANGE, [const(0), count, const(1)], [index])
+    last = step(T.SUB, count, const(1), "last")
+    delta = step(T.DIV, step(T.SUB, stop, start, "span"), step(T.MAX, last, const(1), "intervals"), "step")
+    half = ctx.temp(var, "half")
+    ctx.add(T.FLOOR, [step(T.DIV, count, const(2), "count_halved")], [half])
+    first = step(T.ADD, start, step(T.MUL, delta, index, "rise"), "from_start")
+    second = step(T.SUB, stop, step(T.MUL, delta, step(T.SUB, last, index, "left"), "fall"), "from_stop")
+    values = ctx.temp(var, "values")
+    ctx.add(T.WHERE, [step(T.LESS, index, half, "first_half"), first, second], [values])
+    single = ctx.temp(var, "values_or_start")
+    ctx.add(T.WHERE, [step(T.EQUAL, count, const(1), "one_point"), start, values], [single])
+    if compute == precision:
+        ctx.add(T.ASSIGN, [single], [ctx.output(var)])
+    else:
+        cast_to(ctx, single, precision, ctx.output(var))
+
+
+_FUSED = frozenset({T.ADD, T.SUB, T.MUL, T.DIV, T.MAX})
+
+
+# -- size, eye --------------------------------------------------------------------------------------------
+
+@converter("size", emits=[T.ASSIGN])
+def convert_size(ctx: ConversionContext, v: OpView) -> None:
+    """The input's element count, an int64 0-D constant: its dims are known once the subgraph is converted for its
+    input shapes (BiT's weight standardisation divides by the numel of each weight)."""
+    dims = ctx.dims(ctx.input(v.input("Input")))
+    if not known_dims(dims):
+        raise ctx.error(f"size of an input whose dims {list(dims)} are not known when it is converted")
+    count = np.asarray(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+    ctx.add(T.ASSIGN, [ctx.const(count, Precision.INT64)], [ctx.output(v.output("Out"))])
+
+
+@converter("eye", emits=[T.ASSIGN])
+def convert_eye(ctx: ConversionContext, v: OpView) -> None:
+    """The num_rows x num_columns identity (num_columns -1: square) in `dtype`, a constant (Nyströmformer's
+    iterative pseudo-inverse starts from it)."""
+    rows = v.attr_int("num_rows", 0)
+    cols = v.attr_int("num_columns", -1)
+    cols = rows if cols < 0 else cols
+    if rows < 0:
+        raise ctx.error(f"num_rows {rows} is negative")
+    precision = v.attr_precision("dtype", 5) or Precision.FLOAT32
+    identity = np.eye(rows, cols, dtype=precision_dtype(precision))
+    ctx.add(T.ASSIGN, [ctx.const(identity, precision)], [ctx.output(v.output("Out"))])

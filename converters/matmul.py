@@ -1,4 +1,4 @@
-"""Converters for the matrix products: fc, mul, matmul, matmul_v2, bmm (FULLY_CONNECTED, MAT_MUL) and dot.
+"""Converters for the matrix products: fc, mul, matmul, matmul_v2, bmm (FULLY_CONNECTED, MAT_MUL), dot and einsum.
 
 Paddle Lite's quantized forms (an int8 persistable weight with scale attrs) and Paddle's fake / QDQ quantized
 forms go through `quantized_products`; a float weight keeps the float path here.
@@ -262,3 +262,130 @@ def convert_dot(ctx: ConversionContext, v: OpView) -> None:
         ("product", lambda ctx, x, out: binary(ctx, T.MUL, x, y, out)),
         ("sum", reduce_step(T.REDUCE_SUM, [-1], False)),
     ])
+
+
+# -- einsum ----------------------------------------------------------------------------------------------
+#
+# Paddle's einsum (XLNet's relative attention, ChatGLM's and CodeGen's rotary tables) of one or two operands, as
+# NNAdapter's transposes, reductions and one MAT_MUL: a label only one operand has and the output lacks is summed
+# out first; then the labels both operands and the output have are the product's batch dims, the ones both have and
+# the output lacks are contracted, and each operand's own labels are its free dims. MAT_MUL takes one free dim per
+# side ([.., M, K] x [.., K, N]); the other free labels of a side become broadcast batch dims (size 1 on the other
+# side). Two or more contracted labels take an elementwise product and a REDUCE_SUM instead.
+
+def einsum_labels(equation: str, count: int) -> tuple[list, str] | str:
+    """([each operand's labels], the output's labels) of `equation`, or why it is not converted (an ellipsis, a
+    label repeated within one term: a diagonal). Without `->` the output is numpy's: the labels seen once, sorted."""
+    equation = equation.replace(" ", "")
+    if "." in equation:
+        return f"einsum equation {equation!r} has an ellipsis, which is not converted"
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != count:
+        return f"einsum equation {equation!r} names {len(terms)} operands, the op has {count}"
+    if not arrow:
+        seen = "".join(terms)
+        output = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    for term in [*terms, output]:
+        if not term.isalpha() and term:
+            return f"einsum term {term!r} of {equation!r} holds a character that is not a label"
+        if len(set(term)) != len(term):
+            return f"einsum term {term!r} of {equation!r} repeats a label (a diagonal), which is not converted"
+    if set(output) - set("".join(terms)):
+        return f"einsum output {output!r} of {equation!r} names a label no operand has"
+    return terms, output
+
+
+def _check_einsum(op, ctx) -> str | None:
+    v = OpView(op)
+    count = len(v.inputs("Operands"))
+    if count not in (1, 2):
+        return f"einsum of {count} operands is not converted (one or two are)"
+    parsed = einsum_labels(str(v.attr("equation", "")), count)
+    return parsed if isinstance(parsed, str) else None
+
+
+def _einsum_sum_out(ctx, x, labels: str, keep: str, var: str, purpose: str):
+    """x with the labels not in `keep` summed out: (operand, its labels)."""
+    axes = [k for k, c in enumerate(labels) if c not in keep]
+    if not axes:
+        return x, labels
+    out = ctx.temp(var, purpose)
+    ctx.add(T.REDUCE_SUM, [x, ctx.const_i32(axes), ctx.const_bool(False)], [out])
+    return out, "".join(c for c in labels if c in keep)
+
+
+def _einsum_align(ctx, x, labels: str, target: list, var: str, purpose: str):
+    """x laid out in the order `target` (labels, None for a placeholder): its labels transposed into that order,
+    then a size-1 dim at each target position it lacks."""
+    present = [c for c in target if c is not None and c in labels]
+    perm = [labels.index(c) for c in present]
+    if perm != list(range(len(perm))):
+        moved = ctx.temp(var, f"{purpose}_transposed")
+        ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [moved])
+        x = moved
+    missing = [k for k, c in enumerate(target) if c is None or c not in labels]
+    if missing:
+        expanded = ctx.temp(var, f"{purpose}_aligned")
+        ctx.add(T.UNSQUEEZE, [x, ctx.const_i32(missing)], [expanded])
+        x = expanded
+    return x
+
+
+def _einsum_finish(ctx, x, labels: list, output: str, out) -> None:
+    """x (dims in the order `labels`, each in `output`) transposed into the output's order, written to `out`."""
+    perm = [labels.index(c) for c in output]
+    if perm == list(range(len(perm))):
+        ctx.add(T.ASSIGN, [x], [out])
+    else:
+        ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [out])
+
+
+@converter("einsum", emits=[T.REDUCE_SUM, T.TRANSPOSE, T.UNSQUEEZE, T.MAT_MUL, T.SQUEEZE, T.MUL, T.ASSIGN],
+           check=_check_einsum)
+def convert_einsum(ctx: ConversionContext, v: OpView) -> None:
+    names = v.inputs("Operands")
+    parsed = einsum_labels(str(v.attr("equation", "")), len(names))
+    if isinstance(parsed, str):
+        raise ctx.error(parsed)
+    terms, output = parsed
+    var = v.output("Out")
+    out = ctx.output(var)
+    if len(names) == 1:
+        x, labels = _einsum_sum_out(ctx, ctx.input(names[0]), terms[0], output, var, "sum")
+        _einsum_finish(ctx, x, list(labels), output, out)
+        return
+    a_labels, b_labels = terms
+    a, a_labels = _einsum_sum_out(ctx, ctx.input(names[0]), a_labels, b_labels + output, var, "x_sum")
+    b, b_labels = _einsum_sum_out(ctx, ctx.input(names[1]), b_labels, a_labels + output, var, "y_sum")
+    batch = [c for c in a_labels if c in b_labels and c in output]
+    contract = [c for c in a_labels if c in b_labels and c not in output]
+    free_a = [c for c in a_labels if c not in b_labels]
+    free_b = [c for c in b_labels if c not in a_labels]
+    if len(contract) > 1:
+        # Labels [batch, free_a, free_b, contract] on both sides, multiplied (broadcast), contracted by a sum.
+        order = batch + free_a + free_b + contract
+        a = _einsum_align(ctx, a, a_labels, order, var, "x")
+        b = _einsum_align(ctx, b, b_labels, order, var, "y")
+        product = binary(ctx, T.MUL, a, b, ctx.temp(var, "product"))
+        summed = ctx.temp(var, "contracted")
+        axes = list(range(len(order) - len(contract), len(order)))
+        ctx.add(T.REDUCE_SUM, [product, ctx.const_i32(axes), ctx.const_bool(False)], [summed])
+        _einsum_finish(ctx, summed, order[:len(order) - len(contract)], output, out)
+        return
+    m = free_a[-1:] or [None]
+    n = free_b[-1:] or [None]
+    k = contract or [None]
+    batch_dims = batch + free_a[:-1] + free_b[:-1]
+    a = _einsum_align(ctx, a, a_labels, batch_dims + m + k, var, "x")
+    b = _einsum_align(ctx, b, b_labels, batch_dims + k + n, var, "y")
+    product = ctx.temp(var, "product")
+    ctx.add(T.MAT_MUL, [a, b, ctx.const_bool(False), ctx.const_bool(False)], [product])
+    labels = batch_dims + m + n
+    placeholders = [j for j, c in enumerate(labels) if c is None]
+    if placeholders:  # no free label on a side: its size-1 M or N goes
+        squeezed = ctx.temp(var, "squeezed")
+        ctx.add(T.SQUEEZE, [product, ctx.const_i32(placeholders)], [squeezed])
+        product = squeezed
+        labels = [c for c in labels if c is not None]
+    _einsum_finish(ctx, product, labels, output, out)

@@ -4,15 +4,17 @@ top_k/top_k_v2 and argsort.
 NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the bitwise complement
 -1 - x for integers, which cannot overflow), reduce_any/all go through INT32 and NOT, logsumexp is the
 stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]); `reduce_all` or an
-empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis).
+empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis). argsort is a TOP_K over
+the whole axis, which orders equal keys by index: float keys, and any key sorted `stable`; an unstable argsort of
+integer or bool keys, which tie as a rule, is left to the host kernel, which orders them as Paddle's std::sort does.
 
 Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
 
-from converters.attrs import known_dim
+from converters.attrs import known_dim, var_precision
 from converters.context import ConversionContext
-from converters.emit import binary, cast_to
+from converters.emit import FLOATS, binary, cast_to
 from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -306,7 +308,18 @@ def convert_top_k_v2(ctx: ConversionContext, v: OpView) -> None:
            v.attr_bool("largest", True), v.attr_bool("sorted", True))
 
 
-@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE])
+def _check_argsort(op, ctx):
+    v = OpView(op)
+    precision = var_precision(ctx, v.optional_input("X"))
+    if precision is not None and precision not in FLOATS and not v.attr_bool("stable", False):
+        # Integer and bool keys tie as a rule (PP-DocLayoutV2 sorts a 0/1 mask). TOP_K orders equal keys by index;
+        # Paddle's unstable argsort leaves them in std::sort's order, which the host kernel replays.
+        return (f"an unstable argsort of {precision.name} keys, which tie: Paddle orders equal keys as std::sort "
+                "leaves them, TOP_K by index; the host kernel replays std::sort")
+    return None
+
+
+@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE], check=_check_argsort)
 def convert_argsort(ctx: ConversionContext, v: OpView) -> None:
     """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
     x = ctx.input(v.input("X"))

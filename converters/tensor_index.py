@@ -132,9 +132,9 @@ def convert_one_hot_v2(ctx: ConversionContext, v: OpView) -> None:
 
 
 @converter("tril_triu", emits=[T.SHAPE, T.SLICE, T.RANGE, T.UNSQUEEZE, T.SUB, T.LESS_EQUAL,
-                                T.GREATER_EQUAL, T.WHERE])
+                                T.GREATER_EQUAL, T.WHERE, T.AND])
 def convert_tril_triu(ctx: ConversionContext, v: OpView) -> None:
-    """Keep x[..., i, j] where j - i <= diagonal (`lower`) or >= diagonal (upper), else 0.
+    """Keep x[..., i, j] where j - i <= diagonal (`lower`) or >= diagonal (upper), else 0 (False for a bool x).
 
     The mask compares RANGE(rows) with RANGE(cols) taken from the input's SHAPE, so it follows the
     run-time dims."""
@@ -160,6 +160,10 @@ def convert_tril_triu(ctx: ConversionContext, v: OpView) -> None:
     keep = ctx.temp(var, "keep")
     compare = T.LESS_EQUAL if v.attr_bool("lower", True) else T.GREATER_EQUAL
     ctx.add(compare, [offset, ctx.const_i32(v.attr_int("diagonal", 0))], [keep])
+    if x.type.precision == Precision.BOOL8:
+        # WHERE takes no BOOL8 values (QWen's causal mask is the tril of a boolean ones matrix): keep AND x.
+        ctx.add(T.AND, [keep, x], [ctx.output(var)])
+        return
     ctx.add(T.WHERE, [keep, x, ctx.const_like(0, x)], [ctx.output(var)])
 
 

@@ -401,6 +401,14 @@ class TfliteBuilder:
             scale = operand.type.scale if int8_tensor_type(operand) else 1.0
             tensor = self.tensor(self.operand_dims(operand), f"input{operand.index}_", np.int8,
                                  quantization=quantization(scale))
+        elif operand.index not in self.consumers and np.dtype(operand.type.dtype) in _UNREAD_INPUT_TYPES \
+                and not operand.type.is_quantized:
+            # An input no operator reads (a subgraph input whose shape alone was read, folded to a constant for
+            # the concrete dims: a full_like of a bool mask) is a program input of its own type that nothing
+            # touches; XNNPACK never sees it.
+            tensor = len(self.tensors)
+            self.tensor(self.operand_dims(operand), hint=f"input{operand.index}_")
+            self.tensors[tensor].type = _UNREAD_INPUT_TYPES[np.dtype(operand.type.dtype)]
         else:
             self.check_float(operand, f"model input {operand.index}")
             tensor = self.tensor(self.operand_dims(operand), hint=f"input{operand.index}_")
@@ -423,6 +431,12 @@ def is_real_valued(operand: Operand) -> bool:
 
 _TENSOR_TYPES = {np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.int32): schema.TensorType.INT32,
                  np.dtype(np.int8): schema.TensorType.INT8}
+# The element types an unread model input may have (TfliteBuilder._model_input).
+_UNREAD_INPUT_TYPES = {np.dtype(np.bool_): schema.TensorType.BOOL, np.dtype(np.int64): schema.TensorType.INT64,
+                       np.dtype(np.int32): schema.TensorType.INT32, np.dtype(np.int16): schema.TensorType.INT16,
+                       np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.uint8): schema.TensorType.UINT8,
+                       np.dtype(np.float16): schema.TensorType.FLOAT16, np.dtype(np.float64): schema.TensorType.FLOAT64,
+                       np.dtype(np.float32): schema.TensorType.FLOAT32}
 
 
 def quantization(scales, axis: int = 0) -> schema.QuantizationParametersT:

@@ -1195,9 +1195,13 @@ def _write_int8_conv(g: TfliteBuilder, op: Operation, folded: FoldedConv, writer
 
 @OPERATIONS.implements(T.CAST)
 def _cast(g: TfliteBuilder, op: Operation):
-    """int8 -> float32 only (what a Paddle Lite int8 product reads of calib's int8 storage): the int8 tensor has
-    scale 1, so TFLite's DEQUANTIZE gives its integers exactly. XNNPACK leaves CAST to LiteRT's kernels."""
+    """int8 -> float32 (what a Paddle Lite int8 product reads of calib's int8 storage): the int8 tensor has scale 1,
+    so TFLite's DEQUANTIZE gives its integers exactly; and float32 -> float32 (Paddle's cast to the dtype a value
+    has already, CLIP's vision embeddings), a copy. XNNPACK leaves CAST itself to LiteRT's kernels."""
     source, target = op.inputs[0], op.outputs[0]
+    if source.type.precision == target.type.precision == Precision.FLOAT32 and not source.type.is_quantized:
+        _assign(g, op)
+        return
     if source.is_constant or source.type.precision != Precision.INT8 or target.type.precision != Precision.FLOAT32:
         raise Unsupported(f"{source.type.precision.name} -> {target.type.precision.name} (only int8 -> float32, "
                           "as a DEQUANTIZE at scale 1; XNNPACK leaves CAST to LiteRT's kernels)")

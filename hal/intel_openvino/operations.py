@@ -567,6 +567,20 @@ def fully_connected(b, op):
     return [fuse(args, out)]
 
 
+def _from_constants(x: ov.Output) -> bool:
+    """Whether `x` is computed from constants alone (a weight, or a transpose of one: the CPU plugin folds it)."""
+    pending, seen = [x.get_node()], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.get_type_name() == "Parameter":
+            return False
+        pending.extend(source.get_node() for source in node.input_values())
+    return True
+
+
 @OPERATIONS.implements(T.MAT_MUL)
 def mat_mul(b, op):
     args = unpack(op)
@@ -575,7 +589,19 @@ def mat_mul(b, op):
     # Transposes of a 1-D operand are no-ops in NNAdapter; say so explicitly.
     tx = tx and _rank(op, 0) >= 2
     ty = ty and _rank(op, 1) >= 2
-    return [_out(opset.matmul(b.value(op.inputs[0]), b.value(op.inputs[1]), tx, ty))]
+    x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
+    x_dims, y_dims = tuple(op.inputs[0].type.dims), tuple(op.inputs[1].type.dims)
+    y_batch = y_dims[:-2]
+    if len(x_dims) >= 2 and int(np.prod(y_batch, dtype=np.int64)) > 1 \
+            and not (len(x_dims) == len(y_dims) and x_dims[:-2] == y_batch) and _from_constants(y):
+        # The CPU plugin turns a MatMul by a constant into a FullyConnected, which mishandles constant batch dims
+        # that x broadcasts against when x has unknown dims (OpenVINO 2026: x [1, ?, K] by [4, K, N] fails to run,
+        # "Can not clone with new dims"; x [?, K] by [4, K, N] fails to compile, "argument shapes ranks are not
+        # equal": Funnel's `td,dnh->tnh` einsum, whose weight is transposed first). x broadcast to the constant's
+        # batch dims first is an ordinary batched product.
+        target = [1] * max(len(x_dims) - len(y_dims), 0) + [*y_batch, 1, 1]
+        x = _out(opset.broadcast(x, i64(target), broadcast_spec="BIDIRECTIONAL"))
+    return [_out(opset.matmul(x, y, tx, ty))]
 
 
 @OPERATIONS.implements(T.SOFTMAX, T.LOG_SOFTMAX)

@@ -710,8 +710,14 @@ class Predictor:
         return [p.token for i in sorted(self.engines) for p in self.engines[i].programs]
 
     def unsupported_reasons(self) -> dict:
-        """Op type -> why it is not on a device (from the support decision)."""
-        return dict(self.support.reasons)
+        """Op type -> why it is not on a device: the support decision's reasons, and the plan's for the control-flow
+        ops (a loop or a branch, which no device runs, is never put to the support decision)."""
+        reasons = dict(self.support.reasons)
+        forced = self.plan.forced_by()
+        for op in self.host_ops:
+            if op.type not in reasons and sub_block_indices(op):
+                reasons[op.type] = self.plan.host_reason(op, forced)
+        return reasons
 
     def close(self) -> None:
         """Release this predictor's programs; the shared ones (and the device contexts) go with the last of

@@ -337,3 +337,21 @@ def test_scale_quantized_input_uses_int8_constants(scale, bias):
     (got,) = run_model(result.model, [q])
     want = np.clip(np.rint((q.astype(np.float32) * 0.05 * scale + bias) / 0.04), -128, 127).astype(np.int8)
     np.testing.assert_allclose(got.astype(int), want.astype(int), atol=1)  # one step: requantize rounding
+
+
+# -- swiglu (Llama's feed-forward gate) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_y", [True, False])
+def test_swiglu(tmp_path, with_y):
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    feeds = {"x": randn(2, 3, 8), "y": randn(2, 3, 8)} if with_y else {"x": randn(2, 3, 8)}
+
+    def build(x, y=None):
+        return paddle.nn.functional.swiglu(x, y)
+
+    _, result, _ = run_pir(tmp_path, "swiglu", build, feeds, exact=True)
+    assert T.SWISH in operation_types(result) and (T.SPLIT in operation_types(result)) != with_y

@@ -201,3 +201,88 @@ def test_assign_value_paddle3_scalars_form(tmp_path):
     x = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)
     saved = static_program(tmp_path, lambda x: x * __import__("paddle").assign(values), {"x": x})
     check_program(saved)
+
+
+# -- linspace ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_linspace_of_a_sequence_length_runs_on_the_device(tmp_path, dtype, device):
+    """ERNIE-CTM's positions: linspace(1, L - 2, L - 2) of the sequence length L, computed on the device as Paddle's
+    kernel does (halves filled from each end; in FLOAT64 for an integer dtype), not by the host kernel."""
+    if device == "intel_openvino" and dtype == "int64":
+        pytest.skip("intel_openvino has no FLOAT64 arithmetic: an integer linspace stays on the host")
+    import paddle
+
+    from support.converter_harness import pir_program
+
+    def build(ids):
+        length = paddle.shape(ids)[1] - 2
+        positions = paddle.linspace(1, length, length, dtype=dtype)
+        return ids[:, 1:-1] + positions.astype("int64")
+
+    import nnadapter_bridge as nb
+
+    saved = pir_program(tmp_path, build, {"ids": np.arange(11, dtype=np.int64).reshape(1, 11)})
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    predictor.get_input(0).from_numpy(saved.feeds["ids"])
+    predictor.run()
+    np.testing.assert_array_equal(predictor.get_output(0).numpy(), saved.outputs[0])
+    assert "linspace" not in {op.type for op in predictor.host_ops}, predictor.unsupported_reasons()
+
+
+@pytest.mark.parametrize("start,stop,num", [(0.0, 1.0, 7), (-2.5, 3.0, 10), (1.0, 1.0, 1), (3.0, -1.0, 4)])
+def test_linspace_constants(tmp_path, start, stop, num):
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    run_pir(tmp_path, "linspace", lambda x: x + paddle.linspace(start, stop, num, dtype="float32"),
+            {"x": np.zeros([num], np.float32)}, exact=False)
+
+
+@pytest.mark.parametrize("start,stop,num", [(0.0, 1.0, 7), (-2.5, 3.0, 10), (2.0, 5.0, 1), (3.0, -1.0, 4),
+                                            (0.0, 10.0, 4), (-7.25, 19.5, 13), (1.0, 2.0, 0)])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_linspace_of_run_time_values(tmp_path, start, stop, num, dtype):
+    """Start, Stop and Num fed, against Paddle bit for bit: float32 is computed in float32 (0.6666666 at 4 of
+    linspace(0, 1, 7), not double's 0.6666667), an integer dtype truncates Start and Stop first (-2.5 -> -2), one
+    point gives [start] and none an empty result."""
+    check_program(opdesc_program(tmp_path, "linspace", inputs={"Start": ["s"], "Stop": ["e"], "Num": ["n"]},
+                                 outputs={"Out": ["out"]}, attrs={"dtype": {"float32": 5, "int32": 2}[dtype]},
+                                 feeds={"s": np.array([start], np.float32), "e": np.array([stop], np.float32),
+                                        "n": np.array([num], np.int32)},
+                                 extra_vars=[{"name": "out", "dtype": dtype, "shape": []}]), atol=0, rtol=0)
+
+
+# -- size, eye ----------------------------------------------------------------------------------------------------
+
+
+def test_size_of_a_weight_and_of_an_activation(tmp_path):
+    """BiT's weight standardisation: numel of a parameter and of a reduced activation, both constants once the
+    subgraph is converted for its input shapes."""
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    def build(x):
+        weight = paddle.create_parameter([4, 3, 2], "float32")
+        reduced = paddle.sum(x, axis=1, keepdim=True)
+        return x * paddle.numel(weight).astype("float32") + paddle.numel(reduced).astype("float32")
+
+    run_pir(tmp_path, "size", build, {"x": np.random.default_rng(3).standard_normal((2, 5)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("rows,cols,dtype", [(3, None, "float32"), (2, 5, "float32"), (4, 3, "int64")])
+def test_eye(tmp_path, rows, cols, dtype):
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    shape = (rows, rows if cols is None else cols)
+    feeds = {"x": np.ones(shape, dtype)}
+    run_pir(tmp_path, "eye", lambda x: x + paddle.eye(rows, cols, dtype=dtype), feeds)

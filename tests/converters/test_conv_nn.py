@@ -685,6 +685,38 @@ def test_dot(tmp_path, shape):
     check_program(saved)
 
 
+# (equation, operand shapes): XLNet's relative attention, ChatGLM's / CodeGen's rotary tables (an outer product),
+# and the other forms: a plain and a batched product, a transpose, a sum, an implicit output, two contracted
+# labels, a label summed out of one side, a dot product to a 0-D result.
+EINSUM_CASES = [
+    ("ibnd,jbnd->bnij", [(5, 2, 3, 4), (6, 2, 3, 4)]), ("ibnd,snd->ibns", [(5, 2, 3, 4), (7, 3, 4)]),
+    ("ijbs,ibns->bnij", [(5, 6, 2, 7), (5, 2, 3, 7)]), ("bnij,jbnd->ibnd", [(2, 3, 5, 6), (6, 2, 3, 4)]),
+    ("ibm,hm->ibh", [(5, 2, 8), (6, 8)]), ("i,j->ij", [(5,), (8,)]), ("i,d->id", [(5,), (8,)]),
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij->ji", [(3, 4)]),
+    ("ijk->j", [(2, 3, 4)]), ("ij,jk", [(3, 4), (4, 5)]), ("abcd,cd->ab", [(2, 3, 4, 5), (4, 5)]),
+    ("ij,k->i", [(3, 4), (5,)]), ("i,i->", [(6,), (6,)]), ("bij,bkj->bki", [(2, 3, 4), (2, 5, 4)]),
+]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
+def test_einsum(tmp_path, equation, shapes):
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    feeds = {f"x{k}": randn(*shape) for k, shape in enumerate(shapes)}
+    run_pir(tmp_path, "einsum", lambda **xs: paddle.einsum(equation, *xs.values()), feeds, exact=True)
+
+
+@pytest.mark.parametrize("equation,reason", [("...ij,jk->...ik", "ellipsis"), ("ii->i", "diagonal"),
+                                             ("ij,jk->il", "no operand has")])
+def test_einsum_forms_not_converted_say_why(equation, reason):
+    from converters.matmul import einsum_labels
+
+    parsed = einsum_labels(equation, 1 if "," not in equation else 2)
+    assert isinstance(parsed, str) and reason in parsed
+
+
 @pytest.mark.parametrize("x_shape,y_shape,attrs", [
     ((3, 4), (4, 5), {}),
     ((2, 3, 4), (12, 5), {"x_num_col_dims": 1, "y_num_col_dims": 1}),

@@ -401,6 +401,27 @@ def test_tile_repeat_tensor_forms(tmp_path):
     run_static(tmp_path, "tile", lambda x, r, n: [paddle.tile(x, r), paddle.tile(x, [n, n])], feeds)
 
 
+@pytest.mark.parametrize("repeats,axis", [(2, 1), (3, 0), (2, -1), (1, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_repeat_interleave(tmp_path, repeats, axis, dtype):
+    """CodeGen's rotary tables repeat each sin / cos column twice: [32, 8] -> [32, 16] along axis 1."""
+    import paddle
+
+    from support.converter_harness import run_pir
+
+    run_pir(tmp_path, "repeat_interleave", lambda x: paddle.repeat_interleave(x, repeats, axis=axis),
+            {"x": rand((2, 3, 4), dtype)}, exact=True)
+
+
+def test_repeat_interleave_per_element_repeats_stay_unconverted(tmp_path):
+    """A legacy program's RepeatsTensor (PIR writes repeat_interleave_with_tensor_index): its host kernel runs it."""
+    saved = opdesc_program(tmp_path, "repeat_interleave", inputs={"X": ["x"], "RepeatsTensor": ["r"]},
+                           outputs={"Out": ["out"]}, attrs={"dim": 1},
+                           feeds={"x": rand((2, 3)), "r": np.array([1, 2, 3], "int64")}, run_paddle=False)
+    with pytest.raises(ConversionError, match="data-dependent output shape"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
 # -- shape / range / meshgrid ------------------------------------------------------------------------------
 
 

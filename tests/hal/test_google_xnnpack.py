@@ -607,3 +607,48 @@ def test_an_exclusive_average_pool_with_pads_tflite_would_not_choose(context, si
     program = DRIVER.create_program(context, model, Cache())
     feeds = [randn(1, 3, size, size, seed=6)]
     assert_op_close(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0], what=f"average pool {pads}")
+
+
+def test_an_input_read_only_for_its_shape_may_be_of_any_type(xnnpack, tmp_path):
+    """A subgraph input whose values nothing reads (a full_like of a bool mask, folded to a constant for the
+    declared dims: QWen's attention mask) is a program input of its own type that no operator touches, so the
+    program compiles: before, every model input had to be float32 and the subgraph the support decision accepted
+    failed to compile and ran on the host."""
+    import paddle
+
+    from support.converter_harness import pir_program
+
+    def build(x):
+        mask = paddle.logical_and(x > 0, x < 1)  # bool, on the host (XNNPACK has no comparison)
+        return paddle.full_like(mask, 2.0, dtype="float32") * x
+
+    x = np.random.default_rng(8).standard_normal((2, 3)).astype(np.float32)
+    saved = pir_program(tmp_path, build, {"x": x})
+    predictor = _conv_relu_predictor(saved)
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), saved.outputs[0], what="output")
+    assert "fill_any_like" not in {op.type for op in predictor.host_ops}
+    assert predictor.stats.subgraph_host_runs == 0, predictor.stats
+
+
+def test_an_unread_bool_model_input_builds_and_runs(context):
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
+    mask = model.add_operand(OperandType(Precision.BOOL8, (2, 3)), "mask")
+    y = model.add_output("y")
+    model.add_operation(T.ABS, [x], [y])
+    model.identify_inputs_and_outputs([x, mask], [y])
+    model.finish()
+    program = DRIVER.create_program(context, model, Cache())
+    feeds = [randn(2, 3, seed=4), np.ones((2, 3), bool)]
+    np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], np.abs(feeds[0]))
+
+
+def test_a_float32_cast_to_float32_is_a_copy(context):
+    """Paddle's cast to the dtype a value has already (CLIP's vision embeddings) is built, as a copy; before,
+    every CAST but int8 -> float32 was declined and the op ran on the host."""
+    model, feeds = build_op(T.CAST, [randn(2, 3, seed=5), int(Precision.FLOAT32)], 1)
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], feeds[0])

@@ -965,3 +965,31 @@ def test_a_clamp_read_only_by_quantize_takes_the_fused_clamp():
     finally:
         compilation.destroy()
         context.destroy()
+
+
+@pytest.mark.parametrize("x_dims, y_dims, fed", [
+    ((1, UNKNOWN, 16), (4, 16, 8), (1, 6, 16)),           # Funnel's `td,dnh->tnh` einsum, batch 1 against 4
+    ((UNKNOWN, 16), (4, 16, 8), (6, 16)),                # x without batch dims (compiling failed)
+    ((UNKNOWN, UNKNOWN, 16), (4, 16, 8), (1, 6, 16)),
+    ((2, 1, UNKNOWN, 16), (3, 16, 8), (2, 1, 6, 16)),    # x of a higher rank
+])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_mat_mul_by_a_constant_with_batch_dims_x_broadcasts_against(context, x_dims, y_dims, fed, transposed):
+    """The CPU plugin makes a MatMul by a constant (or by a transpose of one, which it folds) a FullyConnected, which
+    failed on constant batch dims that an x with unknown dims broadcasts against; x is broadcast to them first."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, x_dims), "x")
+    out = model.add_output("out")
+    if transposed:  # the einsum converter's weight: [K, B, N] moved to [B, K, N]
+        y = model.add_output("y")
+        model.add_operation(T.TRANSPOSE, [model.add_constant(randn(y_dims[1], y_dims[0], y_dims[2])),
+                                          model.add_constant(np.array([1, 0, 2], np.int32))], [y])
+    else:
+        y = model.add_constant(randn(*y_dims))
+    model.add_operation(T.MAT_MUL, [x, y, model.add_constant(np.array([False])),
+                                    model.add_constant(np.array([False]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    feeds = [randn(*fed)]
+    assert_op_close(run_on_openvino(context, model, feeds)[0], run_model(model, feeds)[0], atol=1e-5, rtol=1e-5,
+                    what=str(x_dims))

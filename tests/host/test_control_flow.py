@@ -123,3 +123,23 @@ def test_while_with_tensor_array(tmp_path):
     np.testing.assert_array_equal(got[4], np.array([3, 3, 3, 3], np.int32))
     types = {op.type for b in graph.blocks for op in b.ops}
     assert {"write_to_array", "read_from_array", "lod_array_length", "tensor_array_to_tensor", "while"} <= types
+
+
+def test_the_predictor_says_why_a_branch_runs_on_the_host(tmp_path):
+    """unsupported_reasons() names the control-flow ops too (T5's and DeBERTa-v2's shape branches): they never go
+    to the support decision, so its reasons lacked them and a placement check said 'no reason recorded'."""
+    import nnadapter_bridge as nb
+
+    def build(x):
+        import paddle
+
+        with legacy_logical_not():
+            return paddle.static.nn.cond(paddle.mean(x) > 0, lambda: x * 2.0, lambda: x - 1.0)
+
+    static_program(tmp_path, build, {"x": RNG.standard_normal((3, 4)).astype(np.float32)})
+    config = nb.Config()
+    config.set_model_dir(str(tmp_path))
+    config.set_nnadapter_device_names(["builtin_device"])
+    predictor = nb.create_predictor(config)
+    assert "conditional_block" in {op.type for op in predictor.host_ops}
+    assert "control flow" in predictor.unsupported_reasons()["conditional_block"]

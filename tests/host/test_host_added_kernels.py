@@ -13,7 +13,7 @@ from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
 from nnadapter_bridge.host.kernels.registry import HostKernelError
 from nnadapter_bridge.loader import load_model
 from support.converter_harness import opdesc_program, pir_program, run_predictor
-from support.tolerances import assert_op_close
+from support.tolerances import assert_model_close, assert_op_close
 
 RNG = np.random.default_rng(11)
 
@@ -425,3 +425,81 @@ def test_float_math_through_predictor(tmp_path):
     saved = pir_program(tmp_path, lambda x, z: [paddle.logit(x), paddle.atanh(z), paddle.fmax(z, 1 - z)],
                         {"x": x, "z": z})
     check_predictor(saved)
+
+
+# -- spectral: Fourier transforms and complex values (NNAdapter has neither: these ops run on the host around the
+# subgraphs), op by op against Paddle Inference, and FNet's token mixing through create_predictor on every device.
+
+def _spectral_randn(*shape):
+    return np.random.default_rng(23).standard_normal(shape).astype(np.float32)
+
+
+def _fft_cases():
+    import paddle
+
+    fft = paddle.fft
+    return {
+        "fftn_real": (lambda x: paddle.real(fft.fftn(x, axes=(0, 1, 2))), "fft_r2c"),
+        "rfft_ortho": (lambda x: paddle.imag(fft.rfft(x, norm="ortho")), "fft_r2c"),
+        "ihfft": (lambda x: paddle.real(fft.ihfft(x)), "fft_r2c"),
+        "fft2_c2c_forward_norm": (lambda x: paddle.as_real(fft.fft2(paddle.complex(x, x * 2), norm="forward")),
+                                  "fft_c2c"),
+        "ifft_c2c": (lambda x: paddle.imag(fft.ifft(paddle.complex(x, -x))), "fft_c2c"),
+        "as_complex": (lambda x: paddle.real(paddle.as_complex(x.reshape([2, 3, 2, 2]))) * 3.0, "as_complex"),
+    }
+
+
+@pytest.mark.parametrize("case", ["fftn_real", "rfft_ortho", "ihfft", "fft2_c2c_forward_norm", "ifft_c2c",
+                                  "as_complex"])
+def test_spectral_kernel_matches_paddle(tmp_path, case):
+    build, op_type = _fft_cases()[case]
+    saved = pir_program(tmp_path, build, {"x": _spectral_randn(2, 3, 4)})
+    check(saved, expect_ops=(op_type,), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime", "google_xnnpack"])
+def test_fnet_token_mixing_runs_through_the_predictor(tmp_path, device):
+    """FNet's mixing layer: real(fftn(h, axes=(0, 1, 2))) between two dense layers."""
+    import paddle
+
+    if device == "google_xnnpack":
+        pytest.importorskip("ai_edge_litert")
+
+    def build(x):
+        h = paddle.nn.Linear(8, 8)(x)
+        mixed = paddle.real(paddle.fft.fftn(h, axes=(0, 1, 2)))
+        return paddle.nn.functional.layer_norm(mixed + h, [8])
+
+    saved = pir_program(tmp_path, build, {"x": _spectral_randn(2, 5, 8)})
+    got = run_predictor(saved, device)
+    assert_model_close(got[0], saved.outputs[0], what=device)
+
+
+# -- argsort: Paddle's order of equal keys (std::sort's unless stable), which TOP_K does not give ----------------
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize("size", [7, 40, 300])
+def test_argsort_orders_equal_keys_as_paddle(tmp_path, dtype, descending, stable, size):
+    """PP-DocLayoutV2 sorts a 0/1 mask of 300 queries descending: Paddle's unstable argsort leaves the equal keys in
+    std::sort's (introsort's) order, not index order."""
+    import paddle
+
+    rng = np.random.default_rng(size)
+    x = (rng.random((2, size)) > 0.6).astype(dtype) if dtype != "float32" else \
+        rng.integers(0, 4, (2, size)).astype(dtype)
+    if dtype == "float32":
+        x[0, ::7] = np.nan  # NaN last ascending, first descending; NaNs tie among themselves
+    saved = pir_program(tmp_path, lambda x: paddle.argsort(x, axis=-1, descending=descending, stable=stable),
+                        {"x": x})
+    check(saved, expect_ops=("argsort",), exact=True)
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_an_unstable_argsort_of_integer_keys_runs_on_the_host_kernel(tmp_path, device):
+    import paddle
+
+    x = (np.random.default_rng(4).random((1, 300)) > 0.7).astype("int32")
+    saved = pir_program(tmp_path, lambda x: paddle.argsort(x, axis=1, descending=True) * 2, {"x": x})
+    np.testing.assert_array_equal(run_predictor(saved, device)[0], saved.outputs[0])

@@ -9,12 +9,14 @@ Paddle's: that would need Paddle's own generator (an mt19937 fed to its distribu
 shape, dtype and distribution agree.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
-Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
+Imports the registry, numpy and the converters' `linspace_values` (Paddle's linspace, shared with its converter); never
+a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from converters.generate import linspace_values
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype, slot
 
 
@@ -45,24 +47,12 @@ def size(io: OpScope) -> None:
 
 @host_kernel("linspace")
 def linspace(io: OpScope) -> None:
-    start = float(io.input("Start").reshape(-1)[0])
-    stop = float(io.input("Stop").reshape(-1)[0])
+    start, stop = io.input("Start").reshape(-1)[0], io.input("Stop").reshape(-1)[0]
     num = int(io.input("Num").reshape(-1)[0])
-    dtype = paddle_dtype(io.attr("dtype"), "float32")
-    if num < 0:
-        raise io.error(f"Num must be non-negative, got {num}")
-    if num == 0:
-        io.set_output("Out", np.zeros([0], dtype))  # Paddle gives an empty result
-        return
-    if num == 1:
-        io.set_output("Out", np.asarray([start]).astype(dtype))
-        return
-    # Paddle's kernel fills the first half from Start and the second half back from Stop, in double; the
-    # result is symmetric and hits Stop exactly, which a single start + i*step would not.
-    step = (stop - start) / (num - 1)
-    i = np.arange(num, dtype=np.float64)
-    values = np.where(i < num // 2, start + step * i, stop - step * (num - 1 - i))
-    io.set_output("Out", values.astype(dtype))
+    try:
+        io.set_output("Out", linspace_values(start, stop, num, paddle_dtype(io.attr("dtype"), "float32")))
+    except ValueError as exc:
+        raise io.error(str(exc)) from None
 
 
 @host_kernel("eye")

@@ -1,6 +1,7 @@
 """Reductions, scans and order statistics with no NNAdapter operation (the standard's reduce family):
 reduce_prod; the scans cumprod and logcumsumexp (with Paddle's exclusive / reverse / flatten forms); median,
-nanmedian, kthvalue, mode, searchsorted, bincount, histogram, unique_consecutive and reduce_amax / reduce_amin.
+nanmedian, kthvalue, mode, searchsorted, bincount, histogram, unique_consecutive, reduce_amax / reduce_amin, and
+argsort of keys that tie (its converter's TOP_K orders equal keys by index).
 
 Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
 skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
@@ -12,10 +13,18 @@ cumprod takes float32, float64, int32, int64 and the complex types, logcumsumexp
 3.3.1's CPU kernels do; both keep the input dtype. The scan runs step by step in the input dtype, as Paddle's
 does, so rounding accumulates the same way.
 
-Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
-Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
+argsort orders equal keys as Paddle 3.3.1's CPU kernel does: `stable` is std::stable_sort (equal keys in index
+order); otherwise std::sort of (key, index) pairs compared by key alone, whose order of equal keys is libstdc++'s
+introsort's (`std_sort_order` replays it step by step: median-of-three pivot, unguarded partition, heap sort past
+the depth limit, insertion sort of runs of 16; checked against Paddle on 1200 arrays of tied keys). NaN comes last
+ascending and first descending, as Paddle's comparator puts it.
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`), and
+`std_sort_order`. Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -370,3 +379,138 @@ def logcumsumexp(io: OpScope) -> None:
         bool(io.attr("reverse", False)),
     )
     io.set_output("Out", out if flatten else out.reshape(x.shape))
+
+
+# -- argsort ------------------------------------------------------------------------------------------------
+
+_SORT_THRESHOLD = 16  # libstdc++'s _S_threshold
+
+
+def std_sort_order(less, n: int) -> list:
+    """The positions 0 .. n - 1 in the order libstdc++'s std::sort leaves them, `less(i, j)` comparing the elements
+    first at positions i and j (std::__introsort_loop with depth limit 2 * floor(log2 n), then
+    std::__final_insertion_sort)."""
+    a = list(range(n))
+
+    def unguarded_linear_insert(last: int) -> None:
+        value, previous = a[last], last - 1
+        while less(value, a[previous]):
+            a[last] = a[previous]
+            last, previous = previous, previous - 1
+        a[last] = value
+
+    def insertion_sort(first: int, last: int) -> None:
+        for i in range(first + 1, last):
+            if less(a[i], a[first]):
+                value = a[i]
+                a[first + 1:i + 1] = a[first:i]
+                a[first] = value
+            else:
+                unguarded_linear_insert(i)
+
+    def move_median_to_first(result: int, x: int, y: int, z: int) -> None:
+        if less(a[x], a[y]):
+            pick = y if less(a[y], a[z]) else (z if less(a[x], a[z]) else x)
+        else:
+            pick = x if less(a[x], a[z]) else (z if less(a[y], a[z]) else y)
+        a[result], a[pick] = a[pick], a[result]
+
+    def unguarded_partition(first: int, last: int, pivot: int) -> int:
+        while True:
+            while less(a[first], a[pivot]):
+                first += 1
+            last -= 1
+            while less(a[pivot], a[last]):
+                last -= 1
+            if not first < last:
+                return first
+            a[first], a[last] = a[last], a[first]
+            first += 1
+
+    def adjust_heap(first: int, hole: int, length: int, value: int) -> None:
+        top = child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if less(a[first + child], a[first + child - 1]):
+                child -= 1
+            a[first + hole] = a[first + child]
+            hole = child
+        if length % 2 == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            a[first + hole] = a[first + child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > top and less(a[first + parent], value):
+            a[first + hole] = a[first + parent]
+            hole, parent = parent, (parent - 1) // 2
+        a[first + hole] = value
+
+    def pop_heap(first: int, last: int, result: int) -> None:
+        value = a[result]
+        a[result] = a[first]
+        adjust_heap(first, 0, last - first, value)
+
+    def heap_sort(first: int, last: int) -> None:  # std::__partial_sort(first, last, last)
+        length = last - first
+        for parent in range((length - 2) // 2, -1, -1):
+            adjust_heap(first, parent, length, a[first + parent])
+        while last - first > 1:
+            last -= 1
+            pop_heap(first, last, last)
+
+    def introsort_loop(first: int, last: int, depth: int) -> None:
+        while last - first > _SORT_THRESHOLD:
+            if depth == 0:
+                heap_sort(first, last)
+                return
+            depth -= 1
+            move_median_to_first(first, first + 1, first + (last - first) // 2, last - 1)
+            cut = unguarded_partition(first + 1, last, first)
+            introsort_loop(cut, last, depth)
+            last = cut
+
+    if n > 1:
+        introsort_loop(0, n, 2 * (n.bit_length() - 1))
+        insertion_sort(0, min(n, _SORT_THRESHOLD))
+        for i in range(_SORT_THRESHOLD, n):
+            unguarded_linear_insert(i)
+    return a
+
+
+def argsort_row(row: np.ndarray, descending: bool, stable: bool) -> np.ndarray:
+    """Paddle's argsort of one row (module docstring)."""
+    keys = row.tolist()
+    nan = [k != k for k in keys]  # float NaN; never true for integers and bools
+
+    def less(i: int, j: int) -> bool:
+        if descending:
+            return (nan[i] and not nan[j]) or keys[i] > keys[j]
+        return (not nan[i] and nan[j]) or keys[i] < keys[j]
+
+    if not any(nan) and len(set(keys)) == len(keys):  # no ties: the one sorted order
+        order = np.argsort(row, kind="stable")
+        return order[::-1].copy() if descending else order
+    if stable:
+        return np.asarray(sorted(range(len(keys)), key=functools.cmp_to_key(
+            lambda i, j: -1 if less(i, j) else (1 if less(j, i) else 0))), np.int64)
+    return np.asarray(std_sort_order(less, len(keys)), np.int64)
+
+
+@host_kernel("argsort")
+def argsort(io: OpScope) -> None:
+    x = io.input("X")
+    if x.ndim == 0:
+        io.set_output("Out", x.copy())
+        io.set_output("Indices", np.zeros((), np.int64))
+        return
+    axis = int(io.attr("axis", -1))
+    if not -x.ndim <= axis < x.ndim:
+        raise io.error(f"axis {axis} is out of range for a rank-{x.ndim} input")
+    moved = np.moveaxis(x, axis, -1)
+    rows = moved.reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, moved.shape[-1])
+    descending, stable = bool(io.attr("descending", False)), bool(io.attr("stable", False))
+    indices = np.stack([argsort_row(row, descending, stable) for row in rows]) if len(rows) else \
+        np.zeros(rows.shape, np.int64)
+    indices = np.moveaxis(indices.reshape(moved.shape).astype(np.int64), -1, axis)
+    io.set_output("Out", np.take_along_axis(x, indices, axis=axis))
+    io.set_output("Indices", indices)

@@ -1,0 +1,89 @@
+"""Discrete Fourier transforms and the complex values they give, which NNAdapter has no operation or element type
+for (a host-only family): fft_r2c and fft_c2c (paddle.fft's n-dimensional transforms over `axes`), real, imag,
+complex, as_complex and as_real. (fft_c2r, the inverse real transform, is not here: the loader does not translate
+Paddle 3.3.1's PIR fft_c2r yet, pir_signatures.json's `_untranslated`.)
+
+Paddle's `normalization` names the scaling as numpy's `norm` does ("backward": none forward, 1/n inverse;
+"forward": the reverse; "ortho": 1/sqrt(n) both ways), `forward` picks the transform's direction and `onesided`
+keeps the n // 2 + 1 non-negative frequencies of the last axis (rfft). Results keep the input's width: complex64
+from float32 / complex64, complex128 from float64 / complex128 (numpy computes in double).
+
+Entry points: its kernels, registered with `@host_kernel`. Imports the registry and numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+
+_NORMS = ("backward", "forward", "ortho")
+
+
+def _complex_of(x: np.ndarray) -> type:
+    return np.complex128 if x.dtype in (np.float64, np.complex128) else np.complex64
+
+
+def _real_of(x: np.ndarray) -> type:
+    return np.float64 if x.dtype in (np.float64, np.complex128) else np.float32
+
+
+def _transform_attrs(io: OpScope) -> tuple:
+    axes = [int(a) for a in io.attr("axes", [])]
+    norm = str(io.attr("normalization", "backward"))
+    if norm not in _NORMS:
+        raise io.error(f"normalization {norm!r} is not one of {list(_NORMS)}")
+    return axes, norm, bool(io.attr("forward", True))
+
+
+@host_kernel("fft_r2c")
+def fft_r2c(io: OpScope) -> None:
+    x = io.input("X")
+    axes, norm, forward = _transform_attrs(io)
+    out = (np.fft.fftn if forward else np.fft.ifftn)(x, axes=axes, norm=norm)
+    if io.attr("onesided", False) and axes:
+        last = axes[-1]
+        out = np.take(out, np.arange(x.shape[last] // 2 + 1), axis=last)
+    io.set_output("Out", out.astype(_complex_of(x)))
+
+
+@host_kernel("fft_c2c")
+def fft_c2c(io: OpScope) -> None:
+    x = io.input("X")
+    axes, norm, forward = _transform_attrs(io)
+    io.set_output("Out", (np.fft.fftn if forward else np.fft.ifftn)(x, axes=axes, norm=norm).astype(_complex_of(x)))
+
+
+@host_kernel("real")
+def real(io: OpScope) -> None:
+    x = io.input("X")
+    io.set_output("Out", np.real(x).astype(_real_of(x)))
+
+
+@host_kernel("imag")
+def imag(io: OpScope) -> None:
+    x = io.input("X")
+    io.set_output("Out", np.imag(x).astype(_real_of(x)))
+
+
+@host_kernel("complex")
+def complex_(io: OpScope) -> None:
+    x, y = np.broadcast_arrays(io.input("X"), io.input("Y"))
+    out = np.empty(x.shape, _complex_of(x))
+    out.real, out.imag = x, y
+    io.set_output("Out", out)
+
+
+@host_kernel("as_complex")
+def as_complex(io: OpScope) -> None:
+    x = io.input("X")
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise io.error(f"as_complex needs a last axis of 2 (real, imaginary), X has dims {list(x.shape)}")
+    out = np.empty(x.shape[:-1], _complex_of(x))
+    out.real, out.imag = x[..., 0], x[..., 1]
+    io.set_output("Out", out)
+
+
+@host_kernel("as_real")
+def as_real(io: OpScope) -> None:
+    x = io.input("X")
+    io.set_output("Out", np.stack([np.real(x), np.imag(x)], axis=-1).astype(_real_of(x)))
