@@ -108,18 +108,22 @@ def _slice_target(ctx: ConversionContext, op, decrease_axis):
     return ctx.temp(v.output("Out"), "slice") if decrease_axis else ctx.output(v.output("Out"))
 
 
-def _check_slice(op, ctx) -> str | None:
-    v = OpView(op)
+def _tensor_array_input(op, ctx, slot: str) -> str | None:
+    """The name of input `slot` of `op` when it is a tensor array (which no NNAdapter operation takes), else None."""
     graph = getattr(ctx, "graph", None)
-    x = v.optional_input("Input")
-    if graph is not None and x:
-        try:
-            var = graph.var(x, getattr(ctx, "block", 0))
-        except ModelFormatError:
-            return None
-        if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY):
-            return f"Input '{x}' is a tensor array: its element is taken on the host"
-    return None
+    name = OpView(op).optional_input(slot)
+    if graph is None or not name:
+        return None
+    try:
+        var = graph.var(name, getattr(ctx, "block", 0))
+    except ModelFormatError:
+        return None
+    return name if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY) else None
+
+
+def _check_slice(op, ctx) -> str | None:
+    array = _tensor_array_input(op, ctx, "Input")
+    return f"Input '{array}' is a tensor array: its element is taken on the host" if array else None
 
 
 @converter("slice", emits=[T.SLICE, T.SQUEEZE, T.CONCAT, T.CAST], check=_check_slice)
@@ -194,16 +198,8 @@ def _check_flip(op, ctx) -> str | None:
     v = OpView(op)
     if v.type == "reverse" and not v.attr_ints("axis"):
         return "reverse needs at least one axis (Paddle rejects an empty 'axis')"
-    graph = getattr(ctx, "graph", None)
-    x = v.optional_input("X")
-    if graph is not None and x:
-        try:
-            var = graph.var(x, getattr(ctx, "block", 0))
-        except ModelFormatError:
-            return None
-        if var.var_type == int(VarTypeCode.LOD_TENSOR_ARRAY):
-            return f"X '{x}' is a tensor array: its elements are reversed on the host"
-    return None
+    array = _tensor_array_input(op, ctx, "X")
+    return f"X '{array}' is a tensor array: its elements are reversed on the host" if array else None
 
 
 @converter("flip", "reverse", emits=[T.SLICE, T.ASSIGN], check=_check_flip)

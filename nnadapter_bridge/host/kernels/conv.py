@@ -128,6 +128,12 @@ def pair(io: OpScope, name: str, default) -> list:
     return values * 2 if len(values) == 1 else values
 
 
+def _four_paddings(io: OpScope) -> list:
+    """unfold's and fold's `paddings`: 1, 2 or 4 values, as 4."""
+    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0, 0])]
+    return paddings * 4 if len(paddings) == 1 else paddings * 2 if len(paddings) == 2 else paddings
+
+
 @host_kernel("unfold")
 def unfold(io: OpScope) -> None:
     x = io.input("X")
@@ -136,11 +142,7 @@ def unfold(io: OpScope) -> None:
     kh, kw = pair(io, "kernel_sizes", [1, 1])
     sh, sw = pair(io, "strides", [1, 1])
     dh, dw = pair(io, "dilations", [1, 1])
-    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0, 0])]
-    if len(paddings) == 1:
-        paddings *= 4
-    elif len(paddings) == 2:
-        paddings = paddings * 2
+    paddings = _four_paddings(io)
     top, left, bottom, right = paddings  # Paddle's order: [top, left, bottom, right]
     n, c, h, w = x.shape
     out_h = (h + top + bottom - (dh * (kh - 1) + 1)) // sh + 1
@@ -168,11 +170,7 @@ def fold(io: OpScope) -> None:
     kh, kw = pair(io, "kernel_sizes", [1, 1])
     sh, sw = pair(io, "strides", [1, 1])
     dh, dw = pair(io, "dilations", [1, 1])
-    paddings = [int(p) for p in io.attr("paddings", [0, 0, 0, 0])]
-    if len(paddings) == 1:
-        paddings *= 4
-    elif len(paddings) == 2:
-        paddings = paddings * 2
+    paddings = _four_paddings(io)
     # Paddle's fold sizes its blocks with H padded by paddings[0] on both sides and W by paddings[1] (FoldInferMeta)
     # and refuses paddings[2] / [3] that differ from them (its col2im).
     top, left = paddings[0], paddings[1]
