@@ -72,6 +72,11 @@ def _check_conv(op, ctx) -> str | None:
     dims = input_dims(ctx, op, "Input")
     if dims is not None and len(dims) != 4:
         return f"only 2-D convolution on 4-D inputs is converted, Input has rank {len(dims)}"
+    filter_dims = input_dims(ctx, op, "Filter")
+    if filter_dims and not known_dim(filter_dims[0]):
+        # A filter computed from the data (SOLOv2's dynamic kernels: rows picked by a nonzero): CONV_2D's bias and
+        # output take their channel count from it
+        return "the Filter's output channels are known only at run time (a filter computed from the data)"
     return (layout_reason(op, "data_format") or fused_activation_reason(op, conv_act_type(op))
             or _conv_quant_reason(op, ctx))
 

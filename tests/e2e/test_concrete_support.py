@@ -336,3 +336,20 @@ def test_a_next_listed_device_takes_the_declined_operation_without_a_split(tmp_p
     predictor = nb.create_predictor(config)
     assert _run_and_compare(predictor, model, [3, 5]) == []
     assert not any(engine.pool.splits for engine in predictor.engines.values())
+
+
+def _kernels_chosen_by_the_data(paddle, x):
+    """SOLOv2's dynamic convolution: the filters are rows of a weight picked by a nonzero on the data, so their
+    count (the output channels) is known only at run time."""
+    weight = paddle.static.create_parameter([6, 3, 1, 1], "float32")
+    picked = paddle.nonzero(paddle.mean(x, axis=[0, 2, 3]) > -10.0).flatten()
+    return paddle.nn.functional.conv2d(x, paddle.gather(weight, picked))
+
+
+def test_a_convolution_whose_filter_count_is_known_only_at_run_time_says_why_it_stays_on_the_host(tmp_path):
+    model = _save(tmp_path, _kernels_chosen_by_the_data, [1, 3, 4, 4])
+    predictor = _predictor(model, "builtin_device")
+    assert "conv2d" in _host_ops(predictor)
+    reason = predictor.unsupported_reasons()["conv2d"]
+    assert "output channels are known only at run time" in reason and "ValueError" not in reason
+    assert _run_and_compare(predictor, model, [1, 3, 4, 4]) == []
