@@ -8,8 +8,7 @@ import os
 import numpy as np
 import pytest
 
-import nnadapter_bridge as nb
-from support.converter_harness import paddle_inference_run, paddle_pir_static
+from support.converter_harness import device_predictor, paddle_inference_run, paddle_pir_static
 from support.tolerances import assert_op_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -37,12 +36,7 @@ def test_linspace_of_a_run_time_count_runs_on_the_device(tmp_path, device, heigh
     path = _save(tmp_path)
     feeds = {"x": np.random.default_rng(2).standard_normal((2, 3, height, width)).astype(np.float32)}
     (want,) = paddle_inference_run(path, None, feeds)
-    config = nb.Config()
-    config.set_model_file(path)
-    config.set_nnadapter_device_names([device])
-    if device == "intel_openvino":
-        config.set_nnadapter_context_properties("INTEL_OPENVINO_INFERENCE_PRECISION=f32")
-    predictor = nb.create_predictor(config)
+    predictor = device_predictor(path, device)
     try:
         predictor.get_input_by_name("x").from_numpy(feeds["x"])
         predictor.run()

@@ -8,8 +8,7 @@ import os
 import numpy as np
 import pytest
 
-import nnadapter_bridge as nb
-from support.converter_harness import paddle_inference_run, paddle_pir_static
+from support.converter_harness import device_predictor, paddle_inference_run, paddle_pir_static
 from support.tolerances import assert_op_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -41,12 +40,7 @@ def test_roi_align_with_rois_num_runs_on_the_device(tmp_path, device):
              "boxes": np.concatenate([xy, xy + rng.uniform(1, 8, (7, 2))], 1).astype(np.float32),
              "boxes_num": np.array([3, 0, 4], np.int32)}
     (want,) = paddle_inference_run(path, None, feeds)
-    config = nb.Config()
-    config.set_model_file(path)
-    config.set_nnadapter_device_names([device])
-    if device == "intel_openvino":
-        config.set_nnadapter_context_properties("INTEL_OPENVINO_INFERENCE_PRECISION=f32")
-    predictor = nb.create_predictor(config)
+    predictor = device_predictor(path, device)
     try:
         for name, array in feeds.items():
             predictor.get_input_by_name(name).from_numpy(array)

@@ -36,7 +36,7 @@ import os
 import numpy as np
 import pytest
 
-import nnadapter_bridge as nb
+from support.converter_harness import device_predictor
 from support.real_zoo.catalog import MODELS
 from support.tolerances import assert_model_close
 
@@ -436,12 +436,7 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
     feeds = real_zoo_feeds(name)
     want, peer = _reference(name, path, feeds, paddle_reference)
 
-    config = nb.Config()
-    config.set_model_file(path)
-    config.set_nnadapter_device_names([device])
-    if device == "intel_openvino":
-        config.set_nnadapter_context_properties("INTEL_OPENVINO_INFERENCE_PRECISION=f32")
-    predictor = nb.create_predictor(config)
+    predictor = device_predictor(path, device)
     try:
         assert sorted(predictor.get_input_names()) == sorted(feeds)
         for input_name, array in feeds.items():

@@ -266,6 +266,21 @@ def run_pir(tmp_path, op_type, build, feeds, *, exact: bool = False, want: list 
     return got, result, saved
 
 
+def device_predictor(model_path: str, device: str, params_path: str | None = None):
+    """A predictor for `model_path` on `device` alone; intel_openvino computes at f32 (on a CPU with bf16, as this
+    project's machines have, OpenVINO would pick bf16 and no float32 tolerance would hold)."""
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(model_path)
+    if params_path:
+        config.set_param_file(params_path)
+    config.set_nnadapter_device_names([device])
+    if device == "intel_openvino":
+        config.set_nnadapter_context_properties("INTEL_OPENVINO_INFERENCE_PRECISION=f32")
+    return nb.create_predictor(config)
+
+
 def run_predictor(saved: SavedProgram, device: str) -> list:
     """`saved` (legacy or PIR) through nnadapter_bridge's predictor on `device`; the outputs in fetch order."""
     import nnadapter_bridge as nb
