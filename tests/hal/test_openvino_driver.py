@@ -991,5 +991,5 @@ def test_mat_mul_by_a_constant_with_batch_dims_x_broadcasts_against(context, x_d
     model.identify_inputs_and_outputs([x], [out])
     model.finish()
     feeds = [randn(*fed)]
-    assert_op_close(run_on_openvino(context, model, feeds)[0], run_model(model, feeds)[0], atol=1e-5, rtol=1e-5,
+    assert_op_close(run_on_openvino(context, model, feeds)[0], run_model(model, feeds)[0],
                     what=str(x_dims))
