@@ -166,6 +166,8 @@ class OpenVinoProgram:
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
     checks: list = dataclasses.field(default_factory=list)  # (output position, message, code): check_outputs
+    # Outputs the program hands out as [N, H, W, C] (checks.channels_last_outputs): transposed back when copied out
+    channels_last: frozenset = frozenset()
     # The memory the compiled model reads its constants from when it was imported in place (_import_program):
     # kept as long as the program (and its clones, which copy this reference) may run. The last field, so a
     # program dropped without destroy_program releases its compiled model and request before this memory.
@@ -363,7 +365,12 @@ class IntelOpenVinoDriver(Driver):
             # tables or the graph builder (hal.common imports the standard's 96 operations).
             from hal.common import lower, unsupported_reason
             from hal.intel_openvino.checks import check_outputs
-            from hal.intel_openvino.graph import build_ov_model, operation_supported
+            from hal.intel_openvino.graph import (
+                build_ov_model,
+                channels_last_reorders,
+                hand_out_channels_last,
+                operation_supported,
+            )
             from hal.intel_openvino.operations import OPERATIONS
 
             release_host_memory = getattr(model, "release_host_memory", None)
@@ -383,6 +390,10 @@ class IntelOpenVinoDriver(Driver):
                                      ResultCode.FEATURE_NOT_SUPPORTED)
             _release_host_memory(release_host_memory)  # OpenVINO holds its own copy of every constant now
             compiled = core.compile_model(ov_model, context.device_name, context.config)
+            channels_last = channels_last_reorders(compiled, len(model.output_operands))
+            if channels_last:  # compiled again, the outputs handed out as computed (graph.py: channels-last)
+                hand_out_channels_last(ov_model, channels_last)
+                compiled = core.compile_model(ov_model, context.device_name, context.config)
             del ov_model
             checks = check_outputs(compiled.outputs)
             if cache.wants_program_bytes:
@@ -397,9 +408,12 @@ class IntelOpenVinoDriver(Driver):
         seconds = time.perf_counter() - start
         from openvino import Tensor
 
+        from hal.intel_openvino.checks import channels_last_outputs
+
         return OpenVinoProgram(context, compiled, compiled.create_infer_request(),
                                [_input_slot(t) for t in input_types], output_types,
-                               [t.copy() for t in output_types], seconds, restored, Tensor, checks, blob_memory)
+                               [t.copy() for t in output_types], seconds, restored, Tensor, checks,
+                               channels_last_outputs(compiled.outputs), blob_memory)
 
     def clone_program(self, program: OpenVinoProgram) -> OpenVinoProgram:
         """The same CompiledModel with a new InferRequest and fresh input slots (OpenVINO runs several
@@ -436,6 +450,8 @@ class IntelOpenVinoDriver(Driver):
                 raise NNAdapterError(f"intel_openvino: output {arg.index} does not exist (the program has "
                                      f"{len(program.output_types)})", ResultCode.INVALID_PARAMETER)
             data = request.get_output_tensor(arg.index).data
+            if arg.index in program.channels_last:
+                data = data.transpose(0, 3, 1, 2)
             scratch = program.output_scratch[arg.index]
             scratch.dims = data.shape
             buffer = arg.access(arg.memory, scratch)
@@ -455,8 +471,13 @@ class IntelOpenVinoDriver(Driver):
         for index, array in enumerate(arrays):
             self._bind_input(program, index, array)
         self._infer(program, request)
-        return [np.array(request.get_output_tensor(k).data, dtype=scratch.dtype)
-                for k, scratch in enumerate(program.output_scratch)]
+        outputs = []
+        for k, scratch in enumerate(program.output_scratch):
+            data = request.get_output_tensor(k).data
+            if k in program.channels_last:
+                data = data.transpose(0, 3, 1, 2)
+            outputs.append(np.array(data, dtype=scratch.dtype, order="C"))
+        return outputs
 
     @staticmethod
     def _request(program: OpenVinoProgram):

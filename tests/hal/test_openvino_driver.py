@@ -777,6 +777,45 @@ def test_program_cache_round_trip_imports_without_compiling(tmp_path):
     ctx.destroy()
 
 
+def test_an_output_computed_channels_last_is_handed_out_without_the_plugins_reorder(tmp_path):
+    # A 19-channel convolution map (a segmentation head's): the CPU plugin computes it channels-last and its generic
+    # reorder to planar cost 5.5 of PP-LiteSeg's 33 ms. The program hands it out as [N, H, W, C] and the driver
+    # transposes it back: the values, the shape and a C-contiguous array are what the model says, built and restored.
+    from hal.intel_openvino.graph import build_ov_model, channels_last_reorders
+
+    w, b = randn(19, 16, 3, 3, scale=0.2), randn(19)
+    model, feeds = build_op(T.CONV_2D, [randn(1, 16, 40, 40), Const(w), Const(b), int(AutoPad.AUTO_PAD_NONE),
+                                        ints([1, 1, 1, 1]), ints([1, 1]), 1, ints([1, 1]), NONE])
+    ctx = runtime.Context([_device()], "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1;")
+    from hal.intel_openvino.driver import compile_config
+
+    core = DRIVER.open_device().core
+    plain_program = core.compile_model(build_ov_model(model, OPERATIONS), "CPU", compile_config(core, "CPU", 1))
+    if not channels_last_reorders(plain_program, 1):
+        pytest.skip("this CPU plugin computes the 19-channel convolution without a channels-last reorder at the end")
+    want = run_model(model, feeds)[0]
+    token = "fedcba9876543210fedcba9876543210"
+    built = runtime.Compilation(model, token, None, str(tmp_path), ctx)
+    built.finish()
+    program = built.programs[0].handle
+    assert program.channels_last == {0}
+    assert channels_last_reorders(program.compiled_model, 1) == []  # the reorder is gone, not moved
+    got = runtime.Execution(built).run(feeds)[0]
+    assert got.shape == (1, 19, 40, 40) and got.flags.c_contiguous
+    assert_op_close(got, want, atol=1e-4, rtol=1e-5, what="channels-last output")  # conv summation order
+    assert built.wait_for_cache_write(timeout=60)
+    built.destroy()
+
+    restored = runtime.Compilation(None, token, None, str(tmp_path), ctx)
+    restored.finish()
+    assert restored.restored_from_cache and restored.programs[0].handle.channels_last == {0}
+    again = runtime.Execution(restored).run(feeds)[0]
+    assert again.shape == (1, 19, 40, 40) and again.flags.c_contiguous
+    np.testing.assert_array_equal(again, got)
+    restored.destroy()
+    ctx.destroy()
+
+
 def test_a_corrupt_program_blob_is_a_cache_miss(tmp_path):
     from hal.protocol import Cache
 
