@@ -7,6 +7,8 @@ stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]);
 empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis). argsort is a TOP_K over
 the whole axis, which orders equal keys by index: float keys, and any key sorted `stable`; an unstable argsort of
 integer or bool keys, which tie as a rule, is left to the host kernel, which orders them as Paddle's std::sort does.
+top_k / top_k_v2 of integer keys and top_k_v2 with sorted=False are left to the host kernel likewise (Paddle's
+order of equal keys is std::partial_sort's or std::nth_element's; float keys tie rarely and stay on TOP_K).
 
 Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
@@ -296,13 +298,27 @@ def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: 
             ctx.add(T.RESHAPE, [target, ctx.const_i32([])], [result])
 
 
-@converter("top_k", emits=[T.TOP_K, T.RESHAPE])
+def _check_top_k(op, ctx):
+    v = OpView(op)
+    precision = var_precision(ctx, v.optional_input("X"))
+    if precision is not None and precision not in FLOATS:
+        # Paddle's top_k leaves equal keys as std::partial_sort / std::nth_element leave them, TOP_K orders them by
+        # index; integer keys tie as a rule.
+        return (f"a top_k of {precision.name} keys, which tie: Paddle orders equal keys as std::partial_sort / "
+                "std::nth_element leave them, TOP_K by index; the host kernel replays them")
+    if op.type == "top_k_v2" and not v.attr_bool("sorted", True):
+        return ("top_k_v2 with sorted=False: Paddle gives the k keys in the order std::nth_element leaves them, "
+                "which the host kernel replays; TOP_K gives another")
+    return None
+
+
+@converter("top_k", emits=[T.TOP_K, T.RESHAPE], check=_check_top_k)
 def convert_top_k(ctx: ConversionContext, v: OpView) -> None:
     """The k largest along the last axis, sorted; indices INT64."""
     _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), -1, True, True)
 
 
-@converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE])
+@converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE], check=_check_top_k)
 def convert_top_k_v2(ctx: ConversionContext, v: OpView) -> None:
     _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), v.attr_int("axis", -1),
            v.attr_bool("largest", True), v.attr_bool("sorted", True))

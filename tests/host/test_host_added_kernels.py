@@ -503,3 +503,38 @@ def test_an_unstable_argsort_of_integer_keys_runs_on_the_host_kernel(tmp_path, d
     x = (np.random.default_rng(4).random((1, 300)) > 0.7).astype("int32")
     saved = pir_program(tmp_path, lambda x: paddle.argsort(x, axis=1, descending=True) * 2, {"x": x})
     np.testing.assert_array_equal(run_predictor(saved, device)[0], saved.outputs[0])
+
+
+# -- top_k: Paddle's order of equal keys (std::partial_sort's or std::nth_element's), which TOP_K does not give ---
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("sorted_", [True, False])
+@pytest.mark.parametrize("size, k", [(7, 3), (40, 40), (300, 2), (300, 20)])  # k * 64 < n: partial_sort; else not
+def test_top_k_orders_equal_keys_as_paddle(tmp_path, dtype, largest, sorted_, size, k):
+    import paddle
+
+    rng = np.random.default_rng(size + k)
+    x = rng.integers(0, 4, (3, size)).astype(dtype)
+    if dtype == "float32":
+        x[0, ::7] = np.nan  # NaN first when largest, last otherwise; NaNs tie among themselves
+    saved = pir_program(tmp_path, lambda x: paddle.topk(x, k, axis=-1, largest=largest, sorted=sorted_), {"x": x})
+    check(saved, expect_ops=("top_k_v2",), exact=True)
+
+
+def test_top_k_of_distinct_keys_on_another_axis(tmp_path):
+    import paddle
+
+    x = np.random.default_rng(3).permutation(120).reshape(2, 12, 5).astype("float32")
+    saved = pir_program(tmp_path, lambda x: paddle.topk(x, 4, axis=1, largest=False), {"x": x})
+    check(saved, expect_ops=("top_k_v2",), exact=True)
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_a_top_k_of_integer_keys_runs_on_the_host_kernel(tmp_path, device):
+    import paddle
+
+    x = np.random.default_rng(5).integers(0, 3, (2, 100)).astype("int64")
+    saved = pir_program(tmp_path, lambda x: [v * 2 for v in paddle.topk(x, 30, axis=1)], {"x": x})
+    for got, want in zip(run_predictor(saved, device), saved.outputs):
+        np.testing.assert_array_equal(got, want)

@@ -1,7 +1,7 @@
 """Reductions, scans and order statistics with no NNAdapter operation (the standard's reduce family):
 reduce_prod; the scans cumprod and logcumsumexp (with Paddle's exclusive / reverse / flatten forms); median,
 nanmedian, kthvalue, mode, searchsorted, bincount, histogram, unique_consecutive, reduce_amax / reduce_amin, and
-argsort of keys that tie (its converter's TOP_K orders equal keys by index).
+argsort and top_k / top_k_v2 of keys that tie (their converters' TOP_K orders equal keys by index).
 
 Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
 skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
@@ -19,8 +19,13 @@ introsort's (`std_sort_order` replays it step by step: median-of-three pivot, un
 the depth limit, insertion sort of runs of 16; checked against Paddle on 1200 arrays of tied keys). NaN comes last
 ascending and first descending, as Paddle's comparator puts it.
 
-Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`), and
-`std_sort_order`. Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
+top_k / top_k_v2 pick as Paddle 3.3.1's CPU kernel does: (key, index) pairs compared by key alone, std::partial_sort
+of the first k when k * 64 < n, else std::nth_element at k - 1 and (sorted) std::sort of the k - 1 before it
+(`paddle_top_k_order`; checked against Paddle on 6240 rows of tied keys, NaN and sorted=False included).
+
+Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`),
+`std_sort_order` and `paddle_top_k_order`. Imports the registry and numpy; never a driver (`hal`) or a floor above
+the host.
 """
 from __future__ import annotations
 
@@ -386,36 +391,42 @@ def logcumsumexp(io: OpScope) -> None:
 _SORT_THRESHOLD = 16  # libstdc++'s _S_threshold
 
 
-def std_sort_order(less, n: int) -> list:
-    """The positions 0 .. n - 1 in the order libstdc++'s std::sort leaves them, `less(i, j)` comparing the elements
-    first at positions i and j (std::__introsort_loop with depth limit 2 * floor(log2 n), then
-    std::__final_insertion_sort)."""
-    a = list(range(n))
+class _StdRange:
+    """A list of positions 0 .. n - 1 rearranged step by step as libstdc++'s algorithms rearrange the elements first
+    at those positions, `less(i, j)` comparing the elements first at positions i and j: std::sort (introsort, then
+    the final insertion sort), std::nth_element (introselect) and std::partial_sort (heap select, then heap sort)."""
 
-    def unguarded_linear_insert(last: int) -> None:
+    def __init__(self, less, n: int):
+        self.less, self.a = less, list(range(n))
+
+    def _unguarded_linear_insert(self, last: int) -> None:
+        a, less = self.a, self.less
         value, previous = a[last], last - 1
         while less(value, a[previous]):
             a[last] = a[previous]
             last, previous = previous, previous - 1
         a[last] = value
 
-    def insertion_sort(first: int, last: int) -> None:
+    def _insertion_sort(self, first: int, last: int) -> None:
+        a, less = self.a, self.less
         for i in range(first + 1, last):
             if less(a[i], a[first]):
                 value = a[i]
                 a[first + 1:i + 1] = a[first:i]
                 a[first] = value
             else:
-                unguarded_linear_insert(i)
+                self._unguarded_linear_insert(i)
 
-    def move_median_to_first(result: int, x: int, y: int, z: int) -> None:
+    def _move_median_to_first(self, result: int, x: int, y: int, z: int) -> None:
+        a, less = self.a, self.less
         if less(a[x], a[y]):
             pick = y if less(a[y], a[z]) else (z if less(a[x], a[z]) else x)
         else:
             pick = x if less(a[x], a[z]) else (z if less(a[y], a[z]) else y)
         a[result], a[pick] = a[pick], a[result]
 
-    def unguarded_partition(first: int, last: int, pivot: int) -> int:
+    def _unguarded_partition(self, first: int, last: int, pivot: int) -> int:
+        a, less = self.a, self.less
         while True:
             while less(a[first], a[pivot]):
                 first += 1
@@ -427,7 +438,12 @@ def std_sort_order(less, n: int) -> list:
             a[first], a[last] = a[last], a[first]
             first += 1
 
-    def adjust_heap(first: int, hole: int, length: int, value: int) -> None:
+    def _partition_pivot(self, first: int, last: int) -> int:  # std::__unguarded_partition_pivot
+        self._move_median_to_first(first, first + 1, first + (last - first) // 2, last - 1)
+        return self._unguarded_partition(first + 1, last, first)
+
+    def _adjust_heap(self, first: int, hole: int, length: int, value: int) -> None:
+        a, less = self.a, self.less
         top = child = hole
         while child < (length - 1) // 2:
             child = 2 * (child + 1)
@@ -445,36 +461,92 @@ def std_sort_order(less, n: int) -> list:
             hole, parent = parent, (parent - 1) // 2
         a[first + hole] = value
 
-    def pop_heap(first: int, last: int, result: int) -> None:
+    def _pop_heap(self, first: int, last: int, result: int) -> None:
+        a = self.a
         value = a[result]
         a[result] = a[first]
-        adjust_heap(first, 0, last - first, value)
+        self._adjust_heap(first, 0, last - first, value)
 
-    def heap_sort(first: int, last: int) -> None:  # std::__partial_sort(first, last, last)
-        length = last - first
-        for parent in range((length - 2) // 2, -1, -1):
-            adjust_heap(first, parent, length, a[first + parent])
+    def _heap_select(self, first: int, middle: int, last: int) -> None:
+        a, less = self.a, self.less
+        length = middle - first
+        if length > 1:  # std::__make_heap
+            for parent in range((length - 2) // 2, -1, -1):
+                self._adjust_heap(first, parent, length, a[first + parent])
+        for i in range(middle, last):
+            if less(a[i], a[first]):
+                self._pop_heap(first, middle, i)
+
+    def _sort_heap(self, first: int, last: int) -> None:
         while last - first > 1:
             last -= 1
-            pop_heap(first, last, last)
+            self._pop_heap(first, last, last)
 
-    def introsort_loop(first: int, last: int, depth: int) -> None:
+    def _introsort_loop(self, first: int, last: int, depth: int) -> None:
         while last - first > _SORT_THRESHOLD:
             if depth == 0:
-                heap_sort(first, last)
+                self.partial_sort(first, last, last)
                 return
             depth -= 1
-            move_median_to_first(first, first + 1, first + (last - first) // 2, last - 1)
-            cut = unguarded_partition(first + 1, last, first)
-            introsort_loop(cut, last, depth)
+            cut = self._partition_pivot(first, last)
+            self._introsort_loop(cut, last, depth)
             last = cut
 
-    if n > 1:
-        introsort_loop(0, n, 2 * (n.bit_length() - 1))
-        insertion_sort(0, min(n, _SORT_THRESHOLD))
-        for i in range(_SORT_THRESHOLD, n):
-            unguarded_linear_insert(i)
-    return a
+    def sort(self, first: int, last: int) -> None:
+        """std::sort: introsort with depth limit 2 * floor(log2 n), then std::__final_insertion_sort."""
+        n = last - first
+        if n > 1:
+            self._introsort_loop(first, last, 2 * (n.bit_length() - 1))
+            if n > _SORT_THRESHOLD:
+                self._insertion_sort(first, first + _SORT_THRESHOLD)
+                for i in range(first + _SORT_THRESHOLD, last):
+                    self._unguarded_linear_insert(i)
+            else:
+                self._insertion_sort(first, last)
+
+    def partial_sort(self, first: int, middle: int, last: int) -> None:
+        self._heap_select(first, middle, last)
+        self._sort_heap(first, middle)
+
+    def nth_element(self, first: int, nth: int, last: int) -> None:
+        """std::nth_element: introselect with depth limit 2 * floor(log2 n), heap select past it."""
+        if first == last or nth == last:
+            return
+        depth = 2 * ((last - first).bit_length() - 1)
+        while last - first > 3:
+            if depth == 0:
+                self._heap_select(first, nth + 1, last)
+                self.a[first], self.a[nth] = self.a[nth], self.a[first]
+                return
+            depth -= 1
+            cut = self._partition_pivot(first, last)
+            if cut <= nth:
+                first = cut
+            else:
+                last = cut
+        self._insertion_sort(first, last)
+
+
+def std_sort_order(less, n: int) -> list:
+    """The positions 0 .. n - 1 in the order libstdc++'s std::sort leaves them, `less(i, j)` comparing the elements
+    first at positions i and j."""
+    order = _StdRange(less, n)
+    order.sort(0, n)
+    return order.a
+
+
+def paddle_top_k_order(less, n: int, k: int, sorted_: bool) -> list:
+    """The positions Paddle 3.3.1's CPU top_k picks, in its order, `less` being its comparator ("comes first"):
+    std::partial_sort of the first k when k * 64 < n; otherwise std::nth_element at k - 1 and, when `sorted_`,
+    std::sort of the k - 1 before it (the k-th is in place already)."""
+    order = _StdRange(less, n)
+    if k * 64 < n:
+        order.partial_sort(0, k, n)
+    else:
+        order.nth_element(0, k - 1, n)
+        if sorted_:
+            order.sort(0, k - 1)
+    return order.a[:k]
 
 
 def argsort_row(row: np.ndarray, descending: bool, stable: bool) -> np.ndarray:
@@ -512,5 +584,58 @@ def argsort(io: OpScope) -> None:
     indices = np.stack([argsort_row(row, descending, stable) for row in rows]) if len(rows) else \
         np.zeros(rows.shape, np.int64)
     indices = np.moveaxis(indices.reshape(moved.shape).astype(np.int64), -1, axis)
+    io.set_output("Out", np.take_along_axis(x, indices, axis=axis))
+    io.set_output("Indices", indices)
+
+
+def top_k_row(row: np.ndarray, k: int, largest: bool, sorted_: bool) -> np.ndarray:
+    """Paddle's top_k indices of one row (paddle_top_k_order). When the k picked keys are distinct, hold no NaN and
+    the (k+1)-th is below them, and the result is sorted, there is one answer and numpy gives it; otherwise the
+    libstdc++ steps are replayed, so tied keys come out in Paddle's order."""
+    if sorted_ and not (row.dtype.kind == "f" and np.isnan(row).any()):
+        order = np.argsort(row, kind="stable")
+        order = order[::-1] if largest else order
+        picked = row[order[:k + 1]]
+        if np.unique(picked).size == picked.size:
+            return order[:k].astype(np.int64)
+    keys = row.tolist()
+    nan = [key != key for key in keys]  # float NaN; never true for integers
+
+    def less(i: int, j: int) -> bool:
+        if largest:
+            return (nan[i] and not nan[j]) or keys[i] > keys[j]
+        return (not nan[i] and nan[j]) or keys[i] < keys[j]
+
+    return np.asarray(paddle_top_k_order(less, len(keys), k, sorted_), np.int64)
+
+
+@host_kernel("top_k", "top_k_v2")
+def top_k(io: OpScope) -> None:
+    """top_k (the last axis, largest first, sorted) and top_k_v2 (`axis`, `largest`, `sorted`); `K`, when given,
+    overrides the `k` attribute. Ties come out in Paddle's order (top_k_row)."""
+    x = io.input("X")
+    k = int(np.asarray(io.input("K")).reshape(-1)[0]) if io.has_input("K") else int(io.attr("k", 1))
+    if k < 1:
+        raise io.error(f"k must be at least 1, got {k}")
+    if x.dtype.kind not in "fiu":
+        raise io.error(f"top_k takes float and integer inputs, got {x.dtype}")
+    if x.ndim == 0:
+        if k != 1:
+            raise io.error(f"a 0-d input has 1 element, k is {k}")
+        io.set_output("Out", x.copy())
+        io.set_output("Indices", np.zeros((), np.int64))
+        return
+    axis = int(io.attr("axis", -1)) if io.op.type == "top_k_v2" else -1
+    if not -x.ndim <= axis < x.ndim:
+        raise io.error(f"axis {axis} is out of range for a rank-{x.ndim} input")
+    moved = np.moveaxis(x, axis, -1)
+    if k > moved.shape[-1]:
+        raise io.error(f"the axis has {moved.shape[-1]} elements, k is {k}")
+    largest = bool(io.attr("largest", True)) if io.op.type == "top_k_v2" else True
+    sorted_ = bool(io.attr("sorted", True)) if io.op.type == "top_k_v2" else True
+    rows = moved.reshape(-1, moved.shape[-1])
+    indices = (np.stack([top_k_row(row, k, largest, sorted_) for row in rows]) if len(rows)
+               else np.zeros((0, k), np.int64))
+    indices = np.moveaxis(indices.reshape(moved.shape[:-1] + (k,)), -1, axis)
     io.set_output("Out", np.take_along_axis(x, indices, axis=axis))
     io.set_output("Indices", indices)
