@@ -404,7 +404,9 @@ def _reference(name, path, feeds, paddle_reference):
 
 def _tied_rows_in_canonical_order(got, want):
     """`got` and `want` ([N, 6] detection lists) with the rows of each run of tied scores (`want`'s scores within
-    DESIGN.md's model tolerance of the run's first) sorted by (label, box): their order is not defined."""
+    DESIGN.md's model tolerance of the run's first) put in one order: their order is not defined. `want`'s rows are
+    sorted by (label, box) and each takes the nearest row of `got`'s block still free (label first), so that two
+    boxes whose coordinates differ by rounding are not compared crosswise."""
     scores = want[:, 1].astype(np.float64)
     bound = 1e-4 * np.abs(scores) + 1e-5 * float(np.max(np.abs(want))) if len(want) else scores
     got, want = got.copy(), want.copy()
@@ -413,10 +415,14 @@ def _tied_rows_in_canonical_order(got, want):
         end = start + 1
         while end < len(want) and abs(scores[end] - scores[start]) <= bound[start]:
             end += 1
-        if end - start > 1:
-            for rows in (got, want):
-                block = rows[start:end]
-                rows[start:end] = block[np.lexsort(block[:, [5, 4, 3, 2, 0]].T)]
+        if end - start > 1 and len(got) >= end:
+            block = want[start:end]
+            want[start:end] = block = block[np.lexsort(block[:, [5, 4, 3, 2, 0]].T)]
+            free = [row.copy() for row in got[start:end]]  # copies: got's block is rewritten below
+            for k, row in enumerate(block):
+                distance = [(candidate[0] != row[0], float(np.max(np.abs(candidate.astype(np.float64) - row))))
+                            for candidate in free]
+                got[start + k] = free.pop(distance.index(min(distance)))
         start = end
     return got, want
 
