@@ -677,3 +677,28 @@ def test_adaptive_max_pool_with_irregular_bins_runs_on_onnxruntime(tmp_path, siz
     assert not predictor.host_ops, predictor.unsupported_reasons()
     for k, want in enumerate(saved.outputs):
         np.testing.assert_array_equal(predictor.get_output(k).numpy(), want)
+
+
+@pytest.mark.parametrize("size, transform", [((7, 9), "half_pixel"), ((1, 4), "pytorch_half_pixel")])
+def test_half_pixel_linear_resize_takes_onnxruntimes_blocked_upsample_where_it_can(size, transform):
+    # half_pixel and pytorch_half_pixel place every source coordinate alike unless an output axis has length 1
+    # (pytorch_half_pixel reads row 0 there, as Paddle); only a half_pixel Resize becomes the NCHWc Upsample
+    model, _ = build_op(T.RESIZE_LINEAR, [np.zeros((1, 2, 5, 6), np.float32), Const(np.int32(size)), None, False, 0])
+    (resize,) = [n for n in convert_model(model, OPERATIONS).graph.node if n.op_type == "Resize"]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in resize.attribute}
+    assert attrs["coordinate_transformation_mode"] == transform.encode()
+
+
+def test_a_bilinear_upsample_of_a_convolution_map_matches_paddle_in_the_blocked_layout(tmp_path):
+    # a segmentation head: conv -> bilinear x8 (align_corners False, align_mode 0), the Upsample in NCHWc
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+
+    def build(x):
+        features = paddle.nn.Conv2D(8, 19, 3, padding=1)(x)
+        return paddle.nn.functional.interpolate(features, scale_factor=8, mode="bilinear", align_corners=False)
+
+    x = np.random.default_rng(2).standard_normal((1, 8, 12, 16)).astype(np.float32)
+    saved = pir_program(tmp_path, build, {"x": x})
+    assert_op_close(run_predictor(saved, "microsoft_onnxruntime")[0], saved.outputs[0], what="conv -> bilinear x8")
