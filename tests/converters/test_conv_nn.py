@@ -342,6 +342,7 @@ def test_pool3d_average_window(tmp_path, x_shape, kwargs):
 
     saved = pir_program(tmp_path, lambda x: paddle.nn.functional.avg_pool3d(x, **kwargs), {"x": randn(*x_shape)})
     _, result = check_program(saved)
+    assert {origin.type for origin in result.operation_origin if origin is not None} == {"pool3d"}
     assert T.SLICE in operation_types(result)
 
 
