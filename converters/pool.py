@@ -453,6 +453,10 @@ def _check_pool3d(op, ctx) -> str | None:
     algorithm = v.attr_str("padding_algorithm", "EXPLICIT")
     if algorithm == "SAME" or (algorithm != "VALID" and any(v.attr_ints("paddings", [0, 0, 0]))):
         return "pool3d with padding is not converted (only unpadded windows decompose into strided slices)"
+    if dims is not None and any(known_dim(dims[a]) and int(dims[a]) < k
+                                for a, k in zip(_pool3d_spatial_axes(op), ksize)):
+        return (f"the kernel {ksize} is larger than the input {list(dims)} (an empty output or Paddle's error), "
+                f"which the host kernel gives")
     if v.attr_bool("ceil_mode", False):
         if dims is None or not all(known_dim(dims[a]) for a in _pool3d_spatial_axes(op)):
             return "ceil_mode needs the spatial dims known to rule out a partial last window"

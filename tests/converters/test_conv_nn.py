@@ -364,6 +364,16 @@ def test_pool3d_declines_padding_and_max(tmp_path, kind, kwargs, reason):
         convert_and_run(saved.model_path, saved.feeds, saved.params_path)
 
 
+def test_pool3d_kernel_beyond_the_input_declines(tmp_path):
+    attrs = {"pooling_type": "avg", "ksize": [3, 1, 1], "strides": [1, 1, 1], "paddings": [0, 0, 0],
+             "global_pooling": False, "adaptive": False, "ceil_mode": False, "exclusive": True,
+             "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
+    saved = opdesc_program(tmp_path, "pool3d", inputs={"X": ["x"]}, outputs={"Out": ["out"]}, attrs=attrs,
+                           feeds={"x": randn(1, 2, 2, 3, 3)}, run_paddle=False)
+    with pytest.raises(ConversionError, match="larger than the input"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
 def test_pool2d_adaptive_max(tmp_path):
     # Paddle's API lowers adaptive max pooling to max_pool2d_with_index; a pool2d op with adaptive max
     # (old fluid programs) runs through the legacy pool2d CPU kernel, whose windows for this combination
