@@ -1,15 +1,18 @@
 """Converters for the poolings: pool2d and max_pool2d_with_index (AVERAGE_POOL_2D, MAX_POOL_2D and their
 adaptive forms; where Paddle's windows differ from the operation's, the input is padded first and an average
-corrected), and unpool (max unpooling: GATHERs of the pooled values compared with their indices, see below).
+corrected), pool3d (strided slices combined axis by axis, see below), and unpool (max unpooling: GATHERs of the
+pooled values compared with their indices, see below).
 
 Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry), `conv` and the standard;
 unpool reads its run-time output size as conv2d_transpose does (`conv.run_time_hw`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from converters.attrs import input_dims, known_dims
+from converters.attrs import input_dims, known_dim, known_dims
 from converters.context import ConversionContext
 from converters.conv import run_time_hw
 from converters.emit import (
@@ -412,3 +415,89 @@ def convert_unpool(ctx: ConversionContext, v: OpView) -> None:
     chosen = compare(ctx, T.EQUAL, spread(as_i32(indices, "indices_i32"), "indices"), positions,
                      ctx.temp(var, "chosen"))
     ctx.add(T.WHERE, [chosen, spread(x, "values"), ctx.const_like(0, x)], [ctx.output(var)])
+
+
+# -- pool3d ----------------------------------------------------------------------------------------------------
+# No NNAdapter operation pools in 3-D. A box window is separable: Paddle's average (all window elements summed, then
+# divided once by the window's count) is the same sums axis by axis and one DIV. Along one axis, window offset i of a
+# kernel k with stride s is the strided slice [i : n - (k - 1 - i) : s], which holds exactly Paddle's
+# (n - k) // s + 1 positions (floor mode, no padding) without knowing n (unfold's trick, conv.py). Global average
+# pooling (and adaptive to a 1x1x1 output) is a REDUCE_MEAN over the three spatial axes. UHRNet pools channel pairs
+# this way (avg_pool3d of x.unsqueeze(1) with kernel (2, 1, 1)). A max pool3d stays with the host kernel: Paddle's
+# scan `y > v ? y : v` from -FLT_MAX replaces a NaN by the next element, which MAX / REDUCE_MAX do not.
+
+def _pool3d_spatial_axes(op) -> list[int]:
+    return [1, 2, 3] if OpView(op).attr_str("data_format", "NCDHW") == "NDHWC" else [2, 3, 4]
+
+
+def _check_pool3d(op, ctx) -> str | None:
+    v = OpView(op)
+    if v.attr_str("data_format", "NCDHW") not in ("NCDHW", "NDHWC"):
+        return f"data_format '{v.attr_str('data_format', '')}' is not NCDHW or NDHWC"
+    pooling_type = v.attr_str("pooling_type", "max")
+    if pooling_type == "max":
+        return "max pool3d is left to the host kernel (Paddle's max scan replaces a NaN by the next element)"
+    if pooling_type != "avg":
+        return f"pooling_type '{pooling_type}' is not max or avg"
+    dims = input_dims(ctx, op, "X")
+    if dims is not None and len(dims) != 5:
+        return f"pool3d needs a 5-D input, X has rank {len(dims)}"
+    ksize = v.attr_ints("ksize", [1, 1, 1])
+    if v.attr("global_pooling", False) or (v.attr("adaptive", False) and ksize == [1, 1, 1]):
+        return None
+    if v.attr("adaptive", False):
+        return "adaptive pool3d to an output other than 1x1x1 is not converted (its bins are not one strided window)"
+    strides = v.attr_ints("strides", [1, 1, 1])
+    if len(ksize) != 3 or len(strides) != 3:
+        return "ksize and strides must hold 3 values"
+    algorithm = v.attr_str("padding_algorithm", "EXPLICIT")
+    if algorithm == "SAME" or (algorithm != "VALID" and any(v.attr_ints("paddings", [0, 0, 0]))):
+        return "pool3d with padding is not converted (only unpadded windows decompose into strided slices)"
+    if dims is not None and any(known_dim(dims[a]) and int(dims[a]) < k
+                                for a, k in zip(_pool3d_spatial_axes(op), ksize)):
+        return (f"the kernel {ksize} is larger than the input {list(dims)} (an empty output or Paddle's error), "
+                f"which the host kernel gives")
+    if v.attr_bool("ceil_mode", False):
+        if dims is None or not all(known_dim(dims[a]) for a in _pool3d_spatial_axes(op)):
+            return "ceil_mode needs the spatial dims known to rule out a partial last window"
+        sizes = [int(dims[a]) for a in _pool3d_spatial_axes(op)]
+        if any((n - k) % s for n, k, s in zip(sizes, ksize, strides)):
+            return "ceil_mode adds a partial last window, which strided slices of whole windows do not give"
+    return None
+
+
+@converter("pool3d", emits=[T.SLICE, T.ADD, T.DIV, T.REDUCE_MEAN], check=_check_pool3d)
+def convert_pool3d(ctx: ConversionContext, v: OpView) -> None:
+    out_name = v.output("Out")
+    x = ctx.input(v.input("X"))
+    axes = _pool3d_spatial_axes(v.op)
+    ksize = v.attr_ints("ksize", [1, 1, 1])
+    if v.attr("global_pooling", False) or (v.attr("adaptive", False) and ksize == [1, 1, 1]):
+        ctx.add(T.REDUCE_MEAN, [x, ctx.const_i32(axes), ctx.const_bool(True)], [ctx.output(out_name)])
+        return
+    strides = v.attr_ints("strides", [1, 1, 1])
+    end = np.iinfo(np.int32).max
+    passes = [(axis, k, s) for axis, k, s in zip(axes, ksize, strides) if (k, s) != (1, 1)]
+    count = int(np.prod(ksize))
+    steps: list[tuple[str, Callable]] = []
+    for axis, k, s in passes:
+        def window(ctx, x, out, axis=axis, k=k, s=s):
+            acc = None
+            for i in range(k):
+                stop = k - 1 - i
+                part = out if k == 1 else ctx.temp(out_name, f"axis{axis}_offset{i}")
+                ctx.add(T.SLICE, [x, ctx.const_i32([axis]), ctx.const_i32([i]), ctx.const_i32([-stop if stop else end]),
+                                  ctx.const_i32([s])], [part])
+                if acc is not None:
+                    combined = out if i == k - 1 else ctx.temp(out_name, f"axis{axis}_upto{i}")
+                    binary(ctx, T.ADD, acc, part, combined)
+                    part = combined
+                acc = part
+        steps.append((f"axis{axis}", window))
+    if count != 1:
+        steps.append(("average", lambda ctx, x, out: binary(ctx, T.DIV, x, ctx.const_like(float(count), x), out)))
+    if not steps:  # a 1x1x1 window with unit strides: the input itself
+        steps.append(("copy", lambda ctx, x, out: ctx.add(
+            T.SLICE, [x, ctx.const_i32([axes[0]]), ctx.const_i32([0]), ctx.const_i32([end]), ctx.const_i32([1])],
+            [out])))
+    emit_chain(ctx, out_name, x, steps)

@@ -324,6 +324,56 @@ def test_pool2d(tmp_path, attrs, x_shape, ops):
     assert operation_types(result) == ops
 
 
+# -- pool3d (strided slices axis by axis) ---------------------------------------------------------------
+
+POOL3D_CASES = [
+    # UHRNet's channel-pair average: avg_pool3d of x.unsqueeze(1) with kernel (2, 1, 1), stride (2, 1, 1)
+    ((1, 1, 6, 5, 4), dict(kernel_size=(2, 1, 1), stride=(2, 1, 1))),
+    ((2, 3, 7, 6, 5), dict(kernel_size=3, stride=2)),
+    ((2, 3, 7, 6, 5), dict(kernel_size=(3, 2, 2), stride=(1, 2, 3))),
+    ((1, 4, 5, 6, 2), dict(kernel_size=(2, 2, 2), stride=2, data_format="NDHWC")),
+    ((1, 2, 9, 6, 6), dict(kernel_size=(3, 2, 2), stride=(3, 2, 2), ceil_mode=True)),  # no partial window
+]
+
+
+@pytest.mark.parametrize("x_shape,kwargs", POOL3D_CASES)
+def test_pool3d_average_window(tmp_path, x_shape, kwargs):
+    import paddle
+
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.avg_pool3d(x, **kwargs), {"x": randn(*x_shape)})
+    _, result = check_program(saved)
+    assert {origin.type for origin in result.operation_origin if origin is not None} == {"pool3d"}
+    assert T.SLICE in operation_types(result)
+
+
+def test_pool3d_global_average(tmp_path):
+    import paddle  # (adaptive_max_pool3d lowers to max_pool3d_with_index, not pool3d)
+
+    saved = pir_program(tmp_path, lambda x: paddle.nn.functional.adaptive_avg_pool3d(x, 1), {"x": randn(2, 3, 4, 5, 6)})
+    _, result = check_program(saved)
+    assert operation_types(result) == [T.REDUCE_MEAN]
+
+
+@pytest.mark.parametrize("kind,kwargs,reason", [("avg", dict(padding=1), "padding"), ("max", {}, "NaN")])
+def test_pool3d_declines_padding_and_max(tmp_path, kind, kwargs, reason):
+    import paddle
+
+    pool = getattr(paddle.nn.functional, f"{kind}_pool3d")
+    saved = pir_program(tmp_path, lambda x: pool(x, 3, 2, **kwargs), {"x": randn(1, 2, 5, 5, 5)})
+    with pytest.raises(ConversionError, match=reason):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
+def test_pool3d_kernel_beyond_the_input_declines(tmp_path):
+    attrs = {"pooling_type": "avg", "ksize": [3, 1, 1], "strides": [1, 1, 1], "paddings": [0, 0, 0],
+             "global_pooling": False, "adaptive": False, "ceil_mode": False, "exclusive": True,
+             "padding_algorithm": "EXPLICIT", "data_format": "NCDHW"}
+    saved = opdesc_program(tmp_path, "pool3d", inputs={"X": ["x"]}, outputs={"Out": ["out"]}, attrs=attrs,
+                           feeds={"x": randn(1, 2, 2, 3, 3)}, run_paddle=False)
+    with pytest.raises(ConversionError, match="larger than the input"):
+        convert_and_run(saved.model_path, saved.feeds, saved.params_path)
+
+
 def test_pool2d_adaptive_max(tmp_path):
     # Paddle's API lowers adaptive max pooling to max_pool2d_with_index; a pool2d op with adaptive max
     # (old fluid programs) runs through the legacy pool2d CPU kernel, whose windows for this combination

@@ -43,7 +43,7 @@ brelu elu selu mish logsigmoid softsign tanh_shrink thresholded_relu hard_shrink
 log10 log1p ceil round sign elementwise_mod logical_or logical_xor isnan_v2 isinf_v2 isfinite_v2 reduce_min
 reduce_any reduce_all p_norm logsumexp expand_as_v2 flip index_select one_hot_v2 pixel_shuffle
 max_pool2d_with_index depthwise_conv2d_transpose deformable_conv_v1 pad dot bmm unbind tril_triu share_data
-assign_value argsort unfold fold
+assign_value argsort unfold fold pool3d
 """.split()
 
 
