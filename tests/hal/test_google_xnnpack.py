@@ -691,3 +691,25 @@ def test_an_infinite_mask_runs_on_xnnpack_where_every_operator_passes_nan_on(xnn
     else:
         assert not fallbacks, fallbacks
         assert predictor.stats.subgraph_host_runs == 0, predictor.stats
+
+
+@pytest.mark.parametrize("size, out, on_xnnpack", [((14, 14), (7, 7), True), ((21, 8), (7, 2), True),
+                                                    ((7, 7), (7, 7), True), ((10, 10), (3, 3), False)])
+def test_an_adaptive_average_pool_dividing_its_input_is_an_average_pool(xnnpack, tmp_path, size, out, on_xnnpack):
+    """ERNIE-Layout (UIE-X) pools its ResNet features to 7x7 adaptively: with the output dividing the input, Paddle's
+    bins are the windows of a plain average pool; other outputs stay off XNNPACK."""
+    from support.converter_harness import pir_program
+
+    x = np.random.default_rng(4).standard_normal((1, 3, *size)).astype(np.float32)
+    saved = pir_program(tmp_path, lambda x: paddle_adaptive_pool(x, out) * 2.0, {"x": x})
+    predictor = _conv_relu_predictor(saved)
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), saved.outputs[0], what="output")
+    assert ("pool2d" not in {op.type for op in predictor.host_ops}) == on_xnnpack, predictor.unsupported_reasons()
+
+
+def paddle_adaptive_pool(x, out):
+    import paddle
+
+    return paddle.nn.functional.adaptive_avg_pool2d(x, out)
