@@ -1,8 +1,8 @@
 """Converters for the ops that make a tensor from attributes or another tensor's shape: assign_value,
-fill_constant, fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, size, range, linspace and eye
-(FILL, FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value, size and eye; linspace in arithmetic
-operations, or a constant when its bounds and count are known). `linspace_values` is Paddle's linspace, which the
-host kernel shares.
+fill_constant, empty (zeros), fill_any_like, fill_zeros_like, fill_constant_batch_size_like, shape, size, range,
+linspace and eye (FILL, FILL_LIKE, SHAPE, RANGE; ASSIGN of a constant for assign_value, size and eye; linspace in
+arithmetic operations, or a constant when its bounds and count are known). `linspace_values` is Paddle's linspace,
+which the host kernel shares.
 
 Paddle names element types by VarType code (`dtype`, `in_dtype`, `out_dtype` attrs);
 `op_view.VARTYPE_PRECISIONS` maps them to NNAdapter precisions. FILL/FILL_LIKE produce FLOAT16/32/64, INT32,
@@ -147,6 +147,16 @@ def _shape_from_list(ctx, names, out_name: str):
     return shape
 
 
+def _fill_shape(ctx, v: OpView, out_name: str):
+    """The shape operand of fill_constant / empty: ShapeTensor > ShapeTensorList > the `shape` attr."""
+    shape_tensor, shape_list = v.optional_input("ShapeTensor"), v.inputs("ShapeTensorList")
+    if shape_tensor:
+        return ctx.input(shape_tensor)
+    if shape_list:
+        return _shape_from_list(ctx, shape_list, out_name)
+    return ctx.const(np.asarray(v.attr("shape", []), dtype=np.int64).reshape(-1))
+
+
 def _check_fill_constant(op, ctx):
     v = OpView(op)
     reason = check_dtype_attr(op, "dtype", 5)
@@ -165,15 +175,21 @@ def convert_fill_constant(ctx: ConversionContext, v: OpView) -> None:
     """A tensor of `shape` filled with `value`; shape from ShapeTensor > ShapeTensorList > the attr."""
     out_name = v.output("Out")
     target = vartype_precision(v.attr("dtype", 5))
-    shape_tensor, shape_list = v.optional_input("ShapeTensor"), v.inputs("ShapeTensorList")
-    if shape_tensor:
-        shape = ctx.input(shape_tensor)
-    elif shape_list:
-        shape = _shape_from_list(ctx, shape_list, out_name)
-    else:
-        shape = ctx.const(np.asarray(v.attr("shape", []), dtype=np.int64).reshape(-1))
+    shape = _fill_shape(ctx, v, out_name)
     value = _fill_value_operand(ctx, v.op, target, out_name)
     _finish_fill(ctx, T.FILL, shape, value, target, out_name)
+
+
+@converter("empty", emits=[T.FILL, T.CONCAT, T.CAST, T.RESHAPE], check=lambda op, ctx: check_dtype_attr(op, "dtype", 5))
+def convert_empty(ctx: ConversionContext, v: OpView) -> None:
+    """A tensor of `shape` (ShapeTensor > ShapeTensorList > the attr, as fill_constant) whose values Paddle leaves
+    uninitialized: zeros, as the host kernel gives (a model reads only what it writes into it, e.g. with set_value:
+    Falcon's causal mask)."""
+    out_name = v.output("Out")
+    target = vartype_precision(v.attr("dtype", 5))
+    shape = _fill_shape(ctx, v, out_name)
+    fill = _fill_precision(target)
+    _finish_fill(ctx, T.FILL, shape, ctx.const(np.zeros([1], dtype=precision_dtype(fill)), fill), target, out_name)
 
 
 # -- fill_*_like --------------------------------------------------------------------------------------------

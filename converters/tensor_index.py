@@ -598,10 +598,13 @@ def check_index_put(op, ctx) -> str | None:
     dims = list(ctx.dims(x_name))
     if not names or len(names) > len(dims):
         return f"{len(names)} index tensors for an input of rank {len(dims)}"
+    if _single_value_mask(ctx, v, dims, names):
+        return None
     for name in names:
         index = ctx.input(name)
         if index.type.precision not in (Precision.INT32, Precision.INT64):
-            return f"index '{name}' is {index.type.precision.name}: a bool mask selects a data-dependent count"
+            return (f"index '{name}' is {index.type.precision.name}: a bool mask selects a data-dependent count "
+                    "(taken only with a one-element value)")
         if not all(known_dim(d) for d in index.type.dims):
             return f"index '{name}' has dims {list(index.type.dims)} known only at run time"
     if not all(known_dim(d) for d in dims):
@@ -609,11 +612,27 @@ def check_index_put(op, ctx) -> str | None:
     return None
 
 
+def _single_value_mask(ctx, v: OpView, dims: list, names: list) -> bool:
+    """x[mask] = value with one bool mask over x's leading axes (its dims theirs, all known) and a one-element
+    value: every selected element gets that value, whatever the count (SpeechT5's relative positions,
+    `pos_seq[pos_seq < -max_length] = -max_length`)."""
+    if len(names) != 1:
+        return False
+    mask = ctx.input(names[0])
+    value_name = v.optional_input(_index_put_slot(v, "Value", "value"))
+    if mask.type.precision != Precision.BOOL8 or value_name is None or not ctx.has(value_name):
+        return False
+    mask_dims, value_dims = list(mask.type.dims), list(ctx.dims(value_name))
+    return (0 < len(mask_dims) <= len(dims) and all(known_dim(d) for d in mask_dims + value_dims)
+            and mask_dims == list(dims[:len(mask_dims)]) and int(np.prod(value_dims, dtype=np.int64)) == 1)
+
+
 @converter("index_put", emits=[T.CAST, T.LESS, T.ADD, T.WHERE, T.MUL, T.RESHAPE, T.EQUAL, T.REDUCE_MAX, T.GREATER,
                                 T.SUB, T.MAX, T.EXPAND, T.GATHER], check=check_index_put)
 def convert_index_put(ctx: ConversionContext, v: OpView) -> None:
     """x[indices] = value with integer index tensors (broadcast together, indexing the leading axes; negative
-    entries count from the end; the last of repeated positions wins, as Paddle's CPU kernel writes in order).
+    entries count from the end; the last of repeated positions wins, as Paddle's CPU kernel writes in order), or
+    with one bool mask and a one-element value (_single_value_mask): WHERE(mask, value, x).
 
     The indexed axes are flattened to M positions and the K index tuples to their row-major offsets; EQUAL of the
     two gives a [K, M] hit table, whose REDUCE_MAX of (k + 1) names the last tuple writing each position (0:
@@ -621,6 +640,20 @@ def convert_index_put(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input(_index_put_slot(v, "X", "x")))
     var = v.output(_index_put_slot(v, "Out", "out"))
     dims = list(ctx.dims(x))
+    names = v.inputs(_index_put_slot(v, "Indices", "indices"))
+    if _single_value_mask(ctx, v, dims, names):
+        mask = ctx.input(names[0])
+        if ctx.rank(mask) < len(dims):  # over the leading axes: broadcast along the others
+            spread = ctx.temp(var, "mask")
+            ctx.add(T.RESHAPE, [mask, ctx.const_i32(list(ctx.dims(mask)) + [1] * (len(dims) - ctx.rank(mask)))],
+                    [spread])
+            mask = spread
+        value = ctx.cast(ctx.input(v.input(_index_put_slot(v, "Value", "value"))), x.type.precision, var,
+                         "value_cast")
+        single = ctx.temp(var, "value_scalar")
+        ctx.add(T.RESHAPE, [value, ctx.const_i32([1])], [single])
+        ctx.add(T.WHERE, [mask, single, x], [ctx.output(var)])
+        return
     indices = [ctx.cast(ctx.input(n), Precision.INT64, var, f"index{k}")
                for k, n in enumerate(v.inputs(_index_put_slot(v, "Indices", "indices")))]
     n = len(indices)

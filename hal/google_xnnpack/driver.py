@@ -28,6 +28,7 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as _schema
 from ai_edge_litert.interpreter import Interpreter
 
 from hal.common import Unsupported, is_integer_product, lower
@@ -111,6 +112,7 @@ class XnnpackProgram:
     input_shapes: list = dataclasses.field(default_factory=list)
     output_dtypes: list = dataclasses.field(default_factory=list)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    infinity_safe: bool = False  # every operator passes a NaN on (_NAN_PASSING): an infinite input may come in
 
 
 class XnnpackDriver(Driver):
@@ -198,7 +200,7 @@ class XnnpackDriver(Driver):
         return XnnpackProgram(context, model_bytes, interpreter, input_types, output_types,
                               [int(d["index"]) for d in inputs], [int(d["index"]) for d in outputs],
                               [tuple(int(s) for s in d["shape"]) for d in inputs],
-                              [t.dtype for t in output_types])
+                              [t.dtype for t in output_types], infinity_safe=_passes_nan_on(model_bytes))
 
     def destroy_program(self, program: XnnpackProgram) -> None:
         program.interpreter = None
@@ -250,7 +252,7 @@ class XnnpackDriver(Driver):
                                              f"program was built for {list(shape)}")
             if array.dtype != t.dtype:
                 raise _fail(f"input {index} has dtype {array.dtype}, expected {t.dtype} ({t.precision.name})")
-            if not np.isfinite(array).all():
+            if not np.isfinite(array).all() and (not program.infinity_safe or np.isnan(array).any()):
                 raise _fail(f"input {index} holds NaN or infinity: {_NAN_FAULT}", ResultCode.DEVICE_INTERNAL_ERROR)
         with program.lock:  # one invocation at a time per interpreter
             try:
@@ -269,12 +271,35 @@ class XnnpackDriver(Driver):
 # XNNPACK's clamps (relu, relu6, the activations fused into convolutions) and its maximum/minimum pass a NaN on,
 # where Paddle's relu gives 0 (`x > 0 ? x : 0`), and its average pool drops one where Paddle's keeps it (measured
 # on ai-edge-litert 2.3.0: no operator XNNPACK takes turns NaN into 0 as Paddle's relu does). So a run whose inputs
-# hold NaN or infinity (which meets another inside as NaN) is a device fault, and so is a run whose outputs hold
-# NaN: the runtime runs that part on the next device or the host for these input shapes (a DeviceFallbackWarning
-# says so). Not caught: a float32 overflow to infinity inside a model fed finite inputs, whose NaN a pool drops
-# before any output.
+# hold NaN or infinity (which meets another inside as NaN; infinity is taken by some programs, below) is a device
+# fault, and so is a run whose outputs hold NaN: the runtime runs that part on the next device or the host for these
+# input shapes (a DeviceFallbackWarning says so). Not caught: a float32 overflow to infinity inside a model fed
+# finite inputs, whose NaN a pool drops before any output.
 _NAN_FAULT = ("XNNPACK passes NaN through its clamps where Paddle's relu gives 0, so this part runs on the next "
               "device or the host for these input shapes")
+
+# An infinite input (a causal attention mask's -inf, which Paddle's decoders add to the scores) is taken by a
+# program whose every operator passes a NaN on to its result, as these do: a NaN the infinity makes inside then
+# reaches an output, where the NaN check above catches it, so only a program holding an operator that can drop
+# one (a pool, a reduction to the maximum, a comparison, a quantization) has such inputs run elsewhere.
+_NAN_PASSING = frozenset(getattr(_schema.BuiltinOperator, name) for name in (
+    "ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "NEG", "ABS", "SQUARE", "SQRT", "RSQRT", "EXP", "LOG",
+    "LOGISTIC", "TANH", "GELU", "HARD_SWISH", "ELU", "PRELU", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1",
+    "LEAKY_RELU", "MAXIMUM", "MINIMUM", "SOFTMAX", "LOG_SOFTMAX", "MEAN", "SUM", "FULLY_CONNECTED",
+    "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "RESHAPE", "SQUEEZE", "EXPAND_DIMS",
+    "TRANSPOSE", "CONCATENATION", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "PAD",
+    "TILE", "BROADCAST_TO", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"))
+
+
+def _passes_nan_on(model_bytes) -> bool:
+    """Whether every operator of the TFLite model (its operator codes) is in _NAN_PASSING."""
+    model = _schema.Model.GetRootAs(bytes(model_bytes), 0)
+    for k in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(k)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin not in _NAN_PASSING:
+            return False
+    return True
 
 
 def _built_together(op, producers: dict, consumers: dict, outputs: set) -> tuple:

@@ -791,8 +791,23 @@ def _edge_padded(g: TfliteBuilder, x: int, pads, kernel, strides, out_hw) -> int
 
 @OPERATIONS.implements(T.ADAPTIVE_AVERAGE_POOL_2D)
 def _adaptive_average_pool(g: TfliteBuilder, op: Operation):
-    if tuple(unpack(op).ints("output_shape")) != (1, 1):
-        raise Unsupported("an output other than 1x1 (TFLite has no adaptive pool)")
+    """A global mean for a 1x1 output; for an output that divides the input evenly, Paddle's bins (from
+    floor(i * in / out) to ceil((i + 1) * in / out)) are the windows of a VALID AVERAGE_POOL_2D with kernel and
+    stride in / out (ERNIE-Layout's 7x7 pool of its ResNet features)."""
+    out_hw = tuple(int(d) for d in unpack(op).ints("output_shape"))
+    if out_hw != (1, 1):
+        if int8_tensor_type(op.outputs[0]):
+            raise Unsupported("an int8 adaptive pool other than 1x1 (XNNPACK does not take int8 AVERAGE_POOL_2D)")
+        x = g.value(op, 0, NHWC)
+        _, h, w, _ = g.shape_of(x)
+        if len(out_hw) != 2 or min(out_hw) <= 0 or h % out_hw[0] or w % out_hw[1]:
+            raise Unsupported(f"an output {list(out_hw)} that does not divide the input {[h, w]} (TFLite has no "
+                              "adaptive pool)")
+        options = schema.Pool2DOptionsT()
+        options.padding = schema.Padding.VALID
+        options.strideH, options.strideW = options.filterHeight, options.filterWidth = h // out_hw[0], w // out_hw[1]
+        g.operator(B.AVERAGE_POOL_2D, [x], [g.output(op, 0, NHWC)], O.Pool2DOptions, options)
+        return
     int8 = int8_tensor_type(op.outputs[0])
     if int8 and not np.isclose(op.inputs[0].type.scale, op.outputs[0].type.scale, rtol=1e-6, atol=0):
         raise Unsupported("an int8 pool reads an int8 value of its result's scale")

@@ -61,8 +61,21 @@ def int64_reason(op) -> str:
             continue
         values = np.asarray(operand.value)
         if values.size and (values.min() < INT32_MIN or values.max() > INT32_MAX):
+            if _saturation_keeps_bound(op.type, values):
+                continue
             return f"{name}: the constant {operand.label()} holds values beyond int32 ({WHY})"
     return ""
+
+
+def _saturation_keeps_bound(op_type, values: np.ndarray) -> bool:
+    """MIN with a constant beyond int32 only above it (paddle.clip(x, min=0) of an int64 x: max is float(int64 max)),
+    or MAX with one only below it: the plugin saturates the constant to the int32 bound, and the other operand lies
+    within int32 (input and overflow checks), so the answer, that operand, is the same."""
+    if op_type == T.MIN:
+        return bool(values.min() >= INT32_MIN)
+    if op_type == T.MAX:
+        return bool(values.max() <= INT32_MAX)
+    return False
 
 
 def _cum_sum_length(op):

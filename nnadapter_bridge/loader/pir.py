@@ -9,7 +9,8 @@ by `pd_op.full` / `pd_op.full_int_array`) fold back into the legacy attribute, o
 input (`ShapeTensor`, `StartsTensorList`, ...) when they are computed at run time. `builtin.combine` /
 `builtin.split` are the list slots they stand for; `pd_op.if` becomes two `conditional_block` ops (the
 second on `logical_not(cond)`) whose sub-blocks assign the branch results, `pd_op.while` a `while` op
-over loop-carried vars that its sub-block assigns (the legacy form; the host executor runs both).
+over loop-carried vars that its sub-block assigns (the legacy form; the host executor runs both), and
+`pd_op.pylayer` (a PyLayer's forward) its forward's ops inlined, the results assigned from what it yields.
 
 Value names: a parameter keeps its name, a `pd_op.data` result its feed name, a fetched value the fetch's
 `name` (`fetch_name_0`, what Paddle Inference reports as the output name); every other value is named
@@ -1017,6 +1018,37 @@ def _while(tr: _Translator, op, block: int) -> None:
              {"sub_block": BlockRef(sub), "is_test": True}, {"sub_block": _A.BLOCK, "is_test": _A.BOOLEAN})
 
 
+def _pylayer(tr: _Translator, op, block: int) -> None:
+    """pd_op.pylayer (a `paddle.autograd.PyLayer` under to_static) runs its one region, the forward, once; its
+    operands are what the forward was called with (the block reads them as outer values, or as block arguments
+    bound to them) and its results what the forward's cf.yield gives. Inference has no backward, so the forward's
+    ops are inlined into the enclosing block and the results assigned from the yielded values."""
+    operands = tr._operands(op)
+    (body_block,) = _sub_regions(tr, op, 1)
+    args = body_block.get("args") or []
+    if not isinstance(args, list) or args and len(args) != len(operands):
+        raise tr.fail(f"pd_op.pylayer has {len(operands)} operands but its block has "
+                      f"{len(args) if isinstance(args, list) else 0} arguments", op)
+    for arg, operand in zip(args, operands):
+        if not isinstance(arg, dict) or not isinstance(arg.get("#"), int) or arg["#"] >= 0:
+            raise tr.fail(f"block argument {arg!r} has no negative value id", op)
+        if arg["#"] in tr.values:
+            raise tr.fail(f"defines block argument %{arg['#']} twice", op)
+        if operand is None:
+            raise tr.fail("pd_op.pylayer binds a block argument to a null operand", op)
+        tr.values[arg["#"]] = operand
+    body, yield_op = _split_yield(tr, body_block["ops"], op)
+    tr._translate_ops(body, block)
+    yielded = tr._operands(yield_op)
+    results = tr._define_results(op, block, "assign")
+    if len(yielded) != len(results):
+        raise tr.fail(f"the forward yields {len(yielded)} values for {len(results)} results", op)
+    for value, target in zip(yielded, results):
+        if value is None or value.members is not None or target.members is not None:
+            raise tr.fail("pd_op.pylayer yields a null or vector value, which this reader cannot translate", op)
+        tr._emit(block, "assign", {"X": [value.name]}, {"Out": [target.name]})
+
+
 def _yield_outside(tr: _Translator, op, block: int) -> None:
     raise tr.fail("cf.yield outside of an if/while block", op)
 
@@ -1129,6 +1161,7 @@ _SPECIAL = {
     "builtin.shadow_output": _shadow_output,
     "pd_op.if": _if,
     "pd_op.while": _while,
+    "pd_op.pylayer": _pylayer,
     "cf.yield": _yield_outside,
     "pd_op.create_array": _create_array,
     "pd_op.array_write_": _array_write,

@@ -427,6 +427,11 @@ class SubgraphEngine:
         access functions give new arrays): those of its program, or of a split's child programs; empty when the host
         wrote them all (a fallback)."""
         self.device_outputs = ()
+        if not self.output_names:
+            # Nothing outside reads what the subgraph makes (ops whose results a program leaves unused, e.g. in a
+            # PyLayer's forward): running it changes nothing, and a device may refuse a program without outputs
+            # (onnxruntime cannot load a graph it prunes to nothing).
+            return
         arrays = []
         for name in self.input_names:
             try:

@@ -286,3 +286,33 @@ def test_eye(tmp_path, rows, cols, dtype):
     shape = (rows, rows if cols is None else cols)
     feeds = {"x": np.ones(shape, dtype)}
     run_pir(tmp_path, "eye", lambda x: x + paddle.eye(rows, cols, dtype=dtype), feeds)
+
+
+# -- empty ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape_from", ["attr", "tensor"])
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
+def test_empty_then_written_runs_on_the_device(tmp_path, shape_from, device):
+    """Falcon's (paddlenlp rw) causal mask: paddle.empty([L, L], bool) then every element written by set_value. The
+    converter fills zeros (Paddle leaves the values uninitialized; the model reads only what it wrote), so the op
+    runs on the device instead of the host kernel ("no converter for Paddle op 'empty'")."""
+    import paddle
+
+    from support.converter_harness import device_predictor, pir_program
+
+    def build(ids):
+        length = ids.shape[1] if shape_from == "attr" else paddle.shape(ids)[1]
+        mask = paddle.empty([length, length], dtype="bool")
+        seq = paddle.arange(ids.shape[1])
+        # paddle.static.setitem: the written value (what to_static makes of `mask[:, :] = ...`); a plain in-place
+        # `mask[:, :] =` in a static program gives the readers of `mask` no dependency on the write
+        mask = paddle.static.setitem(mask, (slice(None), slice(None)), seq[:, None] < seq[None, :])
+        return paddle.where(mask[None, :, :], ids[:, None, :] * 0, ids[:, None, :])
+
+    saved = pir_program(tmp_path, build, {"ids": np.arange(1, 7, dtype=np.int64).reshape(1, 6)})
+    predictor = device_predictor(saved.model_path, device)
+    predictor.get_input(0).from_numpy(saved.feeds["ids"])
+    predictor.run()
+    np.testing.assert_array_equal(predictor.get_output(0).numpy(), saved.outputs[0])
+    assert "empty" not in {op.type for op in predictor.host_ops}, predictor.unsupported_reasons()

@@ -291,28 +291,34 @@ def index_put_program(tmp_path_factory):
              "v1": rng.standard_normal((5, 4, 3)).astype(np.float32),
              "v2": rng.standard_normal((3,)).astype(np.float32),  # broadcast over the tuples
              "xi": rng.integers(-9, 10, (4, 6)).astype(np.int32),
-             "mask": rng.integers(0, 2, (4, 6)).astype(bool)}
+             "mask": rng.integers(0, 2, (4, 6)).astype(bool),
+             "lead_mask": rng.integers(0, 2, (5, 4)).astype(bool)}
+    feeds["picked"] = rng.integers(-9, 10, int(feeds["mask"].sum())).astype(np.int32)  # one value per selected
 
-    def build(x, rows, cols, rows2, v1, v2, xi, mask):
+    def build(x, rows, cols, rows2, v1, v2, xi, mask, lead_mask, picked):
         import paddle
         return [paddle.index_put(x, (rows,), v1),
                 paddle.index_put(x, (rows2, cols), v2),
                 paddle.index_put(xi, (rows2[:2],), paddle.full([1], 7, "int32")),
+                # a bool mask with one value (SpeechT5's `pos[pos < -m] = -m`): WHERE, over all or the leading axes
+                paddle.index_put(xi, (mask,), paddle.full([1], -1, "int32")),
+                paddle.index_put(x, (lead_mask,), paddle.full([1], 2.5, "float32")),
                 paddle.index_put(x, (rows,), v1, accumulate=True),       # a scatter-add: on the host
-                paddle.index_put(xi, (mask,), paddle.full([1], -1, "int32"))]  # a bool mask: on the host
+                paddle.index_put(xi, (mask,), picked)]  # a value per selected element (a data-dependent count): host
     return pir_program(tmp_path_factory.mktemp("index_put"), build, feeds)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_index_put_matches_paddle(index_put_program, device):
     """`x[idx] = t` is index_put: integer index tensors (negative, repeated, broadcast against each other, value
-    broadcast) convert; accumulate and a bool mask stay on the host with the reason."""
+    broadcast) and a bool mask with a one-element value convert; accumulate and a bool mask with a value per
+    selected element stay on the host with the reason."""
     config = nb.Config()
     config.set_model_file(index_put_program.model_path)
     config.set_nnadapter_device_names([device])
     predictor = nb.create_predictor(config)
     placed = [p for p in predictor.placements(per_device=False) if p.op.type == "index_put"]
-    assert [p.device is not None for p in placed] == [True, True, True, False, False], \
+    assert [p.device is not None for p in placed] == [True, True, True, True, True, False, False], \
         [(p.op.label(), p.reason) for p in placed]
     for name, value in index_put_program.feeds.items():
         predictor.get_input_by_name(name).from_numpy(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -40,7 +41,8 @@ CLAIMED = {
     "SUB_relu1", "MUL_relu", "DIV_float", "ABS", "COS", "EXP", "FLOOR", "RELU", "RELU6", "SIGMOID", "SIN", "SQUARE",
     "SWISH", "TANH", "LOG", "RSQRT", "CLIP", "GELU_erf", "GELU_tanh", "HARD_SWISH", "LEAKY_RELU",
     "PRELU_per_channel", "PRELU_shared", "CONV_2D_pads_relu", "CONV_2D_same_dilated", "CONV_2D_depthwise_valid",
-    "AVERAGE_POOL_2D_same", "ADAPTIVE_AVERAGE_POOL_2D_global", "BATCH_NORMALIZATION", "FULLY_CONNECTED_relu",
+    "AVERAGE_POOL_2D_same", "ADAPTIVE_AVERAGE_POOL_2D_global", "ADAPTIVE_AVERAGE_POOL_2D_divisible",
+    "BATCH_NORMALIZATION", "FULLY_CONNECTED_relu",
     "FULLY_CONNECTED_no_bias", "MAT_MUL_transposes", "SOFTMAX", "SOFTMAX_default_axis",
     "RESIZE_LINEAR_align_corners", "RESIZE_LINEAR_half_pixel", "RESIZE_LINEAR_asymmetric",
     "RESIZE_LINEAR_scales_half_pixel", "RESIZE_LINEAR_half_pixel_to_one_row", "RESIZE_LINEAR_half_pixel_to_one_pixel",
@@ -652,3 +654,63 @@ def test_a_float32_cast_to_float32_is_a_copy(context):
     assert DRIVER.unsupported_reasons(context, model) == [""]
     program = DRIVER.create_program(context, model, Cache())
     np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], feeds[0])
+
+
+# -- infinity: a causal mask's -inf (Paddle's decoders add it to the attention scores) -------------------------
+def _infinity_program(tmp_path, with_pool: bool):
+    """relu(softmax(q k^T + mask) v) with the mask an input (-inf above the diagonal), saved the Paddle 3 way; with
+    `with_pool`, an average pool after (AVERAGE_POOL_2D may drop a NaN an infinity makes)."""
+    from support.converter_harness import pir_program
+
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, 6, 8)).astype(np.float32) for _ in range(3))
+    mask = np.triu(np.full((6, 6), -np.inf, np.float32), 1)
+
+    def build(q, k, v, mask):
+        import paddle
+
+        scores = paddle.matmul(q, k, transpose_y=True) + mask
+        attended = paddle.nn.functional.relu(paddle.matmul(paddle.nn.functional.softmax(scores, -1), v))
+        return paddle.nn.functional.avg_pool1d(attended, 2) if with_pool else attended
+    return pir_program(tmp_path, build, {"q": q, "k": k, "v": v, "mask": mask})
+
+
+@pytest.mark.parametrize("with_pool", [False, True])
+def test_an_infinite_mask_runs_on_xnnpack_where_every_operator_passes_nan_on(xnnpack, tmp_path, with_pool):
+    saved = _infinity_program(tmp_path, with_pool)
+    predictor = _conv_relu_predictor(saved)
+    for name, value in saved.feeds.items():
+        predictor.get_input_by_name(name).from_numpy(value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), saved.outputs[0], what="output")
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, DeviceFallbackWarning)]
+    if with_pool:  # the pool may drop a NaN: the infinite input runs elsewhere
+        assert fallbacks and all("holds NaN or infinity" in f for f in fallbacks), fallbacks
+        assert predictor.stats.subgraph_host_runs >= 1, predictor.stats
+    else:
+        assert not fallbacks, fallbacks
+        assert predictor.stats.subgraph_host_runs == 0, predictor.stats
+
+
+@pytest.mark.parametrize("size, out, on_xnnpack", [((14, 14), (7, 7), True), ((21, 8), (7, 2), True),
+                                                    ((7, 7), (7, 7), True), ((10, 10), (3, 3), False)])
+def test_an_adaptive_average_pool_dividing_its_input_is_an_average_pool(xnnpack, tmp_path, size, out, on_xnnpack):
+    """ERNIE-Layout (UIE-X) pools its ResNet features to 7x7 adaptively: with the output dividing the input, Paddle's
+    bins are the windows of a plain average pool; other outputs stay off XNNPACK."""
+    from support.converter_harness import pir_program
+
+    x = np.random.default_rng(4).standard_normal((1, 3, *size)).astype(np.float32)
+    saved = pir_program(tmp_path, lambda x: paddle_adaptive_pool(x, out) * 2.0, {"x": x})
+    predictor = _conv_relu_predictor(saved)
+    predictor.get_input(0).from_numpy(x)
+    predictor.run()
+    assert_model_close(predictor.get_output(0).numpy(), saved.outputs[0], what="output")
+    assert ("pool2d" not in {op.type for op in predictor.host_ops}) == on_xnnpack, predictor.unsupported_reasons()
+
+
+def paddle_adaptive_pool(x, out):
+    import paddle
+
+    return paddle.nn.functional.adaptive_avg_pool2d(x, out)

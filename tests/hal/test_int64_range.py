@@ -27,7 +27,7 @@ from support.fixture_cache import build_once
 from support.model_zoo_fixtures import fixture_root
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-INT64_BUILD_ID = "int64-range-v4"  # bump when a case or its feeds change
+INT64_BUILD_ID = "int64-range-v5"  # bump when a case or its feeds change
 
 I64 = np.iinfo(np.int64)
 I32 = np.iinfo(np.int32)
@@ -169,6 +169,9 @@ def _cases():
         "reshape": (lambda x: paddle.reshape(x, [4, 2]), *same({"x": WIDE})),
         "transpose": (lambda x: paddle.transpose(x, [1, 0]), *same({"x": WIDE.reshape(2, 4)})),
         "slice": (lambda x: x[1:6], *same({"x": WIDE})),
+        # one-sided clips: the open side's bound is float(int64 max / min), beyond int32 (LUKE's positions.clip(min=0))
+        "clip_min_only": (lambda x: paddle.clip(x, min=0), *same({"x": WIDE})),
+        "clip_max_only": (lambda x: paddle.clip(x, max=5), *same({"x": WIDE})),
         # ends beyond int32 (to the end): the plugin saturates them to 2^31 - 1, which keeps their meaning
         "slice_to_end": (lambda x: paddle.slice(x, [0], [2], [2**40]), *same({"x": WIDE})),
         "expand": (lambda x: paddle.expand(x, [3, 8]), *same({"x": WIDE.reshape(1, 8)})),
@@ -226,6 +229,8 @@ ON_OPENVINO = {
     "transpose",
     "slice",
     "slice_to_end",
+    "clip_min_only",
+    "clip_max_only",
     "expand",
     "tile",
     "where",
