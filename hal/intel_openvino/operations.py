@@ -1011,7 +1011,15 @@ def top_k(b, op):
     index_type = _dtype_name(args, "return_indices_dtype")
     k = to_scalar(b.index_tensor(op, 1))
     # Always sorted by value with ties in index order (what builtin_device returns for either `sorted`).
-    node = opset.topk(b.value(op.inputs[0]), k, axis, "max" if largest else "min", "value", index_type, True)
+    x = b.value(op.inputs[0])
+    if _is_float(x):
+        # The CPU plugin's TopK leaves a NaN where it is (topk([1, nan, 3, 2, nan, 0], 3) gives 1, nan, 3); Paddle
+        # puts NaN above every number when largest, below when smallest: an input holding NaN is a device fault,
+        # and the part runs elsewhere for it.
+        flat = opset.reshape(opset.is_nan(x), opset.constant(np.array([-1], np.int64)), False)
+        b.faults.append((opset.reduce_logical_or(flat, opset.constant(np.array([0], np.int64)), False).output(0),
+                         "TOP_K's input holds NaN, which OpenVINO's TopK leaves in place (the part runs elsewhere)"))
+    node = opset.topk(x, k, axis, "max" if largest else "min", "value", index_type, True)
     return [node.output(0), node.output(1)]
 
 
