@@ -718,9 +718,10 @@ def check_gather_nd(op, ctx) -> str | None:
         return f"Index is {precision.name}, not an integer tensor"
     if not index_dims or not known_dim(index_dims[-1]) or not 1 <= index_dims[-1] <= len(dims):
         return f"Index dims {list(index_dims)}: the last one (the indexed axes) must be known, 1..{len(dims)}"
-    unknown = [d for d in range(1, len(dims)) if not known_dim(dims[d])]
+    k = index_dims[-1]
+    unknown = [d for d in range(k, len(dims)) if not known_dim(dims[d])]
     if unknown:
-        return f"X dims {list(dims)}: dims {unknown} are known only at run time (the strides need them)"
+        return f"X dims {list(dims)}: dims {unknown} (each gathered slice's) are known only at run time"
     return None
 
 
@@ -728,35 +729,49 @@ def check_gather_nd(op, ctx) -> str | None:
                                 T.GATHER], check=check_gather_nd)
 def convert_gather_nd(ctx: ConversionContext, v: OpView) -> None:
     """Out[p] = X[Index[p, 0], ..., Index[p, k - 1], ...] (negative entries count from the end, as Paddle's kernel
-    reads them): a GATHER from X with its first k axes flattened, at each tuple's row-major offset. Only the dims
-    behind the first enter the strides, so a run-time batch is fine."""
+    reads them): a GATHER from X with its first k axes flattened, at each tuple's row-major offset. An indexed dim
+    known only at run time (DINO's encoder proposals: one per position of every level) enters the wrap and the
+    strides as a SLICE of X's SHAPE; the dims of each gathered slice must be known."""
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     dims = list(ctx.dims(x))
     index = ctx.cast(ctx.input(v.input("Index")), Precision.INT64, var, "index")
     last = ctx.rank(index) - 1
     k = ctx.dims(index)[-1]
+    sizes: dict = {}
+
+    def dim_size(d: int):
+        """X's dim d as an INT64 [1] operand: a constant when known, else a SLICE of X's SHAPE (built once)."""
+        if known_dim(dims[d]):
+            return ctx.const_i64([dims[d]])
+        if d not in sizes:
+            if "shape" not in sizes:
+                sizes["shape"] = ctx.temp(var, "input_shape")
+                ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT64))], [sizes["shape"]])
+            sizes[d] = ctx.temp(var, f"input_dim{d}")
+            ctx.add(T.SLICE, [sizes["shape"], ctx.const_i32([0]), ctx.const_i64([d]), ctx.const_i64([d + 1]), None],
+                    [sizes[d]])
+        return sizes[d]
+
     offset = None
     for j in range(k):
         column = ctx.temp(var, f"index{j}/column")
         ctx.add(T.SLICE, [index, ctx.const_i32([last]), ctx.const_i64([j]), ctx.const_i64([j + 1]), None], [column])
         entry = ctx.temp(var, f"index{j}/entry")
         ctx.add(T.SQUEEZE, [column, ctx.const_i32([last])], [entry])
-        if known_dim(dims[j]):
-            size = ctx.const_i64([dims[j]])
-        else:
-            shape = ctx.temp(var, f"index{j}/input_shape")
-            ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT64))], [shape])
-            size = ctx.temp(var, f"index{j}/size")
-            ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i64([j]), ctx.const_i64([j + 1]), None], [size])
+        size = dim_size(j)
         negative = ctx.temp(var, f"index{j}/negative")
         ctx.add(T.LESS, [entry, ctx.const_i64([0])], [negative])
         wrapped = binary(ctx, T.ADD, entry, size, ctx.temp(var, f"index{j}/wrapped"))
         positive = ctx.temp(var, f"index{j}/positive")
         ctx.add(T.WHERE, [negative, wrapped, entry], [positive])
-        stride = int(np.prod(dims[j + 1:k], dtype=np.int64))
-        term = positive if stride == 1 else binary(ctx, T.MUL, positive, ctx.const_i64([stride]),
-                                                   ctx.temp(var, f"index{j}/offset"))
+        term = positive
+        known_stride = int(np.prod([d for d in dims[j + 1:k] if known_dim(d)], dtype=np.int64))
+        if known_stride != 1:
+            term = binary(ctx, T.MUL, term, ctx.const_i64([known_stride]), ctx.temp(var, f"index{j}/offset"))
+        for d in range(j + 1, k):
+            if not known_dim(dims[d]):  # a stride factor known at run time only
+                term = binary(ctx, T.MUL, term, dim_size(d), ctx.temp(var, f"index{j}/offset_by_dim{d}"))
         offset = term if offset is None else binary(ctx, T.ADD, offset, term, ctx.temp(var, f"offset{j}"))
     flat = ctx.temp(var, "flat_input")
     ctx.add(T.RESHAPE, [x, ctx.const_i32([-1] + dims[k:])], [flat])

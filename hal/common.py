@@ -305,6 +305,13 @@ def is_integer_product(op: Operation) -> bool:
     return bool(np.allclose(held, want, rtol=1e-5, atol=0.0))
 
 
+# The run-time fault of a NON_MAX_SUPPRESSION composed around an SDK's NonMaxSuppression (hal/*/nms.py) when a
+# candidate box has no positive area: the SDKs never suppress with a box without area and order an inverted box's
+# corners, where Paddle takes a zero union as an overlap of NaN (suppressing) and the corners as given.
+DEGENERATE_CANDIDATES = ("a candidate box has no positive area, whose overlaps Paddle computes as NaN (0/0, "
+                         "suppressing) where NonMaxSuppression never suppresses (the part runs elsewhere)")
+
+
 def nms_unsupported_reason(op) -> str:
     """Why a NON_MAX_SUPPRESSION composed around an SDK's NonMaxSuppression (ONNX's, OpenVINO's opset-9 one:
     hal/*/nms.py) cannot give Paddle's answer for `op`, or ""."""

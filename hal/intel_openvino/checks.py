@@ -1,6 +1,6 @@
 """The run-time check outputs of a compiled OpenVINO program (GraphBuilder.checks and .faults in `graph`): extra
 boolean outputs whose tensor names carry CHECK_PREFIX (the caller's error: INVALID_PARAMETER) or FAULT_PREFIX (a value
-the device would compute wrongly, int64.py: FEATURE_NOT_SUPPORTED, a device fault, so the runtime runs the part
+the device would compute wrongly, int64.py, nms.py: FEATURE_NOT_SUPPORTED, a device fault, so the runtime runs the part
 elsewhere) and the message to raise. Apart from `graph` so that restoring a program from the cache finds its checks
 without importing the graph builder and the operation tables. Also the outputs the program hands out channels-last
 (NHWC_PREFIX, `graph.hand_out_channels_last`), which the driver transposes back while copying them out.

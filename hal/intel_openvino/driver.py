@@ -514,7 +514,7 @@ class IntelOpenVinoDriver(Driver):
         # share_outputs: the results dict holds views, not copies of every output (which the default makes, and
         # which nothing here reads: the outputs are read from the request's tensors, copied once, by the caller)
         request.infer(share_outputs=True)
-        for position, message, code in program.checks:  # check_outputs; a fault: int64 beyond int32 (int64.py)
+        for position, message, code in program.checks:  # check_outputs; a fault: int64.py, nms.py
             if request.get_output_tensor(position).data.item():
                 raise NNAdapterError(f"intel_openvino: {message}", code)
 

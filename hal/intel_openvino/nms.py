@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hal.common import Unsupported, nms_unsupported_reason, unpack
+from hal.common import DEGENERATE_CANDIDATES, Unsupported, nms_unsupported_reason, unpack
 from hal.intel_openvino.graph import i64, opset
 from hal.intel_openvino.operations import OPERATIONS
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -69,6 +69,22 @@ def _as_float(x):
     return _out(opset.convert(x, "f32"))
 
 
+def _degenerate_candidates(boxes, scores, score_threshold: float):
+    """A boolean scalar, true when a box that is a candidate of some class (score > score_threshold; `scores`
+    [N, C, M] with the background and the boxes past nms_top_k at -inf) has no positive area (or is inverted):
+    `boxes` [N, M, 4]."""
+    best = opset.reduce_max(scores, i64([1]), False)
+    candidate = opset.greater(best, opset.constant(np.float32(score_threshold)))
+    corners = [_out(opset.gather(boxes, _scalar_i64(k), _scalar_i64(2))) for k in range(4)]
+    width, height = opset.subtract(corners[2], corners[0]), opset.subtract(corners[3], corners[1])
+    zero = opset.constant(np.float32(0))
+    upright = opset.logical_and(opset.logical_and(opset.greater(width, zero), opset.greater(height, zero)),
+                                opset.greater(opset.multiply(width, height), zero))
+    flagged = opset.logical_and(candidate, opset.logical_not(upright))
+    flat = opset.reshape(flagged, i64([-1]), False)
+    return _out(opset.reduce_logical_or(flat, i64([0]), False))
+
+
 @OPERATIONS.implements(T.NON_MAX_SUPPRESSION)
 def non_max_suppression(b, op):
     reason = nms_unsupported_reason(op)
@@ -91,6 +107,13 @@ def non_max_suppression(b, op):
     if nms_top_k > -1:
         k = _out(opset.maximum(opset.minimum(n_boxes, _scalar_i64(nms_top_k)), _scalar_i64(1)))
         scores = _out(opset.select(_first_k(scores, k, 2), scores, minus_inf))
+
+    # OpenVINO's NonMaxSuppression never suppresses with a box without area and orders an inverted box's corners;
+    # Paddle takes a zero union as an overlap of NaN (suppressing) and the corners as given (SSD's priors clipped
+    # to the image edge decode to boxes without area). A candidate box without positive area is a fault: the
+    # part runs elsewhere.
+    b.faults.append((_degenerate_candidates(boxes, scores, args.float("score_threshold")),
+                     f"{op.label()}: {DEGENERATE_CANDIDATES}"))
 
     # A class's selections come in score order and the keep_top_k kept over all classes never reach past its
     # first keep_top_k (they all rank before the next, equal scores too): each class stops there, and each

@@ -17,7 +17,7 @@ import onnxruntime as ort
 
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.fusion import scalar_affine_as_depthwise_conv
-from hal.microsoft_onnxruntime.graph import convert_model, operation_unsupported_reason
+from hal.microsoft_onnxruntime.graph import FAULT_PREFIX, convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, marked_for_qdq
@@ -161,6 +161,9 @@ class OnnxRuntimeProgram:
     output_types: list
     output_dtypes: list = dataclasses.field(default_factory=list)  # of output_types, for run_arrays
     exact: ExactFallback | None = None  # set when the session's relus keep NaN where an output shows it
+    # the session's fault outputs (GraphBuilder.faults), fetched after the model's outputs, and what each says
+    fault_names: list = dataclasses.field(default_factory=list)
+    fault_messages: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         self.output_dtypes = [t.dtype for t in self.output_types]
@@ -333,6 +336,8 @@ class OnnxRuntimeDriver(Driver):
                 raise _fail(f"the program is marked {METADATA_KEY} but its last output is not {NAN_PROBE_OUTPUT}",
                             ResultCode.INVALID_PARAMETER)
             session_outputs.pop()
+        fault_names = [name for name in session_outputs if name.startswith(FAULT_PREFIX)]
+        session_outputs = [name for name in session_outputs if not name.startswith(FAULT_PREFIX)]
         if len(session_outputs) != len(output_types) or len(session_inputs) > len(input_types):
             raise _fail(f"the program has {len(session_inputs)} inputs and {len(session_outputs)} outputs, the "
                         f"model {len(input_types)} and {len(output_types)}", ResultCode.INVALID_PARAMETER)
@@ -344,8 +349,11 @@ class OnnxRuntimeDriver(Driver):
             raise _fail(f"the program has inputs {sorted(unknown)} that are not model inputs")
         slots = [_input_slot(name, t, name in session_inputs) for name, t in zip(names, input_types)]
         return OnnxRuntimeProgram(context, session, slots, session_outputs, output_types,
-                                  exact=(ExactFallback(source, [*session_outputs, NAN_PROBE_OUTPUT])
-                                         if speculative else None))
+                                  exact=(ExactFallback(source, [*session_outputs, *fault_names, NAN_PROBE_OUTPUT])
+                                         if speculative else None),
+                                  fault_names=fault_names,
+                                  fault_messages=[name.split(":", 1)[1] if ":" in name else "a run-time check failed"
+                                                  for name in fault_names])
 
     def destroy_program(self, program: OnnxRuntimeProgram) -> None:
         program.session = None
@@ -412,13 +420,21 @@ class OnnxRuntimeDriver(Driver):
             if slot.consumed:
                 feeds[slot.name] = array
         exact = program.exact
+        names = [*program.output_names, *program.fault_names]
         if exact is None:
-            return self._session_run(session, program.output_names, feeds)
-        if exact.exact_only:
-            return self._session_run(exact.session, program.output_names, feeds)
-        results = self._session_run(session, exact.probed_output_names, feeds)
-        if probe_saw_nan(results.pop()):  # a NaN-kept relu may have met it: the exact program gives Paddle's answer
-            results = self._session_run(self._exact_session(program.context, exact), program.output_names, feeds)
+            results = self._session_run(session, names, feeds)
+        elif exact.exact_only:
+            results = self._session_run(exact.session, names, feeds)
+        else:
+            results = self._session_run(session, exact.probed_output_names, feeds)
+            if probe_saw_nan(results.pop()):  # a NaN-kept relu may have met it: the exact program gives Paddle's answer
+                results = self._session_run(self._exact_session(program.context, exact), names, feeds)
+        if program.fault_names:
+            faults = results[len(program.output_names):]
+            del results[len(program.output_names):]
+            for fault, message in zip(faults, program.fault_messages):
+                if bool(fault):  # a value this device computes wrongly (GraphBuilder.faults): the part runs elsewhere
+                    raise _fail(message, ResultCode.FEATURE_NOT_SUPPORTED)
         return results
 
     def _exact_session(self, context: OnnxRuntimeContext, exact: ExactFallback) -> ort.InferenceSession:

@@ -110,6 +110,10 @@ class GraphBuilder:
         self.float_results: dict[int, str] = {}
         self.raw_read: set = set()  # operand indexes something reads raw (a raw-reading operation, a model output)
         self.producers: dict = {}  # operand index -> the operation writing it (Model.producers)
+        # (boolean scalar tensor, what it says when true): run-time checks of what this device computes wrongly
+        # (nms.py: a candidate box without area); each becomes an extra graph output named FAULT_PREFIX<k>:<what>,
+        # and a true one a device fault, so the runtime runs the part elsewhere.
+        self.faults: list = []
 
     # -- names and constants --------------------------------------------------------------------
     def fresh(self, hint: str = "t") -> str:
@@ -353,6 +357,11 @@ def _shown(dims) -> str:
     return "[" + ", ".join(str(d) if known(d) else "?" for d in dims) + "]"
 
 
+# Name prefix of the extra boolean graph outputs that carry run-time faults (GraphBuilder.faults); the driver
+# checks them after each run.
+FAULT_PREFIX = "nnadapter_bridge_fault"
+
+
 def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: bool = True):
     if not with_shape:
         return helper.make_tensor_value_info(name, onnx_type(t.dtype), None)
@@ -413,6 +422,9 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         elif name != f"output{k}":  # a model input (or an earlier output) passed straight through
             name = g.one("Identity", [name], f"output{k}")
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
+    for k, (flag, message) in enumerate(g.faults):
+        name = g.one("Identity", [flag], f"{FAULT_PREFIX}{k}:{message}")
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.BOOL, []))
     speculative = any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes)
     if speculative:  # the last output says whether the float outputs hold a NaN (nan_speculation.py)
         float_outputs = [info.name for info, operand in zip(outputs, model.output_operands)

@@ -20,15 +20,17 @@ What it declines, with the reason: pixel boxes (normalized False: NonMaxSuppress
 adaptive NMS that acts (nms_eta < 1 with nms_threshold > 0.5), a negative nms_threshold, the second (LoD)
 input form, polygons, an unknown class count.
 Data it cannot see in advance: NonMaxSuppression orders each box's corners and never suppresses with a box of
-no area, where Paddle takes x2 < x1 as given and a zero union as an overlap of NaN (suppressing). Detector
-heads produce upright boxes of positive area; boxes without area among the candidates can end differently.
+no area, where Paddle takes x2 < x1 as given and a zero union as an overlap of NaN (suppressing). SSD's priors
+clipped to the image edge decode to boxes without area; a run with a candidate box (a score past score_threshold)
+without positive area is a device fault (GraphBuilder.faults, hal.common.DEGENERATE_CANDIDATES): the part runs
+elsewhere, exactly.
 """
 from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto
 
-from hal.common import Unsupported, nms_unsupported_reason, unpack
+from hal.common import DEGENERATE_CANDIDATES, Unsupported, nms_unsupported_reason, unpack
 from hal.microsoft_onnxruntime.graph import GraphBuilder
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -50,6 +52,23 @@ def _per_image_counts(g: GraphBuilder, image: str, batch: str) -> str:
     images = g.one("Range", [g.scalar(0, np.int64), batch, g.scalar(1, np.int64)])
     hits = g.one("Equal", [g.one("Unsqueeze", [image, g.i64([1])]), g.one("Unsqueeze", [images, g.i64([0])])])
     return g.one("ReduceSum", [g.one("Cast", [hits], to=TensorProto.INT64), g.i64([0])], keepdims=0)
+
+
+def _degenerate_candidates(g: GraphBuilder, boxes: str, scores: str, score_threshold: float) -> str:
+    """A boolean scalar, true when a box that is a candidate of some class (score > score_threshold; `scores`
+    [N, C, M] with the background and the boxes past nms_top_k at -inf) has no positive area (or is inverted):
+    `boxes` [N, M, 4]."""
+    best = g.one("ReduceMax", [scores, g.i64([1])], keepdims=0)
+    candidate = g.one("Greater", [best, g.scalar(score_threshold, np.float32)])
+    corners = [g.one("Gather", [boxes, g.scalar(k, np.int64)], axis=2) for k in range(4)]
+    width, height = g.one("Sub", [corners[2], corners[0]]), g.one("Sub", [corners[3], corners[1]])
+    zero = g.scalar(0, np.float32)
+    upright = g.one("And", [g.one("And", [g.one("Greater", [width, zero]), g.one("Greater", [height, zero])]),
+                            g.one("Greater", [g.one("Mul", [width, height]), zero])])
+    flagged = g.one("And", [candidate, g.one("Not", [upright])])
+    # ReduceSum, not ReduceMax: an empty box list sums to 0
+    return g.one("Greater", [g.one("ReduceSum", [g.one("Cast", [flagged], to=TensorProto.INT64)], keepdims=0),
+                             g.scalar(0, np.int64)])
 
 
 @OPERATIONS.implements(T.NON_MAX_SUPPRESSION)
@@ -74,6 +93,12 @@ def non_max_suppression(g: GraphBuilder, op):
         k = g.one("Min", [n_boxes, g.i64([nms_top_k])])
         best, where = g.node("TopK", [scores, k], 2, axis=2, largest=1, sorted=1)
         scores = g.one("ScatterElements", [g.one("Expand", [minus_inf, scores_shape]), where, best], axis=2)
+
+    # NonMaxSuppression never suppresses with a box without area and orders an inverted box's corners; Paddle takes a
+    # zero union as an overlap of NaN (suppressing) and the corners as given (SSD's priors clipped to the image edge
+    # decode to boxes without area). A candidate box without positive area is a fault: the part runs elsewhere.
+    g.faults.append((_degenerate_candidates(g, boxes, scores, args.float("score_threshold")),
+                     f"{op.label()}: {DEGENERATE_CANDIDATES}"))
 
     # A class's selections come in score order, and the keep_top_k kept over all classes never reach past its
     # first keep_top_k (those all rank before the next, equal scores too: the order is stable), so each class stops

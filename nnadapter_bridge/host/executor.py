@@ -48,6 +48,13 @@ PATH_HOST_KERNEL = "host kernel"
 # Frozen conversions kept per op signature; a loop feeding ever new values must not grow memory forever.
 MAX_FROZEN_VALUES = 32
 
+# Ops whose host kernel gives Paddle's answer where the NNAdapter operations of their converter may not: on the host
+# the kernel runs. top_k's order of equal keys is the one libstdc++'s std::partial_sort / std::nth_element leave
+# (the kernel replays them, numpy's sort when no key ties); TOP_K orders them by index, and float keys do tie (the
+# zeros of CenterNet / FairMOT's peak-masked heatmap when k exceeds the peaks).
+KERNEL_FIRST = {op_type: "the host kernel gives Paddle's order of equal keys (TOP_K orders them by index)"
+                for op_type in ("top_k", "top_k_v2")}
+
 
 class HostExecutionError(BridgeError):
     """A host op failed to run; the message names the op and the path it took."""
@@ -203,6 +210,8 @@ class HostExecutor:
         has_kernel = op.type in HOST_KERNELS
         if spec is None:
             return HostPlan(PATH_HOST_KERNEL, reason="no converter")
+        if op.type in KERNEL_FIRST and has_kernel:
+            return HostPlan(PATH_HOST_KERNEL, reason=KERNEL_FIRST[op.type])
         if _has_sub_block(op) or any(isinstance(scope.get(n), list) for n in _names(op.input_names())):
             if has_kernel:
                 return HostPlan(PATH_HOST_KERNEL, reason="sub-block or tensor-array input")

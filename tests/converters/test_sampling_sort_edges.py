@@ -212,3 +212,34 @@ def test_gather_nd_and_bool_bitwise_ops_match_paddle_on_the_device(gather_nd_pro
     for k, (out, want) in enumerate(zip(got, gather_nd_program.outputs)):
         assert out.shape == want.shape, f"output {k} on {device}"
         np.testing.assert_array_equal(out, want, err_msg=f"output {k} on {device}")
+
+
+@pytest.fixture(scope="module")
+def gather_nd_run_time_dims_program(tmp_path_factory):
+    # X's indexed dim 1 is data-dependent (the positions a mask keeps), as DINO's encoder proposals are known only at
+    # run time: the strides and the wrap of negative entries come from X's shape at run time.
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((2, 9, 4)).astype(np.float32),
+             "keep": np.array([1, 0, 1, 1, 0, 1, 1, 1, 0], np.float32),
+             "pairs": np.array([[[0, 4], [1, -1], [0, 0]], [[-2, 3], [1, 2], [0, -6]]], np.int64)}
+
+    def build(x, keep, pairs):
+        import paddle
+        kept = paddle.gather(x, paddle.nonzero(keep > 0).reshape([-1]), axis=1)  # [2, 6 (data-dependent), 4]
+        return [paddle.gather_nd(kept, pairs)]
+    return pir_program(tmp_path_factory.mktemp("gather_nd_run_time_dims"), build, feeds)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_nd_with_indexed_dims_known_at_run_time_only_runs_on_the_device(gather_nd_run_time_dims_program,
+                                                                               device):
+    import nnadapter_bridge as nb
+
+    config = nb.Config()
+    config.set_model_file(gather_nd_run_time_dims_program.model_path)
+    config.set_nnadapter_device_names([device])
+    on_host = [f"{p.op.label()}: {p.reason}" for p in nb.create_predictor(config).placements(per_device=False)
+               if p.op.type == "gather_nd" and p.device is None]
+    assert not on_host, on_host
+    (got,) = run_predictor(gather_nd_run_time_dims_program, device)
+    np.testing.assert_array_equal(got, gather_nd_run_time_dims_program.outputs[0], err_msg=device)

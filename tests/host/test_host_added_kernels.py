@@ -538,3 +538,24 @@ def test_a_top_k_of_integer_keys_runs_on_the_host_kernel(tmp_path, device):
     saved = pir_program(tmp_path, lambda x: [v * 2 for v in paddle.topk(x, 30, axis=1)], {"x": x})
     for got, want in zip(run_predictor(saved, device), saved.outputs):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_top_k_of_float_keys_run_on_the_host_orders_equal_keys_as_paddle(tmp_path):
+    """Float keys tie too (a peak-masked heatmap is mostly zeros: CenterNet's and FairMOT's top-k takes more positions
+    than there are peaks). The host executor runs top_k through its host kernel, not through TOP_K (ties by index),
+    on google_xnnpack (which declines TOP_K) as anywhere else the op lands on the host."""
+    import paddle
+
+    x = np.zeros((1, 3840), np.float32)
+    x[0, np.random.default_rng(9).choice(3840, 26, replace=False)] = np.random.default_rng(10).uniform(0.05, 0.07, 26)
+    saved = pir_program(tmp_path, lambda x: paddle.topk(x, 500, axis=-1), {"x": x})
+    graph = load_model(saved.model_path, saved.params_path)
+    executor = HostExecutor(graph)
+    scope = {**graph.params, **saved.feeds}
+    for op in graph.ops():
+        if op.type not in ("feed", "fetch"):
+            executor.run(op, scope)
+    for got, want in zip([scope[name] for name in graph.outputs], saved.outputs):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(run_predictor(saved, "google_xnnpack"), saved.outputs):
+        np.testing.assert_array_equal(got, want)

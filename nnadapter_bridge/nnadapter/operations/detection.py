@@ -349,6 +349,16 @@ def suppressing_pairs(boxes: np.ndarray, threshold: np.float32, normalized: bool
         suppress = ~(iou <= threshold)
         found_i.append(i[suppress])
         found_j.append(j[suppress])
+    # Two touching boxes without area (normalized boxes of zero width or height: SSD's priors clipped to the
+    # image edge decode to such boxes) have a zero union, an overlap of 0/0 = NaN, which suppresses whatever
+    # their common width: the sweep above prunes by common width, so pair them by a sweep of their own.
+    flat = np.flatnonzero(areas == 0)
+    if flat.size > 1:
+        for i, j in touching_pairs(boxes[flat]):
+            i, j = flat[i], flat[j]
+            touch = (y1[j] <= y2[i]) & (y2[j] >= y1[i])
+            found_i.append(i[touch])
+            found_j.append(j[touch])
     if not found_i:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(found_i), np.concatenate(found_j)

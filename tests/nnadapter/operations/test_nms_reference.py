@@ -108,3 +108,26 @@ def test_the_pair_sweep_in_small_chunks_finds_the_same_pairs(monkeypatch):
     as_set = lambda pairs: set(zip(*(p.tolist() for p in pairs)))  # noqa: E731
     assert as_set(whole) == as_set(chunked) and len(as_set(whole)) > 100
 
+
+
+def test_boxes_without_height_that_overlap_a_little_suppress_each_other(paddle):
+    """Normalized boxes of zero height on one line (what SSD's priors clipped to the image edge decode to) whose
+    x-extents overlap by little: their union is 0, their overlap 0/0 = NaN, and Paddle suppresses the later one
+    however small the common width. The pair sweep's common-width bound must not prune those pairs."""
+    rng = np.random.default_rng(11)
+    n = 60
+    x1 = rng.uniform(0, 300, n).astype(np.float32)
+    boxes = np.stack([x1, np.full(n, 320, np.float32), x1 + rng.uniform(20, 120, n).astype(np.float32),
+                      np.full(n, 320, np.float32)], -1)[None]
+    # A few boxes with area among them, so that both kinds of pairs are found.
+    boxes[0, ::7, 1] -= rng.uniform(5, 50, boxes[0, ::7].shape[0]).astype(np.float32)
+    scores = rng.uniform(0, 1, (1, 2, n)).astype(np.float32)
+    attrs = NmsAttributes(background_label=-1, score_threshold=0.01, nms_top_k=-1, nms_threshold=0.45,
+                          nms_eta=1.0, keep_top_k=-1, normalized=True)
+    out, counts, index = multiclass_nms(boxes, scores, None, attrs)
+    want_out, want_index, want_counts = paddle._C_ops.multiclass_nms3(
+        paddle.to_tensor(boxes), paddle.to_tensor(scores), None, attrs.score_threshold, attrs.nms_top_k,
+        attrs.keep_top_k, attrs.nms_threshold, attrs.normalized, attrs.nms_eta, attrs.background_label)
+    np.testing.assert_array_equal(counts, want_counts.numpy())
+    np.testing.assert_array_equal(index, want_index.numpy().reshape(-1))
+    np.testing.assert_array_equal(out, want_out.numpy())
