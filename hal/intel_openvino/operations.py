@@ -1058,7 +1058,15 @@ def grid_sample(b, op):
         raise Unsupported("GRID_SAMPLE nearest (near-tie pixels round to the other neighbour than Paddle's)")
     # NONE samples bilinearly with zeros outside, as builtin_device does; bilinear differs by rounding only.
     attrs = {"align_corners": align_corners, "mode": "bilinear", "padding_mode": _GRID_PADDING[PadMode(pad_code)]}
-    return [_out(opset.grid_sample(b.value(op.inputs[0]), b.value(op.inputs[1]), attrs))]
+    grid = b.value(op.inputs[1])
+    # OpenVINO's GridSample clamps an infinite coordinate (border padding) or reads 0, where Paddle's kernel computes
+    # NaN weights (inf - floor(inf)): a grid holding infinity or NaN is a run-time fault, and the part runs elsewhere
+    finite = opset.reshape(opset.is_finite(grid), opset.constant(np.array([-1], np.int64)), False)
+    b.faults.append((opset.logical_not(opset.reduce_logical_and(finite, opset.constant(np.array([0], np.int64)),
+                                                                False)).output(0),
+                     "GRID_SAMPLE's grid holds infinity or NaN, where OpenVINO's GridSample clamps or reads 0 and "
+                     "Paddle gives NaN (the part runs elsewhere)"))
+    return [_out(opset.grid_sample(b.value(op.inputs[0]), grid, attrs))]
 
 
 @OPERATIONS.implements(T.ROI_ALIGN)

@@ -1181,7 +1181,16 @@ def _grid_sample(g: GraphBuilder, op: Operation):
         # onnxruntime 1.2x rounds a coordinate reflected onto an exact half pixel (2.5) up; Paddle rounds it
         # half to even: a whole-pixel difference (grid y = -2.5 on a 4-row input, align_corners false)
         raise Unsupported("GRID_SAMPLE nearest with reflection (a reflected half-pixel tie rounds the other way)")
-    g.one("GridSample", [g.x(op, 0), g.x(op, 1)], g.out(op), align_corners=int(align_corners),
+    grid = g.x(op, 1)
+    # onnxruntime's GridSample reads 0 (or the border) at an infinite or NaN coordinate, where Paddle's kernel gives
+    # NaN: a grid holding one is a run-time fault, and the part runs elsewhere for it
+    non_finite = g.one("Or", [g.one("IsNaN", [grid]), g.one("IsInf", [grid])])
+    count = g.one("ReduceSum", [g.one("Reshape", [g.one("Cast", [non_finite], to=TensorProto.INT64), g.i64([-1])])],
+                  keepdims=0)
+    g.faults.append((g.one("Greater", [count, g.scalar(0, np.int64)]),
+                     f"{op.label()}: the grid holds infinity or NaN, where onnxruntime's GridSample reads 0 or the "
+                     "border and Paddle gives NaN (the part runs elsewhere)"))
+    g.one("GridSample", [g.x(op, 0), grid], g.out(op), align_corners=int(align_corners),
           mode=_GRID_MODES[mode], padding_mode=_GRID_PAD_MODES[pad_mode])
 
 

@@ -63,15 +63,10 @@ def nonfinite_grid_program(tmp_path_factory):
     return pir_program(tmp_path_factory.mktemp("grid_sample_nonfinite"), build, feeds)
 
 
-@pytest.mark.parametrize("device", [
-    "builtin_device",
-    pytest.param("intel_openvino", marks=pytest.mark.xfail(strict=True, reason=(
-        "OpenVINO's GridSample clamps an infinite coordinate under border padding where Paddle's kernel computes "
-        "NaN weights (inf - floor(inf)); no compile-time check can see a non-finite grid"))),
-    pytest.param("microsoft_onnxruntime", marks=pytest.mark.xfail(strict=True, reason=(
-        "onnxruntime's GridSample reads 0 (or the border) at an infinite or NaN coordinate where Paddle's kernel "
-        "gives NaN; no compile-time check can see a non-finite grid"))),
-])
+# OpenVINO's GridSample clamps an infinite coordinate under border padding where Paddle's kernel computes NaN
+# weights (inf - floor(inf)), and onnxruntime's reads 0 (or the border) at an infinite or NaN coordinate: both
+# drivers make a grid holding one a run-time fault, and the part runs elsewhere
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime"])
 def test_grid_sample_nonfinite_grid_matches_paddle(nonfinite_grid_program, device):
     got = run_predictor(nonfinite_grid_program, device)
     for combo, out, want in zip(GRID_COMBOS, got, nonfinite_grid_program.outputs):
