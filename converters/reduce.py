@@ -14,7 +14,7 @@ Imports only the converter toolkit (op_view, attrs, emit, context, registry) and
 """
 from __future__ import annotations
 
-from converters.attrs import known_dim, var_precision
+from converters.attrs import input_dims, known_dim, var_precision
 from converters.context import ConversionContext
 from converters.emit import FLOATS, binary, cast_to
 from converters.op_view import OpView
@@ -104,6 +104,61 @@ def convert_reduce_sum(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.cast(x, precision, var, "sum_input")
     _reduce(ctx, T.REDUCE_SUM, x, _axes_for(ctx, x, reduce_axes(v.op)), v.attr_bool("keep_dim", False),
             ctx.output(var))
+
+
+# reduce_prod: NNAdapter has no product reduction. Over axes of known length (Deformable DETR and DINO multiply
+# each level's [H, W] into its size, an axis of 2), the product is the axis's slices multiplied in index order, as
+# Paddle's CPU kernel accumulates them (rounding aside: its float reduction may pair them otherwise).
+MAX_PRODUCT_FACTORS = 64  # slices multiplied along all reduced axes together; longer products stay on the host
+
+
+def _check_reduce_prod(op, ctx):
+    reason = check_out_dtype(op, ctx)
+    if reason:
+        return reason
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return None
+    if not dims:
+        return "a 0-D input (the host kernel gives it back)"
+    axes = _dropped_axes(len(dims), reduce_axes(op))
+    lengths = [dims[a] for a in axes]
+    if not all(known_dim(n) for n in lengths):
+        return "a reduced axis has a length known only at run time (the product is built from its slices)"
+    if any(int(n) == 0 for n in lengths):
+        return "a reduced axis is empty (the product of nothing is 1, which the host kernel gives)"
+    if sum(int(n) for n in lengths) > MAX_PRODUCT_FACTORS:
+        return (f"the reduced axes hold {sum(int(n) for n in lengths)} slices, more than the "
+                f"{MAX_PRODUCT_FACTORS} multiplied on a device")
+    return None
+
+
+@converter("reduce_prod", emits=[T.SLICE, T.MUL, T.SQUEEZE, T.CAST], check=_check_reduce_prod)
+def convert_reduce_prod(ctx: ConversionContext, v: OpView) -> None:
+    """The product over each reduced axis: its slices (kept as length-1 axes) multiplied in index order; the
+    reduced axes squeezed away unless keep_dim."""
+    x = ctx.input(v.input("X"))
+    var = v.output("Out")
+    rank = ctx.rank(x)
+    axes = _dropped_axes(rank, reduce_axes(v.op))
+    product = x
+    for axis in axes:
+        length = int(ctx.dims(product)[axis])
+        factors = []
+        for i in range(length):
+            part = ctx.temp(var, f"axis{axis}_slice{i}")
+            ctx.add(T.SLICE, [product, ctx.const_i32([axis]), ctx.const_i32([i]), ctx.const_i32([i + 1]),
+                              ctx.const_i32([1])], [part])
+            factors.append(part)
+        acc = factors[0]
+        for i, factor in enumerate(factors[1:], 1):
+            out = ctx.temp(var, f"axis{axis}_upto{i}")
+            binary(ctx, T.MUL, acc, factor, out)
+            acc = out
+        product = acc
+    if not v.attr_bool("keep_dim", False):
+        product = _drop_reduced(ctx, product, rank, axes, var, "prod")
+    _finish(ctx, v.op, product, _out_dtype(v.op))
 
 
 def _negate(ctx: ConversionContext, x, var: str, purpose: str):

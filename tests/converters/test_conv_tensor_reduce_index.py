@@ -144,6 +144,31 @@ def test_cumsum_exclusive_reverse(tmp_path, exclusive, reverse):
                {"axis": 1, "exclusive": exclusive, "reverse": reverse, "flatten": False}, {"x": rand((3, 4))})
 
 
+@pytest.mark.parametrize("axis, keepdim", [(1, False), (-1, True), ([0, 2], False), (None, False)])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_reduce_prod(tmp_path, axis, keepdim, dtype):
+    import paddle
+
+    x = rand((2, 3, 4), dtype) if dtype == "float32" else np.random.default_rng(3).integers(-3, 4, (2, 3, 4))
+    run_static(tmp_path, "reduce_prod", lambda x: paddle.prod(x, axis=axis, keepdim=keepdim),
+               {"x": np.asarray(x, dtype)})
+
+
+def test_reduce_prod_of_a_shape_runs_on_the_device(tmp_path):
+    """Deformable DETR's level sizes: the product of each level's [H, W] (int64), an axis of length 2."""
+    import paddle
+
+    shapes = np.array([[16, 20], [8, 10], [4, 5]], np.int64)
+    run_static(tmp_path, "reduce_prod", lambda s: paddle.prod(s, axis=1), {"s": shapes})
+
+
+def test_reduce_prod_over_a_long_axis_is_left_to_the_host(tmp_path):
+    import paddle
+
+    with pytest.raises(ConversionError, match="slices"):
+        run_static(tmp_path, "reduce_prod", lambda x: paddle.prod(x, axis=1), {"x": rand((2, 80))})
+
+
 # -- top_k / top_k_v2 / argsort -----------------------------------------------------------------------------
 
 
