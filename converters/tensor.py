@@ -17,9 +17,11 @@ from converters.attrs import (
     known_dim,
     known_dims,
     needs_constant,
+    runtime_inputs,
     scalar_attr_or_tensor,
 )
 from converters.context import ConversionContext
+from converters.emit import binary, compare
 from converters.layout import is_channel_last, layout_reason
 from converters.op_view import OpView
 from converters.registry import converter
@@ -42,16 +44,53 @@ def convert_concat(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(v.output("Out"))])
 
 
-@converter("split", emits=[T.SPLIT],
-           check=needs_constant("AxisTensor", "SectionsTensorList", what="SPLIT's axis and sizes"))
+def _split_at_run_time(ctx: ConversionContext, v: OpView, x, axis: int, outs: list) -> None:
+    """SPLIT by sizes known only at run time (Deformable DETR's and DINO's levels: each H * W from the feature
+    maps' shapes): each part a SLICE between running sums of the sizes, a -1 among them the axis's rest (Paddle
+    infers at most one)."""
+    var = outs[0]
+    sizes = []
+    for k, name in enumerate(v.inputs("SectionsTensorList")):
+        flat = ctx.temp(var, f"section{k}_1d")
+        ctx.add(T.RESHAPE, [ctx.input(name), ctx.const_i32([1])], [flat])
+        sizes.append(ctx.cast(flat, Precision.INT32, var, f"section{k}"))
+    shape = ctx.temp(var, "shape")
+    ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], [shape])
+    length = ctx.temp(var, "axis_length")
+    ctx.add(T.SLICE, [shape, ctx.const_i32([0]), ctx.const_i32([axis]), ctx.const_i32([axis + 1]),
+                      ctx.const_i32([1])], [length])
+    total = sizes[0]
+    for k, size in enumerate(sizes[1:], 1):
+        total = binary(ctx, T.ADD, total, size, ctx.temp(var, f"sections_upto{k}"))
+    rest = binary(ctx, T.SUB, binary(ctx, T.SUB, length, total, ctx.temp(var, "length_minus_sections")),
+                  ctx.const_i32([1]), ctx.temp(var, "inferred"))  # the -1's size: length - (the others - 1) - 1
+    start = ctx.const_i32([0])
+    for k, (size, out) in enumerate(zip(sizes, outs)):
+        inferred = compare(ctx, T.EQUAL, size, ctx.const_i32([-1]), ctx.temp(var, f"section{k}_inferred"))
+        fixed = ctx.temp(var, f"section{k}_size")
+        ctx.add(T.WHERE, [inferred, rest, size], [fixed])
+        end = binary(ctx, T.ADD, start, fixed, ctx.temp(var, f"section{k}_end"))
+        ctx.add(T.SLICE, [x, ctx.const_i32([axis]), start, end, ctx.const_i32([1])], [ctx.output(out)])
+        start = end
+
+
+@converter("split", emits=[T.SPLIT, T.RESHAPE, T.CAST, T.SHAPE, T.SLICE, T.ADD, T.SUB, T.EQUAL, T.WHERE],
+           check=needs_constant("AxisTensor", what="SPLIT's axis"))
 def convert_split(ctx: ConversionContext, v: OpView) -> None:
     """`num` > 0 cuts the axis into equal parts; otherwise `sections` (one -1 inferred, or the
-    `SectionsTensorList` of parameters) gives the sizes."""
+    `SectionsTensorList`) gives the sizes: parameters or values known now make one SPLIT, sizes known only at run
+    time SLICEs (_split_at_run_time)."""
     x = ctx.input(v.input("X"))
     axis = scalar_attr_or_tensor(ctx, v.op, "axis", "AxisTensor", 0)
     outs = v.outputs("Out")
     num = v.attr_int("num", 0)
-    if v.inputs("SectionsTensorList"):  # known now: the check refuses run-time sizes
+    if v.inputs("SectionsTensorList") and runtime_inputs(v.op, ctx, "SectionsTensorList"):
+        if len(v.inputs("SectionsTensorList")) != len(outs):
+            raise ctx.error(f"{len(v.inputs('SectionsTensorList'))} sections but {len(outs)} outputs")
+        rank = ctx.rank(x)
+        _split_at_run_time(ctx, v, x, axis + rank if axis < 0 else axis, outs)
+        return
+    if v.inputs("SectionsTensorList"):
         sizes = [int(np.asarray(ctx.constant_value(n)).reshape(-1)[0]) for n in v.inputs("SectionsTensorList")]
     elif num > 0:
         dims = ctx.dims(x)

@@ -223,6 +223,32 @@ def test_split_sections_tensor_list_params(tmp_path):
                params={"s0": np.array([1], "int32"), "s1": np.array([3], "int32")})
 
 
+@pytest.mark.parametrize("s0, s1, dtype", [([5], [15], "int64"), ([-1], [12], "int32"), ([12], [-1], "int64"),
+                                           ([0], [20], "int32")])
+def test_split_sections_known_at_run_time_only(tmp_path, s0, s1, dtype):
+    """Deformable DETR's levels: the sizes come from the feature maps' shapes at run time (a -1 is the rest)."""
+    run_opdesc(tmp_path, "split", {"X": ["x"], "SectionsTensorList": ["s0", "s1"]}, {"Out": ["y0", "y1"]},
+               {"axis": 1, "sections": [-1, -1]},
+               {"x": rand((2, 20, 3)), "s0": np.array(s0, dtype), "s1": np.array(s1, dtype)})
+
+
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+def test_split_sections_known_at_run_time_only_run_on_the_device(tmp_path, device):
+    import nnadapter_bridge as nb
+    from support.converter_harness import run_predictor
+
+    saved = opdesc_program(tmp_path, "split", inputs={"X": ["x"], "SectionsTensorList": ["s0", "s1", "s2"]},
+                           outputs={"Out": ["y0", "y1", "y2"]}, attrs={"axis": -2, "sections": [-1, -1, -1]},
+                           feeds={"x": rand((1, 21, 4)), "s0": np.array([16], "int64"),
+                                  "s1": np.array([4], "int64"), "s2": np.array([1], "int64")})
+    for got, want in zip(run_predictor(saved, device), saved.outputs):
+        np.testing.assert_array_equal(got, want)
+    config = nb.Config()
+    config.set_model_file(saved.model_path)
+    config.set_nnadapter_device_names([device])
+    assert not nb.create_predictor(config).host_ops
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_stack(tmp_path, axis):
     import paddle
