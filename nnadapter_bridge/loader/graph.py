@@ -248,7 +248,8 @@ def _check_naive_buffer_params(block: BlockInfo, params: dict, where: str) -> No
         if stored.dtype != dtype and not _int8_weight(stored.dtype, dtype):
             raise ModelFormatError(f"parameter '{spec_name}' is stored as {stored.dtype}, the program declares "
                                    f"{np.dtype(dtype)}", path=where)
-        if not _shape_matches(stored.shape, shape):  # naive_buffer took the stored dims; a 0-d/[1] pair may remain
+        # naive_buffer took the stored dims; a 0-d/[1] pair may remain
+        if shape is not None and not _shape_matches(stored.shape, shape):
             raise ModelFormatError(f"parameter '{spec_name}' is stored with dims {list(stored.shape)}, the program "
                                    f"declares {list(shape)}", path=where)
 
@@ -292,11 +293,13 @@ def _feed_fetch_targets(block: BlockInfo, op_type: str, slot: str) -> list[str]:
     return [name for _, _, name in sorted(found)]
 
 
-def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype, tuple]]:
-    """(name, dtype, shape) of the vars a params file holds, in the combined file's order (facts §7.3)."""
+def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype, tuple | None]]:
+    """(name, dtype, shape) of the vars a params file holds, in the combined file's order (facts §7.3); shape None
+    for a run-time persistable (run_time_persistables), whose stored dims are whatever the export held."""
     from nnadapter_bridge.loader.params import NOT_SAVED_KINDS
 
-    specs = []
+    written_first = run_time_persistables(block)
+    specs: list[tuple[str, np.dtype, tuple | None]] = []
     for name in sorted(block.vars):
         var = block.vars[name]
         if not var.persistable or var.var_type in NOT_SAVED_KINDS:
@@ -309,11 +312,30 @@ def saved_param_specs(block: BlockInfo, where: str) -> list[tuple[str, np.dtype,
                                    f"this loader cannot hold; the model is corrupt or needs a newer loader",
                                    path=where, var=name)
         if any(d < 0 for d in var.shape):
-            raise ModelFormatError(f"parameter declares dims {list(var.shape)}; a persistable var's dims are its "
-                                   f"stored tensor's, all known (-1 only belongs to a run-time axis such as the "
-                                   f"batch)", path=where, var=name)
+            if name not in written_first:
+                raise ModelFormatError(f"parameter declares dims {list(var.shape)}; a persistable var's dims are "
+                                       f"its stored tensor's, all known (-1 only belongs to a run-time axis such "
+                                       f"as the batch)", path=where, var=name)
+            specs.append((name, var.dtype, None))  # a run-time value (run_time_persistables): any stored dims
+            continue
         specs.append((name, var.dtype, var.shape))
     return specs
+
+
+def run_time_persistables(block: BlockInfo) -> set[str]:
+    """The persistable vars with unknown (-1) dims that an op of `block` writes before any op reads them.
+
+    Legacy dy2static (FLAGS_enable_pir_api=0) marks an eager tensor a model keeps between calls persistable and
+    assigns it from the traced value at run time (ppdet's SOLOv2 head: `eager_tmp_4 = assign(relu_24.tmp_0)`,
+    dims [-1, 256, -1, -1]); the params file still holds the tensor it had at export. Paddle loads that tensor
+    and the assign overwrites it before its first reader, so the value is the op's, not the file's."""
+    candidates = {name for name, var in block.vars.items() if var.persistable and any(d < 0 for d in var.shape)}
+    found: set[str] = set()
+    read: set[str] = set()
+    for op in block.ops:
+        read.update(n for n in op.input_names() if n in candidates and n not in found)
+        found.update(n for n in op.output_names() if n in candidates and n not in read)
+    return found
 
 
 def _per_var_path(directory: str, name: str) -> str:
@@ -425,6 +447,8 @@ def _load(source: ModelSource) -> ProgramGraph:
     blocks = decode_blocks(program, model_where)
     specs = saved_param_specs(blocks[0], model_where)
     params = _load_params(source, specs, model_where)
+    for name in run_time_persistables(blocks[0]):  # read to keep the file's order; the program computes them
+        params.pop(name, None)
     validate_program(blocks, params, model_where)
     graph = ProgramGraph(program, blocks, params, source.layout, source.model_path, params_where)
     graph.source_digest = source_digest

@@ -310,6 +310,39 @@ def test_parameter_dims_match_the_stored_tensor(declared, stored, outcome):
         assert "'w'" in refused(outcome, model_bytes=program_bytes(blocks), params_bytes=params)
 
 
+def test_a_persistable_var_an_op_writes_first_is_a_run_time_value(tmp_path, paddle_reference):
+    """Legacy dy2static (FLAGS_enable_pir_api=0) keeps an eager tensor a model holds between calls as a persistable
+    var with unknown dims that an op assigns from the traced value (ppdet's SOLOv2 head: `eager_tmp_4 =
+    assign(relu_24.tmp_0)`, [-1, 256, -1, -1]); the params file holds the tensor it had at export. Paddle loads
+    that tensor and the assign overwrites it before its first reader: the model's value is the op's."""
+    blocks = [{"vars": [{"name": "x", "shape": [-1, 4]}, {"name": "t", "shape": [-1, 4], "persistable": True},
+                        {"name": "y", "shape": [-1, 4]}],
+               "ops": [{"type": "assign", "inputs": {"X": ["x"]}, "outputs": {"Out": ["t"]}},
+                       {"type": "scale", "inputs": {"X": ["t"]}, "outputs": {"Out": ["y"]},
+                        "attrs": {"scale": 2.0, "bias": 1.0, "bias_after_scale": True}}]}]
+    model, params = tmp_path / "m.pdmodel", tmp_path / "m.pdiparams"
+    model.write_bytes(program_bytes(blocks))
+    params.write_bytes(zoo.write_combined_params(None, {"t": np.full((1, 4), 100.0, np.float32)}))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = paddle_reference(str(model), {"x": x}, str(params))[0]
+    np.testing.assert_array_equal(want, 2 * x + 1)  # the assign's value, not the stored tensor's
+
+    graph = load_model(str(model), str(params))
+    assert "t" not in graph.params
+    config = nb.Config()
+    config.set_model_file(str(model))
+    config.set_nnadapter_device_names(["builtin_device"])
+    predictor = nb.create_predictor(config)
+    predictor.get_input_by_name("x").from_numpy(x)
+    predictor.run()
+    np.testing.assert_array_equal(predictor.get_output(0).numpy(), want)
+    # Read before any op writes it, an unknown-dims persistable var is still a damaged parameter.
+    blocks[0]["ops"].reverse()
+    blocks[0]["ops"][0]["inputs"] = {"X": ["t"]}
+    refused("a persistable var's dims are its stored tensor's", model_bytes=program_bytes(blocks),
+            params_bytes=params.read_bytes())
+
+
 def test_pir_parameter_with_unknown_dims_is_refused():
     params = encode_lod_tensor(np.ones((1, 4), np.float32))
     load_model(model_bytes=json.dumps(pir_doc(param="w")).encode(), params_bytes=params)
