@@ -97,12 +97,11 @@ def test_host_kernel_when_no_converter(tmp_path):
 
 
 def test_runtime_tensor_is_frozen_for_a_converter_needing_constants(tmp_path):
-    """split's SectionsTensorList computed at run time: the converter refuses it as a model input, so the
-    op is converted with its inputs as constants, once per distinct value."""
-    feeds = {"x": RNG.standard_normal((2, 7)).astype(np.float32), "s0": np.array([3], np.int32),
-             "s1": np.array([4], np.int32)}
-    saved = opdesc_program(tmp_path, "split", inputs={"X": ["x"], "SectionsTensorList": ["s0", "s1"]},
-                           outputs={"Out": ["a", "b"]}, attrs={"axis": 1, "num": 0, "sections": [-1, -1]},
+    """split's AxisTensor computed at run time: the converter refuses it as a model input (SPLIT takes its axis as a
+    constant), so the op is converted with its inputs as constants, once per distinct value."""
+    feeds = {"x": RNG.standard_normal((7, 7)).astype(np.float32), "axis": np.array([1], np.int32)}
+    saved = opdesc_program(tmp_path, "split", inputs={"X": ["x"], "AxisTensor": ["axis"]},
+                           outputs={"Out": ["a", "b"]}, attrs={"axis": 0, "num": 0, "sections": [3, 4]},
                            feeds=feeds)
     graph, executor, scope = load(saved)
     (op,) = compute_ops(graph)
@@ -111,10 +110,10 @@ def test_runtime_tensor_is_frozen_for_a_converter_needing_constants(tmp_path):
     assert plan.path == PATH_FROZEN
     for name, want in zip(("a", "b"), saved.outputs):
         assert_op_close(scope[name], want, atol=0.0)
-    scope["s0"], scope["s1"] = np.array([5], np.int32), np.array([2], np.int32)
+    scope["axis"] = np.array([0], np.int32)
     executor.run(op, scope)
-    assert scope["a"].shape == (2, 5) and scope["b"].shape == (2, 2)
-    np.testing.assert_array_equal(np.concatenate([scope["a"], scope["b"]], axis=1), scope["x"])
+    assert scope["a"].shape == (3, 7) and scope["b"].shape == (4, 7)
+    np.testing.assert_array_equal(np.concatenate([scope["a"], scope["b"]], axis=0), scope["x"])
     assert len(plan.frozen) == 2 and executor.plans_built == 1
 
 
