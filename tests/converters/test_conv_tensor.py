@@ -234,19 +234,19 @@ def test_split_sections_known_at_run_time_only(tmp_path, s0, s1, dtype):
 
 @pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
 def test_split_sections_known_at_run_time_only_run_on_the_device(tmp_path, device):
-    import nnadapter_bridge as nb
-    from support.converter_harness import run_predictor
+    from support.converter_harness import device_predictor
 
     saved = opdesc_program(tmp_path, "split", inputs={"X": ["x"], "SectionsTensorList": ["s0", "s1", "s2"]},
                            outputs={"Out": ["y0", "y1", "y2"]}, attrs={"axis": -2, "sections": [-1, -1, -1]},
                            feeds={"x": rand((1, 21, 4)), "s0": np.array([16], "int64"),
                                   "s1": np.array([4], "int64"), "s2": np.array([1], "int64")})
-    for got, want in zip(run_predictor(saved, device), saved.outputs):
-        np.testing.assert_array_equal(got, want)
-    config = nb.Config()
-    config.set_model_file(saved.model_path)
-    config.set_nnadapter_device_names([device])
-    assert not nb.create_predictor(config).host_ops
+    predictor = device_predictor(saved.model_path, device, saved.params_path)
+    for name in predictor.get_input_names():
+        predictor.get_input_by_name(name).from_numpy(saved.feeds[name])
+    predictor.run()
+    assert not predictor.host_ops, predictor.unsupported_reasons()
+    for k, want in enumerate(saved.outputs):
+        np.testing.assert_array_equal(predictor.get_output(k).numpy(), want)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])

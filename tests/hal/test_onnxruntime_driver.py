@@ -660,18 +660,14 @@ def test_adaptive_max_pool_with_irregular_bins_runs_on_onnxruntime(tmp_path, siz
     now Paddle's scan over Gathers per bin position: NaN skipped, -FLT_MAX start, first of equal maxima."""
     import paddle.nn.functional as F
 
-    import nnadapter_bridge as nb
-    from support.converter_harness import pir_program
+    from support.converter_harness import device_predictor, pir_program
 
     x = np.random.default_rng(1).standard_normal((1, 3, size_in, size_in)).astype(np.float32)
     x[0, 0, 0, :] = np.nan
     x[0, 1, :, 0] = -np.inf
     x[0, 2, 1:3, 1:3] = 5.0  # equal maxima: Paddle's index is the first in the scan
     saved = pir_program(tmp_path, lambda x: list(F.adaptive_max_pool2d(x, size_out, return_mask=True)), {"x": x})
-    config = nb.Config()
-    config.set_model_file(saved.model_path)
-    config.set_nnadapter_device_names(["microsoft_onnxruntime"])
-    predictor = nb.create_predictor(config)
+    predictor = device_predictor(saved.model_path, "microsoft_onnxruntime", saved.params_path)
     predictor.get_input_by_name("x").from_numpy(x)
     predictor.run()
     assert not predictor.host_ops, predictor.unsupported_reasons()
