@@ -1,5 +1,6 @@
 """int64 on intel_openvino: which operations run exactly (the CPU plugin computes int64 as int32), which are
-declined (`int64_reason`), and the run-time checks between (`input_flag`, `overflow_flag`, `needs_overflow_check`).
+declined (`int64_reason`), and the run-time checks between (`input_flag`, `overflow_flag`, `needs_overflow_check`);
+also `any_true`, the OR of a boolean tensor that every run-time check and fault flag of the driver reduces to.
 Imports numpy, OpenVINO and the NNAdapter standard only (never converters, partition or the driver). What was
 measured and the rule per operation: docs/architecture.md, "int64 on intel_openvino".
 """
@@ -104,8 +105,8 @@ def values_read(operand, readers) -> bool:
     return any(r.type not in _SHAPE_READERS or any(o is operand for o in r.inputs[1:]) for r in readers)
 
 
-def _any(flags):
-    """The logical OR of every element of `flags`, as a boolean scalar."""
+def any_true(flags):
+    """The logical OR of every element of `flags`, as a boolean scalar (a run-time check's or fault's flag)."""
     flat = opset.reshape(flags, opset.constant(np.array([-1], np.int64)), False).output(0)
     return opset.reduce_logical_or(flat, opset.constant(np.array([0], np.int64)), False).output(0)
 
@@ -115,7 +116,7 @@ def input_flag(value) -> ov.Output:
     the int64 itself (measured), rounding: |x| >= 2^31 in float32 flags every value beyond int32, and also the few
     within 64 of the bounds, which then run elsewhere (exactly)."""
     magnitude = opset.abs(opset.convert(value, ov.Type.f32)).output(0)
-    return _any(opset.greater_equal(magnitude, opset.constant(np.float32(2**31))).output(0))
+    return any_true(opset.greater_equal(magnitude, opset.constant(np.float32(2**31))).output(0))
 
 
 def input_message(k: int) -> str:
@@ -146,11 +147,11 @@ def overflow_flag(op, values) -> ov.Output:
             and op.inputs[1] is not None else op.inputs[0].type.rank - 1
         shadow = opset.reduce_sum(opset.abs(floats[0]), opset.constant(np.array([axis], np.int64)), False).output(0)
         bound = _FLOAT_BOUND - np.float32(128 * (length + 1))
-        return _any(opset.greater_equal(shadow, opset.constant(np.float32(bound))).output(0))
+        return any_true(opset.greater_equal(shadow, opset.constant(np.float32(bound))).output(0))
     else:  # DIV, FLOOR_DIV: only INT32_MIN / -1 (and a division by 0) leaves int32
         shadow = opset.divide(floats[0], floats[1]).output(0)
     bound = _FLOAT_BOUND - np.float32(_SUM_SLACK_PER_TERM * max(0, len(values) - 2))
-    return _any(opset.greater_equal(opset.abs(shadow), opset.constant(np.float32(bound))).output(0))
+    return any_true(opset.greater_equal(opset.abs(shadow), opset.constant(np.float32(bound))).output(0))
 
 
 def overflow_message(op) -> str:

@@ -1,6 +1,7 @@
 """intel_openvino's NON_MAX_SUPPRESSION: Paddle's multiclass_nms3 composed around OpenVINO's NonMaxSuppression
 (opset 9); `non_max_suppression` registers into the operation table of hal.intel_openvino.operations. Imports
-this driver's graph and operations, hal.common and the standard; nothing from loader, converters or partition.
+this driver's graph, int64 (`any_true`) and operations, hal.common and the standard; nothing from loader,
+converters or partition.
 Why not MulticlassNms, the composition and what it declines: docs/architecture.md, "NON_MAX_SUPPRESSION on
 intel_openvino".
 """
@@ -10,6 +11,7 @@ import numpy as np
 
 from hal.common import DEGENERATE_CANDIDATES, Unsupported, nms_unsupported_reason, unpack
 from hal.intel_openvino.graph import i64, opset
+from hal.intel_openvino.int64 import any_true
 from hal.intel_openvino.operations import OPERATIONS
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 
@@ -80,9 +82,7 @@ def _degenerate_candidates(boxes, scores, score_threshold: float):
     zero = opset.constant(np.float32(0))
     upright = opset.logical_and(opset.logical_and(opset.greater(width, zero), opset.greater(height, zero)),
                                 opset.greater(opset.multiply(width, height), zero))
-    flagged = opset.logical_and(candidate, opset.logical_not(upright))
-    flat = opset.reshape(flagged, i64([-1]), False)
-    return _out(opset.reduce_logical_or(flat, i64([0]), False))
+    return any_true(opset.logical_and(candidate, opset.logical_not(upright)))
 
 
 @OPERATIONS.implements(T.NON_MAX_SUPPRESSION)

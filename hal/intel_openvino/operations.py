@@ -23,6 +23,7 @@ from hal.intel_openvino.graph import (
     opset,
     to_scalar,
 )
+from hal.intel_openvino.int64 import any_true
 from nnadapter_bridge.nnadapter.codes import (
     UNKNOWN,
     AutoPad,
@@ -1016,8 +1017,7 @@ def top_k(b, op):
         # The CPU plugin's TopK leaves a NaN where it is (topk([1, nan, 3, 2, nan, 0], 3) gives 1, nan, 3); Paddle
         # puts NaN above every number when largest, below when smallest: an input holding NaN is a device fault,
         # and the part runs elsewhere for it.
-        flat = opset.reshape(opset.is_nan(x), opset.constant(np.array([-1], np.int64)), False)
-        b.faults.append((opset.reduce_logical_or(flat, opset.constant(np.array([0], np.int64)), False).output(0),
+        b.faults.append((any_true(opset.is_nan(x)),
                          "TOP_K's input holds NaN, which OpenVINO's TopK leaves in place (the part runs elsewhere)"))
     node = opset.topk(x, k, axis, "max" if largest else "min", "value", index_type, True)
     return [node.output(0), node.output(1)]
@@ -1061,9 +1061,7 @@ def grid_sample(b, op):
     grid = b.value(op.inputs[1])
     # OpenVINO's GridSample clamps an infinite coordinate (border padding) or reads 0, where Paddle's kernel computes
     # NaN weights (inf - floor(inf)): a grid holding infinity or NaN is a run-time fault, and the part runs elsewhere
-    finite = opset.reshape(opset.is_finite(grid), opset.constant(np.array([-1], np.int64)), False)
-    b.faults.append((opset.logical_not(opset.reduce_logical_and(finite, opset.constant(np.array([0], np.int64)),
-                                                                False)).output(0),
+    b.faults.append((any_true(opset.logical_not(opset.is_finite(grid))),
                      "GRID_SAMPLE's grid holds infinity or NaN, where OpenVINO's GridSample clamps or reads 0 and "
                      "Paddle gives NaN (the part runs elsewhere)"))
     return [_out(opset.grid_sample(b.value(op.inputs[0]), grid, attrs))]

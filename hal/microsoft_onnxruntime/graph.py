@@ -146,6 +146,12 @@ class GraphBuilder:
                                            name=self.fresh("node"), **attrs))
         return names
 
+    def any_true(self, flags: str) -> str:
+        """A boolean scalar, true when some element of the boolean tensor `flags` is (a fault's flag). ReduceSum of
+        it as INT64, not ReduceMax: an empty tensor sums to 0."""
+        total = self.one("ReduceSum", [self.one("Cast", [flags], to=TensorProto.INT64)], keepdims=0)  # every axis
+        return self.one("Greater", [total, self.scalar(0, np.int64)])
+
     def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None, **attrs) -> str:
         return self.node(op_type, inputs, 1 if output is None else [output], **attrs)[0]
 

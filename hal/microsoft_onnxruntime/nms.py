@@ -65,10 +65,7 @@ def _degenerate_candidates(g: GraphBuilder, boxes: str, scores: str, score_thres
     zero = g.scalar(0, np.float32)
     upright = g.one("And", [g.one("And", [g.one("Greater", [width, zero]), g.one("Greater", [height, zero])]),
                             g.one("Greater", [g.one("Mul", [width, height]), zero])])
-    flagged = g.one("And", [candidate, g.one("Not", [upright])])
-    # ReduceSum, not ReduceMax: an empty box list sums to 0
-    return g.one("Greater", [g.one("ReduceSum", [g.one("Cast", [flagged], to=TensorProto.INT64)], keepdims=0),
-                             g.scalar(0, np.int64)])
+    return g.any_true(g.one("And", [candidate, g.one("Not", [upright])]))
 
 
 @OPERATIONS.implements(T.NON_MAX_SUPPRESSION)
