@@ -11,6 +11,7 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
 * `nms_unsupported_reason(op)`: the NON_MAX_SUPPRESSION cases neither SDK's NonMaxSuppression composition
   (hal/*/nms.py) can answer as Paddle does.
 * `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
+* `first_output_name(op)`: how a run-time fault names the operation it belongs to.
 * `is_integer_product(op)`: an int8 x int8 product writing its int32 sums (a quantized Paddle conv or matmul),
   which the SDK drivers run as integer kernels where theirs are fast.
 * `lower(model, table)` applies the standard's lowering before a build to the operations the table
@@ -86,6 +87,14 @@ def lower(model: Model, table: OperationTable) -> Model:
     if OperationType.YOLO_BOX not in table:
         model = decompose(model, [OperationType.YOLO_BOX])
     return model
+
+
+def first_output_name(op: Operation | None) -> str | None:
+    """The name of `op`'s first output operand, which names it in a run-time fault (driver_protocol.operation_fault);
+    None for no operation or an unnamed output."""
+    if op is None or not op.outputs or op.outputs[0] is None:
+        return None
+    return op.outputs[0].name or None
 
 
 def operation_alone(op: Operation) -> Model:

@@ -5,11 +5,12 @@ elsewhere) and the message to raise. Apart from `graph` so that restoring a prog
 without importing the graph builder and the operation tables. Also the outputs the program hands out channels-last
 (NHWC_PREFIX, `graph.hand_out_channels_last`), which the driver transposes back while copying them out.
 
-Imports the standard's codes only.
+Imports the standard's codes and driver protocol only.
 """
 from __future__ import annotations
 
 from nnadapter_bridge.nnadapter.codes import ResultCode
+from nnadapter_bridge.nnadapter.driver_protocol import parse_fault_output_name
 
 # Tensor-name prefixes of the extra boolean outputs that carry run-time checks (GraphBuilder.checks / .faults).
 CHECK_PREFIX = "nnadapter_bridge_check"
@@ -20,14 +21,17 @@ NHWC_PREFIX = "nnadapter_bridge_nhwc"
 
 
 def check_outputs(compiled_outputs) -> list:
-    """(output position, message, result code) of every run-time check output of a compiled model, in order."""
+    """(output position, message, result code, operand name) of every run-time check output of a compiled model, in
+    order; the operand name (a fault's, driver_protocol.fault_output_name) names the operation it belongs to, or is
+    None."""
     found = []
     for position, output in enumerate(compiled_outputs):
         for name in output.get_names():
             for prefix, code in ((CHECK_PREFIX, ResultCode.INVALID_PARAMETER),
                                  (FAULT_PREFIX, ResultCode.FEATURE_NOT_SUPPORTED)):
                 if name.startswith(prefix):
-                    found.append((position, name.split(":", 1)[1] if ":" in name else "a run-time check failed", code))
+                    message, operand = parse_fault_output_name(name, prefix)
+                    found.append((position, message, code, operand))
     return found
 
 

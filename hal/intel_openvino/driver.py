@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hal.protocol import Argument, Cache, ContextCallback, Driver
+from hal.protocol import Argument, Cache, ContextCallback, Driver, operation_fault
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
 from nnadapter_bridge.nnadapter.model import Model
@@ -165,7 +165,7 @@ class OpenVinoProgram:
     seconds_to_build: float  # compile_model or import_model wall time
     restored: bool
     tensor_class: Any  # openvino.Tensor, looked up once instead of on every run
-    checks: list = dataclasses.field(default_factory=list)  # (output position, message, code): check_outputs
+    checks: list = dataclasses.field(default_factory=list)  # (position, message, code, operand): check_outputs
     # Outputs the program hands out as [N, H, W, C] (checks.channels_last_outputs): transposed back when copied out
     channels_last: frozenset = frozenset()
     # The memory the compiled model reads its constants from when it was imported in place (_import_program):
@@ -514,8 +514,10 @@ class IntelOpenVinoDriver(Driver):
         # share_outputs: the results dict holds views, not copies of every output (which the default makes, and
         # which nothing here reads: the outputs are read from the request's tensors, copied once, by the caller)
         request.infer(share_outputs=True)
-        for position, message, code in program.checks:  # check_outputs; a fault: int64.py, nms.py
+        for position, message, code, operand in program.checks:  # check_outputs; a fault: int64.py, nms.py
             if request.get_output_tensor(position).data.item():
+                if code == ResultCode.FEATURE_NOT_SUPPORTED:  # the device's fault, naming its operation if it has one
+                    raise operation_fault(f"intel_openvino: {message}", operand)
                 raise NNAdapterError(f"intel_openvino: {message}", code)
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from hal.common import OperationTable, Unsupported, is_integer_product
+from hal.common import OperationTable, Unsupported, first_output_name, is_integer_product
 from hal.common import unsupported_reason as trial_reason
 from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, NHWC_PREFIX
 from hal.intel_openvino.int64 import (
@@ -51,6 +51,7 @@ from hal.intel_openvino.int64 import (
     overflow_message,
     values_read,
 )
+from hal.protocol import fault_output_name
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -190,9 +191,9 @@ class GraphBuilder:
         # (boolean scalar, what it says when true): run-time checks that Paddle makes and OpenVINO does not
         # (an out-of-range gather index gives zeros there); each becomes an extra model output.
         self.checks: list = []
-        # (boolean scalar, what it says when true): run-time checks of what this device computes wrongly (an int64
-        # result beyond int32, int64.py); each becomes an extra model output, and a true one a device fault, so
-        # the runtime runs the part elsewhere.
+        # (boolean scalar, what it says when true, the operation it belongs to or None): run-time checks of what
+        # this device computes wrongly (an int64 result beyond int32, int64.py); each becomes an extra model output,
+        # and a true one a device fault naming that operation, so the runtime runs it (or the part) elsewhere.
         self.faults: list = []
 
     # -- operands --------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
     results = implementation(builder, op)
     if needs_overflow_check(op):
         inputs = op.inputs if op.type == T.SUM else op.inputs[:1 if op.type in (T.ABS, T.SQUARE, T.CUM_SUM) else 2]
-        builder.faults.append((overflow_flag(op, [builder.value(o) for o in inputs]), overflow_message(op)))
+        builder.faults.append((overflow_flag(op, [builder.value(o) for o in inputs]), overflow_message(op), op))
     if len(results) != len(op.outputs):
         raise NNAdapterError(f"intel_openvino: the {op.type.name} implementation gave {len(results)} results for "
                              f"{len(op.outputs)} outputs")
@@ -313,7 +314,7 @@ def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps:
         builder.add_parameter(operand, f"input{k}")
         if is_int64(operand) and values_read(operand, consumers.get(operand.index, [])):
             # the CPU plugin would narrow a value beyond int32 wherever it is read (int64.py)
-            builder.faults.append((input_flag(builder.raw[operand.index]), input_message(k)))
+            builder.faults.append((input_flag(builder.raw[operand.index]), input_message(k), None))
     for op in model.topological_operations():
         convert_operation(builder, op, operations)
     results = []
@@ -325,9 +326,9 @@ def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps:
     for k, (flag, message) in enumerate(builder.checks):
         results.append(opset.result(flag, name=f"check{k}"))
         names.append(f"{CHECK_PREFIX}{k}:{message}")  # the name survives export_model/import_model
-    for k, (flag, message) in enumerate(builder.faults):
+    for k, (flag, message, op) in enumerate(builder.faults):
         results.append(opset.result(flag, name=f"fault{k}"))
-        names.append(f"{FAULT_PREFIX}{k}:{message}")
+        names.append(fault_output_name(FAULT_PREFIX, k, message, first_output_name(op)))
     ov_model = ov.Model(results, builder.parameters, "nnadapter")
     for name, output in zip(names, ov_model.outputs):
         output.get_tensor().set_names({name})

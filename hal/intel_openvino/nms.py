@@ -113,7 +113,7 @@ def non_max_suppression(b, op):
     # to the image edge decode to boxes without area). A candidate box without positive area is a fault: the
     # part runs elsewhere.
     b.faults.append((_degenerate_candidates(boxes, scores, args.float("score_threshold")),
-                     f"{op.label()}: {DEGENERATE_CANDIDATES}"))
+                     f"{op.label()}: {DEGENERATE_CANDIDATES}", op))
 
     # A class's selections come in score order and the keep_top_k kept over all classes never reach past its
     # first keep_top_k (they all rank before the next, equal scores too): each class stops there, and each

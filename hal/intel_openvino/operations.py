@@ -1018,7 +1018,7 @@ def top_k(b, op):
         # puts NaN above every number when largest, below when smallest: an input holding NaN is a device fault,
         # and the part runs elsewhere for it.
         b.faults.append((any_true(opset.is_nan(x)),
-                         "TOP_K's input holds NaN, which OpenVINO's TopK leaves in place (the part runs elsewhere)"))
+                         "TOP_K's input holds NaN, which OpenVINO's TopK leaves in place (it runs elsewhere)", op))
     node = opset.topk(x, k, axis, "max" if largest else "min", "value", index_type, True)
     return [node.output(0), node.output(1)]
 
@@ -1063,7 +1063,7 @@ def grid_sample(b, op):
     # NaN weights (inf - floor(inf)): a grid holding infinity or NaN is a run-time fault, and the part runs elsewhere
     b.faults.append((any_true(opset.logical_not(opset.is_finite(grid))),
                      "GRID_SAMPLE's grid holds infinity or NaN, where OpenVINO's GridSample clamps or reads 0 and "
-                     "Paddle gives NaN (the part runs elsewhere)"))
+                     "Paddle gives NaN (the part runs elsewhere)", op))
     return [_out(opset.grid_sample(b.value(op.inputs[0]), grid, attrs))]
 
 

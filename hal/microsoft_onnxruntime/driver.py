@@ -21,7 +21,7 @@ from hal.microsoft_onnxruntime.graph import FAULT_PREFIX, convert_model, operati
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
 from hal.microsoft_onnxruntime.operations import OPERATIONS
 from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, marked_for_qdq
-from hal.protocol import Argument, Cache, ContextCallback, Driver
+from hal.protocol import Argument, Cache, ContextCallback, Driver, operation_fault, parse_fault_output_name
 from hal.quantized_chains import find_conv_chains
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, Precision, ResultCode
@@ -161,7 +161,8 @@ class OnnxRuntimeProgram:
     output_types: list
     output_dtypes: list = dataclasses.field(default_factory=list)  # of output_types, for run_arrays
     exact: ExactFallback | None = None  # set when the session's relus keep NaN where an output shows it
-    # the session's fault outputs (GraphBuilder.faults), fetched after the model's outputs, and what each says
+    # the session's fault outputs (GraphBuilder.faults), fetched after the model's outputs, and what each says with
+    # the operand naming its operation (driver_protocol.parse_fault_output_name)
     fault_names: list = dataclasses.field(default_factory=list)
     fault_messages: list = dataclasses.field(default_factory=list)
 
@@ -352,8 +353,7 @@ class OnnxRuntimeDriver(Driver):
                                   exact=(ExactFallback(source, [*session_outputs, *fault_names, NAN_PROBE_OUTPUT])
                                          if speculative else None),
                                   fault_names=fault_names,
-                                  fault_messages=[name.split(":", 1)[1] if ":" in name else "a run-time check failed"
-                                                  for name in fault_names])
+                                  fault_messages=[parse_fault_output_name(name, FAULT_PREFIX) for name in fault_names])
 
     def destroy_program(self, program: OnnxRuntimeProgram) -> None:
         program.session = None
@@ -432,9 +432,9 @@ class OnnxRuntimeDriver(Driver):
         if program.fault_names:
             faults = results[len(program.output_names):]
             del results[len(program.output_names):]
-            for fault, message in zip(faults, program.fault_messages):
-                if bool(fault):  # a value this device computes wrongly (GraphBuilder.faults): the part runs elsewhere
-                    raise _fail(message, ResultCode.FEATURE_NOT_SUPPORTED)
+            for fault, (message, operand) in zip(faults, program.fault_messages):
+                if bool(fault):  # a value this device computes wrongly (GraphBuilder.faults): it runs elsewhere
+                    raise operation_fault(f"microsoft_onnxruntime: {message}", operand)
         return results
 
     def _exact_session(self, context: OnnxRuntimeContext, exact: ExactFallback) -> ort.InferenceSession:

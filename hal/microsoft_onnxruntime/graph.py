@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from hal.common import OperationTable, Unsupported, unsupported_reason
+from hal.common import OperationTable, Unsupported, first_output_name, unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import (
     METADATA_KEY,
     NAN_KEPT_RELU_SUFFIX,
@@ -43,6 +43,7 @@ from hal.microsoft_onnxruntime.nan_speculation import (
     nan_probe_nodes,
     nan_probe_operands,
 )
+from hal.protocol import fault_output_name
 from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
@@ -110,9 +111,10 @@ class GraphBuilder:
         self.float_results: dict[int, str] = {}
         self.raw_read: set = set()  # operand indexes something reads raw (a raw-reading operation, a model output)
         self.producers: dict = {}  # operand index -> the operation writing it (Model.producers)
-        # (boolean scalar tensor, what it says when true): run-time checks of what this device computes wrongly
-        # (nms.py: a candidate box without area); each becomes an extra graph output named FAULT_PREFIX<k>:<what>,
-        # and a true one a device fault, so the runtime runs the part elsewhere.
+        # (boolean scalar tensor, what it says when true, the operation it belongs to): run-time checks of what
+        # this device computes wrongly (nms.py: a candidate box without area); each becomes an extra graph output
+        # (driver_protocol.fault_output_name), and a true one a device fault naming that operation, so the runtime
+        # runs it elsewhere.
         self.faults: list = []
 
     # -- names and constants --------------------------------------------------------------------
@@ -428,8 +430,8 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         elif name != f"output{k}":  # a model input (or an earlier output) passed straight through
             name = g.one("Identity", [name], f"output{k}")
         outputs.append(_value_info(name, operand.type, f"output{k}", with_shape=False))
-    for k, (flag, message) in enumerate(g.faults):
-        name = g.one("Identity", [flag], f"{FAULT_PREFIX}{k}:{message}")
+    for k, (flag, message, op) in enumerate(g.faults):
+        name = g.one("Identity", [flag], fault_output_name(FAULT_PREFIX, k, message, first_output_name(op)))
         outputs.append(helper.make_tensor_value_info(name, TensorProto.BOOL, []))
     speculative = any(node.name.endswith(NAN_KEPT_RELU_SUFFIX) for node in g.nodes)
     if speculative:  # the last output says whether the float outputs hold a NaN (nan_speculation.py)

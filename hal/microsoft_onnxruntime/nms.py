@@ -95,7 +95,7 @@ def non_max_suppression(g: GraphBuilder, op):
     # zero union as an overlap of NaN (suppressing) and the corners as given (SSD's priors clipped to the image edge
     # decode to boxes without area). A candidate box without positive area is a fault: the part runs elsewhere.
     g.faults.append((_degenerate_candidates(g, boxes, scores, args.float("score_threshold")),
-                     f"{op.label()}: {DEGENERATE_CANDIDATES}"))
+                     f"{op.label()}: {DEGENERATE_CANDIDATES}", op))
 
     # A class's selections come in score order, and the keep_top_k kept over all classes never reach past its
     # first keep_top_k (those all rank before the next, equal scores too: the order is stable), so each class stops

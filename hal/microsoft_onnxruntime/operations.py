@@ -1186,7 +1186,7 @@ def _grid_sample(g: GraphBuilder, op: Operation):
     # NaN: a grid holding one is a run-time fault, and the part runs elsewhere for it
     g.faults.append((g.any_true(g.one("Or", [g.one("IsNaN", [grid]), g.one("IsInf", [grid])])),
                      f"{op.label()}: the grid holds infinity or NaN, where onnxruntime's GridSample reads 0 or the "
-                     "border and Paddle gives NaN (the part runs elsewhere)"))
+                     "border and Paddle gives NaN (the part runs elsewhere)", op))
     g.one("GridSample", [g.x(op, 0), grid], g.out(op), align_corners=int(align_corners),
           mode=_GRID_MODES[mode], padding_mode=_GRID_PAD_MODES[pad_mode])
 

@@ -34,14 +34,15 @@ properties the user did not set). Which errors are the device's fault and which 
 `runtime.is_device_fault`.
 
 Entry points: `Driver`, `Argument`, `Cache`, `Capabilities`, `PerformanceInfo`, `check_driver`,
-`ENTRY_POINT_GROUP`. Imports the standard's model, types and codes only; never the runtime (which imports it) nor
-`hal`.
+`ENTRY_POINT_GROUP`, `operation_fault`, `fault_operand`, `fault_output_name`, `parse_fault_output_name`. Imports
+the standard's model, types and codes only; never the runtime (which imports it) nor `hal`.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import quote, unquote
 
 import numpy as np
 
@@ -233,3 +234,35 @@ def check_driver(driver: Any) -> None:
         raise TypeError(f"{driver!r} is not a HAL driver: missing {', '.join(missing)}")
     if not isinstance(driver.name, str) or not driver.name:
         raise TypeError(f"{driver!r} is not a HAL driver: 'name' must be a non-empty string")
+
+
+# -- run-time faults traced to one operation ----------------------------------------------------------------------
+def operation_fault(message: str, operand_name: str | None) -> NNAdapterError:
+    """The device fault (FEATURE_NOT_SUPPORTED) of a run-time check that found data the device computes wrongly,
+    naming the operation the check belongs to by `operand_name`, its first output operand's name (None or "": the
+    check is the whole program's, e.g. an input beyond what the device holds)."""
+    error = NNAdapterError(message, ResultCode.FEATURE_NOT_SUPPORTED)
+    error.fault_operand = operand_name or None  # type: ignore[attr-defined]
+    return error
+
+
+def fault_operand(exc: BaseException) -> str | None:
+    """The first output operand's name of the operation a run-time device fault belongs to (operation_fault)."""
+    name = getattr(exc, "fault_operand", None)
+    return name if isinstance(name, str) and name else None
+
+
+def fault_output_name(prefix: str, position: int, message: str, operand_name: str | None) -> str:
+    """The name of an SDK program's extra boolean output that carries a run-time check: the prefix and position,
+    the operation's operand name (percent-quoted: it holds no ':' then) and the message. SDKs keep output names
+    through their export, so a program restored from the cache still knows what each check says and whose it is."""
+    tag = f"@{quote(operand_name, safe='')}" if operand_name else ""
+    return f"{prefix}{position}{tag}:{message}"
+
+
+def parse_fault_output_name(name: str, prefix: str) -> tuple[str, str | None]:
+    """(message, operand name or None) of a check output's name made by fault_output_name (a name without an
+    operand, as older cache files have, gives None)."""
+    head, _, message = name.partition(":")
+    _, at, operand = head[len(prefix):].partition("@")
+    return message or "a run-time check failed", (unquote(operand) if at and operand else None)

@@ -27,6 +27,7 @@ import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
+from nnadapter_bridge.nnadapter.driver_protocol import fault_operand
 from nnadapter_bridge.nnadapter.nnc import (
     TMP_PREFIX,
     NncCacheWarning,
@@ -481,6 +482,8 @@ class SubgraphEngine:
         device, then to the host; None when the host ran it. Faults are committed once a fallback ran.
         `first_fault`: the base context's program already failed this run (run's steady path)."""
         faults: list = []  # run faults of this run, committed once a fallback ran (module docstring)
+        if first_fault is not None and self._split_off_fault(first_fault, arrays, signature, scope):
+            return None
         if first_fault is not None:
             if not set(first_fault.devices) & set(self.base_context.device_names):
                 first_fault.devices = tuple(self.base_context.device_names)  # always progress towards the host
@@ -516,6 +519,8 @@ class SubgraphEngine:
                     if not set(fault.devices) & set(context.device_names):
                         fault.devices = tuple(context.device_names)  # always progress towards the host
                     if fault.stage == "run":
+                        if not faults and self._split_off_fault(fault, arrays, signature, scope):
+                            return None
                         faults.append(fault)
                     else:  # a compile fault is never the caller's: committed at once
                         self._commit(fault, signature, excluded)
@@ -729,6 +734,60 @@ class SubgraphEngine:
                                  f"{', '.join(self.context.device_names)} decline {lines} (strict mode: nothing "
                                  f"runs on the host)", failure.code) from failure
         return self._plan_declining(declined)
+
+    def _split_off_fault(self, fault: _DeviceFault, arrays: Sequence[np.ndarray], signature, scope: dict) -> bool:
+        """A run fault that the driver traced to one operation (driver_protocol.operation_fault: data that operation
+        would compute wrongly on the device, an NMS candidate without area, say): split the subgraph for these shapes
+        so that only the Paddle op that emitted the operation runs on the host, the rest on the devices as before,
+        and run this run so. False, and the fault takes the usual fallback (the whole part elsewhere), when the fault
+        names no operation, the operation is not traced to one block-0 Paddle op, the subgraph has nothing else, or
+        nothing may run on the host."""
+        operand = fault_operand(fault.error)
+        if operand is None or fault.stage != "run" or self.host_fallback is None or not self.degrade \
+                or len(self.subgraph.ops) < 2:
+            return False
+        index = self._paddle_op_emitting(operand, arrays)
+        if index is None:
+            return False
+        devices = ", ".join(fault.devices)
+        plan = self._plan_declining({index: [f"{devices} faulted at run time ({fault.error})"]})
+        with self.pool.lock:
+            plan = self.pool.splits.setdefault(signature, plan)
+            if fault.program is not None:
+                self._drop(fault.program)
+        op = next(op for op in self.subgraph.ops if op.index == index)
+        shapes = ", ".join(str(list(a.shape)) for a in arrays)
+        children = plan.partition.subgraphs
+        rest = sum(len(child.ops) for child in children)
+        warnings.warn(f"{self.describe()}: for input shapes {shapes}, device '{devices}' faulted at run time on "
+                      f"{op.label()} ({fault.error}); that op runs on the host for these shapes from now on, the "
+                      f"other {rest} ops on {', '.join(self.base_context.device_names)} as {len(children)} "
+                      "subgraph(s)", SubgraphSplitWarning, stacklevel=5)
+        self._run_split(signature, scope)
+        return True
+
+    def _paddle_op_emitting(self, operand: str, arrays: Sequence[np.ndarray]) -> int | None:
+        """The index of the block-0 Paddle op of this subgraph whose conversion for `arrays` emits the operation
+        whose first output is named `operand` (how a driver names the operation of a fault); None when no one op
+        does. Converts the subgraph again (once per fault: the program that faulted keeps no origins)."""
+        # Imported here: the converters load only when something is converted (a warm start converts nothing).
+        from converters.context import convert_subgraph
+
+        try:
+            result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
+                                      self.output_names, self.graph, float_ops=self.float_ops)
+        except BridgeError:
+            return None
+        origins = {(getattr(origin, "block_idx", 0), getattr(origin, "index", None))
+                   for operation, origin in zip(result.model.operations, result.operation_origin)
+                   if operation.outputs and operation.outputs[0] is not None and operation.outputs[0].name == operand
+                   and origin is not None}
+        del result
+        if len(origins) != 1:
+            return None
+        block, index = origins.pop()
+        ours = {op.index for op in self.subgraph.ops}
+        return index if block == 0 and index in ours else None
 
     def _plan_declining(self, declined: Mapping[int, Sequence[str]]) -> SplitPlan:
         """The SplitPlan that runs the ops `declined` ({block-0 op index: reasons}) on the host."""

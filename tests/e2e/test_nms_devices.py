@@ -12,6 +12,7 @@ host with that reason.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -285,6 +286,94 @@ def test_zero_area_boxes_run_elsewhere_and_match_paddle(tmp_path, device):
         got, predictor = run_on(saved, device, DeviceFallbackWarning)
     assert not predictor.host_ops  # placed on the device; this input's run went elsewhere
     assert_detections_equal(got, saved.outputs, ["Out", "Index", "NmsRoisNum"])
+
+
+def detector_tail(directory):
+    """(model path, feeds, Paddle's outputs) of a detector's tail in one subgraph: a box decode (scale) and a score
+    sigmoid before a multiclass_nms3, whose candidates include two boxes without area."""
+    from devtools.zoo import write_program
+    from support.converter_harness import _run_saved, paddle_static
+
+    point = [0.5, 0.5, 0.5, 0.5]
+    feeds = {"raw_boxes": np.array([[point, point, [0.1, 0.1, 0.3, 0.3], [0.2, 0.2, 0.6, 0.5]]], np.float32),
+             "logits": np.array([[[2.0, 1.5, 1.0, 0.5]]], np.float32)}
+    ops = [{"type": "scale", "inputs": {"X": ["raw_boxes"]}, "outputs": {"Out": ["boxes"]},
+            "attrs": {"scale": 0.5, "bias": 0.25, "bias_after_scale": True}},
+           {"type": "sigmoid", "inputs": {"X": ["logits"]}, "outputs": {"Out": ["scores"]}, "attrs": {}},
+           {"type": "multiclass_nms3", "inputs": {"BBoxes": ["boxes"], "Scores": ["scores"]},
+            "outputs": NMS3_OUTPUTS, "attrs": dict(NMS3_CASES["plain"])}]
+    var_specs = [{"name": n, "dtype": "float32", "shape": list(a.shape)} for n, a in feeds.items()]
+    var_specs += [{"name": "boxes", "dtype": "float32", "shape": [1, 4, 4]},
+                  {"name": "scores", "dtype": "float32", "shape": [1, 1, 4]},
+                  {"name": "out", "dtype": "float32", "shape": [-1, 6]}, *NMS3_INT_VARS]
+    model_path = os.path.join(str(directory), "__model__")
+    write_program(model_path, [{"vars": var_specs, "ops": ops}], feeds=list(feeds),
+                  fetches=["out", "index", "rois_num"])
+    with paddle_static() as paddle:
+        want = _run_saved(paddle, str(directory), "__model__", None, feeds)
+    np.testing.assert_array_equal(want[1].reshape(-1), [0, 2, 3])  # Paddle: the second point is suppressed
+    return model_path, feeds, want
+
+
+def run_recording_splits(predictor, feeds: dict) -> tuple:
+    """(outputs, the SubgraphSplitWarning texts) of one run."""
+    from nnadapter_bridge.subgraph.engine import SubgraphSplitWarning
+
+    for name, array in feeds.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor.run()
+    said = [str(w.message) for w in caught if issubclass(w.category, SubgraphSplitWarning)]
+    return [np.asarray(predictor.get_output(k).numpy()) for k in range(3)], said
+
+
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+def test_a_zero_area_fault_moves_only_the_nms_off_the_device(tmp_path, device):
+    """The same fault inside a detector's tail (a box decode and a score sigmoid before the NMS, in one subgraph):
+    the driver names the NMS it faulted on, so only that op runs on the host for these shapes and the ops around it
+    stay on the device as split subgraphs, not the whole subgraph on the host (SSDLite's clipped priors fault on
+    every run). Said once; later runs take the split at once and still give Paddle's answer."""
+    model_path, feeds, want = detector_tail(tmp_path)
+    config = nb.Config()
+    config.set_model_file(model_path)
+    config.set_nnadapter_device_names([device])
+    predictor = nb.create_predictor(config)
+    assert not predictor.host_ops and len(predictor.engines) == 1  # one subgraph of the three ops on the device
+    (engine,) = predictor.engines.values()
+    got, said = run_recording_splits(predictor, feeds)
+    assert len(said) == 1 and "faulted at run time on multiclass_nms3" in said[0]
+    assert "no positive area" in said[0] and "the other 2 ops on " + device in said[0]
+    assert_detections_equal(got, want, ["Out", "Index", "NmsRoisNum"])
+    builds = predictor.stats.builds
+    got, said = run_recording_splits(predictor, feeds)
+    assert not said and predictor.stats.builds == builds  # the split runs at once, nothing compiled again
+    assert_detections_equal(got, want, ["Out", "Index", "NmsRoisNum"])
+    (plan,) = engine.pool.splits.values()
+    assert [op.type for op in plan.partition.host_ops] == ["multiclass_nms3"]
+    assert sorted(op.type for child in plan.partition.subgraphs for op in child.ops) == ["scale", "sigmoid"]
+    assert predictor.stats.subgraph_host_runs == 0  # never the whole subgraph on the host
+
+
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+def test_a_program_restored_from_the_cache_still_names_the_op_it_faults_on(tmp_path, device):
+    """The fault's operation is named in the program's output names, which the `.nnc` keeps: a warm start restores
+    the whole program, meets the fault and splits off only the NMS, as the cold start did."""
+    model_path, feeds, want = detector_tail(tmp_path)
+    cache = tmp_path / "cache"
+    for start in ("cold", "warm"):
+        config = nb.Config()
+        config.set_model_file(model_path)
+        config.set_nnadapter_device_names([device])
+        config.set_nnadapter_model_cache_dir(str(cache))
+        predictor = nb.create_predictor(config)
+        got, said = run_recording_splits(predictor, feeds)
+        assert len(said) == 1 and "faulted at run time on multiclass_nms3" in said[0], start
+        assert_detections_equal(got, want, ["Out", "Index", "NmsRoisNum"])
+        assert predictor.stats.subgraph_host_runs == 0
+        if start == "warm":
+            assert predictor.stats.cache_hits_file >= 1  # the whole program came from the cache
+        predictor.close()
 
 
 @pytest.mark.parametrize("device", DEVICES)
