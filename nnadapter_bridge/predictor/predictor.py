@@ -568,6 +568,8 @@ class Predictor:
         pool = getattr(engine, "pool", None)
         for split in (getattr(pool, "splits", None) or {}).values():
             declined = split.declined.get(op.index)
+            if declined and getattr(split, "at_run", False):
+                return f"{where} was split around it at run time: " + "; ".join(declined)
             if declined:
                 return (f"declined once {where} was compiled for the actual input shapes (the subgraph was split): "
                         + "; ".join(declined))

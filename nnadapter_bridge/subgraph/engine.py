@@ -75,11 +75,14 @@ class SplitPlan:
     """How one input signature of a subgraph runs when the devices decline some operations of its concrete model
     (module docstring): `partition` holds the child subgraphs and the declined ops in run order; `declined` maps
     each declined op (block-0 index) to why ("OPERATION#k: reason", one per declined operation); `pools` the
-    child subgraphs' ProgramPools, shared by the engines of a predictor and its clones."""
+    child subgraphs' ProgramPools, shared by the engines of a predictor and its clones; `at_run` is true for a split
+    around an operation a device faulted on while running (_split_off_fault), false for one its devices declined
+    once the program was compiled for these shapes."""
 
     partition: PartitionResult  # over the subgraph's ops
     declined: dict
     pools: dict  # child subgraph index -> ProgramPool
+    at_run: bool = False
 
 
 class _Contradicted(Exception):
@@ -750,7 +753,8 @@ class SubgraphEngine:
         if index is None:
             return False
         devices = ", ".join(fault.devices)
-        plan = self._plan_declining({index: [f"{devices} faulted at run time ({fault.error})"]})
+        plan = self._plan_declining({index: [f"{devices} faulted on it at run time ({fault.error})"]})
+        plan.at_run = True
         with self.pool.lock:
             plan = self.pool.splits.setdefault(signature, plan)
             if fault.program is not None:

@@ -215,13 +215,27 @@ def _ensure(final: str, make) -> dict:
 def ensure_programs(seed: int, cases_per_op: int = CASES_PER_OP) -> tuple:
     """(cache directory, manifest) of `seed`, generating and running Paddle first when not cached."""
     final = cache_dir(seed, cases_per_op)
-    return final, _ensure(final, lambda staging: _generate(seed, cases_per_op, staging))
+    manifest = _ensure(final, lambda staging: _generate(seed, cases_per_op, staging))
+    _remove_older(final, "differential-g")
+    return final, manifest
 
 
 def ensure_sweep(seed: int, cases_per_op: int = CASES_PER_OP) -> tuple:
     """(cache directory, manifest) of the sweep of `seed` in every format (module docstring)."""
     final = cache_dir(seed, cases_per_op, "sweep")
-    return final, _ensure(final, lambda staging: _generate_sweep(seed, cases_per_op, staging))
+    manifest = _ensure(final, lambda staging: _generate_sweep(seed, cases_per_op, staging))
+    _remove_older(final, "differential-sweep-")
+    return final, manifest
+
+
+def _remove_older(final: str, family: str) -> None:
+    """Remove the batches of the same seed and size under another generator version or sweep key (left by earlier
+    runs of older code: support.fixture_cache tells why)."""
+    from support.fixture_cache import remove_superseded
+
+    tail = os.path.basename(final)[len(family):].split("-", 1)[-1]  # "s<seed>-n<cases>"
+    remove_superseded(os.path.dirname(final), os.path.basename(final),
+                      lambda entry: entry.startswith(family) and entry.endswith(f"-{tail}"))
 
 
 _CHILD_CASES: dict = {}

@@ -353,6 +353,11 @@ def test_a_zero_area_fault_moves_only_the_nms_off_the_device(tmp_path, device):
     assert [op.type for op in plan.partition.host_ops] == ["multiclass_nms3"]
     assert sorted(op.type for child in plan.partition.subgraphs for op in child.ops) == ["scale", "sigmoid"]
     assert predictor.stats.subgraph_host_runs == 0  # never the whole subgraph on the host
+    where = {p.op.type: p for p in predictor.placements()}
+    assert where["multiclass_nms3"].device is None and where["multiclass_nms3"].at_run
+    assert "split around it at run time" in where["multiclass_nms3"].reason
+    assert "no positive area" in where["multiclass_nms3"].reason
+    assert where["scale"].device == device and where["sigmoid"].device == device
 
 
 @pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])

@@ -106,7 +106,9 @@ def ensure_venv() -> str:
     # A venv records its own path in its scripts and pyvenv.cfg, so it is built where it will live: build_once's
     # staging directory is renamed into place, which leaves `bin/python` (a symlink to the base interpreter) and
     # `python -m pip` working; the console scripts' shebangs (unused here) keep the staging path.
-    final = build_once(os.path.dirname(root), os.path.basename(root), build)
+    # A venv of other requirements is an older build (1.5 GB): removed once this one is built.
+    final = build_once(os.path.dirname(root), os.path.basename(root), build,
+                       supersedes=lambda entry: entry.startswith("real-zoo-venv-"))
     return os.path.join(final, "bin", "python")
 
 
@@ -149,7 +151,9 @@ def ensure_model(name: str) -> str:
                        "build_id": model_build_id(), "log": proc.stderr[-2000:]}, f, indent=1)
         return model_build_id() + "\n"
 
-    return build_once(models_root(), f"{name}-{model_build_id()}", build)
+    # The same model under another build id (the id has no '-') is an older export: removed once this one is built.
+    return build_once(models_root(), f"{name}-{model_build_id()}", build,
+                      supersedes=lambda entry: entry.rsplit("-", 1)[0] == name)
 
 
 def model_path(name: str) -> str:
