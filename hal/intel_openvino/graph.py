@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from hal.common import OperationTable, Unsupported, first_output_name, is_integer_product
+from hal.common import OperationTable, Unsupported, exact_int8_kernels, first_output_name, is_integer_product
 from hal.common import unsupported_reason as trial_reason
 from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, NHWC_PREFIX
 from hal.intel_openvino.int64 import (
@@ -134,6 +134,19 @@ def dequantize_node(raw: ov.Output, t: OperandType) -> ov.Output:
     return opset.multiply(values, _scale_node(t, t.rank)).output(0)
 
 
+def dequantized_constant(operand: Operand) -> np.ndarray:
+    """A quantized constant's real values, computed here as dequantize_node computes them (float32)."""
+    t = operand.type
+    values = np.asarray(operand.value).astype(np.float32)
+    if t.is_per_channel:
+        shape = [1] * values.ndim
+        shape[t.channel_dim] = -1
+        return np.ascontiguousarray(values * np.asarray(t.scales, np.float32).reshape(shape))
+    if t.zero_point:
+        values = values - np.float32(t.zero_point)
+    return np.ascontiguousarray(values * np.float32(t.scale))
+
+
 def fake_quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
     """The real value of `real` quantized into `t` (int8 / uint8, per layer or per channel) and dequantized
     again, as one FakeQuantize(levels=256): OpenVINO's own low-precision form, which the CPU plugin's
@@ -174,10 +187,15 @@ def quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
 class GraphBuilder:
     """Operand -> OpenVINO output bookkeeping while converting one model (or one trial operation)."""
 
-    def __init__(self, keep_nan_in_clamps: bool = True):
+    def __init__(self, keep_nan_in_clamps: bool = True, int8_kernels: bool | None = None):
         # CLIP, RELU6 and HARD_SIGMOID select a NaN input back in, as Paddle keeps it (driver property
         # INTEL_OPENVINO_KEEP_NAN_IN_CLAMPS; off, the CPU plugin fuses the clamp into a convolution)
         self.keep_nan_in_clamps = keep_nan_in_clamps
+        # Whether quantized constants stay int8 (Constant -> Convert -> Multiply, the weights pattern the CPU
+        # plugin's low-precision transformations take into int8 kernels): only where those kernels are exact
+        # (hal.common.exact_int8_kernels). Otherwise they are float constants of their real values, so every
+        # convolution and matrix product computes in float on the same values.
+        self.int8_kernels = exact_int8_kernels() if int8_kernels is None else int8_kernels
         # Operands every reader of which is a QUANTIZE (and no model output): int8 storage cannot hold a NaN
         # (the standard leaves QUANTIZE(NaN) undefined), so a clamp writing one needs no NaN select and takes
         # the clamp the CPU plugin fuses into the convolution before it (build_ov_model fills it).
@@ -224,8 +242,11 @@ class GraphBuilder:
         """The operand's real values (what every implementation computes with)."""
         node = self.real.get(operand.index)
         if node is None:
-            raw = self.raw_value(operand)
-            node = dequantize_node(raw, operand.type) if operand.type.is_quantized else raw
+            if operand.is_constant and operand.type.is_quantized and not self.int8_kernels:
+                node = opset.constant(dequantized_constant(operand)).output(0)
+            else:
+                raw = self.raw_value(operand)
+                node = dequantize_node(raw, operand.type) if operand.type.is_quantized else raw
             self.real[operand.index] = node
         return node
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
+from hal.common import LOWERED_TYPES, Unsupported, exact_int8_kernels, lower, operation_alone
 from hal.fusion import scalar_affine_as_depthwise_conv
 from hal.microsoft_onnxruntime.graph import FAULT_PREFIX, convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
@@ -59,9 +59,12 @@ def _needs_kernel_trial(op: Operation) -> bool:
 
 
 def _qdq_chains(model: Model) -> list:
-    """The quantized conv chains of `model` as convert_model's fused_chains (qdq.py)."""
+    """The quantized conv chains of `model` as convert_model's fused_chains (qdq.py); none where this CPU's int8
+    kernels are not exact (hal.common.exact_int8_kernels: QLinearConv would lose precision, the float path not)."""
     from hal.microsoft_onnxruntime.operations import conv_attributes
 
+    if not exact_int8_kernels():
+        return []
     return [(chain.conv, chain.operations(),
              lambda g, chain=chain: emit_conv_chain(g, chain, conv_attributes(g, chain.conv)))
             for chain in find_conv_chains(model)]

@@ -17,6 +17,7 @@ from hal.common import (
     Operands,
     OperationTable,
     Unsupported,
+    exact_int8_kernels,
     fuse_code_of,
     is_integer_product,
     reduces_an_empty_axis,
@@ -656,7 +657,7 @@ def _fully_connected(g: GraphBuilder, op: Operation):
     args = unpack(op)
     input_size = g.known_dims(op, 1, "weight")[1]
     code = _fuse_code(args)
-    if is_integer_product(op):  # int8 x int8 -> the int32 sums the output operand stores
+    if is_integer_product(op) and exact_int8_kernels():  # int8 x int8 -> the int32 sums the output operand stores
         rows = g.one("Reshape", [_as_uint8(g, op, 0), g.i64([-1, input_size])])
         weight = op.inputs[1]
         transposed = g.const(np.ascontiguousarray(np.asarray(weight.value).T)) if weight.is_constant else \
@@ -666,6 +667,9 @@ def _fully_connected(g: GraphBuilder, op: Operation):
     rows = g.one("Reshape", [g.x(op, 0), g.i64([-1, input_size])])
     inputs = [rows, g.x(op, 1)] + ([g.x(op, 2)] if op.inputs[2] is not None else [])
     product = g.one("Gemm", inputs, transB=1)
+    if is_integer_product(op):  # in float on the dequantized operands: this CPU's int8 kernels are not exact
+        g.integer_product_result(op, product)
+        return
     g.fuse(product, code, np.float32, g.out(op))
 
 
@@ -687,7 +691,9 @@ def _swap_last_two(g: GraphBuilder, name: str, rank: int) -> str:
 @OPERATIONS.implements(T.MAT_MUL)
 def _mat_mul(g: GraphBuilder, op: Operation):
     args = unpack(op)
-    integer = is_integer_product(op)  # int8 x int8 -> the int32 sums the output operand stores
+    # int8 x int8 -> the int32 sums the output operand stores, on onnxruntime's int8 kernel where it is exact (else
+    # in float on the dequantized operands)
+    integer = is_integer_product(op) and exact_int8_kernels()
     x, y = (_as_uint8(g, op, 0), g.raw(op, 1)) if integer else (g.x(op, 0), g.x(op, 1))
     x_rank, y_rank = len(g.dims(op, 0)), len(g.dims(op, 1))
     if args.bool("transpose_x", False) and x_rank >= 2:
@@ -696,6 +702,9 @@ def _mat_mul(g: GraphBuilder, op: Operation):
         y = _swap_last_two(g, y, y_rank)
     if integer:
         g.one("MatMulInteger", [x, y, g.scalar(128, np.uint8)], g.operand_name(op.outputs[0]))
+        return
+    if is_integer_product(op):
+        g.integer_product_result(op, g.one("MatMul", [x, y]))
         return
     g.one("MatMul", [x, y], g.out(op))
 

@@ -32,6 +32,7 @@ CORE = {
     "nnadapter_bridge.loader.dtypes", "nnadapter_bridge.loader.graph", "nnadapter_bridge.loader.model_files",
     "nnadapter_bridge.loader.program", "nnadapter_bridge.loader.snapshot", "nnadapter_bridge.nnadapter",
     "nnadapter_bridge.nnadapter.blas_threads", "nnadapter_bridge.nnadapter.codes",
+    "nnadapter_bridge.nnadapter.cpu_features",  # the cache key names whether int8 kernels are exact on this CPU
     "nnadapter_bridge.nnadapter.contraction", "nnadapter_bridge.nnadapter.driver_protocol",
     "nnadapter_bridge.nnadapter.model", "nnadapter_bridge.nnadapter.nnc", "nnadapter_bridge.nnadapter.nnc.cleanup",
     "nnadapter_bridge.nnadapter.nnc.container", "nnadapter_bridge.nnadapter.nnc.files",

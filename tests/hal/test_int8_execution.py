@@ -12,6 +12,11 @@ in both encodings (quantize_linear/dequantize_linear, and the fake quant/dequant
   float MatMul / Gemm, and every convolution whose result is requantized for the next one (26 of MobileNetV1's
   27: the last feeds the float pooling) as QLinearConv (hal/microsoft_onnxruntime/qdq.py: batch norm folded,
   int8 weights and int32 bias); without those chains (convert_model alone) the convolutions are float Conv.
+
+The drivers take those kernels only on a CPU whose int8 dot product is exact (hal.common.exact_int8_kernels:
+VNNI or AMX); elsewhere they lose a bit of every weight, and the drivers compute the products in float. The int8
+tests here set NNADAPTER_BRIDGE_INT8_KERNELS=1 to look at the int8 path on any CPU; the last tests set 0 and look
+at the float one, which is the default on a CPU without those instructions.
 """
 from __future__ import annotations
 
@@ -26,6 +31,11 @@ from support.quant_fixtures import CHANNEL, LAYER
 
 CASES = [("mobilenet_v1", True, CHANNEL), ("mobilenet_v1", False, LAYER)]
 IDS = ["onnx-channel", "fake-layer"]
+
+
+@pytest.fixture(autouse=True)
+def int8_kernels(monkeypatch):
+    monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", "1")
 
 
 def _converted(quant_model, case):
@@ -126,3 +136,59 @@ def test_onnxruntime_int8_program_restores_from_the_cache_with_its_qdq_fusions(q
         assert (stats.builds, stats.cache_hits_file) == ((1, 0) if attempt == "build" else (0, 1))
         assert flags and all(flags), f"{attempt}: a session without the QDQ fusions"
     np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_without_exact_int8_kernels_openvino_computes_the_products_in_float(quant_model, monkeypatch):
+    """NNADAPTER_BRIDGE_INT8_KERNELS=0 (the default on a CPU without VNNI or AMX, where the CPU plugin's int8
+    convolutions halve the weights): the quantized weights are float constants of their real values, and every
+    convolution and the classifier run in f32."""
+    pytest.importorskip("openvino")
+    from hal.intel_openvino import DRIVER
+    from hal.protocol import Cache
+
+    monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", "0")
+    model = _converted(quant_model, CASES[0])
+    device = DRIVER.open_device()
+    context = DRIVER.create_context(device, "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1")
+    program = DRIVER.create_program(context, model, Cache())
+    try:
+        precisions = collections.defaultdict(collections.Counter)
+        for node in program.compiled_model.get_runtime_model().get_ordered_ops():
+            info = node.get_rt_info()
+            precisions[info["layerType"].astype(str)][info["runtimePrecision"].astype(str)] += 1
+        assert precisions["Convolution"] == {"f32": 27}, dict(precisions)
+        assert set(precisions["FullyConnected"]) == {"f32"}, dict(precisions["FullyConnected"])
+    finally:
+        DRIVER.destroy_program(program)
+        DRIVER.destroy_context(context)
+        DRIVER.close_device(device)
+
+
+def test_without_exact_int8_kernels_onnxruntime_computes_the_products_in_float(quant_model, monkeypatch, tmp_path):
+    """The same on microsoft_onnxruntime: no QDQ chains (no QLinearConv) and no MatMulInteger."""
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+
+    from hal.microsoft_onnxruntime import DRIVER
+    from hal.microsoft_onnxruntime.driver import _qdq_chains
+    from hal.microsoft_onnxruntime.graph import convert_model
+    from hal.microsoft_onnxruntime.operations import OPERATIONS
+    from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, marked_for_qdq
+
+    monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", "0")
+    model = _converted(quant_model, CASES[0])
+    assert _qdq_chains(model) == []
+    device = DRIVER.open_device()
+    context = DRIVER.create_context(device, "MICROSOFT_ONNXRUNTIME_NUM_THREADS=1")
+    try:
+        model_bytes = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model),
+                                    marked_producer=QDQ_PRODUCER).SerializeToString()
+        options = context.session_options(qdq=marked_for_qdq(model_bytes))
+        options.optimized_model_filepath = str(tmp_path / "float.onnx")
+        ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        types = collections.Counter(node.op_type for node in onnx.load(str(tmp_path / "float.onnx")).graph.node)
+        assert types["QLinearConv"] + types["MatMulInteger"] + types["ConvInteger"] == 0, dict(types)
+        assert types["Conv"] + types["FusedConv"] == 27, dict(types)
+    finally:
+        DRIVER.destroy_context(context)
+        DRIVER.close_device(device)
