@@ -51,11 +51,20 @@ def _converted(quant_model, case):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_openvino_runs_the_convolutions_in_int8(quant_model, case):
+    precisions = _openvino_runtime_precisions(_converted(quant_model, case))
+    convolutions = precisions["Convolution"]
+    assert sum(convolutions.values()) == 27, dict(precisions)  # MobileNetV1: 27 convolutions
+    assert set(convolutions) <= {"u8", "i8"}, f"convolutions fell back: {dict(convolutions)}"
+    assert set(precisions["FullyConnected"]) <= {"u8", "i8"}, dict(precisions["FullyConnected"])
+
+
+def _openvino_runtime_precisions(model) -> dict:
+    """{layer type: Counter of the precisions its nodes run in} of `model` compiled by intel_openvino (one thread),
+    read from the compiled model's runtime graph."""
     pytest.importorskip("openvino")
     from hal.intel_openvino import DRIVER
     from hal.protocol import Cache
 
-    model = _converted(quant_model, case)
     device = DRIVER.open_device()
     context = DRIVER.create_context(device, "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1")
     program = DRIVER.create_program(context, model, Cache())
@@ -64,10 +73,7 @@ def test_openvino_runs_the_convolutions_in_int8(quant_model, case):
         for node in program.compiled_model.get_runtime_model().get_ordered_ops():
             info = node.get_rt_info()
             precisions[info["layerType"].astype(str)][info["runtimePrecision"].astype(str)] += 1
-        convolutions = precisions["Convolution"]
-        assert sum(convolutions.values()) == 27, dict(precisions)  # MobileNetV1: 27 convolutions
-        assert set(convolutions) <= {"u8", "i8"}, f"convolutions fell back: {dict(convolutions)}"
-        assert set(precisions["FullyConnected"]) <= {"u8", "i8"}, dict(precisions["FullyConnected"])
+        return precisions
     finally:
         DRIVER.destroy_program(program)
         DRIVER.destroy_context(context)
@@ -142,26 +148,10 @@ def test_without_exact_int8_kernels_openvino_computes_the_products_in_float(quan
     """NNADAPTER_BRIDGE_INT8_KERNELS=0 (the default on a CPU without VNNI or AMX, where the CPU plugin's int8
     convolutions halve the weights): the quantized weights are float constants of their real values, and every
     convolution and the classifier run in f32."""
-    pytest.importorskip("openvino")
-    from hal.intel_openvino import DRIVER
-    from hal.protocol import Cache
-
     monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", "0")
-    model = _converted(quant_model, CASES[0])
-    device = DRIVER.open_device()
-    context = DRIVER.create_context(device, "INTEL_OPENVINO_INFERENCE_NUM_THREADS=1")
-    program = DRIVER.create_program(context, model, Cache())
-    try:
-        precisions = collections.defaultdict(collections.Counter)
-        for node in program.compiled_model.get_runtime_model().get_ordered_ops():
-            info = node.get_rt_info()
-            precisions[info["layerType"].astype(str)][info["runtimePrecision"].astype(str)] += 1
-        assert precisions["Convolution"] == {"f32": 27}, dict(precisions)
-        assert set(precisions["FullyConnected"]) == {"f32"}, dict(precisions["FullyConnected"])
-    finally:
-        DRIVER.destroy_program(program)
-        DRIVER.destroy_context(context)
-        DRIVER.close_device(device)
+    precisions = _openvino_runtime_precisions(_converted(quant_model, CASES[0]))
+    assert precisions["Convolution"] == {"f32": 27}, dict(precisions)
+    assert set(precisions["FullyConnected"]) == {"f32"}, dict(precisions["FullyConnected"])
 
 
 def test_without_exact_int8_kernels_onnxruntime_computes_the_products_in_float(quant_model, monkeypatch, tmp_path):
