@@ -17,6 +17,7 @@ import numpy as np
 from hal.protocol import Argument, Cache, ContextCallback, Driver, operation_fault
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError, PropertiesError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, DeviceType, ResultCode
+from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.properties import Properties
 from nnadapter_bridge.nnadapter.record import plain_dataclass
@@ -253,6 +254,10 @@ class IntelOpenVinoDriver(Driver):
     version = 1
     property_keys = (SELECT_DEVICE_NAMES_KEY, INFERENCE_NUM_THREADS_KEY, NUM_STREAMS_KEY, INFERENCE_PRECISION_KEY,
                      KEEP_NAN_IN_CLAMPS_KEY)
+
+    def cache_environment(self) -> str:
+        """driver_protocol's cache_environment: whether integer products run on the SDK's int8 kernels here."""
+        return f"int8_kernels={int(exact_int8_kernels())}"
 
     def sdk_version(self) -> str:
         return f"openvino {_import_openvino().__version__}"  # keys the calibration

@@ -199,6 +199,10 @@ class OnnxRuntimeDriver(Driver):
     version = 1
     property_keys = (NUM_THREADS_KEY, EXECUTION_PROVIDERS_KEY, GRAPH_OPTIMIZATION_LEVEL_KEY, RELU_NAN_TO_ZERO_KEY)
 
+    def cache_environment(self) -> str:
+        """driver_protocol's cache_environment: whether integer products run on the SDK's int8 kernels here."""
+        return f"int8_kernels={int(exact_int8_kernels())}"
+
     def sdk_version(self) -> str:
         return f"onnxruntime {ort.__version__}"  # keys the calibration
 

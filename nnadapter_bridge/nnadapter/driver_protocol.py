@@ -30,7 +30,9 @@ driver reporting nothing is taken as the CPU); `preference_properties(preference
 properties that express NNAPI's execution preference (EXECUTION_PREFERENCES) and, with `relax_float32`, NNAPI's
 relaxComputationFloat32toFloat16 on this device ({} for what it has no setting for;
 Config.set_nnadapter_execution_preference and set_nnadapter_relax_float32_to_float16 add them to the context
-properties the user did not set). Which errors are the device's fault and which the caller's:
+properties the user did not set); `cache_environment()`, what of the machine shapes the driver's programs (a short
+text the cache token includes, "" for nothing: the SDK drivers say whether they take the SDKs' int8 kernels, which
+depends on the CPU). Which errors are the device's fault and which the caller's:
 `runtime.is_device_fault`.
 
 Entry points: `Driver`, `Argument`, `Cache`, `Capabilities`, `PerformanceInfo`, `check_driver`,

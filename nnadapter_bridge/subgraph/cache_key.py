@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from nnadapter_bridge import __version__
-from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels
 from nnadapter_bridge.nnadapter.source_digest import files_digest
 from nnadapter_bridge.nnadapter.text_digest import md5_hex
 from nnadapter_bridge.nnadapter.types import OperandType
@@ -87,9 +86,14 @@ def versions(context) -> str:
     # for keys the properties string leaves out: those values shape the program too.
     prefixes = tuple(d.name.upper() + "_" for d in context.devices)
     environment = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(prefixes))
-    # Whether the SDK drivers take integer products to int8 kernels depends on the CPU (and an override): a cache
-    # dir moved to a CPU without exact int8 kernels must not bring programs that use them.
-    parts.append(f"int8_kernels={int(exact_int8_kernels())}")
+    # What else shapes a driver's programs on this machine (driver_protocol's optional cache_environment: whether
+    # the SDK drivers take int8 kernels, which depends on the CPU): a cache dir moved to another machine must not
+    # bring programs made otherwise.
+    for d in context.devices:
+        extra = getattr(d.driver, "cache_environment", None)
+        text = extra() if extra is not None else ""
+        if text:
+            parts.append(f"{d.name}:{text}")
     return ",".join(parts + environment)
 
 

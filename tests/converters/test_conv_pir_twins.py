@@ -28,6 +28,7 @@ binaries broadcast numpy-style only, so those twins use numpy broadcasts.
 """
 from __future__ import annotations
 
+import re
 import zlib
 
 import numpy as np
@@ -1159,12 +1160,19 @@ def _case_param(case):
 
 
 @pytest.mark.parametrize("case", [_case_param(c) for c in sorted(CASES)])
-def test_pir_twin(tmp_path, case):
+def test_pir_twin(tmp_path_factory, case):
     build, feeds, check = CASES[case]
     check = dict(check)
     oracle = check.pop("oracle", None)
-    _, _, saved = run_pir(tmp_path, case.split(":")[0], build, feeds, want=oracle(feeds) if oracle else None, **check)
+    _, _, saved = run_pir(_saved_dir(tmp_path_factory, case), case.split(":")[0], build, feeds,
+                          want=oracle(feeds) if oracle else None, **check)
     _SAVED[case] = saved
+
+
+def _saved_dir(tmp_path_factory, case: str):
+    """A directory for a program _SAVED keeps for later tests: the session's, not one test's tmp_path (which pytest
+    removes when that test passes)."""
+    return tmp_path_factory.mktemp("pir_twin_" + re.sub(r"\W", "_", case))
 
 
 # One op type per family, run through the predictor on the other drivers (the rest of each family only on
@@ -1176,11 +1184,11 @@ DEVICE_SUBSET = ["elementwise_max", "less_than", "logical_xor", "sum", "sigmoid"
 
 @pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
 @pytest.mark.parametrize("case", [_case_param(c) for c in DEVICE_SUBSET])
-def test_pir_twin_on_device(tmp_path, case, device):
+def test_pir_twin_on_device(tmp_path_factory, case, device):
     saved = _SAVED.get(case)
     if saved is None:
         build, feeds, _ = CASES[case]
-        saved = pir_program(tmp_path, build, feeds)
+        saved = pir_program(_saved_dir(tmp_path_factory, case), build, feeds)
         _SAVED[case] = saved
     got = run_predictor(saved, device)
     assert len(got) == len(saved.outputs)

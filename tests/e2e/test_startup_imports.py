@@ -32,7 +32,6 @@ CORE = {
     "nnadapter_bridge.loader.dtypes", "nnadapter_bridge.loader.graph", "nnadapter_bridge.loader.model_files",
     "nnadapter_bridge.loader.program", "nnadapter_bridge.loader.snapshot", "nnadapter_bridge.nnadapter",
     "nnadapter_bridge.nnadapter.blas_threads", "nnadapter_bridge.nnadapter.codes",
-    "nnadapter_bridge.nnadapter.cpu_features",  # the cache key names whether int8 kernels are exact on this CPU
     "nnadapter_bridge.nnadapter.contraction", "nnadapter_bridge.nnadapter.driver_protocol",
     "nnadapter_bridge.nnadapter.model", "nnadapter_bridge.nnadapter.nnc", "nnadapter_bridge.nnadapter.nnc.cleanup",
     "nnadapter_bridge.nnadapter.nnc.container", "nnadapter_bridge.nnadapter.nnc.files",
@@ -58,7 +57,9 @@ BUILTIN_DEVICE = {
         "activation", "common", "conv", "detection", "elementwise", "generate", "matmul", "normalization", "pool",
         "quantization", "reduce", "registry", "resize", "sampling", "shape", "tensor", "window")),
 }
-INTEL_OPENVINO = {"hal.intel_openvino", "hal.intel_openvino.checks", "hal.intel_openvino.driver"}
+# (cpu_features: the token says whether the driver takes OpenVINO's int8 kernels, which depends on the CPU)
+INTEL_OPENVINO = {"hal.intel_openvino", "hal.intel_openvino.checks", "hal.intel_openvino.driver",
+                  "nnadapter_bridge.nnadapter.cpu_features"}
 # Third-party packages (top level): numpy; google_crc32c (the .nnc CRC); ml_dtypes (bfloat16 params); orjson (the
 # verdict store, the plan and the program snapshot); the device's SDK and what it loads. Not protobuf (`google`):
 # the program comes from its snapshot.

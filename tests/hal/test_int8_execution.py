@@ -182,3 +182,24 @@ def test_without_exact_int8_kernels_onnxruntime_computes_the_products_in_float(q
     finally:
         DRIVER.destroy_context(context)
         DRIVER.close_device(device)
+
+
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+def test_the_int8_choice_is_part_of_the_cache_key(device, monkeypatch):
+    """A cache dir moved between CPUs with and without exact int8 kernels must not reuse the other's programs: the
+    drivers' cache_environment puts the choice into the versions string of every token."""
+    import importlib
+    import types
+
+    from nnadapter_bridge.subgraph.cache_key import versions
+
+    pytest.importorskip("openvino" if device == "intel_openvino" else "onnxruntime")
+    driver = importlib.import_module(f"hal.{device}").DRIVER
+    context = types.SimpleNamespace(devices=[types.SimpleNamespace(name=device, version=driver.version,
+                                                                   driver=driver)])
+    found = {}
+    for choice in ("0", "1"):
+        monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", choice)
+        found[choice] = versions(context)
+        assert f"{device}:int8_kernels={choice}" in found[choice].split(",")
+    assert found["0"] != found["1"]
