@@ -82,10 +82,11 @@ def versions_of(devices) -> str:
     fake = []
     for name in devices:
         try:
-            version = int(manager.driver(name).version)
+            driver = manager.driver(name)
+            version = int(driver.version)
         except Exception:  # noqa: BLE001 - a driver that does not load: the task will say so
-            version = -1
-        fake.append(types.SimpleNamespace(name=name, version=version))
+            driver, version = None, -1
+        fake.append(types.SimpleNamespace(name=name, version=version, driver=driver))
     return cache_key.versions(types.SimpleNamespace(devices=fake))
 
 

@@ -90,7 +90,7 @@ def versions(context) -> str:
     # the SDK drivers take int8 kernels, which depends on the CPU): a cache dir moved to another machine must not
     # bring programs made otherwise.
     for d in context.devices:
-        extra = getattr(d.driver, "cache_environment", None)
+        extra = getattr(getattr(d, "driver", None), "cache_environment", None)
         text = extra() if extra is not None else ""
         if text:
             parts.append(f"{d.name}:{text}")
