@@ -15,7 +15,9 @@ low-precision transformations match these patterns). So the real value of an int
 FakeQuantize(levels=256) of the implementation's float result (its stored integers are built only where
 something reads them raw: a model output), a quantized constant is Constant(int8) -> Convert -> Multiply,
 and an int32 product of quantized operands keeps its float result as its real value (is_integer_product).
-The CPU plugin reports what it executed in the runtime model's rt_info ('runtimePrecision').
+The CPU plugin reports what it executed in the runtime model's rt_info ('runtimePrecision'). That holds only on a
+CPU whose int8 dot product is exact (hal.common.exact_int8_kernels); elsewhere a quantized constant is a float
+constant of its real values, no pattern forms, and the products compute in float.
 
 int64: the CPU plugin computes int64 as int32; `convert_operation` declines what int64.py says cannot stay exact
 and adds its run-time checks (an int64 input or result beyond int32) as extra outputs (GraphBuilder.faults).

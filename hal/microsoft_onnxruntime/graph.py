@@ -15,8 +15,10 @@ QUANTIZE and DEQUANTIZE read raw values instead.
 Integer products (hal.common.is_integer_product: int8 x int8 -> int32 sums, what the converters make of a
 quantized Paddle conv / matmul): a FULLY_CONNECTED or MAT_MUL is MatMulInteger on uint8 activations (the int8
 values + 128, a_zero_point 128) and the int8 weight initializer, onnxruntime's fast u8 x s8 kernel, writing
-the exact int32 sums. A CONV_2D whose result is requantized for the next quantized op (through a dequantize,
-a batch norm and a relu) runs as QLinearConv: the driver hands convert_model those chains (qdq.py, which folds
+the exact int32 sums (on a CPU whose int8 dot product is exact, hal.common.exact_int8_kernels; elsewhere Gemm /
+MatMul in float on the dequantized operands). A CONV_2D whose result is requantized for the next quantized op
+(through a dequantize, a batch norm and a relu) runs as QLinearConv (again only where the int8 dot product is
+exact): the driver hands convert_model those chains (qdq.py, which folds
 the batch norm and takes the next op's scale as the output scale). Any other CONV_2D computes in float on the
 dequantized int8 operands (the same values; the float result is the sums times the scale): onnxruntime 1.32's
 ConvInteger runs 5-25x slower than its float Conv here (no u8 x s8 fast path). The int32 storage of such a product is
