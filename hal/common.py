@@ -12,8 +12,6 @@ validation-by-trial answer of `validate_program`, and reading an operation's ope
   (hal/*/nms.py) can answer as Paddle does.
 * `Unsupported` is what an implementation raises for a case the SDK cannot express faithfully.
 * `first_output_name(op)`: how a run-time fault names the operation it belongs to.
-* `exact_int8_kernels()`: whether this CPU's int8 dot products are exact (VNNI / AMX), without which the SDKs'
-  int8 convolutions and matrix products lose precision and the drivers compute integer products in float.
 * `is_integer_product(op)`: an int8 x int8 product writing its int32 sums (a quantized Paddle conv or matmul),
   which the SDK drivers run as integer kernels where theirs are fast.
 * `lower(model, table)` applies the standard's lowering before a build to the operations the table
@@ -30,7 +28,6 @@ import numpy as np
 
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, OperationType, Precision
-from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels  # noqa: F401 - the drivers' import path
 from nnadapter_bridge.nnadapter.lowering import decompose, fold_prior_box
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations import check_signature, get_spec

@@ -16,7 +16,7 @@ FakeQuantize(levels=256) of the implementation's float result (its stored intege
 something reads them raw: a model output), a quantized constant is Constant(int8) -> Convert -> Multiply,
 and an int32 product of quantized operands keeps its float result as its real value (is_integer_product).
 The CPU plugin reports what it executed in the runtime model's rt_info ('runtimePrecision'). That holds only on a
-CPU whose int8 dot product is exact (hal.common.exact_int8_kernels); elsewhere a quantized constant is a float
+CPU whose int8 dot product is exact (cpu_features.exact_int8_kernels); elsewhere a quantized constant is a float
 constant of its real values, no pattern forms, and the products compute in float.
 
 int64: the CPU plugin computes int64 as int32; `convert_operation` declines what int64.py says cannot stay exact
@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from hal.common import OperationTable, Unsupported, exact_int8_kernels, first_output_name, is_integer_product
+from hal.common import OperationTable, Unsupported, first_output_name, is_integer_product
 from hal.common import unsupported_reason as trial_reason
 from hal.intel_openvino.checks import CHECK_PREFIX, FAULT_PREFIX, NHWC_PREFIX
 from hal.intel_openvino.int64 import (
@@ -57,7 +57,9 @@ from hal.protocol import fault_output_name
 from nnadapter_bridge.errors import NNAdapterError
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import dequantize
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
 try:  # the newest opset this OpenVINO release ships (the Python API adds one per release)
@@ -136,19 +138,6 @@ def dequantize_node(raw: ov.Output, t: OperandType) -> ov.Output:
     return opset.multiply(values, _scale_node(t, t.rank)).output(0)
 
 
-def dequantized_constant(operand: Operand) -> np.ndarray:
-    """A quantized constant's real values, computed here as dequantize_node computes them (float32)."""
-    t = operand.type
-    values = np.asarray(operand.value).astype(np.float32)
-    if t.is_per_channel:
-        shape = [1] * values.ndim
-        shape[t.channel_dim] = -1
-        return np.ascontiguousarray(values * np.asarray(t.scales, np.float32).reshape(shape))
-    if t.zero_point:
-        values = values - np.float32(t.zero_point)
-    return np.ascontiguousarray(values * np.float32(t.scale))
-
-
 def fake_quantize_node(real: ov.Output, t: OperandType) -> ov.Output:
     """The real value of `real` quantized into `t` (int8 / uint8, per layer or per channel) and dequantized
     again, as one FakeQuantize(levels=256): OpenVINO's own low-precision form, which the CPU plugin's
@@ -195,7 +184,7 @@ class GraphBuilder:
         self.keep_nan_in_clamps = keep_nan_in_clamps
         # Whether quantized constants stay int8 (Constant -> Convert -> Multiply, the weights pattern the CPU
         # plugin's low-precision transformations take into int8 kernels): only where those kernels are exact
-        # (hal.common.exact_int8_kernels). Otherwise they are float constants of their real values, so every
+        # (cpu_features.exact_int8_kernels). Otherwise they are float constants of their real values, so every
         # convolution and matrix product computes in float on the same values.
         self.int8_kernels = exact_int8_kernels() if int8_kernels is None else int8_kernels
         # Operands every reader of which is a QUANTIZE (and no model output): int8 storage cannot hold a NaN
@@ -245,7 +234,9 @@ class GraphBuilder:
         node = self.real.get(operand.index)
         if node is None:
             if operand.is_constant and operand.type.is_quantized and not self.int8_kernels:
-                node = opset.constant(dequantized_constant(operand)).output(0)
+                # the standard's dequantization (float32), which dequantize_node computes in the graph
+                real = dequantize(np.asarray(operand.value), operand.type)
+                node = opset.constant(np.ascontiguousarray(real)).output(0)
             else:
                 raw = self.raw_value(operand)
                 node = dequantize_node(raw, operand.type) if operand.type.is_quantized else raw

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from hal.common import LOWERED_TYPES, Unsupported, exact_int8_kernels, lower, operation_alone
+from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.fusion import scalar_affine_as_depthwise_conv
 from hal.microsoft_onnxruntime.graph import FAULT_PREFIX, convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
@@ -25,6 +25,7 @@ from hal.protocol import Argument, Cache, ContextCallback, Driver, operation_fau
 from hal.quantized_chains import find_conv_chains
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
 from nnadapter_bridge.nnadapter.codes import DeviceType, Precision, ResultCode
+from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.properties import Properties
@@ -60,7 +61,7 @@ def _needs_kernel_trial(op: Operation) -> bool:
 
 def _qdq_chains(model: Model) -> list:
     """The quantized conv chains of `model` as convert_model's fused_chains (qdq.py); none where this CPU's int8
-    kernels are not exact (hal.common.exact_int8_kernels: QLinearConv would lose precision, the float path not)."""
+    kernels are not exact (cpu_features.exact_int8_kernels: QLinearConv would lose precision, the float path not)."""
     from hal.microsoft_onnxruntime.operations import conv_attributes
 
     if not exact_int8_kernels():

@@ -15,7 +15,7 @@ QUANTIZE and DEQUANTIZE read raw values instead.
 Integer products (hal.common.is_integer_product: int8 x int8 -> int32 sums, what the converters make of a
 quantized Paddle conv / matmul): a FULLY_CONNECTED or MAT_MUL is MatMulInteger on uint8 activations (the int8
 values + 128, a_zero_point 128) and the int8 weight initializer, onnxruntime's fast u8 x s8 kernel, writing
-the exact int32 sums (on a CPU whose int8 dot product is exact, hal.common.exact_int8_kernels; elsewhere Gemm /
+the exact int32 sums (on a CPU whose int8 dot product is exact, cpu_features.exact_int8_kernels; elsewhere Gemm /
 MatMul in float on the dequantized operands). A CONV_2D whose result is requantized for the next quantized op
 (through a dequantize, a batch norm and a relu) runs as QLinearConv (again only where the int8 dot product is
 exact): the driver hands convert_model those chains (qdq.py, which folds

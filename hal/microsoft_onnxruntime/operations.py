@@ -17,7 +17,6 @@ from hal.common import (
     Operands,
     OperationTable,
     Unsupported,
-    exact_int8_kernels,
     fuse_code_of,
     is_integer_product,
     reduces_an_empty_axis,
@@ -36,6 +35,7 @@ from nnadapter_bridge.nnadapter.codes import (
 from nnadapter_bridge.nnadapter.codes import (
     OperationType as T,
 )
+from nnadapter_bridge.nnadapter.cpu_features import exact_int8_kernels
 from nnadapter_bridge.nnadapter.operations.common import known, normalize_axis
 from nnadapter_bridge.nnadapter.operations.pool import adaptive_bounds
 from nnadapter_bridge.nnadapter.operations.resize import linear_taps

@@ -13,7 +13,7 @@ in both encodings (quantize_linear/dequantize_linear, and the fake quant/dequant
   27: the last feeds the float pooling) as QLinearConv (hal/microsoft_onnxruntime/qdq.py: batch norm folded,
   int8 weights and int32 bias); without those chains (convert_model alone) the convolutions are float Conv.
 
-The drivers take those kernels only on a CPU whose int8 dot product is exact (hal.common.exact_int8_kernels:
+The drivers take those kernels only on a CPU whose int8 dot product is exact (cpu_features.exact_int8_kernels:
 VNNI or AMX); elsewhere they lose a bit of every weight, and the drivers compute the products in float. The int8
 tests here set NNADAPTER_BRIDGE_INT8_KERNELS=1 to look at the int8 path on any CPU; the last tests set 0 and look
 at the float one, which is the default on a CPU without those instructions.
