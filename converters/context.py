@@ -11,6 +11,12 @@ that combine with an operand (`const_like`) 0-d next to a 0-d operand, names syn
 Shapes are folded as the converters emit (a subgraph is converted for one input-shape signature, so what Paddle
 computes from dims becomes constants): docs/architecture.md, "Shapes folded as the converters emit".
 
+Run-time conditions: where a converter's operations give Paddle's answer only for some data (TOP_K orders equal keys
+by index, Paddle's top_k as std::partial_sort leaves them), the engine's conversion (`conditions=True`) appends one
+INT32 [1] model output per condition after the subgraph's outputs: -1 while the condition holds, else the block-0
+index of the Paddle op it is about, so that a program restored from the cache, which keeps no origins, still names
+the op. The engine moves that op to the host for those shapes (docs/architecture.md, "Run-time conditions").
+
 Entry points: `ConversionContext`, `convert_subgraph`, `graph_constant`. Imports op_view, registry, the standard
 (model, lowering, reference) and errors only.
 """
@@ -45,6 +51,12 @@ class ConversionContext:
         self._param_operands: dict[str, Operand] = {}
         # Operations computed at conversion time instead of emitted (see the module docstring), by type.
         self.folded: dict[OperationType, int] = {}
+        # Run-time conditions (convert_subgraph(conditions=True): the engine's programs). A converter whose
+        # operations give Paddle's answer only while the data meets a condition (top_k: keys that do not tie)
+        # emits a BOOL8 operand true where it fails, with `add_condition`; the model hands out one
+        # CONDITION_PRECISION [1] output per condition (module docstring).
+        self.checks_conditions = False
+        self.conditions: list = []  # (violated operand, Paddle op)
 
     # -- var name -> operand --------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -149,6 +161,16 @@ class ConversionContext:
             return operation
         self.operation_origin.append(self.current_op)
         return operation
+
+    def add_condition(self, violated: Operand) -> None:
+        """Record `violated` (BOOL8, any shape: true anywhere means the operations just emitted for the current op
+        would not give Paddle's answer for this data) as a run-time condition of the current op. Only while
+        `checks_conditions`: a converter asks first, and emits nothing for a condition nobody checks."""
+        if not self.checks_conditions:
+            raise self.error("add_condition outside a conversion that checks conditions")
+        if violated.type.precision != Precision.BOOL8:
+            raise self.error(f"a run-time condition must be BOOL8, got {violated.type.precision.name}")
+        self.conditions.append((violated, self.current_op))
 
     def dims(self, operand_or_name) -> tuple:
         operand = operand_or_name if isinstance(operand_or_name, Operand) else self.input(operand_or_name)
@@ -302,15 +324,21 @@ class ConversionResult:
     output_names: list  # outputs that have an operand (others, like XShape, are dropped)
     operation_origin: list
     folded: dict = dataclasses.field(default_factory=dict)  # OperationType -> operations computed at conversion
+    conditions: int = 0  # run-time condition outputs after those of output_names (module docstring)
+
+
+CONDITION_HOLDS = -1  # the value of a run-time condition output while its condition holds
 
 
 def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_types: Mapping[str, OperandType],
-                     output_names: Sequence[str], graph=None, float_ops: frozenset = frozenset()) -> ConversionResult:
+                     output_names: Sequence[str], graph=None, float_ops: frozenset = frozenset(),
+                     conditions: bool = False) -> ConversionResult:
     """Convert Paddle ops (in topological order) into one finished NNAdapter Model.
 
     `input_types` maps each subgraph input var (sorted by the caller) to its operand type; `output_names`
     are the vars the subgraph must produce; `float_ops` the block-0 indices of the ops the mixed-precision
-    quantization config keeps in float.
+    quantization config keeps in float. `conditions`: the converters emit their run-time conditions, handed out
+    after the outputs (module docstring); only a caller that checks them asks (the subgraph engine's programs).
 
     Every caller (the subgraph engine, the predictor's dynamic-shape check, the support decisions, the host
     executor) converts through here and gets one error: any failure of a converter is a ConversionError naming
@@ -323,6 +351,7 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
     ctx = ConversionContext(model, params, graph)
     ctx.output_names = frozenset(output_names)
     ctx.float_ops = frozenset(float_ops)
+    ctx.checks_conditions = conditions
     inputs = [ctx.add_model_input(name, t.copy()) for name, t in input_types.items()]
     for op in ops:
         spec = get_converter(op.type)
@@ -362,15 +391,37 @@ def _finish_conversion(ctx: ConversionContext, model: Model, inputs: list, input
             continue
         outputs.append(stack[-1])
         names.append(name)
+    outputs += [_condition_output(ctx, violated, op) for violated, op in ctx.conditions]
     _drop_unread_dequantizes(model, ctx.operation_origin, outputs)
     # An output that is also an input or a constant needs its own operand: ASSIGN makes one.
     for k, operand in enumerate(outputs):
         if operand in inputs or operand.is_constant or outputs.index(operand) != k:
-            copy = model.add_output(f"{names[k]}/output")
+            copy = model.add_output(f"{(names + ['condition'] * len(ctx.conditions))[k]}/output")
             model.add_operation(OperationType.ASSIGN, [operand], [copy])
             ctx.operation_origin.append(None)
             outputs[k] = copy
     model.drop_unused_operands(keep=inputs + outputs)  # parameters only folded operations read
     model.identify_inputs_and_outputs(inputs, outputs)
     model.finish()
-    return ConversionResult(model, list(input_types), names, ctx.operation_origin, dict(ctx.folded))
+    return ConversionResult(model, list(input_types), names, ctx.operation_origin, dict(ctx.folded),
+                            len(ctx.conditions))
+
+
+def _condition_output(ctx: ConversionContext, violated: Operand, op) -> Operand:
+    """The INT32 [1] output of a run-time condition: -1 (CONDITION_HOLDS) while `violated` is false everywhere,
+    else the block-0 index of `op`: max(violated as 0 / 1) * (index + 1) - 1."""
+    ctx.current_op = op
+    name = violated.name or "condition"
+    flags = ctx.temp(name, "as_int")
+    ctx.add(OperationType.CAST, [violated, ctx.const_i32(int(Precision.INT32))], [flags])
+    flag = ctx.temp(name, "any")
+    ctx.add(OperationType.REDUCE_MAX, [flags, ctx.const_i32(list(range(violated.type.rank))), ctx.const_bool(False)],
+            [flag])
+    flag_1d = ctx.temp(name, "any_1d")
+    ctx.add(OperationType.RESHAPE, [flag, ctx.const_i32([1])], [flag_1d])
+    scaled = ctx.temp(name, "op_index")
+    ctx.add(OperationType.MUL, [flag_1d, ctx.const_i32([op.index + 1]), ctx.const_i32(0)], [scaled])
+    code = ctx.temp(name, "code")
+    ctx.add(OperationType.ADD, [scaled, ctx.const_i32([CONDITION_HOLDS]), ctx.const_i32(0)], [code])
+    ctx.current_op = None
+    return code

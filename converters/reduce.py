@@ -8,11 +8,15 @@ empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (e
 the whole axis, which orders equal keys by index: float keys, and any key sorted `stable`; an unstable argsort of
 integer or bool keys, which tie as a rule, is left to the host kernel, which orders them as Paddle's std::sort does.
 top_k / top_k_v2 of integer keys and top_k_v2 with sorted=False are left to the host kernel likewise (Paddle's
-order of equal keys is std::partial_sort's or std::nth_element's; float keys tie rarely and stay on TOP_K).
+order of equal keys is std::partial_sort's or std::nth_element's). Float keys stay on TOP_K with run-time
+conditions (context.py) that no two keys picked tie, nor the last picked with one left out: where they do
+(CenterNet's mostly-zero heatmap), the engine runs the op on the host kernel for those shapes.
 
 Imports only the converter toolkit (op_view, attrs, emit, context, registry) and the standard.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from converters.attrs import input_dims, known_dim, var_precision
 from converters.context import ConversionContext
@@ -335,7 +339,8 @@ def _k_operand(ctx: ConversionContext, op):
 
 def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: bool):
     """TOP_K into the op's `Out` and `Indices`. A 0-d input (Paddle gives its value and index 0, both 0-d) is
-    sorted as [1] and reshaped back: TOP_K needs an axis."""
+    sorted as [1] and reshaped back: TOP_K needs an axis. Where the conversion checks run-time conditions, the keys
+    picked must not tie (_top_k_without_ties)."""
     v = OpView(op)
     out, indices = ctx.output(v.output("Out")), ctx.output(v.output("Indices"))
     zero_d = ctx.rank(x) == 0
@@ -346,11 +351,77 @@ def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: 
         targets = [ctx.temp(v.output("Out"), "top_1d"), ctx.temp(v.output("Indices"), "top_1d")]
     else:
         targets = [out, indices]
-    ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
-                      ctx.const_i32(int(Precision.INT64))], targets)
+    if ctx.checks_conditions and not zero_d and _tie_checked(ctx, op, x, axis):
+        _top_k_without_ties(ctx, v.output("Out"), x, k, axis, largest, sorted_, targets)
+    else:
+        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
+                          ctx.const_i32(int(Precision.INT64))], targets)
     if zero_d:
         for target, result in zip(targets, (out, indices)):
             ctx.add(T.RESHAPE, [target, ctx.const_i32([])], [result])
+
+
+# TOP_K orders equal keys by index; Paddle's top_k as std::partial_sort / std::nth_element leave them, its unstable
+# argsort as std::sort does (host/kernels/reduce.py replays both). Where no two of the keys picked are equal and
+# none left out equals the last picked, there is one answer and TOP_K gives it; elsewhere the run-time conditions
+# below send the op to the host kernel (converters/context.py, run-time conditions). Float keys tie on real data:
+# CenterNet and FairMOT pick the top 100 of a peak-masked heatmap that is mostly zeros.
+TIE_CONDITION_EMITS = [T.SLICE, T.EQUAL, T.NOT_EQUAL, T.CAST, T.REDUCE_MAX, T.RESHAPE, T.MUL, T.ADD]
+TOP_K_TIES = ("its keys tie: Paddle orders equal keys as std::partial_sort / std::nth_element leave them, TOP_K by "
+              "index; the host kernel replays Paddle's order")
+ARGSORT_TIES = ("its keys tie: Paddle's unstable argsort orders equal keys as std::sort leaves them, TOP_K by index; "
+                "the host kernel replays std::sort")
+INSERTION_SORTED = 16  # libstdc++'s std::sort of at most this many keys is an insertion sort: stable
+
+
+def _tie_checked(ctx: ConversionContext, op, x, axis: int) -> bool:
+    """Whether the order of equal keys can differ from TOP_K's: always for top_k; for argsort, unless it is stable
+    or sorts at most INSERTION_SORTED keys (both order equal keys by index, as TOP_K does)."""
+    if op.type != "argsort":
+        return True
+    n = ctx.dims(x)[axis]
+    return not OpView(op).attr_bool("stable", False) and not (known_dim(n) and n <= INSERTION_SORTED)
+
+
+def _top_k_without_ties(ctx: ConversionContext, var: str, x, k, axis: int, largest: bool, sorted_: bool,
+                        targets) -> None:
+    """TOP_K with run-time conditions that no two keys picked are equal, nor the last picked and the best left out:
+    TOP_K picks one key more than asked (when there is one more), whose values are compared with their neighbours,
+    and the first k are the op's. NaN keys count as a tie (NaN equals nothing, but Paddle's comparator leaves NaNs
+    unordered among themselves). Without a k known now, TOP_K alone (no condition can be sliced)."""
+    n = ctx.dims(x)[axis]
+    k_value = int(np.asarray(k.value).reshape(-1)[0]) if k.is_constant else None
+    if k_value is None or not known_dim(n) or not 1 <= k_value <= n:
+        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
+                          ctx.const_i32(int(Precision.INT64))], targets)
+        return
+    picked = k_value + 1 if k_value < n else k_value
+    if picked == k_value:
+        values = targets[0]
+        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
+                          ctx.const_i32(int(Precision.INT64))], targets)
+    else:
+        values, positions = ctx.temp(var, "top_k_plus_1"), ctx.temp(var, "top_k_plus_1_indices")
+        ctx.add(T.TOP_K, [x, ctx.const_i32(picked), ctx.const_i32(axis), ctx.const_bool(largest),
+                          ctx.const_bool(sorted_), ctx.const_i32(int(Precision.INT64))], [values, positions])
+        for source, target in zip((values, positions), targets):
+            ctx.add(T.SLICE, [source, ctx.const_i32([axis]), ctx.const_i32([0]), ctx.const_i32([k_value]),
+                              ctx.const_i32([1])], [target])
+
+    def along(start: int, stop: int, purpose: str):
+        part = ctx.temp(var, purpose)
+        ctx.add(T.SLICE, [values, ctx.const_i32([axis]), ctx.const_i32([start]), ctx.const_i32([stop]),
+                          ctx.const_i32([1])], [part])
+        return part
+
+    if picked >= 2:
+        tied = ctx.temp(var, "tied")
+        ctx.add(T.EQUAL, [along(0, picked - 1, "head"), along(1, picked, "tail")], [tied])
+        ctx.add_condition(tied)
+    if values.type.precision in FLOATS:
+        nan = ctx.temp(var, "nan")
+        ctx.add(T.NOT_EQUAL, [values, values], [nan])
+        ctx.add_condition(nan)
 
 
 def _check_top_k(op, ctx):
@@ -367,13 +438,14 @@ def _check_top_k(op, ctx):
     return None
 
 
-@converter("top_k", emits=[T.TOP_K, T.RESHAPE], check=_check_top_k)
+@converter("top_k", emits=[T.TOP_K, T.RESHAPE, *TIE_CONDITION_EMITS], check=_check_top_k, condition=TOP_K_TIES)
 def convert_top_k(ctx: ConversionContext, v: OpView) -> None:
     """The k largest along the last axis, sorted; indices INT64."""
     _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), -1, True, True)
 
 
-@converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE], check=_check_top_k)
+@converter("top_k_v2", emits=[T.TOP_K, T.RESHAPE, *TIE_CONDITION_EMITS], check=_check_top_k,
+           condition=TOP_K_TIES)
 def convert_top_k_v2(ctx: ConversionContext, v: OpView) -> None:
     _top_k(ctx, v.op, ctx.input(v.input("X")), _k_operand(ctx, v.op), v.attr_int("axis", -1),
            v.attr_bool("largest", True), v.attr_bool("sorted", True))
@@ -390,7 +462,8 @@ def _check_argsort(op, ctx):
     return None
 
 
-@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE], check=_check_argsort)
+@converter("argsort", emits=[T.TOP_K, T.SHAPE, T.SLICE, T.RESHAPE, *TIE_CONDITION_EMITS], check=_check_argsort,
+           condition=ARGSORT_TIES)
 def convert_argsort(ctx: ConversionContext, v: OpView) -> None:
     """A TOP_K over the whole `axis` (default -1): ascending unless `descending`."""
     x = ctx.input(v.input("X"))

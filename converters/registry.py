@@ -10,7 +10,8 @@ op, for the helpers that take one) with its tensor-valued attributes already fol
 
 `emits` lists every NNAdapter operation the converter may emit (the `ops` command and the device support
 query read it); `check(op, ctx) -> str | None` optionally rejects attribute combinations the emitted
-operations cannot express, returning the reason (the partitioner then leaves the op on the host).
+operations cannot express, returning the reason (the partitioner then leaves the op on the host); `condition`
+says what the converter's run-time conditions check (context.py), for the message when one fails.
 Aliases are extra names for the same converter. A duplicate registration fails at import.
 A converter never names a device.
 
@@ -39,22 +40,23 @@ class ConverterSpec:
     fn: ConverterFn
     emits: tuple[OperationType, ...]
     check: CheckFn | None = None
+    condition: str = ""  # what its run-time conditions check (context.py), said when one fails
 
 
 CONVERTERS: dict[str, ConverterSpec] = {}
 
 
 def converter(op_type: str, *aliases: str, emits: Iterable[OperationType],
-              check: CheckFn | None = None) -> Callable[[ConverterFn], ConverterFn]:
+              check: CheckFn | None = None, condition: str = "") -> Callable[[ConverterFn], ConverterFn]:
     """Register the decorated `fn(ctx, v: OpView)` for `op_type` and its aliases."""
-    emitted = tuple(OperationType(e) for e in emits)
+    emitted = tuple(dict.fromkeys(OperationType(e) for e in emits))  # each once, in first-listed order
 
     def register(fn: ConverterFn) -> ConverterFn:
         for name in (op_type, *aliases):
             if name in CONVERTERS:
                 raise ValueError(f"converter for Paddle op '{name}' registered twice "
                                  f"({CONVERTERS[name].fn.__module__} and {fn.__module__})")
-            CONVERTERS[name] = ConverterSpec(name, fn, emitted, check)
+            CONVERTERS[name] = ConverterSpec(name, fn, emitted, check, condition)
         return fn
 
     return register

@@ -49,11 +49,12 @@ PATH_HOST_KERNEL = "host kernel"
 MAX_FROZEN_VALUES = 32
 
 # Ops whose host kernel gives Paddle's answer where the NNAdapter operations of their converter may not: on the host
-# the kernel runs. top_k's order of equal keys is the one libstdc++'s std::partial_sort / std::nth_element leave
-# (the kernel replays them, numpy's sort when no key ties); TOP_K orders them by index, and float keys do tie (the
-# zeros of CenterNet / FairMOT's peak-masked heatmap when k exceeds the peaks).
+# the kernel runs. top_k's order of equal keys is the one libstdc++'s std::partial_sort / std::nth_element leave,
+# argsort's std::sort's (the kernels replay them, numpy's sort when no key ties); TOP_K orders them by index, and
+# float keys do tie (the zeros of CenterNet / FairMOT's peak-masked heatmap when k exceeds the peaks). On a device
+# the converters' run-time conditions send them here when their keys tie.
 KERNEL_FIRST = {op_type: "the host kernel gives Paddle's order of equal keys (TOP_K orders them by index)"
-                for op_type in ("top_k", "top_k_v2")}
+                for op_type in ("top_k", "top_k_v2", "argsort")}
 
 
 class HostExecutionError(BridgeError):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, ConfigError, ConversionError, InvalidDimensionsError, NNAdapterError
-from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
+from nnadapter_bridge.nnadapter.codes import UNKNOWN, Precision, ResultCode, dtype_precision
 from nnadapter_bridge.nnadapter.driver_protocol import fault_operand
 from nnadapter_bridge.nnadapter.nnc import (
     TMP_PREFIX,
@@ -264,6 +264,16 @@ class _DeviceFault(Exception):
         self.stage = stage
         self.program = program  # the EngineProgram that failed to run, if any
         self.new = new          # that program was built by this run and is in no list yet
+
+
+class RunConditionFault(NNAdapterError):
+    """A program's run-time condition output names a Paddle op whose data its device operations would not answer as
+    Paddle does (converters/context.py, run-time conditions): `paddle_op_index` runs on the host for those shapes."""
+
+    def __init__(self, message: str, paddle_op_index: int, why: str):
+        super().__init__(message, ResultCode.FEATURE_NOT_SUPPORTED)
+        self.paddle_op_index = paddle_op_index
+        self.why = why  # what the condition checks that the data fails (the converter's `condition`)
 
 
 # -- the engine ---------------------------------------------------------------------------------------
@@ -625,7 +635,7 @@ class SubgraphEngine:
         (when faults degrade). The caller's errors propagate unchanged."""
         for attempt in (1, 2):
             try:
-                return self._execute(program, arrays)
+                return self._conditions_held(program, self._execute(program, arrays), new)
             except NNAdapterError as exc:
                 if not (self.degrade and is_device_fault(exc)):
                     raise
@@ -633,6 +643,34 @@ class SubgraphEngine:
                     devices = [fault_device(exc)] if fault_device(exc) else program.compilation.device_names
                     raise _DeviceFault(devices, exc, "run", program, new) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _conditions_held(self, program: EngineProgram, outputs: list, new: bool = False) -> list:
+        """The subgraph's outputs of a run, once its run-time condition outputs (those after them) say that every
+        condition held; a _DeviceFault naming the op of the first that failed otherwise (a RunConditionFault in
+        strict mode, where nothing may run on the host)."""
+        count = len(self.output_names)
+        if len(outputs) == count:
+            return outputs
+        for code in outputs[count:]:
+            index = int(np.asarray(code).reshape(-1)[0])
+            if index >= 0:
+                raise self._condition_fault(program, index, new)
+        return outputs[:count]
+
+    def _condition_fault(self, program: EngineProgram, index: int, new: bool) -> BaseException:
+        # Imported here: the converters load only when something is converted; a failed condition is about to
+        # split the subgraph, which converts it.
+        from converters.registry import get_converter
+
+        op = next((op for op in self.subgraph.ops if op.index == index), None)
+        spec = get_converter(op.type) if op is not None else None
+        why = spec.condition if spec is not None and spec.condition else "its data fails a run-time condition"
+        label = op.label() if op is not None else f"op {index}"
+        if not self.degrade:
+            return RunConditionFault(f"{self.describe()}: {label}: {why}; strict mode: nothing runs on the host, "
+                                     "and the device's answer would not be Paddle's", index, why)
+        error = RunConditionFault(f"{label}: {why}", index, why)
+        return _DeviceFault(program.compilation.device_names, error, "run", program, new)
 
     def _adopt(self, program: EngineProgram) -> None:
         """A program this engine obtained (restored or built) and ran: it runs it, the others copy it."""
@@ -745,15 +783,32 @@ class SubgraphEngine:
         and run this run so. False, and the fault takes the usual fallback (the whole part elsewhere), when the fault
         names no operation, the operation is not traced to one block-0 Paddle op, the subgraph has nothing else, or
         nothing may run on the host."""
+        condition = isinstance(fault.error, RunConditionFault)
         operand = fault_operand(fault.error)
-        if operand is None or fault.stage != "run" or self.host_fallback is None or not self.degrade \
-                or len(self.subgraph.ops) < 2:
-            return False
-        index = self._paddle_op_emitting(operand, arrays)
-        if index is None:
+        if (operand is None and not condition) or fault.stage != "run" or self.host_fallback is None \
+                or not self.degrade:
             return False
         devices = ", ".join(fault.devices)
-        plan = self._plan_declining({index: [f"{devices} faulted on it at run time ({fault.error})"]})
+        if condition and len(self.subgraph.ops) < 2:
+            op_label = self.subgraph.ops[0].label()
+            # Nothing to split off: the op alone runs on the host for these shapes (every device would fail it).
+            self.host_signatures.add(signature)
+            if fault.program is not None:
+                with self.pool.lock:
+                    self._drop(fault.program)
+            shapes = ", ".join(str(list(a.shape)) for a in arrays)
+            warnings.warn(f"{self.describe()}: for input shapes {shapes}, {op_label}: {fault.error.why}; it runs on "
+                          "the host for these shapes from now on", SubgraphSplitWarning, stacklevel=5)
+            self._run_on_host(scope, f"on the host for these input shapes: {fault.error.why}")
+            return True
+        if len(self.subgraph.ops) < 2:
+            return False
+        index = fault.error.paddle_op_index if condition else self._paddle_op_emitting(operand, arrays)
+        if index is None or index not in {op.index for op in self.subgraph.ops}:
+            return False
+        what = (f"its data for {devices} fails a run-time condition: {fault.error.why}" if condition
+                else f"{devices} faulted on it at run time ({fault.error})")
+        plan = self._plan_declining({index: [what]})
         plan.at_run = True
         with self.pool.lock:
             plan = self.pool.splits.setdefault(signature, plan)
@@ -763,8 +818,10 @@ class SubgraphEngine:
         shapes = ", ".join(str(list(a.shape)) for a in arrays)
         children = plan.partition.subgraphs
         rest = sum(len(child.ops) for child in children)
-        warnings.warn(f"{self.describe()}: for input shapes {shapes}, device '{devices}' faulted at run time on "
-                      f"{op.label()} ({fault.error}); that op runs on the host for these shapes from now on, the "
+        happened = (f"{op.label()}: {fault.error.why}" if condition
+                    else f"device '{devices}' faulted at run time on {op.label()} ({fault.error})")
+        warnings.warn(f"{self.describe()}: for input shapes {shapes}, {happened}; that op runs on the host for "
+                      "these shapes from now on, the "
                       f"other {rest} ops on {', '.join(self.base_context.device_names)} as {len(children)} "
                       "subgraph(s)", SubgraphSplitWarning, stacklevel=5)
         self._run_split(signature, scope)
@@ -947,7 +1004,7 @@ class SubgraphEngine:
             else:
                 self._adopt(program)
                 self._release_weights()
-                return outputs
+                return self._conditions_held(program, outputs)
         plan = self._read_split_record(token) if token is not None else None
         if plan is not None:
             raise _Contradicted(plan)
@@ -1005,7 +1062,9 @@ class SubgraphEngine:
             self.stats.cache_misses += 1
             return None
         inputs, outputs = compilation.query_inputs_and_outputs()
-        if len(inputs) != len(self.input_names) or len(outputs) != len(self.output_names):
+        conditions = outputs[len(self.output_names):]  # run-time condition outputs: INT32 [1] each
+        if len(inputs) != len(self.input_names) or len(outputs) < len(self.output_names) \
+                or any(t.precision != Precision.INT32 or tuple(t.dims) != (1,) for t in conditions):
             compilation.destroy()
             self.stats.cache_misses += 1
             warnings.warn(f"model cache for token {token} has {len(inputs)} inputs / {len(outputs)} outputs, "
@@ -1030,7 +1089,7 @@ class SubgraphEngine:
         naming = _BackgroundToken(self, arrays) if token is None else None
         try:
             result = convert_subgraph(self.subgraph.ops, self.graph.params, input_types, self.output_names,
-                                      self.graph, float_ops=self.float_ops)
+                                      self.graph, float_ops=self.float_ops, conditions=True)
             missing = [n for n in self.output_names if n not in result.output_names]
             if missing:
                 raise ConversionError(f"{self.describe()}: the converters produced no value for output var(s) "

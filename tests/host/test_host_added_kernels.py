@@ -522,6 +522,27 @@ def test_top_k_orders_equal_keys_as_paddle(tmp_path, dtype, largest, sorted_, si
     check(saved, expect_ops=("top_k_v2",), exact=True)
 
 
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("fill", ["zeros", "nan_and_zeros", "distinct"])
+def test_top_k_of_a_long_row_matches_paddle(tmp_path, largest, fill):
+    """Rows longer than the kernel turns into lists (2^16 keys): the heap select scans them a block at a time with
+    numpy, skipping keys that cannot enter. A heatmap flattened whole is mostly zeros (ties), a few NaN come first
+    when largest; distinct keys take the argpartition shortcut."""
+    import paddle
+
+    rng = np.random.default_rng(21)
+    n = 70001
+    if fill == "distinct":
+        x = rng.permutation(n).astype("float32").reshape(1, n)
+    else:
+        x = np.zeros((1, n), np.float32)
+        x[0, rng.choice(n, 40, replace=False)] = rng.uniform(-1, 1, 40).astype(np.float32)
+        if fill == "nan_and_zeros":
+            x[0, rng.choice(n, 5, replace=False)] = np.nan
+    saved = pir_program(tmp_path, lambda x: paddle.topk(x, 100, axis=-1, largest=largest), {"x": x})
+    check(saved, expect_ops=("top_k_v2",), exact=True)
+
+
 def test_top_k_of_distinct_keys_on_another_axis(tmp_path):
     import paddle
 

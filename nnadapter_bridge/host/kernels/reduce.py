@@ -389,6 +389,8 @@ def logcumsumexp(io: OpScope) -> None:
 # -- argsort ------------------------------------------------------------------------------------------------
 
 _SORT_THRESHOLD = 16  # libstdc++'s _S_threshold
+_LONG_ROW = 1 << 16  # top_k_row: longer rows are not sorted whole nor turned into lists
+_SCAN_BLOCK = 4096  # positions a heap select scans per numpy comparison (_StdRange._heap_select)
 
 
 class _StdRange:
@@ -396,8 +398,11 @@ class _StdRange:
     at those positions, `less(i, j)` comparing the elements first at positions i and j: std::sort (introsort, then
     the final insertion sort), std::nth_element (introselect) and std::partial_sort (heap select, then heap sort)."""
 
-    def __init__(self, less, n: int):
+    def __init__(self, less, n: int, outranking=None):
         self.less, self.a = less, list(range(n))
+        # Optional outranking(j, start, stop): the positions p in [start, stop), in order, with less(p, j), as a
+        # numpy array: a heap select over positions nothing has moved yet then skips the ones that cannot enter.
+        self.outranking = outranking
 
     def _unguarded_linear_insert(self, last: int) -> None:
         a, less = self.a, self.less
@@ -467,12 +472,21 @@ class _StdRange:
         a[result] = a[first]
         self._adjust_heap(first, 0, last - first, value)
 
-    def _heap_select(self, first: int, middle: int, last: int) -> None:
+    def _heap_select(self, first: int, middle: int, last: int, unmoved_tail: bool = False) -> None:
+        """std::__heap_select. `unmoved_tail`: positions middle .. last - 1 still hold themselves, so with
+        `outranking` the scan visits only those that outrank the heap's top when their block starts: the top only
+        rises, so the others would be skipped one by one anyway, and each visited one is compared again."""
         a, less = self.a, self.less
         length = middle - first
         if length > 1:  # std::__make_heap
             for parent in range((length - 2) // 2, -1, -1):
                 self._adjust_heap(first, parent, length, a[first + parent])
+        if unmoved_tail and self.outranking is not None:
+            for start in range(middle, last, _SCAN_BLOCK):
+                for i in self.outranking(a[first], start, min(start + _SCAN_BLOCK, last)).tolist():
+                    if less(i, a[first]):
+                        self._pop_heap(first, middle, i)
+            return
         for i in range(middle, last):
             if less(a[i], a[first]):
                 self._pop_heap(first, middle, i)
@@ -504,8 +518,9 @@ class _StdRange:
             else:
                 self._insertion_sort(first, last)
 
-    def partial_sort(self, first: int, middle: int, last: int) -> None:
-        self._heap_select(first, middle, last)
+    def partial_sort(self, first: int, middle: int, last: int, unmoved: bool = False) -> None:
+        """std::partial_sort; `unmoved`: nothing has moved the positions of [first, last) yet (_heap_select)."""
+        self._heap_select(first, middle, last, unmoved)
         self._sort_heap(first, middle)
 
     def nth_element(self, first: int, nth: int, last: int) -> None:
@@ -535,13 +550,14 @@ def std_sort_order(less, n: int) -> list:
     return order.a
 
 
-def paddle_top_k_order(less, n: int, k: int, sorted_: bool) -> list:
+def paddle_top_k_order(less, n: int, k: int, sorted_: bool, outranking=None) -> list:
     """The positions Paddle 3.3.1's CPU top_k picks, in its order, `less` being its comparator ("comes first"):
     std::partial_sort of the first k when k * 64 < n; otherwise std::nth_element at k - 1 and, when `sorted_`,
-    std::sort of the k - 1 before it (the k-th is in place already)."""
-    order = _StdRange(less, n)
+    std::sort of the k - 1 before it (the k-th is in place already). `outranking`: _StdRange's, which makes the
+    partial sort of a long row fast."""
+    order = _StdRange(less, n, outranking)
     if k * 64 < n:
-        order.partial_sort(0, k, n)
+        order.partial_sort(0, k, n, unmoved=True)
     else:
         order.nth_element(0, k - 1, n)
         if sorted_:
@@ -592,21 +608,37 @@ def top_k_row(row: np.ndarray, k: int, largest: bool, sorted_: bool) -> np.ndarr
     """Paddle's top_k indices of one row (paddle_top_k_order). When the k picked keys are distinct, hold no NaN and
     the (k+1)-th is below them, and the result is sorted, there is one answer and numpy gives it; otherwise the
     libstdc++ steps are replayed, so tied keys come out in Paddle's order."""
-    if sorted_ and not (row.dtype.kind == "f" and np.isnan(row).any()):
-        order = np.argsort(row, kind="stable")
+    nan_row = np.isnan(row) if row.dtype.kind == "f" else np.zeros(row.shape, bool)
+    n = row.size
+    if sorted_ and not nan_row.any():
+        if n <= _LONG_ROW or k + 1 >= n:
+            best = np.arange(n)
+        else:  # the k + 1 best of a long row (argpartition: it is not sorted whole)
+            best = np.argpartition(row, n - k - 1)[n - k - 1:] if largest else np.argpartition(row, k)[:k + 1]
+        order = best[np.argsort(row[best], kind="stable")]
         order = order[::-1] if largest else order
         picked = row[order[:k + 1]]
         if np.unique(picked).size == picked.size:
             return order[:k].astype(np.int64)
-    keys = row.tolist()
-    nan = [key != key for key in keys]  # float NaN; never true for integers
+    # Python lists compare fastest; a long row stays numpy (converting it costs more than the few comparisons its
+    # vectorised heap select makes).
+    keys, nan = (row.tolist(), nan_row.tolist()) if n <= _LONG_ROW else (row, nan_row)
 
     def less(i: int, j: int) -> bool:
         if largest:
             return (nan[i] and not nan[j]) or keys[i] > keys[j]
         return (not nan[i] and nan[j]) or keys[i] < keys[j]
 
-    return np.asarray(paddle_top_k_order(less, len(keys), k, sorted_), np.int64)
+    def outranking(j: int, start: int, stop: int) -> np.ndarray:
+        # less(p, j) for every p in [start, stop), vectorised: NaN comes first when largest, last otherwise.
+        part = row[start:stop]
+        if largest:
+            mask = np.zeros(part.shape, bool) if nan[j] else (nan_row[start:stop] | (part > keys[j]))
+        else:
+            mask = ~nan_row[start:stop] if nan[j] else (part < keys[j])
+        return np.flatnonzero(mask) + start
+
+    return np.asarray(paddle_top_k_order(less, len(keys), k, sorted_, outranking), np.int64)
 
 
 @host_kernel("top_k", "top_k_v2")
