@@ -780,9 +780,10 @@ class SubgraphEngine:
         """A run fault that the driver traced to one operation (driver_protocol.operation_fault: data that operation
         would compute wrongly on the device, an NMS candidate without area, say): split the subgraph for these shapes
         so that only the Paddle op that emitted the operation runs on the host, the rest on the devices as before,
-        and run this run so. False, and the fault takes the usual fallback (the whole part elsewhere), when the fault
-        names no operation, the operation is not traced to one block-0 Paddle op, the subgraph has nothing else, or
-        nothing may run on the host."""
+        and run this run so; a failed run-time condition (RunConditionFault) names the Paddle op itself, and a
+        subgraph of that op alone runs on the host for these shapes. False, and the fault takes the usual fallback
+        (the whole part elsewhere), when the fault names no operation, the operation is not traced to one block-0
+        Paddle op, the subgraph has nothing else, or nothing may run on the host."""
         condition = isinstance(fault.error, RunConditionFault)
         operand = fault_operand(fault.error)
         if (operand is None and not condition) or fault.stage != "run" or self.host_fallback is None \

@@ -168,3 +168,23 @@ def test_a_stable_argsort_of_tied_keys_stays_on_the_device(tmp_path, device):
     got, said = run_once(predictor, saved.feeds)
     assert_paddles(got, saved)
     assert not said and all(p.device == device for p in predictor.placements())
+
+
+@pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
+def test_a_top_k_alone_in_its_subgraph_runs_on_the_host_for_tied_shapes(tmp_path, device):
+    """Nothing to split around: the subgraph of the top_k alone runs on the host kernel for those shapes, said once."""
+    import paddle
+
+    x = np.zeros((2, 64), np.float32)
+    x[:, ::9] = np.arange(8, dtype=np.float32)  # eight distinct keys a row, the rest tie at zero
+    saved = pir_program(tmp_path, lambda x: list(paddle.topk(x, 12, axis=-1)), {"x": x})
+    predictor = predictor_for(saved, device)
+    assert len(predictor.engines) == 1 and not predictor.host_ops
+    (engine,) = predictor.engines.values()
+    assert [op.type for op in engine.subgraph.ops] == ["top_k_v2"]
+    for run in range(2):
+        got, said = run_once(predictor, saved.feeds)
+        assert_paddles(got, saved)
+        assert len(said) == (1 if run == 0 else 0) and (run or "its keys tie" in said[0])
+    where = {p.op.type: p for p in predictor.placements()}
+    assert where["top_k_v2"].device is None and "its keys tie" in where["top_k_v2"].reason
