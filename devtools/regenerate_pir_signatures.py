@@ -706,6 +706,12 @@ def _api_cases() -> dict[str, Callable[[], None]]:
         t, mean, var = x(1, 4, 4, 4), x(4, name="m"), x(4, name="v")
         _C_ops.batch_norm(t, mean, var, None, None, True, 0.9, 1e-5, "NCHW", False, False)
 
+    def matrix_rank_float_tol():
+        # pd_op.matrix_rank (a float or no tol) has no legacy proto that translates to it: matrix_rank's proto
+        # becomes pd_op.matrix_rank_tol
+        t = x(3, 3)
+        paddle.linalg.matrix_rank(t), paddle.linalg.matrix_rank(t, tol=0.1)
+
     cases = {name: fn for name, fn in locals().items() if callable(fn) and not name.startswith("_") and name != "x"}
     for name, make_args in _INPLACE_CASES.items():
         cases[f"inplace_{name}"] = _inplace_case(name, make_args, x)

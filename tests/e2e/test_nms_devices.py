@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
-from support.converter_harness import opdesc_program, paddle_inference_run, pir_program
+from support.converter_harness import opdesc_program, paddle_inference_run, pir_program, run_recording_splits
 from support.tolerances import assert_op_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -313,19 +313,6 @@ def detector_tail(directory):
         want = _run_saved(paddle, str(directory), "__model__", None, feeds)
     np.testing.assert_array_equal(want[1].reshape(-1), [0, 2, 3])  # Paddle: the second point is suppressed
     return model_path, feeds, want
-
-
-def run_recording_splits(predictor, feeds: dict) -> tuple:
-    """(outputs, the SubgraphSplitWarning texts) of one run."""
-    from nnadapter_bridge.subgraph.engine import SubgraphSplitWarning
-
-    for name, array in feeds.items():
-        predictor.get_input_by_name(name).from_numpy(array)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        predictor.run()
-    said = [str(w.message) for w in caught if issubclass(w.category, SubgraphSplitWarning)]
-    return [np.asarray(predictor.get_output(k).numpy()) for k in range(3)], said
 
 
 @pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])

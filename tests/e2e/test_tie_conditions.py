@@ -8,15 +8,12 @@ heatmap that is mostly zeros, so on real data the keys tie whenever k exceeds th
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 import nnadapter_bridge as nb
 from nnadapter_bridge.errors import BridgeError
-from nnadapter_bridge.subgraph.engine import SubgraphSplitWarning
-from support.converter_harness import pir_program
+from support.converter_harness import pir_program, run_recording_splits
 from support.tolerances import assert_op_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -69,17 +66,6 @@ def predictor_for(saved, device: str, cache_dir=None, strict: bool = False):
     return nb.create_predictor(config)
 
 
-def run_once(predictor, feeds: dict) -> tuple:
-    """(outputs, the SubgraphSplitWarning texts) of one run."""
-    for name, array in feeds.items():
-        predictor.get_input_by_name(name).from_numpy(array)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        predictor.run()
-    said = [str(w.message) for w in caught if issubclass(w.category, SubgraphSplitWarning)]
-    return [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))], said
-
-
 def assert_paddles(got, saved):
     """Indices exactly Paddle's; values within DESIGN's op tolerance (a device's sigmoid may round otherwise)."""
     for g, w in zip(got, saved.outputs):
@@ -94,12 +80,12 @@ def assert_paddles(got, saved):
 def test_tied_keys_send_only_the_top_k_to_the_host(tied_heatmap, device):
     predictor = predictor_for(tied_heatmap, device)
     assert not predictor.host_ops and len(predictor.engines) == 1  # the whole head placed on the device
-    got, said = run_once(predictor, tied_heatmap.feeds)
+    got, said = run_recording_splits(predictor, tied_heatmap.feeds)
     assert_paddles(got, tied_heatmap)
     assert len(said) == 1 and "top_k_v2" in said[0] and "its keys tie" in said[0], said
     assert "the other 7 ops on " + device in said[0]
     builds = predictor.stats.builds
-    got, said = run_once(predictor, tied_heatmap.feeds)
+    got, said = run_recording_splits(predictor, tied_heatmap.feeds)
     assert_paddles(got, tied_heatmap)
     assert not said and predictor.stats.builds == builds  # the split runs at once
     assert predictor.stats.subgraph_host_runs == 0  # never the whole subgraph on the host
@@ -113,7 +99,7 @@ def test_tied_keys_send_only_the_top_k_to_the_host(tied_heatmap, device):
 def test_keys_that_do_not_tie_stay_on_the_device(untied_heatmap, device):
     predictor = predictor_for(untied_heatmap, device)
     for _ in range(2):
-        got, said = run_once(predictor, untied_heatmap.feeds)
+        got, said = run_recording_splits(predictor, untied_heatmap.feeds)
         assert_paddles(got, untied_heatmap)
         assert not said
     assert predictor.stats.subgraph_host_runs == 0 and predictor.stats.host_op_runs == 0
@@ -127,7 +113,7 @@ def test_a_program_restored_from_the_cache_checks_its_conditions(tmp_path, tied_
     cache = tmp_path / "cache"
     for start in ("cold", "warm"):
         predictor = predictor_for(tied_heatmap, device, cache)
-        got, said = run_once(predictor, tied_heatmap.feeds)
+        got, said = run_recording_splits(predictor, tied_heatmap.feeds)
         assert_paddles(got, tied_heatmap)
         assert len(said) == 1 and "its keys tie" in said[0], start
         if start == "warm":
@@ -155,7 +141,7 @@ def argsort_program(tmp_path, stable: bool):
 def test_an_unstable_argsort_of_tied_keys_matches_paddle(tmp_path, device):
     saved = argsort_program(tmp_path, stable=False)
     predictor = predictor_for(saved, device)
-    got, said = run_once(predictor, saved.feeds)
+    got, said = run_recording_splits(predictor, saved.feeds)
     assert_paddles(got, saved)
     assert len(said) == 1 and "argsort" in said[0] and "std::sort" in said[0]
 
@@ -165,7 +151,7 @@ def test_a_stable_argsort_of_tied_keys_stays_on_the_device(tmp_path, device):
     """A stable argsort orders equal keys by index, as TOP_K does: no condition, nothing moves."""
     saved = argsort_program(tmp_path, stable=True)
     predictor = predictor_for(saved, device)
-    got, said = run_once(predictor, saved.feeds)
+    got, said = run_recording_splits(predictor, saved.feeds)
     assert_paddles(got, saved)
     assert not said and all(p.device == device for p in predictor.placements())
 
@@ -183,7 +169,7 @@ def test_a_top_k_alone_in_its_subgraph_runs_on_the_host_for_tied_shapes(tmp_path
     (engine,) = predictor.engines.values()
     assert [op.type for op in engine.subgraph.ops] == ["top_k_v2"]
     for run in range(2):
-        got, said = run_once(predictor, saved.feeds)
+        got, said = run_recording_splits(predictor, saved.feeds)
         assert_paddles(got, saved)
         assert len(said) == (1 if run == 0 else 0) and (run or "its keys tie" in said[0])
     where = {p.op.type: p for p in predictor.placements()}

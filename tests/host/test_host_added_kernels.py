@@ -9,45 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnadapter_bridge.host import HOST_KERNELS, HostExecutor
+from nnadapter_bridge.host import HostExecutor
 from nnadapter_bridge.host.kernels.registry import HostKernelError
 from nnadapter_bridge.loader import load_model
 from support.converter_harness import opdesc_program, pir_program, run_predictor
-from support.tolerances import assert_model_close, assert_op_close
+from support.host_kernel_check import check, run_on_host
+from support.tolerances import assert_model_close
 
 RNG = np.random.default_rng(11)
-
-
-def run_on_host(saved, expect_ops=()):
-    graph = load_model(saved.model_path, saved.params_path)
-    executor = HostExecutor(graph)
-    scope = {**graph.params, **saved.feeds}
-    ran = set()
-    for op in graph.ops():
-        if op.type in ("feed", "fetch"):
-            continue
-        if op.type in HOST_KERNELS:
-            executor.run_host_kernel(op, scope)
-            ran.add(op.type)
-        else:
-            executor.run(op, scope)
-    missing = set(expect_ops) - ran
-    assert not missing, f"no host kernel ran for {sorted(missing)} (ran {sorted(ran)})"
-    return [scope[name] for name in graph.outputs]
-
-
-def check(saved, expect_ops=(), *, exact=False, **tolerance):
-    got = run_on_host(saved, expect_ops)
-    assert len(got) == len(saved.outputs)
-    for i, (g, w) in enumerate(zip(got, saved.outputs)):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype}, Paddle {w.dtype}"
-        assert g.shape == w.shape, f"output {i}: shape {g.shape}, Paddle {w.shape}"
-        if exact or g.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=f"output {i}")
-        else:
-            assert_op_close(g, w, what=f"output {i}", **tolerance)
-    return got
 
 
 def check_predictor(saved):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_host_added_kernels import check, check_predictor, run_on_host
+from test_host_added_kernels import check_predictor
 
 from nnadapter_bridge.host.kernels.registry import HostKernelError
 from support.converter_harness import opdesc_program, pir_program
+from support.host_kernel_check import check, run_on_host
 
 RNG = np.random.default_rng(5)
 FLOATS = ["float32", "float64"]

@@ -295,3 +295,18 @@ def run_predictor(saved: SavedProgram, device: str) -> list:
         predictor.get_input_by_name(name).from_numpy(np.asarray(saved.feeds[name]))
     predictor.run()
     return [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))]
+
+
+def run_recording_splits(predictor, feeds: dict) -> tuple:
+    """(the outputs in fetch order, the SubgraphSplitWarning texts) of one run of `predictor` on `feeds`."""
+    import warnings
+
+    from nnadapter_bridge.subgraph.engine import SubgraphSplitWarning
+
+    for name, array in feeds.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictor.run()
+    said = [str(w.message) for w in caught if issubclass(w.category, SubgraphSplitWarning)]
+    return [np.asarray(predictor.get_output(k).numpy()) for k in range(len(predictor.get_output_names()))], said

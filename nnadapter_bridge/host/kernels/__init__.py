@@ -1,9 +1,9 @@
 """numpy host kernels for Paddle ops with no NNAdapter expression, one module per operation family.
 
 The families are the standard's (`nnadapter_bridge.nnadapter.operations`: activation for unary math,
-elementwise for binary, ...) plus four the standard has no operation for: `control` (sub-blocks and tensor
-arrays), `loss`, `sequence` (recurrent layers and CRF decoding) and `spectral` (Fourier transforms and complex
-values). Importing this package registers every
+elementwise for binary, ...) plus five the standard has no operation for: `control` (sub-blocks and tensor
+arrays), `linalg` (matrix factorizations, linear solvers and ranks), `loss`, `sequence` (recurrent layers and CRF
+decoding) and `spectral` (Fourier transforms and complex values). Importing this package registers every
 kernel of the modules in `KERNEL_MODULES` in `registry.HOST_KERNELS`.
 
 Entry points: `HOST_KERNELS`, `OpScope`, `host_kernel`, `KERNEL_MODULES`. The kernels import the registry, numpy,
@@ -20,7 +20,7 @@ from nnadapter_bridge.host.kernels.registry import HOST_KERNELS, HostKernel, OpS
 # this list registers nothing, which tests/host/test_kernel_modules.py catches.
 KERNEL_MODULES = (
     "elementwise", "activation", "conv", "pool", "normalization", "matmul", "resize", "reduce", "shape", "tensor",
-    "generate", "quantization", "sampling", "detection", "control", "loss", "sequence", "spectral",
+    "generate", "quantization", "sampling", "detection", "control", "loss", "sequence", "spectral", "linalg",
 )
 
 

@@ -1,13 +1,14 @@
 """Unary math and activations with no NNAdapter operation (the standard's activation family): the special
-functions lgamma, digamma, polygamma, erfinv and the modified Bessel functions i0 / i0e / i1 / i1e; erf, the
-inverse and hyperbolic trig functions (acos, asin, atan, tan, cosh, sinh, expm1, asinh, acosh, atanh),
-trunc and logit; the activations celu and stanh.
+functions lgamma (and its PIR name gammaln), digamma, polygamma, erfinv and the modified Bessel functions
+i0 / i0e / i1 / i1e; erf, the inverse and hyperbolic trig functions (acos, asin, atan, tan, cosh, sinh, expm1,
+asinh, acosh, atanh), trunc, rint and logit; the activations celu, stanh and rrelu (its inference form).
 
 Paddle 3.3.1's CPU kernels take float32 and float64 for the special functions (the result keeps the input
 dtype); they are evaluated here in float64 and rounded once, so a float32 result may differ from Paddle's
-float32 arithmetic in the last bits. The others: float32 and float64, float16 for expm1 too (computed in
-float32), int32/int64 for trunc. Paddle's dygraph API casts an integer input of the float-only functions to
-float32 before the op, so a program never hands them one; the kernel raises if it does.
+float32 arithmetic in the last bits. The others: float32 and float64, float16 for expm1 and rrelu too (computed
+in float32), int32/int64 for trunc and rint (rint rounds half to even). Paddle's dygraph API casts an integer
+input of the float-only functions to float32 before the op, so a program never hands them one; the kernel raises
+if it does.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy, and the standard's `erf`; never a driver (`hal`) or a floor above the host.
@@ -74,6 +75,14 @@ def logit(io: OpScope) -> None:
         io.set_output("Out", np.log(x / (x.dtype.type(1) - x)).astype(x.dtype, copy=False))
 
 
+@host_kernel("rint")
+def rint(io: OpScope) -> None:
+    """Round half to even (std::rint); an integer input is returned as it is."""
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, FLOATS | INT32_64)
+    io.set_output(slot(io, "Out", "out"), np.rint(x) if x.dtype.kind == "f" else x.copy())
+
+
 @host_kernel("celu")
 def celu(io: OpScope) -> None:
     """Paddle's CELU functor: x < 0 ? alpha * (exp(x / alpha) - 1) : x (so -0.0 and NaN pass through)."""
@@ -93,6 +102,26 @@ def stanh(io: OpScope) -> None:
     a, b = x.dtype.type(io.attr("scale_a", 0.67)), x.dtype.type(io.attr("scale_b", 1.7159))
     with np.errstate(all="ignore"):
         io.set_output("Out", (b * np.tanh(a * x)).astype(x.dtype, copy=False))
+
+
+@host_kernel("rrelu")
+def rrelu(io: OpScope) -> None:
+    """The inference form (is_test): x < 0 ? mid * x : x with mid = (lower + upper) / 2, and Noise the slope used
+    (mid, or 1). Training draws a random slope per element from Paddle's generator, which cannot be reproduced."""
+    x = io.input("X")
+    require(io, x, FLOATS | {np.dtype("float16")})
+    if not io.attr("is_test", False):
+        raise io.error("only the inference form (is_test=True) runs on the host: training draws random slopes")
+    # the attributes are C++ floats: the values the program holds are float32's
+    lower, upper = float(np.float32(io.attr("lower", 1.0 / 8.0))), float(np.float32(io.attr("upper", 1.0 / 3.0)))
+    if not 0.0 <= lower <= upper <= 1.0:
+        raise io.error(f"lower and upper must satisfy 0 <= lower <= upper <= 1, got lower={lower}, upper={upper}")
+    mid = x.dtype.type((lower + upper) / 2.0)  # the midpoint in double, stored in x's type
+    negative = x < 0
+    compute = np.float32 if x.dtype == np.float16 else x.dtype  # float16 products are float32 ones, rounded
+    out = np.where(negative, mid.astype(compute) * x.astype(compute), x).astype(x.dtype)
+    io.set_output("Out", out)
+    io.set_output("Noise", np.where(negative, mid, x.dtype.type(1)).astype(x.dtype))
 
 
 # -- gamma family -----------------------------------------------------------------------------------------
@@ -192,10 +221,10 @@ def hurwitz_zeta(s: float, q: float) -> float:
     return total
 
 
-@host_kernel("lgamma")
+@host_kernel("lgamma", "gammaln")
 def lgamma(io: OpScope) -> None:
-    x = float_input(io, "X")
-    io.set_output("Out", lgamma_float64(x.astype(np.float64)).astype(x.dtype))
+    x = float_input(io, slot(io, "X", "x"))
+    io.set_output(slot(io, "Out", "out"), lgamma_float64(x.astype(np.float64)).astype(x.dtype))
 
 
 @host_kernel("digamma")

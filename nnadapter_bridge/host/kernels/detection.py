@@ -1,12 +1,14 @@
 """Detection ops without an NNAdapter operation: box_coder, matrix_nms, the fluid multiclass_nms (its
 [[-1]] empty form and LoD output have no operand form), generate_proposals_v2, distribute_fpn_proposals,
-density_prior_box.
+density_prior_box, nms (paddle.vision.ops.nms's single-class kernel), box_clip, roi_pool and psroi_pool.
 (prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run through their
 converters; the NMS box arithmetic is shared with NON_MAX_SUPPRESSION's reference.)
 
 Box arithmetic is vectorized over all boxes; the greedy parts (NMS keeps a box only after comparing it
 with every box kept before it) loop over kept candidates. `normalized`/`pixel_offset` choose Paddle's
-"+1" pixel convention for widths and heights.
+"+1" pixel convention for widths and heights. The RoI poolings are vectorized over RoIs, channels and bins, with
+one numpy pass per tap offset of the largest bin (each bin's taps in Paddle's row-major order). A LoD is not
+carried between host ops, so box_clip, and roi_pool / psroi_pool without RoisNum, take the boxes as one image.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy, and the standard's NMS arithmetic; never a driver (`hal`) or a floor above the host.
@@ -330,3 +332,199 @@ def density_prior_box(io: OpScope) -> None:
         boxes, variances = boxes.reshape(-1, 4), variances.reshape(-1, 4)
     io.set_output("Boxes", boxes.astype(feature.dtype))
     io.set_output("Variances", np.ascontiguousarray(variances).astype(feature.dtype))
+
+
+# -- nms, box_clip ----------------------------------------------------------------------------------------------
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's round(): halves away from zero (numpy's round goes to even), in x's own dtype."""
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole)
+
+
+def _nms_overlapping(kept: np.ndarray, boxes: np.ndarray, threshold: np.float32) -> np.ndarray:
+    """Which of `boxes` [K, 4] the kept box [4] suppresses: IoU > threshold in the boxes' dtype, the
+    way Paddle's nms kernel (CalculateIoU) computes it, which differs from the JaccardOverlap of the
+    multiclass NMS family above: no +1 pixel, no zero area for inverted boxes, no "apart" rule, and a
+    zero or NaN union gives NaN, which suppresses nothing. Its ternaries keep their NaN choices."""
+    x0 = np.where(kept[0] > boxes[:, 0], kept[0], boxes[:, 0])
+    y0 = np.where(kept[1] > boxes[:, 1], kept[1], boxes[:, 1])
+    x1 = np.where(kept[2] < boxes[:, 2], kept[2], boxes[:, 2])
+    y1 = np.where(kept[3] < boxes[:, 3], kept[3], boxes[:, 3])
+    zero = boxes.dtype.type(0)
+    width = np.where(x1 - x0 > 0, x1 - x0, zero)
+    height = np.where(y1 - y0 > 0, y1 - y0, zero)
+    inter = width * height
+    union = (kept[2] - kept[0]) * (kept[3] - kept[1]) + (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    union = union - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return inter / union > threshold
+
+
+@host_kernel("nms")
+def nms(io: OpScope) -> None:
+    """Paddle's nms (paddle.vision.ops.nms; its scores and categories forms are other ops around this one):
+    the boxes are taken in their given order, each box not yet suppressed is kept and suppresses every later
+    box whose IoU with it exceeds iou_threshold. KeepBoxesIdxs: the kept boxes' indices, ascending, int64."""
+    boxes = io.input("Boxes")
+    if boxes.dtype not in (np.float32, np.float64):
+        raise io.error(f"Boxes must be float32 or float64, got {boxes.dtype}")
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise io.error(f"Boxes must be [num_boxes, 4] (x1, y1, x2, y2), got shape {list(boxes.shape)}")
+    threshold = np.float32(io.attr("iou_threshold", 0.3))
+    remaining = np.arange(boxes.shape[0])
+    kept = []
+    while remaining.size:
+        first, rest = remaining[0], remaining[1:]
+        kept.append(first)
+        remaining = rest[~_nms_overlapping(boxes[first], boxes[rest], threshold)]
+    io.set_output("KeepBoxesIdxs", np.asarray(kept, np.int64))
+
+
+@host_kernel("box_clip")
+def box_clip(io: OpScope) -> None:
+    """Paddle's box_clip (ClipTiledBoxes): x1, x2 clipped to [0, round(w / scale) - 1] and y1, y2 to
+    [0, round(h / scale) - 1] of the image's ImInfo row (h, w, scale); a NaN coordinate stays NaN. Paddle splits
+    the boxes into images by their LoD; without one the boxes are one image, so ImInfo must hold one row."""
+    boxes, im_info = io.input("Input"), io.input("ImInfo")
+    if boxes.dtype not in (np.float32, np.float64):
+        raise io.error(f"Input must be float32 or float64, got {boxes.dtype}")
+    if boxes.ndim < 1 or boxes.shape[-1] != 4:
+        raise io.error(f"Input's last axis must hold 4 coordinates, got shape {list(boxes.shape)}")
+    if im_info.shape != (1, 3):
+        raise io.error(f"ImInfo must be one image's [1, 3] (height, width, scale), got shape {list(im_info.shape)}: "
+                       "without a LoD (the host carries none) the boxes are one image")
+    info = im_info[0].astype(boxes.dtype)
+    limit_h = round_half_away(info[0] / info[2]) - 1
+    limit_w = round_half_away(info[1] / info[2]) - 1
+    limits = np.asarray([limit_w, limit_h, limit_w, limit_h], boxes.dtype)
+    # std::max(std::min(v, limit), 0) keeps v when v is NaN: numpy's minimum and maximum do too
+    io.set_output("Output", np.maximum(np.minimum(boxes, limits), boxes.dtype.type(0)))
+
+
+# -- roi_pool, psroi_pool -------------------------------------------------------------------------------------
+def _roi_images(io: OpScope, rois: np.ndarray, batch: int) -> np.ndarray:
+    """The image index of each RoI, from RoisNum (RoIs listed image by image) or, without it, image 0 of a batch
+    of one (Paddle reads a LoD there, which the host does not carry)."""
+    if rois.ndim != 2 or rois.shape[1] != 4:
+        raise io.error(f"ROIs must be [num_rois, 4] (x1, y1, x2, y2), got shape {list(rois.shape)}")
+    if not io.has_input("RoisNum"):
+        if batch != 1:
+            raise io.error(f"X holds {batch} images and there is no RoisNum to assign the RoIs to them "
+                           "(the host carries no LoD): give RoisNum, or a batch of one")
+        return np.zeros(rois.shape[0], np.int64)
+    counts = io.input("RoisNum").astype(np.int64).reshape(-1)
+    if counts.size != batch:
+        raise io.error(f"RoisNum holds {counts.size} counts, X holds {batch} images: one count per image")
+    if (counts < 0).any() or int(counts.sum()) != rois.shape[0]:
+        raise io.error(f"RoisNum {counts.tolist()} must be >= 0 and add up to the {rois.shape[0]} RoIs")
+    return np.repeat(np.arange(batch), counts)
+
+
+def _bin_taps(starts: np.ndarray, ends: np.ndarray):
+    """(positions, inside) for each tap offset of the longest [start, end) bin, in order: every bin's start +
+    offset, and which bins that position still falls in (the caller clamps positions past the map to gather)."""
+    longest = int((ends - starts).max()) if starts.size else 0
+    for offset in range(longest):
+        positions = starts + offset
+        yield positions, positions < ends
+
+
+def _roi_feature_map(io: OpScope) -> np.ndarray:
+    """The RoI pools' X: a float32 / float64 [N, C, H, W] feature map."""
+    x = io.input("X")
+    if x.dtype not in (np.float32, np.float64):
+        raise io.error(f"X must be float32 or float64, got {x.dtype}")
+    if x.ndim != 4:
+        raise io.error(f"X must be [N, C, H, W], got shape {list(x.shape)}")
+    return x
+
+
+@host_kernel("roi_pool")
+def roi_pool(io: OpScope) -> None:
+    """Paddle's roi_pool (Fast R-CNN): each RoI's corners scaled by spatial_scale and rounded (half away from
+    zero) to whole pixels, at least 1 x 1, cut into pooled_height x pooled_width bins of floor/ceil extents
+    (float32 arithmetic) clipped to the map; Out is each bin's max (0 for an empty bin; NaN never wins), Argmax
+    its first maximum's flat h * W + w position in row-major order (-1 when none), int64."""
+    x, rois = _roi_feature_map(io), io.input("ROIs")
+    batch, channels, height, width = x.shape
+    pooled_h, pooled_w = int(io.attr("pooled_height", 1)), int(io.attr("pooled_width", 1))
+    if pooled_h <= 0 or pooled_w <= 0:
+        raise io.error(f"pooled_height and pooled_width must be > 0, got {pooled_h} and {pooled_w}")
+    images = _roi_images(io, rois, batch)
+    scaled = round_half_away(rois.astype(x.dtype) * np.float32(io.attr("spatial_scale", 1.0))).astype(np.int64)
+    box_h = np.maximum(scaled[:, 3] - scaled[:, 1] + 1, 1).astype(np.float32)
+    box_w = np.maximum(scaled[:, 2] - scaled[:, 0] + 1, 1).astype(np.float32)
+
+    def bins(box_size, box_start, pooled, size):
+        step = (box_size / np.float32(pooled))[:, None]
+        index = np.arange(pooled, dtype=np.float32)[None]
+        start = np.floor(index * step).astype(np.int64) + box_start[:, None]
+        end = np.ceil((index + np.float32(1)) * step).astype(np.int64) + box_start[:, None]
+        return np.clip(start, 0, size), np.clip(end, 0, size)
+
+    h_start, h_end = bins(box_h, scaled[:, 1], pooled_h, height)
+    w_start, w_end = bins(box_w, scaled[:, 0], pooled_w, width)
+    empty = (h_end <= h_start)[:, None, :, None] | (w_end <= w_start)[:, None, None, :]
+    shape = (rois.shape[0], channels, pooled_h, pooled_w)
+    out = np.broadcast_to(np.where(empty, x.dtype.type(0), -np.finfo(x.dtype).max), shape).astype(x.dtype)
+    argmax = np.full(shape, -1, np.int64)
+    image = images[:, None, None, None]
+    channel = np.arange(channels)[None, :, None, None]
+    for h, h_inside in _bin_taps(h_start, h_end):
+        h_at = np.minimum(h, height - 1)[:, None, :, None]
+        for w, w_inside in _bin_taps(w_start, w_end):
+            w_at = np.minimum(w, width - 1)[:, None, None, :]
+            value = x[image, channel, h_at, w_at]
+            take = h_inside[:, None, :, None] & w_inside[:, None, None, :] & (value > out)
+            np.copyto(out, value, where=take)
+            np.copyto(argmax, np.broadcast_to(h_at * width + w_at, shape), where=take)
+    io.set_output("Out", out)
+    io.set_output("Argmax", argmax)
+
+
+@host_kernel("psroi_pool")
+def psroi_pool(io: OpScope) -> None:
+    """Paddle's psroi_pool (R-FCN's position-sensitive RoI pooling): X's channels are output_channels groups of
+    pooled_height x pooled_width score maps; output channel c's bin (ph, pw) averages map (c * PH + ph) * PW + pw
+    over the bin. RoI corners are rounded (half away from zero), the far ones + 1, then scaled; a RoI is at least
+    0.1 x 0.1; bins have floor/ceil extents clipped to the map, in X's dtype; an empty bin is 0. The sum runs in
+    X's dtype in row-major order, as Paddle's."""
+    x, rois = _roi_feature_map(io), io.input("ROIs")
+    batch, channels, height, width = x.shape
+    pooled_h, pooled_w = int(io.attr("pooled_height", 1)), int(io.attr("pooled_width", 1))
+    out_channels = int(io.attr("output_channels", 1))
+    if pooled_h <= 0 or pooled_w <= 0 or channels != out_channels * pooled_h * pooled_w:
+        raise io.error(f"X's {channels} channels must be output_channels x pooled_height x pooled_width "
+                       f"({out_channels} x {pooled_h} x {pooled_w}), all > 0")
+    images = _roi_images(io, rois, batch)
+    real = x.dtype.type
+    scale = np.float32(io.attr("spatial_scale", 1.0))
+    corners = round_half_away(rois.astype(x.dtype))
+    start_w, start_h = corners[:, 0] * scale, corners[:, 1] * scale
+    end_w, end_h = (corners[:, 2] + real(1)) * scale, (corners[:, 3] + real(1)) * scale
+    step_h = (np.maximum(end_h - start_h, real(0.1)) / real(pooled_h))[:, None]
+    step_w = (np.maximum(end_w - start_w, real(0.1)) / real(pooled_w))[:, None]
+
+    def bins(step, start, pooled, size):
+        index = np.arange(pooled, dtype=x.dtype)[None]
+        first = np.floor(index * step + start[:, None]).astype(np.int64)
+        last = np.ceil((index + real(1)) * step + start[:, None]).astype(np.int64)
+        return np.clip(first, 0, size), np.clip(last, 0, size)
+
+    h_start, h_end = bins(step_h, start_h, pooled_h, height)
+    w_start, w_end = bins(step_w, start_w, pooled_w, width)
+    shape = (rois.shape[0], out_channels, pooled_h, pooled_w)
+    total = np.zeros(shape, x.dtype)
+    image = images[:, None, None, None]
+    # the score map each (output channel, bin) reads: [1, C_out, PH, PW]
+    source = ((np.arange(out_channels)[:, None, None] * pooled_h + np.arange(pooled_h)[:, None]) * pooled_w +
+              np.arange(pooled_w))[None]
+    for h, h_inside in _bin_taps(h_start, h_end):
+        h_at = np.minimum(h, height - 1)[:, None, :, None]
+        for w, w_inside in _bin_taps(w_start, w_end):
+            w_at = np.minimum(w, width - 1)[:, None, None, :]
+            inside = h_inside[:, None, :, None] & w_inside[:, None, None, :]
+            total = total + np.where(inside, x[image, source, h_at, w_at], real(0))
+    area = ((h_end - h_start)[:, None, :, None] * (w_end - w_start)[:, None, None, :]).astype(x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        io.set_output("Out", np.where(area > 0, total / area, real(0)))

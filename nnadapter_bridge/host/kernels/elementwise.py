@@ -1,12 +1,21 @@
 """Binary elementwise ops with no NNAdapter operation (the standard's elementwise family): the bitwise
 ops bitwise_and / or / xor / not and the shifts bitwise_left_shift / bitwise_right_shift (arithmetic or
 logical); atan2, lerp, elementwise_fmax / elementwise_fmin (NaN-ignoring max / min), elementwise_heaviside,
-elementwise_mod (float remainders), copysign, nextafter, trunc_divide; label_smooth.
+elementwise_mod (float remainders), copysign, nextafter, trunc_divide; label_smooth; isclose (and the closeness
+test `close_mask` that reduce's allclose shares).
 
 Bitwise: Paddle's CPU kernels take bool, uint8, int8, int16, int32 and int64 (the shifts: the integer types
 only) and broadcast the two operands numpy-style; the result keeps the operand dtype. The others take float32
 and float64, and int32/int64 for fmax, fmin, heaviside and mod; copysign and trunc_divide also take the other
 integer types, nextafter only float32/float64; the result keeps the input dtype.
+
+isclose follows Paddle 3.3.1's CPU kernel, not numpy's: for each pair (a, b) of equal-shaped operands (no
+broadcasting) it is true when either is NaN only if `equal_nan` and both are; otherwise when a == b, or
+left <= right, or |left - right| <= 1e-15, where left = |a - b| and right = atol + rtol * |b| is computed in double
+and stored in the element type (rounded to float32; truncated for allclose's integer types). So inf and -inf are
+close (inf <= inf) unless rtol is 0 (0 * inf is NaN). rtol and atol are string attributes ("1e-05"), or the
+`Rtol` / `Atol` tensors where a program computes them. isclose takes float32/float64, allclose also int32, int64
+and bool.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
@@ -211,3 +220,64 @@ def label_smooth(io: OpScope) -> None:
         classes = label.shape[-1] if label.ndim else 1
         out = (one - epsilon) * label + epsilon / label.dtype.type(classes)
     io.set_output("Out", np.asarray(out, dtype=label.dtype))
+
+
+# -- closeness ----------------------------------------------------------------------------------------------
+CLOSE_DEFAULTS = {"rtol": 1e-5, "atol": 1e-8}
+
+
+def close_tolerances(io: OpScope) -> tuple[float, float]:
+    """isclose / allclose's (rtol, atol): the `Rtol` / `Atol` tensor where the program computes one, else the
+    string attribute Paddle keeps them in ("1e-05")."""
+    values = []
+    for name, tensor_slot in (("rtol", "Rtol"), ("atol", "Atol")):
+        if io.has_input(tensor_slot):
+            tensor = np.asarray(io.input(tensor_slot))
+            if tensor.size != 1:
+                raise io.error(f"{tensor_slot} must hold one value, got shape {list(tensor.shape)}")
+            values.append(float(tensor.reshape(-1)[0]))
+            continue
+        raw = io.attr(name, CLOSE_DEFAULTS[name])
+        try:
+            values.append(float(raw))
+        except (TypeError, ValueError):
+            raise io.error(f"attribute '{name}' must be a number (or its string), got {raw!r}") from None
+    return values[0], values[1]
+
+
+def close_mask(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> np.ndarray:
+    """Paddle 3.3.1's CPU isclose / allclose test per element (module docstring), in its element type T."""
+    dtype = a.dtype
+    # bool arithmetic goes through int8, as C++ promotes bool to int; the results are stored back in bool below
+    work = np.dtype(np.int8) if dtype == np.bool_ else dtype
+    av, bv = a.astype(work, copy=False), b.astype(work, copy=False)
+    with np.errstate(all="ignore"):
+        scaled = np.where(bv > 0, rtol * bv.astype(np.float64), -rtol * bv.astype(np.float64))
+        # `T right = atol + ...`: computed in double, then rounded (float) or truncated (integer) into T
+        right = np.asarray(atol + scaled).astype(dtype).astype(work)
+        left = np.where(av > bv, av - bv, bv - av).astype(dtype).astype(work)
+        diff = np.where(left > right, left - right, right - left).astype(dtype).astype(work)
+        # C++ compares T with the double 1e-15, so the comparison is made in float64
+        close = (av == bv) | (left <= right) | (diff.astype(np.float64) <= 1e-15)
+    if dtype.kind != "f":
+        return close
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    return np.where(a_nan | b_nan, equal_nan & (a_nan == b_nan), close)
+
+
+def close_operands(io: OpScope, allowed) -> tuple[np.ndarray, np.ndarray]:
+    x, y = io.input("Input"), io.input("Other")
+    require(io, x, allowed)
+    if y.dtype != x.dtype:
+        raise io.error(f"Input and Other must have one dtype, got {x.dtype} and {y.dtype}")
+    if x.shape != y.shape:
+        raise io.error(f"Input {list(x.shape)} and Other {list(y.shape)} must have one shape (Paddle does not "
+                       f"broadcast them)")
+    return x, y
+
+
+@host_kernel("isclose")
+def isclose(io: OpScope) -> None:
+    x, y = close_operands(io, FLOATS)
+    rtol, atol = close_tolerances(io)
+    io.set_output("Out", close_mask(x, y, rtol, atol, bool(io.attr("equal_nan", False))))

@@ -1,6 +1,7 @@
 """Poolings with no NNAdapter operation (the standard's pool family): pool3d and max_pool3d_with_index; pool2d
-and max_pool2d_with_index over a unit depth axis where their converters decline; maxout; unpool (max
-unpooling) where its converter declines.
+and max_pool2d_with_index over a unit depth axis where their converters decline; lp_pool2d (power-average
+pooling, paddle.nn.functional.lp_pool1d / lp_pool2d); maxout; unpool (max unpooling) where its converter declines,
+and unpool3d.
 
 Pooling windows are boxes, so a box sum is a sequence of 1-D reductions along D, H and W, each looping over
 that axis's output positions only; a box max is Paddle's scan (from -FLT_MAX, in row-major window order, its
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.conv import SPATIAL, channels_last, pair, triple, window_pads
+from nnadapter_bridge.host.kernels.conv import SPATIAL, channels_last, triple, window_pads
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
 
 
@@ -112,27 +113,31 @@ def pool3d(io: OpScope) -> None:
             out = out.transpose(0, 2, 3, 4, 1)
         io.set_output("Out", np.ascontiguousarray(out))
         return
-    value = x.astype(np.float64)
+    value, count = _box_sums(x.astype(np.float64), spans)
+    if io.attr("exclusive", True) or adaptive:
+        value = value / count
+    else:
+        value = value / _padded_extents(io, x.shape[2:])
+    out = value.astype(x.dtype)
+    if channels_last(io):
+        out = out.transpose(0, 2, 3, 4, 1)
+    io.set_output("Out", np.ascontiguousarray(out))
+
+
+def _box_sums(value: np.ndarray, spans) -> tuple[np.ndarray, np.ndarray]:
+    """The sums of [N, C, D, H, W] `value` over the [start, end) boxes `spans` (per axis D, H, W), one 1-D reduction
+    per axis, and each box's element count ([1, 1, oD, oH, oW])."""
     count = np.ones((1, 1, 1, 1, 1))
     for axis in (2, 3, 4):
         parts, counts = [], []
         for start, end in spans[axis - 2]:
-            window = np.take(value, range(start, end), axis=axis)
-            parts.append(window.max(axis=axis, keepdims=True) if is_max else window.sum(axis=axis, keepdims=True))
+            parts.append(np.take(value, range(start, end), axis=axis).sum(axis=axis, keepdims=True))
             counts.append(end - start)
         value = np.concatenate(parts, axis=axis)
         shape = [1] * 5
         shape[axis] = len(counts)
         count = count * np.asarray(counts, np.float64).reshape(shape)
-    if not is_max:
-        if io.attr("exclusive", True) or adaptive:
-            value = value / count
-        else:
-            value = value / _padded_extents(io, x.shape[2:])
-    out = value.astype(x.dtype)
-    if channels_last(io):
-        out = out.transpose(0, 2, 3, 4, 1)
-    io.set_output("Out", np.ascontiguousarray(out))
+    return value, count
 
 
 def _padded_extents(io: OpScope, in_dims) -> np.ndarray:
@@ -219,32 +224,88 @@ def maxout(io: OpScope) -> None:
     io.set_output("Out", out)
 
 
-@host_kernel("unpool")
-def unpool(io: OpScope) -> None:
-    """Paddle's max unpooling (Unpool2dMaxFunctor): zeros of [N, C, out_h, out_w], then each X value written at its
-    flat h * out_w + w position in Indices, in input order (a later value overwrites an earlier one). The output
-    size is `output_size` when given, else (in - 1) * stride - 2 * padding + ksize."""
+def _max_unpool(io: OpScope, layout: str) -> None:
+    """Max unpooling over the spatial axes of `layout` (NCHW or NCDHW): zeros of [N, C, *out], then each X value
+    written at its flat row-major position in Indices, in input order (a later value overwrites an earlier one).
+    The output size is the last spatial values of `output_size` when given, else (in - 1) * stride - 2 * padding
+    + ksize per axis."""
     x, indices = io.input("X"), np.asarray(io.input("Indices"))
+    spatial = len(layout) - 2
     if io.attr("unpooling_type", "max") != "max":
         raise io.error(f"unpooling_type '{io.attr('unpooling_type', 'max')}' is not max (Paddle has only max)")
-    if io.attr("data_format", "NCHW") != "NCHW":
-        raise io.error(f"data_format '{io.attr('data_format', 'NCHW')}' is not NCHW")
-    if x.ndim != 4 or indices.shape != x.shape:
-        raise io.error(f"X must be 4-D and Indices of its shape, got {list(x.shape)} and {list(indices.shape)}")
+    if io.attr("data_format", layout) != layout:
+        raise io.error(f"data_format '{io.attr('data_format', layout)}' is not {layout}")
+    if x.ndim != spatial + 2 or indices.shape != x.shape:
+        raise io.error(f"X must be {spatial + 2}-D and Indices of its shape, got {list(x.shape)} and "
+                       f"{list(indices.shape)}")
+
+    def per_axis(name: str, default: int) -> list[int]:
+        values = [int(v) for v in io.attr(name, [default] * spatial)]
+        return values * spatial if len(values) == 1 else values[:spatial]
+
     output_size = [int(v) for v in io.attr("output_size", [])]
-    if len(output_size) >= 2:
-        out_h, out_w = output_size[-2:]
+    if len(output_size) >= spatial:
+        out_dims = output_size[-spatial:]
     else:
-        kh, kw = pair(io, "ksize", [1, 1])
-        sh, sw = pair(io, "strides", [1, 1])
-        ph, pw = pair(io, "paddings", [0, 0])[:2]
-        out_h, out_w = (x.shape[2] - 1) * sh - 2 * ph + kh, (x.shape[3] - 1) * sw - 2 * pw + kw
+        out_dims = [(size - 1) * stride - 2 * pad + k for size, stride, pad, k in
+                    zip(x.shape[2:], per_axis("strides", 1), per_axis("paddings", 0), per_axis("ksize", 1))]
     n, c = x.shape[:2]
+    plane = int(np.prod(out_dims))
     flat_x, flat_index = x.reshape(n * c, -1), indices.reshape(n * c, -1).astype(np.int64)
-    if flat_index.size and (flat_index.min() < 0 or flat_index.max() >= out_h * out_w):
-        raise io.error(f"Indices hold positions outside the {out_h}x{out_w} output "
+    if flat_index.size and (flat_index.min() < 0 or flat_index.max() >= plane):
+        raise io.error(f"Indices hold positions outside the {'x'.join(map(str, out_dims))} output "
                        f"[{int(flat_index.min())}, {int(flat_index.max())}]")
-    out = np.zeros((n * c, out_h * out_w), x.dtype)
+    out = np.zeros((n * c, plane), x.dtype)
     rows = np.repeat(np.arange(n * c), flat_index.shape[1])
     out[rows, flat_index.reshape(-1)] = flat_x.reshape(-1)  # numpy keeps the last of repeated positions
-    io.set_output("Out", out.reshape(n, c, out_h, out_w))
+    io.set_output("Out", out.reshape(n, c, *out_dims))
+
+
+@host_kernel("unpool")
+def unpool(io: OpScope) -> None:
+    """Paddle's max unpooling (Unpool2dMaxFunctor): flat h * out_w + w positions in Indices."""
+    _max_unpool(io, "NCHW")
+
+
+@host_kernel("unpool3d")
+def unpool3d(io: OpScope) -> None:
+    """Paddle's 3-D max unpooling (Unpool3dMaxFunctor, paddle.nn.functional.max_unpool3d): flat
+    (d * out_h + h) * out_w + w positions in Indices, as max_pool3d_with_index gives them."""
+    _max_unpool(io, "NCDHW")
+
+
+class _LpPool2dAsPool3d(_Pool2dAsPool3d):
+    """An lp_pool2d op seen as a pool3d over a unit depth axis: its window attribute is `kernel_size`."""
+
+    def attr(self, name: str, default=None):
+        if name == "ksize":
+            return [1] + [int(v) for v in self.io.attr("kernel_size", [1, 1])]
+        return super().attr(name, default)
+
+
+@host_kernel("lp_pool2d")
+def lp_pool2d(io: OpScope) -> None:
+    """Paddle's lp_pool2d: (sum of x ** norm_type over each window) ** (1 / norm_type), in X's dtype, over
+    pool2d's windows (padding never counts); a negative x with a non-integer norm_type, or a negative sum with
+    an odd one, gives NaN as C's pow does. norm_type inf is the window max, scanned as max pooling does (from
+    -FLT_MAX; a NaN is replaced by the next element)."""
+    view = _LpPool2dAsPool3d(io)
+    x = view.input("x")
+    if x.dtype not in (np.float32, np.float64):
+        raise io.error(f"x must be float32 or float64, got {x.dtype}")
+    if channels_last(view):
+        x = x.transpose(0, 4, 1, 2, 3)
+    spans, _, _ = _pool_spans(view, x.shape[2:])
+    norm = float(io.attr("norm_type", 2.0))
+    if not all(spans):
+        out = np.zeros(x.shape[:2] + tuple(len(axis) for axis in spans), x.dtype)
+    elif norm == np.inf:
+        out, _ = _max_pool_scan(x, spans, with_index=False)
+    else:
+        real = x.dtype.type
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            sums, _ = _box_sums(np.power(x, real(norm)), spans)
+            out = np.power(sums.astype(x.dtype), real(1.0) / real(norm))
+    if channels_last(view):
+        out = out.transpose(0, 2, 3, 4, 1)
+    view.set_output("out", np.ascontiguousarray(out))

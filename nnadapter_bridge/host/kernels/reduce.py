@@ -1,7 +1,8 @@
 """Reductions, scans and order statistics with no NNAdapter operation (the standard's reduce family):
 reduce_prod; the scans cumprod and logcumsumexp (with Paddle's exclusive / reverse / flatten forms); median,
 nanmedian, kthvalue, mode, searchsorted, bincount, histogram, unique_consecutive, reduce_amax / reduce_amin, and
-argsort and top_k / top_k_v2 of keys that tie (their converters' TOP_K orders equal keys by index).
+argsort and top_k / top_k_v2 of keys that tie (their converters' TOP_K orders equal keys by index); the moments
+var, std and variance; nansum and reduce_as; the running extremes cummax / cummin; equal_all and allclose.
 
 Values follow Paddle 3.3.1's CPU kernels (NaN sorts last; median gives NaN for a row holding one, nanmedian
 skips them). Where Paddle returns the index of one of several equal elements, its pick comes from
@@ -23,9 +24,18 @@ top_k / top_k_v2 pick as Paddle 3.3.1's CPU kernel does: (key, index) pairs comp
 of the first k when k * 64 < n, else std::nth_element at k - 1 and (sorted) std::sort of the k - 1 before it
 (`paddle_top_k_order`; checked against Paddle on 6240 rows of tied keys, NaN and sorted=False included).
 
+var / std divide the summed squared deviations by N - `correction` (Paddle 3.3.1's kernel reads `correction` and
+ignores `unbiased`), variance by N; a negative quotient (correction > N) is 0, N = correction gives inf (0/0: NaN),
+an empty reduction NaN. They take float32/float64, are computed in float64 and rounded once. (Paddle's float32 std
+takes Eigen's fast vectorised square root, which may be 1 ulp off and turns an infinite variance into NaN in all but
+the last size % 8 elements; here the square root is exact and std of inf is inf.) nansum is sum with
+NaN read as 0 before the cast to `dtype`; it and reduce_as give sum's dtype (int64 for bool and int32 inputs, the
+input's for the others) and accumulate float16 in float32. cummax / cummin: see the kernel. equal_all and allclose
+give a 0-d bool; allclose uses elementwise's `close_mask` (Paddle's isclose test, not numpy's).
+
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`),
-`std_sort_order` and `paddle_top_k_order`. Imports the registry and numpy; never a driver (`hal`) or a floor above
-the host.
+`std_sort_order` and `paddle_top_k_order`. Imports the registry, numpy and elementwise's closeness test; never a
+driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ import functools
 
 import numpy as np
 
+from nnadapter_bridge.host.kernels.elementwise import close_mask, close_operands, close_tolerances
 from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, paddle_dtype, require, slot
 
 NUMERIC = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
@@ -671,3 +682,167 @@ def top_k(io: OpScope) -> None:
     indices = np.moveaxis(indices.reshape(moved.shape[:-1] + (k,)), -1, axis)
     io.set_output("Out", np.take_along_axis(x, indices, axis=axis))
     io.set_output("Indices", indices)
+
+
+# -- moments, NaN-skipping and shape-matching sums ---------------------------------------------------------
+def distinct_axes(io: OpScope, x: np.ndarray, axis) -> tuple:
+    """`axis` (an int or a list; empty: every axis) as sorted non-negative axes, rejecting what Paddle's reduce
+    infermeta rejects: an axis out of [-rank, rank) and an axis named twice. A 0-d input takes 0 and -1."""
+    axis = [axis] if isinstance(axis, int) else list(axis or [])
+    rank = max(x.ndim, 1)
+    for a in axis:
+        if not -rank <= a < rank:
+            raise io.error(f"axis {a} is out of range for a rank-{x.ndim} input (it takes [-{rank}, {rank}))")
+    normalized = [a % rank for a in axis]
+    if len(set(normalized)) != len(normalized):
+        raise io.error(f"axis {axis} names a dimension twice")
+    if not axis or x.ndim == 0:
+        return tuple(range(x.ndim))
+    return tuple(sorted(normalized))
+
+
+def variance_along(io: OpScope, correction: float) -> np.ndarray:
+    """The variance of `x` along the op's `axis` with divisor N - correction (module docstring)."""
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, FLOATS)
+    axes = distinct_axes(io, x, io.attr("axis", []))
+    keepdim = bool(io.attr("keepdim", False))
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    out_shape = reduced_shape(x, axes, keepdim)
+    if count == 0:  # Paddle's mean of nothing is NaN, and so is every moment around it
+        return np.full(out_shape, np.nan, dtype=x.dtype)
+    data = x.astype(np.float64)
+    divisor = count - correction
+    with np.errstate(all="ignore"):
+        centred = data - data.mean(axis=axes, keepdims=True)
+        out = (centred * centred).sum(axis=axes) / divisor
+    if divisor < 0:  # a correction past N: Paddle answers +0 (and NaN stays NaN)
+        out = np.where(np.isnan(out), out, 0.0)
+    return out.astype(x.dtype).reshape(out_shape)
+
+
+def correction_of(io: OpScope) -> float:
+    # Paddle's kernel divides by N - correction and ignores `unbiased` when `correction` is set (it always is in
+    # a 3.x program); a program without it falls back to unbiased's N - 1 or N
+    correction = io.attr("correction", None)
+    if correction is None:
+        return 1.0 if io.attr("unbiased", True) else 0.0
+    return float(correction)
+
+
+@host_kernel("var")
+def var(io: OpScope) -> None:
+    io.set_output(slot(io, "Out", "out"), variance_along(io, correction_of(io)))
+
+
+@host_kernel("std")
+def std(io: OpScope) -> None:
+    io.set_output(slot(io, "Out", "out"), np.sqrt(variance_along(io, correction_of(io))))
+
+
+@host_kernel("variance")
+def variance(io: OpScope) -> None:
+    io.set_output(slot(io, "Out", "out"), variance_along(io, 0.0))
+
+
+SUM_DTYPES = frozenset(np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16",
+                                             "float32", "float64"))
+
+
+def sum_dtype(x: np.ndarray, code=None) -> np.dtype:
+    """The dtype Paddle's sum gives: the `dtype` attribute, else int64 for bool and int32 and x's own otherwise."""
+    if code is not None and int(code) >= 0:
+        return paddle_dtype(code)
+    return np.dtype(np.int64) if x.dtype in (np.dtype(bool), np.dtype(np.int32)) else x.dtype
+
+
+def summed(x: np.ndarray, axes: tuple, out_dtype: np.dtype, keepdims: bool) -> np.ndarray:
+    """x cast to `out_dtype`, then summed over `axes` in it (float16 accumulates in float32, as Paddle's does)."""
+    accumulate = np.dtype(np.float32) if out_dtype == np.float16 else out_dtype
+    with np.errstate(all="ignore"):  # integer sums wrap and float casts saturate, as in Paddle's kernel
+        cast = x.astype(out_dtype).astype(accumulate, copy=False)
+        return np.asarray(cast.sum(axis=axes, dtype=accumulate, keepdims=keepdims)).astype(out_dtype)
+
+
+@host_kernel("nansum")
+def nansum(io: OpScope) -> None:
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, SUM_DTYPES)
+    axes = distinct_axes(io, x, io.attr("axis", []))
+    out_dtype = sum_dtype(x, io.attr("dtype", -1))
+    # NaN becomes 0 before the cast to `dtype`, so an integer dtype never sees one
+    values = np.where(np.isnan(x), x.dtype.type(0), x) if x.dtype.kind == "f" else x
+    keepdim = bool(io.attr("keepdim", False))
+    out = summed(values, axes, out_dtype, keepdim)
+    io.set_output(slot(io, "Out", "out"), out.reshape(reduced_shape(x, axes, keepdim)))
+
+
+@host_kernel("reduce_as")
+def reduce_as(io: OpScope) -> None:
+    """x summed to target's shape: x's leading dimensions beyond target's rank, and the ones where target has 1,
+    are summed away (the reverse of broadcasting target to x); the dtype is sum's (int64 for bool and int32) when
+    something is summed."""
+    x, target = io.input(slot(io, "X", "x")), io.input("target")
+    require(io, x, SUM_DTYPES | {np.dtype("complex64"), np.dtype("complex128")})
+    lead = x.ndim - target.ndim
+    if lead < 0 or any(t not in (n, 1) for n, t in zip(x.shape[lead:], target.shape)):
+        raise io.error(f"x {list(x.shape)} does not broadcast from target {list(target.shape)} (each of target's "
+                       f"dimensions must be x's trailing one or 1)")
+    axes = tuple(range(lead)) + tuple(lead + d for d, t in enumerate(target.shape) if t == 1 and x.shape[lead + d] != 1)
+    # nothing to sum (x has target's shape): Paddle copies x, keeping its dtype even where a sum would widen it
+    out = summed(x, axes, sum_dtype(x), False) if axes else x.copy()
+    io.set_output(slot(io, "Out", "out"), out.reshape(target.shape))
+
+
+# -- running extremes ---------------------------------------------------------------------------------------
+INDEX_DTYPES = frozenset(np.dtype(t) for t in ("int32", "int64"))
+
+
+@host_kernel("cummax", "cummin")
+def cummax_cummin(io: OpScope) -> None:
+    """Paddle's scan: an element replaces the running extreme when it is NaN, or when the extreme is not NaN and the
+    element is >= it (cummax; <= for cummin), so ties take the later index and NaN, once met, stays (each further
+    NaN taking its index)."""
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, NUMERIC)
+    index_dtype = paddle_dtype(io.attr("dtype", 3), "int64")
+    if index_dtype not in INDEX_DTYPES:
+        raise io.error(f"dtype of the indices must be int32 or int64, got {index_dtype}")
+    axis = scan_axis(io, x, int(io.attr("axis", -1)))
+    moved = np.moveaxis(x.reshape(1) if x.ndim == 0 else x, axis, 0)
+    values = np.empty_like(moved)
+    indices = np.zeros(moved.shape, dtype=index_dtype)
+    replaces = np.greater_equal if io.op.type == "cummax" else np.less_equal
+    nan = np.isnan if x.dtype.kind == "f" else (lambda a: np.zeros(a.shape, bool))
+    if moved.shape[0]:
+        best = moved[0].copy()
+        best_index = np.zeros(moved.shape[1:], dtype=index_dtype)
+        with np.errstate(invalid="ignore"):
+            for i, item in enumerate(moved):
+                take = nan(item) | (~nan(best) & replaces(item, best))
+                best = np.where(take, item, best)
+                best_index = np.where(take, index_dtype.type(i), best_index)
+                values[i], indices[i] = best, best_index
+    io.set_output(slot(io, "Out", "out"), np.moveaxis(values, 0, axis).reshape(x.shape))
+    io.set_output("indices", np.moveaxis(indices, 0, axis).reshape(x.shape))
+
+
+# -- whole-tensor comparisons -------------------------------------------------------------------------------
+EQUAL_ALL_DTYPES = frozenset(np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64"))
+
+
+@host_kernel("equal_all")
+def equal_all(io: OpScope) -> None:
+    """True when X and Y have one shape and equal elements (no broadcasting; NaN equals nothing; 0-d)."""
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, EQUAL_ALL_DTYPES)
+    if y.dtype != x.dtype:
+        raise io.error(f"X and Y must have one dtype, got {x.dtype} and {y.dtype}")
+    io.set_output("Out", np.array(x.shape == y.shape and bool(np.all(x == y))))
+
+
+@host_kernel("allclose")
+def allclose(io: OpScope) -> None:
+    x, y = close_operands(io, EQUAL_ALL_DTYPES)
+    rtol, atol = close_tolerances(io)
+    io.set_output("Out", np.array(bool(np.all(close_mask(x, y, rtol, atol, bool(io.attr("equal_nan", False)))))))

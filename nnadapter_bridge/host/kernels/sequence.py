@@ -1,6 +1,7 @@
-"""Recurrent layers and sequence decoding (a host family: the standard has no recurrent operation): the `rnn`
-op (paddle.nn.LSTM / GRU / SimpleRNN), viterbi_decode (paddle.text.viterbi_decode, PaddleNLP's lexical
-analysis) and the legacy crf_decoding (padded form, or one sequence).
+"""Recurrent layers, sequence decoding and segment reductions (a host family: the standard has no recurrent
+operation): the `rnn` op (paddle.nn.LSTM / GRU / SimpleRNN), viterbi_decode (paddle.text.viterbi_decode,
+PaddleNLP's lexical analysis), the legacy crf_decoding (padded form, or one sequence), gather_tree (beam search's
+back-tracking, paddle.nn.functional.gather_tree) and segment_pool (paddle.geometric.segment_sum / mean / max / min).
 
 rnn: multi-layer, uni- or bidirectional, time-major, with optional SequenceLength. WeightList holds every
 layer/direction's [weight_ih, weight_hh] first, then every [bias_ih, bias_hh], in layer-major,
@@ -12,6 +13,9 @@ unchanged and output zeros. Dropout between layers is an inference no-op here. T
 Decoding: no NNAdapter operation expresses a best-path search with back-pointers, so both decoders run here,
 vectorised over the batch and the tags (one numpy step per time step). Ties go to the lowest tag index, as
 Paddle's kernels keep the first maximum.
+
+gather_tree walks the beams back one time step at a time, vectorised over batch and beams. segment_pool reduces
+each run of equal (sorted) segment ids with one numpy reduceat per pooltype.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
@@ -226,3 +230,69 @@ def crf_decoding(io: OpScope) -> None:
         inside = np.arange(path.shape[1])[None, :] < lengths[:, None]
         path = ((label.reshape(path.shape) == path) & inside).astype(np.int64)
     io.set_output("ViterbiPath", path if emission.ndim == 3 else path.reshape(-1, 1))
+
+
+@host_kernel("gather_tree")
+def gather_tree(io: OpScope) -> None:
+    """Paddle's gather_tree: Ids and Parents [max_time, batch, beam]; Out's last step is Ids', and each earlier
+    step takes the id of the beam the later step's parent points to, following parents back from every final
+    beam."""
+    ids, parents = io.input("Ids"), io.input("Parents")
+    if ids.ndim != 3 or parents.shape != ids.shape:
+        raise io.error(f"Ids and Parents must be [max_time, batch, beam] of one shape, got {list(ids.shape)} and "
+                       f"{list(parents.shape)}")
+    if ids.dtype.kind != "i" or parents.dtype.kind != "i":
+        raise io.error(f"Ids and Parents must be int32 or int64, got {ids.dtype} and {parents.dtype}")
+    beams = ids.shape[2]
+    if parents.size and (parents.min() < 0 or parents.max() >= beams):
+        raise io.error(f"Parents must lie in [0, {beams}) (beam indices), got [{int(parents.min())}, "
+                       f"{int(parents.max())}]")
+    out = np.empty_like(ids)
+    if ids.shape[0]:
+        out[-1] = ids[-1]
+        parent = parents[-1].astype(np.int64)
+        for step in range(ids.shape[0] - 2, -1, -1):
+            out[step] = np.take_along_axis(ids[step], parent, axis=1)
+            parent = np.take_along_axis(parents[step], parent, axis=1).astype(np.int64)
+    io.set_output("Out", out)
+
+
+@host_kernel("segment_pool")
+def segment_pool(io: OpScope) -> None:
+    """Paddle's segment_pool on CPU: X's rows reduced per segment id (SegmentIds: sorted, >= 0) into Out [last id +
+    1, ...], a row of zeros for an id no row carries; no rows give no segments (Paddle's CPU kernel crashes there).
+    SUM and MEAN (an integer MEAN truncates toward zero, as Eigen's mean does); MAX and MIN skip NaN and give NaN
+    only when every value is NaN (Eigen's reductions in Paddle's CPU kernel). SummedIds, a gradient helper, is left
+    unset, as Paddle's CPU kernel leaves it."""
+    x, ids = io.input("X"), io.input("SegmentIds")
+    pooltype = str(io.attr("pooltype", "SUM")).upper()
+    if pooltype not in ("SUM", "MEAN", "MAX", "MIN"):
+        raise io.error(f"pooltype {pooltype!r} is not one of SUM, MEAN, MAX, MIN")
+    if x.dtype not in (np.float32, np.float64, np.int32, np.int64):
+        raise io.error(f"X must be float32, float64, int32 or int64, got {x.dtype}")
+    if ids.dtype.kind != "i":
+        raise io.error(f"SegmentIds must be int32 or int64, got {ids.dtype}")
+    ids = ids.reshape(-1).astype(np.int64)
+    if x.ndim == 0 or ids.size != x.shape[0]:
+        raise io.error(f"SegmentIds holds {ids.size} ids for X of shape {list(x.shape)}: one id per row of X")
+    if ids.size and ids[0] < 0:
+        raise io.error(f"SegmentIds must be >= 0, got {int(ids[0])} first")
+    descending = np.flatnonzero(np.diff(ids) < 0)
+    if descending.size:
+        i = int(descending[0])
+        raise io.error(f"SegmentIds must be sorted ascending, got {int(ids[i])} before {int(ids[i + 1])}")
+    segments = int(ids[-1]) + 1 if ids.size else 0
+    out = np.zeros((segments,) + x.shape[1:], x.dtype)
+    if ids.size:
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        present = ids[starts]
+        reduce = {"SUM": np.add, "MEAN": np.add, "MAX": np.fmax, "MIN": np.fmin}[pooltype]
+        pooled = reduce.reduceat(x, starts, axis=0)
+        if pooltype == "MEAN":
+            counts = np.diff(np.r_[starts, ids.size]).reshape((-1,) + (1,) * (x.ndim - 1))
+            if x.dtype.kind == "i":
+                pooled = np.sign(pooled) * (np.abs(pooled) // counts)
+            else:
+                pooled = pooled / counts.astype(x.dtype)
+        out[present] = pooled
+    io.set_output("Out", out)

@@ -1,12 +1,18 @@
 """Discrete Fourier transforms and the complex values they give, which NNAdapter has no operation or element type
 for (a host-only family): fft_r2c and fft_c2c (paddle.fft's n-dimensional transforms over `axes`), real, imag,
-complex, as_complex and as_real. (fft_c2r, the inverse real transform, is not here: the loader does not translate
-Paddle 3.3.1's PIR fft_c2r yet, pir_signatures.json's `_untranslated`.)
+complex, as_complex and as_real; and the framing around short-time transforms, frame and overlap_add
+(paddle.signal.frame / overlap_add, what paddle.signal.stft / istft build on). (fft_c2r, the inverse real
+transform, is not here: the loader does not translate Paddle 3.3.1's PIR fft_c2r yet, pir_signatures.json's
+`_untranslated`.)
 
 Paddle's `normalization` names the scaling as numpy's `norm` does ("backward": none forward, 1/n inverse;
 "forward": the reverse; "ortho": 1/sqrt(n) both ways), `forward` picks the transform's direction and `onesided`
 keeps the n // 2 + 1 non-negative frequencies of the last axis (rfft). Results keep the input's width: complex64
 from float32 / complex64, complex128 from float64 / complex128 (numpy computes in double).
+
+frame and overlap_add work on the first (axis 0) or last (axis -1) axis only, as Paddle's do: frame gathers
+every frame at once through one index grid, overlap_add scatter-adds every frame at once (np.add.at, frame by frame
+in order, as Paddle accumulates them).
 
 Entry points: its kernels, registered with `@host_kernel`. Imports the registry and numpy.
 """
@@ -87,3 +93,53 @@ def as_complex(io: OpScope) -> None:
 def as_real(io: OpScope) -> None:
     x = io.input("X")
     io.set_output("Out", np.stack([np.real(x), np.imag(x)], axis=-1).astype(_real_of(x)))
+
+
+def _frame_axis(io: OpScope, x: np.ndarray, least_rank: int) -> int:
+    axis = int(io.attr("axis", -1))
+    if axis not in (0, -1):
+        raise io.error(f"axis {axis} is not 0 or -1 (the only axes Paddle frames along)")
+    hop = int(io.attr("hop_length"))
+    if hop <= 0:
+        raise io.error(f"hop_length must be > 0, got {hop}")
+    if x.ndim < least_rank:
+        raise io.error(f"X must have at least {least_rank} dims, got shape {list(x.shape)}")
+    return axis
+
+
+def _frame_grid(frame_length: int, frames: int, hop: int) -> np.ndarray:
+    """[frames, frame_length] positions in the signal: frame i's sample j is at i * hop + j."""
+    return np.arange(frames)[:, None] * hop + np.arange(frame_length)[None, :]
+
+
+@host_kernel("frame")
+def frame(io: OpScope) -> None:
+    """Paddle's frame: 1 + (seq_length - frame_length) // hop_length frames of the signal along `axis`; axis -1
+    gives [..., frame_length, frames], axis 0 gives [frames, frame_length, ...]."""
+    x = io.input("X")
+    axis = _frame_axis(io, x, 1)
+    frame_length, hop = int(io.attr("frame_length")), int(io.attr("hop_length"))
+    length = x.shape[axis]
+    if not 0 < frame_length <= length:
+        raise io.error(f"frame_length must lie in [1, {length}] (the signal's length along axis {axis}), "
+                       f"got {frame_length}")
+    grid = _frame_grid(frame_length, 1 + (length - frame_length) // hop, hop)
+    out = x[..., grid.T] if axis == -1 else x[grid]
+    io.set_output("Out", np.ascontiguousarray(out))
+
+
+@host_kernel("overlap_add")
+def overlap_add(io: OpScope) -> None:
+    """Paddle's overlap_add, frame's reverse: frames [..., frame_length, frames] (axis -1) or [frames,
+    frame_length, ...] (axis 0) added into a signal of (frames - 1) * hop_length + frame_length samples where they
+    overlap."""
+    x = io.input("X")
+    axis = _frame_axis(io, x, 2)
+    hop = int(io.attr("hop_length"))
+    # frames first: [frames, frame_length, rest...]
+    framed = np.moveaxis(x, (-1, -2), (0, 1)) if axis == -1 else x
+    frames, frame_length = framed.shape[:2]
+    length = (frames - 1) * hop + frame_length if frames else 0
+    out = np.zeros((length,) + framed.shape[2:], x.dtype)
+    np.add.at(out, _frame_grid(frame_length, frames, hop), framed)
+    io.set_output("Out", np.ascontiguousarray(np.moveaxis(out, 0, -1) if axis == -1 else out))

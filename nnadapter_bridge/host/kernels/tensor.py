@@ -2,7 +2,8 @@
 scatter, scatter_nd_add, where_index, masked_select, unique, take_along_axis, index_sample; the updates
 set_value (slice assignment), index_add, index_put, masked_fill, put_along_axis; partial_concat and
 partial_sum (2-D column slices); repeat_interleave; crop_tensor (`shape`/`offsets` as attrs, the
-`Shape`/`Offsets` tensors or the `ShapeTensor`/`OffsetsTensor` lists).
+`Shape`/`Offsets` tensors or the `ShapeTensor`/`OffsetsTensor` lists); the diagonals diag_embed, fill_diagonal
+and fill_diagonal_tensor; is_empty and sequence_mask.
 
 Updates keep the input dtype and write into a copy (never into the input array); repeated indices
 accumulate for the summing forms and the last write wins for assignment, as Paddle 3.3.1's CPU kernels do
@@ -22,7 +23,7 @@ import numpy as np
 
 from converters.tensor_index import set_value_assign_layout, set_value_bounds, set_value_constant
 from nnadapter_bridge.host.kernels.generate import ints_from
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype, slot
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, paddle_dtype, require, slot
 
 
 def _index_tuple(index: np.ndarray) -> tuple:
@@ -370,3 +371,119 @@ def crop_tensor(io: OpScope) -> None:
             raise io.error(f"axis {axis}: offset {offset} + size {size} is out of X's dim {dim}")
         window.append(slice(offset, offset + size))
     io.set_output("Out", x[tuple(window)].copy())
+
+
+# -- diagonals ------------------------------------------------------------------------------------------------
+DIAG_EMBED_DTYPES = frozenset(np.dtype(t) for t in ("int32", "int64", "float32", "float64"))
+
+
+@host_kernel("diag_embed")
+def diag_embed(io: OpScope) -> None:
+    """Each last-axis vector of Input placed on the `offset` diagonal of a new (dim1, dim2) square: dim1 indexes
+    its elements, dim2 them shifted by offset; the square's side is the vector's length + |offset|."""
+    x = io.input(slot(io, "Input", "input"))
+    require(io, x, DIAG_EMBED_DTYPES)
+    offset, dim1, dim2 = int(io.attr("offset", 0)), int(io.attr("dim1", -2)), int(io.attr("dim2", -1))
+    rank = x.ndim + 1
+    for name, dim in (("dim1", dim1), ("dim2", dim2)):
+        if not -rank <= dim < rank:
+            raise io.error(f"{name} {dim} is out of range for a rank-{x.ndim} input (it takes [-{rank}, {rank - 1}])")
+    if x.ndim == 0:
+        raise io.error("Input must have at least one dimension")
+    dim1, dim2 = dim1 % rank, dim2 % rank
+    if dim1 == dim2:
+        raise io.error(f"dim1 and dim2 name one dimension ({dim1})")
+    length = x.shape[-1]
+    side = length + abs(offset)
+    out = np.zeros(x.shape[:-1] + (side, side), dtype=x.dtype)
+    index = np.arange(length)
+    out[..., index + max(-offset, 0), index + max(offset, 0)] = x
+    io.set_output(slot(io, "Out", "out"), np.ascontiguousarray(np.moveaxis(out, (-2, -1), (dim1, dim2))))
+
+
+FILL_DIAGONAL_DTYPES = frozenset(np.dtype(t) for t in ("bool", "int32", "int64", "float16", "float32", "float64"))
+
+
+@host_kernel("fill_diagonal")
+def fill_diagonal(io: OpScope) -> None:
+    """Paddle's walk over the flat data: every `step` elements (step = 1 + d[-1] + d[-1] * d[-2] + ..., the
+    distance between x[i, i, ...] and x[i + 1, i + 1, ...]), position i + offset is set when i's column
+    (i mod d[1]) + offset stays in [0, d[1]); without `wrap` the walk stops after d[1] * d[1] elements, so a tall
+    matrix gets one square's diagonal and a higher-rank input only x[0, 0, ...]. `value` is a float attribute,
+    cast to x's type (truncated for integers)."""
+    x = io.input("X")
+    require(io, x, FILL_DIAGONAL_DTYPES)
+    if x.ndim < 2:
+        raise io.error(f"X must have at least 2 dimensions, got shape {list(x.shape)}")
+    offset, wrap = int(io.attr("offset", 0)), bool(io.attr("wrap", False))
+    with np.errstate(invalid="ignore"):  # NaN or out-of-range values become what the C++ cast gives
+        value = np.asarray(np.float32(io.attr("value", 0.0))).astype(x.dtype)
+    out = x.copy().reshape(-1)
+    columns = x.shape[1]
+    step = int(sum(np.prod(x.shape[d + 1:], dtype=np.int64) for d in range(x.ndim)))
+    size = x.size if wrap else min(x.size, columns * columns)
+    if size:
+        start = np.arange(0, size, step)
+        column = start % columns + offset
+        out[start[(column >= 0) & (column < columns)] + offset] = value
+    io.set_output("Out", out.reshape(x.shape))
+
+
+@host_kernel("fill_diagonal_tensor")
+def fill_diagonal_tensor(io: OpScope) -> None:
+    """Y written on the `offset` diagonal of X's (dim1, dim2) planes: Y, read as [prod(Y.shape[:-1]),
+    Y.shape[-1]], must be [the product of X's other dimensions, the diagonal's length]."""
+    x, y = io.input("X"), io.input("Y")
+    if y.dtype != x.dtype:
+        raise io.error(f"X and Y must have one dtype, got {x.dtype} and {y.dtype}")
+    offset, dim1, dim2 = int(io.attr("offset", 0)), int(io.attr("dim1", 0)), int(io.attr("dim2", 1))
+    if x.ndim < 2:
+        raise io.error(f"X must have at least 2 dimensions, got shape {list(x.shape)}")
+    for name, dim in (("dim1", dim1), ("dim2", dim2)):
+        # Paddle's API makes them non-negative; its kernel reads out of bounds for a negative one
+        if not 0 <= dim < x.ndim:
+            raise io.error(f"{name} {dim} must be in [0, {x.ndim}) (a non-negative dimension of X)")
+    if dim1 == dim2:
+        raise io.error(f"dim1 and dim2 name one dimension ({dim1})")
+    rows, columns = x.shape[dim1], x.shape[dim2]
+    length = min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns)
+    batch_shape = tuple(n for d, n in enumerate(x.shape) if d not in (dim1, dim2))
+    batch = int(np.prod(batch_shape, dtype=np.int64))
+    y_rows = int(np.prod(y.shape[:-1], dtype=np.int64))
+    if y.ndim == 0 or (y_rows, y.shape[-1]) != (batch, length):
+        raise io.error(f"Y {list(y.shape)} must read as [{batch}, {length}] (the other dimensions of X "
+                       f"{list(x.shape)} by the length of its diagonal)")
+    out = x.copy()
+    planes = np.moveaxis(out, (dim1, dim2), (-2, -1))  # a view: writing it writes `out`
+    index = np.arange(length)
+    planes[..., index + max(-offset, 0), index + max(offset, 0)] = y.reshape(batch_shape + (length,))
+    io.set_output("Out", out)
+
+
+# -- shape predicates and masks -------------------------------------------------------------------------------
+REAL_NUMERIC = frozenset(np.dtype(t) for t in ("int32", "int64", "float32", "float64"))
+
+
+@host_kernel("is_empty")
+def is_empty(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, REAL_NUMERIC)
+    io.set_output("Out", np.array(x.size == 0))
+
+
+@host_kernel("sequence_mask")
+def sequence_mask(io: OpScope) -> None:
+    """Y[..., j] = j < X[...] for j < maxlen (`MaxLenTensor` when given, else the attribute; negative: X's maximum,
+    truncated), in `out_dtype` (int64 by default)."""
+    x = io.input("X")
+    require(io, x, REAL_NUMERIC)
+    if io.has_input("MaxLenTensor"):
+        maxlen = int(np.asarray(io.input("MaxLenTensor")).reshape(-1)[0])
+    else:
+        maxlen = int(io.attr("maxlen", -1))
+    if maxlen < 0:
+        maxlen = int(x.max()) if x.size else 0
+        if maxlen < 0:
+            raise io.error(f"maxlen is negative: it was not given and the largest length in X is {maxlen}")
+    out_dtype = paddle_dtype(io.attr("out_dtype", 3), "int64")
+    io.set_output("Y", (np.arange(maxlen) < x[..., None]).astype(out_dtype))
