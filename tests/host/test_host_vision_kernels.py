@@ -10,31 +10,15 @@ import numpy as np
 import pytest
 
 from nnadapter_bridge.host.kernels.registry import HostKernelError
-from support.converter_harness import pir_program
+from support.converter_harness import paddle_inference_run, pir_program
 from support.host_kernel_check import check, run_on_host
 
 RNG = np.random.default_rng(23)
 
 
 def paddle_with_lod(saved, lods: dict) -> list:
-    """Paddle Inference on `saved` with a LoD set on the feeds named in `lods` (what an upstream LoD op would give)."""
-    import paddle.inference as paddle_infer
-
-    config = paddle_infer.Config(saved.model_path, saved.params_path or "")
-    config.disable_gpu()
-    config.disable_mkldnn()
-    config.switch_ir_optim(False)
-    config.set_cpu_math_library_num_threads(1)
-    config.disable_glog_info()
-    predictor = paddle_infer.create_predictor(config)
-    for name in predictor.get_input_names():
-        handle = predictor.get_input_handle(name)
-        handle.reshape(list(saved.feeds[name].shape))
-        handle.copy_from_cpu(np.ascontiguousarray(saved.feeds[name]))
-        if name in lods:
-            handle.set_lod(lods[name])
-    predictor.run()
-    return [np.asarray(predictor.get_output_handle(n).copy_to_cpu()) for n in predictor.get_output_names()]
+    """Paddle Inference on `saved` with a LoD set on the feeds named in `lods`."""
+    return paddle_inference_run(saved.model_path, saved.params_path, saved.feeds, lods)
 
 
 # -- nms ------------------------------------------------------------------------------------------------------

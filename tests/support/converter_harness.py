@@ -186,9 +186,10 @@ def paddle_pir_static():
             yield paddle
 
 
-def paddle_inference_run(model_path: str, params_path: str | None, feeds: dict) -> list:
+def paddle_inference_run(model_path: str, params_path: str | None, feeds: dict, lods: dict | None = None) -> list:
     """Paddle Inference on CPU (no IR optimization: the program as written); outputs in fetch order.
-    `model_path` is a model file, or a directory holding `__model__` and one file per parameter."""
+    `model_path` is a model file, or a directory holding `__model__` and one file per parameter. `lods`: a LoD set
+    on the feeds it names (what an upstream LoD op would give)."""
     import paddle.inference as paddle_infer
 
     if os.path.isdir(model_path):
@@ -206,6 +207,8 @@ def paddle_inference_run(model_path: str, params_path: str | None, feeds: dict) 
         handle = predictor.get_input_handle(name)
         handle.reshape(list(array.shape))
         handle.copy_from_cpu(array)
+        if lods and name in lods:
+            handle.set_lod(lods[name])
     predictor.run()
     return [np.asarray(predictor.get_output_handle(n).copy_to_cpu()) for n in predictor.get_output_names()]
 

@@ -1,7 +1,8 @@
 """Unary math and activations with no NNAdapter operation (the standard's activation family): the special
 functions lgamma (and its PIR name gammaln), digamma, polygamma, erfinv and the modified Bessel functions
 i0 / i0e / i1 / i1e; erf, the inverse and hyperbolic trig functions (acos, asin, atan, tan, cosh, sinh, expm1,
-asinh, acosh, atanh), trunc, rint and logit; the activations celu, stanh and rrelu (its inference form).
+asinh, acosh, atanh), trunc, rint and logit; the activations celu, stanh and rrelu (its inference form); and
+fused_softmax_mask, softmax(X + Mask) over the last axis (paddle.incubate.softmax_mask_fuse).
 
 Paddle 3.3.1's CPU kernels take float32 and float64 for the special functions (the result keeps the input
 dtype); they are evaluated here in float64 and rounded once, so a float32 result may differ from Paddle's
@@ -9,6 +10,10 @@ float32 arithmetic in the last bits. The others: float32 and float64, float16 fo
 in float32), int32/int64 for trunc and rint (rint rounds half to even). Paddle's dygraph API casts an integer
 input of the float-only functions to float32 before the op, so a program never hands them one; the kernel raises
 if it does.
+
+fused_softmax_mask takes float32 or float64 X [batch, heads, query, key] and a Mask of X's dtype [batch, 1, query,
+key] (Paddle's checks); its softmax is Paddle's CPU softmax: `x - max` clipped from below at -64 before exp, so a
+masked (-inf) position gets exp(-64) / sum, not 0, and a row masked throughout is NaN.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy, and the standard's `erf`; never a driver (`hal`) or a floor above the host.
@@ -326,3 +331,24 @@ def bessel(io: OpScope) -> None:
         out = np.where(np.isinf(x), np.nan, out)
     with np.errstate(over="ignore"):  # I0(x) beyond float32's range is inf in float32, as Paddle's
         io.set_output(slot(io, "Out", "out"), out.astype(x.dtype))
+
+
+SOFTMAX_SHIFT_FLOOR = -64.0  # Paddle's ValueClip in its CPU SoftmaxFunctor
+
+
+@host_kernel("fused_softmax_mask")
+def fused_softmax_mask(io: OpScope) -> None:
+    x, mask = float_input(io), io.input("Mask")
+    if mask.dtype != x.dtype:
+        raise io.error(f"Mask must have X's dtype {x.dtype}, got {mask.dtype}")
+    if x.ndim != 4 or mask.ndim != 4:
+        raise io.error(f"X and Mask must be 4-D, got dims {list(x.shape)} and {list(mask.shape)}")
+    if mask.shape[1] != 1 or tuple(mask.shape[i] for i in (0, 2, 3)) != tuple(x.shape[i] for i in (0, 2, 3)):
+        raise io.error(f"Mask must be [batch, 1, query, key] = {[x.shape[0], 1, *x.shape[2:]]} for X "
+                       f"{list(x.shape)}, got {list(mask.shape)}")
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf gives NaN, as Paddle's kernel does
+        logits = x + mask
+        shifted = logits - np.max(logits, axis=-1, keepdims=True)
+        exps = np.exp(np.where(shifted < SOFTMAX_SHIFT_FLOOR, x.dtype.type(SOFTMAX_SHIFT_FLOOR), shifted))
+        out = exps / np.sum(exps, axis=-1, keepdims=True)
+    io.set_output("Out", out.astype(x.dtype, copy=False))

@@ -1,7 +1,8 @@
 """3-D convolution (NNAdapter has only 2-D ones), unfold (im2col) and fold (col2im), with no NNAdapter operation
 (the standard's conv family): conv3d, depthwise_conv3d, conv3d_transpose, unfold, fold (converters/conv.py converts
 unfold as strided slices, and a fold whose blocks tile the output as a reshape and transpose; these kernels run
-them where a device declines those).
+them where a device declines those); im2sequence (the legacy im2col of OCR models: one row per window) and row_conv
+(DeepSpeech's lookahead convolution over time).
 
 conv3d is im2col + one contraction: a strided window view of the padded input (no copy) contracted with
 the filter by einsum. conv3d_transpose is the reverse: one contraction gives every input voxel's
@@ -9,6 +10,10 @@ contribution per filter tap, and the taps are added into the output with one str
 over the kd*kh*kw taps, never over voxels). Output sizes are Paddle's C++ integer divisions: a kernel past
 the padded input gives one position, or none. The window helpers (`triple`, `window_pads`, `channels_last`,
 `pair`) serve the 3-D poolings of `pool` too.
+
+im2sequence gathers one strided slice per kernel tap (as unfold) and lays the windows out as rows. row_conv adds one
+shifted, weighted copy of the input per lookahead step (a loop over the filter's rows, never over time steps); its
+LoD form (sequences stacked by a LoD) is read as one sequence, as the host carries no LoD.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
@@ -189,3 +194,90 @@ def fold(io: OpScope) -> None:
             padded[:, :, i * dh: i * dh + sh * (blocks_h - 1) + 1: sh,
                    j * dw: j * dw + sw * (blocks_w - 1) + 1: sw] += cols[:, :, i, j]
     io.set_output("Y", padded[:, :, top: top + out_h, left: left + out_w])
+
+
+def _c_output_size(size: int, before: int, after: int, kernel: int, stride: int) -> int:
+    """Paddle's Im2SeqOutputSize: (size + paddings - kernel) / stride + 1 with C's division (toward zero)."""
+    span = size + before + after - kernel
+    return (span // stride if span >= 0 else -(-span // stride)) + 1
+
+
+def _image_windows(image: np.ndarray, out_h: int, out_w: int, kernel, strides, top: int, left: int) -> np.ndarray:
+    """[out_h * out_w, C * kh * kw]: image [C, H, W]'s windows in row-major order, each (channel, row, column);
+    positions outside the image (the padding, or an output size past the image) read 0."""
+    kh, kw = kernel
+    sh, sw = strides
+    channels, height, width = image.shape
+    need_h = max((out_h - 1) * sh + kh, 0)  # rows the windows span, from the top padding on
+    need_w = max((out_w - 1) * sw + kw, 0)
+    canvas = np.zeros((channels, max(need_h, top + height), max(need_w, left + width)), image.dtype)
+    canvas[:, top:top + height, left:left + width] = image
+    rows = np.empty((out_h, out_w, channels, kh, kw), image.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rows[:, :, :, i, j] = canvas[:, i: i + sh * (out_h - 1) + 1: sh,
+                                         j: j + sw * (out_w - 1) + 1: sw].transpose(1, 2, 0)
+    return rows.reshape(out_h * out_w, channels * kh * kw)
+
+
+@host_kernel("im2sequence")
+def im2sequence(io: OpScope) -> None:
+    """Paddle's Im2SequenceKernel: X [N, C, H, W] float32 -> Out [windows, C * kh * kw], every image's windows in
+    row-major order; `paddings` is [top, left, bottom, right]. With Y (each image's real [height, width], float32)
+    and more than one image, an image's windows cover only its real size divided by `out_stride` (rounded up); with
+    one image Paddle ignores Y."""
+    x = io.input("X")
+    if x.dtype != np.float32:
+        raise io.error(f"X must be float32 (Paddle's CPU kernel), got {x.dtype}")
+    if x.ndim != 4:
+        raise io.error(f"X must be 4-D [N, C, H, W], got shape {list(x.shape)}")
+    kernel = pair(io, "kernels", [1, 1])
+    strides = pair(io, "strides", [1, 1])
+    top, left, bottom, right = _four_paddings(io)
+    if min(kernel) <= 0 or min(strides) <= 0:
+        raise io.error(f"kernels {kernel} and strides {strides} must be > 0")
+    n, _, height, width = x.shape
+    if io.has_input("Y") and n > 1:
+        real = io.input("Y")
+        if real.dtype != x.dtype or real.shape[0] != n or real.size != 2 * n:
+            raise io.error(f"Y must hold each image's [height, width] as float32, [{n}, 2], got {real.dtype} "
+                           f"{list(real.shape)}")
+        out_stride = pair(io, "out_stride", [1, 1])
+        if min(out_stride) <= 0:
+            raise io.error(f"out_stride {out_stride} must be > 0")
+        real = real.reshape(n, 2).astype(np.int64)  # C's float-to-int cast: toward zero
+        if real.min() < 0:
+            raise io.error(f"Y holds a negative image size: {real.tolist()}")
+        real = -(-real // np.array(out_stride))  # divided by out_stride, rounded up
+        sizes = [(_c_output_size(int(h), top, bottom, kernel[0], strides[0]),
+                  _c_output_size(int(w), left, right, kernel[1], strides[1])) for h, w in real]
+    else:
+        sizes = [(_c_output_size(height, top, bottom, kernel[0], strides[0]),
+                  _c_output_size(width, left, right, kernel[1], strides[1]))] * n
+    if any(min(size) < 0 for size in sizes):
+        raise io.error(f"the windows do not fit: output sizes {sizes} for images of {height}x{width}, kernels "
+                       f"{kernel}, paddings {[top, left, bottom, right]}")
+    rows = [_image_windows(x[i], out_h, out_w, kernel, strides, top, left) for i, (out_h, out_w) in enumerate(sizes)]
+    columns = x.shape[1] * kernel[0] * kernel[1]
+    io.set_output("Out", np.concatenate(rows) if rows else np.zeros((0, columns), x.dtype))
+
+
+@host_kernel("row_conv")
+def row_conv(io: OpScope) -> None:
+    """Paddle's RowConvKernel (float32): Out[t] = sum over k < F of X[t + k] * Filter[k] (per feature), the steps
+    past a sequence's end left out. X [batch, time, D] (the padded form) or [time, D] (the LoD form, read as one
+    sequence); Filter [F, D], F = future_context_size + 1. The products are added in k order, as Paddle's loop."""
+    x, weights = io.input("X"), io.input("Filter")
+    for name, value in (("X", x), ("Filter", weights)):
+        if value.dtype != np.float32:
+            raise io.error(f"{name} must be float32 (Paddle's CPU kernel), got {value.dtype}")
+    if x.ndim not in (2, 3):
+        raise io.error(f"X must be [batch, time, D] or one sequence [time, D], got shape {list(x.shape)}")
+    if weights.ndim != 2 or weights.shape[1] != x.shape[-1]:
+        raise io.error(f"Filter must be [future_context_size + 1, {x.shape[-1]}], got shape {list(weights.shape)}")
+    sequences = x if x.ndim == 3 else x[None]
+    steps = sequences.shape[1]
+    out = sequences * weights[0]
+    for k in range(1, min(weights.shape[0], steps)):
+        out[:, :steps - k] += sequences[:, k:] * weights[k]
+    io.set_output("Out", out if x.ndim == 3 else out[0])

@@ -1,6 +1,7 @@
 """Detection ops without an NNAdapter operation: box_coder, matrix_nms, the fluid multiclass_nms (its
 [[-1]] empty form and LoD output have no operand form), generate_proposals_v2, distribute_fpn_proposals,
-density_prior_box, nms (paddle.vision.ops.nms's single-class kernel), box_clip, roi_pool and psroi_pool.
+density_prior_box, nms (paddle.vision.ops.nms's single-class kernel), box_clip, roi_pool, psroi_pool and
+bipartite_match (SSD's prior-to-ground-truth matching).
 (prior_box, yolo_box, multiclass_nms3 and roi_align have NNAdapter operations and run through their
 converters; the NMS box arithmetic is shared with NON_MAX_SUPPRESSION's reference.)
 
@@ -8,10 +9,14 @@ Box arithmetic is vectorized over all boxes; the greedy parts (NMS keeps a box o
 with every box kept before it) loop over kept candidates. `normalized`/`pixel_offset` choose Paddle's
 "+1" pixel convention for widths and heights. The RoI poolings are vectorized over RoIs, channels and bins, with
 one numpy pass per tap offset of the largest bin (each bin's taps in Paddle's row-major order). A LoD is not
-carried between host ops, so box_clip, and roi_pool / psroi_pool without RoisNum, take the boxes as one image.
+carried between host ops, so box_clip, and roi_pool / psroi_pool without RoisNum, take the boxes as one image, and
+bipartite_match its distance matrix as one instance. bipartite_match's greedy matching takes one match per step
+(a numpy argmax over the rows and columns still free); on 130 rows or more Paddle walks the pairs sorted by
+std::sort instead, whose order of equal distances `reduce.std_sort_order` replays.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
-Imports the registry and numpy, and the standard's NMS arithmetic; never a driver (`hal`) or a floor above the host.
+Imports the registry and numpy, the standard's NMS arithmetic and `reduce`'s std::sort replay; never a driver
+(`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import math
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.reduce import std_sort_order
+from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, require
 from nnadapter_bridge.nnadapter.operations.detection import (
     NmsAttributes,
     candidates_by_score,
@@ -528,3 +534,80 @@ def psroi_pool(io: OpScope) -> None:
     area = ((h_end - h_start)[:, None, :, None] * (w_end - w_start)[:, None, None, :]).astype(x.dtype)
     with np.errstate(divide="ignore", invalid="ignore"):
         io.set_output("Out", np.where(area > 0, total / area, real(0)))
+
+
+# -- bipartite_match ----------------------------------------------------------------------------------------
+BIPARTITE_SORTED_ROWS = 130  # from this many rows Paddle matches by walking the sorted pairs
+
+
+def _bipartite_greedy(dist: np.ndarray, indices: np.ndarray, matched: np.ndarray) -> None:
+    """Paddle's BipartiteMatch below 130 rows: repeatedly the largest distance >= 1e-6 between a free row and a free
+    column (NaN never), the first in column-major order on ties, until no such pair is left."""
+    eps = dist.dtype.type(1e-6)
+    usable = np.where(dist >= eps, dist, -np.inf)  # NaN >= eps is false: never matched
+    row_free = np.ones(dist.shape[0], bool)
+    col_free = np.ones(dist.shape[1], bool)
+    for _ in range(min(dist.shape)):
+        candidates = np.where(row_free[:, None] & col_free[None, :], usable, -np.inf)
+        flat = int(np.argmax(candidates.T))  # column-major: the first maximum in (column, row) order
+        col, row = divmod(flat, dist.shape[0])
+        if candidates[row, col] == -np.inf:
+            break
+        indices[col], matched[col] = row, dist[row, col]
+        row_free[row], col_free[col] = False, False
+
+
+def _bipartite_sorted(dist: np.ndarray, indices: np.ndarray, matched: np.ndarray) -> None:
+    """Paddle's BipartiteMatch from 130 rows: every (row, column) pair in row-major order, sorted by distance
+    descending with std::sort (equal distances and NaN in its order, replayed), then taken in that order while both
+    are free and the distance is > 0, until every row has a match."""
+    values = dist.reshape(-1)
+    positive = values[values > 0]
+    if np.isnan(values).any() or np.unique(positive).size != positive.size:
+        keys = values.tolist()
+        order = std_sort_order(lambda a, b: keys[a] > keys[b], len(keys))
+    else:  # no tie a match could depend on: the one descending order of the positive distances
+        order = np.argsort(-np.where(values > 0, values, 0), kind="stable").tolist()
+    rows, cols = dist.shape
+    row_free = np.ones(rows, bool)
+    found = 0
+    for flat in order:
+        if found >= rows:
+            break
+        row, col = divmod(flat, cols)
+        if indices[col] == -1 and row_free[row] and values[flat] > 0:
+            indices[col], matched[col] = row, values[flat]
+            row_free[row] = False
+            found += 1
+
+
+@host_kernel("bipartite_match")
+def bipartite_match(io: OpScope) -> None:
+    """Paddle's BipartiteMatchKernel: DistMat [rows, columns] (float32 / float64; rows are ground truth, columns
+    priors) -> ColToRowMatchIndices [1, columns] int32 (each column's row, -1 when none) and ColToRowMatchDist
+    [1, columns]. match_type 'per_prediction' then gives each column still free the row of its largest distance if
+    that is >= dist_threshold (and >= 1e-6), the first such row on ties. The LoD form (instances stacked by a LoD)
+    is read as one instance: the host carries no LoD."""
+    dist = io.input("DistMat")
+    require(io, dist, FLOATS)
+    if dist.ndim != 2:
+        raise io.error(f"DistMat must be 2-D [rows, columns], got shape {list(dist.shape)}")
+    match_type = str(io.attr("match_type", "bipartite"))
+    if match_type not in ("bipartite", "per_prediction"):
+        raise io.error(f"match_type '{match_type}' is not 'bipartite' or 'per_prediction'")
+    indices = np.full(dist.shape[1], -1, np.int32)
+    matched = np.zeros(dist.shape[1], dist.dtype)
+    if dist.shape[0] >= BIPARTITE_SORTED_ROWS:
+        _bipartite_sorted(dist, indices, matched)
+    else:
+        _bipartite_greedy(dist, indices, matched)
+    if match_type == "per_prediction" and dist.shape[0]:
+        threshold = dist.dtype.type(float(io.attr("dist_threshold", 0.5)))
+        usable = np.where((dist >= dist.dtype.type(1e-6)) & (dist >= threshold), dist, -np.inf)
+        best = np.argmax(usable, axis=0)  # the first row of the largest distance
+        best_value = usable[best, np.arange(dist.shape[1])]
+        take = (indices == -1) & (best_value > -np.inf)
+        indices[take] = best[take]
+        matched[take] = best_value[take]
+    io.set_output("ColToRowMatchIndices", indices[None, :])
+    io.set_output("ColToRowMatchDist", matched[None, :])

@@ -2,7 +2,8 @@
 ops bitwise_and / or / xor / not and the shifts bitwise_left_shift / bitwise_right_shift (arithmetic or
 logical); atan2, lerp, elementwise_fmax / elementwise_fmin (NaN-ignoring max / min), elementwise_heaviside,
 elementwise_mod (float remainders), copysign, nextafter, trunc_divide; label_smooth; isclose (and the closeness
-test `close_mask` that reduce's allclose shares).
+test `close_mask` that reduce's allclose shares); the fused binary + unary pairs fused_elemwise_activation and
+fused_elemwise_add_activation; add_position_encoding (x plus a sinusoidal position table).
 
 Bitwise: Paddle's CPU kernels take bool, uint8, int8, int16, int32 and int64 (the shifts: the integer types
 only) and broadcast the two operands numpy-style; the result keeps the operand dtype. The others take float32
@@ -16,6 +17,22 @@ and stored in the element type (rounded to float32; truncated for allclose's int
 close (inf <= inf) unless rtol is 0 (0 * inf is NaN). rtol and atol are string attributes ("1e-05"), or the
 `Rtol` / `Atol` tensors where a program computes them. isclose takes float32/float64, allclose also int32, int64
 and bool.
+
+fused_elemwise_activation (and fused_elemwise_add_activation, the same kernel in Paddle 3.3.1: its name does not
+restrict the pair) runs one of the nine pairs Paddle's CPU kernel implements, float32 or float64. `functor_list`
+[binary, unary] is Binary(X, Unary(Y)), IntermediateOut = Unary(Y) in Y's dims; [unary, binary] is
+Unary(Binary(X, Y)), IntermediateOut = Binary(X, Y) in Out's dims; IntermediateOut is written only with
+`save_intermediate_out`. The smaller operand (by element count; Y on a tie) broadcasts into the larger one the
+legacy way: its dims, trailing 1s dropped, must equal the larger's dims from `axis` on (-1: aligned at the end);
+Out has the larger's dims. The unary functors are Paddle's, clamps included: relu is x * (x > 0) (so relu(-inf)
+is NaN), tanh clips 2x to [-40, 13] (tanh of 6.5 or more is 0.9999955, not 1), sigmoid clips x to [-40, 13], gelu
+is the tanh approximation, scale multiplies by `scale`; all in the element type.
+
+add_position_encoding: Out = alpha * X + beta * PE for X [batch, seq, enc] (enc even; Paddle takes no other rank),
+where PE[j, k] = sin(j / 10000^(k / (half - 1))) for k < half = enc / 2 and the cosine of the same angle for
+the k - half of the second half (j / 10000 when half is 1); alpha * X in X's dtype, the sum in float64, rounded
+once, as Paddle's kernel does. (A LoD X, sequences of several lengths in one tensor, does not reach the host: its
+scope keeps no LoD, so X is read as a padded [batch, seq, enc] tensor.)
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
@@ -281,3 +298,103 @@ def isclose(io: OpScope) -> None:
     x, y = close_operands(io, FLOATS)
     rtol, atol = close_tolerances(io)
     io.set_output("Out", close_mask(x, y, rtol, atol, bool(io.attr("equal_nan", False))))
+
+
+# -- fused binary + unary pairs -----------------------------------------------------------------------------
+def _relu(x: np.ndarray, _scale) -> np.ndarray:
+    return x * (x > 0).astype(x.dtype)
+
+
+def _tanh(x: np.ndarray, _scale) -> np.ndarray:
+    one, two = x.dtype.type(1), x.dtype.type(2)
+    return two / (one + np.exp(-np.clip(two * x, -40, 13).astype(x.dtype))) - one
+
+
+def _sigmoid(x: np.ndarray, _scale) -> np.ndarray:
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-np.clip(x, -40, 13).astype(x.dtype)))
+
+
+def _gelu(x: np.ndarray, _scale) -> np.ndarray:
+    t = x.dtype.type
+    return x * t(0.5) * (t(1.0) + np.tanh(t(0.79788456) * x * (t(1) + t(0.044715) * x * x)))
+
+
+def _scale(x: np.ndarray, scale) -> np.ndarray:
+    return x * x.dtype.type(scale)
+
+
+_UNARY_FUNCTORS = {"scale": _scale, "relu": _relu, "tanh": _tanh, "sigmoid": _sigmoid, "gelu": _gelu}
+_BINARY_FUNCTORS = {"elementwise_add": np.add, "elementwise_mul": np.multiply}
+# the pairs Paddle 3.3.1's RunFunctors implements ([binary, unary] or [unary, binary])
+_FUSED_PAIRS = frozenset({("elementwise_add", "scale"), ("scale", "elementwise_add"), ("elementwise_add", "relu"),
+                          ("relu", "elementwise_add"), ("elementwise_mul", "scale"), ("tanh", "elementwise_add"),
+                          ("elementwise_mul", "tanh"), ("elementwise_mul", "sigmoid"), ("gelu", "elementwise_add")})
+
+
+def _legacy_broadcast(io: OpScope, large: np.ndarray, small: np.ndarray) -> np.ndarray:
+    """`small` reshaped to broadcast into `large` as Paddle's fused elementwise kernels place it."""
+    axis = int(io.attr("axis", -1))
+    if axis == -1:
+        axis = large.ndim - small.ndim
+    dims = list(small.shape)
+    while dims and dims[-1] == 1:
+        dims.pop()
+    if not dims:
+        return small.reshape(())
+    if not 0 <= axis <= large.ndim - len(dims) or list(large.shape[axis:axis + len(dims)]) != dims:
+        raise io.error(f"operand dims {list(small.shape)} (trailing 1s dropped) must equal the dims of "
+                       f"{list(large.shape)} from axis {axis} on (Paddle's legacy broadcast)")
+    return small.reshape((1,) * axis + tuple(dims) + (1,) * (large.ndim - axis - len(dims)))
+
+
+@host_kernel("fused_elemwise_activation", "fused_elemwise_add_activation")
+def fused_elemwise_activation(io: OpScope) -> None:
+    x, y = io.input("X"), io.input("Y")
+    require(io, x, FLOATS)
+    if y.dtype != x.dtype:
+        raise io.error(f"X and Y must have one dtype, got {x.dtype} and {y.dtype}")
+    functors = tuple(str(f) for f in io.attr("functor_list", []))
+    if functors not in _FUSED_PAIRS:
+        raise io.error(f"functor_list {list(functors)} is not a pair Paddle implements "
+                       f"({sorted(','.join(p) for p in _FUSED_PAIRS)})")
+    scale = float(io.attr("scale", 0.0))
+    xb, yb = x, y
+    if x.shape != y.shape:
+        if x.size >= y.size:
+            yb = _legacy_broadcast(io, x, y)
+        else:
+            xb = _legacy_broadcast(io, y, x)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and inf - inf give NaN, as in Paddle
+        if functors[0] in _BINARY_FUNCTORS:  # Binary(X, Unary(Y))
+            intermediate = _UNARY_FUNCTORS[functors[1]](y, scale)
+            inter_b = intermediate if yb is y else intermediate.reshape(yb.shape)
+            out = _BINARY_FUNCTORS[functors[0]](xb, inter_b)
+        else:  # Unary(Binary(X, Y))
+            intermediate = _BINARY_FUNCTORS[functors[1]](xb, yb)
+            out = _UNARY_FUNCTORS[functors[0]](intermediate, scale)
+    io.set_output("Out", np.ascontiguousarray(out, dtype=x.dtype))
+    if io.attr("save_intermediate_out", False):
+        io.set_output("IntermediateOut", np.ascontiguousarray(intermediate, dtype=x.dtype))
+
+
+# -- position encoding --------------------------------------------------------------------------------------
+@host_kernel("add_position_encoding")
+def add_position_encoding(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, FLOATS)
+    if x.ndim != 3:
+        raise io.error(f"X must be 3-D [batch, seq, enc], got dims {list(x.shape)}")
+    enc = x.shape[2]
+    if enc % 2:
+        raise io.error(f"X's last dim (the encoding size) must be even, got {enc}")
+    alpha = x.dtype.type(np.float32(io.attr("alpha", 1.0)))
+    beta = np.float64(np.float32(io.attr("beta", 1.0)))
+    half = enc // 2
+    position = np.arange(x.shape[1], dtype=np.float64)[:, None]
+    if half > 1:
+        angle = position / np.power(10000.0, np.arange(half, dtype=np.float64) / (half - 1))
+    else:
+        angle = position / 10000.0  # [seq, 1]: half is 1
+    table = np.concatenate([np.sin(angle), np.cos(angle)], axis=1) * beta
+    io.set_output("Out", ((x * alpha).astype(np.float64) + table).astype(x.dtype))

@@ -1,9 +1,15 @@
 """Norms with no NNAdapter operation (the standard's normalization family): squared_l2_norm, l1_norm,
-frobenius_norm, clip_by_norm and renorm.
+frobenius_norm, clip_by_norm and renorm; spectral_norm (a weight divided by its largest singular value, estimated
+by power iteration).
 
 float32 and float64 (l1_norm and clip_by_norm float32 only), as Paddle 3.3.1's CPU kernels take them; the
 result keeps the input dtype. Sums run in the input dtype, so a float32 result may differ from Paddle's Eigen
 reduction order in the last bits.
+
+spectral_norm is the inference form of Paddle's kernel: the weight is read as a matrix W [h, w] (its `dim` axis,
+0 or 1, first; the rest flattened), then `power_iters` rounds of v = W^T u / (|W^T u| + eps) and
+u = W v / (|W v| + eps) start from the U [h] and V [w] inputs (0 rounds use them as they are), and Out = W / sigma
+with sigma = u . (W v), back in the weight's layout. U and V are not updated (Paddle's kernel works on copies).
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
@@ -73,3 +79,34 @@ def renorm(io: OpScope) -> None:
         # Paddle's kernel: slices whose p-norm exceeds max_norm are scaled by max_norm / (norm + 1e-7)
         scale = np.where(norm > max_norm, max_norm / (norm + 1e-7), 1.0)
     io.set_output("Out", (data * scale.astype(x.dtype)).astype(x.dtype).reshape(x.shape))
+
+
+@host_kernel("spectral_norm")
+def spectral_norm(io: OpScope) -> None:
+    weight = float_input(io, "Weight")
+    u, v = io.input("U").astype(weight.dtype, copy=False), io.input("V").astype(weight.dtype, copy=False)
+    dim, power_iters = int(io.attr("dim", 0)), int(io.attr("power_iters", 1))
+    eps = weight.dtype.type(io.attr("eps", 1e-12))
+    if not 2 <= weight.ndim <= 5:
+        raise io.error(f"Weight must have rank 2 to 5, got dims {list(weight.shape)}")
+    if dim not in (0, 1):
+        raise io.error(f"dim must be 0 or 1, got {dim}")
+    if power_iters < 0:
+        raise io.error(f"power_iters must be >= 0, got {power_iters}")
+    rows = weight.shape[dim]
+    columns = weight.size // rows
+    if u.size != rows or v.size != columns:
+        raise io.error(f"U and V must hold {rows} and {columns} values (Weight {list(weight.shape)} read as "
+                       f"[{rows}, {columns}] along dim {dim}), got {u.size} and {v.size}")
+    moved = np.moveaxis(weight, dim, 0)
+    matrix = moved.reshape(rows, columns)
+    u, v = u.reshape(rows), v.reshape(columns)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(power_iters):
+            v = matrix.T @ u
+            v = v / (np.sqrt(np.sum(v * v)) + eps)
+            u = matrix @ v
+            u = u / (np.sqrt(np.sum(u * u)) + eps)
+        sigma = np.sum(u * (matrix @ v))
+        out = (matrix / sigma).reshape(moved.shape)
+    io.set_output("Out", np.ascontiguousarray(np.moveaxis(out, 0, dim)).astype(weight.dtype, copy=False))

@@ -1,5 +1,6 @@
 """quantize_linear run standalone: its float "integer" output Y is computed as Paddle 3.3.1's CPU kernel
-does (for an inference program: is_test=True), so a fetched Y matches Paddle's.
+does (for an inference program: is_test=True), so a fetched Y matches Paddle's; and the legacy weight
+dequantizers dequantize_abs_max and dequantize_log.
 
 What Paddle 3.3.1 does (checked by running the op):
 - the bin count is the `qmax` attr (default 127), not 2^(bit_length-1)-1: bit_length is not read;
@@ -12,6 +13,12 @@ What Paddle 3.3.1 does (checked by running the op):
 - NaN stays NaN; Y keeps X's dtype (float32: Paddle's CPU kernel has no float64 form);
 - only_observer=True returns X unchanged.
 
+The dequantizers give float32, as Paddle's CPU kernels do:
+- dequantize_abs_max: Out = Scale[0] * X / max_range, in float32 and in that order (max_range 0 gives +-inf, and
+  NaN for a 0), for int8 or int16 X; Scale must be float32 (Paddle's kernel rejects another dtype);
+- dequantize_log: Out = Dict[X] for X >= 0 and -Dict[X + 128] below, for int8 X and a float32 Dict of 128 values;
+  Paddle does not check that Dict holds the entry (it reads past a short Dict), this kernel raises instead.
+
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, require
 
 
 def inverse_scale(scale: np.ndarray) -> np.ndarray:
@@ -63,3 +70,37 @@ def quantize_linear(io: OpScope) -> None:
             whole = np.trunc(scaled)  # std::round, exactly: floor(|v| + 0.5) would round 0.49999997 up
             q = whole + np.sign(scaled) * (np.abs(scaled - whole) >= 0.5)
     io.set_output("Y", q.astype(x.dtype))
+
+
+_DEQUANTIZE_ABS_MAX_DTYPES = frozenset(np.dtype(t) for t in ("int8", "int16"))
+
+
+def _float32_input(io: OpScope, slot: str) -> np.ndarray:
+    value = io.input(slot)
+    if value.dtype != np.float32:
+        raise io.error(f"{slot} must be float32 (the only dtype Paddle's kernel reads it in), got {value.dtype}")
+    return value
+
+
+@host_kernel("dequantize_abs_max")
+def dequantize_abs_max(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, _DEQUANTIZE_ABS_MAX_DTYPES)
+    scale = _float32_input(io, "Scale").reshape(-1)
+    if scale.size == 0:
+        raise io.error("Scale is empty (it needs one value)")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = scale[0] * x.astype(np.float32) / np.float32(io.attr("max_range"))
+    io.set_output("Out", out.astype(np.float32, copy=False))
+
+
+@host_kernel("dequantize_log")
+def dequantize_log(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, frozenset({np.dtype("int8")}))
+    table = _float32_input(io, "Dict").reshape(-1)
+    negative = x < 0
+    index = np.where(negative, x.astype(np.int64) + 128, x)
+    if index.size and index.max() >= table.size:
+        raise io.error(f"Dict holds {table.size} values; X needs entry {index.max()} (128 cover every int8)")
+    io.set_output("Out", np.where(negative, -table[index], table[index]).astype(np.float32, copy=False))

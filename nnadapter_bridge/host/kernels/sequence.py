@@ -1,7 +1,8 @@
-"""Recurrent layers, sequence decoding and segment reductions (a host family: the standard has no recurrent
-operation): the `rnn` op (paddle.nn.LSTM / GRU / SimpleRNN), viterbi_decode (paddle.text.viterbi_decode,
+"""Recurrent layers, sequence decoding, sequence metrics and segment reductions (a host family: the standard has no
+recurrent operation): the `rnn` op (paddle.nn.LSTM / GRU / SimpleRNN), viterbi_decode (paddle.text.viterbi_decode,
 PaddleNLP's lexical analysis), the legacy crf_decoding (padded form, or one sequence), gather_tree (beam search's
-back-tracking, paddle.nn.functional.gather_tree) and segment_pool (paddle.geometric.segment_sum / mean / max / min).
+back-tracking, paddle.nn.functional.gather_tree), segment_pool (paddle.geometric.segment_sum / mean / max / min),
+ctc_align, edit_distance, chunk_eval and cvm.
 
 rnn: multi-layer, uni- or bidirectional, time-major, with optional SequenceLength. WeightList holds every
 layer/direction's [weight_ih, weight_hh] first, then every [bias_ih, bias_hh], in layer-major,
@@ -17,6 +18,13 @@ Paddle's kernels keep the first maximum.
 gather_tree walks the beams back one time step at a time, vectorised over batch and beams. segment_pool reduces
 each run of equal (sorted) segment ids with one numpy reduceat per pooltype.
 
+Speech and tagging metrics: ctc_align (CTC greedy decoding: merge repeats, drop the blank), edit_distance
+(Levenshtein distance per sequence pair) and chunk_eval (chunk precision / recall / F1 for the IOB, IOE, IOBES and
+plain schemes). Each has a padded form (lengths in a tensor) and a LoD form; this scope keeps no LoD, so the LoD
+form's input is read as one sequence (what Paddle gives for a LoD of one sequence). Each is vectorised within a
+sequence and loops over sequences; edit_distance fills its table one row at a time (the insertions along a row are
+a running minimum). cvm (the show / click features of a CTR model) is elementwise and reads no LoD.
+
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, require
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -296,3 +304,233 @@ def segment_pool(io: OpScope) -> None:
                 pooled = pooled / counts.astype(x.dtype)
         out[present] = pooled
     io.set_output("Out", out)
+
+
+# -- ctc_align, edit_distance, chunk_eval, cvm ------------------------------------------------------------------
+def _sequence_lengths(io: OpScope, slot: str, batch: int, steps: int) -> np.ndarray:
+    """A padded form's lengths (one per row, any shape holding `batch` values) checked against the row width."""
+    lengths = io.input(slot).reshape(-1).astype(np.int64)
+    if lengths.size != batch:
+        raise io.error(f"{slot} holds {lengths.size} lengths for {batch} sequences")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
+        raise io.error(f"{slot} {lengths.tolist()} must lie in [0, {steps}] (the padded sequence length)")
+    return lengths
+
+
+def _ctc_keep(tokens: np.ndarray, blank: int, merge_repeated: bool) -> np.ndarray:
+    """Which tokens of one sequence CTC decoding keeps: not the blank, and (with merge_repeated) not equal to the
+    token before. Paddle compares with the blank as unsigned 32-bit ints (an int64 token 2**32 is the blank 0), and
+    its `previous` starts at -1, so a leading -1 counts as a repeat."""
+    not_blank = (tokens.astype(np.int64) & 0xFFFFFFFF) != (blank & 0xFFFFFFFF)
+    if not merge_repeated:
+        return not_blank
+    previous = np.concatenate([np.array([-1], tokens.dtype), tokens[:-1]])
+    return not_blank & (tokens != previous)
+
+
+@host_kernel("ctc_align")
+def ctc_align(io: OpScope) -> None:
+    """Paddle's CTCAlignKernel. Padded form (InputLength given): Input [batch, time] and InputLength [batch, 1] of
+    one int dtype; Output [batch, time] holds each decoded sequence then `padding_value`, OutputLength its length.
+    LoD form (no InputLength): Input [N, 1] read as one sequence; Output [M, 1] the decoded tokens, or [[-1]] when
+    none is left."""
+    tokens = io.input("Input")
+    if tokens.dtype not in (np.int32, np.int64):
+        raise io.error(f"Input must be int32 or int64 (Paddle's CPU kernel), got {tokens.dtype}")
+    blank = int(io.attr("blank", 0))
+    merge = bool(io.attr("merge_repeated", True))
+    if not io.has_input("InputLength"):
+        if tokens.ndim != 2 or tokens.shape[1] != 1:
+            raise io.error(f"Input of shape {list(tokens.shape)} without InputLength: the LoD form takes [N, 1] "
+                           "(read as one sequence); the padded form needs InputLength")
+        kept = tokens[_ctc_keep(tokens[:, 0], blank, merge)]
+        io.set_output("Output", kept if kept.size else np.full((1, 1), -1, tokens.dtype))
+        return
+    lengths_in = io.input("InputLength")
+    if lengths_in.dtype != tokens.dtype:
+        raise io.error(f"InputLength must have Input's dtype {tokens.dtype} (Paddle reads both as one type), got "
+                       f"{lengths_in.dtype}")
+    if tokens.ndim != 2:
+        raise io.error(f"Input must be [batch, time] with InputLength, got shape {list(tokens.shape)}")
+    batch, steps = tokens.shape
+    lengths = _sequence_lengths(io, "InputLength", batch, steps)
+    out = np.full(tokens.shape, int(io.attr("padding_value", 0)), tokens.dtype)
+    out_lengths = np.zeros((batch, 1), tokens.dtype)
+    for row in range(batch):
+        kept = tokens[row, :lengths[row]]
+        kept = kept[_ctc_keep(kept, blank, merge)]
+        out[row, :kept.size] = kept
+        out_lengths[row, 0] = kept.size
+    io.set_output("Output", out)
+    io.set_output("OutputLength", out_lengths)
+
+
+def _levenshtein(hyp: np.ndarray, ref: np.ndarray) -> int:
+    """The edit distance of two token sequences; the table is filled one row (hypothesis token) at a time: deletions
+    and substitutions from the row above, then the insertions along the row as a running minimum."""
+    if hyp.size == 0 or ref.size == 0:
+        return max(hyp.size, ref.size)
+    columns = np.arange(ref.size + 1, dtype=np.int64)
+    row = columns.copy()
+    for i, token in enumerate(hyp.tolist(), start=1):
+        above = np.minimum(row[1:] + 1, row[:-1] + (ref != token))
+        candidates = np.concatenate([[i], above])
+        row = np.minimum.accumulate(candidates - columns) + columns
+    return int(row[-1])
+
+
+@host_kernel("edit_distance")
+def edit_distance(io: OpScope) -> None:
+    """Paddle's EditDistanceKernel: Out [sequences, 1] float32, each pair's Levenshtein distance (divided by the
+    reference's length when `normalized`, which needs every reference non-empty), SequenceNum [1] int64 their count.
+    Padded form: Hyps [batch, Th] and Refs [batch, Tr] int64 with HypsLength / RefsLength [batch] int64; LoD form
+    (no lengths): Hyps [N, 1] and Refs [M, 1], each read as one sequence."""
+    hyps, refs = io.input("Hyps"), io.input("Refs")
+    for name, value in (("Hyps", hyps), ("Refs", refs)):
+        if value.dtype != np.int64:
+            raise io.error(f"{name} must be int64 (Paddle's CPU kernel reads int64 tokens), got {value.dtype}")
+        if value.ndim != 2:
+            raise io.error(f"{name} must be 2-D ([batch, time] padded, or [N, 1]), got shape {list(value.shape)}")
+    if io.has_input("HypsLength") != io.has_input("RefsLength"):
+        raise io.error("HypsLength and RefsLength come together (the padded form) or not at all (the LoD form)")
+    if io.has_input("HypsLength"):
+        if hyps.shape[0] != refs.shape[0]:
+            raise io.error(f"Hyps and Refs must hold one row per pair, got {hyps.shape[0]} and {refs.shape[0]} rows")
+        for name in ("HypsLength", "RefsLength"):
+            if io.input(name).dtype != np.int64:
+                raise io.error(f"{name} must be int64 (Paddle's CPU kernel), got {io.input(name).dtype}")
+        hyp_lengths = _sequence_lengths(io, "HypsLength", hyps.shape[0], hyps.shape[1])
+        ref_lengths = _sequence_lengths(io, "RefsLength", refs.shape[0], refs.shape[1])
+        pairs = [(hyps[i, :hyp_lengths[i]], refs[i, :ref_lengths[i]]) for i in range(hyps.shape[0])]
+    else:
+        pairs = [(hyps.reshape(-1), refs.reshape(-1))]
+    normalized = bool(io.attr("normalized", False))
+    out = np.zeros((len(pairs), 1), np.float32)
+    for i, (hyp, ref) in enumerate(pairs):
+        if normalized and ref.size == 0:
+            raise io.error(f"reference string {i + 1} is empty: a normalized distance divides by its length")
+        distance = np.float32(_levenshtein(hyp, ref))
+        out[i, 0] = distance / np.float32(ref.size) if normalized else distance
+    io.set_output("SequenceNum", np.array([len(pairs)], np.int64))
+    io.set_output("Out", out)
+
+
+# chunk_scheme -> (tag types, begin, inside, end, single); -1: the scheme has no such tag
+CHUNK_SCHEMES = {"IOB": (2, 0, 1, -1, -1), "IOE": (2, -1, 0, 1, -1), "IOBES": (4, 0, 1, 2, 3),
+                 "plain": (1, -1, -1, -1, -1)}
+
+
+def _chunks(labels: np.ndarray, tag_types: int, other: int, scheme: tuple) -> set:
+    """The chunks (first, last, type) of one tag sequence, as Paddle's GetSegments finds them. A label is
+    type * tag_types + tag (C's truncating division and remainder); type `other` (= num_chunk_types) is outside
+    every chunk. Whether a chunk ends before, and one begins at, each position depends only on the tag and type
+    there and before (ChunkEnd / ChunkBegin), so both are computed for every position at once; whether a chunk is
+    open carries from the last position where one began or ended."""
+    _, begin, inside, end, single = scheme
+    if labels.size == 0:
+        return set()
+    quotient = np.abs(labels) // tag_types * np.sign(labels)
+    tags, types = labels - quotient * tag_types, quotient
+    prev_tags = np.concatenate([[-1], tags[:-1]])
+    prev_types = np.concatenate([[other], types[:-1]])
+    same = types == prev_types
+
+    def tag_is(values, *wanted):  # a literal comparison, as Paddle's: a negative label's tag can equal -1
+        return np.isin(values, wanted)
+
+    # ChunkEnd and ChunkBegin, their tests in Paddle's order (the first that applies decides)
+    ends = np.select(
+        [prev_types == other, types == other, ~same, prev_tags == begin, prev_tags == inside, prev_tags == end,
+         prev_tags == single],
+        [False, True, True, tag_is(tags, begin, single), tag_is(tags, begin, single), True, True], False)
+    begins = np.select(
+        [prev_types == other, types == other, ~same, tags == begin, tags == inside, tags == end, tags == single],
+        [types != other, False, True, True, tag_is(prev_tags, end, single), tag_is(prev_tags, end, single), True],
+        False)
+    positions = np.arange(labels.size)
+    # the state after each position: open (1) where a chunk begins, closed (0) where one only ends, else carried
+    decided = np.where(begins | ends, positions, -1)
+    last_decided = np.maximum.accumulate(decided)
+    open_after = np.where(last_decided >= 0, begins[np.maximum(last_decided, 0)], False)
+    open_before = np.concatenate([[False], open_after[:-1]])
+    last_begin = np.maximum.accumulate(np.where(begins, positions, -1))
+    start_before = np.concatenate([[-1], last_begin[:-1]])
+    closing = np.flatnonzero(open_before & ends)
+    found = set(zip(start_before[closing].tolist(), (closing - 1).tolist(), prev_types[closing].tolist()))
+    if open_after[-1]:
+        found.add((int(last_begin[-1]), labels.size - 1, int(types[-1])))
+    return found
+
+
+@host_kernel("chunk_eval")
+def chunk_eval(io: OpScope) -> None:
+    """Paddle's ChunkEvalKernel: Precision, Recall, F1-Score ([1] float32) and NumInferChunks, NumLabelChunks,
+    NumCorrectChunks ([1] int64) over every sequence; a chunk is correct when Inference has it with the same first
+    and last position and type; types in excluded_chunk_types are not counted. A ratio with nothing to divide is 0.
+    Padded form: Inference and Label [batch, time] (or [batch, time, 1]) int64 with SeqLength [batch] int64; LoD
+    form (no SeqLength): [N, 1], read as one sequence. Labels above num_chunk_types * tag types raise, as Paddle's do
+    (a negative label is read with C's division, as Paddle reads it)."""
+    inference, label = io.input("Inference"), io.input("Label")
+    for name, value in (("Inference", inference), ("Label", label)):
+        if value.dtype != np.int64:
+            raise io.error(f"{name} must be int64 (Paddle's CPU kernel), got {value.dtype}")
+    if inference.shape != label.shape:
+        raise io.error(f"Inference and Label must have one shape, got {list(inference.shape)} and "
+                       f"{list(label.shape)}")
+    scheme_name = str(io.attr("chunk_scheme", "IOB"))
+    if scheme_name not in CHUNK_SCHEMES:
+        raise io.error(f"chunk_scheme '{scheme_name}' is not one of {sorted(CHUNK_SCHEMES)}")
+    scheme = CHUNK_SCHEMES[scheme_name]
+    chunk_types = int(io.attr("num_chunk_types", 0))
+    excluded = {int(t) for t in io.attr("excluded_chunk_types", []) or []}
+    if io.has_input("SeqLength"):
+        if inference.ndim not in (2, 3) or (inference.ndim == 3 and inference.shape[2] != 1):
+            raise io.error(f"Inference must be [batch, time] or [batch, time, 1] with SeqLength, got shape "
+                           f"{list(inference.shape)}")
+        if io.input("SeqLength").dtype != np.int64:
+            raise io.error(f"SeqLength must be int64 (Paddle's CPU kernel), got {io.input('SeqLength').dtype}")
+        lengths = _sequence_lengths(io, "SeqLength", inference.shape[0], inference.shape[1])
+        rows = [(inference[i, :lengths[i]].reshape(-1), label[i, :lengths[i]].reshape(-1))
+                for i in range(inference.shape[0])]
+    else:
+        rows = [(inference.reshape(-1), label.reshape(-1))]
+    largest = chunk_types * scheme[0]
+    infer_count = label_count = correct = 0
+    for infer_row, label_row in rows:
+        for name, values in (("Label", label_row), ("Inference", infer_row)):
+            if values.size and values.max() > largest:
+                raise io.error(f"{name} holds {int(values.max())}, above {chunk_types} chunk types x {scheme[0]} "
+                               f"tag types = {largest}")
+        label_chunks = {c for c in _chunks(label_row, scheme[0], chunk_types, scheme) if c[2] not in excluded}
+        infer_chunks = {c for c in _chunks(infer_row, scheme[0], chunk_types, scheme) if c[2] not in excluded}
+        infer_count += len(infer_chunks)
+        label_count += len(label_chunks)
+        correct += len(infer_chunks & label_chunks)
+    # float32 arithmetic throughout, as Paddle's kernel computes them in T
+    precision = np.float32(correct) / np.float32(infer_count) if infer_count else np.float32(0)
+    recall = np.float32(correct) / np.float32(label_count) if label_count else np.float32(0)
+    f1 = np.float32(2) * precision * recall / (precision + recall) if correct else np.float32(0)
+    for name, value in (("Precision", precision), ("Recall", recall), ("F1-Score", f1)):
+        io.set_output(name, np.array([value], np.float32))
+    for name, value in (("NumInferChunks", infer_count), ("NumLabelChunks", label_count),
+                        ("NumCorrectChunks", correct)):
+        io.set_output(name, np.array([value], np.int64))
+
+
+@host_kernel("cvm")
+def cvm(io: OpScope) -> None:
+    """Paddle's CVMKernel: X [N, D] whose first two columns are a feature's show and click counts. use_cvm: Y [N, D]
+    with show -> log(show + 1) and click -> log(click + 1) - log(show + 1) (the rounded first), the rest copied;
+    otherwise Y [N, D - 2], X without the two. CVM (the counts of the batch) only feeds the gradient."""
+    x = io.input("X")
+    require(io, x, FLOATS)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise io.error(f"X must be [N, D] with D >= 2 (show, click, then the embedding), got shape {list(x.shape)}")
+    if not bool(io.attr("use_cvm", True)):
+        io.set_output("Y", x[:, 2:].copy())
+        return
+    y = x.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf and log(< 0) = NaN are Paddle's results
+        y[:, 0] = np.log(x[:, 0] + x.dtype.type(1))
+        y[:, 1] = np.log(x[:, 1] + x.dtype.type(1)) - y[:, 0]
+    io.set_output("Y", y)

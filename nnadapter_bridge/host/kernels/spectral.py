@@ -1,6 +1,6 @@
 """Discrete Fourier transforms and the complex values they give, which NNAdapter has no operation or element type
 for (a host-only family): fft_r2c and fft_c2c (paddle.fft's n-dimensional transforms over `axes`), real, imag,
-complex, as_complex and as_real; and the framing around short-time transforms, frame and overlap_add
+complex, as_complex and as_real, angle and conj; and the framing around short-time transforms, frame and overlap_add
 (paddle.signal.frame / overlap_add, what paddle.signal.stft / istft build on). (fft_c2r, the inverse real
 transform, is not here: the loader does not translate Paddle 3.3.1's PIR fft_c2r yet, pir_signatures.json's
 `_untranslated`.)
@@ -9,6 +9,11 @@ Paddle's `normalization` names the scaling as numpy's `norm` does ("backward": n
 "forward": the reverse; "ortho": 1/sqrt(n) both ways), `forward` picks the transform's direction and `onesided`
 keeps the n // 2 + 1 non-negative frequencies of the last axis (rfft). Results keep the input's width: complex64
 from float32 / complex64, complex128 from float64 / complex128 (numpy computes in double).
+
+angle is the argument atan2(imag, real) of a complex value (float32 from complex64, float64 from complex128); of a
+real value it is pi below zero, NaN for NaN and 0 otherwise (-0.0 included), in the input's dtype. conj negates
+the imaginary part of a complex value and leaves a real one as it is (int32, int64, float32 and float64 besides
+the complex types, as Paddle's CPU kernel takes them).
 
 frame and overlap_add work on the first (axis 0) or last (axis -1) axis only, as Paddle's do: frame gathers
 every frame at once through one index grid, overlap_add scatter-adds every frame at once (np.add.at, frame by frame
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel
+from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, require
 
 _NORMS = ("backward", "forward", "ortho")
 
@@ -93,6 +98,29 @@ def as_complex(io: OpScope) -> None:
 def as_real(io: OpScope) -> None:
     x = io.input("X")
     io.set_output("Out", np.stack([np.real(x), np.imag(x)], axis=-1).astype(_real_of(x)))
+
+
+_ANGLE_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+_CONJ_DTYPES = frozenset(np.dtype(t) for t in ("int32", "int64", "float32", "float64", "complex64", "complex128"))
+
+
+@host_kernel("angle")
+def angle(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, _ANGLE_DTYPES)
+    if x.dtype.kind == "c":
+        out = np.arctan2(x.imag, x.real)
+    else:
+        # Paddle's real functor: pi below zero, else 0, NaN kept; numpy's angle would give pi for -0.0
+        out = np.where(np.isnan(x), x, np.where(x < 0, np.pi, 0.0))
+    io.set_output("Out", out.astype(_real_of(x)))
+
+
+@host_kernel("conj")
+def conj(io: OpScope) -> None:
+    x = io.input("X")
+    require(io, x, _CONJ_DTYPES)
+    io.set_output("Out", np.conj(x) if x.dtype.kind == "c" else x)
 
 
 def _frame_axis(io: OpScope, x: np.ndarray, least_rank: int) -> int:

@@ -3,7 +3,8 @@ scatter, scatter_nd_add, where_index, masked_select, unique, take_along_axis, in
 set_value (slice assignment), index_add, index_put, masked_fill, put_along_axis; partial_concat and
 partial_sum (2-D column slices); repeat_interleave; crop_tensor (`shape`/`offsets` as attrs, the
 `Shape`/`Offsets` tensors or the `ShapeTensor`/`OffsetsTensor` lists); the diagonals diag_embed, fill_diagonal
-and fill_diagonal_tensor; is_empty and sequence_mask.
+and fill_diagonal_tensor; is_empty and sequence_mask; shard_index (global ids to one shard's local ids); and the
+pass-through and placement ops print, depend, nop, npu_identity, memcpy and memcpy_d2h.
 
 Updates keep the input dtype and write into a copy (never into the input array); repeated indices
 accumulate for the summing forms and the last write wins for assignment, as Paddle 3.3.1's CPU kernels do
@@ -12,6 +13,12 @@ accumulate for the summing forms and the last write wins for assignment, as Padd
 partial_concat counts a negative start_index from the end. repeat_interleave repeats each element along
 `dim` by the int attr `Repeats` or by the per-element counts of a tensor (legacy slot `RepeatsTensor`;
 `RepeatTensor` in PIR's repeat_interleave_with_tensor_index).
+
+The pass-through ops bind their output to the input array itself (no copy: no kernel writes into an input):
+print, depend (a control dependency on `Dep`), nop, npu_identity (an NPU storage format, `format`), memcpy and
+memcpy_d2h (a copy to the device `dst_place_type` names) change nothing about the values, and the host holds
+every value in host memory. depend, nop and npu_identity take the dtypes Paddle 3.3.1's CPU kernels register
+(nop: float32 only) and raise on others; print and memcpy take any.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
 Imports the registry and numpy, `generate`'s shape readers and the converters' index helpers
@@ -487,3 +494,80 @@ def sequence_mask(io: OpScope) -> None:
             raise io.error(f"maxlen is negative: it was not given and the largest length in X is {maxlen}")
     out_dtype = paddle_dtype(io.attr("out_dtype", 3), "int64")
     io.set_output("Y", (np.arange(maxlen) < x[..., None]).astype(out_dtype))
+
+
+# -- global ids to shard-local ids ----------------------------------------------------------------------------
+INT32_64 = frozenset(np.dtype(t) for t in ("int32", "int64"))
+
+
+@host_kernel("shard_index")
+def shard_index(io: OpScope) -> None:
+    """Ids in [0, index_num) split into `nshards` ranges of ceil(index_num / nshards) ids: an id in shard
+    `shard_id`'s range becomes its offset in that range, any other id `ignore_value`. Paddle's checks: X is int32
+    or int64 of rank >= 2 with a last dim of 1, nshards > 0, 0 <= shard_id < nshards, every id in range."""
+    x = io.input("X")
+    require(io, x, INT32_64)
+    if x.ndim < 2 or x.shape[-1] != 1:
+        raise io.error(f"X must have rank >= 2 and a last dim of 1 (one id per row), got dims {list(x.shape)}")
+    index_num, nshards = int(io.attr("index_num")), int(io.attr("nshards"))
+    shard_id, ignore_value = int(io.attr("shard_id")), int(io.attr("ignore_value", -1))
+    if nshards <= 0:
+        raise io.error(f"nshards must be > 0, got {nshards}")
+    if not 0 <= shard_id < nshards:
+        raise io.error(f"shard_id must be in [0, {nshards}) (nshards), got {shard_id}")
+    if x.size and (x.min() < 0 or x.max() >= index_num):
+        raise io.error(f"every id must be in [0, {index_num}) (index_num), got {x.min()}..{x.max()}")
+    shard_size = (index_num + nshards - 1) // nshards
+    out = np.where(x // shard_size == shard_id, x % shard_size, ignore_value)
+    io.set_output("Out", out.astype(x.dtype))
+
+
+# -- pass-through and placement -------------------------------------------------------------------------------
+DEPEND_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64", "complex64", "complex128"))
+NPU_IDENTITY_DTYPES = frozenset(np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16",
+                                                      "float32", "float64"))
+
+
+@host_kernel("print")
+def print_(io: OpScope) -> None:
+    """Out is In. Paddle prints the tensor (its name, dtype, shape, layout, LoD and the first `summarize` values
+    after `message`) to stdout each time the op runs, up to `first_n` times; this kernel prints nothing: writing
+    into the hosting application's stdout on every inference is a debugging side effect a deployment does not
+    want, and the tensor stays observable by fetching the var (Paddle's own printing has no bearing on Out)."""
+    io.set_output("Out", io.input("In"))
+
+
+@host_kernel("depend")
+def depend(io: OpScope) -> None:
+    """Out is X; `Dep` only orders the op after the ops producing it (which the host runs in program order).
+    Paddle's kernel requires Out to be X's own var, as a legacy program writes it (depend X -> X); from a PIR
+    program (a new value for Out) Paddle Inference 3.3.1 fails, while this kernel binds Out to X's array."""
+    x = io.input("X")
+    require(io, x, DEPEND_DTYPES)
+    io.set_output("Out", x)
+
+
+@host_kernel("nop")
+def nop(io: OpScope) -> None:
+    """Out is X. Paddle's kernel (float32 only) does nothing, which works when Out is X's var (a legacy program);
+    from a PIR program Paddle Inference 3.3.1 fails on an Out that holds no memory, while this kernel binds it."""
+    x = io.input("X")
+    require(io, x, frozenset({np.dtype("float32")}))
+    io.set_output("Out", x)
+
+
+@host_kernel("npu_identity")
+def npu_identity(io: OpScope) -> None:
+    """Out is x: `format` is an NPU storage format, which Paddle's CPU kernel ignores (a plain copy)."""
+    x = io.input(slot(io, "X", "x"))
+    require(io, x, NPU_IDENTITY_DTYPES)
+    io.set_output(slot(io, "Out", "out"), x)
+
+
+@host_kernel("memcpy", "memcpy_d2h")
+def memcpy(io: OpScope) -> None:
+    """Out is X: a copy to the place `dst_place_type` names (memcpy: 0 CPU, 1 CUDA, 2 CUDA pinned, ...;
+    memcpy_d2h: 0 CPU, 1 CUDA pinned). Paddle's CPU build runs only the CPU destination (0) and fails for a device
+    one; the host keeps every value in host memory, so every destination is the identity here and a program
+    placed for a device still runs."""
+    io.set_output("Out", io.input("X"))
