@@ -354,11 +354,21 @@ def _top_k(ctx: ConversionContext, op, x, k, axis: int, largest: bool, sorted_: 
     if ctx.checks_conditions and not zero_d and _tie_checked(ctx, op, x, axis):
         _top_k_without_ties(ctx, v.output("Out"), x, k, axis, largest, sorted_, targets)
     else:
-        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
-                          ctx.const_i32(int(Precision.INT64))], targets)
+        _emit_top_k(ctx, x, k, axis, largest, sorted_, targets)
     if zero_d:
         for target, result in zip(targets, (out, indices)):
             ctx.add(T.RESHAPE, [target, ctx.const_i32([])], [result])
+
+
+def _emit_top_k(ctx: ConversionContext, x, k, axis: int, largest: bool, sorted_: bool, targets) -> None:
+    ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
+                      ctx.const_i32(int(Precision.INT64))], targets)
+
+
+def _slice_along(ctx: ConversionContext, source, axis: int, start: int, stop: int, target):
+    ctx.add(T.SLICE, [source, ctx.const_i32([axis]), ctx.const_i32([start]), ctx.const_i32([stop]),
+                      ctx.const_i32([1])], [target])
+    return target
 
 
 # TOP_K orders equal keys by index; Paddle's top_k as std::partial_sort / std::nth_element leave them, its unstable
@@ -392,31 +402,23 @@ def _top_k_without_ties(ctx: ConversionContext, var: str, x, k, axis: int, large
     n = ctx.dims(x)[axis]
     k_value = int(np.asarray(k.value).reshape(-1)[0]) if k.is_constant else None
     if k_value is None or not known_dim(n) or not 1 <= k_value <= n:
-        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
-                          ctx.const_i32(int(Precision.INT64))], targets)
+        _emit_top_k(ctx, x, k, axis, largest, sorted_, targets)
         return
-    picked = k_value + 1 if k_value < n else k_value
-    if picked == k_value:
-        values = targets[0]
-        ctx.add(T.TOP_K, [x, k, ctx.const_i32(axis), ctx.const_bool(largest), ctx.const_bool(sorted_),
-                          ctx.const_i32(int(Precision.INT64))], targets)
+    if k_value == n:  # nothing is left out: only the picked keys can tie
+        picked, values = k_value, targets[0]
+        _emit_top_k(ctx, x, k, axis, largest, sorted_, targets)
     else:
+        picked = k_value + 1
         values, positions = ctx.temp(var, "top_k_plus_1"), ctx.temp(var, "top_k_plus_1_indices")
-        ctx.add(T.TOP_K, [x, ctx.const_i32(picked), ctx.const_i32(axis), ctx.const_bool(largest),
-                          ctx.const_bool(sorted_), ctx.const_i32(int(Precision.INT64))], [values, positions])
+        _emit_top_k(ctx, x, ctx.const_i32(picked), axis, largest, sorted_, [values, positions])
         for source, target in zip((values, positions), targets):
-            ctx.add(T.SLICE, [source, ctx.const_i32([axis]), ctx.const_i32([0]), ctx.const_i32([k_value]),
-                              ctx.const_i32([1])], [target])
-
-    def along(start: int, stop: int, purpose: str):
-        part = ctx.temp(var, purpose)
-        ctx.add(T.SLICE, [values, ctx.const_i32([axis]), ctx.const_i32([start]), ctx.const_i32([stop]),
-                          ctx.const_i32([1])], [part])
-        return part
+            _slice_along(ctx, source, axis, 0, k_value, target)
 
     if picked >= 2:
         tied = ctx.temp(var, "tied")
-        ctx.add(T.EQUAL, [along(0, picked - 1, "head"), along(1, picked, "tail")], [tied])
+        head = _slice_along(ctx, values, axis, 0, picked - 1, ctx.temp(var, "head"))
+        tail = _slice_along(ctx, values, axis, 1, picked, ctx.temp(var, "tail"))
+        ctx.add(T.EQUAL, [head, tail], [tied])
         ctx.add_condition(tied)
     if values.type.precision in FLOATS:
         nan = ctx.temp(var, "nan")

@@ -17,8 +17,8 @@ determinant itself in the input's precision (an overflow shows as log|det| = inf
 Paddle's kernel refuses (solve on a singular matrix, an svd that does not converge, lu without pivoting) the kernel
 raises, naming the op.
 
-Entry points: its kernels, registered with `@host_kernel`. Imports the registry and numpy; never a driver (`hal`)
-or a floor above the host.
+Entry points: its kernels, registered with `@host_kernel`, and `matrices` (matmul's matrix kernels read their
+input with it). Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64
 
 
 # -- shared helpers ---------------------------------------------------------------------------------------------------
-def _matrices(io: OpScope, slot_name: str, *, square: bool = False) -> np.ndarray:
+def matrices(io: OpScope, slot_name: str, *, square: bool = False) -> np.ndarray:
     """Input `slot_name`, a float32/float64 batch of matrices (of square ones with `square`)."""
     x = io.input(slot_name)
     require(io, x, FLOATS)
@@ -147,7 +147,7 @@ def _count_rank(singular_values: np.ndarray, atol: np.ndarray, rtol: np.ndarray)
 # -- solvers -----------------------------------------------------------------------------------------------------------
 @host_kernel("solve")
 def solve(io: OpScope) -> None:
-    a = _matrices(io, "X", square=True)
+    a = matrices(io, "X", square=True)
     b = io.input("Y")
     require(io, b, FLOATS)
     # Paddle's rule (solve_kernel_impl.h): Y is a (batch of) vector(s) when it is 1-D or shaped X.shape[:-1]
@@ -165,8 +165,8 @@ def solve(io: OpScope) -> None:
 
 @host_kernel("triangular_solve")
 def triangular_solve(io: OpScope) -> None:
-    a = _matrices(io, "X", square=True)
-    b = _matrices(io, "Y")
+    a = matrices(io, "X", square=True)
+    b = matrices(io, "Y")
     if b.shape[-2] != a.shape[-1]:
         raise io.error(f"Y {list(b.shape)} does not fit X {list(a.shape)} (Y must be [..., {a.shape[-1]}, K])")
     upper, transpose = bool(io.attr("upper", True)), bool(io.attr("transpose", False))
@@ -179,8 +179,8 @@ def triangular_solve(io: OpScope) -> None:
 
 @host_kernel("cholesky_solve")
 def cholesky_solve(io: OpScope) -> None:
-    b = _matrices(io, "X")
-    factor = _matrices(io, "Y", square=True)
+    b = matrices(io, "X")
+    factor = matrices(io, "Y", square=True)
     if b.shape[-2] != factor.shape[-1]:
         raise io.error(f"X {list(b.shape)} does not fit the factor Y {list(factor.shape)}")
     factor, b = _broadcast_batches(io, factor, b.astype(factor.dtype))
@@ -194,8 +194,8 @@ def cholesky_solve(io: OpScope) -> None:
 
 @host_kernel("lu_solve")
 def lu_solve(io: OpScope) -> None:
-    b = _matrices(io, "b")
-    lu = _matrices(io, "lu", square=True)
+    b = matrices(io, "b")
+    lu = matrices(io, "lu", square=True)
     m = lu.shape[-1]
     rows = _row_order(_lu_pivots(io, io.input("pivots"), m, m), m)
     if b.shape[-2] != m:
@@ -219,7 +219,7 @@ def lu_solve(io: OpScope) -> None:
 
 @host_kernel("lstsq")
 def lstsq(io: OpScope) -> None:
-    x, y = _matrices(io, "X"), _matrices(io, "Y")
+    x, y = matrices(io, "X"), matrices(io, "Y")
     if x.shape[:-2] != y.shape[:-2] or x.shape[-2] != y.shape[-2]:
         raise io.error(f"X {list(x.shape)} and Y {list(y.shape)} must be [*, M, N] and [*, M, K] with one batch")
     driver = str(io.attr("driver", "gelsy"))
@@ -260,7 +260,7 @@ def lstsq(io: OpScope) -> None:
 # -- factorizations ----------------------------------------------------------------------------------------------------
 @host_kernel("qr")
 def qr(io: OpScope) -> None:
-    x = _matrices(io, "X")
+    x = matrices(io, "X")
     mode = str(io.attr("mode", "reduced"))
     if mode not in ("reduced", "complete", "r"):
         raise io.error(f"mode must be 'reduced', 'complete' or 'r', got {mode!r}")
@@ -283,7 +283,7 @@ def _svd(io: OpScope, x: np.ndarray, **kw):
 
 @host_kernel("svd")
 def svd(io: OpScope) -> None:
-    x = _matrices(io, "X")
+    x = matrices(io, "X")
     u, s, vh = _svd(io, x, full_matrices=bool(io.attr("full_matrices", False)))
     io.set_output("U", u.astype(x.dtype, copy=False))
     io.set_output("S", s.astype(x.dtype, copy=False))
@@ -292,7 +292,7 @@ def svd(io: OpScope) -> None:
 
 @host_kernel("svdvals")
 def svdvals(io: OpScope) -> None:
-    x = _matrices(io, slot(io, "X", "x"))
+    x = matrices(io, slot(io, "X", "x"))
     io.set_output(slot(io, "S", "s"), _svd(io, x, compute_uv=False).astype(x.dtype, copy=False))
 
 
@@ -305,7 +305,7 @@ def _uplo(io: OpScope, name: str) -> str:
 
 @host_kernel("eigh")
 def eigh(io: OpScope) -> None:
-    x = _matrices(io, "X", square=True)
+    x = matrices(io, "X", square=True)
     values, vectors = np.linalg.eigh(x, UPLO=_uplo(io, "UPLO"))  # a NaN gives NaNs, as in Paddle
     io.set_output("Eigenvalues", values.astype(x.dtype, copy=False))
     io.set_output("Eigenvectors", vectors.astype(x.dtype, copy=False))
@@ -313,7 +313,7 @@ def eigh(io: OpScope) -> None:
 
 @host_kernel("eigvalsh")
 def eigvalsh(io: OpScope) -> None:
-    x = _matrices(io, "X", square=True)
+    x = matrices(io, "X", square=True)
     uplo = _uplo(io, "UPLO")
     if io.attr("is_test", True):  # inference: Paddle computes no eigenvectors (it needs them only for a gradient)
         io.set_output("Eigenvalues", np.linalg.eigvalsh(x, UPLO=uplo).astype(x.dtype, copy=False))
@@ -332,7 +332,7 @@ def _eig(io: OpScope, x: np.ndarray, vectors: bool):
 
 @host_kernel("eig")
 def eig(io: OpScope) -> None:
-    x = _matrices(io, "X", square=True)
+    x = matrices(io, "X", square=True)
     # LAPACK geev, as Paddle's CPU kernel: unit-norm eigenvectors whose largest component is real; always complex
     # (numpy gives a real array when every eigenvalue is real)
     values, vectors = _eig(io, x, vectors=True)
@@ -342,13 +342,13 @@ def eig(io: OpScope) -> None:
 
 @host_kernel("eigvals")
 def eigvals(io: OpScope) -> None:
-    x = _matrices(io, "X", square=True)
+    x = matrices(io, "X", square=True)
     io.set_output("Out", _eig(io, x, vectors=False).astype(_COMPLEX_OF[x.dtype]))
 
 
 @host_kernel("lu")
 def lu(io: OpScope) -> None:
-    x = _matrices(io, "X")
+    x = matrices(io, "X")
     if not io.attr("pivots", io.attr("pivot", True)):
         raise io.error("lu without pivoting is not implemented on the CPU (Paddle's kernel refuses pivot=False)")
     factors, pivots, infos = _getrf(x)
@@ -359,7 +359,7 @@ def lu(io: OpScope) -> None:
 
 @host_kernel("lu_unpack")
 def lu_unpack(io: OpScope) -> None:
-    factors = _matrices(io, "X")
+    factors = matrices(io, "X")
     m, n = factors.shape[-2:]
     steps = min(m, n)
     # Paddle leaves the outputs of a part it does not unpack unallocated: they are not bound here either
@@ -376,7 +376,7 @@ def lu_unpack(io: OpScope) -> None:
 
 @host_kernel("slogdet_v2")
 def slogdet_v2(io: OpScope) -> None:
-    x = _matrices(io, slot(io, "X", "x"), square=True)
+    x = matrices(io, slot(io, "X", "x"), square=True)
     factors, pivots, _ = _getrf(x)
     swaps = np.count_nonzero(pivots != np.arange(pivots.shape[-1]), axis=-1)
     # Paddle takes sign and log|det| of the determinant itself, in the input's precision: a product that
@@ -394,7 +394,7 @@ def slogdet_v2(io: OpScope) -> None:
 def matrix_rank(io: OpScope) -> None:
     """The legacy op and PIR's matrix_rank_tol (its tolerance tensor in 'atol_tensor'): absolute tolerance `tol`
     (or the tensor); with use_default_tol, eps * max(M, N) * sigma_max instead."""
-    x = _matrices(io, "X")
+    x = matrices(io, "X")
     eps_rtol = np.finfo(x.dtype).eps * max(x.shape[-2:])
     rtol = x.dtype.type(eps_rtol if io.attr("use_default_tol", True) else 0)
     tol_slot = "TolTensor" if io.has_input("TolTensor") else "atol_tensor"
@@ -407,7 +407,7 @@ def matrix_rank(io: OpScope) -> None:
 
 @host_kernel("matrix_rank_atol_rtol")
 def matrix_rank_atol_rtol(io: OpScope) -> None:
-    x = _matrices(io, "x")
+    x = matrices(io, "x")
     atol = io.input("atol").astype(x.dtype)
     if io.has_input("rtol"):
         rtol = io.input("rtol").astype(x.dtype)

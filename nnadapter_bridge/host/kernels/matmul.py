@@ -13,12 +13,13 @@ naming the op. An overflow to inf (a determinant or power of large values) or a 
 result too: numpy's warning about it is not shown.
 
 Entry points: its kernels, registered with `@host_kernel` (the executor finds them in `registry.HOST_KERNELS`).
-Imports the registry and numpy; never a driver (`hal`) or a floor above the host.
+Imports the registry, numpy and linalg's `matrices`; never a driver (`hal`) or a floor above the host.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from nnadapter_bridge.host.kernels.linalg import matrices
 from nnadapter_bridge.host.kernels.registry import FLOATS, OpScope, host_kernel, require
 
 
@@ -120,18 +121,9 @@ def diagonal(io: OpScope) -> None:
     io.set_output("Out", np.diagonal(x, offset, axis1, axis2).copy())
 
 
-def square_input(io: OpScope, slot: str) -> np.ndarray:
-    x = io.input(slot)
-    if x.dtype not in FLOATS:
-        raise io.error(f"Paddle's CPU kernel has no {x.dtype} form (it takes float32, float64)")
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
-        raise io.error(f"the input must be a batch of square matrices, got shape {list(x.shape)}")
-    return x
-
-
 @host_kernel("determinant")
 def determinant(io: OpScope) -> None:
-    x = square_input(io, "Input")
+    x = matrices(io, "Input", square=True)
     with np.errstate(all="ignore"):
         out = np.linalg.det(x.astype(np.float64)) if x.size else np.ones(x.shape[:-2])
     io.set_output("Out", np.asarray(out).astype(x.dtype))
@@ -139,7 +131,7 @@ def determinant(io: OpScope) -> None:
 
 @host_kernel("slogdeterminant")
 def slogdeterminant(io: OpScope) -> None:
-    x = square_input(io, "Input")
+    x = matrices(io, "Input", square=True)
     with np.errstate(all="ignore"):  # a singular matrix: log|det| = -inf
         sign, logdet = np.linalg.slogdet(x.astype(np.float64))
     io.set_output("Out", np.stack([np.asarray(sign), np.asarray(logdet)]).astype(x.dtype))
@@ -147,7 +139,7 @@ def slogdeterminant(io: OpScope) -> None:
 
 @host_kernel("inverse")
 def inverse(io: OpScope) -> None:
-    x = square_input(io, "Input")
+    x = matrices(io, "Input", square=True)
     try:
         out = np.linalg.inv(x)
     except np.linalg.LinAlgError as e:
@@ -157,7 +149,7 @@ def inverse(io: OpScope) -> None:
 
 @host_kernel("cholesky")
 def cholesky(io: OpScope) -> None:
-    x = square_input(io, "X")
+    x = matrices(io, "X", square=True)
     try:
         lower = np.linalg.cholesky(x)
     except np.linalg.LinAlgError as e:
@@ -168,7 +160,7 @@ def cholesky(io: OpScope) -> None:
 
 @host_kernel("matrix_power")
 def matrix_power(io: OpScope) -> None:
-    x = square_input(io, "X")
+    x = matrices(io, "X", square=True)
     n = int(io.attr("n", 1))
     try:
         with np.errstate(all="ignore"):
