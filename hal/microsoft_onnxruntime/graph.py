@@ -50,6 +50,7 @@ from nnadapter_bridge.errors import NNAdapterError, OperationError
 from nnadapter_bridge.nnadapter.codes import FuseCode
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
+from nnadapter_bridge.nnadapter.operations import dequantize
 from nnadapter_bridge.nnadapter.operations.common import known
 from nnadapter_bridge.nnadapter.types import Operand, OperandType, Operation
 
@@ -81,17 +82,6 @@ def onnx_type(dtype) -> int:
         return _ONNX_TYPES[np.dtype(dtype)]
     except KeyError:
         raise Unsupported(f"dtype {np.dtype(dtype)} has no ONNX tensor type") from None
-
-
-def dequantize_array(values: np.ndarray, t: OperandType) -> np.ndarray:
-    """The float32 real values of a quantized constant, computed as builtin_device computes them."""
-    real = np.asarray(values).astype(np.float32)
-    if t.is_per_channel:
-        shape = [1] * real.ndim
-        if real.ndim:
-            shape[t.channel_dim] = -1
-        return real * np.asarray(t.scales, dtype=np.float32).reshape(shape)
-    return (real - np.float32(t.zero_point)) * np.float32(t.scale)
 
 
 class GraphBuilder:
@@ -182,7 +172,7 @@ class GraphBuilder:
             return self.float_results[operand.index]
         if operand.index not in self._float_views:
             if operand.is_constant:
-                name = self.const(dequantize_array(operand.value, operand.type), hint="dq")
+                name = self.const(dequantize(np.asarray(operand.value), operand.type), hint="dq")
             else:
                 name = self.dequantize(self.raw(op, i), operand.type)
             self._float_views[operand.index] = name
@@ -304,7 +294,7 @@ class GraphBuilder:
         v = self.value(op, i)
         operand = op.inputs[i]
         if v is not None:
-            array = dequantize_array(v, operand.type) if operand.type.is_quantized else np.asarray(v)
+            array = dequantize(np.asarray(v), operand.type)
             return self.scalar(array.reshape(-1)[0], dtype)
         name = self.one("Reshape", [self.x(op, i), self.i64([])])
         if np.dtype(dtype) != (np.float32 if operand.type.is_quantized else operand.type.dtype):
