@@ -72,7 +72,7 @@ PEER_SPREAD = {"resnet50_vd"}
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
-                   "mask_rcnn"}
+                   "mask_rcnn", "cascade_rcnn"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -145,12 +145,15 @@ _FPN_DISTRIBUTE = ("NNAdapter has no operation that splits RoIs into FPN levels 
 _RCNN_NMS = ("RCNN heads give multiclass_nms3 its second input form (per-class boxes [M, C, 4], scores [M, C] with "
              "rois_num) and the NON_MAX_SUPPRESSION built around the SDK's NonMaxSuppression (boxes shared by all "
              "classes) does not compose that form yet: its host kernel runs it")
+# model -> (while, conditional_block, tensor_array_to_tensor, lod_array_length, distribute_fpn_proposals) counts;
+# Cascade R-CNN distributes each of its three stages' RoIs over the FPN levels.
+_RCNN_HOST_COUNTS = {"faster_rcnn": (4, 2, 7, 1, 1), "mask_rcnn": (5, 4, 7, 1, 1), "cascade_rcnn": (3, 4, 5, 2, 3)}
 for _device in DEVICES:
-    for _name, (_loops, _branches) in {"faster_rcnn": (4, 2), "mask_rcnn": (5, 4)}.items():
+    for _name, (_loops, _branches, _arrays, _lengths, _distributes) in _RCNN_HOST_COUNTS.items():
         EXPECTED_HOST_OPS[(_name, _device)] = {
             "while": (_loops, _IMAGE_LOOPS), "conditional_block": (_branches, _IMAGE_LOOPS),
-            "tensor_array_to_tensor": (7, _LOOP_ARRAYS), "lod_array_length": (1, _LOOP_ARRAYS),
-            "distribute_fpn_proposals": (1, _FPN_DISTRIBUTE)}
+            "tensor_array_to_tensor": (_arrays, _LOOP_ARRAYS), "lod_array_length": (_lengths, _LOOP_ARRAYS),
+            "distribute_fpn_proposals": (_distributes, _FPN_DISTRIBUTE)}
         if _device in ("intel_openvino", "microsoft_onnxruntime"):
             EXPECTED_HOST_OPS[(_name, _device)]["multiclass_nms3"] = (1, _RCNN_NMS)
 
@@ -379,6 +382,23 @@ _XNN_HOST = {
         "roi_align": (4, _xnn_lacks("ROI_ALIGN")), "strided_slice": (4, _XNN_STEPS),
         "nearest_interp_v2": (3, _XNN_NEAREST), "pool2d": (1, _XNN_ONE_BY_ONE_MAX_POOL),
         "gather": (1, _xnn_lacks("GATHER")), "expand_v2": (1, _xnn_lacks("EXPAND")),
+        "where": (1, _xnn_lacks("WHERE")), "multiclass_nms3": (1, _XNN_NMS),
+    },
+    "cascade_rcnn": {
+        "shape": (15, _XNN_INTEGER), "slice": (26, _XNN_INTEGER), "fill_constant": (14, _XNN_INTEGER),
+        "assign": (12, _XNN_INTEGER), "scale": (10, _XNN_INTEGER), "cast": (10, _XNN_INTEGER),
+        "range": (13, _XNN_INTEGER), "meshgrid": (5, _XNN_INTEGER), "less_than": (3, _XNN_INTEGER),
+        "greater_than": (4, _XNN_INTEGER), "logical_not": (2, _XNN_INTEGER), "logical_and": (1, _XNN_INTEGER),
+        "stack": (3, _XNN_INTEGER), "concat": (4, _XNN_INTEGER), "split": (1, _XNN_INTEGER),
+        "unsqueeze2": (1, _XNN_INTEGER), "assign_value": (1, _XNN_INTEGER),
+        "while": (3, _IMAGE_LOOPS), "conditional_block": (4, _IMAGE_LOOPS),
+        "tensor_array_to_tensor": (5, _LOOP_ARRAYS), "lod_array_length": (2, _LOOP_ARRAYS),
+        "distribute_fpn_proposals": (3, _FPN_DISTRIBUTE),
+        "roi_align": (12, _xnn_lacks("ROI_ALIGN")), "strided_slice": (12, _XNN_STEPS),
+        "clip": (8, "XNNPACK clamps between constant bounds, and CascadeHead clips each stage's boxes to the image "
+                    "size, a run-time input (im_shape)"),
+        "nearest_interp_v2": (3, _XNN_NEAREST), "pool2d": (1, _XNN_ONE_BY_ONE_MAX_POOL),
+        "gather": (3, _xnn_lacks("GATHER")), "expand_v2": (2, _xnn_lacks("EXPAND")),
         "where": (1, _xnn_lacks("WHERE")), "multiclass_nms3": (1, _XNN_NMS),
     },
     "mask_rcnn": {

@@ -946,13 +946,30 @@ def _ppdet_bbox_post_process_for_paddle3(post_process_class):
     return BBoxPostProcess
 
 
+def _ppdet_cascade_head_for_paddle3(cascade_head_class):
+    """ppdet 2.6's CascadeHead._get_rois_from_boxes concatenates `paddle.shape(rois)[0]` per image, 0-D in Paddle 3
+    (see _ppdet_rpn_head_for_paddle3): the same method with one-element slices, its eval path unchanged."""
+    import paddle
+
+    clip_bbox = _ppdet("bbox_utils").clip_bbox
+
+    class CascadeHead(cascade_head_class):
+        def _get_rois_from_boxes(self, boxes, im_shape):
+            rois = [clip_bbox(boxes_per_image, im_shape[i]) for i, boxes_per_image in enumerate(boxes)]
+            return rois, paddle.concat([paddle.shape(r)[0:1] for r in rois])
+
+    return CascadeHead
+
+
 def build_two_stage(name: str):
     """ppdet's two-stage detectors with their reference configs: Faster R-CNN (faster_rcnn_r50_fpn_1x_coco.yml:
     ResNet50 + FPN, RPNHead with AnchorGenerator and generate_proposals, RoIAlign BBoxHead with TwoFCHead,
     BBoxPostProcess with RCNNBox and MultiClassNMS) and Mask R-CNN (mask_rcnn_r50_fpn_1x_coco.yml: the same plus
-    MaskHead with MaskFeat and MaskPostProcess, whose paste_mask grid-samples each 28x28 mask onto the image), at a
-    320 px eval size; exported with im_shape, image, scale_factor (outputs bbox, bbox_num and, for Mask R-CNN, the
-    [N, 320, 320] int32 masks). The backbone's batch norms are built unfrozen (freeze_norm=False) so the calibration
+    MaskHead with MaskFeat and MaskPostProcess, whose paste_mask grid-samples each 28x28 mask onto the image) and
+    Cascade R-CNN (cascade_rcnn_r50_fpn_1x_coco.yml: Faster R-CNN's body with CascadeHead's three stages, each
+    re-pooling the last stage's boxes, and RCNNBox with variances 30, 30, 15, 15), at a 320 px eval size;
+    exported with im_shape, image, scale_factor (outputs bbox, bbox_num and, for Mask R-CNN, the [N, 320, 320]
+    int32 masks). The backbone's batch norms are built unfrozen (freeze_norm=False) so the calibration
     can move their statistics; exported, they are the same batch_norm ops."""
     import paddle
 
@@ -974,14 +991,25 @@ def build_two_stage(name: str):
     heads = _ppdet("heads.bbox_head")
     roi = _ppdet("heads.roi_extractor").RoIAlign
     spatial_scale = [1.0 / i.stride for i in levels]
-    two_fc = heads.TwoFCHead(in_channel=levels[0].channels, out_channel=1024, resolution=7)
-    bbox_head = heads.BBoxHead(two_fc, in_channel=1024, num_classes=80, roi_extractor=roi(
-        resolution=7, sampling_ratio=0, aligned=True, spatial_scale=spatial_scale))
+    box_roi = roi(resolution=7, sampling_ratio=0, aligned=True, spatial_scale=spatial_scale)
+    if name == "cascade_rcnn":  # CascadeHead: three stages of CascadeTwoFCHead, class-agnostic box deltas
+        cascade = _ppdet("heads.cascade_head")
+        bbox_head = _ppdet_cascade_head_for_paddle3(cascade.CascadeHead)(
+            cascade.CascadeTwoFCHead(in_channel=levels[0].channels, out_channel=1024, resolution=7),
+            in_channel=1024, num_classes=80, roi_extractor=box_roi)
+        score_layers, box_variance = list(bbox_head.bbox_score_list), [30.0, 30.0, 15.0, 15.0]
+    else:
+        two_fc = heads.TwoFCHead(in_channel=levels[0].channels, out_channel=1024, resolution=7)
+        bbox_head = heads.BBoxHead(two_fc, in_channel=1024, num_classes=80, roi_extractor=box_roi)
+        score_layers, box_variance = [bbox_head.bbox_score], [10.0, 10.0, 5.0, 5.0]
     post_process = _ppdet("post_process")
     bbox_post = _ppdet_bbox_post_process_for_paddle3(post_process.BBoxPostProcess)(
-        num_classes=80, decode=nms_module.RCNNBox(num_classes=80),
+        num_classes=80, decode=nms_module.RCNNBox(prior_box_var=box_variance, num_classes=80),
         nms=nms_module.MultiClassNMS(keep_top_k=100, score_threshold=0.05, nms_threshold=0.5))
-    if name == "faster_rcnn":
+    if name == "cascade_rcnn":
+        net = _ppdet("architectures.cascade_rcnn").CascadeRCNN(backbone, rpn_head, bbox_head, bbox_post, neck=neck)
+        model = _ppdet_export_with_im_shape(net)
+    elif name == "faster_rcnn":
         net = _ppdet("architectures.faster_rcnn").FasterRCNN(backbone, rpn_head, bbox_head, bbox_post, neck=neck)
         model = _ppdet_export_with_im_shape(net)
     elif name == "mask_rcnn":
@@ -1021,7 +1049,8 @@ def build_two_stage(name: str):
         # order and their NMS are decided by clear differences; the 81 class logits spread to std 3, so a few classes
         # per RoI pass the 0.05 softmax threshold and MultiClassNMS keeps and suppresses many boxes.
         spread_score_channels([rpn_head.rpn_rois_score], slice(None), lambda: model(*probe), mean=0.0, std=2.0)
-        spread_linear_outputs(bbox_head.bbox_score, slice(None), lambda: model(*probe), std=3.0)
+        for layer in score_layers:
+            spread_linear_outputs(layer, slice(None), lambda: model(*probe), std=3.0)
         if name == "mask_rcnn":
             # Mask logits spread to std 4: few pasted pixels sit near the 0.5 threshold.
             spread_score_channels([mask_head.mask_fcn_logits], slice(None), lambda: model(*probe), mean=0.0,
@@ -1261,7 +1290,7 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
-                 "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage}
+                 "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -82,4 +82,6 @@ MODELS = {
                                   "levels, TwoFCHead, RCNNBox + multiclass_nms3)")),
     "mask_rcnn": ("paddledet", ("Mask R-CNN (Faster R-CNN's body plus MaskHead and MaskPostProcess's paste_mask "
                                 "by grid_sample)")),
+    "cascade_rcnn": ("paddledet", ("Cascade R-CNN (Faster R-CNN's body with CascadeHead: three RoIAlign + "
+                                   "CascadeTwoFCHead stages, RCNNBox + multiclass_nms3)")),
 }
