@@ -26,7 +26,9 @@ exists: about 1 minute, plus about 3 minutes to build the eight models the first
 `NNADAPTER_BRIDGE_FULL_ZOO=1 python -m pytest -q tests/e2e/test_real_zoo.py` (12 minutes on 2 cores with every
 model to build, RT-DETR the longest; about 1 minute once they are cached), before the classification, segmentation
 and the 15 detection, OCR, keypoint and NLP models added since: the latter take about 7 minutes more on a loaded
-2-core machine once built, their builds 1-10 minutes each (PP-YOLOv2 and PP-OCRv5 server det the longest).
+2-core machine once built, their builds 1-10 minutes each (PP-YOLOv2 and PP-OCRv5 server det the longest). The
+two-stage detectors (Faster, Mask and Cascade R-CNN) take about 6 minutes more, with Mask R-CNN's two one-ulp Paddle
+runs for its mask spread; their builds 1-3 minutes each.
 """
 from __future__ import annotations
 
