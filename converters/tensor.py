@@ -27,6 +27,7 @@ from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.errors import ModelFormatError
 from nnadapter_bridge.loader.dtypes import VarTypeCode
+from nnadapter_bridge.loader.program import VarRef
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.codes import PadMode, Precision
 
@@ -44,15 +45,21 @@ def convert_concat(ctx: ConversionContext, v: OpView) -> None:
     ctx.add(T.CONCAT, [*parts, ctx.const_i32(axis)], [ctx.output(v.output("Out"))])
 
 
-def _split_at_run_time(ctx: ConversionContext, v: OpView, x, axis: int, outs: list) -> None:
+def _split_at_run_time(ctx: ConversionContext, v: OpView, x, axis: int, outs: list,
+                       sections: str | None = None) -> None:
     """SPLIT by sizes known only at run time (Deformable DETR's and DINO's levels: each H * W from the feature
-    maps' shapes): each part a SLICE between running sums of the sizes, a -1 among them the axis's rest (Paddle
-    infers at most one)."""
+    maps' shapes, one tensor each in `SectionsTensorList`; or all in the one tensor `sections` names, Cascade
+    R-CNN's per-image box counts): each part a SLICE between running sums of the sizes, a -1 among them the axis's
+    rest (Paddle infers at most one)."""
     var = outs[0]
     sizes = []
-    for k, name in enumerate(v.inputs("SectionsTensorList")):
+    for k in range(len(outs)):
         flat = ctx.temp(var, f"section{k}_1d")
-        ctx.add(T.RESHAPE, [ctx.input(name), ctx.const_i32([1])], [flat])
+        if sections is None:
+            ctx.add(T.RESHAPE, [ctx.input(v.inputs("SectionsTensorList")[k]), ctx.const_i32([1])], [flat])
+        else:
+            ctx.add(T.SLICE, [ctx.input(sections), ctx.const_i32([0]), ctx.const_i32([k]), ctx.const_i32([k + 1]),
+                              ctx.const_i32([1])], [flat])
         sizes.append(ctx.cast(flat, Precision.INT32, var, f"section{k}"))
     shape = ctx.temp(var, "shape")
     ctx.add(T.SHAPE, [x, ctx.const_i32(int(Precision.INT32))], [shape])
@@ -78,12 +85,19 @@ def _split_at_run_time(ctx: ConversionContext, v: OpView, x, axis: int, outs: li
            check=needs_constant("AxisTensor", what="SPLIT's axis"))
 def convert_split(ctx: ConversionContext, v: OpView) -> None:
     """`num` > 0 cuts the axis into equal parts; otherwise `sections` (one -1 inferred, or the
-    `SectionsTensorList`) gives the sizes: parameters or values known now make one SPLIT, sizes known only at run
-    time SLICEs (_split_at_run_time)."""
+    `SectionsTensorList`, or one tensor of all the sizes) gives the sizes: parameters or values known now make one
+    SPLIT, sizes known only at run time SLICEs (_split_at_run_time)."""
     x = ctx.input(v.input("X"))
     axis = scalar_attr_or_tensor(ctx, v.op, "axis", "AxisTensor", 0)
     outs = v.outputs("Out")
     num = v.attr_int("num", 0)
+    sections = v.op.attr("sections")
+    if isinstance(sections, VarRef):  # one run-time tensor of the sizes (a known one was resolved into the attr)
+        if tuple(ctx.dims(sections.name)) != (len(outs),):
+            raise ctx.error(f"sections tensor {sections.name!r} of shape {ctx.dims(sections.name)} for "
+                            f"{len(outs)} outputs")
+        _split_at_run_time(ctx, v, x, axis + ctx.rank(x) if axis < 0 else axis, outs, sections=sections.name)
+        return
     if v.inputs("SectionsTensorList") and runtime_inputs(v.op, ctx, "SectionsTensorList"):
         if len(v.inputs("SectionsTensorList")) != len(outs):
             raise ctx.error(f"{len(v.inputs('SectionsTensorList'))} sections but {len(outs)} outputs")

@@ -232,6 +232,19 @@ def test_split_sections_known_at_run_time_only(tmp_path, s0, s1, dtype):
                {"x": rand((2, 20, 3)), "s0": np.array(s0, dtype), "s1": np.array(s1, dtype)})
 
 
+@pytest.mark.parametrize("counts", [[7], [3, 4], [0, 7]])
+def test_split_sections_in_one_run_time_tensor(tmp_path, counts):
+    """Cascade R-CNN's per-image box counts: PIR's split takes a list of run-time values as one stacked tensor,
+    which the translated op keeps as a tensor-valued `sections` attribute."""
+    def build(x, n):
+        sizes = [n[0]] if len(counts) == 1 else [n[0], n[1]]
+        return x.split(sizes, axis=0)
+
+    feeds = {"x": rand((7, 4)), "n": np.array(counts, "int64")}
+    _, result, _ = run_pir(tmp_path, "split", build, feeds)
+    assert "split" in {origin.type for origin in result.operation_origin if origin is not None}
+
+
 @pytest.mark.parametrize("device", ["intel_openvino", "microsoft_onnxruntime"])
 def test_split_sections_known_at_run_time_only_run_on_the_device(tmp_path, device):
     from support.converter_harness import device_predictor

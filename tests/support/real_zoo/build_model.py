@@ -831,6 +831,237 @@ def build_detector_more(name: str):
     return model, specs
 
 
+def spread_linear_outputs(layer, columns, probe, std: float) -> None:
+    """Rescale the output columns `columns` of a Linear layer (Paddle stores its weight [in, out]) so that their
+    outputs on the probe input have standard deviation `std` around their own mean (a softmax reads differences)."""
+    import paddle
+
+    seen = {}
+    hook = layer.register_forward_post_hook(lambda _, inputs, output: seen.update(out=output.numpy()[:, columns]))
+    with paddle.no_grad():
+        probe()
+    hook.remove()
+    factor = std / max(float(seen["out"].std()), 1e-6)
+    weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
+    weight[:, columns] *= factor
+    bias[columns] *= factor
+    layer.weight.set_value(paddle.to_tensor(weight))
+    layer.bias.set_value(paddle.to_tensor(bias))
+
+
+def _ppdet_rpn_head_for_paddle3(rpn_head_class):
+    """ppdet 2.6's RPNHead._gen_proposal collects each image's proposal count as `paddle.shape(rois)[0]` and
+    concatenates them: a 1-D tensor in Paddle 2, a 0-D one in Paddle 3, which concat refuses ("The axis is expected
+    to be in range of [0, 0)"). The same method with the counts taken as `paddle.shape(rois)[0:1]` (1-D, as Paddle 2
+    gave them); everything else is ppdet's non-ONNX path unchanged."""
+    import paddle
+
+    class RPNHead(rpn_head_class):
+        def _gen_proposal(self, scores, bbox_deltas, anchors, inputs):
+            prop_gen = self.train_proposal if self.training else self.test_proposal
+            im_shape = inputs["im_shape"]
+            bs_rois_collect = []
+            bs_rois_num_collect = []
+            batch_size = paddle.slice(paddle.shape(im_shape), [0], [0], [1])
+            for i in range(batch_size):
+                rpn_rois_list, rpn_prob_list = [], []
+                for rpn_score, rpn_delta, anchor in zip(scores, bbox_deltas, anchors):
+                    rpn_rois, rpn_rois_prob, _, post_nms_top_n = prop_gen(
+                        scores=rpn_score[i:i + 1], bbox_deltas=rpn_delta[i:i + 1], anchors=anchor,
+                        im_shape=im_shape[i:i + 1])
+                    rpn_rois_list.append(rpn_rois)
+                    rpn_prob_list.append(rpn_rois_prob)
+                if len(scores) > 1:
+                    rpn_rois = paddle.concat(rpn_rois_list)
+                    rpn_prob = paddle.concat(rpn_prob_list).flatten()
+                    num_rois = paddle.shape(rpn_prob)[0].cast("int32")
+                    if num_rois > post_nms_top_n:
+                        _, topk_inds = paddle.topk(rpn_prob, post_nms_top_n)
+                        topk_rois = paddle.gather(rpn_rois, topk_inds)
+                    else:
+                        topk_rois = rpn_rois
+                else:
+                    topk_rois = rpn_rois_list[0]
+                bs_rois_collect.append(topk_rois)
+                bs_rois_num_collect.append(paddle.shape(topk_rois)[0:1])
+            return bs_rois_collect, paddle.concat(bs_rois_num_collect)
+
+    return RPNHead
+
+
+def _ppdet_bbox_post_process_for_paddle3(post_process_class):
+    """ppdet 2.6's BBoxPostProcess.get_pred indexes per-image scalars as `bbox_num[i]` and `scale_factor[i][0]`
+    and concatenates them: 1-D in Paddle 2, 0-D in Paddle 3, which concat refuses. The same method with those taken
+    as one-element slices (what later PaddleDetection releases do); everything else is ppdet's non-ONNX path."""
+    import paddle
+
+    nonempty_bbox = _ppdet("bbox_utils").nonempty_bbox
+
+    class BBoxPostProcess(post_process_class):
+        def get_pred(self, bboxes, bbox_num, im_shape, scale_factor):
+            bboxes_list, bbox_num_list = [], []
+            id_start = 0
+            fake_bboxes = paddle.to_tensor(np.array([[0., 0.0, 0.0, 0.0, 1.0, 1.0]], dtype="float32"))
+            fake_bbox_num = paddle.to_tensor(np.array([1], dtype="int32"))
+            for i in range(bbox_num.shape[0]):
+                if bbox_num[i] == 0:
+                    bboxes_i = fake_bboxes
+                    bbox_num_i = fake_bbox_num
+                else:
+                    bboxes_i = bboxes[id_start:id_start + bbox_num[i], :]
+                    bbox_num_i = bbox_num[i:i + 1]
+                    id_start += bbox_num[i]
+                bboxes_list.append(bboxes_i)
+                bbox_num_list.append(bbox_num_i)
+            bboxes = paddle.concat(bboxes_list)
+            bbox_num = paddle.concat(bbox_num_list)
+            origin_shape = paddle.floor(im_shape / scale_factor + 0.5)
+            origin_shape_list, scale_factor_list = [], []
+            for i in range(bbox_num.shape[0]):
+                expand_shape = paddle.expand(origin_shape[i:i + 1, :], [bbox_num[i], 2])
+                scale_y, scale_x = scale_factor[i][0:1], scale_factor[i][1:2]
+                scale = paddle.concat([scale_x, scale_y, scale_x, scale_y])
+                expand_scale = paddle.expand(scale, [bbox_num[i], 4])
+                origin_shape_list.append(expand_shape)
+                scale_factor_list.append(expand_scale)
+            self.origin_shape_list = paddle.concat(origin_shape_list)
+            scale_factor_list = paddle.concat(scale_factor_list)
+            pred_label = bboxes[:, 0:1]
+            pred_score = bboxes[:, 1:2]
+            pred_bbox = bboxes[:, 2:]
+            scaled_bbox = pred_bbox / scale_factor_list
+            origin_h = self.origin_shape_list[:, 0]
+            origin_w = self.origin_shape_list[:, 1]
+            zeros = paddle.zeros_like(origin_h)
+            x1 = paddle.maximum(paddle.minimum(scaled_bbox[:, 0], origin_w), zeros)
+            y1 = paddle.maximum(paddle.minimum(scaled_bbox[:, 1], origin_h), zeros)
+            x2 = paddle.maximum(paddle.minimum(scaled_bbox[:, 2], origin_w), zeros)
+            y2 = paddle.maximum(paddle.minimum(scaled_bbox[:, 3], origin_h), zeros)
+            pred_bbox = paddle.stack([x1, y1, x2, y2], axis=-1)
+            keep_mask = paddle.unsqueeze(nonempty_bbox(pred_bbox, return_mask=True), [1])
+            pred_label = paddle.where(keep_mask, pred_label, paddle.ones_like(pred_label) * -1)
+            pred_result = paddle.concat([pred_label, pred_score, pred_bbox], axis=1)
+            return bboxes, pred_result, bbox_num
+
+    return BBoxPostProcess
+
+
+def _ppdet_cascade_head_for_paddle3(cascade_head_class):
+    """ppdet 2.6's CascadeHead._get_rois_from_boxes concatenates `paddle.shape(rois)[0]` per image, 0-D in Paddle 3
+    (see _ppdet_rpn_head_for_paddle3): the same method with one-element slices, its eval path unchanged."""
+    import paddle
+
+    clip_bbox = _ppdet("bbox_utils").clip_bbox
+
+    class CascadeHead(cascade_head_class):
+        def _get_rois_from_boxes(self, boxes, im_shape):
+            rois = [clip_bbox(boxes_per_image, im_shape[i]) for i, boxes_per_image in enumerate(boxes)]
+            return rois, paddle.concat([paddle.shape(r)[0:1] for r in rois])
+
+    return CascadeHead
+
+
+def build_two_stage(name: str):
+    """ppdet's two-stage detectors with their reference configs: Faster R-CNN (faster_rcnn_r50_fpn_1x_coco.yml:
+    ResNet50 + FPN, RPNHead with AnchorGenerator and generate_proposals, RoIAlign BBoxHead with TwoFCHead,
+    BBoxPostProcess with RCNNBox and MultiClassNMS) and Mask R-CNN (mask_rcnn_r50_fpn_1x_coco.yml: the same plus
+    MaskHead with MaskFeat and MaskPostProcess, whose paste_mask grid-samples each 28x28 mask onto the image) and
+    Cascade R-CNN (cascade_rcnn_r50_fpn_1x_coco.yml: Faster R-CNN's body with CascadeHead's three stages, each
+    re-pooling the last stage's boxes, and RCNNBox with variances 30, 30, 15, 15), at a 320 px eval size;
+    exported with im_shape, image, scale_factor (outputs bbox, bbox_num and, for Mask R-CNN, the [N, 320, 320]
+    int32 masks). The backbone's batch norms are built unfrozen (freeze_norm=False) so the calibration
+    can move their statistics; exported, they are the same batch_norm ops."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone = _ppdet("backbones.resnet").ResNet(depth=50, norm_type="bn", freeze_at=0, return_idx=[0, 1, 2, 3],
+                                                 num_stages=4, freeze_norm=False)
+    neck = _ppdet("necks.fpn").FPN(in_channels=[i.channels for i in backbone.out_shape], out_channel=256,
+                                   spatial_scales=[1.0 / i.stride for i in backbone.out_shape])
+    levels = neck.out_shape
+    rpn = _ppdet("proposal_generator.rpn_head")
+    anchors = _ppdet("proposal_generator.anchor_generator").AnchorGenerator(
+        aspect_ratios=[0.5, 1.0, 2.0], anchor_sizes=[[32], [64], [128], [256], [512]], strides=[4, 8, 16, 32, 64])
+    proposals = _ppdet("proposal_generator.proposal_generator").ProposalGenerator
+    rpn_head = _ppdet_rpn_head_for_paddle3(rpn.RPNHead)(anchor_generator=anchors, test_proposal=proposals(
+        min_size=0.0, nms_thresh=0.7, pre_nms_top_n=1000, post_nms_top_n=1000, topk_after_collect=False),
+        in_channel=levels[0].channels)
+    heads = _ppdet("heads.bbox_head")
+    roi = _ppdet("heads.roi_extractor").RoIAlign
+    spatial_scale = [1.0 / i.stride for i in levels]
+    box_roi = roi(resolution=7, sampling_ratio=0, aligned=True, spatial_scale=spatial_scale)
+    if name == "cascade_rcnn":  # CascadeHead: three stages of CascadeTwoFCHead, class-agnostic box deltas
+        cascade = _ppdet("heads.cascade_head")
+        bbox_head = _ppdet_cascade_head_for_paddle3(cascade.CascadeHead)(
+            cascade.CascadeTwoFCHead(in_channel=levels[0].channels, out_channel=1024, resolution=7),
+            in_channel=1024, num_classes=80, roi_extractor=box_roi)
+        score_layers, box_variance = list(bbox_head.bbox_score_list), [30.0, 30.0, 15.0, 15.0]
+    else:
+        two_fc = heads.TwoFCHead(in_channel=levels[0].channels, out_channel=1024, resolution=7)
+        bbox_head = heads.BBoxHead(two_fc, in_channel=1024, num_classes=80, roi_extractor=box_roi)
+        score_layers, box_variance = [bbox_head.bbox_score], [10.0, 10.0, 5.0, 5.0]
+    post_process = _ppdet("post_process")
+    bbox_post = _ppdet_bbox_post_process_for_paddle3(post_process.BBoxPostProcess)(
+        num_classes=80, decode=nms_module.RCNNBox(prior_box_var=box_variance, num_classes=80),
+        nms=nms_module.MultiClassNMS(keep_top_k=100, score_threshold=0.05, nms_threshold=0.5))
+    if name == "cascade_rcnn":
+        net = _ppdet("architectures.cascade_rcnn").CascadeRCNN(backbone, rpn_head, bbox_head, bbox_post, neck=neck)
+        model = _ppdet_export_with_im_shape(net)
+    elif name == "faster_rcnn":
+        net = _ppdet("architectures.faster_rcnn").FasterRCNN(backbone, rpn_head, bbox_head, bbox_post, neck=neck)
+        model = _ppdet_export_with_im_shape(net)
+    elif name == "mask_rcnn":
+        masks = _ppdet("heads.mask_head")
+        mask_head = masks.MaskHead(masks.MaskFeat(in_channel=levels[0].channels, out_channel=256, num_convs=4),
+                                   roi_extractor=roi(resolution=14, sampling_ratio=0, aligned=True,
+                                                     spatial_scale=spatial_scale),
+                                   num_classes=80, share_bbox_feat=False)
+        net = _ppdet("architectures.mask_rcnn").MaskRCNN(backbone, rpn_head, bbox_head, mask_head, bbox_post,
+                                                         post_process.MaskPostProcess(binary_thresh=0.5), neck=neck)
+
+        class MaskExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, im_shape, image, scale_factor):
+                out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+                return out["bbox"], out["bbox_num"], out["mask"]
+
+        model = MaskExport(net)
+    else:
+        raise AssertionError(name)
+    # ppdet's export declares image [-1, 3, -1, -1] when the TestReader has no inputs_def (faster_fpn_reader.yml and
+    # mask_fpn_reader.yml have none: the images are resized keeping their ratio and padded to a multiple of 32).
+    specs = [Spec("im_shape", [-1, 2], [1, 2], low=size, high=size),
+             Spec("image", [-1, 3, -1, -1], [1, 3, size, size]),
+             Spec("scale_factor", [-1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # The RPN's objectness (std 0.01 at initialisation: every anchor ties) spread to std 2, so the proposals'
+        # order and their NMS are decided by clear differences; the 81 class logits spread to std 3, so a few classes
+        # per RoI pass the 0.05 softmax threshold and MultiClassNMS keeps and suppresses many boxes.
+        spread_score_channels([rpn_head.rpn_rois_score], slice(None), lambda: model(*probe), mean=0.0, std=2.0)
+        for layer in score_layers:
+            spread_linear_outputs(layer, slice(None), lambda: model(*probe), std=3.0)
+        if name == "mask_rcnn":
+            # Mask logits spread to std 4: few pasted pixels sit near the 0.5 threshold.
+            spread_score_channels([mask_head.mask_fcn_logits], slice(None), lambda: model(*probe), mean=0.0,
+                                  std=4.0)
+        out = model(*probe)
+        print(f"{name}: {int(out[1].numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 def build_tinypose(name: str):
     """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
     as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
@@ -1058,7 +1289,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
                  "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
-                 "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more}
+                 "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
+                 "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

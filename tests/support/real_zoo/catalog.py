@@ -77,4 +77,11 @@ MODELS = {
     "electra_token_cls": ("paddlenlp", "ElectraForTokenClassification (tiny config)"),
     "ernie_m": ("paddlenlp", "ErnieMForSequenceClassification (tiny config, 250002-word vocabulary)"),
     "bigru_crf": ("paddlenlp", "BiGruCrf lexical analysis (two bidirectional GRU layers, viterbi_decode)"),
+    # Two-stage detectors.
+    "faster_rcnn": ("paddledet", ("Faster R-CNN (ResNet50 + FPN, RPN with generate_proposals, RoIAlign over FPN "
+                                  "levels, TwoFCHead, RCNNBox + multiclass_nms3)")),
+    "mask_rcnn": ("paddledet", ("Mask R-CNN (Faster R-CNN's body plus MaskHead and MaskPostProcess's paste_mask "
+                                "by grid_sample)")),
+    "cascade_rcnn": ("paddledet", ("Cascade R-CNN (Faster R-CNN's body with CascadeHead: three RoIAlign + "
+                                   "CascadeTwoFCHead stages, RCNNBox + multiclass_nms3)")),
 }
