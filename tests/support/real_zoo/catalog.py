@@ -77,4 +77,9 @@ MODELS = {
     "electra_token_cls": ("paddlenlp", "ElectraForTokenClassification (tiny config)"),
     "ernie_m": ("paddlenlp", "ErnieMForSequenceClassification (tiny config, 250002-word vocabulary)"),
     "bigru_crf": ("paddlenlp", "BiGruCrf lexical analysis (two bidirectional GRU layers, viterbi_decode)"),
+    # Transformer detectors (ppdet's DETR architecture) at their reference configs' full depth, 320 px.
+    "deformable_detr": ("paddledet", ("Deformable DETR (ResNet50, 4-level deformable encoder and decoder of 6 layers "
+                                      "each, 300 queries, focal-loss top-100)")),
+    "dino": ("paddledet", ("DINO 4-scale (ResNet50, deformable encoder and decoder of 6 layers each, 900 queries "
+                           "from the encoder's top-k, focal-loss top-300)")),
 }
