@@ -73,7 +73,7 @@ PEER_SPREAD = {"resnet50_vd"}
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "deformable_detr",
-                   "dino"}
+                   "dino", "yolox"}
 
 # (model, device) -> reason: combinations that fail today, marked xfail(strict=True).
 KNOWN_FAILURES: dict = {}
@@ -403,6 +403,11 @@ _XNN_HOST = {
         "concat": (4, _XNN_INTEGER), "elementwise_pow": (4, _xnn_lacks("POW")), "meshgrid": (4, _XNN_INTEGER),
         "tile": (4, _xnn_lacks("TILE")), "unsqueeze2": (2, _XNN_INTEGER), "top_k_v2": (1, _xnn_lacks("TOP_K")),
         "elementwise_mod": (1, _XNN_INTEGER), "gather_nd": (1, _XNN_INTEGER), "assign_value": (1, _XNN_INTEGER),
+    },
+    "yolox": {
+        "range": (6, _XNN_INTEGER), "cast": (6, _XNN_INTEGER), "strided_slice": (4, _XNN_STEPS),
+        "meshgrid": (3, _XNN_INTEGER), "nearest_interp_v2": (2, _XNN_NEAREST), "sqrt": (1, _xnn_lacks("POW")),
+        "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")), "multiclass_nms3": (1, _XNN_NMS),
     },
 }
 # (model, device) -> (subgraph runs allowed to move to the host at run time, why)

@@ -978,6 +978,60 @@ def build_detr(name: str):
     return model, specs
 
 
+
+def build_yolox(name: str):
+    """YOLOX-s (yolox_s_300e_coco.yml: CSPDarkNet arch X with depth 0.33 and width 0.50, YOLOCSPPAN, YOLOXHead with
+    sqrt(class x objectness) scores and multiclass_nms3 at threshold 0.001, top 10000, keep 1000, IoU 0.65) at a
+    320 px eval size instead of 640. Exported with image and scale_factor: YOLOX hands im_shape to its
+    post-processing, which reads no im_shape, so ppdet's export prunes it (tools/export_model.py's
+    _prune_input_spec)."""
+    import paddle
+
+    size = 320
+    _ppdet_nms_for_pir()
+    width, depth = 0.50, 0.33
+    backbone = _ppdet("backbones.csp_darknet").CSPDarkNet(arch="X", depth_mult=depth, width_mult=width,
+                                                          depthwise=False, act="silu", return_idx=[2, 3, 4])
+    neck = _ppdet("necks.yolo_fpn").YOLOCSPPAN(depth_mult=depth, in_channels=[i.channels for i in backbone.out_shape],
+                                               depthwise=False, act="silu")
+    nms = _ppdet("layers").MultiClassNMS(nms_top_k=10000, keep_top_k=1000, score_threshold=0.001,
+                                         nms_threshold=0.65)
+    head = _ppdet("heads.yolo_head").YOLOXHead(num_classes=80, width_mult=width, depthwise=False,
+                                               in_channels=[i.channels for i in neck.out_shape], l1_epoch=285,
+                                               act="silu", nms=nms)
+    net = _ppdet("architectures.yolox").YOLOX(backbone, neck, head, input_size=[size, size])
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            out = self.net({"im_shape": None, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    model = DetectionExport(net)
+    specs = _detection_specs(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Scores are sqrt(sigmoid(class) * sigmoid(objectness)) against a 0.001 threshold: class logits around -13
+        # (std 1.5) and objectness around -4 (std 1) let a few percent of the 2100 x 80 candidates through, tens
+        # of boxes per class for NMS.
+        spread_score_channels([branch[-1] for branch in head.conv_cls], slice(0, 80), lambda: model(*probe),
+                              mean=-13.0, std=1.5)
+        spread_score_channels([branch[-1] for branch in head.conv_reg], [4], lambda: model(*probe), mean=-4.0,
+                              std=1.0)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
 def build_tinypose(name: str):
     """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
     as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
@@ -1206,7 +1260,7 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more, "deformable_detr": build_detr,
-                 "dino": build_detr}
+                 "dino": build_detr, "yolox": build_yolox}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

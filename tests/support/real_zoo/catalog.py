@@ -82,4 +82,5 @@ MODELS = {
                                       "each, 300 queries, focal-loss top-100)")),
     "dino": ("paddledet", ("DINO 4-scale (ResNet50, deformable encoder and decoder of 6 layers each, 900 queries "
                            "from the encoder's top-k, focal-loss top-300)")),
+    "yolox": ("paddledet", "YOLOX-s (CSPDarkNet, YOLOCSPPAN, YOLOXHead, multiclass_nms3; 320 px)"),
 }
