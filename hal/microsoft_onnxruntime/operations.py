@@ -147,15 +147,20 @@ def _where(g: GraphBuilder, op: Operation):
 
 
 _UNARY = {T.ABS: "Abs", T.COS: "Cos", T.EXP: "Exp", T.FLOOR: "Floor", T.LOG: "Log",
-          T.SIGMOID: "Sigmoid", T.SIN: "Sin", T.TANH: "Tanh", T.ASSIGN: "Identity"}
+          T.SIN: "Sin", T.TANH: "Tanh", T.ASSIGN: "Identity"}
 
 
-@OPERATIONS.implements(*_UNARY, T.RELU, T.RELU6, T.RSQRT, T.SQUARE, T.SWISH)
+@OPERATIONS.implements(*_UNARY, T.RELU, T.RELU6, T.RSQRT, T.SIGMOID, T.SQUARE, T.SWISH)
 def _unary(g: GraphBuilder, op: Operation):
     x, out = g.x(op, 0), g.out(op)
     dtype = _compute_dtype(op)
     if op.type in _UNARY:
         g.one(_UNARY[op.type], [x], out)
+    elif op.type == T.SIGMOID:
+        # 1 / (1 + e^-x), as Paddle computes it: onnxruntime's CPU Sigmoid is accurate to ~6e-8 absolute only, so
+        # its small outputs are off by 1% at x = -13 and 0 below -17, where YOLOX's sqrt(class x objectness)
+        # scores meet their 0.001 threshold. Exp overflowing to inf gives 0, as Paddle's kernel does.
+        g.one("Reciprocal", [g.one("Add", [g.one("Exp", [g.one("Neg", [x])]), g.scalar(1, dtype)])], out)
     elif op.type == T.RELU:
         g.relu(x, dtype, out)
     elif op.type == T.RELU6:

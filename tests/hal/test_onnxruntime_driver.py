@@ -322,6 +322,19 @@ def test_adaptive_average_pool_with_uneven_bins_matches_paddle(device, x_shape, 
     assert_op_close(got, want, what=f"adaptive average pool {x_shape[2:]} -> {out_hw}")
 
 
+def test_sigmoid_keeps_relative_precision_in_the_tail_as_paddle_does(device):
+    """onnxruntime's own Sigmoid is accurate to ~6e-8 absolute (1% relative at x = -13, 0 below -17); YOLOX's
+    scores sqrt(sigmoid(class) x sigmoid(objectness)) live there, so the driver computes 1 / (1 + e^-x) as Paddle
+    does: Paddle's own sigmoid is the reference, to its relative precision, including 0 and 1 at the extremes."""
+    import paddle
+
+    x = np.concatenate([np.linspace(-100, 100, 401), [-88.5, -87.0, 0.0, 17.0, 30.0]]).astype(np.float32)
+    want = paddle.nn.functional.sigmoid(paddle.to_tensor(x)).numpy()
+    model, feeds = build_op(T.SIGMOID, [x])
+    context = DRIVER.create_context(device, "")
+    (got,) = _run(DRIVER.create_program(context, model, Cache()), *feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
 # -- programs ------------------------------------------------------------------------------------------------
 def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device, monkeypatch):
     context = DRIVER.create_context(device, "")

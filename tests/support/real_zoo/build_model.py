@@ -1062,6 +1062,206 @@ def build_two_stage(name: str):
     return model, specs
 
 
+def spread_linear_logits(layers, probe, mean: float, std: float) -> None:
+    """spread_score_channels for Linear score heads (Paddle's Linear weight is [in, out]: the output channels are its
+    columns): every output of each layer gets `mean` and `std` on the probe input."""
+    import paddle
+
+    seen = {}
+
+    def record(k):
+        def hook(layer, inputs, output):
+            seen[k] = output.numpy()
+        return hook
+
+    hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
+    with paddle.no_grad():
+        probe()
+    for hook in hooks:
+        hook.remove()
+    for k, layer in enumerate(layers):
+        logits = seen[k]
+        factor = std / max(float(logits.std()), 1e-6)
+        weight, bias = layer.weight.numpy(), layer.bias.numpy()
+        layer.weight.set_value(paddle.to_tensor((weight * factor).astype(weight.dtype)))
+        layer.bias.set_value(paddle.to_tensor(((bias - float(logits.mean())) * factor + mean).astype(bias.dtype)))
+
+
+def calibrate_frozen_batch_norms(model, make_batch, forward) -> None:
+    """calibrate_batch_norms for batch norms built frozen (ppdet's ResNet with freeze_norm: use_global_stats=True,
+    which reads the running statistics even in train mode): unfrozen for the calibration forwards, frozen again
+    after, so the export keeps the configuration's frozen norms with realistic statistics."""
+    frozen = [layer for layer in model.sublayers() if _is_batch_norm(layer) and layer._use_global_stats]
+    for layer in frozen:
+        layer._use_global_stats = None
+    calibrate_batch_norms(model, make_batch, forward)
+    for layer in frozen:
+        layer._use_global_stats = True
+
+
+
+def _ppdet_transformers_for_paddle3():
+    """ppdet 2.6's deformable and DINO transformers build each level's spatial shape as
+    `paddle.concat([h, w])` of `bs, _, h, w = paddle.shape(src)`: in Paddle 2.4 the elements of a 1-D tensor were
+    1-D, in Paddle 3 they are 0-D and concat refuses them ("The axis is expected to be in range of [0, 0)").
+    Later PaddleDetection releases build the same [2] tensor; here the two modules see a `paddle` whose concat
+    takes 0-D parts as 1-element ones (everything else is Paddle's own)."""
+    import paddle
+
+    class PaddleWithShapeElements(types.ModuleType):
+        def __getattr__(self, attribute):
+            return getattr(paddle, attribute)
+
+        @staticmethod
+        def concat(x, axis=0, name=None):
+            return paddle.concat([part.reshape([1]) if len(part.shape) == 0 else part for part in x], axis, name)
+
+    shim = PaddleWithShapeElements("paddle")
+    for module in ("transformers.deformable_transformer", "transformers.dino_transformer"):
+        _ppdet(module).paddle = shim
+
+
+def _paddle2_mixed_arithmetic() -> None:
+    """Paddle 2.4's operators took a float tensor and an integer one and cast the other operand (math_op_patch's
+    binary operators); Paddle 3 refuses them ("Type promotion only support calculations between floating-point
+    numbers"). ppdet 2.6's transformers rely on it: they divide sampling offsets by the int64 spatial shapes and
+    scale reference points by them. While building, the arithmetic operators of tensors (dygraph) and values
+    (to_static) cast the integer operand to the float operand's dtype, which the exported program then records
+    as a cast."""
+    import paddle
+
+    names = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__")
+    for kind in (paddle.Tensor, paddle.pir.Value):
+        for method in names:
+            original = getattr(kind, method)
+            if getattr(original, "_real_zoo_mixed", False):
+                continue
+
+            def operator(x, y, _original=original):
+                if isinstance(y, (paddle.Tensor, paddle.pir.Value)) and x.dtype != y.dtype:
+                    if x.is_floating_point() and not y.is_floating_point():
+                        y = y.astype(x.dtype)
+                    elif y.is_floating_point() and not x.is_floating_point():
+                        x = x.astype(y.dtype)
+                return _original(x, y)
+
+            operator._real_zoo_mixed = True
+            setattr(kind, method, operator)
+
+def build_detr(name: str):
+    """ppdet 2.6's DETR architecture with its transformers, each with its reference config at a 320 px eval size:
+    Deformable DETR (deformable_detr_r50_1x_coco.yml: ResNet50 returning C3-C5, DeformableTransformer with 4
+    levels, 6 + 6 layers, 300 queries, DeformableDETRHead, DETRBBoxPostProcess with focal-loss top-100) and DINO
+    (dino_r50_4scale_1x_coco.yml: the same backbone, DINOTransformer with 4 levels, 6 + 6 layers, 900 queries
+    picked by the encoder's top-k, DINOHead, DETRBBoxPostProcess top-300). Exported as ppdet exports DETRs:
+    im_shape, image, scale_factor with a fixed image size (tools/export_model.py)."""
+    import paddle
+
+    _static_transpose_pads_like_dygraph()
+    _ppdet_transformers_for_paddle3()
+    _paddle2_mixed_arithmetic()
+    size = 320
+    backbone = _ppdet("backbones.resnet").ResNet(depth=50, norm_type="bn", freeze_at=0, return_idx=[1, 2, 3],
+                                                 lr_mult_list=[0.0, 0.1, 0.1, 0.1], num_stages=4)
+    channels = [i.channels for i in backbone.out_shape]
+    head_module = _ppdet("heads.detr_head")
+    post_process = _ppdet("post_process").DETRBBoxPostProcess
+    if name == "deformable_detr":
+        transformer = _ppdet("transformers.deformable_transformer").DeformableTransformer(
+            num_queries=300, position_embed_type="sine", backbone_num_channels=channels, num_feature_levels=4,
+            num_encoder_points=4, num_decoder_points=4, hidden_dim=256, nhead=8, num_encoder_layers=6,
+            num_decoder_layers=6, dim_feedforward=1024, dropout=0.1, activation="relu")
+        head = head_module.DeformableDETRHead(num_classes=80, hidden_dim=256, nhead=8, num_mlp_layers=3, loss=None)
+        post = post_process(num_classes=80, num_top_queries=100, use_focal_loss=True)
+        score_layers = [head.score_head]
+    elif name == "dino":
+        transformer = _ppdet("transformers.dino_transformer").DINOTransformer(
+            num_classes=80, hidden_dim=256, num_queries=900, position_embed_type="sine",
+            backbone_feat_channels=channels, num_levels=4, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+            dim_feedforward=2048, dropout=0.0, activation="relu", pe_temperature=20, pe_offset=0.0,
+            num_denoising=100, label_noise_ratio=0.5, box_noise_scale=1.0, learnt_init_query=True)
+        head = head_module.DINOHead(loss=None)
+        post = post_process(num_classes=80, num_top_queries=300, use_focal_loss=True)
+        # The encoder's score head picks the 900 queries (a top-k), the last decoder layer's scores the output.
+        score_layers = [transformer.enc_score_head, transformer.dec_score_head[-1]]
+    else:
+        raise AssertionError(name)
+    net = _ppdet("architectures.detr").DETR(backbone, transformer, head, post)
+    model = _ppdet_export_with_im_shape(net)
+    specs = _detection_specs_with_im_shape(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_frozen_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Class logits of std 2 around the prior's -4.6: the top-k over queries x 80 classes then picks from a
+        # spread tail (distinct scores) rather than from near-equal ones around the prior probability.
+        spread_linear_logits(score_layers, lambda: model(*probe), mean=-4.6, std=2.0)
+        bbox, _ = model(*probe)
+        scores = np.sort(bbox.numpy()[:, 1])[::-1]
+        print(f"{name}: top-k scores {scores[0]:.4f} .. {scores[-1]:.4f}, smallest gap "
+              f"{float(np.min(-np.diff(scores))):.2e}", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+
+def build_yolox(name: str):
+    """YOLOX-s (yolox_s_300e_coco.yml: CSPDarkNet arch X with depth 0.33 and width 0.50, YOLOCSPPAN, YOLOXHead with
+    sqrt(class x objectness) scores and multiclass_nms3 at threshold 0.001, top 10000, keep 1000, IoU 0.65) at a
+    320 px eval size instead of 640. Exported with image and scale_factor: YOLOX hands im_shape to its
+    post-processing, which reads no im_shape, so ppdet's export prunes it (tools/export_model.py's
+    _prune_input_spec)."""
+    import paddle
+
+    size = 320
+    _ppdet_nms_for_pir()
+    width, depth = 0.50, 0.33
+    backbone = _ppdet("backbones.csp_darknet").CSPDarkNet(arch="X", depth_mult=depth, width_mult=width,
+                                                          depthwise=False, act="silu", return_idx=[2, 3, 4])
+    neck = _ppdet("necks.yolo_fpn").YOLOCSPPAN(depth_mult=depth, in_channels=[i.channels for i in backbone.out_shape],
+                                               depthwise=False, act="silu")
+    nms = _ppdet("layers").MultiClassNMS(nms_top_k=10000, keep_top_k=1000, score_threshold=0.001,
+                                         nms_threshold=0.65)
+    head = _ppdet("heads.yolo_head").YOLOXHead(num_classes=80, width_mult=width, depthwise=False,
+                                               in_channels=[i.channels for i in neck.out_shape], l1_epoch=285,
+                                               act="silu", nms=nms)
+    net = _ppdet("architectures.yolox").YOLOX(backbone, neck, head, input_size=[size, size])
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            out = self.net({"im_shape": None, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    model = DetectionExport(net)
+    specs = _detection_specs(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Scores are sqrt(sigmoid(class) * sigmoid(objectness)) against a 0.001 threshold: class logits around -13
+        # (std 1.5) and objectness around -4 (std 1) let a few percent of the 2100 x 80 candidates through, tens
+        # of boxes per class for NMS.
+        spread_score_channels([branch[-1] for branch in head.conv_cls], slice(0, 80), lambda: model(*probe),
+                              mean=-13.0, std=1.5)
+        spread_score_channels([branch[-1] for branch in head.conv_reg], [4], lambda: model(*probe), mean=-4.0,
+                              std=1.0)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
 def build_tinypose(name: str):
     """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
     as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
@@ -1290,7 +1490,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
-                 "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage}
+                 "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage,
+                 "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -84,4 +84,10 @@ MODELS = {
                                 "by grid_sample)")),
     "cascade_rcnn": ("paddledet", ("Cascade R-CNN (Faster R-CNN's body with CascadeHead: three RoIAlign + "
                                    "CascadeTwoFCHead stages, RCNNBox + multiclass_nms3)")),
+    # Transformer detectors (ppdet's DETR architecture) at their reference configs' full depth, 320 px.
+    "deformable_detr": ("paddledet", ("Deformable DETR (ResNet50, 4-level deformable encoder and decoder of 6 layers "
+                                      "each, 300 queries, focal-loss top-100)")),
+    "dino": ("paddledet", ("DINO 4-scale (ResNet50, deformable encoder and decoder of 6 layers each, 900 queries "
+                           "from the encoder's top-k, focal-loss top-300)")),
+    "yolox": ("paddledet", "YOLOX-s (CSPDarkNet, YOLOCSPPAN, YOLOXHead, multiclass_nms3; 320 px)"),
 }
