@@ -35,3 +35,23 @@ def test_an_entry_being_built_elsewhere_is_left_alone(tmp_path):
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process holds it
         build_once(root, "venv-bbbb", _build("new"), supersedes=lambda entry: entry.startswith("venv-"))
     assert os.path.isdir(os.path.join(root, "venv-aaaa")) and os.path.isdir(os.path.join(root, "venv-bbbb"))
+
+
+def test_a_real_zoo_venv_of_another_python_is_not_superseded(tmp_path):
+    """Two interpreters (pyenv's and the system's) build two real-zoo venvs; each build must keep the other's."""
+    import sys
+
+    from support.real_zoo.env import superseded_venv
+
+    def venv(name: str, version: str) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion = {version}\n")
+        return str(path)
+
+    this = sys.version.split()[0]
+    assert superseded_venv(venv("real-zoo-venv-older", this))
+    assert not superseded_venv(venv("real-zoo-venv-other", "3.9.0" if this != "3.9.0" else "3.10.0"))
+    assert not superseded_venv(venv("paddlelite-venv-py310", this))
+    (tmp_path / "real-zoo-venv-broken").mkdir()
+    assert not superseded_venv(str(tmp_path / "real-zoo-venv-broken"))

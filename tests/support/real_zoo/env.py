@@ -85,6 +85,26 @@ def _run(command: list, what: str, timeout: float) -> None:
         raise RealZooError(f"{what} did not finish in {timeout:.0f} s: {' '.join(command)}") from None
 
 
+def _venv_python_version(venv: str) -> str | None:
+    """The Python version a venv was made with (its pyvenv.cfg's `version`), None when it cannot be read."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() in ("version", "version_info"):
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def superseded_venv(path: str) -> bool:
+    """Whether the entry at `path` is a real-zoo venv that a new one for this interpreter replaces: one made with the
+    same Python version (a venv of another Python is another interpreter's, kept)."""
+    return (os.path.basename(path).startswith("real-zoo-venv-")
+            and _venv_python_version(path) == sys.version.split()[0])
+
+
 def ensure_venv() -> str:
     """The side venv's python, building the venv first if no complete one exists."""
     root = venv_dir()
@@ -106,9 +126,11 @@ def ensure_venv() -> str:
     # A venv records its own path in its scripts and pyvenv.cfg, so it is built where it will live: build_once's
     # staging directory is renamed into place, which leaves `bin/python` (a symlink to the base interpreter) and
     # `python -m pip` working; the console scripts' shebangs (unused here) keep the staging path.
-    # A venv of other requirements is an older build (1.5 GB): removed once this one is built.
+    # A venv of other requirements on the same Python is an older build (1.5 GB): removed once this one is built. One
+    # of another Python version is kept: with two interpreters in use (pyenv's and the system's) each build would
+    # otherwise remove the other's venv.
     final = build_once(os.path.dirname(root), os.path.basename(root), build,
-                       supersedes=lambda entry: entry.startswith("real-zoo-venv-"))
+                       supersedes=lambda entry: superseded_venv(os.path.join(os.path.dirname(root), entry)))
     return os.path.join(final, "bin", "python")
 
 
