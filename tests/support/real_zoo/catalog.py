@@ -77,4 +77,7 @@ MODELS = {
     "electra_token_cls": ("paddlenlp", "ElectraForTokenClassification (tiny config)"),
     "ernie_m": ("paddlenlp", "ErnieMForSequenceClassification (tiny config, 250002-word vocabulary)"),
     "bigru_crf": ("paddlenlp", "BiGruCrf lexical analysis (two bidirectional GRU layers, viterbi_decode)"),
+    "solov2": ("paddledet", ("SOLOv2 (ResNet50, FPN, SOLOv2Head and mask-feature head, dynamic mask kernels, "
+                             "MaskMatrixNMS in paddle ops)")),
+    "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
 }
