@@ -424,8 +424,16 @@ _MAX_CONCAT_INPUTS = 5
 
 def _concatenate(g: TfliteBuilder, parts: Sequence[int], axis: int, output: int | None = None) -> int:
     """`parts` concatenated along `axis` (into `output` when given), in CONCATENATIONs of at most
-    _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels."""
+    _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels, and a one-input one too (RetinaNet
+    stacks the boxes of its single image): that is a copy, a RESHAPE to the same shape."""
     parts = list(parts)
+    if len(parts) == 1:
+        if output is None:
+            return parts[0]
+        shape = list(g.shape_of(parts[0]))
+        options = schema.ReshapeOptionsT()
+        options.newShape = shape
+        return g.one(B.RESHAPE, [parts[0], g.i32(shape)], (), O.ReshapeOptions, options, output=output)
     while True:
         last = len(parts) <= _MAX_CONCAT_INPUTS
         grouped = []

@@ -591,6 +591,26 @@ def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, ki
     np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0])
 
 
+@pytest.mark.parametrize("kind, axis", [(T.CONCAT, 0), (T.CONCAT, 2), (T.STACK, 0), (T.STACK, 4)])
+def test_a_concat_or_stack_of_one_input_is_a_copy_xnnpack_takes(context, kind, axis):
+    """XNNPACK takes no one-input CONCATENATION (RetinaNet's decode stacks the boxes of its single image): a
+    RESHAPE to the same shape instead, on the device."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), "x")
+    out = model.add_output("out")
+    model.add_operation(kind, [x, model.add_constant(np.int32([axis]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    feeds = [randn(2, 3, 4, 5, seed=3)]
+    got = DRIVER.run_arrays(program, feeds)[0]
+    want = run_model(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("size, kernel, stride, pads", [(8, 3, 2, [1, 1, 1, 1]), (7, 3, 2, [1, 0, 0, 1]),
                                                         (6, 2, 2, [1, 1, 1, 1])])
 def test_an_exclusive_average_pool_with_pads_tflite_would_not_choose(context, size, kernel, stride, pads):
