@@ -71,7 +71,8 @@ PEER_SPREAD = {"resnet50_vd"}
 # Boxes whose scores agree within the tolerance may come out in either order (top-k and NMS order equal scores by
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
-DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "fcos"}
+DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "fcos",
+                   "retinanet"}
 
 # (model, device) -> reason: combinations that fail today, marked xfail(strict=True).
 KNOWN_FAILURES: dict = {}
@@ -136,12 +137,24 @@ _SOLOV2_MASKS = ("SOLOv2's post-processing thresholds every mask at 0.5 (at 80x8
 for _device in DEVICES:
     EXPECTED_HOST_OPS[("solov2", _device)] = {"where_index": (3, _NONZERO), "conv2d": (1, _DYNAMIC_KERNELS),
                                               "conditional_block": (4, _SORT_BRANCH)}
-    # Measured with the zoo's feeds (55 masks of 320x320): labels and mask count equal Paddle's on every device but
-    # for one near-tied pair of rows swapped on intel_openvino.
-    KNOWN_FAILURES[("solov2", _device)] = _NEAR_TIES.format(
-        _SOLOV2_MASKS, "6.8e-5, 1-20 of each mask's 102400 pixels flipped, two masks swapped",
-        "5.4e-5 (intel_openvino) to 1.6e-4 in the scores and 0-15 pixels per mask (near-tied masks swapped on "
-        "intel_openvino and microsoft_onnxruntime)", "every device")
+    # Measured with the zoo's feeds (63 masks of 320x320): labels and mask count equal Paddle's on every device.
+    KNOWN_FAILURES[("solov2", _device)] = (
+        f"{_SOLOV2_MASKS} decides on exact comparisons with float32 values, so Paddle Inference's own output changes "
+        "(scores by 6.9e-5, 0-10 of each mask's 102400 pixels flipped) when the image moves by one ulp, and ours "
+        "differs from it by 5.5e-5 (intel_openvino) to 1.7e-4 in the scores and 0-15 pixels per mask (two near-tied "
+        "masks of one label swapped on google_xnnpack): a runtime that rounds differently from Paddle's kernels "
+        "cannot be held to the masks")
+# RetinaNet (full zoo): measured with the zoo's feeds, every device gives Paddle's labels and box count, scores within
+# 4-6e-5 and box corners within 0.9-1.6e-4 of the box's extent (builtin_device and microsoft_onnxruntime within the
+# whole-model tolerance).
+_RETINANET_ROUNDING = (
+    "RetinaNet's random ResNet50-FPN and norm-free towers amplify float32 rounding to about 1e-4 of its outputs on "
+    "every runtime (all four devices: box corners off by 0.9-1.6e-4 of the box's extent, scores by 4-6e-5); a corner "
+    "near 0 (a centre minus half an extent) then misses the whole-model tolerance (1e-5 of max|box| 353 = 3.5e-3) "
+    "in {} of 600 elements ({}). The peers' spread cannot be measured: Paddle Inference's oneDNN run fails on this "
+    "program (ConvertPirAttribute2RuntimeAttribute), its ir_optim and 2-thread runs equal the reference bit for bit")
+KNOWN_FAILURES[("retinanet", "intel_openvino")] = _RETINANET_ROUNDING.format(2, "up to 4.1e-3 at |y| 0.93")
+KNOWN_FAILURES[("retinanet", "google_xnnpack")] = _RETINANET_ROUNDING.format(1, "4.5e-3 at |x| 4.8")
 
 # google_xnnpack builds float32 and int8 tensors only and takes only what XNNPACK runs: the ops below keep their host
 # kernels there (measured on the whole zoo, NNADAPTER_BRIDGE_FULL_ZOO=1; every model matches Paddle Inference).
@@ -422,6 +435,12 @@ _XNN_HOST = {
         "range": (10, _XNN_INTEGER), "unsqueeze2": (10, _XNN_INTEGER), "expand_v2": (10, _XNN_INTEGER),
         "reshape2": (10, _XNN_INTEGER), "stack": (5, _XNN_INTEGER), "cast": (5, _XNN_INTEGER),
         "multiclass_nms3": (1, _XNN_INTEGER),
+    },
+    "retinanet": {
+        "nearest_interp_v2": (2, _XNN_NEAREST), "shape": (5, _XNN_INTEGER), "slice": (15, _XNN_INTEGER),
+        "cast": (10, _XNN_INTEGER), "range": (10, _XNN_INTEGER), "meshgrid": (5, _xnn_lacks("MESHGRID")),
+        "top_k_v2": (2, _xnn_lacks("TOP_K")), "gather": (6, _xnn_lacks("GATHER")),
+        "strided_slice": (22, _XNN_STEPS), "multiclass_nms3": (1, _XNN_INTEGER),
     },
     "bigru_crf": {
         "lookup_table_v2": (1, _xnn_lacks("GATHER")),

@@ -23,6 +23,7 @@ is not installed in the side venv).
 """
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.metadata
 import json
@@ -635,14 +636,15 @@ def build_ernie(name: str):
 def spread_score_channels(layers, channels, probe, mean: float, std: float) -> None:
     """Rescale the output channels `channels` (a slice or index list) of each conv in `layers` so that their outputs
     on the probe input have `mean` and `std` (spread_class_logits for the first channels; YOLOv3 interleaves, per
-    anchor, 4 box channels, an objectness and the class logits)."""
+    anchor, 4 box channels, an objectness and the class logits). A conv shared by the pyramid levels (FCOS's,
+    RetinaNet's and SOLOv2's heads) is called once per level: its statistics are those of all its outputs."""
     import paddle
 
-    seen = {}
+    seen = collections.defaultdict(list)
 
     def record(k):
         def hook(layer, inputs, output):
-            seen[k] = output.numpy()[:, channels]
+            seen[k].append(output.numpy()[:, channels])
         return hook
 
     hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
@@ -651,7 +653,8 @@ def spread_score_channels(layers, channels, probe, mean: float, std: float) -> N
     for hook in hooks:
         hook.remove()
     for k, layer in enumerate(layers):
-        logits = seen[k]
+        calls = seen[k]
+        logits = calls[0] if len(calls) == 1 else np.concatenate([c.ravel() for c in calls])
         factor = std / max(float(logits.std()), 1e-6)
         weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
         weight[channels] *= factor
@@ -995,6 +998,66 @@ def build_fcos(name: str):
     return model, specs
 
 
+def build_retinanet(name: str):
+    """RetinaNet (retinanet_r50_fpn_1x_coco.yml: ResNet50 C3-C5, FPN with two extra convs (P3-P7), RetinaHead with
+    4-conv towers without norm, 9 anchors per location (RetinaAnchorGenerator), the best 1000 anchors per level,
+    delta2bbox, MultiClassNMS score 0.05, IoU 0.5, top 1000 / keep 100) at 320 px, exported with ppdet's inputs
+    image and scale_factor (see DetectionExport). Batch 1 declared: RetinaHead.decode loops in Python over
+    `cls_logits[0].shape[0]` images, which a free batch (-1) would make no image at all."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone, neck = _ppdet_resnet50_fpn([1, 2, 3], spatial_scales=[0.125, 0.0625, 0.03125], extra_stage=2,
+                                         has_extra_convs=True, use_c5=False)
+    retina = _ppdet("heads.retina_head")
+    feat = retina.RetinaFeat(feat_in=256, feat_out=256, num_convs=4, norm_type=None, use_dcn=False)
+    anchors = _ppdet("proposal_generator.anchor_generator").RetinaAnchorGenerator(
+        octave_base_scale=4, scales_per_octave=3, aspect_ratios=[0.5, 1.0, 2.0],
+        strides=[8.0, 16.0, 32.0, 64.0, 128.0])
+    head = retina.RetinaHead(num_classes=80, conv_feat=feat, anchor_generator=anchors, bbox_assigner=None,
+                             loss_class=None, loss_bbox=None, prior_prob=0.01, nms_pre=1000,
+                             nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.05,
+                                                          nms_threshold=0.5))
+    net = _ppdet("architectures.retinanet").RetinaNet(backbone, neck, head)
+    # The towers have no norm and start at std 0.01 (the features would fade to nothing through 4 convs; see
+    # rescale_to_he_init): at He scale they keep their magnitude.
+    rescale_to_he_init(feat)
+
+    class DetectionExport(paddle.nn.Layer):
+        """RetinaNet passes im_shape to its post-processing, which never reads it: ppdet's export prunes that input
+        (tools/export_model.py's _prune_input_spec), and so does this one (the image's own size stands in)."""
+
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    model = DetectionExport(net)
+    specs = [Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        # Nothing to calibrate but the backbone's batch norms, on single images (the declared batch).
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # 80 classes x 9 anchors: sigmoid past 0.05 for several percent of the best anchors' classes.
+        spread_class_logits([head.retina_cls], 80 * 9, lambda: model(*probe), mean=-5.0, std=1.5)
+        # The box deltas: at std 0.01 every box is its anchor; spread (std 0.5) they move and resize.
+        spread_score_channels([head.retina_reg], slice(0, 4 * 9), lambda: model(*probe), mean=0.0, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 def build_tinypose(name: str):
     """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
     as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
@@ -1223,7 +1286,7 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "textline_ori": build_ocr_more, "slanet": build_ocr_more, "uie": build_nlp_more,
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more, "solov2": build_solov2,
-                 "fcos": build_fcos}
+                 "fcos": build_fcos, "retinanet": build_retinanet}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

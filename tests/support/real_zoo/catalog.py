@@ -80,4 +80,6 @@ MODELS = {
     "solov2": ("paddledet", ("SOLOv2 (ResNet50, FPN, SOLOv2Head and mask-feature head, dynamic mask kernels, "
                              "MaskMatrixNMS in paddle ops)")),
     "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
+    "retinanet": ("paddledet", "RetinaNet (ResNet50, FPN P3-P7, RetinaHead, 9 anchors, top-1000 per level, "
+                               "multiclass_nms3)"),
 }
