@@ -899,6 +899,39 @@ def _layer_norm(g: TfliteBuilder, op: Operation):
                schema.AddOptionsT())
 
 
+@OPERATIONS.implements(T.GROUP_NORMALIZATION)
+def _group_norm(g: TfliteBuilder, op: Operation):
+    """Each sample's channel groups standardized, then the per-channel affine, composed on NHWC (FCOS's and SOLOv2's
+    head towers): the channels last, [N, H, W, C] is [N, H * W, G, C / G] and a group's statistics are MEANs over
+    axes 1 and 3. Paddle's one-pass variance E[x^2] - E[x]^2 (see the operation's reference)."""
+    args = unpack(op)
+    if op.inputs[0].type.rank != 4:
+        raise Unsupported(f"a rank-{op.inputs[0].type.rank} input (NCHW only)")
+    groups = args.int("groups")
+    scale = TfliteBuilder.constant(op, 1, "scale").astype(np.float32).reshape(-1)
+    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1)
+    epsilon = np.float32(args.float("epsilon", 1e-5))
+    x = g.value(op, 0, NHWC)
+    n, h, w, c = g.shape_of(x)
+    grouped_shape, stats_shape = (n, h * w, groups, c // groups), (n, 1, groups, 1)
+    grouped = g.reshape(x, grouped_shape)
+    options = schema.ReducerOptionsT()
+    options.keepDims = True
+    mean = g.one(B.MEAN, [grouped, g.i32([1, 3])], stats_shape, O.ReducerOptions, options)
+    mean_square = g.one(B.MEAN, [g.one(B.SQUARE, [grouped], grouped_shape), g.i32([1, 3])], stats_shape,
+                        O.ReducerOptions, options)
+    variance = g.one(B.SUB, [mean_square, g.one(B.SQUARE, [mean], stats_shape)], stats_shape, O.SubOptions,
+                     schema.SubOptionsT())
+    shifted = g.one(B.ADD, [variance, g.const(epsilon.reshape(1))], stats_shape, O.AddOptions, schema.AddOptionsT())
+    centered = g.one(B.SUB, [grouped, mean], grouped_shape, O.SubOptions, schema.SubOptionsT())
+    normalized = g.one(B.MUL, [centered, g.one(B.RSQRT, [shifted], stats_shape)], grouped_shape, O.MulOptions,
+                       schema.MulOptionsT())
+    scaled = g.one(B.MUL, [g.reshape(normalized, (n, h, w, c)), g.const(scale, hint="scale")], (n, h, w, c),
+                   O.MulOptions, schema.MulOptionsT())
+    g.operator(B.ADD, [scaled, g.const(bias, hint="bias")], [g.output(op, 0, NHWC)], O.AddOptions,
+               schema.AddOptionsT())
+
+
 # -- data movement --------------------------------------------------------------------------------------------
 @OPERATIONS.implements(T.RESHAPE, T.FLATTEN, T.SQUEEZE, T.UNSQUEEZE)
 def _reshape(g: TfliteBuilder, op: Operation):

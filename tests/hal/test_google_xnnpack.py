@@ -48,7 +48,8 @@ CLAIMED = {
     "RESIZE_LINEAR_scales_half_pixel", "RESIZE_LINEAR_half_pixel_to_one_row", "RESIZE_LINEAR_half_pixel_to_one_pixel",
     "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
     "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
-    "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
+    "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "GROUP_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all",
+    "CHANNEL_SHUFFLE", "STACK",
     "MAX_POOL_2D_ceil", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
     "QUANTIZE_int8", "DEQUANTIZE_int8", "ADD_quant", "CONV_2D_quant_per_channel",  # TFLite's int8 operators
     "AVERAGE_POOL_2D_pads_exclusive",  # zero PAD, VALID average, times window size / input elements
