@@ -695,8 +695,19 @@ def _pool(g: TfliteBuilder, op: Operation):
     x = g.value(op, 0, NHWC)
     args, kernel, strides, pads = _pool_window(g, op, x)
     activation = _activation(args)
-    _, h, w, _ = g.shape_of(x)
+    _, h, w, c = g.shape_of(x)
     out_hw = g.out_shape(op, 0, NHWC)[1:3]
+    if op.type == T.MAX_POOL_2D and list(kernel) == [1, 1] and not any(pads) and max(strides) > 1:
+        # XNNPACK takes no 1x1 pool with a stride (FPN's extra level P6 subsamples P5 so): the max of one element
+        # is the element, and a DEPTHWISE_CONV_2D by ones (x * 1 + 0, exact) picks the same elements
+        options = schema.DepthwiseConv2DOptionsT()
+        options.depthMultiplier = 1
+        _window_options(options, schema.Padding.VALID, strides, (1, 1), activation)
+        g.operator(B.DEPTHWISE_CONV_2D, [x, g.const(np.ones((1, 1, 1, c), np.float32), hint="filter"),
+                                         g.const(np.zeros(c, np.float32), hint="bias")],
+                   [g.output(op, 0, NHWC)], O.DepthwiseConv2DOptions, options)
+        _check_window_out(g, op, x, schema.Padding.VALID, kernel, strides, (1, 1))
+        return
     if op.type == T.AVERAGE_POOL_2D and list(kernel) == [h, w] and not any(pads) and out_hw == (1, 1) \
             and activation == schema.ActivationFunctionType.NONE:
         _mean(g, x, [1, 2], g.output(op, 0, NHWC))  # a global average pool: XNNPACK's global mean

@@ -415,7 +415,6 @@ _XNN_HOST = {
     },
     "solov2": {
         "nearest_interp_v2": (3, _XNN_NEAREST), "bilinear_interp_v2": (3, _XNN_INTEGER),
-        "pool2d": (1, "XNNPACK takes no 1x1 max pool with stride 2 (FPN's extra P6 level subsamples P5 that way)"),
         "shape": (33, _XNN_INTEGER), "slice": (33, _XNN_INTEGER), "cast": (20, _XNN_INTEGER),
         "fill_constant": (42, _XNN_INTEGER), "stack": (11, _XNN_INTEGER), "concat": (7, _XNN_INTEGER),
         "unsqueeze2": (1, _XNN_INTEGER), "squeeze2": (2, _XNN_INTEGER), "transpose2": (1, _XNN_INTEGER),

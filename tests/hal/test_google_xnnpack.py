@@ -612,6 +612,28 @@ def test_a_concat_or_stack_of_one_input_is_a_copy_xnnpack_takes(context, kind, a
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("size, stride", [(10, 2), (7, 2), (9, 3)])
+def test_a_one_by_one_max_pool_with_a_stride_runs_on_xnnpack(context, size, stride):
+    """FPN's extra pyramid level (SOLOv2's P6) max-pools P5 with a 1x1 window and stride 2, which XNNPACK does not
+    take: a DEPTHWISE_CONV_2D by ones picks the same elements, exactly."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, size, size)), "x")
+    out = model.add_output("pool")
+    c = lambda v: model.add_constant(np.asarray(v, dtype=np.int32))  # noqa: E731
+    model.add_operation(T.MAX_POOL_2D, [x, c([0]), c([0, 0, 0, 0]), c([1, 1]), c([stride, stride]),
+                                        model.add_constant(np.array([False])), None, None, c([0])], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    feeds = [randn(1, 3, size, size, seed=8)]
+    got = DRIVER.run_arrays(program, feeds)[0]
+    want = run_model(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("size, kernel, stride, pads", [(8, 3, 2, [1, 1, 1, 1]), (7, 3, 2, [1, 0, 0, 1]),
                                                         (6, 2, 2, [1, 1, 1, 1])])
 def test_an_exclusive_average_pool_with_pads_tflite_would_not_choose(context, size, kernel, stride, pads):
