@@ -424,8 +424,16 @@ _MAX_CONCAT_INPUTS = 5
 
 def _concatenate(g: TfliteBuilder, parts: Sequence[int], axis: int, output: int | None = None) -> int:
     """`parts` concatenated along `axis` (into `output` when given), in CONCATENATIONs of at most
-    _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels."""
+    _MAX_CONCAT_INPUTS inputs: XNNPACK leaves a longer one to LiteRT's kernels, and a one-input one too (RetinaNet
+    stacks the boxes of its single image): that is a copy, a RESHAPE to the same shape."""
     parts = list(parts)
+    if len(parts) == 1:
+        if output is None:
+            return parts[0]
+        shape = list(g.shape_of(parts[0]))
+        options = schema.ReshapeOptionsT()
+        options.newShape = shape
+        return g.one(B.RESHAPE, [parts[0], g.i32(shape)], (), O.ReshapeOptions, options, output=output)
     while True:
         last = len(parts) <= _MAX_CONCAT_INPUTS
         grouped = []
@@ -687,8 +695,19 @@ def _pool(g: TfliteBuilder, op: Operation):
     x = g.value(op, 0, NHWC)
     args, kernel, strides, pads = _pool_window(g, op, x)
     activation = _activation(args)
-    _, h, w, _ = g.shape_of(x)
+    _, h, w, c = g.shape_of(x)
     out_hw = g.out_shape(op, 0, NHWC)[1:3]
+    if op.type == T.MAX_POOL_2D and list(kernel) == [1, 1] and not any(pads) and max(strides) > 1:
+        # XNNPACK takes no 1x1 pool with a stride (FPN's extra level P6 subsamples P5 so): the max of one element
+        # is the element, and a DEPTHWISE_CONV_2D by ones (x * 1 + 0, exact) picks the same elements
+        options = schema.DepthwiseConv2DOptionsT()
+        options.depthMultiplier = 1
+        _window_options(options, schema.Padding.VALID, strides, (1, 1), activation)
+        g.operator(B.DEPTHWISE_CONV_2D, [x, g.const(np.ones((1, 1, 1, c), np.float32), hint="filter"),
+                                         g.const(np.zeros(c, np.float32), hint="bias")],
+                   [g.output(op, 0, NHWC)], O.DepthwiseConv2DOptions, options)
+        _check_window_out(g, op, x, schema.Padding.VALID, kernel, strides, (1, 1))
+        return
     if op.type == T.AVERAGE_POOL_2D and list(kernel) == [h, w] and not any(pads) and out_hw == (1, 1) \
             and activation == schema.ActivationFunctionType.NONE:
         _mean(g, x, [1, 2], g.output(op, 0, NHWC))  # a global average pool: XNNPACK's global mean
@@ -888,6 +907,39 @@ def _layer_norm(g: TfliteBuilder, op: Operation):
                        schema.MulOptionsT())
     scaled = g.one(B.MUL, [normalized, g.const(scale, hint="scale")], dims, O.MulOptions, schema.MulOptionsT())
     g.operator(B.ADD, [scaled, g.const(bias, hint="bias")], [g.output(op, 0, PLAIN)], O.AddOptions,
+               schema.AddOptionsT())
+
+
+@OPERATIONS.implements(T.GROUP_NORMALIZATION)
+def _group_norm(g: TfliteBuilder, op: Operation):
+    """Each sample's channel groups standardized, then the per-channel affine, composed on NHWC (FCOS's and SOLOv2's
+    head towers): the channels last, [N, H, W, C] is [N, H * W, G, C / G] and a group's statistics are MEANs over
+    axes 1 and 3. Paddle's one-pass variance E[x^2] - E[x]^2 (see the operation's reference)."""
+    args = unpack(op)
+    if op.inputs[0].type.rank != 4:
+        raise Unsupported(f"a rank-{op.inputs[0].type.rank} input (NCHW only)")
+    groups = args.int("groups")
+    scale = TfliteBuilder.constant(op, 1, "scale").astype(np.float32).reshape(-1)
+    bias = TfliteBuilder.constant(op, 2, "bias").astype(np.float32).reshape(-1)
+    epsilon = np.float32(args.float("epsilon", 1e-5))
+    x = g.value(op, 0, NHWC)
+    n, h, w, c = g.shape_of(x)
+    grouped_shape, stats_shape = (n, h * w, groups, c // groups), (n, 1, groups, 1)
+    grouped = g.reshape(x, grouped_shape)
+    options = schema.ReducerOptionsT()
+    options.keepDims = True
+    mean = g.one(B.MEAN, [grouped, g.i32([1, 3])], stats_shape, O.ReducerOptions, options)
+    mean_square = g.one(B.MEAN, [g.one(B.SQUARE, [grouped], grouped_shape), g.i32([1, 3])], stats_shape,
+                        O.ReducerOptions, options)
+    variance = g.one(B.SUB, [mean_square, g.one(B.SQUARE, [mean], stats_shape)], stats_shape, O.SubOptions,
+                     schema.SubOptionsT())
+    shifted = g.one(B.ADD, [variance, g.const(epsilon.reshape(1))], stats_shape, O.AddOptions, schema.AddOptionsT())
+    centered = g.one(B.SUB, [grouped, mean], grouped_shape, O.SubOptions, schema.SubOptionsT())
+    normalized = g.one(B.MUL, [centered, g.one(B.RSQRT, [shifted], stats_shape)], grouped_shape, O.MulOptions,
+                       schema.MulOptionsT())
+    scaled = g.one(B.MUL, [g.reshape(normalized, (n, h, w, c)), g.const(scale, hint="scale")], (n, h, w, c),
+                   O.MulOptions, schema.MulOptionsT())
+    g.operator(B.ADD, [scaled, g.const(bias, hint="bias")], [g.output(op, 0, NHWC)], O.AddOptions,
                schema.AddOptionsT())
 
 

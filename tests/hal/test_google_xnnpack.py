@@ -48,7 +48,8 @@ CLAIMED = {
     "RESIZE_LINEAR_scales_half_pixel", "RESIZE_LINEAR_half_pixel_to_one_row", "RESIZE_LINEAR_half_pixel_to_one_pixel",
     "REDUCE_MEAN", "RESHAPE_copy_and_infer", "FLATTEN", "SQUEEZE_axes",
     "SQUEEZE_all", "UNSQUEEZE", "TRANSPOSE", "SLICE_no_axes", "CONCAT", "SPLIT", "HARD_SIGMOID", "ASSIGN",
-    "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all", "CHANNEL_SHUFFLE", "STACK",
+    "CONV_2D_TRANSPOSE", "SUM_three", "LAYER_NORMALIZATION", "GROUP_NORMALIZATION", "REDUCE_MAX", "REDUCE_SUM_all",
+    "CHANNEL_SHUFFLE", "STACK",
     "MAX_POOL_2D_ceil", "PRIOR_BOX",  # PRIOR_BOX: folded to constants (hal.common.lower), copied out by XNNPACK
     "QUANTIZE_int8", "DEQUANTIZE_int8", "ADD_quant", "CONV_2D_quant_per_channel",  # TFLite's int8 operators
     "AVERAGE_POOL_2D_pads_exclusive",  # zero PAD, VALID average, times window size / input elements
@@ -589,6 +590,48 @@ def test_a_concat_of_more_inputs_than_xnnpack_takes_at_once_is_split(context, ki
     assert delegate_gaps(program.interpreter) == ""
     feeds = [randn(2, 3, 4, 5, seed=k) for k in range(count)]
     np.testing.assert_array_equal(DRIVER.run_arrays(program, feeds)[0], run_model(model, feeds)[0])
+
+
+@pytest.mark.parametrize("kind, axis", [(T.CONCAT, 0), (T.CONCAT, 2), (T.STACK, 0), (T.STACK, 4)])
+def test_a_concat_or_stack_of_one_input_is_a_copy_xnnpack_takes(context, kind, axis):
+    """XNNPACK takes no one-input CONCATENATION (RetinaNet's decode stacks the boxes of its single image): a
+    RESHAPE to the same shape instead, on the device."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), "x")
+    out = model.add_output("out")
+    model.add_operation(kind, [x, model.add_constant(np.int32([axis]))], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    feeds = [randn(2, 3, 4, 5, seed=3)]
+    got = DRIVER.run_arrays(program, feeds)[0]
+    want = run_model(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("size, stride", [(10, 2), (7, 2), (9, 3)])
+def test_a_one_by_one_max_pool_with_a_stride_runs_on_xnnpack(context, size, stride):
+    """FPN's extra pyramid level (SOLOv2's P6) max-pools P5 with a 1x1 window and stride 2, which XNNPACK does not
+    take: a DEPTHWISE_CONV_2D by ones picks the same elements, exactly."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, size, size)), "x")
+    out = model.add_output("pool")
+    c = lambda v: model.add_constant(np.asarray(v, dtype=np.int32))  # noqa: E731
+    model.add_operation(T.MAX_POOL_2D, [x, c([0]), c([0, 0, 0, 0]), c([1, 1]), c([stride, stride]),
+                                        model.add_constant(np.array([False])), None, None, c([0])], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    assert DRIVER.unsupported_reasons(context, model) == [""]
+    program = DRIVER.create_program(context, model, Cache())
+    assert delegate_gaps(program.interpreter) == ""
+    feeds = [randn(1, 3, size, size, seed=8)]
+    got = DRIVER.run_arrays(program, feeds)[0]
+    want = run_model(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("size, kernel, stride, pads", [(8, 3, 2, [1, 1, 1, 1]), (7, 3, 2, [1, 0, 0, 1]),

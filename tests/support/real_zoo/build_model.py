@@ -23,9 +23,11 @@ is not installed in the side venv).
 """
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.metadata
 import json
+import linecache
 import os
 import site
 import sys
@@ -634,14 +636,15 @@ def build_ernie(name: str):
 def spread_score_channels(layers, channels, probe, mean: float, std: float) -> None:
     """Rescale the output channels `channels` (a slice or index list) of each conv in `layers` so that their outputs
     on the probe input have `mean` and `std` (spread_class_logits for the first channels; YOLOv3 interleaves, per
-    anchor, 4 box channels, an objectness and the class logits)."""
+    anchor, 4 box channels, an objectness and the class logits). A conv shared by the pyramid levels (FCOS's,
+    RetinaNet's and SOLOv2's heads) is called once per level: its statistics are those of all its outputs."""
     import paddle
 
-    seen = {}
+    seen = collections.defaultdict(list)
 
     def record(k):
         def hook(layer, inputs, output):
-            seen[k] = output.numpy()[:, channels]
+            seen[k].append(output.numpy()[:, channels])
         return hook
 
     hooks = [layer.register_forward_post_hook(record(k)) for k, layer in enumerate(layers)]
@@ -650,7 +653,8 @@ def spread_score_channels(layers, channels, probe, mean: float, std: float) -> N
     for hook in hooks:
         hook.remove()
     for k, layer in enumerate(layers):
-        logits = seen[k]
+        calls = seen[k]
+        logits = calls[0] if len(calls) == 1 else np.concatenate([c.ravel() for c in calls])
         factor = std / max(float(logits.std()), 1e-6)
         weight, bias = layer.weight.numpy().copy(), layer.bias.numpy().copy()
         weight[channels] *= factor
@@ -1262,6 +1266,229 @@ def build_yolox(name: str):
     model._real_zoo_calibrate = calibrate
     return model, specs
 
+def _ppdet_resnet50_fpn(return_idx, **fpn):
+    """ppdet's ResNet50 (variant b) + FPN of the SOLOv2, FCOS and RetinaNet configs. Their `freeze_at: 0` and
+    frozen norms only stop gradients; freeze_norm=False keeps the batch norms trainable so that
+    calibrate_batch_norms can move their statistics (inference is the same op either way)."""
+    backbone = _ppdet("backbones.resnet").ResNet(depth=50, variant="b", norm_type="bn", freeze_at=-1,
+                                                 freeze_norm=False, return_idx=return_idx, num_stages=4)
+    neck = _ppdet("necks.fpn").FPN(in_channels=[i.channels for i in backbone.out_shape], out_channel=256, **fpn)
+    return backbone, neck
+
+
+def _recompile_method(owner, method: str, replacements: dict) -> None:
+    """Replace `owner.method` by its own source with each of `replacements` (old text -> new text, every old text
+    required to be there), compiled in the module that defines it (at its original line numbers)."""
+    import inspect
+    import textwrap
+
+    function = getattr(owner, method)
+    if getattr(function, "_real_zoo_patched", False):
+        return
+    lines, first_line = inspect.getsourcelines(function)
+    source = textwrap.dedent("".join(lines))
+    for old, new in replacements.items():
+        if old not in source:
+            raise SystemExit(f"{owner.__name__}.{method} no longer contains {old!r}: revisit this patch")
+        source = source.replace(old, new)
+    # Compiled under a file name of its own whose text linecache holds: paddle.jit.to_static re-reads a function's
+    # source (inspect.getsource), which must give the patched text, not the original file's lines.
+    filename = f"<real-zoo patch of {inspect.getsourcefile(function)}>"
+    text = "\n" * (first_line - 1) + source
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    module = sys.modules[owner.__module__]
+    namespace = {}
+    exec(compile(text, filename, "exec"), vars(module), namespace)
+    namespace[method]._real_zoo_patched = True
+    setattr(owner, method, namespace[method])
+
+
+def _ppdet_solov2_for_paddle3() -> None:
+    """ppdet 2.6's SOLOv2 post-processing was written for Paddle 2, where indexing a 1-D tensor with an integer
+    kept a [1] tensor; Paddle 3 gives a 0-D one, which cannot be indexed again (`cast(im_shape[0], 'int32')[0]`)
+    nor concatenated with 1-D indices (`concat([keep, shape(x)[0] - 1])`). Use the spellings later PaddleDetection
+    releases use for Paddle 3: the 0-D height and width as they are, and `shape(x)[0:1]` (a [1] tensor) where a
+    count is appended to an index list. Paddle 3 also refuses to compare float32 with int32 (no type promotion
+    between them): the mask areas are compared with the int32 strides cast to float32. The rest of the source is
+    ppdet's."""
+    heads = _ppdet("heads.solov2_head")
+    _recompile_method(heads.SOLOv2Head, "get_seg_single", {
+        "h = paddle.cast(im_shape[0], 'int32')[0]": "h = paddle.cast(im_shape[0], 'int32')",
+        "w = paddle.cast(im_shape[1], 'int32')[0]": "w = paddle.cast(im_shape[1], 'int32')",
+        "paddle.shape(kernel_preds)[0]": "paddle.shape(kernel_preds)[0:1]",
+        "paddle.shape(sum_masks)[0]": "paddle.shape(sum_masks)[0:1]",
+        "sum_masks > strides": "sum_masks > paddle.cast(strides, 'float32')"})
+    _recompile_method(_ppdet("layers").MaskMatrixNMS, "__call__", {
+        "paddle.shape(cate_scores)[0] - 1": "paddle.shape(cate_scores)[0:1] - 1"})
+
+
+def build_solov2(name: str):
+    """SOLOv2 (solov2_r50_fpn_1x_coco.yml: ResNet50 + FPN P2-P6, SOLOv2Head with 5 grids of 40-12 cells, 512
+    feature channels and 4 stacked GN convs, SOLOv2MaskHead P2-P5, and its post-processing in paddle ops: score
+    threshold and nonzero, a dynamic 1x1 conv of the mask features by the kept kernels, stride filter, Matrix NMS
+    on the masks (MaskMatrixNMS, gaussian), masks resized to the image) at 320 px, batch 1 (get_prediction decodes
+    image 0 only). Exported as ppdet exports it: inputs im_shape, image, scale_factor; outputs the masks (uint8
+    [N, 320, 320]), their labels, their scores and their count."""
+    import paddle
+
+    size = 320
+    _ppdet_solov2_for_paddle3()
+    backbone, neck = _ppdet_resnet50_fpn([0, 1, 2, 3])
+    heads = _ppdet("heads.solov2_head")
+    head = heads.SOLOv2Head(num_classes=80, in_channels=256, seg_feat_channels=512, stacked_convs=4,
+                            num_grids=[40, 36, 24, 16, 12], kernel_out_channels=256,
+                            mask_nms=_ppdet("layers").MaskMatrixNMS(pre_nms_top_n=500, post_nms_top_n=100))
+    mask_head = heads.SOLOv2MaskHead(in_channels=256, mid_channels=128, out_channels=256, start_level=0,
+                                     end_level=3)
+    net = _ppdet("architectures.solov2").SOLOv2(backbone, head, mask_head, neck)
+
+    class SegmentationExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, im_shape, image, scale_factor):
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["segm"], out["cate_label"], out["cate_score"], out["bbox_num"]
+
+    model = SegmentationExport(net)
+    specs = _detection_specs_with_im_shape(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=1)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Category logits: sigmoid past the 0.1 threshold for a few hundred grid cells and classes after the
+        # points NMS, so that Matrix NMS decays and drops many of them.
+        spread_class_logits([head.solo_cate], 80, lambda: model(*probe), mean=-5.5, std=1.2)
+        # Mask kernels: the 0.01-std initialisation gives mask logits near 0, every pixel at the 0.5 threshold;
+        # scale them so the mask logits (kernel . mask features) have std 4: masks decided away from the threshold.
+        seen = {}
+        hooks = [mask_head.register_forward_post_hook(lambda layer, i, o: seen.__setitem__("features", o.numpy())),
+                 head.solo_kernel.register_forward_post_hook(
+                     lambda layer, i, o: seen.setdefault("kernels", []).append(o.numpy()))]
+        with paddle.no_grad():
+            model(*probe)
+        for hook in hooks:
+            hook.remove()
+        kernels = np.concatenate([k[0].reshape(k.shape[1], -1) for k in seen["kernels"]], axis=1)
+        logits = np.einsum("kn,khw->nhw", kernels, seen["features"][0])
+        factor = 4.0 / max(float(logits.std()), 1e-6)
+        for param in (head.solo_kernel.weight, head.solo_kernel.bias):
+            param.set_value(paddle.to_tensor((param.numpy() * factor).astype("float32")))
+        masks, labels, scores, count = model(*probe)
+        print(f"{name}: {int(count.numpy())} masks kept by Matrix NMS on a random image (scores "
+              f"{float(scores.numpy().min()):.3f}-{float(scores.numpy().max()):.3f})", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_fcos(name: str):
+    """FCOS (fcos_r50_fpn_1x_coco.yml: ResNet50 C3-C5, FPN with two extra convs (P3-P7), FCOSHead with 4 GN convs per
+    tower, centerness on the regression branch, normalised regression targets, MultiClassNMS score 0.025, IoU 0.6,
+    top 1000 / keep 100) at 320 px, exported as ppdet exports it: it reads no im_shape, so the inputs are image and
+    scale_factor."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone, neck = _ppdet_resnet50_fpn([1, 2, 3], spatial_scales=[0.125, 0.0625, 0.03125], extra_stage=2,
+                                         has_extra_convs=True, use_c5=False)
+    fcos = _ppdet("heads.fcos_head")
+    feat = fcos.FCOSFeat(feat_in=256, feat_out=256, num_convs=4, norm_type="gn", use_dcn=False)
+    head = fcos.FCOSHead(num_classes=80, fcos_feat=feat, fpn_stride=[8, 16, 32, 64, 128], prior_prob=0.01,
+                         norm_reg_targets=True, centerness_on_reg=True, num_shift=0.5, fcos_loss=None,
+                         nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025,
+                                                      nms_threshold=0.6))
+    net = _ppdet("architectures.fcos").FCOS(backbone, neck, head)
+    # The centerness conv starts at std 0.01 (every centerness 0.5): at He scale it varies across locations.
+    rescale_to_he_init(head.fcos_head_centerness)
+    model = detection_export(net)
+    specs = _detection_specs(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # sigmoid(class) * sigmoid(centerness) past 0.025 for several percent of the 2134 locations x 80 classes.
+        spread_class_logits([head.fcos_head_cls], 80, lambda: model(*probe), mean=-5.0, std=1.5)
+        # The 4 distances to the box sides (in strides, before the relu): the 0.01-std initialisation makes every
+        # box a point at its location, and a zero-mean spread would clip half of them to 0 (boxes of no area,
+        # which a trained FCOS never predicts); around 1.5 strides (std 0.5) the boxes overlap their neighbours'.
+        spread_score_channels([head.fcos_head_reg], slice(0, 4), lambda: model(*probe), mean=1.5, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_retinanet(name: str):
+    """RetinaNet (retinanet_r50_fpn_1x_coco.yml: ResNet50 C3-C5, FPN with two extra convs (P3-P7), RetinaHead with
+    4-conv towers without norm, 9 anchors per location (RetinaAnchorGenerator), the best 1000 anchors per level,
+    delta2bbox, MultiClassNMS score 0.05, IoU 0.5, top 1000 / keep 100) at 320 px, exported with ppdet's inputs
+    image and scale_factor (see DetectionExport). Batch 1 declared: RetinaHead.decode loops in Python over
+    `cls_logits[0].shape[0]` images, which a free batch (-1) would make no image at all."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone, neck = _ppdet_resnet50_fpn([1, 2, 3], spatial_scales=[0.125, 0.0625, 0.03125], extra_stage=2,
+                                         has_extra_convs=True, use_c5=False)
+    retina = _ppdet("heads.retina_head")
+    feat = retina.RetinaFeat(feat_in=256, feat_out=256, num_convs=4, norm_type=None, use_dcn=False)
+    anchors = _ppdet("proposal_generator.anchor_generator").RetinaAnchorGenerator(
+        octave_base_scale=4, scales_per_octave=3, aspect_ratios=[0.5, 1.0, 2.0],
+        strides=[8.0, 16.0, 32.0, 64.0, 128.0])
+    head = retina.RetinaHead(num_classes=80, conv_feat=feat, anchor_generator=anchors, bbox_assigner=None,
+                             loss_class=None, loss_bbox=None, prior_prob=0.01, nms_pre=1000,
+                             nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.05,
+                                                          nms_threshold=0.5))
+    net = _ppdet("architectures.retinanet").RetinaNet(backbone, neck, head)
+    # The towers have no norm and start at std 0.01 (the features would fade to nothing through 4 convs; see
+    # rescale_to_he_init): at He scale they keep their magnitude.
+    rescale_to_he_init(feat)
+
+    class DetectionExport(paddle.nn.Layer):
+        """RetinaNet passes im_shape to its post-processing, which never reads it: ppdet's export prunes that input
+        (tools/export_model.py's _prune_input_spec), and so does this one (the image's own size stands in)."""
+
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    model = DetectionExport(net)
+    specs = [Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        # Nothing to calibrate but the backbone's batch norms, on single images (the declared batch).
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # 80 classes x 9 anchors: sigmoid past 0.05 for several percent of the best anchors' classes.
+        spread_class_logits([head.retina_cls], 80 * 9, lambda: model(*probe), mean=-5.0, std=1.5)
+        # The box deltas: at std 0.01 every box is its anchor; spread (std 0.5) they move and resize.
+        spread_score_channels([head.retina_reg], slice(0, 4 * 9), lambda: model(*probe), mean=0.0, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 def build_tinypose(name: str):
     """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
     as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
@@ -1491,7 +1718,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "bert_seq_cls": build_nlp_more, "gpt_lm": build_nlp_more, "electra_token_cls": build_nlp_more,
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
                  "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage,
-                 "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox}
+                 "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
+                 "fcos": build_fcos, "retinanet": build_retinanet}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

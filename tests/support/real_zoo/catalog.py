@@ -90,4 +90,10 @@ MODELS = {
     "dino": ("paddledet", ("DINO 4-scale (ResNet50, deformable encoder and decoder of 6 layers each, 900 queries "
                            "from the encoder's top-k, focal-loss top-300)")),
     "yolox": ("paddledet", "YOLOX-s (CSPDarkNet, YOLOCSPPAN, YOLOXHead, multiclass_nms3; 320 px)"),
+    # ResNet50-FPN one-stage and mask detectors.
+    "solov2": ("paddledet", ("SOLOv2 (ResNet50, FPN, SOLOv2Head and mask-feature head, dynamic mask kernels, "
+                             "MaskMatrixNMS in paddle ops)")),
+    "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
+    "retinanet": ("paddledet", "RetinaNet (ResNet50, FPN P3-P7, RetinaHead, 9 anchors, top-1000 per level, "
+                               "multiclass_nms3)"),
 }
