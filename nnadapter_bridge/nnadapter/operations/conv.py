@@ -132,16 +132,18 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, strides,
         cols = window_tap(xp, 0, 0, oh, ow, sh, sw).reshape(n, c_in, oh * ow)  # a copy only when strided
         out = np.matmul(w.reshape(c_out, c_in), cols)
     else:
-        cols = np.empty((n, c_in, kh, kw, oh, ow), dtype=ft)
+        # im2col with the batch inside the columns ([C_in, kh, kw, N, oh, ow]): one GEMM per group for the whole
+        # batch, [C_out/G, K] x [K, N * P], where a batch of small images (an R-CNN head's hundred 14x14 RoIs)
+        # would otherwise make N small GEMMs (1.5-3x slower measured at N = 8-100).
+        cols = np.empty((c_in, kh, kw, n, oh, ow), dtype=ft)
         for i in range(kh):
             for j in range(kw):
-                cols[:, :, i, j] = window_tap(xp, i * dh, j * dw, oh, ow, sh, sw)
+                cols[:, i, j] = window_tap(xp, i * dh, j * dw, oh, ow, sh, sw).transpose(1, 0, 2, 3)
         k = c_in_g * kh * kw
-        if group == 1:
-            out = np.matmul(w.reshape(c_out, k), cols.reshape(n, k, oh * ow))
-        else:
-            # One batched matmul: [G, C_out/G, K] x [N, G, K, P] -> [N, G, C_out/G, P].
-            out = np.matmul(w.reshape(group, c_out // group, k), cols.reshape(n, group, k, oh * ow))
+        out = np.matmul(w.reshape(group, c_out // group, k), cols.reshape(group, k, n * oh * ow))
+        out = out.reshape(c_out, n, oh, ow).transpose(1, 0, 2, 3)
+        if n > 1:
+            out = np.ascontiguousarray(out)
     out = out.reshape(n, c_out, oh, ow)
     if bias is not None:
         out += as_compute_float(bias, ft).reshape(c_out, 1, 1)
