@@ -145,18 +145,21 @@ def bilinear_zero_padded(image: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.
         ly, lx = y - y0, x - x0
         y0 = y0.astype(np.int64)
         x0 = x0.astype(np.int64)
-    batch = np.arange(b)[:, None]
-    flat = image.reshape(b, c, h * w)
+    # The pixels as rows of channels, each image followed by a row of zeros, which a neighbour outside the image reads
+    # (so a NaN or inf of the image never reaches the sum in its place, as in Paddle's kernels): one np.take of rows
+    # per neighbour, no mask over the gathered values.
+    pixels = np.concatenate([image.reshape(b, c, h * w), np.zeros((b, c, 1), image.dtype)], axis=2)
+    pixels = np.ascontiguousarray(pixels.transpose(0, 2, 1)).reshape(b * (h * w + 1), c)
+    first_row = (np.arange(b) * (h * w + 1)).reshape((b,) + (1,) * (y.ndim - 1))
     out = np.zeros((b, c) + y.shape[1:], dtype=np.float64)
     for dy, wy in ((0, 1.0 - ly), (1, ly)):
+        yi = y0 + dy
+        inside_rows = (yi >= 0) & (yi < h)
         for dx, wx in ((0, 1.0 - lx), (1, lx)):
-            yi, xi = y0 + dy, x0 + dx
-            inside = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
-            index = np.where(inside, np.clip(yi, 0, h - 1) * w + np.clip(xi, 0, w - 1), 0)
-            # gather [B, P, C] then move channels forward; a neighbour outside reads 0 (so a NaN or inf
-            # read in its place never reaches the sum, as in Paddle's kernels)
-            values = np.where(inside[:, None], np.moveaxis(flat[batch, :, index], -1, 1), 0.0)
-            out += values * (wy * wx)[:, None]
+            xi = x0 + dx
+            index = first_row + np.where(inside_rows & (xi >= 0) & (xi < w), yi * w + xi, h * w)
+            # gather [B, P, C] then move channels forward
+            out += np.moveaxis(np.take(pixels, index, axis=0), -1, 1) * (wy * wx)[:, None]
     return out
 
 
