@@ -91,6 +91,7 @@ class GraphBuilder:
         # Paddle's relu maps NaN to 0 (context property MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO; see relu)
         self.relu_nan_to_zero = relu_nan_to_zero
         self.nan_kept_relus = nan_kept_relus  # id() of operations whose relu stays plain (nan_speculation.py)
+        self.swish_gates: set = set()  # id() of SIGMOIDs that onnxruntime's own Sigmoid computes (swish_gates)
         self.nodes: list = []
         self.initializers: list = []
         self._counter = 0
@@ -369,6 +370,25 @@ def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: boo
     return helper.make_tensor_value_info(name, onnx_type(t.dtype), shape)
 
 
+def swish_gates(model: Model) -> set:
+    """id() of the SIGMOID operations whose every reader multiplies the sigmoid by its own input: x * sigmoid(x), a
+    SiLU written out (YOLOX's and CSPDarkNet's activations). onnxruntime's Sigmoid is accurate to about 6e-8 absolute
+    only (operations.py computes SIGMOID as 1 / (1 + e^-x) for that), but in x * sigmoid(x) that error is at most
+    6e-8 |x| absolute where the product is tiny, as in the SWISH operation: those keep the one fast Sigmoid."""
+    consumers = model.consumers()
+    outputs = {o.index for o in model.output_operands}
+    gates = set()
+    for op in model.operations:
+        if op.type != T.SIGMOID or op.outputs[0].index in outputs:
+            continue
+        pair = {op.inputs[0].index, op.outputs[0].index}
+        readers = consumers.get(op.outputs[0].index, [])
+        if readers and all(r.type == T.MUL and {o.index for o in r.inputs[:2] if o is not None} == pair
+                           for r in readers):
+            gates.add(id(op))
+    return gates
+
+
 def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bool = True,
                   fused_chains: Sequence = (), marked_producer: str = "",
                   keep_nan_where_visible: bool = False) -> onnx.ModelProto:
@@ -388,6 +408,7 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     skipped: set = set()
     emitted = 0
     g.producers = model.producers()
+    g.swish_gates = swish_gates(model)
     g.raw_read = {o.index for o in model.output_operands}
     g.raw_read |= {o.index for op in model.operations if op.type != T.DEQUANTIZE for o in op.inputs if o is not None}
     for k, operand in enumerate(model.input_operands):

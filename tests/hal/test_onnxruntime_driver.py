@@ -335,6 +335,35 @@ def test_sigmoid_keeps_relative_precision_in_the_tail_as_paddle_does(device):
     (got,) = _run(DRIVER.create_program(context, model, Cache()), *feeds)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
 
+def _sigmoid_times(gate_by_input: bool) -> Model:
+    """sigmoid(x) * x (a SiLU written out) when gate_by_input, else sigmoid(x) * y."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 201)), "x")
+    y = model.add_operand(OperandType(Precision.FLOAT32, (2, 201)), "y")
+    gate, out = model.add_operand(OperandType(Precision.FLOAT32, (2, 201)), "gate"), model.add_output("out")
+    model.add_operation(T.SIGMOID, [x], [gate])
+    model.add_operation(T.MUL, [x if gate_by_input else y, gate, model.add_constant(np.int32([0]))], [out])
+    model.identify_inputs_and_outputs([x, y], [out])
+    model.finish()
+    return model
+
+
+def test_a_sigmoid_gating_its_own_input_keeps_onnxruntimes_sigmoid():
+    """x * sigmoid(x) (YOLOX's 74 activations) keeps the one fast Sigmoid, whose absolute error 6e-8 stays 6e-8 |x|
+    in the product; a sigmoid multiplied by anything else is computed to Paddle's relative precision."""
+    gated = [n.op_type for n in convert_model(_sigmoid_times(True), OPERATIONS).graph.node]
+    scaled = [n.op_type for n in convert_model(_sigmoid_times(False), OPERATIONS).graph.node]
+    assert "Sigmoid" in gated and "Exp" not in gated
+    assert "Sigmoid" not in scaled and "Exp" in scaled
+    x = np.linspace(-40, 40, 402).astype(np.float32).reshape(2, 201)
+    y = np.full_like(x, 3.0)
+    exact = 1 / (1 + np.exp(-x.astype(np.float64)))
+    (got,) = _run_on_onnxruntime(_sigmoid_times(True), [x, y])
+    np.testing.assert_allclose(got, x * exact, rtol=1e-6, atol=1e-7 * 40)  # Sigmoid's 6e-8 times |x| <= 40
+    (got,) = _run_on_onnxruntime(_sigmoid_times(False), [x, y])
+    np.testing.assert_allclose(got, 3 * exact, rtol=1e-6, atol=0)  # the tail to its relative precision
+
+
 # -- programs ------------------------------------------------------------------------------------------------
 def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device, monkeypatch):
     context = DRIVER.create_context(device, "")
