@@ -50,6 +50,10 @@ MAX_FAULT_CHARS = 4000  # of each kept fault's text
 # unmeasured runs and then TURN_SECONDS of measured ones (at least one of each); the median measured run is the
 # figure.
 MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 40, 0.4
+# And until every order has MIN_MEASURED_RUNS measured runs, unless that takes past MAX_TIMING_SECONDS: a subgraph of
+# 70 ms got 3 measured runs an order, and on this kind of VM a median of 3 picked intel_openvino for BiSeNetV2 at 1
+# thread where onnxruntime ran 11% faster (bench_zoo, AMD EPYC with AVX2).
+MIN_MEASURED_RUNS, MAX_TIMING_SECONDS = 9, 4.0
 SETTLE_SECONDS = 0.05  # unmeasured runs at the start of each turn (_time_orders)
 TURN_SECONDS = 0.05  # then measured runs
 # Timed figures within 3% of the lowest are a tie, taken by the estimate's order. Measured on the zoo (RESULTS.md,
@@ -119,7 +123,8 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
     """{order text: the median run of the subgraph on that order, or the error that put it out of the contest},
     and {order text: {device: (stage, what it failed)}} for the devices left out of each order. Each order converts
     and compiles in an engine of its own (its first run), then the orders take turns (so a burst of load on the
-    machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, at most MAX_ROUNDS. Each
+    machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, and until each order has
+    MIN_MEASURED_RUNS measured runs unless that passes MAX_TIMING_SECONDS; at most MAX_ROUNDS. Each
     turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for TURN_SECONDS (at least once):
     onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in a 100 ms pause at 2 threads),
     and at 2 threads on 2 cores that spin slowed whichever order ran next, which made the choice favour
@@ -154,8 +159,12 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
         runs: dict = {order_text(o): [] for o in running}
         started = time.perf_counter()
         rounds = 0
-        while running and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or
-                                                   time.perf_counter() - started < MIN_TIMING_SECONDS):
+        def wanted() -> bool:
+            elapsed = time.perf_counter() - started
+            few = min(len(runs[order_text(o)]) for o in running) < MIN_MEASURED_RUNS
+            return rounds < MIN_ROUNDS or elapsed < MIN_TIMING_SECONDS or (few and elapsed < MAX_TIMING_SECONDS)
+
+        while running and rounds < MAX_ROUNDS and wanted():
             for order in list(running):
                 turn = time.perf_counter()
                 while order in running:  # unmeasured: at least one run, SETTLE_SECONDS in all
