@@ -141,9 +141,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, strides,
                 cols[:, i, j] = window_tap(xp, i * dh, j * dw, oh, ow, sh, sw).transpose(1, 0, 2, 3)
         k = c_in_g * kh * kw
         out = np.matmul(w.reshape(group, c_out // group, k), cols.reshape(group, k, n * oh * ow))
-        out = out.reshape(c_out, n, oh, ow).transpose(1, 0, 2, 3)
-        if n > 1:
-            out = np.ascontiguousarray(out)
+        out = np.ascontiguousarray(out.reshape(c_out, n, oh, ow).transpose(1, 0, 2, 3))  # no copy when N = 1
     out = out.reshape(n, c_out, oh, ow)
     if bias is not None:
         out += as_compute_float(bias, ft).reshape(c_out, 1, 1)
