@@ -46,7 +46,7 @@ def var_precision(ctx, name: str | None) -> Precision | None:
     if graph is None:
         return None
     try:
-        dtype = graph.var(name).dtype
+        dtype = graph.var(name, getattr(ctx, "block", 0)).dtype
         return dtype_precision(dtype) if dtype is not None else None
     except (BridgeError, KeyError, ValueError):  # undeclared var, or a dtype with no NNAdapter precision
         return None

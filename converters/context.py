@@ -348,7 +348,8 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
     from converters.registry import get_converter
 
     model = Model()
-    ctx = ConversionContext(model, params, graph)
+    # The block the ops are in (a loop or branch body's subgraph): their var declarations are looked up from there.
+    ctx = ConversionContext(model, params, graph, getattr(ops[0], "block_idx", 0) if ops else 0)
     ctx.output_names = frozenset(output_names)
     ctx.float_ops = frozenset(float_ops)
     ctx.checks_conditions = conditions

@@ -1,5 +1,8 @@
 """The subgraph detector: which ops of block 0 run together as device subgraphs (facts §4.3, §4.4), Paddle Lite's
 clustering over a dependency graph with versioned vars and what every op reads and writes (sub-blocks included).
+The bodies of the loops and branches left on the host (their blocks, nested ones too) are partitioned the same way,
+each block on its own, as Paddle Lite's subgraph pass does for every block: a body's subgraphs run on the devices
+each time the host runs the body.
 Entry points: `detect_subgraphs`, `op_reads` / `op_writes`, `body_ops`, `sub_block_indices`. Imports the
 ground (the loader's program model, the standard's graph contraction, errors) and `partition.config` only; nothing
 here knows about devices. How it clusters and why: docs/architecture.md, "The subgraph detector".
@@ -31,6 +34,7 @@ class Subgraph:
     weight_names: list[str]  # persistable params read inside
     local_names: list[str]  # values made and read only inside
     unused_names: list[str]  # values made inside that nothing reads (XShape, ...)
+    block: int = 0  # the block holding its ops: 0, or a loop or branch body
 
     @property
     def op_keys(self) -> list[tuple]:
@@ -50,17 +54,34 @@ class PartitionResult:
     host_ops: list  # ops outside every subgraph, in program order
     forced_op_keys: frozenset  # ops the partition config kept on the host
     _steps: list = dataclasses.field(repr=False, default_factory=list)
+    # block -> the PartitionResult of a loop or branch body (its `ops` are that block's): the blocks of block 0's
+    # host control-flow ops and the blocks nested in them. Their subgraphs are numbered after block 0's.
+    bodies: dict = dataclasses.field(repr=False, default_factory=dict)
 
     def __post_init__(self):
-        self._index_by_key = {op_key(op): s.index for s in self.subgraphs for op in s.ops}
+        self._index_by_key = {_placed_key(op): s.index for s in self.subgraphs for op in s.ops}
+
+    def every_subgraph(self) -> list[Subgraph]:
+        """Block 0's subgraphs, then the bodies', by index."""
+        return list(self.subgraphs) + sorted((s for body in self.bodies.values() for s in body.subgraphs),
+                                             key=lambda s: s.index)
 
     def subgraph_index_of(self, op) -> int | None:
-        """The index of the subgraph holding `op`, None for a host op."""
-        return self._index_by_key.get(op_key(op))
+        """The index of the subgraph holding `op` (of block 0 or of a body), None for a host op."""
+        found = self._index_by_key.get(_placed_key(op))
+        if found is None and self.bodies:
+            body = self.bodies.get(getattr(op, "block_idx", 0))
+            found = body.subgraph_index_of(op) if body is not None else None
+        return found
 
     def steps(self) -> list:
         """Host ops (OpInfo) and subgraphs (Subgraph) in an order that respects every dependency."""
         return list(self._steps)
+
+
+def _placed_key(op) -> tuple:
+    """An op's block and index: op keys (op_key) name block-0 ops, and a body's ops repeat their indexes."""
+    return getattr(op, "block_idx", 0), op.index
 
 
 class PartitionError(BridgeError):
@@ -215,8 +236,11 @@ def _is_weight(program, name: str) -> bool:
     return bool(var is not None and var.persistable)
 
 
-def _describe(program, graph: _DependencyGraph, index: int, ops: list) -> Subgraph:
-    """Classify the var names at a cluster's boundary (facts §4.4)."""
+def _describe(program, graph: _DependencyGraph, index: int, ops: list, block: int = 0,
+              escaping: Callable[[str, set], bool] | None = None) -> Subgraph:
+    """Classify the var names at a cluster's boundary (facts §4.4). `escaping(name, members)`: for a body's cluster
+    (its ops' keys `members`), whether a value it writes may be read beyond the body's own data flow (_BodyReads):
+    then it is an output, whoever reads it here."""
     members = {op_key(op) for op in ops}
     graph_outputs = {graph.latest[n] for n in program.outputs if n in graph.latest}
     inputs, outputs, weights, local, unused = set(), set(), set(), set(), set()
@@ -231,14 +255,40 @@ def _describe(program, graph: _DependencyGraph, index: int, ops: list) -> Subgra
         for node in graph.outputs_of[key]:
             name = node[1]
             readers = graph.readers[node]
-            if node in graph_outputs or any(r not in members for r in readers):
+            if (node in graph_outputs or any(r not in members for r in readers)
+                    or (escaping is not None and escaping(name, members))):
                 outputs.add(name)
             elif readers:
                 local.add(name)
             else:
                 unused.add(name)
     return Subgraph(index, list(ops), sorted(inputs), sorted(outputs), sorted(weights), sorted(local),
-                    sorted(unused))
+                    sorted(unused), block)
+
+
+class _BodyReads:
+    """What a value written in a loop or branch body may be read by beyond the body's own data flow: the next
+    iteration of a loop (an op before the writer, reading the name), the block holding the loop or branch (a var the
+    body does not declare: its loop vars and results), any op of another block. A body cluster hands out every such
+    value (conservative: an extra output costs a copy, a missing one a wrong answer)."""
+
+    def __init__(self, program, block: int):
+        blocks = program.blocks
+        self.declared = set(blocks[block].vars)
+        self.read_elsewhere: set = set()
+        self.readers_here: dict = {}  # name -> op keys of this block reading it (any version)
+        for other in blocks:
+            for op in other.ops:
+                names = op_input_names(op)
+                if other.idx != block:
+                    self.read_elsewhere.update(names)
+                else:
+                    for name in names:
+                        self.readers_here.setdefault(name, set()).add(op_key(op))
+
+    def __call__(self, name: str, members: set) -> bool:
+        return (name not in self.declared or name in self.read_elsewhere
+                or bool(self.readers_here.get(name, set()) - members))
 
 
 def _schedule(graph: _DependencyGraph, ops: list, unit_of: dict, units: dict) -> list:
@@ -281,16 +331,38 @@ def _schedule(graph: _DependencyGraph, ops: list, unit_of: dict, units: dict) ->
 
 def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_keys: Collection = (),
                      min_subgraph_size: int = 1) -> PartitionResult:
-    """Partition block 0 of `program` into device subgraphs and host ops.
+    """Partition block 0 of `program` into device subgraphs and host ops, then the body of every loop and branch left
+    on the host (module docstring): `bodies` of the result.
 
     `is_supported(op)` says whether an op can run on the selected devices; `forced_op_keys` are keys
-    (`op_key(op)`, e.g. from `PartitionConfig.match`) of ops to keep on the host whatever the predicate
+    (`op_key(op)`, e.g. from `PartitionConfig.match`) of block-0 ops to keep on the host whatever the predicate
     says; clusters with fewer than `min_subgraph_size` ops go back to the host (numbering skips them).
     """
     if min_subgraph_size < 1:
         raise ValueError(f"min_subgraph_size must be >= 1, got {min_subgraph_size}")
-    ops = list(program.ops())
-    forced = frozenset(forced_op_keys)
+    # A view of one subgraph's ops (the engine splitting it around declined ops) names their block.
+    result = _partition_block(program, list(program.ops()), is_supported, frozenset(forced_op_keys),
+                              min_subgraph_size, getattr(program, "block", 0))
+    blocks = getattr(program, "blocks", None)
+    if blocks is None:  # a view of some ops (a subgraph split around declined ops): no bodies
+        return result
+    roots = [idx for op in result.host_ops for idx in sub_block_indices(op)]
+    following = len(result.subgraphs)
+    for block in _nested_blocks(blocks, roots):
+        if block == 0:
+            continue
+        body = _partition_block(program, list(blocks[block].ops), is_supported, frozenset(), min_subgraph_size,
+                                block, following, _BodyReads(program, block))
+        result.bodies[block] = body
+        following += len(body.subgraphs)
+    return result
+
+
+def _partition_block(program, ops: list, is_supported: Callable[[object], bool], forced: frozenset,
+                     min_subgraph_size: int, block: int = 0, first_index: int = 0,
+                     escaping: _BodyReads | None = None) -> PartitionResult:
+    """The PartitionResult of `ops` (of `block`); its subgraphs numbered from `first_index`. `escaping`: a body's
+    values read beyond its own data flow (_describe)."""
     graph = _DependencyGraph(ops, program)
 
     marked = set()
@@ -313,7 +385,7 @@ def detect_subgraphs(program, is_supported: Callable[[object], bool], forced_op_
     for members in clusters.values():
         if len(members) < min_subgraph_size:
             continue
-        subgraph = _describe(program, graph, len(subgraphs), members)
+        subgraph = _describe(program, graph, first_index + len(subgraphs), members, block, escaping)
         subgraphs.append(subgraph)
         units[("subgraph", subgraph.index)] = subgraph
         for op in members:

@@ -90,16 +90,18 @@ def operator_lines(graph) -> list[str]:
     """Every op of block 0 in partition-config syntax, `op_type:inputs:outputs`, in program order. An op whose
     names the syntax cannot hold (a var called 'a:b' or 'a,b'; Paddle Lite's format has no escaping) gets a
     `#` comment line saying so instead: the config parser skips it, and no line names another op by mistake."""
-    lines = []
-    for op in graph.ops():
-        inputs, outputs = op_input_names(op), op_output_names(op)
-        line = config_line(op.type, inputs, outputs)
-        if line is None:
-            reason = unwritable_reason(op.type, inputs, outputs)
-            line = (f"# {op.type!r} op #{op.index}: {reason}, which a partition config line cannot hold; "
-                    f"this op cannot be named by its vars")
-        lines.append(line)
-    return lines
+    return [operator_line(op) for op in graph.ops()]
+
+
+def operator_line(op) -> str:
+    """One op in partition-config syntax, or the `#` comment line saying why it cannot be written (operator_lines)."""
+    inputs, outputs = op_input_names(op), op_output_names(op)
+    line = config_line(op.type, inputs, outputs)
+    if line is None:
+        reason = unwritable_reason(op.type, inputs, outputs)
+        line = (f"# {op.type!r} op #{op.index}: {reason}, which a partition config line cannot hold; "
+                f"this op cannot be named by its vars")
+    return line
 
 
 def dump_text(graph, result) -> str:

@@ -9,8 +9,8 @@ reasons. This picture is built for reading a 500+ op model:
   frequent op types; with one device, one box per subgraph;
 * a box per run of host ops (consecutive in program order) that share a reason, labelled with the op types,
   their indices and that reason (ops the partition config forces there are dashed); a loop or branch in it
-  (while, conditional_block) adds a line per body: its op count, block(s) and most frequent op types, since its
-  ops run on the host with it;
+  (while, conditional_block) adds a line per body: its op count, block(s), how many of its ops run in the body's
+  device subgraphs and its most frequent op types;
 * the model's inputs and outputs as ellipses; weights are not drawn; an edge per pair of boxes that a var
   connects (its tooltip names the vars), what a loop or branch body reads and writes outside it included
   (partition.detector.op_reads / op_writes);
@@ -83,7 +83,8 @@ class Box:
     forced: bool = False
     name: str = ""  # the var of an input/output box
     color: str = ""  # fill colour: the device's (build_picture)
-    bodies: list = dataclasses.field(default_factory=list)  # (control-flow op, its body ops) of a host box
+    # (control-flow op, its body ops, how many of them run in the body's device subgraphs) of a host box
+    bodies: list = dataclasses.field(default_factory=list)
 
     def op_types(self) -> dict:
         return _type_counts(self.ops)
@@ -98,7 +99,8 @@ class Box:
         if self.kind == "host":
             data.update(reason=self.reason, forced=self.forced)
             data["bodies"] = [{"op": holder.index, "type": holder.type, "blocks": sub_block_indices(holder),
-                               "num_ops": len(ops), "op_types": _type_counts(ops)} for holder, ops in self.bodies]
+                               "num_ops": len(ops), "on_devices": on_devices, "op_types": _type_counts(ops)}
+                              for holder, ops, on_devices in self.bodies]
         return data
 
 
@@ -190,10 +192,10 @@ def _types_line(box: Box) -> list:
 
 def _bodies_lines(box: Box) -> list:
     lines = []
-    for holder, ops in box.bodies:
+    for holder, ops, on_devices in box.bodies:
         blocks = ", ".join(str(b) for b in sub_block_indices(holder))
         lines += textwrap.wrap(f"body of {holder.type}#{holder.index}: {len(ops)} op{'s' if len(ops) != 1 else ''} "
-                               f"(block {blocks}): {_types_text(ops)}", _REASON_WIDTH)
+                               f"(block {blocks}, {on_devices} on devices): {_types_text(ops)}", _REASON_WIDTH)
     return lines
 
 
@@ -253,7 +255,8 @@ def build_picture(graph, result, placements: Mapping[int, Placement], device_nam
             boxes.append(current)
         current.ops.append(op)
         if sub_block_indices(op):
-            current.bodies.append((op, body_ops(graph, op)))
+            inside = body_ops(graph, op)
+            current.bodies.append((op, inside, sum(result.subgraph_index_of(o) is not None for o in inside)))
         box_of[op.index] = current
     for box in boxes:
         box.color = colors.get(box.device, DEVICE_COLORS[0]) if box.kind == "device" else HOST_FILL

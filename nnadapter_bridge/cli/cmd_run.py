@@ -134,7 +134,8 @@ def run(args) -> int:
             sample_outputs.append(inputs.outputs_of(predictor))
         stats = predictor.stats
         programs = output.program_report(predictor)
-        placement = partition_report.report(predictor.plan, predictor.placements())  # before close: asks the devices
+        placement = partition_report.report(predictor.plan, predictor.placements(),  # before close: asks the devices
+                                            predictor.body_placements())
         predictor.close()
 
     data = {

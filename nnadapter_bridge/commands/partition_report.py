@@ -49,12 +49,13 @@ def analyze(config) -> PartitionPlan:
     return plan
 
 
-def report(plan: PartitionPlan, placements: list | None = None) -> dict:
+def report(plan: PartitionPlan, placements: list | None = None, body: list | None = None) -> dict:
     """The summary as plain data (the --json output). `placements`: subgraph.plan.OpPlacement per op (default:
-    the plan's), e.g. a predictor's after a run, with the ops it moved to the host then."""
+    the plan's), e.g. a predictor's after a run, with the ops it moved to the host then; `body`: the
+    subgraph.plan.BodyPlacement of the loop and branch bodies' ops, likewise."""
     from nnadapter_bridge.subgraph.plan import host_share, host_share_summary
     from partition import op_key
-    from partition.dump import operator_lines
+    from partition.dump import operator_line, operator_lines
 
     graph, result = plan.graph, plan.result
     no_host_kernel = _no_host_kernel(plan)
@@ -63,20 +64,26 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
     if placements is None:
         placements = plan.op_placements if plan.op_placements is not None else plan.placements()
     placed = {p.op.index: p for p in placements}
+    if body is None:
+        body = plan.body_placements()
+    placed_in_body = {(b.block, b.op.index): b for b in body}
     subgraphs = []
-    for s in result.subgraphs:
+    for s in result.every_subgraph():
         histogram = collections.Counter(op.type for op in s.ops)
-        devices = collections.Counter(placed[op.index].device or "host (moved at run time)" for op in s.ops
-                                      if op.index in placed)
+        where = placed if not s.block else {index: placed_in_body[(block, index)]
+                                            for block, index in placed_in_body if block == s.block}
+        devices = collections.Counter(where[op.index].device or "host (moved at run time)" for op in s.ops
+                                      if op.index in where)
         subgraphs.append({
             "index": s.index,
+            "block": s.block,
             "devices": dict(devices.most_common()),
             "num_ops": len(s.ops),
             "op_types": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
             "inputs": list(s.input_names),
             "outputs": list(s.output_names),
             "num_weights": len(s.weight_names),
-            "ops": [spec_lines[id(op)] for op in s.ops],
+            "ops": [spec_lines[id(op)] if id(op) in spec_lines else operator_line(op) for op in s.ops],
         })
     host_ops = []
     moved = {i for i, p in placed.items() if p.at_run}
@@ -92,7 +99,7 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
             "host_kernel": op.type not in no_host_kernel,
             "declined": dict(placed[op.index].declined) if op.index in placed else {},
         })
-    bodies = [dict(b.as_dict(), host_kernel=b.op.type not in no_host_kernel) for b in plan.body_placements()]
+    bodies = [dict(b.as_dict(), host_kernel=b.op.type not in no_host_kernel) for b in body]
     # Only for a policy by cost (subgraph.device_selection): "priority" reports what it always did.
     selection = {"device_selection": plan.selection.as_dict()} if plan.selection is not None else {}
     return selection | {
@@ -101,14 +108,17 @@ def report(plan: PartitionPlan, placements: list | None = None) -> dict:
         "partition_config": plan.partition_config.source if plan.partition_config is not None else None,
         "num_ops": len(result.ops),
         "num_subgraphs": len(result.subgraphs),
+        "num_body_subgraphs": len(result.every_subgraph()) - len(result.subgraphs),
         "ops_on_devices": sum(len(s.ops) for s in result.subgraphs) - len(moved),
         "num_host_ops": len(plan.host_ops) + len(moved),
         "subgraphs": subgraphs,
         "host_ops": host_ops,
-        # The ops of loop and branch bodies (every block but 0): on the host with the control-flow op holding them.
+        # The ops of loop and branch bodies (every block but 0): in a body subgraph, or on the host when the
+        # control-flow op holding them runs them.
         "num_body_ops": len(bodies),
+        "body_ops_on_devices": sum(1 for b in body if b.device is not None),
         "body_ops": bodies,
-        "host_share": host_share_summary(host_share(graph, placements)),
+        "host_share": host_share_summary(host_share(graph, placements, body)),
         "placements": [p.as_dict() for p in placements],
         "picture": picture(plan, placements).as_dict(),
     }
@@ -144,7 +154,8 @@ def check_strict(plan: PartitionPlan) -> None:
     from nnadapter_bridge.subgraph.plan import check_strict as check_share
     from nnadapter_bridge.subgraph.plan import host_share
 
-    share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements())
+    share = host_share(plan.graph, plan.op_placements if plan.op_placements is not None else plan.placements(),
+                       plan.body_placements())
     check_share(share, plan.device_names)
 
 
@@ -156,8 +167,7 @@ def render_summary(data: dict) -> str:
              f"config       {data['partition_config'] or '-'}",
              f"ops          {data['num_ops']} ({data['ops_on_devices']} on devices in {data['num_subgraphs']} "
              f"subgraph{'s' if data['num_subgraphs'] != 1 else ''}, {data['num_host_ops']} on the host, "
-             "plus feed/fetch)" + (f"; {data['num_body_ops']} more in loop and branch bodies, on the host"
-                                   if data.get("num_body_ops") else ""),
+             "plus feed/fetch)" + (_bodies_line(data) if data.get("num_body_ops") else ""),
              ""]
     lines.extend(placement_tables(data))
     share = data["host_share"]
@@ -182,8 +192,11 @@ def placement_tables(data: dict) -> list:
     if data["subgraphs"]:
         rows = [[s["index"], _devices(s["devices"]), s["num_ops"], _op_types(s["op_types"]), _names(s["inputs"]),
                  _names(s["outputs"])] for s in data["subgraphs"]]
-        lines.append(output.format_table(["subgraph", "device", "ops", "op types", "inputs", "outputs"], rows,
-                                         right_align={0, 2}))
+        header, right = ["subgraph", "device", "ops", "op types", "inputs", "outputs"], {0, 2}
+        if any(s.get("block") for s in data["subgraphs"]):  # loop or branch bodies' subgraphs: each one's block
+            rows = [row[:1] + [s.get("block", 0)] + row[1:] for row, s in zip(rows, data["subgraphs"])]
+            header, right = header[:1] + ["block"] + header[1:], {0, 1, 3}
+        lines.append(output.format_table(header, rows, right_align=right))
     else:
         lines.append("no subgraphs: every op runs on the host")
     host = [h for h in data["host_ops"] if h["type"] not in HOST_ONLY_OP_TYPES]
@@ -201,11 +214,12 @@ def placement_tables(data: dict) -> list:
         lines.append("no host ops: everything but feed/fetch runs on the devices")
     bodies = data.get("body_ops") or []
     if bodies:
-        lines += ["", ("loop and branch bodies: every op runs on the host when the control-flow op holding its block "
-                       "runs (no NNAdapter device runs control flow)")]
-        rows = [[b["block"], b["index"], b["type"], "yes" if b["host_kernel"] else "NO", b["in"]] for b in bodies]
-        lines.append(output.format_table(["block", "op", "body op type", "host kernel", "in the body of"], rows,
-                                         right_align={0, 1}))
+        lines += ["", ("loop and branch bodies: each runs when the control-flow op holding its block runs it (on the "
+                       "host: no NNAdapter device runs control flow), its subgraphs on the devices")]
+        rows = [[b["block"], b["index"], b["type"], _body_where(b), "yes" if b["host_kernel"] else "NO", b["in"]]
+                for b in bodies]
+        lines.append(output.format_table(["block", "op", "body op type", "runs on", "host kernel", "in the body of"],
+                                         rows, right_align={0, 1}))
     selection = data.get("device_selection")
     if selection is not None:  # --device-selection fastest / low_power: each subgraph's device order and why
         calibration = selection["calibration"]
@@ -230,6 +244,22 @@ def render_per_op(data: dict) -> str:
         rows.append([p["index"], p["type"], "-" if p["subgraph"] is None else p["subgraph"], where, why or "-"])
     return output.format_table(["op", "type", "subgraph", "runs on", "declined by / why on the host"], rows,
                                right_align={0, 2})
+
+
+
+def _bodies_line(data: dict) -> str:
+    """'; 18 more in loop and branch bodies, 15 of them on devices in 5 subgraphs' for the summary's ops line."""
+    count = data["num_body_subgraphs"]
+    return (f"; {data['num_body_ops']} more in loop and branch bodies, {data['body_ops_on_devices']} of them on "
+            f"devices in {count} subgraph{'s' if count != 1 else ''}")
+
+
+
+def _body_where(placed: dict) -> str:
+    """'subgraph 4 on intel_openvino' / 'host' / 'host (at run)' for a body op of report()."""
+    if placed["device"] is not None:
+        return f"subgraph {placed['subgraph']} on {placed['device']}"
+    return "host (at run)" if placed.get("at_run") else "host"
 
 
 

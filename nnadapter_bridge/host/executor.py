@@ -17,6 +17,9 @@ and the host kernel both see plain values; the plan is then cached per those val
 Host execution always uses the numpy reference: `device_names` is kept for the error messages and for the
 predictor's bookkeeping; it does not change how a host op runs.
 
+A loop or branch body runs op by op, or, when the partition put some of it on the devices, in the order
+`block_steps` gives: its host ops here, its subgraphs through the callables the predictor hands in.
+
 Entry points: `HostExecutor` (`run`, `run_block`, `can_run`, `unsupported_ops`), `HostExecutionError`. Imports
 converters, the loader's program model, the standard's reference and the host kernels; never `hal`.
 """
@@ -90,6 +93,9 @@ class HostExecutor:
         self._plans: dict[tuple, HostPlan] = {}
         self.plans_built = 0  # conversions/plans made (a cache miss each)
         self.plan_hits = 0  # runs that reused a plan
+        # block -> its run order when the partition put some of a loop or branch body on the devices: host ops, and
+        # callables taking the scope (a device subgraph's run); a block absent runs op by op (run_block).
+        self.block_steps: dict[int, list] = {}
 
     # -- capability ----------------------------------------------------------------------------------
     @staticmethod
@@ -185,10 +191,19 @@ class HostExecutor:
             self._run_frozen(op, scope, plan)
 
     def run_block(self, block_idx: int, scope: dict) -> None:
-        """Run every op of sub-block `block_idx` in order (control-flow kernels call this)."""
-        for op in self.graph.blocks[block_idx].ops:
-            if op.type not in FEED_FETCH:
-                self.run(op, scope)
+        """Run sub-block `block_idx` (control-flow kernels call this): its steps in `block_steps` when the
+        partition gave it some (its subgraphs on the devices), else every op in order."""
+        steps = self.block_steps.get(block_idx)
+        if steps is None:
+            for op in self.graph.blocks[block_idx].ops:
+                if op.type not in FEED_FETCH:
+                    self.run(op, scope)
+            return
+        for step in steps:
+            if callable(step):
+                step(scope)
+            else:
+                self.run(step, scope)
 
     def _signature(self, op, scope: dict) -> tuple:
         parts = []

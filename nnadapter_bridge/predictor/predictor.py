@@ -217,6 +217,11 @@ def _make_host_executor(graph, device_names):
     return HostExecutor(graph, device_names)
 
 
+def _moved_key(op):
+    """The key of an op moved to the host at run time: a block-0 op's index, (block, index) for a body's op."""
+    return (op.block_idx, op.index) if getattr(op, "block_idx", 0) else op.index
+
+
 class Predictor:
     """Runs a Paddle inference model with its supported parts on NNAdapter devices."""
 
@@ -245,7 +250,7 @@ class Predictor:
                              list(plan.result.steps()),  # the run order, fixed once: run() only walks it
                              plan.host_ops, {s.index: ProgramPool(resources, plan.device_order(s.index),
                                                                  plan.device_choice(s.index))
-                                                for s in plan.result.subgraphs})
+                                                for s in plan.result.every_subgraph()})
             self._check_dynamic_shapes_convert(plan.result, resources.float_ops if resources else frozenset())
             self._attach(shared, check=True)
             self._warn_if_host_heavy()
@@ -279,13 +284,19 @@ class Predictor:
         host_fallback = None if settings.strict else self._run_on_host
         self.engines = {s.index: SubgraphEngine(s, settings, shared.pools[s.index], on_build=self._on_build,
                                                 host_fallback=host_fallback)
-                        for s in self.partition.subgraphs}
+                        for s in self.partition.every_subgraph()}
+        if self.host is not None:
+            # The loop and branch bodies with subgraphs run through the host executor: their subgraphs here.
+            self.host.block_steps = {
+                block: [self.engines[step.index].run if isinstance(step, Subgraph) else step for step in body.steps()]
+                for block, body in self.partition.bodies.items() if body.subgraphs}
         shared.attach()
         # What run() walks: (engine, None) for a subgraph, (None, op) for a host op; feed/fetch left out.
         self._plan = [(self.engines[step.index], None) if isinstance(step, Subgraph) else (None, step)
                       for step in self._steps
                       if isinstance(step, Subgraph) or step.type not in HOST_ONLY_OP_TYPES]
-        self._engines_in_plan = [engine for engine, _ in self._plan if engine is not None]
+        # Every engine, the bodies' too: their device outputs are this run's own arrays, held no longer than it.
+        self._engines_in_plan = list(self.engines.values())
         self._inputs = [self._make_tensor(name, True) for name in self.graph.inputs]
         self._outputs = [self._make_tensor(name, False) for name in self.graph.outputs]
         self._runs = 0
@@ -381,23 +392,26 @@ class Predictor:
             off_device = [op for op in self.host_ops if ("op", op.index) not in forced]
             if off_device:  # an error; only control flow on the host: a warning, below, once the model can run
                 strict_share = self._host_share()
-                check_strict(strict_share, self.device_names, warn=False)
+                if not any(sub_block_indices(op) for op in off_device):
+                    check_strict(strict_share, self.device_names, warn=False)
         if not self.host_ops:
             return
         if self.host is None:
             self._raise_unsupported(self.host_ops, "these Paddle op types run on no device and the host "
                                     "executor (nnadapter_bridge.host) is not available", _ADVICE)
-        # Loop and branch bodies included: their ops run on the host, op by op, when the control-flow op does.
+        # Loop and branch bodies included (unsupported_ops looks into them): an op nothing runs is named as such
+        # before strict mode refuses a body op the devices decline.
         missing = self.host.unsupported_ops(self.host_ops)
         if missing:
             where = f"neither on {', '.join(self.device_names)} nor on the host" if self.device_names else \
                 "on the host (no device was named)"
             self._raise_unsupported(missing, f"these Paddle op types can run {where}", _ADVICE)
         if strict_share is not None:
+            check_strict(strict_share, self.device_names, warn=False)
             warn_control_flow(strict_share, self.device_names, stacklevel=5)
 
     def _host_share(self):
-        return host_share(self.graph, self.placements(per_device=False))
+        return host_share(self.graph, self.placements(per_device=False), self.body_placements())
 
     def _warn_if_host_heavy(self) -> None:
         """The HostPlacementWarning of create_predictor (module docstring, step 4)."""
@@ -422,6 +436,16 @@ class Predictor:
             found = [dataclasses.replace(p, device=None, reason=moved[p.op.index], declined={}, at_run=True)
                      if p.op.index in moved else p for p in found]
         return found
+
+    def body_placements(self) -> list:
+        """Where each op of the loop and branch bodies runs (subgraph.plan.BodyPlacement, grouped by the control-flow
+        op of block 0 holding them): in a body subgraph on the devices, or on the host with the reason; ops moved to
+        the host at run time so far have `at_run` set."""
+        plan = self._shared.plan
+        if plan is None:
+            return []
+        moved = {key: why for key, why in self._shared.moved_to_host.items() if isinstance(key, tuple)}
+        return plan.body_placements(moved)
 
     def _body_of(self, op) -> str:
         """`, in the body of while#3 (...)` for an op of a sub-block (the op holding that block), else ''."""
@@ -540,7 +564,7 @@ class Predictor:
         """An engine's fallback (engine.SubgraphEngine.host_fallback): `ops` of a subgraph on the host, because
         its devices failed to compile or run it or it cannot be converted for these input shapes; `reason`
         says which when the engine gives it. Recorded for placements() and the run-time warning."""
-        if ops and ops[0].index not in self._shared.moved_to_host:
+        if ops and _moved_key(ops[0]) not in self._shared.moved_to_host:
             self._note_moved_to_host(ops, reason)
         self._add_params(scope)
         if self.host is None:
@@ -553,7 +577,7 @@ class Predictor:
                 self.host.run(op, scope)
 
     def _note_moved_to_host(self, ops, reason: str | None) -> None:
-        moved = {op.index: reason or self._moved_reason(op) for op in ops}
+        moved = {_moved_key(op): reason or self._moved_reason(op) for op in ops}
         with self._shared.lock:
             for index, why in moved.items():
                 self._shared.moved_to_host.setdefault(index, why)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -311,6 +312,7 @@ def select_devices(graph, subgraphs: Sequence, device_names: Sequence[str], cali
 
 
 DEVICE_VERDICTS_FORMAT = "nnadapter-bridge-device-verdicts-v1"
+_OP_KEY = re.compile(r"[0-9]+(\.[0-9]+)?")  # a block-0 op's index, "block.index" for a loop or branch body's
 MAX_DEVICE_VERDICTS_BYTES = 16 << 20
 
 
@@ -331,7 +333,7 @@ class _KeptVerdicts:
         store = getattr(plan.support, "store", None)
         program_key = getattr(plan.support, "program_key", None)
         self.path = None
-        self.asked: dict = {}  # op index -> {device: reason}, read from the file
+        self.asked: dict = {}  # op key ("index", "block.index" for a body's op) -> {device: reason}, from the file
         self.new: dict = {}
         if store is not None and program_key is not None:
             key = sha256_hex("\0".join((DEVICE_VERDICTS_FORMAT, store.key, program_key)))
@@ -350,18 +352,19 @@ class _KeptVerdicts:
         ops = document.get("ops") if isinstance(document, dict) else None
         if (not isinstance(document, dict) or document.get("format") != DEVICE_VERDICTS_FORMAT
                 or not isinstance(ops, dict)
-                or not all(k.isdigit() and isinstance(v, dict) and all(isinstance(d, str) and isinstance(r, str)
-                                                                       for d, r in v.items())
+                or not all(_OP_KEY.fullmatch(k) and isinstance(v, dict)
+                           and all(isinstance(d, str) and isinstance(r, str) for d, r in v.items())
                            for k, v in ops.items())):
             warnings.warn(f"device verdicts file {self.path} is not a {DEVICE_VERDICTS_FORMAT} file; the devices "
                           "are asked again", NncCacheWarning, stacklevel=5)
             return {}
-        return {int(k): v for k, v in ops.items()}
+        return dict(ops)
 
     def declined(self, op) -> dict:
-        found = self.asked.get(op.index)
+        key = f"{op.block_idx}.{op.index}" if getattr(op, "block_idx", 0) else str(op.index)
+        found = self.asked.get(key)
         if found is None:
-            found = self.new[op.index] = self.live.declined(op)
+            found = self.new[key] = self.live.declined(op)
         return found
 
     def save(self) -> None:
@@ -371,7 +374,7 @@ class _KeptVerdicts:
 
         from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, write_file_atomically
 
-        ops = {str(k): v for k, v in sorted((self.asked | self.new).items())}
+        ops = dict(sorted((self.asked | self.new).items()))
         try:
             write_file_atomically(self.path, orjson.dumps({"format": DEVICE_VERDICTS_FORMAT, "ops": ops}))
         except OSError as exc:
@@ -391,7 +394,7 @@ def plan_selection(plan, context, settings) -> DeviceSelection:
         return DeviceSelection(settings.device_selection, None, {})
     calibration = calibrate(names, settings.context_properties, settings.cache_dir or None)
     verdicts = _KeptVerdicts(plan, context)
-    selection = select_devices(plan.graph, plan.result.subgraphs, names, calibration, verdicts.declined, op_flops,
-                               settings.device_selection, relaxed=getattr(settings, "relax_float32", False))
+    selection = select_devices(plan.graph, plan.result.every_subgraph(), names, calibration, verdicts.declined,
+                               op_flops, settings.device_selection, relaxed=getattr(settings, "relax_float32", False))
     verdicts.save()
     return selection

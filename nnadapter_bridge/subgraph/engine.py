@@ -74,10 +74,10 @@ def _signature(arrays: Sequence[np.ndarray]) -> tuple:
 class SplitPlan:
     """How one input signature of a subgraph runs when the devices decline some operations of its concrete model
     (module docstring): `partition` holds the child subgraphs and the declined ops in run order; `declined` maps
-    each declined op (block-0 index) to why ("OPERATION#k: reason", one per declined operation); `pools` the
-    child subgraphs' ProgramPools, shared by the engines of a predictor and its clones; `at_run` is true for a split
-    around an operation a device faulted on while running (_split_off_fault), false for one its devices declined
-    once the program was compiled for these shapes."""
+    each declined op (its index in the subgraph's block) to why ("OPERATION#k: reason", one per declined
+    operation); `pools` the child subgraphs' ProgramPools, shared by the engines of a predictor and its clones;
+    `at_run` is true for a split around an operation a device faulted on while running (_split_off_fault), false
+    for one its devices declined once the program was compiled for these shapes."""
 
     partition: PartitionResult  # over the subgraph's ops
     declined: dict
@@ -102,12 +102,13 @@ class _SubgraphView:
         self._ops = list(subgraph.ops)
         self.params = graph.params
         self.outputs = list(subgraph.output_names)
+        self.block = getattr(subgraph, "block", 0)  # a loop or branch body's subgraph: its block
 
     def ops(self) -> list:
         return self._ops
 
     def var(self, name: str):
-        return self._graph.var(name)
+        return self._graph.var(name, self.block)
 
 
 # -- cache buffers -----------------------------------------------------------------------------------
@@ -339,6 +340,7 @@ class SubgraphEngine:
         self.float_ops = frozenset(op.index for op in subgraph.ops
                                    if op.index in resources.float_ops and getattr(op, "block_idx", 0) == 0)
         self.graph = resources.graph
+        self.block = getattr(subgraph, "block", 0)  # 0, or the loop or branch body holding its ops
         self.contexts = resources.contexts
         # The subgraph's device order (subgraph.device_selection), else the listed one: the context of every run.
         self.base_context = resources.contexts.without((), pool.device_order)
@@ -377,7 +379,7 @@ class SubgraphEngine:
             if self.pool.fingerprint is None:  # hashed once for a predictor and its clones
                 memo = self.fingerprint_memo
                 # What names this subgraph's fingerprint beyond the program and its params file (FingerprintMemo).
-                parts = (cache_key.CACHE_FORMAT_VERSION, tuple(op.index for op in self.subgraph.ops),
+                parts = (cache_key.CACHE_FORMAT_VERSION, self.block, tuple(op.index for op in self.subgraph.ops),
                          tuple(self.input_names), tuple(self.output_names), tuple(self.subgraph.weight_names),
                          tuple(sorted(self.float_ops)))
                 found = memo.get(parts) if memo is not None else None
@@ -721,7 +723,7 @@ class SubgraphEngine:
         found = []
         for name, array in zip(self.input_names, arrays):
             try:
-                var = self.graph.var(name)
+                var = self.graph.var(name, self.block)
             except BridgeError:
                 continue
             if var.dtype is None:  # not a dense tensor: it declares no shape
@@ -759,8 +761,8 @@ class SubgraphEngine:
         for operation, origin, reason in zip(result.model.operations, result.operation_origin, reasons):
             if not reason:
                 continue
-            if origin is None or getattr(origin, "block_idx", 0) != 0:
-                return None  # an operation no block-0 Paddle op emitted cannot be split off
+            if origin is None or getattr(origin, "block_idx", 0) != self.block:
+                return None  # an operation no Paddle op of this subgraph's block emitted cannot be split off
             declined.setdefault(origin.index, []).append(f"{operation.label()}: {reason}")
         del result
         if not declined:
@@ -782,7 +784,7 @@ class SubgraphEngine:
         so that only the Paddle op that emitted the operation runs on the host, the rest on the devices as before,
         and run this run so; a failed run-time condition (RunConditionFault) names the Paddle op itself, and a
         subgraph of that op alone runs on the host for these shapes. False, and the fault takes the usual fallback
-        (the whole part elsewhere), when the fault names no operation, the operation is not traced to one block-0
+        (the whole part elsewhere), when the fault names no operation, the operation is not traced to one
         Paddle op, the subgraph has nothing else, or nothing may run on the host."""
         condition = isinstance(fault.error, RunConditionFault)
         operand = fault_operand(fault.error)
@@ -829,7 +831,7 @@ class SubgraphEngine:
         return True
 
     def _paddle_op_emitting(self, operand: str, arrays: Sequence[np.ndarray]) -> int | None:
-        """The index of the block-0 Paddle op of this subgraph whose conversion for `arrays` emits the operation
+        """The index of the Paddle op of this subgraph whose conversion for `arrays` emits the operation
         whose first output is named `operand` (how a driver names the operation of a fault); None when no one op
         does. Converts the subgraph again (once per fault: the program that faulted keeps no origins)."""
         # Imported here: the converters load only when something is converted (a warm start converts nothing).
@@ -849,10 +851,10 @@ class SubgraphEngine:
             return None
         block, index = origins.pop()
         ours = {op.index for op in self.subgraph.ops}
-        return index if block == 0 and index in ours else None
+        return index if block == self.block and index in ours else None
 
     def _plan_declining(self, declined: Mapping[int, Sequence[str]]) -> SplitPlan:
-        """The SplitPlan that runs the ops `declined` ({block-0 op index: reasons}) on the host."""
+        """The SplitPlan that runs the ops `declined` ({op index in its block: reasons}) on the host."""
         declined_keys = {("op", index) for index in declined}
         partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
                                      lambda op: op_key(op) not in declined_keys)

@@ -11,6 +11,7 @@ docs/architecture.md ("The partition plan") tells placement with several devices
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from typing import TYPE_CHECKING
@@ -37,9 +38,10 @@ HOST_SHARE_LIMIT = 0.05
 
 
 # Why a control-flow op is on the host: no NNAdapter operation expresses a loop or a branch over a block of ops, so
-# no device runs one; the op runs on the host executor, which runs its body op by op. Not a device declining an op.
-CONTROL_FLOW_REASON = ("control flow: no NNAdapter device runs a loop or a branch, so it runs on the host with its "
-                       "body")
+# no device runs one; the op runs on the host executor, which runs its body: the body's subgraphs on the devices (the
+# detector partitions every body), its other ops on the host. Not a device declining an op.
+CONTROL_FLOW_REASON = ("control flow: no NNAdapter device runs a loop or a branch, so it runs on the host; its body's "
+                       "ops run on the devices that take them")
 
 
 class ControlFlowOnHostWarning(UserWarning):
@@ -116,7 +118,7 @@ class PartitionPlan:
         if op.type in HOST_ONLY_OP_TYPES:
             return "feed/fetch: the predictor handles it"
         key = op_key(op)
-        if key in forced:
+        if not getattr(op, "block_idx", 0) and key in forced:  # op keys name block-0 ops (a body's repeat them)
             return f"forced to the host by the partition config ({forced[key]})"
         if sub_block_indices(op):
             return CONTROL_FLOW_REASON
@@ -156,9 +158,12 @@ class PartitionPlan:
             found.append(OpPlacement(op, None, None, reason, is_forced, declined, control_flow=control_flow))
         return found
 
-    def body_placements(self) -> list:
+    def body_placements(self, moved: dict | None = None) -> list:
         """One BodyPlacement per op of the loop and branch bodies (every block but 0, nested ones too), grouped
-        by the control-flow op of block 0 holding them, in program order: they all run on the host."""
+        by the control-flow op of block 0 holding them, in program order: in a body subgraph on the devices, or on
+        the host with the reason. `moved`: (block, op index) -> why, for body ops moved to the host at run time."""
+        moved = moved or {}
+        forced = self.forced_by()
         found = []
         for holder in self.result.ops:
             if not sub_block_indices(holder):
@@ -167,7 +172,16 @@ class PartitionPlan:
             for op in body_ops(self.graph, holder):
                 for idx in sub_block_indices(op):  # a nested loop or branch: its blocks' holder
                     holders.setdefault(idx, op)
-                found.append(BodyPlacement(op, op.block_idx, holders[op.block_idx], holder))
+                index = self.result.subgraph_index_of(op)
+                at_run = moved.get((op.block_idx, op.index))
+                if index is not None and at_run is None:
+                    order = self.device_order(index)
+                    device = order[0] if order else "|".join(self.device_names)
+                    found.append(BodyPlacement(op, op.block_idx, holders[op.block_idx], holder, index, device))
+                    continue
+                why = at_run if at_run is not None else self.host_reason(op, forced)
+                found.append(BodyPlacement(op, op.block_idx, holders[op.block_idx], holder, index, None, why,
+                                           at_run is not None))
         return found
 
 
@@ -199,23 +213,37 @@ class OpPlacement:
 
 @plain_dataclass
 class BodyPlacement:
-    """An op of a loop or branch body: it runs on the host, op by op, each time the control-flow op holding its
-    block runs it (PartitionPlan.body_placements). `holder`: the op whose sub-block is `block` (a nested loop's
-    own op for a nested body); `top`: the control-flow op of block 0 it is under."""
+    """An op of a loop or branch body (PartitionPlan.body_placements): in one of the body's subgraphs, which runs on
+    the devices each time the control-flow op holding its block runs the body, or on the host with `why`.
+    `holder`: the op whose sub-block is `block` (a nested loop's own op for a nested body); `top`: the control-flow
+    op of block 0 it is under; `at_run`: moved to the host when its subgraph could not be compiled or run."""
 
     op: object
     block: int
     holder: object
     top: object
+    subgraph: int | None = None
+    device: str | None = None  # None: the host
+    why: str = ""
+    at_run: bool = False
+
+    forced = False  # the partition config names block-0 ops only
+
+    @property
+    def control_flow(self) -> bool:
+        """A loop or branch nested in the body: on the host as every control-flow op."""
+        return bool(sub_block_indices(self.op))
 
     @property
     def reason(self) -> str:
-        return f"in the body of {self.holder.label()}: runs on the host with it (no NNAdapter device runs control flow)"
+        """Why it is on the host ("" on a device)."""
+        return f"in the body of {self.holder.label()}: {self.why}" if self.device is None else ""
 
     def as_dict(self) -> dict:
         return {"block": self.block, "index": self.op.index, "type": self.op.type, "op": self.op.label(),
                 "in": self.holder.label(), "in_type": self.holder.type, "under": self.top.label(),
-                "host_reason": self.reason}
+                "subgraph": self.subgraph, "device": self.device, "host_reason": self.reason or None,
+                "at_run": self.at_run}
 
 
 class _DeviceVerdicts:
@@ -350,13 +378,15 @@ class HostShare:
     """How much of a model runs on the host (module docstring). The ops the partition config forces there are
     listed but do not count towards the limit: the user asked for them."""
 
-    total_ops: int  # block 0's (feed/fetch left out) and those of the loop and branch bodies on the host
+    total_ops: int  # block 0's (feed/fetch left out) and those of the loop and branch bodies
     host: list  # OpPlacement of every host op of block 0 (forced ones included), in program order
-    declined_ops: int  # host ops not forced there, the ops of their loop and branch bodies included
+    declined_ops: int  # host ops not forced there, and the ops of their loop and branch bodies on the host
     total_flops: int  # over the convolutions and matrix products whose shapes are known
     host_flops: int  # of those, on the host and not forced
     at_run: int  # ops moved to the host at run time (their subgraph could not be compiled or run)
-    body_ops: int = 0  # ops in the bodies of the control-flow ops on the host (not forced there), nested ones too
+    body_ops: int = 0  # ops of the bodies of the control-flow ops not forced there, on the host, nested ones too
+    # BodyPlacement of every body op on the host under a control-flow op not forced there (host_share's `body`)
+    body_host: list = dataclasses.field(default_factory=list)
 
     @property
     def forced_ops(self) -> int:
@@ -377,26 +407,36 @@ class HostShare:
                 or (self.flop_share is not None and self.flop_share > HOST_SHARE_LIMIT))
 
 
-def host_share(graph, placements: list) -> HostShare:
-    """The HostShare of `placements` (PartitionPlan.placements, with the run-time moves the predictor adds). The ops
-    of the loop and branch bodies count too, on the host with their control-flow op (forced there with it, or not):
-    the work they hide runs on the host whatever the devices."""
+def host_share(graph, placements: list, body: list | None = None) -> HostShare:
+    """The HostShare of `placements` (PartitionPlan.placements, with the run-time moves the predictor adds) and `body`
+    (PartitionPlan.body_placements, likewise): the ops of the loop and branch bodies count too, those on the host
+    with their control-flow op (forced there with it, or not). Without `body`, every body op counts as on the
+    host."""
     host = [p for p in placements if p.device is None]
     declined = [p for p in host if not p.forced]
-    bodies = {id(p): body_ops(graph, p.op) for p in host if p.control_flow}
+    if body is None:
+        bodies = {id(p): [(op, True) for op in body_ops(graph, p.op)] for p in host if p.control_flow}
+    else:
+        bodies = {}
+        for b in body:
+            bodies.setdefault(id(b.top), []).append((b.op, b.device is None))
+        bodies = {id(p): bodies.get(id(p.op), []) for p in host if p.control_flow}
     total_flops = host_flops = 0
     for p in placements:
-        for op in [p.op] + bodies.get(id(p), []):
+        for op, on_host in [(p.op, p.device is None)] + bodies.get(id(p), []):
             flops = op_flops(graph, op)
             if flops is None:
                 continue
             total_flops += flops
-            if p.device is None and not p.forced:
+            if on_host and p.device is None and not p.forced:
                 host_flops += flops
-    body = sum(len(bodies[id(p)]) for p in declined if p.control_flow)
-    forced_body = sum(len(bodies[id(p)]) for p in host if p.forced and p.control_flow)
-    return HostShare(len(placements) + body + forced_body, host, len(declined) + body, total_flops, host_flops,
-                     sum(1 for p in host if p.at_run), body)
+    every_body = sum(len(ops) for ops in bodies.values())
+    body_host = sum(on_host for p in declined if p.control_flow for _, on_host in bodies[id(p)])
+    moved_in_bodies = sum(1 for b in body or () if b.at_run)
+    free = {id(p.op) for p in declined if p.control_flow}
+    return HostShare(len(placements) + every_body, host, len(declined) + body_host, total_flops, host_flops,
+                     sum(1 for p in host if p.at_run) + moved_in_bodies, body_host,
+                     [b for b in body or () if b.device is None and id(b.top) in free])
 
 
 def host_ops_by_reason(host: list, limit: int = 12) -> list:
@@ -429,16 +469,14 @@ def host_share_message(share: HostShare, device_names: list) -> str:
     head = (f"{', '.join(parts)} run on the host although {', '.join(device_names)} "
             f"{'was' if len(device_names) == 1 else 'were'} named")
     if share.body_ops:
-        head += (f" ({share.body_ops} of them in loop and branch bodies, which run on the host with their "
-                 "control-flow op)")
+        head += f" ({share.body_ops} of them in loop and branch bodies, which the devices do not take)"
     if share.at_run:
         head += f" ({share.at_run} moved there at run time, when their subgraph met the input shapes given)"
     if forced:
         head += f"; {forced} more {'is' if forced == 1 else 'are'} kept there by the partition config"
-    only_control_flow = all(p.control_flow for p in share.host if not p.forced)
-    strict = ("Config.set_strict(True) (or --strict) accepts control flow, with a warning, as no device runs it"
-              if only_control_flow else "Config.set_strict(True) (or --strict) makes this an error")
-    return (head + ":\n" + "\n".join(host_ops_by_reason(share.host)) +
+    strict = ("Config.set_strict(True) (or --strict) makes this an error" if _strict_declined(share) else
+              "Config.set_strict(True) (or --strict) accepts control flow, with a warning, as no device runs it")
+    return (head + ":\n" + "\n".join(host_ops_by_reason(share.host + share.body_host)) +
             "\n`nnadapter-bridge partition MODEL --device ...` shows where every op runs and why; " + strict)
 
 
@@ -491,13 +529,24 @@ def _ask_as_the_detector(support, result: PartitionResult) -> None:
     for op in result.host_ops:
         if op.type not in HOST_ONLY_OP_TYPES and op_key(op) not in forced and not sub_block_indices(op):
             support.verdict(op)
+    for block in sorted(result.bodies):
+        for op in result.bodies[block].host_ops:
+            if not sub_block_indices(op):
+                support.verdict(op)
+
+
+def _strict_declined(share: HostShare) -> list:
+    """The placements strict mode refuses: ops on the host (block 0's and the loop and branch bodies') that the
+    partition config did not put there and that are not control flow."""
+    return ([p for p in share.host if not p.forced and not p.control_flow]
+            + [b for b in share.body_host if not b.control_flow])
 
 
 def strict_error(share: HostShare, device_names: list):
     """The UnsupportedOpError of strict mode (Config.set_strict, --strict): every op left off the devices that the
-    partition config did not put on the host and that is not control flow (check_strict), grouped as the
-    HostPlacementWarning groups them."""
-    declined = [p for p in share.host if not p.forced and not p.control_flow]
+    partition config did not put on the host and that is not control flow (check_strict), body ops included,
+    grouped as the HostPlacementWarning groups them."""
+    declined = _strict_declined(share)
     flow = [p for p in share.host if not p.forced and p.control_flow]
     also = (f"\n({_control_flow_text(share)} also run on the host, as no NNAdapter device runs control flow: "
             "strict mode accepts those.)") if flow else ""
@@ -508,14 +557,13 @@ def strict_error(share: HostShare, device_names: list):
 
 
 def _control_flow_text(share: HostShare) -> str:
-    """'while#22 (out: ...) and the 4 ops of its body' / '2 control-flow ops (while#22 (...), ...) and the 9 ops of
-    their bodies', for the control-flow ops on the host that the partition config did not force there."""
+    """'while#22 (out: ...)' / '2 control-flow ops (while#22 (...), ...)', for the control-flow ops on the host that
+    the partition config did not force there."""
     flow = [p for p in share.host if not p.forced and p.control_flow]
-    body = share.body_ops
     if len(flow) == 1:
-        return f"{flow[0].op.label()} and the {body} op{'s' if body != 1 else ''} of its body"
+        return flow[0].op.label()
     labels = ", ".join(p.op.label() for p in flow[:3]) + (", ..." if len(flow) > 3 else "")
-    return f"{len(flow)} control-flow ops ({labels}) and the {body} op{'s' if body != 1 else ''} of their bodies"
+    return f"{len(flow)} control-flow ops ({labels})"
 
 
 def control_flow_message(share: HostShare, device_names: list) -> str:
@@ -523,18 +571,22 @@ def control_flow_message(share: HostShare, device_names: list) -> str:
     forced = share.forced_ops
     rest = (f"every other op runs on {', '.join(device_names) or 'the devices'}" +
             (f" but {forced} the partition config keeps on the host" if forced else ""))
-    return (f"strict mode: {_control_flow_text(share)} run on the host: no NNAdapter device runs control flow "
-            f"(loops and branches), so no device declined them and strict mode accepts them; {rest}")
+    nested = sum(1 for b in share.body_host if b.control_flow)
+    inside = (f" (with {nested} loop{'s' if nested != 1 else ''} or branch{'es' if nested != 1 else ''} nested in "
+              "the bodies)") if nested else ""
+    return (f"strict mode: {_control_flow_text(share)}{inside} run on the host: no NNAdapter device runs control "
+            f"flow (loops and branches), so no device declined them and strict mode accepts them; the ops of their "
+            f"bodies run on the devices; {rest}")
 
 
 def check_strict(share: HostShare, device_names: list, stacklevel: int = 1, warn: bool = True) -> None:
     """Strict mode (Config.set_strict, --strict) on a partition: the UnsupportedOpError of strict_error when an op
-    that the partition config did not force there is on the host for a device's reason; when the only such ops
-    are control flow (while, conditional_block: no NNAdapter device runs a loop or a branch, so they and their
-    bodies run on the host whatever the devices), one ControlFlowOnHostWarning saying so (warn_control_flow; with
-    `warn` False the caller gives it, once it knows the model can run), and no error. `stacklevel`: the warning's,
-    counted from the caller."""
-    if any(not p.forced and not p.control_flow for p in share.host):
+    that the partition config did not force there is on the host for a device's reason (an op of a loop or branch
+    body too: the bodies are partitioned); when the only such ops are control flow (while, conditional_block: no
+    NNAdapter device runs a loop or a branch, so they run on the host whatever the devices), one
+    ControlFlowOnHostWarning saying so (warn_control_flow; with `warn` False the caller gives it, once it knows the
+    model can run), and no error. `stacklevel`: the warning's, counted from the caller."""
+    if _strict_declined(share):
         raise strict_error(share, device_names)
     if warn:
         warn_control_flow(share, device_names, stacklevel + 1)

@@ -1,7 +1,8 @@
 """The partition plan kept in the model cache dir, so a warm start reads it instead of partitioning again.
 
 Owns `<cache_dir>/plan-<key>.json`: the detector's answer for one program (its subgraphs with their op indexes and
-boundary names, and the run order of subgraphs and host ops), as JSON data, never pickle. Imports nothing of the
+boundary names, and the run order of subgraphs and host ops; the same for each loop and branch body partitioned), as
+JSON data, never pickle. Imports nothing of the
 partitioner but its result types, so a start that reads a plan does not load the detector's graph code.
 
 The key (`plan_key`) is the sha256 of everything the plan follows from:
@@ -36,7 +37,7 @@ from nnadapter_bridge.nnadapter.nnc import NncCacheWarning, read_kept_json, writ
 from nnadapter_bridge.nnadapter.source_digest import files_digest
 from nnadapter_bridge.nnadapter.text_digest import sha256_hex
 
-PLAN_FORMAT = "nnadapter-bridge-plan-v1"
+PLAN_FORMAT = "nnadapter-bridge-plan-v2"  # v2: the loop and branch bodies' partitions
 MAX_PLAN_BYTES = 64 << 20
 _CODE_FILES = (("partition", ("__init__.py", "config.py", "detector.py")),
                ("nnadapter_bridge/subgraph", ("plan.py", "plan_store.py")))
@@ -96,7 +97,7 @@ def load_plan(cache_dir: str, key: str, graph):
 
 
 def _parse(document, key: str, graph):
-    from partition.detector import PartitionResult, Subgraph
+    from partition.detector import PartitionResult
 
     if not isinstance(document, dict) or document.get("format") != PLAN_FORMAT:
         raise ValueError(f"not a {PLAN_FORMAT} file")
@@ -106,12 +107,41 @@ def _parse(document, key: str, graph):
     count = len(ops)
     if document.get("ops") != count or any(op.index != i for i, op in enumerate(ops)):
         raise ValueError(f"it is for a program of {document.get('ops')!r} ops, this one has {count}")
+    forced = document.get("forced")
+    if not isinstance(forced, list):
+        raise ValueError("'forced' is not a list")
+    forced_keys = frozenset(("op", _index(i, count, "forced op")) for i in forced)
+    subgraphs, host_ops, order = _parse_block(document, ops, 0, 0)
+    result = PartitionResult(ops, subgraphs, host_ops, forced_keys, order)
+    bodies = document.get("bodies")
+    if not isinstance(bodies, list):
+        raise ValueError("'bodies' is not a list")
+    following = len(subgraphs)
+    for entry in bodies:
+        block = entry.get("block") if isinstance(entry, dict) else None
+        if type(block) is not int or not 0 < block < len(graph.blocks) or block in result.bodies:
+            raise ValueError(f"body {str(block)[:20]!r} is not a block of this program, once")
+        body_ops = list(graph.blocks[block].ops)
+        if entry.get("ops") != len(body_ops):
+            raise ValueError(f"body {block} is for a block of {entry.get('ops')!r} ops, this one has {len(body_ops)}")
+        found, host, steps = _parse_block(entry, body_ops, block, following)
+        result.bodies[block] = PartitionResult(body_ops, found, host, frozenset(), steps)
+        following += len(found)
+    return result
+
+
+def _parse_block(document: dict, ops: list, block: int, first: int) -> tuple:
+    """(subgraphs, host ops, run order) of one block's entry: `ops` the block's, its subgraphs numbered from
+    `first`."""
+    from partition.detector import Subgraph
+
+    count = len(ops)
     entries, steps = document.get("subgraphs"), document.get("steps")
     if not isinstance(entries, list) or not isinstance(steps, list):
-        raise ValueError("'subgraphs' or 'steps' is not a list")
+        raise ValueError(f"block {block}: 'subgraphs' or 'steps' is not a list")
     owner: dict = {}
     subgraphs = []
-    for number, entry in enumerate(entries):
+    for number, entry in enumerate(entries, first):
         fields = ("ops", "inputs", "outputs", "weights", "locals", "unused")
         if not isinstance(entry, dict) or set(entry) != set(fields):
             raise ValueError(f"subgraph {number} is not an object of {', '.join(fields)}")
@@ -121,44 +151,48 @@ def _parse(document, key: str, graph):
         for value in entry["ops"]:
             index = _index(value, count, f"subgraph {number}: op")
             if index in owner:
-                raise ValueError(f"op {index} is in two subgraphs")
+                raise ValueError(f"op {index} of block {block} is in two subgraphs")
             owner[index] = number
             members.append(ops[index])
         if [op.index for op in members] != sorted(op.index for op in members):
             raise ValueError(f"subgraph {number}: its ops are not in program order")
         subgraphs.append(Subgraph(number, members, *(_names(entry[f], f"subgraph {number}: {f}")
-                                                      for f in fields[1:])))
-    forced = document.get("forced")
-    if not isinstance(forced, list):
-        raise ValueError("'forced' is not a list")
-    forced_keys = frozenset(("op", _index(i, count, "forced op")) for i in forced)
+                                                      for f in fields[1:]), block))
     host_ops = [op for op in ops if op.index not in owner]
+    by_number = {s.index: s for s in subgraphs}
     expected = {("subgraph", s.index) for s in subgraphs} | {("op", op.index) for op in host_ops}
     order, seen = [], set()
     for step in steps:
         if (not isinstance(step, list) or len(step) != 2 or step[0] not in ("subgraph", "op")
                 or type(step[1]) is not int or tuple(step) not in expected or tuple(step) in seen):
-            raise ValueError(f"the run order holds {str(step)[:80]}, not a subgraph or host op once")
+            raise ValueError(f"the run order of block {block} holds {str(step)[:80]}, not a subgraph or host op once")
         seen.add(tuple(step))
-        order.append(subgraphs[step[1]] if step[0] == "subgraph" else ops[step[1]])
+        order.append(by_number[step[1]] if step[0] == "subgraph" else ops[step[1]])
     if len(seen) != len(expected):
-        raise ValueError("the run order leaves out a subgraph or a host op")
-    return PartitionResult(ops, subgraphs, host_ops, forced_keys, order)
+        raise ValueError(f"the run order of block {block} leaves out a subgraph or a host op")
+    return subgraphs, host_ops, order
 
 
-def save_plan(cache_dir: str, key: str, result) -> bool:
-    """Write `result` (a PartitionResult) under `key`, atomically; a failed write is one NncCacheWarning. True when
-    written."""
+def _block_document(result) -> dict:
     from partition.detector import Subgraph
 
-    document = {
-        "format": PLAN_FORMAT, "key": key, "ops": len(result.ops),
+    return {
         "subgraphs": [{"ops": [op.index for op in s.ops], "inputs": list(s.input_names),
                        "outputs": list(s.output_names), "weights": list(s.weight_names),
                        "locals": list(s.local_names), "unused": list(s.unused_names)} for s in result.subgraphs],
         "steps": [["subgraph", step.index] if isinstance(step, Subgraph) else ["op", step.index]
                   for step in result.steps()],
+    }
+
+
+def save_plan(cache_dir: str, key: str, result) -> bool:
+    """Write `result` (a PartitionResult) under `key`, atomically; a failed write is one NncCacheWarning. True when
+    written."""
+    document = {
+        "format": PLAN_FORMAT, "key": key, "ops": len(result.ops), **_block_document(result),
         "forced": sorted(index for _, index in result.forced_op_keys),
+        "bodies": [{"block": block, "ops": len(body.ops), **_block_document(body)}
+                   for block, body in sorted(result.bodies.items())],
     }
     path = plan_path(cache_dir, key)
     try:

@@ -21,6 +21,7 @@ import warnings
 from typing import Any
 
 from nnadapter_bridge.errors import BridgeError, ConversionError
+from nnadapter_bridge.loader.dtypes import VarTypeCode
 from nnadapter_bridge.loader.program import EMPTY_VAR_NAME
 from nnadapter_bridge.loader.snapshot import loader_code_digest
 from nnadapter_bridge.nnadapter.codes import UNKNOWN, dtype_precision
@@ -82,6 +83,8 @@ def signature_text(signature: tuple) -> str | None:
 
 
 _SUPPORTED = SupportVerdict(True)
+# A tensor array (a loop body's list of tensors) is no tensor: no NNAdapter operation takes one.
+_TENSOR_ARRAY = int(VarTypeCode.LOD_TENSOR_ARRAY)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 class VerdictStore:
     """The persisted verdicts of one set of devices, context properties and versions (module docstring)."""
@@ -461,9 +464,10 @@ class SupportDecider:
         self._record_put = True
 
     # -- signatures ---------------------------------------------------------------------------------
-    def _var(self, name: str):
+    def _var(self, name: str, op=None):
+        """The declaration of `name` as `op` sees it (from its block: a loop or branch body's op is decided too)."""
         try:
-            return self.graph.var(name, self.block)
+            return self.graph.var(name, self.block if op is None else getattr(op, "block_idx", self.block))
         except BridgeError:
             return None
 
@@ -487,15 +491,17 @@ class SupportDecider:
                     array = self.graph.params[name]
                     parts.append((slot, "param", str(array.dtype), tuple(array.shape)))
                     continue
-                var = self._var(name)
-                if var is None or var.dtype is None:
+                var = self._var(name, op)
+                if var is None or var.dtype is None or var.var_type == _TENSOR_ARRAY:
                     parts.append((slot, "opaque", None if var is None else var.var_type))
                 else:
                     # The declared dims, not only the rank: some checks read dims (e.g. pool2d's partial
                     # last window, pixel_shuffle, mul), so ops differing only in dims may differ in verdict.
                     parts.append((slot, "data", str(var.dtype), self.dims(name, var, op)))
         outputs = tuple((slot, len(names)) for slot, names in sorted(op.outputs.items()))
-        return tuple(parts) + (outputs,)
+        arrays = tuple(name for name in op.output_names() if name != EMPTY_VAR_NAME
+                       and getattr(self._var(name, op), "var_type", None) == _TENSOR_ARRAY)
+        return tuple(parts) + (outputs,) + ((("writes tensor arrays", len(arrays)),) if arrays else ())
 
     def signature(self, op) -> tuple:
         return (op.type, semantic_attrs(op), self._input_signature(op))
@@ -547,7 +553,8 @@ class SupportDecider:
         from converters import get_converter
 
         key = (getattr(op, "block_idx", 0), op.index)
-        if (key in self._refined or get_converter(op.type) is None or sub_block_indices(op)
+        # The sizes fixed are this decider's block's (a body's op is decided with its declared dims and the probe).
+        if (key[0] != self.block or key in self._refined or get_converter(op.type) is None or sub_block_indices(op)
                 or not self._declares_unknown_dims(op)):
             return False
         declared = self.signature(op)
@@ -606,7 +613,7 @@ class SupportDecider:
         for name in op.input_names():
             if name == EMPTY_VAR_NAME or name in self.graph.params:
                 continue
-            var = self._var(name)
+            var = self._var(name, op)
             if var is not None and var.dtype is not None and any(d < 0 for d in self.dims(name, var, op)):
                 return True
         return False
@@ -630,9 +637,12 @@ class SupportDecider:
         for name in dict.fromkeys(op.input_names() + attr_vars):
             if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types:
                 continue
-            var = self._var(name)
+            var = self._var(name, op)
             if var is None or var.dtype is None:
                 return None, SupportVerdict(False, f"input '{name}' is not a dense tensor")
+            if var.var_type == _TENSOR_ARRAY:
+                return None, SupportVerdict(False, f"input '{name}' is a tensor array, which no NNAdapter operation "
+                                                   "takes: the host runs it")
             try:
                 precision = dtype_precision(var.dtype)
             except ValueError:
@@ -640,6 +650,11 @@ class SupportDecider:
             dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in self.dims(name, var, op))
             input_types[name] = OperandType(precision=precision, dims=dims)
         outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
+        for name in outputs:
+            var = self._var(name, op)
+            if var is not None and var.var_type == _TENSOR_ARRAY:
+                return None, SupportVerdict(False, f"output '{name}' is a tensor array, which no NNAdapter operation "
+                                                   "makes: the host runs it")
         self.conversions += counted
         try:
             result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)

@@ -171,3 +171,68 @@ def test_a_plan_file_that_is_a_symbolic_link_is_not_followed(model, tmp_path, de
     with pytest.warns(NncCacheWarning, match="partition plan cache"):
         second = start(model, cache)
     assert detections == [1] and layout(second) == layout(first)
+
+
+@pytest.fixture(scope="module")
+def loop_model(tmp_path_factory):
+    """relu, then a loop whose body holds a device cluster and kthvalue (no converter: on the host), saved the Paddle 3
+    way."""
+    from support.converter_harness import pir_program
+
+    def build(x):
+        import paddle
+
+        def body(i, acc):
+            values, _ = paddle.kthvalue(acc, 2, axis=-1, keepdim=True)
+            return i + 1, paddle.tanh(acc + values) * 0.5
+        start = paddle.nn.functional.relu(x)
+        _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, body, [paddle.full([1], 0, "int64"), start])
+        return [acc]
+    return pir_program(tmp_path_factory.mktemp("plan_loop"), build, {"x": X[:, :3]})
+
+
+def body_layout(predictor) -> tuple:
+    """Each body's subgraphs (index, block, ops, boundary names), host ops and run order."""
+    found = []
+    for block, body in sorted(predictor.partition.bodies.items()):
+        found.append((block, tuple((s.index, s.block, tuple(op.index for op in s.ops), tuple(s.input_names),
+                                    tuple(s.output_names)) for s in body.subgraphs),
+                      tuple(op.index for op in body.host_ops),
+                      tuple(("subgraph", step.index) if hasattr(step, "ops") else ("op", step.index)
+                            for step in body.steps())))
+    return tuple(found)
+
+
+def test_a_warm_start_reads_the_bodies_partitions_too(loop_model, tmp_path, detections):
+    cache = tmp_path / "cache"
+
+    def loop_start():
+        config = nb.Config()
+        config.set_model_file(loop_model.model_path)
+        config.set_nnadapter_device_names(["builtin_device"])
+        config.set_nnadapter_model_cache_dir(str(cache))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", HostPlacementWarning)  # kthvalue and the loop: on the host on purpose
+            predictor = nb.create_predictor(config)
+        predictor.get_input(0).from_numpy(X[:, :3])
+        predictor.run()
+        return predictor
+
+    first = loop_start()
+    (saved,) = plan_files(cache)
+    with open(saved, encoding="utf-8") as f:
+        document = json.load(f)
+    assert [entry["block"] for entry in document["bodies"]] == sorted(first.partition.bodies)
+    second = loop_start()
+    assert len(detections) == 1  # the second start read the plan
+    assert body_layout(second) == body_layout(first) and body_layout(first)
+    assert any(body.subgraphs for body in second.partition.bodies.values())
+    np.testing.assert_array_equal(second.get_output(0).numpy(), first.get_output(0).numpy())
+    np.testing.assert_allclose(first.get_output(0).numpy(), loop_model.outputs[0], rtol=1e-5, atol=1e-6)
+    # A body entry naming a block the program does not have is a damaged plan: one warning, partitioned afresh.
+    document["bodies"][0]["block"] = 99
+    with open(saved, "w", encoding="utf-8") as f:
+        json.dump(document, f)
+    with pytest.warns(NncCacheWarning, match="is not a block of this program"):
+        third = loop_start()
+    assert len(detections) == 2 and body_layout(third) == body_layout(first)

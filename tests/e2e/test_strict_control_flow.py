@@ -1,11 +1,12 @@
-"""Strict mode and control flow (issue 25): no NNAdapter device runs a loop or a branch, so a while /
-conditional_block and its body run on the host whatever the devices. That is not a device declining an op:
-strict mode (Config.set_strict) accepts it and says so once with a ControlFlowOnHostWarning, while an op a device
-really declines stays an error (which mentions the control flow apart). Outside strict mode the control-flow op's
-reason says the same instead of "no converter".
+"""Strict mode and control flow (issues 25 and 24): no NNAdapter device runs a loop or a branch, so a while /
+conditional_block runs on the host whatever the devices; its body is partitioned as block 0 is, its subgraphs on
+the devices. A control-flow op on the host is not a device declining an op: strict mode (Config.set_strict)
+accepts it and says so once with a ControlFlowOnHostWarning, while an op a device really declines, in block 0 or
+in a body, stays an error (which mentions the control flow apart). Outside strict mode the control-flow op's reason
+says the same instead of "no converter", and the body ops count in the host share only where no device takes them.
 
-The program: relu on the input (block 0), then a loop whose body holds kthvalue (a host kernel, no converter) and
-tanh; saved the Paddle 3 way, the reference from Paddle Inference.
+The programs: relu on the input (block 0), then a loop whose body holds convertible ops (a mean, tanh), or
+kthvalue (a host kernel, no converter) and tanh; saved the Paddle 3 way, the reference from Paddle Inference.
 """
 from __future__ import annotations
 
@@ -23,18 +24,36 @@ from support.tolerances import assert_model_close
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], np.float32)
 
 
+def _loop(x, step):
+    import paddle
+
+    def body(i, acc):
+        return i + 1, step(acc)
+    start = paddle.nn.functional.relu(x) * 0.5
+    _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, body, [paddle.full([1], 0, "int64"), start])
+    return [acc]
+
+
 @pytest.fixture(scope="module")
 def loop_model(tmp_path_factory):
+    """The body: every op converts."""
+    def build(x):
+        import paddle
+        return _loop(x, lambda acc: paddle.tanh(acc + acc.mean(axis=-1, keepdim=True)))
+    return pir_program(tmp_path_factory.mktemp("strict_loop"), build, {"x": X})
+
+
+@pytest.fixture(scope="module")
+def kth_loop_model(tmp_path_factory):
+    """The body: kthvalue, which no device takes (no converter), then tanh."""
     def build(x):
         import paddle
 
-        def body(i, acc):
+        def step(acc):
             values, _ = paddle.kthvalue(acc, 2, axis=-1, keepdim=True)
-            return i + 1, paddle.tanh(acc + values)
-        start = paddle.nn.functional.relu(x) * 0.5
-        _, acc = paddle.static.nn.while_loop(lambda i, acc: i < 3, body, [paddle.full([1], 0, "int64"), start])
-        return [acc]
-    return pir_program(tmp_path_factory.mktemp("strict_loop"), build, {"x": X})
+            return paddle.tanh(acc + values)
+        return _loop(x, step)
+    return pir_program(tmp_path_factory.mktemp("strict_kth_loop"), build, {"x": X})
 
 
 def _create(saved, devices, strict):
@@ -55,22 +74,49 @@ def _run(predictor):
     return predictor.get_output(0).numpy()
 
 
+def _loop_and_body(predictor):
+    (loop,) = [op for op in predictor.graph.ops() if op.type == "while"]
+    return loop, predictor.graph.blocks[loop.attr("sub_block").idx].ops
+
+
 def test_strict_mode_accepts_control_flow_and_says_so_once(loop_model):
     predictor, caught = _create(loop_model, ["builtin_device"], strict=True)
     flow = [w for w in caught if issubclass(w.category, ControlFlowOnHostWarning)]
     assert len(flow) == 1, [str(w.message) for w in caught]
     assert not [w for w in caught if issubclass(w.category, HostPlacementWarning)]
-    (loop,) = [op for op in predictor.graph.ops() if op.type == "while"]
-    body = len(predictor.graph.blocks[loop.attr("sub_block").idx].ops)
+    loop, body = _loop_and_body(predictor)
     assert str(flow[0].message) == (
-        f"strict mode: {loop.label()} and the {body} ops of its body run on the host: no NNAdapter device runs "
-        "control flow (loops and branches), so no device declined them and strict mode accepts them; every other "
-        "op runs on builtin_device")
+        f"strict mode: {loop.label()} run on the host: no NNAdapter device runs control flow (loops and branches), "
+        "so no device declined them and strict mode accepts them; the ops of their bodies run on the devices; every "
+        "other op runs on builtin_device")
     assert flow[0].filename == __file__  # pointed at the create_predictor call
     host = [p for p in predictor.placements() if p.device is None]
     assert [(p.op.type, p.control_flow, p.declined, p.reason) for p in host] == [
         ("while", True, {}, CONTROL_FLOW_REASON)]
+    placed = predictor.body_placements()
+    assert [(b.block, b.op.index) for b in placed] == [(op.block_idx, op.index) for op in body]
+    assert {b.device for b in placed} == {"builtin_device"}
     assert_model_close(_run(predictor), loop_model.outputs[0], what="strict, builtin_device")
+    # The body ran as device subgraphs (the counter's and the value's: two clusters with no edge between them), once
+    # per iteration each; nothing of it op by op on the host.
+    engines = [e for e in predictor.engines.values() if e.subgraph.block == body[0].block_idx]
+    assert {b.subgraph for b in placed} == {e.index for e in engines}
+    assert [(e.stats.runs, e.stats.host_runs) for e in engines] == [(3, 0)] * len(engines)
+
+
+def test_strict_mode_rejects_a_body_op_the_devices_decline(kth_loop_model):
+    config = nb.Config()
+    config.set_model_file(kth_loop_model.model_path)
+    config.set_nnadapter_device_names(["builtin_device"])
+    config.set_strict()
+    with pytest.raises(nb.UnsupportedOpError) as caught:
+        nb.create_predictor(config)
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith("strict mode: 1 of ") and lines[0].endswith("ops cannot run on builtin_device:"), lines
+    assert lines[1].startswith("  kthvalue (x1, kthvalue#") and ", block 1)): in the body of while#" in lines[1], lines
+    assert lines[1].endswith("no converter for Paddle op 'kthvalue'"), lines
+    assert lines[2].startswith("(while#") and lines[2].endswith(
+        "also run on the host, as no NNAdapter device runs control flow: strict mode accepts those.)"), lines
 
 
 def test_strict_mode_still_rejects_a_declined_op_and_tells_the_control_flow_apart(loop_model, register_device):
@@ -86,7 +132,7 @@ def test_strict_mode_still_rejects_a_declined_op_and_tells_the_control_flow_apar
     assert lines[0].startswith("strict mode: 1 of ") and lines[0].endswith(f"ops cannot run on {PICKY}:"), message
     assert lines[1].startswith("  relu (x1, relu#") and f"RELU not accepted by {PICKY}" in lines[1], message
     assert "while" not in lines[1] and lines[2].startswith("(while#") and lines[2].endswith(
-        "of its body also run on the host, as no NNAdapter device runs control flow: strict mode accepts those.)")
+        "also run on the host, as no NNAdapter device runs control flow: strict mode accepts those.)")
 
 
 def test_outside_strict_mode_the_reason_is_control_flow(loop_model, register_device):
@@ -97,15 +143,27 @@ def test_outside_strict_mode_the_reason_is_control_flow(loop_model, register_dev
     assert "  while (x1, while#" in shares[0] and f"): {CONTROL_FLOW_REASON}" in shares[0], shares[0]
     assert "no converter for Paddle op 'while'" not in shares[0]
     assert not [w for w in caught if issubclass(w.category, ControlFlowOnHostWarning)]
-    # The body's ops count in the share: they run on the host with the loop.
-    (loop,) = [op for op in predictor.graph.ops() if op.type == "while"]
-    body = len(predictor.graph.blocks[loop.attr("sub_block").idx].ops)
+    # The body's ops count in the total, not on the host: the device takes them.
+    loop, body = _loop_and_body(predictor)
     block0 = len(predictor.placements())
-    assert shares[0].startswith(f"{2 + body} of {block0 + body} ops ("), shares[0]
-    assert f"named ({body} of them in loop and branch bodies, which run on the host with their control-flow op)" \
-        in shares[0].splitlines()[0], shares[0]
+    assert shares[0].startswith(f"2 of {block0 + len(body)} ops ("), shares[0]
+    assert "loop and branch bodies" not in shares[0].splitlines()[0], shares[0]
     assert shares[0].endswith("Config.set_strict(True) (or --strict) makes this an error")  # relu is declined
     assert_model_close(_run(predictor), loop_model.outputs[0], what=PICKY)
+
+
+def test_outside_strict_mode_a_declined_body_op_counts_on_the_host(kth_loop_model):
+    predictor, caught = _create(kth_loop_model, ["builtin_device"], strict=False)
+    (share,) = [str(w.message) for w in caught if issubclass(w.category, HostPlacementWarning)]
+    loop, body = _loop_and_body(predictor)
+    block0 = len(predictor.placements())
+    assert share.startswith(f"2 of {block0 + len(body)} ops ("), share
+    assert "named (1 of them in loop and branch bodies, which the devices do not take)" in share.splitlines()[0]
+    assert "  kthvalue (x1, kthvalue#" in share and "in the body of while#" in share, share
+    assert share.endswith("Config.set_strict(True) (or --strict) makes this an error"), share
+    placed = {b.op.type: b for b in predictor.body_placements()}
+    assert placed["kthvalue"].device is None and placed["tanh"].device == "builtin_device"
+    assert_model_close(_run(predictor), kth_loop_model.outputs[0], what="builtin_device, kthvalue on the host")
 
 
 def test_outside_strict_mode_a_loop_alone_is_not_said_to_fail_strict_mode(loop_model):
