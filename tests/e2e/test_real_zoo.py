@@ -609,7 +609,8 @@ _RCNN_BODY_XNN = {
                      "greater_than": 1, "logical_not": 2, "less_than": 3, "assign": 16, "equal": 1,
                      "elementwise_add": 2, "top_k_v2": 1, "gather": 1, "expand_v2": 2, "fill_any_like": 3},
 }
-_XNN_BODY_REASONS = {"fill_any_like": _xnn_lacks("FILL_LIKE"), "top_k_v2": _xnn_lacks("TOP_K"), "gather": _xnn_lacks("GATHER"), "expand_v2": _xnn_lacks("EXPAND"),
+_XNN_BODY_REASONS = {"fill_any_like": _xnn_lacks("FILL_LIKE"), "top_k_v2": _xnn_lacks("TOP_K"),
+                     "gather": _xnn_lacks("GATHER"), "expand_v2": _xnn_lacks("EXPAND"),
                      "roi_align": _xnn_lacks("ROI_ALIGN"), "gather_nd": _xnn_lacks("GATHER"),
                      "grid_sampler": _xnn_lacks("GRID_SAMPLE"), "set_value": _xnn_lacks("WHERE")}
 for _name, _ops in _RCNN_BODY_HOST.items():
