@@ -561,6 +561,47 @@ _XNN_HOST = {
         "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")), "multiclass_nms3": (1, _XNN_NMS),
     },
 }
+# NLP families with op patterns the zoo had not seen (full zoo): FNet's Fourier token mixing, RoFormer's rotary
+# positions, DeBERTa-v3's disentangled attention over bucketed relative positions.
+_FFT_ON_HOST = ("NNAdapter has no Fourier transform operation and no complex element type: FNet's fftn (fft_r2c, "
+                "complex64 out) and the `real` of its complex result run on the host's numpy kernels")
+_DEBERTA_BRANCH = ("DeBERTa-v2's position-to-content attention branches on `key_layer.shape[-2] != "
+                   "query_layer.shape[-2]` (a true and a false block per layer); with input_ids [-1, -1] the export "
+                   "keeps the branch, and NNAdapter has no control flow: the host runs it")
+_OPENVINO_FLOAT_TO_INT64 = ("OpenVINO's CPU plugin converts float32 to int64 through int32 (wrong beyond 2^31), so "
+                            "the CAST of DeBERTa's log-bucketed relative positions to int64 is declined there")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("fnet_seq_cls", _device)] = {"fft_r2c": (2, _FFT_ON_HOST), "real": (2, _FFT_ON_HOST)}
+    EXPECTED_HOST_OPS[("deberta_v2_seq_cls", _device)] = {"conditional_block": (4, _DEBERTA_BRANCH)}
+EXPECTED_HOST_OPS[("deberta_v2_seq_cls", "intel_openvino")]["cast"] = (1, _OPENVINO_FLOAT_TO_INT64)
+_XNN_HOST.update({
+    "fnet_seq_cls": {
+        "shape": (1, _XNN_INTEGER), "slice": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER),
+        "lookup_table_v2": (3, _xnn_lacks("GATHER")), "pow": (2, _xnn_lacks("POW")),
+        "fft_r2c": (2, _FFT_ON_HOST), "real": (2, _FFT_ON_HOST),
+    },
+    "roformer_seq_cls": {
+        "fill_constant": (1, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (2, _xnn_lacks("GATHER")), "shape": (4, _XNN_INTEGER), "slice": (12, _XNN_INTEGER),
+        "scale": (8, _XNN_INTEGER), "stack": (8, _XNN_INTEGER), "strided_slice": (8, _XNN_STEPS),
+    },
+    "deberta_v2_seq_cls": {
+        "lookup_table_v2": (1, _xnn_lacks("GATHER")), "take_along_axis": (4, _xnn_lacks("GATHER")),
+        "shape": (58, _XNN_INTEGER), "slice": (71, _XNN_INTEGER), "fill_constant": (51, _XNN_INTEGER),
+        "stack": (31, _XNN_INTEGER), "reshape2": (20, _XNN_INTEGER), "cast": (22, _XNN_INTEGER),
+        "unsqueeze2": (9, _XNN_INTEGER), "squeeze2": (5, _XNN_INTEGER), "assign_value": (5, _XNN_INTEGER),
+        "elementwise_mul": (1, _XNN_INTEGER), "elementwise_sub": (1, _XNN_INTEGER), "scale": (6, _XNN_INTEGER),
+        "clip": (4, _XNN_INTEGER), "range": (2, _XNN_INTEGER), "sign": (1, _XNN_INTEGER),
+        "less_than": (1, _XNN_INTEGER), "greater_than": (1, _XNN_INTEGER), "less_equal": (1, _XNN_INTEGER),
+        "not_equal": (2, _XNN_INTEGER), "bitwise_and": (1, _XNN_INTEGER), "logical_not": (4, _XNN_INTEGER),
+        "fill_any_like": (8, _xnn_lacks("FILL_LIKE")), "where": (4, _xnn_lacks("WHERE")),
+        "expand_v2": (12, _xnn_lacks("EXPAND")), "tile": (4, _xnn_lacks("TILE")),
+        "elementwise_floordiv": (4, _xnn_lacks("FLOOR_DIV")), "sqrt": (6, _xnn_lacks("POW")),
+        "conditional_block": (4, _DEBERTA_BRANCH),
+    },
+})
+
+
 # (model, device) -> (subgraph runs allowed to move to the host at run time, why)
 EXPECTED_HOST_RUNS = {
     ("rtdetr", "google_xnnpack"): (1, "one subgraph's inputs hold infinity (RT-DETR's masked anchor logits): "

@@ -96,4 +96,9 @@ MODELS = {
     "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
     "retinanet": ("paddledet", "RetinaNet (ResNet50, FPN P3-P7, RetinaHead, 9 anchors, top-1000 per level, "
                                "multiclass_nms3)"),
+    # NLP families with op patterns the zoo had not seen (FFT token mixing, rotary and relative positions).
+    "fnet_seq_cls": ("paddlenlp", "FNetForSequenceClassification (tiny config, real part of fftn token mixing)"),
+    "roformer_seq_cls": ("paddlenlp", "RoFormerForSequenceClassification (tiny config, rotary position embeddings)"),
+    "deberta_v2_seq_cls": ("paddlenlp", ("DebertaV2ForSequenceClassification (DeBERTa-v3 tiny config, disentangled "
+                                         "relative attention over bucketed positions)")),
 }
