@@ -219,6 +219,21 @@ def build_classifier(name: str):
         "rexnet": ("ReXNet_1_0", "model_zoo.rexnet", 64, {}),
         "mobilenet_v2": ("MobileNetV2_x0_25", "model_zoo.mobilenet_v2", 64, {}),
         "regnet": ("RegNetX_200MF", "model_zoo.regnet", 64, {}),
+        # Op patterns the zoo had not seen: cross-shaped windows, involution, partial convolution, universal
+        # inverted bottlenecks, grouped and sub-sampled attention, convolutional token embeddings.
+        # CSWin-T's widths, heads and splits with one or two blocks a stage (its 21-block third stage cut to 2);
+        # the splits (7 at 14x14 and 7x7) fix the 224 px.
+        "cswin": ("CSwinTransformer", "model_zoo.cswin_transformer", 224,
+                  {"image_size": 224, "embed_dim": 64, "depths": [1, 2, 2, 1], "splits": [1, 2, 7, 7],
+                   "num_heads": [2, 4, 8, 16]}),
+        "rednet": ("RedNet26", "model_zoo.rednet", 64, {}),
+        "fasternet": ("FasterNet_T0", "model_zoo.fasternet", 64, {}),
+        "mobilenet_v4": ("MobileNetV4_conv_small", "legendary_models.mobilenet_v4", 64, {}),
+        "twins": ("pcpvt_small", "model_zoo.twins", 96, {"img_size": 96}),
+        "uniformer": ("UniFormer_small", "model_zoo.uniformer", 96, {"img_size": 96}),
+        "cvt": ("CvT_13_224", "model_zoo.cvt", 96, {}),
+        "nextvit": ("NextViT_small_224", "model_zoo.nextvit", 96, {}),
+        "efficientnet_v2": ("EfficientNetV2_S", "model_zoo.efficientnet_v2", 96, {}),
     }
     arch_name, module, size, kwargs = table[name]
     return _classifier(arch_name, module, size, **kwargs)

@@ -101,4 +101,14 @@ MODELS = {
     "roformer_seq_cls": ("paddlenlp", "RoFormerForSequenceClassification (tiny config, rotary position embeddings)"),
     "deberta_v2_seq_cls": ("paddlenlp", ("DebertaV2ForSequenceClassification (DeBERTa-v3 tiny config, disentangled "
                                          "relative attention over bucketed positions)")),
+    # Classification families with op patterns the zoo had not seen.
+    "cswin": ("paddleclas", "CSwinTransformer (CSWin-T widths and splits, 1-2 blocks a stage; cross-shaped windows)"),
+    "rednet": ("paddleclas", "RedNet26 (involution)"),
+    "fasternet": ("paddleclas", "FasterNet_T0 (partial convolution)"),
+    "mobilenet_v4": ("paddleclas", "MobileNetV4_conv_small (universal inverted bottlenecks)"),
+    "twins": ("paddleclas", "Twins pcpvt_small (conditional position encoding, sub-sampled attention)"),
+    "uniformer": ("paddleclas", "UniFormer_small (convolutional and self-attention blocks)"),
+    "cvt": ("paddleclas", "CvT_13_224 (convolutional token embedding and projection)"),
+    "nextvit": ("paddleclas", "NextViT_small_224 (convolution and efficient multi-head self-attention blocks)"),
+    "efficientnet_v2": ("paddleclas", "EfficientNetV2_S (fused MBConv)"),
 }
