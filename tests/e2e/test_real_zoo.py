@@ -562,7 +562,8 @@ _XNN_HOST = {
     },
 }
 # NLP families with op patterns the zoo had not seen (full zoo): FNet's Fourier token mixing, RoFormer's rotary
-# positions, DeBERTa-v3's disentangled attention over bucketed relative positions.
+# positions, DeBERTa-v3's disentangled attention over bucketed relative positions; ConvBERT's span-based dynamic
+# convolution, ALBERT's shared layers and MobileBERT's bottlenecks run wholly on the SDK devices.
 _FFT_ON_HOST = ("NNAdapter has no Fourier transform operation and no complex element type: FNet's fftn (fft_r2c, "
                 "complex64 out) and the `real` of its complex result run on the host's numpy kernels")
 _DEBERTA_BRANCH = ("DeBERTa-v2's position-to-content attention branches on `key_layer.shape[-2] != "
@@ -598,6 +599,22 @@ _XNN_HOST.update({
         "expand_v2": (12, _xnn_lacks("EXPAND")), "tile": (4, _xnn_lacks("TILE")),
         "elementwise_floordiv": (4, _xnn_lacks("FLOOR_DIV")), "sqrt": (6, _xnn_lacks("POW")),
         "conditional_block": (4, _DEBERTA_BRANCH),
+    },
+    "convbert_seq_cls": {
+        "fill_constant": (6, _XNN_INTEGER), "equal": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (3, _xnn_lacks("GATHER")), "shape": (5, _XNN_INTEGER), "slice": (23, _XNN_INTEGER),
+        "cumsum": (1, _xnn_lacks("CUM_SUM")), "elementwise_sub": (1, _XNN_INTEGER), "scale": (18, _XNN_INTEGER),
+        "stack": (20, _XNN_INTEGER), "reshape2": (2, _XNN_INTEGER),
+    },
+    "albert_seq_cls": {
+        "shape": (8, _XNN_INTEGER), "slice": (16, _XNN_INTEGER), "stack": (8, _XNN_INTEGER),
+        "fill_constant": (13, _XNN_INTEGER), "scale": (1, _XNN_INTEGER), "lookup_table_v2": (3, _xnn_lacks("GATHER")),
+        "reshape2": (6, _XNN_INTEGER),
+    },
+    "mobilebert_seq_cls": {
+        "shape": (10, _XNN_INTEGER), "slice": (20, _XNN_INTEGER), "stack": (10, _XNN_INTEGER),
+        "fill_constant": (15, _XNN_INTEGER), "unsqueeze2": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+        "lookup_table_v2": (3, _xnn_lacks("GATHER")), "reshape2": (8, _XNN_INTEGER),
     },
 })
 

@@ -1752,7 +1752,8 @@ def build_nlp_wider(name: str):
     embeddings on queries and keys) and DebertaV2ForSequenceClassification (deberta-v3-base's family: disentangled
     content-to-position and position-to-content attention over log-bucketed relative positions, no absolute
     position embedding), tiny bodies of 2 layers of width 128; input_ids and token_type_ids (attention_mask for
-    DeBERTa-v3, which has no token types) int64 [-1, -1] as paddlenlp exports them."""
+    DeBERTa-v3, which has no token types) int64 [-1, -1] as paddlenlp exports them. Also the ConvBERT (span-based
+    dynamic convolution), ALBERT (shared layer weights) and MobileBERT (bottlenecks, stacked FFNs) classifiers."""
     if name == "fnet_seq_cls":  # fnet-base: vocabulary 32000, 4 token types, pad id 3
         config = _paddlenlp("fnet.configuration").FNetConfig(
             num_labels=3, vocab_size=32000, hidden_size=128, num_hidden_layers=2, intermediate_size=512,
@@ -1780,6 +1781,27 @@ def build_nlp_wider(name: str):
             Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 128100),
             # 1 on the tokens, 0 on the padding: a random mask masks some positions.
             Spec("attention_mask", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "convbert_seq_cls":  # convbert-small: span-based dynamic convolution beside half the heads
+        config = _paddlenlp("convbert.configuration").ConvBertConfig(
+            num_labels=3, embedding_size=128, conv_kernel_size=9, head_ratio=2, num_groups=1, **BERT_CONFIG)
+        net = _paddlenlp("convbert.modeling").ConvBertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, BERT_CONFIG["vocab_size"]),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "albert_seq_cls":  # albert-base-v2: factorised embedding, one layer's weights shared by every layer
+        config = _paddlenlp("albert.configuration").AlbertConfig(
+            num_labels=3, vocab_size=30000, embedding_size=128, num_hidden_groups=1, inner_group_num=1,
+            **{k: v for k, v in BERT_CONFIG.items() if k != "vocab_size"})
+        net = _paddlenlp("albert.modeling").AlbertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 30000),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "mobilebert_seq_cls":  # mobilebert-uncased's body (bottlenecks, 4 stacked FFNs, no_norm) in 2 layers
+        config = _paddlenlp("mobilebert.configuration").MobileBertConfig(num_labels=3, num_hidden_layers=2)
+        net = _paddlenlp("mobilebert.modeling").MobileBertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 30522),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
     raise AssertionError(name)
 
 
@@ -1793,7 +1815,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
                  "fcos": build_fcos, "retinanet": build_retinanet,
                  "fnet_seq_cls": build_nlp_wider, "roformer_seq_cls": build_nlp_wider,
-                 "deberta_v2_seq_cls": build_nlp_wider}
+                 "deberta_v2_seq_cls": build_nlp_wider, "convbert_seq_cls": build_nlp_wider,
+                 "albert_seq_cls": build_nlp_wider, "mobilebert_seq_cls": build_nlp_wider}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

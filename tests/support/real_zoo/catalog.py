@@ -101,6 +101,10 @@ MODELS = {
     "roformer_seq_cls": ("paddlenlp", "RoFormerForSequenceClassification (tiny config, rotary position embeddings)"),
     "deberta_v2_seq_cls": ("paddlenlp", ("DebertaV2ForSequenceClassification (DeBERTa-v3 tiny config, disentangled "
                                          "relative attention over bucketed positions)")),
+    "convbert_seq_cls": ("paddlenlp", "ConvBertForSequenceClassification (tiny config, span-based dynamic conv)"),
+    "albert_seq_cls": ("paddlenlp", "AlbertForSequenceClassification (tiny config, layer weights shared)"),
+    "mobilebert_seq_cls": ("paddlenlp", ("MobileBertForSequenceClassification (mobilebert-uncased body in 2 layers: "
+                                         "bottlenecks, stacked FFNs, no_norm)")),
     # Classification families with op patterns the zoo had not seen.
     "cswin": ("paddleclas", "CSwinTransformer (CSWin-T widths and splits, 1-2 blocks a stage; cross-shaped windows)"),
     "rednet": ("paddleclas", "RedNet26 (involution)"),
