@@ -313,6 +313,28 @@ def convert_scale(ctx: ConversionContext, v: OpView) -> None:
 
 # -- softmax -----------------------------------------------------------------------------------------------------
 
+# Paddle's CPU softmax over the last axis of float32 rows runs a vectorised path that clips `x - max` at -64 with
+# _mm256_max_ps, 8 floats at a time, and the rest of a row (n % 8 entries) with a scalar `x < -64 ? -64 : x`. The
+# vector max returns the -64 for a NaN, the scalar form keeps the NaN: a row whose every entry is -inf (-inf - -inf
+# is NaN) comes out uniform, 1 / n, when n is a multiple of 8, and NaN otherwise, on another axis or in float64
+# (measured with Paddle 3.3.1 on an AVX2 CPU: n = 8, 16, 32 uniform; 3, 7, 9, 33 NaN). Attention that masks with
+# -inf (DeBERTa-v2's softmax_with_mask) meets such rows at every padded query, and a NaN there would reach every
+# token through the next layer's values (0 * NaN).
+_AVX_FLOAT_BLOCK = 8
+
+
+def _uniform_when_all_minus_inf(ctx, op, x: Operand, axis: int) -> Operand:
+    """`x` raised to float32's lowest finite value when Paddle's vectorised path covers whole rows (above): a row of
+    -inf then becomes a row of equal finite values, which every runtime turns into 1 / n, and a -inf beside finite
+    values still gives exp(-64) or less, as before. Otherwise (or with the row length unknown) `x` as it is."""
+    dims = x.type.dims
+    if (x.type.precision != Precision.FLOAT32 or x.type.is_quantized or axis not in (-1, len(dims) - 1)
+            or dims[-1] <= 0 or dims[-1] % _AVX_FLOAT_BLOCK):
+        return x
+    lowest = ctx.const_like(np.finfo(np.float32).min, x)
+    return binary(ctx, T.MAX, x, lowest, ctx.temp(OpView(op).output("Out"), "finite"))
+
+
 def _softmax(ctx, op, operation: T, scalar_result: float) -> None:
     """SOFTMAX / LOG_SOFTMAX along `axis`. On a 0-d X Paddle's kernel does not compute: it writes 1 (0 for
     log_softmax) into a 0-d Out, even for a NaN or inf X, so a FILL_LIKE of that value is the exact form
@@ -325,7 +347,10 @@ def _softmax(ctx, op, operation: T, scalar_result: float) -> None:
         value = ctx.const(np.asarray([scalar_result], dtype=precision_dtype(precision)), precision)
         ctx.add(T.FILL_LIKE, [x, value], [out])
         return
-    ctx.add(operation, [x, ctx.const_i32(v.attr_int("axis", -1))], [out])
+    axis = v.attr_int("axis", -1)
+    if operation == T.SOFTMAX:
+        x = _uniform_when_all_minus_inf(ctx, op, x, axis)
+    ctx.add(operation, [x, ctx.const_i32(axis)], [out])
 
 
 def _check_softmax(op, ctx) -> str | None:
@@ -336,7 +361,7 @@ def _check_softmax(op, ctx) -> str | None:
     return None
 
 
-@converter("softmax", emits=[T.SOFTMAX, T.FILL_LIKE], check=_check_softmax)
+@converter("softmax", emits=[T.SOFTMAX, T.FILL_LIKE, T.MAX], check=_check_softmax)
 def convert_softmax(ctx: ConversionContext, v: OpView) -> None:
     _softmax(ctx, v.op, T.SOFTMAX, 1.0)
 

@@ -139,3 +139,26 @@ def test_round_ties_go_away_from_zero_like_paddle(tmp_path, device):
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, NAN, INF, -INF, 3e9, 0.49999997, -0.0], np.float32)
     saved = pir_program(tmp_path, lambda x: paddle.round(x), {"x": x})
     np.testing.assert_array_equal(run_predictor(saved, device)[0], saved.outputs[0])
+
+
+@pytest.mark.parametrize("device", ["builtin_device", "intel_openvino", "microsoft_onnxruntime", "google_xnnpack"])
+@pytest.mark.parametrize("length", [7, 8, 9, 32])
+def test_softmax_of_a_row_of_minus_inf_matches_paddle(tmp_path, device, length):
+    """Paddle's float32 last-axis softmax gives a row of -inf 1 / n when the row is whole AVX blocks (n % 8 == 0:
+    its vector clip turns -inf - -inf into -64) and NaN otherwise, also on another axis; what DeBERTa-v2's
+    -inf attention mask gives every padded query. A row with some -inf entries is an ordinary softmax."""
+    import paddle
+
+    from support.converter_harness import pir_program, run_predictor
+    from support.tolerances import assert_op_close
+
+    x = np.random.default_rng(7).standard_normal((3, 4, length)).astype(np.float32)
+    x[0, 1, :] = -INF
+    x[1, 2, ::2] = -INF
+    x[2, :, 3] = -INF  # a column of -inf: the axis-1 softmax's row of -inf
+    saved = pir_program(tmp_path, lambda x: [paddle.nn.functional.softmax(x, -1),
+                                             paddle.nn.functional.softmax(x, 1)], {"x": x})
+    got = run_predictor(saved, device)
+    assert np.isnan(saved.outputs[0][0, 1]).all() == (length % 8 != 0)  # the case this test is about is Paddle's
+    for k, (g, want) in enumerate(zip(got, saved.outputs)):
+        assert_op_close(g, want, what=f"softmax {k} of rows of {length} on {device}")

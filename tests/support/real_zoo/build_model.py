@@ -219,6 +219,21 @@ def build_classifier(name: str):
         "rexnet": ("ReXNet_1_0", "model_zoo.rexnet", 64, {}),
         "mobilenet_v2": ("MobileNetV2_x0_25", "model_zoo.mobilenet_v2", 64, {}),
         "regnet": ("RegNetX_200MF", "model_zoo.regnet", 64, {}),
+        # Op patterns the zoo had not seen: cross-shaped windows, involution, partial convolution, universal
+        # inverted bottlenecks, grouped and sub-sampled attention, convolutional token embeddings.
+        # CSWin-T's widths, heads and splits with one or two blocks a stage (its 21-block third stage cut to 2);
+        # the splits (7 at 14x14 and 7x7) fix the 224 px.
+        "cswin": ("CSwinTransformer", "model_zoo.cswin_transformer", 224,
+                  {"image_size": 224, "embed_dim": 64, "depths": [1, 2, 2, 1], "splits": [1, 2, 7, 7],
+                   "num_heads": [2, 4, 8, 16]}),
+        "rednet": ("RedNet26", "model_zoo.rednet", 64, {}),
+        "fasternet": ("FasterNet_T0", "model_zoo.fasternet", 64, {}),
+        "mobilenet_v4": ("MobileNetV4_conv_small", "legendary_models.mobilenet_v4", 64, {}),
+        "twins": ("pcpvt_small", "model_zoo.twins", 96, {"img_size": 96}),
+        "uniformer": ("UniFormer_small", "model_zoo.uniformer", 96, {"img_size": 96}),
+        "cvt": ("CvT_13_224", "model_zoo.cvt", 96, {}),
+        "nextvit": ("NextViT_small_224", "model_zoo.nextvit", 96, {}),
+        "efficientnet_v2": ("EfficientNetV2_S", "model_zoo.efficientnet_v2", 96, {}),
     }
     arch_name, module, size, kwargs = table[name]
     return _classifier(arch_name, module, size, **kwargs)
@@ -1711,6 +1726,85 @@ def build_nlp_more(name: str):
     raise AssertionError(name)
 
 
+
+# ------------------------------------------------------------------------------------------------------------
+# NLP families the zoo had not seen: Fourier token mixing, rotary positions, disentangled relative attention.
+
+def _sequence_classifier_export(net, second: str):
+    """A paddlenlp sequence classifier called with input_ids and the keyword argument `second` (to_static needs the
+    forward's arguments spelled out)."""
+    import paddle
+
+    class SequenceClassifierExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, input_ids, second_input):
+            return self.net(input_ids, **{second: second_input}, return_dict=False)
+
+    return SequenceClassifierExport(net)
+
+
+def build_nlp_wider(name: str):
+    """paddlenlp: FNetForSequenceClassification (fnet-base's family: each layer mixes tokens by the real part of
+    an n-dimensional FFT), RoFormerForSequenceClassification (roformer-chinese-small's family: rotary position
+    embeddings on queries and keys) and DebertaV2ForSequenceClassification (deberta-v3-base's family: disentangled
+    content-to-position and position-to-content attention over log-bucketed relative positions, no absolute
+    position embedding), tiny bodies of 2 layers of width 128; input_ids and token_type_ids (attention_mask for
+    DeBERTa-v3, which has no token types) int64 [-1, -1] as paddlenlp exports them. Also the ConvBERT (span-based
+    dynamic convolution), ALBERT (shared layer weights) and MobileBERT (bottlenecks, stacked FFNs) classifiers."""
+    if name == "fnet_seq_cls":  # fnet-base: vocabulary 32000, 4 token types, pad id 3
+        config = _paddlenlp("fnet.configuration").FNetConfig(
+            num_labels=3, vocab_size=32000, hidden_size=128, num_hidden_layers=2, intermediate_size=512,
+            max_position_embeddings=512, type_vocab_size=4)
+        net = _paddlenlp("fnet.modeling").FNetForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 4, 32000),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 4)]
+    if name == "roformer_seq_cls":  # roformer-chinese-small: vocabulary 50000, 2 token types
+        config = _paddlenlp("roformer.configuration").RoFormerConfig(
+            num_labels=3, vocab_size=50000, embedding_size=128, **{k: v for k, v in BERT_CONFIG.items()
+                                                                   if k != "vocab_size"})
+        net = _paddlenlp("roformer.modeling").RoFormerForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 50000),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "deberta_v2_seq_cls":  # deberta-v3-base: vocabulary 128100, 256 position buckets, p2c|c2p
+        config = _paddlenlp("deberta_v2.configuration").DebertaV2Config(
+            num_labels=3, vocab_size=128100, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=512, max_position_embeddings=512, relative_attention=True, position_buckets=256,
+            norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
+            max_relative_positions=-1, position_biased_input=False, type_vocab_size=0)
+        net = _paddlenlp("deberta_v2.modeling").DebertaV2ForSequenceClassification(config)
+        return _sequence_classifier_export(net, "attention_mask"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 128100),
+            # 1 on the tokens, 0 on the padding: a random mask masks some positions.
+            Spec("attention_mask", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "convbert_seq_cls":  # convbert-small: span-based dynamic convolution beside half the heads
+        config = _paddlenlp("convbert.configuration").ConvBertConfig(
+            num_labels=3, embedding_size=128, conv_kernel_size=9, head_ratio=2, num_groups=1, **BERT_CONFIG)
+        net = _paddlenlp("convbert.modeling").ConvBertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, BERT_CONFIG["vocab_size"]),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "albert_seq_cls":  # albert-base-v2: factorised embedding, one layer's weights shared by every layer
+        config = _paddlenlp("albert.configuration").AlbertConfig(
+            num_labels=3, vocab_size=30000, embedding_size=128, num_hidden_groups=1, inner_group_num=1,
+            **{k: v for k, v in BERT_CONFIG.items() if k != "vocab_size"})
+        net = _paddlenlp("albert.modeling").AlbertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 30000),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    if name == "mobilebert_seq_cls":  # mobilebert-uncased's body (bottlenecks, 4 stacked FFNs, no_norm) in 2 layers
+        config = _paddlenlp("mobilebert.configuration").MobileBertConfig(num_labels=3, num_hidden_layers=2)
+        net = _paddlenlp("mobilebert.modeling").MobileBertForSequenceClassification(config)
+        return _sequence_classifier_export(net, "token_type_ids"), [
+            Spec("input_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 1, 30522),
+            Spec("token_type_ids", [-1, -1], [1, NLP_SEQ_LEN], "int64", 0, 2)]
+    raise AssertionError(name)
+
+
 MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppyolov2": build_detector_more,
                  "centernet": build_detector_more, "tinypose": build_tinypose,
                  "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
@@ -1719,7 +1813,10 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
                  "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage,
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
-                 "fcos": build_fcos, "retinanet": build_retinanet}
+                 "fcos": build_fcos, "retinanet": build_retinanet,
+                 "fnet_seq_cls": build_nlp_wider, "roformer_seq_cls": build_nlp_wider,
+                 "deberta_v2_seq_cls": build_nlp_wider, "convbert_seq_cls": build_nlp_wider,
+                 "albert_seq_cls": build_nlp_wider, "mobilebert_seq_cls": build_nlp_wider}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -96,4 +96,23 @@ MODELS = {
     "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
     "retinanet": ("paddledet", "RetinaNet (ResNet50, FPN P3-P7, RetinaHead, 9 anchors, top-1000 per level, "
                                "multiclass_nms3)"),
+    # NLP families with op patterns the zoo had not seen (FFT token mixing, rotary and relative positions).
+    "fnet_seq_cls": ("paddlenlp", "FNetForSequenceClassification (tiny config, real part of fftn token mixing)"),
+    "roformer_seq_cls": ("paddlenlp", "RoFormerForSequenceClassification (tiny config, rotary position embeddings)"),
+    "deberta_v2_seq_cls": ("paddlenlp", ("DebertaV2ForSequenceClassification (DeBERTa-v3 tiny config, disentangled "
+                                         "relative attention over bucketed positions)")),
+    "convbert_seq_cls": ("paddlenlp", "ConvBertForSequenceClassification (tiny config, span-based dynamic conv)"),
+    "albert_seq_cls": ("paddlenlp", "AlbertForSequenceClassification (tiny config, layer weights shared)"),
+    "mobilebert_seq_cls": ("paddlenlp", ("MobileBertForSequenceClassification (mobilebert-uncased body in 2 layers: "
+                                         "bottlenecks, stacked FFNs, no_norm)")),
+    # Classification families with op patterns the zoo had not seen.
+    "cswin": ("paddleclas", "CSwinTransformer (CSWin-T widths and splits, 1-2 blocks a stage; cross-shaped windows)"),
+    "rednet": ("paddleclas", "RedNet26 (involution)"),
+    "fasternet": ("paddleclas", "FasterNet_T0 (partial convolution)"),
+    "mobilenet_v4": ("paddleclas", "MobileNetV4_conv_small (universal inverted bottlenecks)"),
+    "twins": ("paddleclas", "Twins pcpvt_small (conditional position encoding, sub-sampled attention)"),
+    "uniformer": ("paddleclas", "UniFormer_small (convolutional and self-attention blocks)"),
+    "cvt": ("paddleclas", "CvT_13_224 (convolutional token embedding and projection)"),
+    "nextvit": ("paddleclas", "NextViT_small_224 (convolution and efficient multi-head self-attention blocks)"),
+    "efficientnet_v2": ("paddleclas", "EfficientNetV2_S (fused MBConv)"),
 }
