@@ -714,6 +714,23 @@ for _name, _ops in _RCNN_BODY_HOST.items():
 EXPECTED_BODY_HOST_OPS[("faster_rcnn", "microsoft_onnxruntime")]["top_k_v2"] = (
     1, "RPNHead's top-k over a level's objectness meets equal keys on microsoft_onnxruntime's scores (its run-time "
        "condition fails): Paddle orders ties as std::partial_sort leaves them, which the host kernel replays")
+# paddleseg's ViT (segmenter) resizes its position embedding in the branch, bicubically.
+_BICUBIC = ("the branch resizes the position embedding with bicubic interpolation, and no converter composes it from "
+            "NNAdapter's operations (RESIZE_NEAREST and RESIZE_LINEAR only): its host kernel runs Paddle's")
+for _device in DEVICES:
+    EXPECTED_BODY_HOST_OPS[("segmenter", _device)] = {"bicubic_interp_v2": (1, _BICUBIC)}
+EXPECTED_BODY_HOST_OPS[("segmenter", "google_xnnpack")].update({"slice": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER)})
+# DeBERTa's per-layer branch casts its relative positions (float -> int64) as block 0 does.
+EXPECTED_BODY_HOST_OPS[("deberta_v2_seq_cls", "intel_openvino")] = {"cast": (2, _OPENVINO_FLOAT_TO_INT64)}
+# On google_xnnpack the branches' relative-position arithmetic (int64 buckets, signs, masks) stays on the host.
+EXPECTED_BODY_HOST_OPS[("deberta_v2_seq_cls", "google_xnnpack")] = {
+    **{op: (n, _XNN_INTEGER) for op, n in {
+        "shape": 4, "slice": 14, "range": 4, "unsqueeze2": 8, "elementwise_sub": 2, "cast": 12, "less_than": 2,
+        "greater_than": 2, "less_equal": 2, "bitwise_and": 2, "fill_constant": 2, "assign_value": 2, "stack": 2,
+        "assign": 4}.items()},
+    "sign": (2, _xnn_lacks("WHERE (sign's decomposition)")), "fill_any_like": (4, _xnn_lacks("FILL_LIKE")),
+    "where": (4, _xnn_lacks("WHERE")),
+}
 # SOLOv2's branches around MaskMatrixNMS's sort: every body op converts; XNNPACK declines their integer ops and TOP_K.
 EXPECTED_BODY_HOST_OPS[("solov2", "google_xnnpack")] = {
     "shape": (4, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (12, _XNN_INTEGER),
