@@ -367,7 +367,12 @@ def convert_subgraph(ops: Sequence, params: Mapping[str, np.ndarray], input_type
                 if reason:
                     raise ctx.error(f"cannot be converted: {reason}")
             spec.fn(ctx, OpView(view))
-        except (ConversionError, ModelFormatError):
+        except ConversionError as exc:
+            # A converter's refusal names its op, so the subgraph engine can run that op alone on the host when the
+            # concrete input shapes meet it (a converter bug, below, does not: it is an error).
+            exc.failed_op = op
+            raise
+        except ModelFormatError:
             raise
         except Exception as exc:  # a converter bug still must not escape without the op's name
             raise ConversionError(f"{op.label()}: converter failed: {type(exc).__name__}: {exc}") from exc

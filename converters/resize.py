@@ -13,7 +13,11 @@ the host kernel: half-pixel sampling (align_corners off, align_mode 0) to a sing
 Paddle's 1-D kernel takes between two inputs and RESIZE_LINEAR (Paddle's 2-D rule) at input 0, and so also a
 width not known at conversion.
 
-Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry) and the standard.
+bicubic_interp_v2 of an [N, C, H, W] (NCHW) or [N, H, W, C] (NHWC) float32 input whose sizes are known at conversion
+(which the engine's conversion for concrete input shapes gives): GATHER, MUL and ADD taps (below).
+
+Imports only the converter toolkit (op_view, attrs, layout, emit, context, registry) and the standard (with its
+interpolation rules, nnadapter.interp_rules, which the host kernel follows too).
 """
 from __future__ import annotations
 
@@ -21,11 +25,14 @@ import numpy as np
 
 from converters.attrs import input_dims, known_dims
 from converters.context import ConversionContext
-from converters.emit import emit_chain, transpose_step
+from converters.emit import binary, emit_chain, transpose_step
 from converters.layout import channel_last_perm, is_channel_last, layout_reason, to_channel_first
 from converters.op_view import OpView
 from converters.registry import converter
 from nnadapter_bridge.nnadapter.codes import OperationType as T
+from nnadapter_bridge.nnadapter.codes import Precision
+from nnadapter_bridge.nnadapter.interp_rules import cubic_taps, output_size, source_ratio
+from nnadapter_bridge.nnadapter.types import Operand
 
 # -- resize ----------------------------------------------------------------------------------------------------
 
@@ -232,3 +239,87 @@ def convert_linear_interp_1d(ctx: ConversionContext, v: OpView) -> None:
     if channel_last:
         steps.append(("channel_last", transpose_step([0, 2, 1])))
     emit_chain(ctx, out_name, x, steps)
+
+
+# -- bicubic_interp_v2 ------------------------------------------------------------------------------------------
+# No NNAdapter operation resizes bicubically, but Paddle's kernel is separable and, for sizes known at conversion,
+# each axis is four taps: GATHER of the clamped neighbour rows (or columns), MUL by the weights of each output
+# position, and the four products ADDed in Paddle's order (nnadapter.interp_rules computes the taps exactly as the
+# host kernel does); along W first, then H, as Paddle. A NaN or inf reaches only the outputs whose taps read it.
+
+
+def _bicubic_plan(ctx, op) -> tuple | str:
+    """(x's spatial axes, input sizes, output sizes, scales), or a reason string when the sizes are not known now."""
+    v = OpView(op)
+    dims = input_dims(ctx, op, "X")
+    if dims is None:
+        return "X has no operand yet"
+    if len(dims) != 4:
+        return f"only 2-D resizing of 4-D inputs is converted, X has rank {len(dims)}"
+    axes = (1, 2) if is_channel_last(op, "data_layout") else (2, 3)
+    in_hw = [dims[a] for a in axes]
+    if not known_dims(in_hw):
+        return "the input's spatial dims are not known at conversion (the taps are constants)"
+    missing = []
+
+    def tensors(slot):
+        names = v.inputs(slot)
+        if not names:
+            return None
+        values = [ctx.constant_value(name) for name in names]
+        if any(value is None for value in values):
+            missing.append(slot)
+            return None
+        return values
+
+    out_hw, scales = output_size(in_hw, lambda name, default: v.attr(name, default), tensors)
+    if missing:
+        return f"its {', '.join(missing)} is computed at run time (the taps are constants)"
+    if len(out_hw) != 2 or any(d <= 0 for d in out_hw):
+        return f"no output size can be determined (got {out_hw})"
+    return axes, in_hw, out_hw, scales
+
+
+def _check_bicubic(op, ctx) -> str | None:
+    v = OpView(op)
+    reason = layout_reason(op, "data_layout")
+    if reason:
+        return reason
+    if v.attr_str("interp_method", "bicubic") != "bicubic":
+        return f"interp_method '{v.attr_str('interp_method', '')}' does not match bicubic_interp_v2"
+    x = v.input("X")
+    if ctx.has(x) and ctx.input(x).type.precision != Precision.FLOAT32:
+        return f"X is {ctx.input(x).type.precision.name}: the taps are composed in float32 only"
+    plan = _bicubic_plan(ctx, op)
+    return plan if isinstance(plan, str) else None
+
+
+@converter("bicubic_interp_v2", emits=[T.GATHER, T.MUL, T.ADD, T.ASSIGN], check=_check_bicubic)
+def convert_bicubic_interp(ctx: ConversionContext, v: OpView) -> None:
+    out_name = v.output("Out")
+    x = ctx.input(v.input("X"))
+    plan = _bicubic_plan(ctx, v.op)
+    if isinstance(plan, str):  # the check said so already; a caller without the check still gets the reason
+        raise ctx.error(f"cannot be converted: {plan}")
+    axes, in_hw, out_hw, scales = plan
+    if list(out_hw) == list(in_hw):  # Paddle's kernel copies the input then (an inf stays an inf)
+        ctx.add(T.ASSIGN, [x], [ctx.output(out_name)])
+        return
+    align_corners = v.attr_bool("align_corners", True)
+    value = x
+    for k in (1, 0):  # W, then H
+        axis = axes[k]
+        ratio = source_ratio(in_hw[k], out_hw[k], scales[k], align_corners, single_zero=True)
+        indices, weights = cubic_taps(in_hw[k], out_hw[k], ratio, align_corners)
+        shape = [1] * 4
+        shape[axis] = out_hw[k]
+        total: Operand | None = None
+        for tap, (index, weight) in enumerate(zip(indices, weights)):
+            rows = ctx.temp(out_name, f"axis{axis}_tap{tap}")
+            ctx.add(T.GATHER, [value, ctx.const_i32(index), ctx.const_i32(axis)], [rows])
+            term = binary(ctx, T.MUL, rows, ctx.const(weight.reshape(shape)), ctx.temp(out_name, f"axis{axis}_w{tap}"))
+            last = k == 0 and tap == 3
+            target = ctx.output(out_name) if last else ctx.temp(out_name, f"axis{axis}_sum{tap}")
+            total = term if total is None else binary(ctx, T.ADD, total, term, target)
+        assert total is not None  # four taps
+        value = total

@@ -74,7 +74,10 @@ class PropertiesError(NNAdapterError):
 
 
 class ConversionError(BridgeError):
-    """A Paddle op could not be converted to NNAdapter operations."""
+    """A Paddle op could not be converted to NNAdapter operations. `failed_op`: the op whose converter refused (set by
+    converters.context.convert_subgraph; None for a converter's bug or a failure of the whole model)."""
+
+    failed_op: object = None
 
 
 class UnsupportedOpError(BridgeError):

@@ -590,13 +590,29 @@ class SubgraphEngine:
             return None
         except ConversionError as exc:
             contradicted = self.contradicted_declarations(arrays)
-            if self.host_fallback is None or not contradicted:
+            if self.host_fallback is None:
+                raise
+            refused = getattr(exc, "failed_op", None)
+            if not contradicted and refused is not None and len(self.subgraph.ops) > 1 and any(
+                    op is refused or (op.block_idx, op.index) == (refused.block_idx, refused.index)
+                    for op in self.subgraph.ops):
+                # The support decision took the op with its declared dims (a converter needing sizes they leave
+                # unknown); its converter refuses these shapes: that op on the host, the rest on the devices.
+                why = str(exc).removeprefix(f"{refused.label()}: ")
+                split = self._plan_declining({refused.index: [f"its converter, for these input shapes: {why}"]})
+                with self.pool.lock:
+                    plan = self.pool.splits.setdefault(signature, split)
+                if plan is split:
+                    self._warn_split(plan, arrays, context)
+                self._run_split(signature, scope)
+                return None
+            if not contradicted and refused is None:
                 raise
             self._run_on_host(scope)  # an error here is the run's error: the shapes fit nowhere
             self.host_signatures.add(signature)
+            shapes = "; ".join(contradicted) if contradicted else "its converter refuses these input shapes"
             warnings.warn(f"{self.describe()} cannot be converted for its actual input shapes ({exc}); "
-                          f"{'; '.join(contradicted)}: its ops run on the host for these shapes",
-                          ShapeFallbackWarning, stacklevel=4)
+                          f"{shapes}: its ops run on the host for these shapes", ShapeFallbackWarning, stacklevel=4)
             return None
 
     def _obtain_and_run(self, context: Context, arrays: Sequence[np.ndarray]) -> list:

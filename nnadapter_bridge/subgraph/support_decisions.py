@@ -39,10 +39,12 @@ from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from partition.detector import op_reads, op_writes, sub_block_indices
 
-SIGNATURE_FORMAT_VERSION = 4  # bump when signature(), signature_text(), the verdict file layout or the decision changes
+SIGNATURE_FORMAT_VERSION = 5  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
 # 3: an unknown declared dim no longer declines an op the devices take once it is concrete (PROBE_DIM)
 # 4: an op declined with declared -1 dims is decided again with the dims the declarations fix (infer_block_dims)
+# 5: a tensor array is no tensor (it declines the op reading or writing it); a converter's refusal with declared -1
+#    dims that follow the model's input sizes is decided again with them concrete (PROBE_DIM)
 # The size an unknown declared dim takes when the decision asks whether the devices would accept the op once its
 # dims are concrete: divisible by the strides and pooling bins models use (2, 3, 4, 6, 8, 16, 32), larger than
 # common kernels.
@@ -421,6 +423,7 @@ class SupportDecider:
         self._volatile = False  # some verdict may differ next start (a validation fault): nothing recorded
         self._fixed_dims: dict | None = None  # infer_block_dims of the block, computed when first needed
         self._refined: set = set()  # (block, index) of the ops decided with those dims (_refined_verdict)
+        self._probed_dims: dict | None = None  # _walk_dims of block 0 at PROBE_DIM (_follows_the_inputs)
         # A start with this very program (same bytes, params types, devices, properties, versions) decided
         # before: its verdicts by op, without computing a signature (program_key, record_program).
         self.program_key = self._program_key() if store is not None and block == 0 else None
@@ -574,7 +577,7 @@ class SupportDecider:
     def _decide(self, op) -> SupportVerdict:
         model, refusal = self.scratch_model(op, counted=True)
         if refusal is not None:
-            return refusal
+            return SupportVerdict(True) if self._accepted_once_concrete(op, refused=True) else refusal
         if not model.operations:
             return SupportVerdict(True)
         try:
@@ -593,13 +596,17 @@ class SupportDecider:
         names = ", ".join(dict.fromkeys(model.operations[i].type.name for i in rejected))
         return SupportVerdict(False, f"{names} not accepted by {devices}" + (f" ({why})" if why else ""))
 
-    def _accepted_once_concrete(self, op) -> bool:
+    def _accepted_once_concrete(self, op, refused: bool = False) -> bool:
         """Whether the devices accept `op` converted with its unknown declared dims made concrete (PROBE_DIM):
         programs are compiled for concrete input shapes, so a check that needs a dim the declaration leaves
-        unknown (SAME padding's spatial dims, a resize's input size) must not keep the op off the devices.
-        Optimistic: a program whose concrete model contradicts it is split around the operation the device
-        declines (engine.SubgraphEngine), which says so."""
-        if not self._declares_unknown_dims(op):
+        unknown (SAME padding's spatial dims, a resize's input size, a converter that builds constants from the
+        sizes, as bicubic's taps) must not keep the op off the devices, whether the devices or the converter
+        declined it with the declared dims. A converter's refusal (`refused`) is taken back only when the unknown
+        dims follow the model's input sizes (_follows_the_inputs): a size the data decides (a nonzero's count, a
+        filter picked by the data) would have each new value compiled again.
+        Optimistic: a program whose concrete model contradicts it is split around the operation the device (or the
+        converter) declines (engine.SubgraphEngine), which says so."""
+        if not self._declares_unknown_dims(op) or (refused and not self._follows_the_inputs(op)):
             return False
         model, refusal = self.scratch_model(op, unknown_as=PROBE_DIM)
         if refusal is not None or not model.operations:
@@ -608,6 +615,25 @@ class SupportDecider:
             return all(self.context.get_supported_operations(model))
         except BridgeError:
             return False
+
+    def _follows_the_inputs(self, op) -> bool:
+        """Whether every unknown declared dim of `op`'s inputs becomes known once the model's inputs have concrete
+        sizes: the block-0 walk of the converters with each unknown input size made PROBE_DIM (_walk_dims, made
+        once, when first needed) gives them a size. False for a loop or branch body's op (the walk is block 0's)."""
+        if getattr(op, "block_idx", 0) != 0:
+            return False
+        if self._probed_dims is None:
+            self._probed_dims = _walk_dims(self.graph, 0, PROBE_DIM)
+        for name in op.input_names():
+            if name == EMPTY_VAR_NAME or name in self.graph.params:
+                continue
+            var = self._var(name, op)
+            if var is None or var.dtype is None or all(d >= 0 for d in var.shape):
+                continue
+            walked = self._probed_dims.get(name)
+            if walked is None or len(walked) != len(var.shape) or any(d <= 0 for d in walked):
+                return False
+        return True
 
     def _declares_unknown_dims(self, op) -> bool:
         for name in op.input_names():

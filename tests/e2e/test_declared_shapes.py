@@ -10,6 +10,7 @@ feed into shape [1], and Paddle then answers [1] where a 0-d feed gives 0-d.
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -319,3 +320,55 @@ def test_a_subgraph_the_actual_shapes_cannot_convert_runs_on_the_host(tmp_path):
     with pytest.raises(nb.InputError, match="input 'x' expects float32 with shape \\[1, 3, 8, 8\\].*got shape "
                                             "\\[1, 3, 1, 1\\], and the model fails on it"):
         _run(strict, {"x": _value([1, 3, 1, 1])})
+
+
+def _relu_bicubic(x):
+    import paddle.nn.functional as F
+    return [F.interpolate(F.relu(x) * 2.0, size=[9, 5], mode="bicubic", align_corners=False) + 1.0]
+
+
+@pytest.mark.parametrize("device", PADDLE_DEVICES)
+def test_bicubic_with_unknown_spatial_dims_runs_on_the_device(tmp_path, device):
+    """bicubic_interp_v2's converter builds its taps from the input's sizes, which [-1, 3, -1, -1] leaves unknown:
+    the support decision takes it once they are concrete, and each input shape converts with its own sizes."""
+    model, params = _save(tmp_path, _relu_bicubic, {"x": [-1, 3, -1, -1]})
+    predictor = _predictor(model, params, device)
+    assert not predictor.host_ops
+    for shape in [(1, 3, 6, 7), (2, 3, 4, 4)]:
+        feeds = {"x": _value(shape)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no split, no fallback
+            got = _run(predictor, feeds)
+        _assert_same(got, paddle_inference_run(model, params, feeds))
+    assert predictor.stats.subgraph_host_runs == 0
+
+
+def test_an_op_its_converter_refuses_for_the_given_shapes_runs_alone_on_the_host(tmp_path, monkeypatch):
+    """The support decision took an op with its declared dims; its converter refuses the concrete shapes of a run:
+    that op runs on the host and the rest of its subgraph on the device (a SubgraphSplitWarning names it)."""
+    import dataclasses
+
+    from converters import registry
+    from nnadapter_bridge.subgraph.engine import SubgraphSplitWarning
+
+    model, params = _save(tmp_path, _relu_bicubic, {"x": [-1, 3, -1, -1]})
+    bicubic = registry.CONVERTERS["bicubic_interp_v2"]
+
+    def picky(op, ctx):  # refuses a height of 5, which no declaration shows; else the converter's own check
+        dims = ctx.dims(op.input("X")[0]) if ctx.has(op.input("X")[0]) else ()
+        if len(dims) == 4 and dims[2] == 5:
+            return "a height of 5 (this test's refusal)"
+        return bicubic.check(op, ctx)
+    # The host runs the refused op with its host kernel (the host executor tries the converter first).
+    monkeypatch.setitem(registry.CONVERTERS, "bicubic_interp_v2", dataclasses.replace(bicubic, check=picky))
+    predictor = _predictor(model, params)
+    assert not predictor.host_ops
+    feeds = {"x": _value((1, 3, 5, 6))}
+    refusal = r"its converter, for these input shapes: cannot be converted: a height of 5 \(this test's refusal\)"
+    with pytest.warns(SubgraphSplitWarning, match=r"bicubic_interp_v2#\d+ .*" + refusal):
+        got = _run(predictor, feeds)
+    _assert_same(got, paddle_inference_run(model, params, feeds))
+    (moved,) = [p for p in predictor.placements() if p.at_run]
+    assert moved.op.type == "bicubic_interp_v2"
+    other = {"x": _value((1, 3, 4, 6))}  # another height: the whole subgraph on the device again
+    _assert_same(_run(predictor, other), paddle_inference_run(model, params, other))

@@ -26,46 +26,15 @@ from __future__ import annotations
 import numpy as np
 
 from nnadapter_bridge.host.kernels.registry import OpScope, host_kernel, slot
-
-CUBIC_A = -0.75  # the cubic convolution coefficient Paddle (and OpenCV) use
+from nnadapter_bridge.nnadapter.interp_rules import cubic_taps, output_size, source_ratio
 
 
 def _output_size(io: OpScope, in_dims: tuple) -> tuple[list[int], list[float]]:
-    """Output spatial dims and the per-axis scale (0 where none), by Paddle's precedence."""
-    rank = len(in_dims)
-    names = {1: ["out_w"], 2: ["out_h", "out_w"], 3: ["out_d", "out_h", "out_w"]}[rank]
-    out = [int(io.attr(n, -1)) for n in names]
-    scales = [0.0] * rank
-    if io.has_input("Scale"):
-        values = [float(v) for v in io.input("Scale").reshape(-1)]
-    else:
-        values = [float(v) for v in io.attr("scale", []) or []]
-    if values:
-        scales = values * rank if len(values) == 1 else values[:rank]
-        if all(s > 0 for s in scales):
-            out = [int(size * s) for size, s in zip(in_dims, scales)]
-        else:
-            scales = [0.0] * rank
-    if io.has_input("OutSize"):
-        out = [int(v) for v in io.input("OutSize").reshape(-1)]
-    if io.has_input("SizeTensor"):
-        out = [int(np.asarray(t).reshape(-1)[0]) for t in io.inputs("SizeTensor")]
-    if len(out) != rank or any(d <= 0 for d in out):
-        raise io.error(f"cannot determine the output size (got {out} for {rank} spatial dims)")
+    """Output spatial dims and the per-axis scale (0 where none), by Paddle's precedence (interp_rules)."""
+    out, scales = output_size(in_dims, io.attr, lambda slot: io.inputs(slot) if io.has_input(slot) else None)
+    if len(out) != len(in_dims) or any(d <= 0 for d in out):
+        raise io.error(f"cannot determine the output size (got {out} for {len(in_dims)} spatial dims)")
     return out, scales
-
-
-def _ratio(in_size: int, out_size: int, scale: float, align_corners: bool, single_zero: bool) -> np.float32:
-    """Paddle's source-coordinate ratio. A single output position: its 2-D kernels (bilinear, bicubic) take
-    ratio 0 in every mode; its 1-D and 3-D ones (linear, trilinear) keep 1/scale or in/out unless aligning
-    corners (checked against Paddle 3.3.1)."""
-    if out_size <= 1 and (single_zero or align_corners):
-        return np.float32(0.0)
-    if align_corners:
-        return np.float32((in_size - 1) / (out_size - 1))
-    if scale > 0:
-        return np.float32(1.0 / scale)
-    return np.float32(in_size / out_size)
 
 
 def _linear_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, half_pixel: bool,
@@ -96,37 +65,16 @@ def _linear_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, hal
     return np.take(x, lower, axis=axis) * (1.0 - weight) + np.take(x, upper, axis=axis) * weight
 
 
-def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
-    """Cubic convolution weights of the 4 neighbours at offsets -1, 0, 1, 2 for fractions t, in t's dtype
-    (Paddle's get_cubic_upsample_coefficients in MT: float for float32, double for float64)."""
-    ft = t.dtype.type
-    a = ft(CUBIC_A)
-
-    def near(d):  # |d| <= 1
-        return ((a + ft(2)) * d - (a + ft(3))) * d * d + ft(1)
-
-    def far(d):  # 1 < |d| < 2
-        return ((a * d - ft(5) * a) * d + ft(8) * a) * d - ft(4) * a
-
-    return [far(t + ft(1)), near(t), near(ft(1) - t), far((ft(1) - t) + ft(1))]
-
-
 def _cubic_axis(x: np.ndarray, axis: int, out_size: int, ratio: np.float32, align_corners: bool) -> np.ndarray:
-    """One axis of Paddle's bicubic kernel, in x's dtype: the source position is computed in double from the
-    float32 ratio and then cast to x's dtype (so a float64 position can miss an integer by 1e-8 where float32
-    hits it), floored, and the 4 clamped neighbours summed in order."""
-    in_size = x.shape[axis]
-    dst = np.arange(out_size, dtype=np.float64)
-    r = float(ratio)
-    src = (r * dst if align_corners else r * (dst + 0.5) - 0.5).astype(x.dtype)
-    base = np.floor(src).astype(np.int64)
-    t = (src - base.astype(x.dtype)).astype(x.dtype)
+    """One axis of Paddle's bicubic kernel, in x's dtype (nnadapter.interp_rules: the source position computed in
+    double from the float32 ratio and cast to x's dtype, so a float64 position can miss an integer by 1e-8 where
+    float32 hits it), the 4 clamped neighbours summed in order."""
+    indices, weights = cubic_taps(x.shape[axis], out_size, ratio, align_corners, x.dtype)
     shape = [1] * x.ndim
     shape[axis] = out_size
     out = None
     with np.errstate(invalid="ignore", over="ignore"):
-        for offset, weight in zip(range(-1, 3), _cubic_weights(t)):
-            index = np.clip(base + offset, 0, in_size - 1)
+        for index, weight in zip(indices, weights):
             term = np.take(x, index, axis=axis) * weight.reshape(shape)
             out = term if out is None else out + term
     return out
@@ -150,12 +98,12 @@ def _interpolate(io: OpScope, spatial_rank: int, cubic: bool) -> None:
     if cubic:  # in x's dtype, as Paddle: along W first (each of the 4 rows), then along H
         value = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
         for k in reversed(range(spatial_rank)):
-            ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
+            ratio = source_ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
             value = _cubic_axis(value, 2 + k, out_dims[k], ratio, align_corners)
     else:
         value = x.astype(np.float64)
         for k in range(spatial_rank):
-            ratio = _ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
+            ratio = source_ratio(x.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=spatial_rank == 2)
             src = {1: "double", 2: "double_stored" if k == 0 else "float"}.get(spatial_rank, "float")
             value = _linear_axis(value, 2 + k, out_dims[k], ratio, half_pixel, src)
     out = value.astype(x.dtype)
@@ -276,7 +224,7 @@ def interp_antialias(io: OpScope) -> None:
     align_corners = bool(io.attr("align_corners", True))
     work = np.float32 if x.dtype == np.float16 else x.dtype  # float16 is computed in float32, as Paddle's kernel
     for k in (1, 0):  # W, then H
-        ratio = _ratio(value.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=False)
+        ratio = source_ratio(value.shape[2 + k], out_dims[k], scales[k], align_corners, single_zero=False)
         value = _antialias_axis(value.astype(work), 2 + k, out_dims[k], ratio, method == "bicubic").astype(x.dtype)
     if layout == "NHWC":
         value = np.moveaxis(value, 1, -1)
