@@ -569,6 +569,25 @@ EXPECTED_HOST_RUNS = {
 }
 EXPECTED_HOST_OPS.update({(name, "google_xnnpack"): ops for name, ops in _XNN_HOST.items()})
 
+# PointRend (full zoo): its point head writes the refined points' logits back into the upsampled map with
+# paddle.scatter (overwrite) at the top-k indices.
+_SCATTER = ("NNAdapter's 96 operations have no scatter (no SCATTER_ND or index-put), and a scatter of run-time "
+            "indices into a map of 19 x 128 x 128 logits has no cheap composition (a WHERE over a one-hot of the "
+            "8196 indices would be 8196 times the map): its host kernel runs Paddle's scatter")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("pointrend", _device)] = {"scatter": (2, _SCATTER)}
+EXPECTED_HOST_OPS[("pointrend", "google_xnnpack")] = {
+    "shape": (21, _XNN_INTEGER), "slice": (19, _XNN_INTEGER), "cast": (19, _XNN_INTEGER),
+    "bilinear_interp_v2": (7, _XNN_INTEGER), "elementwise_mul": (6, _XNN_INTEGER), "stack": (6, _XNN_INTEGER),
+    "reshape2": (10, _XNN_INTEGER), "concat": (2, _XNN_INTEGER), "reduce_min": (2, _XNN_INTEGER),
+    "fill_constant": (8, _XNN_INTEGER), "unsqueeze2": (4, _XNN_INTEGER), "range": (2, _XNN_INTEGER),
+    "flatten_contiguous_range": (4, _XNN_INTEGER), "elementwise_add": (2, _XNN_INTEGER),
+    "top_k_v2": (4, _xnn_lacks("TOP_K")), "elementwise_mod": (2, _xnn_lacks("FLOOR_DIV")),
+    "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")), "set_value": (4, _xnn_lacks("WHERE")),
+    "grid_sampler": (4, _xnn_lacks("GRID_SAMPLE")), "expand_v2": (2, _xnn_lacks("EXPAND")),
+    "scatter": (2, _SCATTER),
+}
+
 
 _references: dict = {}
 

@@ -245,6 +245,35 @@ def segmentation_export(net):
     return SegmentationExport(net)
 
 
+def _paddleseg_point_head_for_paddle3(point_head_class):
+    """paddleseg 2.8's PointHead.get_points_test caps the point count with `paddle.concat([height * width,
+    num_points])`: in Paddle 2.4 both were int32 [1] tensors (the shape's elements and a to_tensor scalar), in Paddle 3
+    the shape's product is an int64 0-D tensor and the cap an int32 0-D one, which concat refuses. The same method
+    with both taken as int32 [1] tensors, as Paddle 2 gave them; everything else is paddleseg's code unchanged."""
+    import paddle
+
+    class PointHead(point_head_class):
+        def get_points_test(self, seg_logits, uncertainty_func):
+            num_points = self.subdivision_num_points
+            uncertainty_map = uncertainty_func(seg_logits)
+            batch_size = paddle.shape(uncertainty_map)[0]
+            height = paddle.shape(uncertainty_map)[2]
+            width = paddle.shape(uncertainty_map)[3]
+            h_step = 1.0 / height
+            w_step = 1.0 / width
+
+            uncertainty_map = uncertainty_map.reshape([batch_size, height * width])
+            num_points = paddle.min(paddle.concat([(height * width).astype("int32").reshape([1]),
+                                                   num_points.reshape([1])]))
+            point_indices = paddle.topk(uncertainty_map, num_points, axis=1)[1]
+            point_coords = paddle.zeros([batch_size, num_points, 2], dtype="float32")
+            point_coords[:, :, 0] = w_step / 2.0 + (point_indices % width).astype("float32") * w_step
+            point_coords[:, :, 1] = h_step / 2.0 + (point_indices // width).astype("float32") * h_step
+            return point_indices, point_coords
+
+    return PointHead
+
+
 def build_segmenter(name: str):
     """paddleseg's export (tools/export.py) declares the image [-1, 3, -1, -1]; `--output_op none` keeps the
     logits (the default argmax would turn float ties into label differences)."""
@@ -327,6 +356,13 @@ def build_segmenter(name: str):
         else:
             net = _paddleseg("ann").ANN(num_classes, backbone, backbone_indices=[2, 3], key_value_channels=64,
                                         inter_channels=128, enable_auxiliary_loss=False)
+        size = 128
+    elif name == "pointrend":  # pointrend_resnet50_os32_cityscapes_1024x512_80k.yml with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=32)
+        pointrend = _paddleseg("pointrend")
+        net = pointrend.PointRend(num_classes, backbone, backbone_indices=[0, 1, 2, 3],
+                                  fpn_inplanes=backbone.feat_channels)
+        net.pointhead.__class__ = _paddleseg_point_head_for_paddle3(pointrend.PointHead)
         size = 128
     else:
         raise AssertionError(name)

@@ -53,6 +53,8 @@ MODELS = {
     "danet": ("paddleseg", "DANet (ResNet18_vd, output stride 8; position and channel attention)"),
     "gcnet": ("paddleseg", "GCNet (ResNet18_vd, output stride 8; global context block)"),
     "ann": ("paddleseg", "ANN (ResNet18_vd, output stride 8; asymmetric non-local blocks over a pyramid)"),
+    "pointrend": ("paddleseg", ("PointRend (ResNet18_vd, SemanticFPN; refines the top-k uncertain points by "
+                                "grid_sample and scatter)")),
     "picodet": ("paddledet", "PicoDet-S (LCNet, LCPAN, PicoHeadV2, multiclass_nms3)"),
     "ppyoloe_plus": ("paddledet", "PP-YOLOE+ s (CSPResNet, CustomCSPPAN, PPYOLOEHead, multiclass_nms3)"),
     "rtdetr": ("paddlex", "RT-DETR-L (HGNetV2, hybrid encoder, deformable decoder, DETRPostProcess top-k)"),
