@@ -587,6 +587,22 @@ EXPECTED_HOST_OPS[("pointrend", "google_xnnpack")] = {
     "grid_sampler": (4, _xnn_lacks("GRID_SAMPLE")), "expand_v2": (2, _xnn_lacks("EXPAND")),
     "scatter": (2, _SCATTER),
 }
+# SegNeXt, RTFormer-Slim and TopFormer (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("segnext", "google_xnnpack")] = {
+    "shape": (3, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "cast": (4, _XNN_INTEGER),
+    "bilinear_interp_v2": (4, _XNN_INTEGER), "elementwise_mul": (1, _XNN_INTEGER),
+    "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER), "reshape2": (2, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("rtformer", "google_xnnpack")] = {
+    "shape": (8, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
+    "bilinear_interp_v2": (9, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
+    "reshape2": (2, _XNN_INTEGER), "max_pool2d_with_index": (2, _XNN_ADAPTIVE),
+}
+EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
+    "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
+    "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
+    "bilinear_interp_v2": (9, _XNN_INTEGER),
+}
 
 
 _references: dict = {}

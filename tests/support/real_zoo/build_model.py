@@ -364,10 +364,34 @@ def build_segmenter(name: str):
                                   fpn_inplanes=backbone.feat_channels)
         net.pointhead.__class__ = _paddleseg_point_head_for_paddle3(pointrend.PointHead)
         size = 128
+    elif name == "segnext":  # segnext_mscan_t_cityscapes_1024x1024_160k.yml
+        # The Hamburger's NMF draws its bases with paddle.rand at every forward by default (RAND_INIT): an
+        # exported uniform_random that no other runtime reproduces (Paddle's own generator). RAND_INIT False keeps
+        # the same decomposition with bases drawn once at build time (a buffer of the export).
+        net = _paddleseg("segnext").SegNeXt(
+            _paddleseg("backbones.mscan").MSCAN_T(), num_classes=num_classes,
+            decoder_cfg={"channels": 256, "ham_channels": 256, "ham_kwargs": {"MD_R": 16, "RAND_INIT": False}})
+        size = 256
+        # NMF2D reshapes by the static `x.shape` (B * S, C, H * W): paddleseg exports SegNeXt with a fixed
+        # --input_shape.
+        declared = [1, 3, size, size]
+    elif name == "rtformer":  # rtformer_slim_cityscapes_1024x512_120k.yml
+        net = _paddleseg("rtformer").RTFormer(num_classes, base_channels=32, head_channels=64,
+                                              use_injection=[True, True])
+        size = 256
+        # The cross-resolution attention convolves with the batch as the group count (`groups=x.shape[0]`):
+        # paddleseg exports RTFormer with a fixed --input_shape ("please set input_shape for export.py").
+        declared = [1, 3, size, size]
+    elif name == "topformer":  # topformer_tiny_ade20k_512x512_160k.yml
+        backbone = _paddleseg("backbones.top_transformer").TopTransformer_Tiny()
+        net = _paddleseg("topformer").TopFormer(150, backbone)
+        size = 256
     else:
         raise AssertionError(name)
     model = segmentation_export(net)
-    return model, [Spec("x", [-1, 3, -1, -1], [1, 3, size, size])]
+    if name not in ("segnext", "rtformer"):
+        declared = [-1, 3, -1, -1]
+    return model, [Spec("x", declared, [1, 3, size, size])]
 
 
 def _ppdet(module: str):

@@ -55,6 +55,12 @@ MODELS = {
     "ann": ("paddleseg", "ANN (ResNet18_vd, output stride 8; asymmetric non-local blocks over a pyramid)"),
     "pointrend": ("paddleseg", ("PointRend (ResNet18_vd, SemanticFPN; refines the top-k uncertain points by "
                                 "grid_sample and scatter)")),
+    "segnext": ("paddleseg", ("SegNeXt (MSCAN-T: multi-scale strip-conv attention; LightHamHead's NMF matrix "
+                              "decomposition, 7 steps)")),
+    "rtformer": ("paddleseg", "RTFormer-Slim (dual-resolution, GPU-friendly external attention, cross-resolution "
+                              "attention, DAPPM)"),
+    "topformer": ("paddleseg", "TopFormer (TopTransformer-Tiny: token pyramid, transformer on pooled tokens, "
+                               "semantic injection; ADE20K's 150 classes)"),
     "picodet": ("paddledet", "PicoDet-S (LCNet, LCPAN, PicoHeadV2, multiclass_nms3)"),
     "ppyoloe_plus": ("paddledet", "PP-YOLOE+ s (CSPResNet, CustomCSPPAN, PPYOLOEHead, multiclass_nms3)"),
     "rtdetr": ("paddlex", "RT-DETR-L (HGNetV2, hybrid encoder, deformable decoder, DETRPostProcess top-k)"),
