@@ -77,7 +77,7 @@ PEER_SPREAD = {"resnet50_vd"}
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
-                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet"}
+                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -597,6 +597,50 @@ EXPECTED_HOST_OPS[("rtformer", "google_xnnpack")] = {
     "shape": (8, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
     "bilinear_interp_v2": (9, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
     "reshape2": (2, _XNN_INTEGER), "max_pool2d_with_index": (2, _XNN_ADAPTIVE),
+}
+# GFL and TOOD (full zoo). TOOD's post-processing clips each image's boxes in a Python loop over the batch.
+_BOX_CLIP_LOOP = ("TOODHead.post_process clips each image's boxes to its im_shape in a Python loop over the batch "
+                  "(`for i in range(len(pred_bboxes))`), exported as a while, and NNAdapter has no control flow: the "
+                  "host runs the loop and its body")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("tood", _device)] = {"while": (1, _BOX_CLIP_LOOP)}
+# Measured with the zoo's feeds: every device gives Paddle's labels and box count (GFL 18 boxes, TOOD 46) and scores
+# within 6.1e-6; Paddle Inference's ir_optim and 2-thread runs equal the reference bit for bit, its oneDNN run fails on
+# these programs (ConvertPirAttribute2RuntimeAttribute), so its own spread is measured by moving the image by one ulp.
+_DENSE_ROUNDING = (
+    "{}'s random ResNet50-FPN and GN towers amplify float32 rounding into its box corners: Paddle Inference's own "
+    "list moves by up to {} (box corners; scores by under 1e-5) when the image moves by one ulp, and ours differs "
+    "from it by up to {}, past the whole-model tolerance in {} of {} elements (by {} at |x| {}){}")
+KNOWN_FAILURES[("gfl", "intel_openvino")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "1.2e-2", 2, 108, "8.3e-3", "12.9", " (builtin_device passes, by up to 6.9e-3)")
+KNOWN_FAILURES[("gfl", "microsoft_onnxruntime")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "8.3e-3", 1, 108, "6.9e-3", "12.9", "")
+KNOWN_FAILURES[("gfl", "google_xnnpack")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "1.5e-2", 1, 108, "7.8e-3", "12.9", "")
+_TOOD_SAME_SIDE = ("; the four devices agree with each other within 7e-3 there, all below Paddle's value (whose own "
+                   "one-ulp moves of that corner are 2.7-6.3e-3), so a systematic part is not ruled out and was not "
+                   "isolated (intel_openvino passes, by 1.2e-2)")
+KNOWN_FAILURES[("tood", "builtin_device")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.7e-2", 1, 276, "1.7e-2", "93", _TOOD_SAME_SIDE)
+KNOWN_FAILURES[("tood", "microsoft_onnxruntime")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.4e-2", 3, 276, "1.4e-2", "93", _TOOD_SAME_SIDE)
+KNOWN_FAILURES[("tood", "google_xnnpack")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.9e-2", 3, 276, "1.9e-2", "93", _TOOD_SAME_SIDE)
+EXPECTED_HOST_OPS[("gfl", "google_xnnpack")] = {
+    "nearest_interp_v2": (2, _XNN_NEAREST), "shape": (5, _XNN_INTEGER), "slice": (15, _XNN_INTEGER),
+    "cast": (10, _XNN_INTEGER), "range": (10, _XNN_INTEGER), "meshgrid": (5, _xnn_lacks("MESHGRID")),
+    "fill_constant": (20, _XNN_INTEGER), "stack": (10, _XNN_INTEGER), "reshape2": (10, _XNN_INTEGER),
+    "matmul_v2": (5, _XNN_VECTOR_MATMUL), "elementwise_mul": (5, _XNN_INTEGER), "flip": (1, _XNN_STEPS),
+    "tile": (1, _xnn_lacks("TILE")), "multiclass_nms3": (1, _XNN_NMS),
+}
+EXPECTED_HOST_OPS[("tood", "google_xnnpack")] = {
+    "nearest_interp_v2": (2, _XNN_NEAREST), "range": (11, _XNN_INTEGER), "cast": (15, _XNN_INTEGER),
+    "meshgrid": (5, _xnn_lacks("MESHGRID")), "shape": (22, _XNN_INTEGER), "slice": (62, _XNN_INTEGER),
+    "fill_constant": (62, _XNN_INTEGER), "stack": (35, _XNN_INTEGER), "reshape2": (45, _XNN_INTEGER),
+    "sqrt": (5, _xnn_lacks("POW")), "concat": (5, _XNN_INTEGER), "grid_sampler": (5, _xnn_lacks("GRID_SAMPLE")),
+    "less_than": (1, _xnn_lacks("LESS (the loop's condition)")), "assign": (3, _XNN_INTEGER),
+    "while": (1, _BOX_CLIP_LOOP), "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")),
+    "multiclass_nms3": (1, _XNN_NMS),
 }
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),

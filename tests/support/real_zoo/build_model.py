@@ -1164,11 +1164,12 @@ def calibrate_frozen_batch_norms(model, make_batch, forward) -> None:
 
 
 
-def _ppdet_transformers_for_paddle3():
+def _ppdet_transformers_for_paddle3(modules=("transformers.deformable_transformer",
+                                              "transformers.dino_transformer")):
     """ppdet 2.6's deformable and DINO transformers build each level's spatial shape as
     `paddle.concat([h, w])` of `bs, _, h, w = paddle.shape(src)`: in Paddle 2.4 the elements of a 1-D tensor were
     1-D, in Paddle 3 they are 0-D and concat refuses them ("The axis is expected to be in range of [0, 0)").
-    Later PaddleDetection releases build the same [2] tensor; here the two modules see a `paddle` whose concat
+    Later PaddleDetection releases build the same [2] tensor; here the modules named see a `paddle` whose concat
     takes 0-D parts as 1-element ones (everything else is Paddle's own)."""
     import paddle
 
@@ -1181,7 +1182,7 @@ def _ppdet_transformers_for_paddle3():
             return paddle.concat([part.reshape([1]) if len(part.shape) == 0 else part for part in x], axis, name)
 
     shim = PaddleWithShapeElements("paddle")
-    for module in ("transformers.deformable_transformer", "transformers.dino_transformer"):
+    for module in modules:
         _ppdet(module).paddle = shim
 
 
@@ -1771,6 +1772,93 @@ def build_nlp_more(name: str):
     raise AssertionError(name)
 
 
+def build_dense_detector(name: str):
+    """ppdet's ResNet50-FPN dense detectors with their reference configs at 320 px: GFL (gfl_r50_fpn_1x_coco.yml:
+    FPN P3-P7 with extra convs, GFLHead on FCOSFeat with 4 GN convs per tower, each box side a distribution over 17
+    bins whose expectation (Integral: softmax, then a matmul with [0..16]) is the distance, MultiClassNMS score 0.025,
+    IoU 0.6, top 1000 / keep 100) and TOOD (tood_r50_fpn_1x_coco.yml: the same body, TOODHead's 6 shared GN convs,
+    task decomposition by layer attention, the class probability map and the box offsets sampled by grid_sample,
+    MultiClassNMS score 0.05, IoU 0.6, top 1000 / keep 100). GFL passes im_shape to a post-processing that never reads
+    it, so ppdet's export prunes it (image and scale_factor, as RetinaNet); TOOD clips its boxes to im_shape and
+    loops over the batch in Python (`for i in range(len(pred_bboxes))`): exported with im_shape, image, scale_factor
+    and batch 1."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone, neck = _ppdet_resnet50_fpn([1, 2, 3], spatial_scales=[0.125, 0.0625, 0.03125], extra_stage=2,
+                                         has_extra_convs=True, use_c5=False)
+    if name == "gfl":
+        gfl = _ppdet("heads.gfl_head")
+        losses = _ppdet("losses")
+        feat = _ppdet("heads.fcos_head").FCOSFeat(feat_in=256, feat_out=256, num_convs=4, norm_type="gn",
+                                                  use_dcn=False)
+        head = gfl.GFLHead(conv_feat=feat, num_classes=80, fpn_stride=[8, 16, 32, 64, 128], prior_prob=0.01,
+                           reg_max=16, loss_class=losses.QualityFocalLoss(use_sigmoid=True, beta=2.0,
+                                                                          loss_weight=1.0),
+                           loss_dfl=losses.DistributionFocalLoss(loss_weight=0.25),
+                           loss_bbox=losses.GIoULoss(loss_weight=2.0),
+                           nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025,
+                                                        nms_threshold=0.6))
+        net = _ppdet("architectures.gfl").GFL(backbone, neck, head)
+
+        class DetectionExport(paddle.nn.Layer):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def forward(self, image, scale_factor):
+                # GFLHead.post_process never reads im_shape (see the docstring): the image's size stands in.
+                im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
+                out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+                return out["bbox"], out["bbox_num"]
+
+        model = DetectionExport(net)
+        specs = _detection_specs(size)
+    elif name == "tood":
+        # TOODHead._reg_grid_sample builds the grid's size as `paddle.concat([w, h])` of paddle.shape's elements:
+        # the same Paddle 3 fix as the DETR transformers'.
+        _ppdet_transformers_for_paddle3(("heads.tood_head",))
+        head = _ppdet("heads.tood_head").TOODHead(
+            num_classes=80, feat_channels=256, stacked_convs=6, fpn_strides=[8, 16, 32, 64, 128],
+            grid_cell_scale=8, static_assigner_epoch=4, static_assigner=None, assigner=None,
+            nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.05, nms_threshold=0.6))
+        net = _ppdet("architectures.tood").TOOD(backbone, neck, head)
+        model = _ppdet_export_with_im_shape(net)
+        specs = [Spec("im_shape", [1, 2], [1, 2], low=size, high=size),
+                 Spec("image", [1, 3, size, size], [1, 3, size, size]),
+                 Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+    else:
+        raise AssertionError(name)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2 if name == "gfl" else 1)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        if name == "gfl":
+            # sigmoid(class) past 0.025 for a few hundred of the 2134 locations x 80 classes: NMS keeps fewer than
+            # its 100, so no near-tie decides which box makes the cut.
+            spread_class_logits([head.gfl_head_cls], 80, lambda: model(*probe), mean=-7.6, std=1.5)
+            # The 4 x 17 bin logits: at the 0.01-std initialisation every distribution is flat (every distance 8
+            # strides); at std 1 each side's distribution, and so its expectation, differs by location.
+            spread_score_channels([head.gfl_head_reg], slice(None), lambda: model(*probe), mean=0.0, std=1.0)
+        else:
+            # sqrt(sigmoid(class) * sigmoid(class probability)) past 0.05 for a few hundred candidates (NMS keeps
+            # fewer than its 100, as GFL's).
+            spread_class_logits([head.tood_cls], 80, lambda: model(*probe), mean=-9.0, std=1.5)
+            spread_score_channels([head.cls_prob_conv2], slice(None), lambda: model(*probe), mean=-1.0, std=1.0)
+            # exp() of the distances: around e^0.5 strides per side (std 0.5) instead of every box one stride wide.
+            spread_score_channels([head.tood_reg], slice(None), lambda: model(*probe), mean=0.5, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppyolov2": build_detector_more,
                  "centernet": build_detector_more, "tinypose": build_tinypose,
                  "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
@@ -1779,7 +1867,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "ernie_m": build_nlp_more, "bigru_crf": build_nlp_more,
                  "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage,
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
-                 "fcos": build_fcos, "retinanet": build_retinanet}
+                 "fcos": build_fcos, "retinanet": build_retinanet,
+                 "gfl": build_dense_detector, "tood": build_dense_detector}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

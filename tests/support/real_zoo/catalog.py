@@ -104,4 +104,8 @@ MODELS = {
     "fcos": ("paddledet", "FCOS (ResNet50, FPN P3-P7, FCOSHead with GN towers and centerness, multiclass_nms3)"),
     "retinanet": ("paddledet", "RetinaNet (ResNet50, FPN P3-P7, RetinaHead, 9 anchors, top-1000 per level, "
                                "multiclass_nms3)"),
+    "gfl": ("paddledet", "GFL (ResNet50, FPN P3-P7, GFLHead: each box side the expectation of a 17-bin distribution, "
+                         "multiclass_nms3)"),
+    "tood": ("paddledet", "TOOD (ResNet50, FPN P3-P7, TOODHead: task decomposition, class probability map, box "
+                          "offsets by grid_sample, multiclass_nms3)"),
 }
