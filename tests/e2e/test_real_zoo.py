@@ -77,7 +77,8 @@ PEER_SPREAD = {"resnet50_vd"}
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
-                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood"}
+                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood",
+                   "blazeface"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -642,6 +643,13 @@ EXPECTED_HOST_OPS[("tood", "google_xnnpack")] = {
     "while": (1, _BOX_CLIP_LOOP), "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")),
     "multiclass_nms3": (1, _XNN_NMS),
 }
+# HRNet-W32 pose and BlazeFace (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("hrnet_pose", "google_xnnpack")] = {
+    "nearest_interp_v2": (28, _XNN_NEAREST), "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER),
+    "fill_constant": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER),
+    "arg_max": (1, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("blazeface", "google_xnnpack")] = {"multiclass_nms3": (1, _XNN_NMS)}
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
     "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),

@@ -1859,6 +1859,79 @@ def build_dense_detector(name: str):
     return model, specs
 
 
+def build_hrnet_pose(name: str):
+    """Top-down HRNet-W32 (hrnet_w32_256x192.yml: HRNet width 32, TopDownHRNet with 17 joints) at 128x96 instead of
+    256x192, exported as ppdet exports it: deploy mode (heatmaps and their argmax), image [-1, 3, 128, 96]."""
+    import paddle
+
+    backbone = _ppdet("backbones.hrnet").HRNet(width=32, freeze_at=-1, freeze_norm=False, return_idx=[0])
+    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=32, num_joints=17, backbone=backbone,
+                                                              loss=None, use_dark=False)
+    net.deploy = True
+
+    class KeypointExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image):
+            return tuple(self.net({"image": image})["keypoint"])  # (heatmaps, argmax) in deploy mode
+
+    return KeypointExport(net), [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+
+
+def build_blazeface(name: str):
+    """BlazeFace (blazeface_1000e.yml: BlazeNet with 5x5 blaze and double-blaze blocks, no FPN, FaceHead with two
+    SSD anchor levels (steps 8 and 16, 2 and 6 square priors), SSDBox, MultiClassNMS score 0.01, IoU 0.3, top 5000 /
+    keep 750; one class, WIDER FACE) at 320 px instead of 640, exported with im_shape, image, scale_factor as ppdet
+    exports SSDs."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    _ppdet_prior_box_for_pir()
+    backbone = _ppdet("backbones.blazenet").BlazeNet(
+        blaze_filters=[[24, 24], [24, 24], [24, 48, 2], [48, 48], [48, 48]],
+        double_blaze_filters=[[48, 24, 96, 2], [96, 24, 96], [96, 24, 96], [96, 24, 96, 2], [96, 24, 96],
+                              [96, 24, 96]], act="relu")
+    neck = _ppdet("necks.blazeface_fpn").BlazeNeck(in_channel=[96, 96], neck_type="None")
+    anchors = nms_module.AnchorGeneratorSSD(
+        steps=[8.0, 16.0], aspect_ratios=[[1.0], [1.0]], min_sizes=[[16.0, 24.0], [32.0, 48.0, 64.0, 80.0, 96.0,
+                                                                                    128.0]],
+        max_sizes=[[], []], offset=0.5, flip=False, min_max_aspect_ratios_order=False)
+    head = _ppdet("heads.face_head").FaceHead(num_classes=1, in_channels=[96, 96], anchor_generator=anchors,
+                                              kernel_size=3, padding=1, loss=None)
+    post = _ppdet("post_process").BBoxPostProcess(
+        num_classes=1, decode=nms_module.SSDBox(),
+        nms=nms_module.MultiClassNMS(keep_top_k=750, score_threshold=0.01, nms_threshold=0.3, nms_top_k=5000,
+                                     nms_eta=1.0))
+    net = _ppdet("architectures.blazeface").BlazeFace(backbone, head, neck, post)
+    net.use_extra_data = False
+    model = _ppdet_export_with_im_shape(net)
+    specs = _detection_specs_with_im_shape(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # A softmax over (face, background) per prior (BBoxPostProcess gives MultiClassNMS background_label 1, the
+        # last class): the face logits around -7 (std 1.5) and the background's near 0 (std 0.3) put a few percent
+        # of the 5600 priors past 0.01, a few hundred candidates for NMS (under its top 5000 and keep 750, so no
+        # near-tie decides a cut).
+        for conv, priors in zip(head.score_convs, head.num_priors):
+            spread_score_channels([conv], [2 * p for p in range(priors)], lambda: model(*probe), mean=-7.0, std=1.5)
+            spread_score_channels([conv], [2 * p + 1 for p in range(priors)], lambda: model(*probe), mean=0.0,
+                                  std=0.3)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppyolov2": build_detector_more,
                  "centernet": build_detector_more, "tinypose": build_tinypose,
                  "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
@@ -1868,7 +1941,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "faster_rcnn": build_two_stage, "mask_rcnn": build_two_stage, "cascade_rcnn": build_two_stage,
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
                  "fcos": build_fcos, "retinanet": build_retinanet,
-                 "gfl": build_dense_detector, "tood": build_dense_detector}
+                 "gfl": build_dense_detector, "tood": build_dense_detector, "hrnet_pose": build_hrnet_pose,
+                 "blazeface": build_blazeface}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}
