@@ -643,13 +643,17 @@ EXPECTED_HOST_OPS[("tood", "google_xnnpack")] = {
     "while": (1, _BOX_CLIP_LOOP), "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")),
     "multiclass_nms3": (1, _XNN_NMS),
 }
-# HRNet-W32 pose and BlazeFace (full zoo): no host op on the other devices.
+# HRNet-W32 pose, HigherHRNet and BlazeFace (full zoo): no host op on the other devices.
 EXPECTED_HOST_OPS[("hrnet_pose", "google_xnnpack")] = {
     "nearest_interp_v2": (28, _XNN_NEAREST), "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER),
     "fill_constant": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER),
     "arg_max": (1, _XNN_INTEGER),
 }
 EXPECTED_HOST_OPS[("blazeface", "google_xnnpack")] = {"multiclass_nms3": (1, _XNN_NMS)}
+EXPECTED_HOST_OPS[("higherhrnet", "google_xnnpack")] = {
+    "nearest_interp_v2": (28, _XNN_NEAREST), "equal": (1, _xnn_lacks("EQUAL (the peak test, heatmap == max pool)")),
+    "cast": (1, _XNN_INTEGER), "top_k_v2": (1, _xnn_lacks("TOP_K")),
+}
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
     "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),

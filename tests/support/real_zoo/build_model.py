@@ -1880,6 +1880,32 @@ def build_hrnet_pose(name: str):
     return KeypointExport(net), [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
 
 
+def build_higherhrnet(name: str):
+    """HigherHRNet-W32 (higherhrnet_hrnet_w32_512.yml: HRNet width 32, HrHRNetHead with 17 joints and the 1/2-scale
+    deconvolution branch, 30 people) at 256 px instead of 512, exported in ppdet's deploy mode: the heatmaps and
+    tag maps upsampled to the image, and each joint's top 30 peaks (a position kept where the heatmap equals its
+    5x5 max pool) with their indices; image [1, 3, 256, 256] (get_topk reshapes with N = 1)."""
+    import paddle
+
+    _paddle2_mixed_arithmetic()  # get_topk multiplies the heatmap by a bool mask (`heatmap == heatmap_maxpool`)
+    backbone = _ppdet("backbones.hrnet").HRNet(width=32, freeze_at=-1, freeze_norm=False, return_idx=[0])
+    head = _ppdet("heads.keypoint_hrhrnet_head").HrHRNetHead(num_joints=17, loss=None, swahr=False, width=32)
+    net = _ppdet("architectures.keypoint_hrhrnet").HigherHRNet(
+        backbone=backbone, hrhrnet_head=head, post_process=None, eval_flip=True,
+        flip_perm=[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15], max_num_people=30)
+    net.deploy = True
+
+    class KeypointExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image):
+            return tuple(self.net({"image": image})["keypoint"])  # heatmap, tagmap, heat_k, inds_k
+
+    return KeypointExport(net), [Spec("image", [1, 3, 256, 256], [1, 3, 256, 256])]
+
+
 def build_blazeface(name: str):
     """BlazeFace (blazeface_1000e.yml: BlazeNet with 5x5 blaze and double-blaze blocks, no FPN, FaceHead with two
     SSD anchor levels (steps 8 and 16, 2 and 6 square priors), SSDBox, MultiClassNMS score 0.01, IoU 0.3, top 5000 /
@@ -1942,7 +1968,7 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
                  "fcos": build_fcos, "retinanet": build_retinanet,
                  "gfl": build_dense_detector, "tood": build_dense_detector, "hrnet_pose": build_hrnet_pose,
-                 "blazeface": build_blazeface}
+                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -109,6 +109,7 @@ MODELS = {
     "tood": ("paddledet", "TOOD (ResNet50, FPN P3-P7, TOODHead: task decomposition, class probability map, box "
                           "offsets by grid_sample, multiclass_nms3)"),
     "hrnet_pose": ("paddledet", "Top-down HRNet-W32 128x96 (TopDownHRNet, heatmaps and argmax)"),
+    "higherhrnet": ("paddledet", "HigherHRNet-W32 256 px (bottom-up: heatmaps, tag maps, max-pool peaks and top-k)"),
     "blazeface": ("paddledet", "BlazeFace (BlazeNet, FaceHead with two SSD anchor levels, prior_box, "
                                "multiclass_nms3; 320 px)"),
 }
