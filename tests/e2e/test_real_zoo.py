@@ -78,7 +78,7 @@ PEER_SPREAD = {"resnet50_vd"}
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
                    "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood",
-                   "blazeface"}
+                   "blazeface", "ttfnet"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -653,6 +653,21 @@ EXPECTED_HOST_OPS[("blazeface", "google_xnnpack")] = {"multiclass_nms3": (1, _XN
 EXPECTED_HOST_OPS[("higherhrnet", "google_xnnpack")] = {
     "nearest_interp_v2": (28, _XNN_NEAREST), "equal": (1, _xnn_lacks("EQUAL (the peak test, heatmap == max pool)")),
     "cast": (1, _XNN_INTEGER), "top_k_v2": (1, _xnn_lacks("TOP_K")),
+}
+# TTFNet (full zoo): TTFBox keeps the scores past its threshold by a nonzero.
+_TTF_NONZERO = ("NNAdapter has no operation whose output size is the data's count of true elements (Paddle's nonzero, "
+                "where_index): its host kernel picks TTFBox's rows whose score passes 0.01")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("ttfnet", _device)] = {"where_index": (1, _TTF_NONZERO)}
+EXPECTED_HOST_OPS[("ttfnet", "google_xnnpack")] = {
+    "where_index": (1, _TTF_NONZERO), "deformable_conv": (3, _xnn_lacks("deformable convolution")),
+    "equal": (1, _xnn_lacks("EQUAL (the peak test, heatmap == max pool)")),
+    "greater_than": (1, _xnn_lacks("GREATER (the score threshold)")), "cast": (5, _XNN_INTEGER),
+    "shape": (5, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+    "stack": (2, _XNN_INTEGER), "reshape2": (5, _XNN_INTEGER), "concat": (1, _XNN_INTEGER),
+    "assign_value": (1, _XNN_INTEGER), "top_k_v2": (2, _xnn_lacks("TOP_K")),
+    "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")), "elementwise_mod": (1, _xnn_lacks("FLOOR_DIV")),
+    "gather": (5, _xnn_lacks("GATHER")), "expand_v2": (1, _xnn_lacks("EXPAND")),
 }
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),

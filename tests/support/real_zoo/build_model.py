@@ -1772,6 +1772,25 @@ def build_nlp_more(name: str):
     raise AssertionError(name)
 
 
+def _ppdet_export_pruning_im_shape(net):
+    """ppdet's export of an architecture that hands im_shape to a post-processing that never reads it (GFL, TTFNet):
+    ppdet prunes that input (tools/export_model.py's _prune_input_spec), so the inputs are image and scale_factor and
+    the image's own size stands in for im_shape (as RetinaNet's export)."""
+    import paddle
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    return DetectionExport(net)
+
+
 def build_dense_detector(name: str):
     """ppdet's ResNet50-FPN dense detectors with their reference configs at 320 px: GFL (gfl_r50_fpn_1x_coco.yml:
     FPN P3-P7 with extra convs, GFLHead on FCOSFeat with 4 GN convs per tower, each box side a distribution over 17
@@ -1779,7 +1798,7 @@ def build_dense_detector(name: str):
     IoU 0.6, top 1000 / keep 100) and TOOD (tood_r50_fpn_1x_coco.yml: the same body, TOODHead's 6 shared GN convs,
     task decomposition by layer attention, the class probability map and the box offsets sampled by grid_sample,
     MultiClassNMS score 0.05, IoU 0.6, top 1000 / keep 100). GFL passes im_shape to a post-processing that never reads
-    it, so ppdet's export prunes it (image and scale_factor, as RetinaNet); TOOD clips its boxes to im_shape and
+    it (_ppdet_export_pruning_im_shape); TOOD clips its boxes to im_shape and
     loops over the batch in Python (`for i in range(len(pred_bboxes))`): exported with im_shape, image, scale_factor
     and batch 1."""
     import paddle
@@ -1802,19 +1821,7 @@ def build_dense_detector(name: str):
                            nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025,
                                                         nms_threshold=0.6))
         net = _ppdet("architectures.gfl").GFL(backbone, neck, head)
-
-        class DetectionExport(paddle.nn.Layer):
-            def __init__(self, net):
-                super().__init__()
-                self.net = net
-
-            def forward(self, image, scale_factor):
-                # GFLHead.post_process never reads im_shape (see the docstring): the image's size stands in.
-                im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
-                out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
-                return out["bbox"], out["bbox_num"]
-
-        model = DetectionExport(net)
+        model = _ppdet_export_pruning_im_shape(net)
         specs = _detection_specs(size)
     elif name == "tood":
         # TOODHead._reg_grid_sample builds the grid's size as `paddle.concat([w, h])` of paddle.shape's elements:
@@ -1906,6 +1913,46 @@ def build_higherhrnet(name: str):
     return KeypointExport(net), [Spec("image", [1, 3, 256, 256], [1, 3, 256, 256])]
 
 
+def build_ttfnet(name: str):
+    """TTFNet (ttfnet_darknet53_1x_coco.yml: DarkNet53 C2-C5, TTFFPN planes 256/128/64 with 3/2/1 shortcuts,
+    TTFHead's heatmap and box-size heads, TTFBox: a 3x3 max pool keeps the heatmap's peaks, top 100 of all classes,
+    boxes from the sizes gathered at the peaks, a nonzero of the scores past 0.01) at 320 px, exported with image
+    and scale_factor (TTFBox reads no im_shape) and batch 1: TTFBox loops in Python over `scale_factor.shape[0]`
+    images, which a free batch (-1) would make no image at all."""
+    import paddle
+
+    size = 320
+    backbone = _ppdet("backbones.darknet").DarkNet(depth=53, freeze_at=-1, return_idx=[1, 2, 3, 4],
+                                                   norm_type="bn", norm_decay=0.0004)
+    neck = _ppdet("necks.ttf_fpn").TTFFPN(in_channels=[i.channels for i in backbone.out_shape],
+                                          planes=[256, 128, 64], shortcut_num=[3, 2, 1])
+    head = _ppdet("heads.ttf_head").TTFHead(in_channels=neck.out_shape[0].channels, hm_loss=None, wh_loss=None)
+    post = _ppdet("post_process").BBoxPostProcess(
+        decode=_ppdet("layers").TTFBox(max_per_img=100, score_thresh=0.01, down_ratio=4))
+    net = _ppdet("architectures.ttfnet").TTFNet(backbone, neck, head, post)
+    # The heads' convs have no norm and start at std 0.01: at He scale their features keep their magnitude.
+    rescale_to_he_init(head.hm_head.feat)
+    rescale_to_he_init(head.wh_head.feat)
+    model = _ppdet_export_pruning_im_shape(net)  # TTFBox reads no im_shape
+    specs = [Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Heatmap logits of std 2 around -5: the top 100 peaks of 80 x 80 x 80 scores are spread (distinct values)
+        # and part of them pass 0.01.
+        spread_score_channels([head.hm_head.head], slice(None), lambda: model(*probe), mean=-5.0, std=2.0)
+        # The box sizes (in units of wh_offset_base 16 px, before the relu): around 1 (std 0.5).
+        spread_score_channels([head.wh_head.head], slice(None), lambda: model(*probe), mean=1.0, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes past the threshold on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 def build_blazeface(name: str):
     """BlazeFace (blazeface_1000e.yml: BlazeNet with 5x5 blaze and double-blaze blocks, no FPN, FaceHead with two
     SSD anchor levels (steps 8 and 16, 2 and 6 square priors), SSDBox, MultiClassNMS score 0.01, IoU 0.3, top 5000 /
@@ -1968,7 +2015,7 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
                  "fcos": build_fcos, "retinanet": build_retinanet,
                  "gfl": build_dense_detector, "tood": build_dense_detector, "hrnet_pose": build_hrnet_pose,
-                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet}
+                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet, "ttfnet": build_ttfnet}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -112,4 +112,5 @@ MODELS = {
     "higherhrnet": ("paddledet", "HigherHRNet-W32 256 px (bottom-up: heatmaps, tag maps, max-pool peaks and top-k)"),
     "blazeface": ("paddledet", "BlazeFace (BlazeNet, FaceHead with two SSD anchor levels, prior_box, "
                                "multiclass_nms3; 320 px)"),
+    "ttfnet": ("paddledet", "TTFNet (DarkNet53, TTFFPN, TTFHead; max-pool peaks, top-k, nonzero; 320 px)"),
 }
