@@ -12,7 +12,9 @@ output with Paddle Inference 3.3.1 (in-process, oneDNN off) at DESIGN.md's whole
 (support.tolerances.assert_model_close; intel_openvino computes at f32, INTEL_OPENVINO_INFERENCE_PRECISION=f32, set
 explicitly). A model whose random weights amplify float rounding past that tolerance on every runtime, Paddle's
 own included, is compared against the spread of the peers instead (PEER_SPREAD: twice the distance between Paddle
-Inference with oneDNN and without), and the assertion message says so.
+Inference with oneDNN and without; ULP_SPREAD, where Paddle's oneDNN run fails on the program: twice the distance
+Paddle Inference's own output moves when the float inputs move by one ulp, up or down), and the assertion message
+says so.
 
 Placement: on every device the ops left on the host must be among those listed for the model in EXPECTED_HOST_OPS
 (op type -> the count allowed and why the device cannot run it),
@@ -71,6 +73,11 @@ EXPECTED_HOST_OPS.update({("ppyolov2", device): {"matrix_nms": (1, _MATRIX_NMS_O
 # twice Paddle Inference's own oneDNN-on/off spread (measured: ResNet50-vd at 64 px, |oneDNN - plain| = 9.1e-5 on
 # outputs of magnitude 2.3, and ours 0.7-1.2e-4 on all three devices).
 PEER_SPREAD = {"resnet50_vd"}
+# Such models whose program Paddle's oneDNN run refuses (ConvertPirAttribute2RuntimeAttribute): compared against twice
+# the distance Paddle Inference's own output moves when the float inputs move by one ulp (the larger of up and down).
+# Measured: U2Netp at 128 px, Paddle's one-ulp moves 2.6e-4 on outputs of magnitude 7.2, ours 2.5-4.7e-4 on the four
+# devices (1485-15398 of 311296 elements past the whole-model tolerance).
+ULP_SPREAD = {"u2netp"}
 
 # Models whose first output is a detection list [N, 6] (label, score, x1, y1, x2, y2) in descending score order.
 # Boxes whose scores agree within the tolerance may come out in either order (top-k and NMS order equal scores by
@@ -669,6 +676,30 @@ EXPECTED_HOST_OPS[("ttfnet", "google_xnnpack")] = {
     "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")), "elementwise_mod": (1, _xnn_lacks("FLOOR_DIV")),
     "gather": (5, _xnn_lacks("GATHER")), "expand_v2": (1, _xnn_lacks("EXPAND")),
 }
+# CCNet, EMANet, U2Netp, DDRNet-23-slim and SINet (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("ccnet", "google_xnnpack")] = {
+    "shape": (3, _XNN_INTEGER), "slice": (11, _XNN_INTEGER), "elementwise_mul": (18, _XNN_INTEGER),
+    "fill_constant": (20, _XNN_INTEGER), "stack": (34, _XNN_INTEGER), "reshape2": (24, _XNN_INTEGER),
+    "elementwise_add": (2, _XNN_INTEGER), "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
+    "tile": (4, _xnn_lacks("TILE")), "diag_v2": (2, _xnn_lacks("RANGE or WHERE (diag_v2's decomposition)")),
+}
+EXPECTED_HOST_OPS[("emanet", "google_xnnpack")] = {
+    "shape": (2, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+    "stack": (2, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+    "bilinear_interp_v2": (1, _XNN_INTEGER), "tile": (1, _xnn_lacks("TILE")), "p_norm": (3, _xnn_lacks("POW")),
+}
+EXPECTED_HOST_OPS[("u2netp", "google_xnnpack")] = {
+    "shape": (38, _XNN_INTEGER), "slice": (38, _XNN_INTEGER), "cast": (38, _XNN_INTEGER),
+    "bilinear_interp_v2": (38, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("ddrnet_slim", "google_xnnpack")] = {
+    "shape": (2, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (2, _XNN_INTEGER),
+    "bilinear_interp_v2": (8, _XNN_INTEGER), "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")),
+}
+EXPECTED_HOST_OPS[("sinet", "google_xnnpack")] = {
+    "shape": (10, _XNN_INTEGER), "slice": (30, _XNN_INTEGER), "fill_constant": (30, _XNN_INTEGER),
+    "stack": (20, _XNN_INTEGER), "reshape2": (20, _XNN_INTEGER),
+}
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
     "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
@@ -680,11 +711,19 @@ _references: dict = {}
 
 
 def _reference(name, path, feeds, paddle_reference):
-    """Paddle Inference's outputs (oneDNN off), and for PEER_SPREAD models its oneDNN-on outputs too: once per
-    model per session."""
+    """Paddle Inference's outputs (oneDNN off), and its peer outputs for the models compared against a spread:
+    oneDNN on (PEER_SPREAD), or the float inputs one ulp up or down, whichever moves the first output further
+    (ULP_SPREAD). Once per model per session."""
     if name not in _references:
         want = paddle_reference(path, feeds)
-        peer = paddle_reference(path, feeds, disable_mkldnn=False) if name in PEER_SPREAD else None
+        peer = None
+        if name in PEER_SPREAD:
+            peer = paddle_reference(path, feeds, disable_mkldnn=False)
+        elif name in ULP_SPREAD:
+            moved = [paddle_reference(path, {k: np.nextafter(v, np.float32(direction)).astype(v.dtype)
+                                             if v.dtype.kind == "f" else v for k, v in feeds.items()})
+                     for direction in (np.inf, -np.inf)]
+            peer = max(moved, key=lambda outputs: float(np.max(np.abs(outputs[0].astype(np.float64) - want[0]))))
         _references[name] = (want, peer)
     return _references[name]
 
@@ -738,11 +777,11 @@ def _mask_ulp_spread(name, path, feeds, paddle_reference, want):
     return _references[key]
 
 
-def _assert_close_to_peers(got, want, peer, what):
+def _assert_close_to_peers(got, want, peer, what, peers="oneDNN-on/off"):
     spread = float(np.max(np.abs(peer.astype(np.float64) - want)))
     error = float(np.max(np.abs(got.astype(np.float64) - want)))
     assert error <= 2 * spread, (
-        f"{what}: max error {error:.3g} against Paddle Inference exceeds twice Paddle's own oneDNN-on/off spread "
+        f"{what}: max error {error:.3g} against Paddle Inference exceeds twice Paddle's own {peers} spread "
         f"{spread:.3g} (this model is compared against the peers' spread: its random weights amplify rounding "
         f"past DESIGN.md's whole-model tolerance on every runtime)")
 
@@ -776,7 +815,8 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
                 continue
             if peer is not None and expected.dtype.kind == "f":
                 assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
-                _assert_close_to_peers(got, expected, peer[k], what)
+                _assert_close_to_peers(got, expected, peer[k], what,
+                                       "one-ulp input" if name in ULP_SPREAD else "oneDNN-on/off")
             else:
                 assert_model_close(got, expected, what=what)
 
@@ -800,6 +840,7 @@ def test_expected_host_ops_name_known_models_and_give_reasons():
         for op, (count, why) in ops.items():
             assert count > 0 and len(why) > 20, (name, device, op)
     assert set(CI_SUBSET) <= set(MODELS) and PEER_SPREAD <= set(MODELS) and DETECTION_LISTS <= set(MODELS)
+    assert ULP_SPREAD <= set(MODELS) and not ULP_SPREAD & (PEER_SPREAD | DETECTION_LISTS)
     assert set(MASK_OUTPUTS) <= DETECTION_LISTS
     assert set(_XNN_HOST) <= set(MODELS)
     for (name, device), (count, why) in EXPECTED_HOST_RUNS.items():

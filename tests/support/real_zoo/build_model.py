@@ -386,6 +386,27 @@ def build_segmenter(name: str):
         backbone = _paddleseg("backbones.top_transformer").TopTransformer_Tiny()
         net = _paddleseg("topformer").TopFormer(150, backbone)
         size = 256
+    elif name in ("ccnet", "emanet"):  # {ccnet_resnet101,emanet_resnet101}_os8_cityscapes configs with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=8)
+        if name == "ccnet":
+            net = _paddleseg("ccnet").CCNet(num_classes, backbone, backbone_indices=[2, 3],
+                                            enable_auxiliary_loss=False, dropout_prob=0.1, recurrence=2,
+                                            align_corners=True)
+        else:
+            net = _paddleseg("emanet").EMANet(num_classes, backbone, backbone_indices=[2, 3], ema_channels=512,
+                                              gc_channels=256, num_bases=64, stage_num=3, momentum=0.1,
+                                              concat_input=True, enable_auxiliary_loss=False)
+        size = 128
+    elif name == "u2netp":  # U^2-Netp, the small configuration of u2net (its side outputs fused: d0 is exported)
+        net = _paddleseg("u2net").U2Netp(num_classes)
+        size = 128
+    elif name == "ddrnet_slim":  # DDRNet-23-slim's widths (planes 32, head 64) on paddleseg's DualResNet
+        net = _paddleseg("ddrnet").DualResNet(num_classes, block_layers=[2, 2, 2, 2], planes=32, spp_planes=128,
+                                              head_planes=64, enable_auxiliary_loss=False)
+        size = 256
+    elif name == "sinet":  # sinet_portrait config: 2 classes
+        net = _paddleseg("sinet").SINet(num_classes=2)
+        size = 256
     else:
         raise AssertionError(name)
     model = segmentation_export(net)

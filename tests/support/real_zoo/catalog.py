@@ -61,6 +61,11 @@ MODELS = {
                               "attention, DAPPM)"),
     "topformer": ("paddleseg", "TopFormer (TopTransformer-Tiny: token pyramid, transformer on pooled tokens, "
                                "semantic injection; ADE20K's 150 classes)"),
+    "ccnet": ("paddleseg", "CCNet (ResNet18_vd, output stride 8; recurrent criss-cross attention, 2 passes)"),
+    "emanet": ("paddleseg", "EMANet (ResNet18_vd, output stride 8; expectation-maximisation attention, 3 steps)"),
+    "u2netp": ("paddleseg", "U2Netp (nested residual U-blocks, ceil-mode pools, fused side outputs)"),
+    "ddrnet_slim": ("paddleseg", "DDRNet-23-slim (dual-resolution branches with bilateral fusion, DAPPM)"),
+    "sinet": ("paddleseg", "SINet (portrait: channel shuffle, squeeze-excite separable convs, information blocking)"),
     "picodet": ("paddledet", "PicoDet-S (LCNet, LCPAN, PicoHeadV2, multiclass_nms3)"),
     "ppyoloe_plus": ("paddledet", "PP-YOLOE+ s (CSPResNet, CustomCSPPAN, PPYOLOEHead, multiclass_nms3)"),
     "rtdetr": ("paddlex", "RT-DETR-L (HGNetV2, hybrid encoder, deformable decoder, DETRPostProcess top-k)"),
