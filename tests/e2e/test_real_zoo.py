@@ -78,6 +78,10 @@ PEER_SPREAD = {"resnet50_vd"}
 # Measured: U2Netp at 128 px, Paddle's one-ulp moves 2.6e-4 on outputs of magnitude 7.2, ours 2.5-4.7e-4 on the four
 # devices (1485-15398 of 311296 elements past the whole-model tolerance).
 ULP_SPREAD = {"u2netp"}
+# YOLOF (a detection list: the peer's rows are matched to Paddle's as ours are): measured with the zoo's feeds, Paddle
+# Inference's oneDNN run moves the boxes by 2.4e-2 (its one-ulp image moves by 1.2-1.9e-2), ours by 2.0-2.4e-2 on the
+# four devices with Paddle's labels and box count and scores within 1.9e-5.
+PEER_SPREAD |= {"yolof"}
 
 # Models whose first output is a detection list [N, 6] (label, score, x1, y1, x2, y2) in descending score order.
 # Boxes whose scores agree within the tolerance may come out in either order (top-k and NMS order equal scores by
@@ -85,7 +89,7 @@ ULP_SPREAD = {"u2netp"}
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
                    "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood",
-                   "blazeface", "ttfnet"}
+                   "blazeface", "ttfnet", "yolof"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -700,6 +704,22 @@ EXPECTED_HOST_OPS[("sinet", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (30, _XNN_INTEGER), "fill_constant": (30, _XNN_INTEGER),
     "stack": (20, _XNN_INTEGER), "reshape2": (20, _XNN_INTEGER),
 }
+# YOLOF (full zoo): YOLOFHead.decode loops over the batch's images in Python, exported as a while whose per-image
+# boxes and scores are stacked from tensor arrays.
+_YOLOF_LOOP = ("YOLOFHead.decode loops over the batch's images in Python (`for img_id in range(...shape[0])` of a "
+               "run-time shape), exported as a while, and NNAdapter has no control flow: the host runs the loop and "
+               "its body")
+_YOLOF_ARRAYS = ("stacks the tensor arrays the host-run decoding loop appended each image's boxes and scores to: a "
+                 "tensor array is no NNAdapter tensor, so it stays on the host with the loop")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("yolof", _device)] = {"while": (1, _YOLOF_LOOP), "tensor_array_to_tensor": (2, _YOLOF_ARRAYS)}
+EXPECTED_HOST_OPS[("yolof", "google_xnnpack")] = {
+    "while": (1, _YOLOF_LOOP), "tensor_array_to_tensor": (2, _YOLOF_ARRAYS),
+    "shape": (4, _XNN_INTEGER), "slice": (9, _XNN_INTEGER), "fill_constant": (6, _XNN_INTEGER),
+    "stack": (3, _XNN_INTEGER), "reshape2": (3, _XNN_INTEGER), "scale": (2, _XNN_INTEGER), "cast": (2, _XNN_INTEGER),
+    "range": (3, _XNN_INTEGER), "assign": (3, _XNN_INTEGER), "meshgrid": (1, _xnn_lacks("MESHGRID")),
+    "less_than": (1, _xnn_lacks("LESS (the loop's condition)")), "multiclass_nms3": (1, _XNN_NMS),
+}
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
     "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
@@ -777,6 +797,16 @@ def _mask_ulp_spread(name, path, feeds, paddle_reference, want):
     return _references[key]
 
 
+def _peer_rows_in_order(peer, want, want_order, what):
+    """A peer's detection list ([N, 6]) with its rows matched to `want`'s (tied rows as _tied_row_orders matches
+    ours), then put in `want_order`, the order `want`'s rows are compared in."""
+    assert peer.shape == want.shape, f"{what}: the peer's detection list has shape {peer.shape}, Paddle's {want.shape}"
+    peer_order, peer_want_order = _tied_row_orders(peer, want)
+    aligned = np.empty_like(peer)
+    aligned[peer_want_order] = peer[peer_order]
+    return aligned[want_order]
+
+
 def _assert_close_to_peers(got, want, peer, what, peers="oneDNN-on/off"):
     spread = float(np.max(np.abs(peer.astype(np.float64) - want)))
     error = float(np.max(np.abs(got.astype(np.float64) - want)))
@@ -815,7 +845,10 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
                 continue
             if peer is not None and expected.dtype.kind == "f":
                 assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
-                _assert_close_to_peers(got, expected, peer[k], what,
+                peer_k = peer[k]
+                if k == 0 and row_orders is not None:
+                    peer_k = _peer_rows_in_order(peer_k, want[0], row_orders[1], what)
+                _assert_close_to_peers(got, expected, peer_k, what,
                                        "one-ulp input" if name in ULP_SPREAD else "oneDNN-on/off")
             else:
                 assert_model_close(got, expected, what=what)
@@ -840,7 +873,7 @@ def test_expected_host_ops_name_known_models_and_give_reasons():
         for op, (count, why) in ops.items():
             assert count > 0 and len(why) > 20, (name, device, op)
     assert set(CI_SUBSET) <= set(MODELS) and PEER_SPREAD <= set(MODELS) and DETECTION_LISTS <= set(MODELS)
-    assert ULP_SPREAD <= set(MODELS) and not ULP_SPREAD & (PEER_SPREAD | DETECTION_LISTS)
+    assert ULP_SPREAD <= set(MODELS) and not ULP_SPREAD & PEER_SPREAD
     assert set(MASK_OUTPUTS) <= DETECTION_LISTS
     assert set(_XNN_HOST) <= set(MODELS)
     for (name, device), (count, why) in EXPECTED_HOST_RUNS.items():

@@ -1974,6 +1974,53 @@ def build_ttfnet(name: str):
     return model, specs
 
 
+def build_yolof(name: str):
+    """YOLOF (yolof_r50_c5_1x_coco.yml: ResNet50's C5 alone, DilatedEncoder with 4 dilated residual blocks, YOLOFHead
+    with implicit objectness (class and objectness logits combined in log space), 5 anchors at stride 32,
+    delta2bbox_v2 with the centre shift clipped at 32 and the boxes clipped to im_shape, MultiClassNMS score 0.05, IoU
+    0.6, top 1000 / keep 100) at 320 px, exported with im_shape, image, scale_factor and batch 1: the decoding loops in
+    Python over `cls_scores[0].shape[0]` images."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone = _ppdet("backbones.resnet").ResNet(depth=50, variant="b", norm_type="bn", freeze_at=-1,
+                                                 freeze_norm=False, return_idx=[3], num_stages=4)
+    neck = _ppdet("necks.dilated_encoder").DilatedEncoder(in_channels=[2048], out_channels=[512],
+                                                          block_mid_channels=128, num_residual_blocks=4,
+                                                          block_dilations=[2, 4, 6, 8])
+    yolof = _ppdet("heads.yolof_head")
+    anchors = _ppdet("proposal_generator.anchor_generator").AnchorGenerator(
+        anchor_sizes=[[32, 64, 128, 256, 512]], aspect_ratios=[1.0], strides=[32])
+    head = yolof.YOLOFHead(num_classes=80, conv_feat=yolof.YOLOFFeat(feat_in=512, feat_out=512, num_cls_convs=2,
+                                                                     num_reg_convs=4, norm_type="bn"),
+                           anchor_generator=anchors, bbox_assigner=None, loss_class=None, loss_bbox=None,
+                           ctr_clip=32.0, nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100,
+                                                                      score_threshold=0.05, nms_threshold=0.6))
+    net = _ppdet("architectures.yolof").YOLOF(backbone, neck, head)
+    model = _ppdet_export_with_im_shape(net)
+    specs = [Spec("im_shape", [1, 2], [1, 2], low=size, high=size),
+             Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # sigmoid of the combined logit past 0.05 for about a percent of the 500 anchors x 80 classes (NMS keeps
+        # fewer than its 100): class logits around -6 (std 1.5), objectness around 0 (std 1); the box deltas at std
+        # 0.3 move and resize the anchors.
+        spread_score_channels([head.cls_score], slice(None), lambda: model(*probe), mean=-6.0, std=1.5)
+        spread_score_channels([head.object_pred], slice(None), lambda: model(*probe), mean=0.0, std=1.0)
+        spread_score_channels([head.bbox_pred], slice(None), lambda: model(*probe), mean=0.0, std=0.3)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
 def build_blazeface(name: str):
     """BlazeFace (blazeface_1000e.yml: BlazeNet with 5x5 blaze and double-blaze blocks, no FPN, FaceHead with two
     SSD anchor levels (steps 8 and 16, 2 and 6 square priors), SSDBox, MultiClassNMS score 0.01, IoU 0.3, top 5000 /
@@ -2036,7 +2083,8 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "deformable_detr": build_detr, "dino": build_detr, "yolox": build_yolox, "solov2": build_solov2,
                  "fcos": build_fcos, "retinanet": build_retinanet,
                  "gfl": build_dense_detector, "tood": build_dense_detector, "hrnet_pose": build_hrnet_pose,
-                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet, "ttfnet": build_ttfnet}
+                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet, "ttfnet": build_ttfnet,
+                 "yolof": build_yolof}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -118,4 +118,6 @@ MODELS = {
     "blazeface": ("paddledet", "BlazeFace (BlazeNet, FaceHead with two SSD anchor levels, prior_box, "
                                "multiclass_nms3; 320 px)"),
     "ttfnet": ("paddledet", "TTFNet (DarkNet53, TTFFPN, TTFHead; max-pool peaks, top-k, nonzero; 320 px)"),
+    "yolof": ("paddledet", "YOLOF (ResNet50 C5, DilatedEncoder, YOLOFHead with implicit objectness, "
+                           "multiclass_nms3; 320 px)"),
 }
