@@ -925,6 +925,10 @@ def _top_k(g: GraphBuilder, op: Operation):
     axis = args.int("axis")
     largest = args.bool("largest", True)
     k = g.as_i64(op, 1)
+    if g.value(op, 1) is None:
+        # ONNX TopK takes K of shape [1] only; a run-time K may be 0-d (Paddle's top_k_v2 takes a 0-d K tensor:
+        # PointRend's point count is the min of a concat), which onnxruntime refuses at run time.
+        k = g.one("Reshape", [k, g.i64([1])])
     values, indices = g.node("TopK", [g.x(op, 0), k], 2, axis=axis, largest=int(largest), sorted=1)
     g.one("Identity", [values], g.out(op, 0))
     g.one("Cast", [indices], g.out(op, 1), to=onnx_type(op.outputs[1].type.dtype))

@@ -12,7 +12,9 @@ output with Paddle Inference 3.3.1 (in-process, oneDNN off) at DESIGN.md's whole
 (support.tolerances.assert_model_close; intel_openvino computes at f32, INTEL_OPENVINO_INFERENCE_PRECISION=f32, set
 explicitly). A model whose random weights amplify float rounding past that tolerance on every runtime, Paddle's
 own included, is compared against the spread of the peers instead (PEER_SPREAD: twice the distance between Paddle
-Inference with oneDNN and without), and the assertion message says so.
+Inference with oneDNN and without; ULP_SPREAD, where Paddle's oneDNN run fails on the program: twice the distance
+Paddle Inference's own output moves when the float inputs move by one ulp, up or down), and the assertion message
+says so.
 
 Placement: on every device the ops left on the host (block 0's, and those of the loop and branch bodies, which are
 partitioned too) must be among those listed for the model in EXPECTED_HOST_OPS (op type -> the count allowed and why
@@ -34,7 +36,9 @@ in about 2 minutes each and run in about 25 s per device.
 SOLOv2, FCOS and RetinaNet (ResNet50-FPN detectors) build in 1.5, 0.6 and 0.6 minutes and run on the four
 devices in about 2 minutes together. The fifteen classification and NLP architectures added for op patterns the zoo
 had not seen (CSWin to EfficientNetV2, FNet to MobileBERT) build in 5-25 s each and, builds included, run on the four
-devices in about 5 minutes together.
+devices in about 5 minutes together. The sixteen segmentation, detection and keypoint architectures added for op
+patterns the zoo had not seen (PointRend to SINet from paddleseg, GFL to YOLOF from ppdet) build in 10-45 s each and,
+builds included, run on the four devices in about 8.5 minutes together.
 """
 from __future__ import annotations
 
@@ -74,13 +78,23 @@ EXPECTED_HOST_OPS.update({("ppyolov2", device): {"matrix_nms": (1, _MATRIX_NMS_O
 # twice Paddle Inference's own oneDNN-on/off spread (measured: ResNet50-vd at 64 px, |oneDNN - plain| = 9.1e-5 on
 # outputs of magnitude 2.3, and ours 0.7-1.2e-4 on all three devices).
 PEER_SPREAD = {"resnet50_vd"}
+# Such models whose program Paddle's oneDNN run refuses (ConvertPirAttribute2RuntimeAttribute): compared against twice
+# the distance Paddle Inference's own output moves when the float inputs move by one ulp (the larger of up and down).
+# Measured: U2Netp at 128 px, Paddle's one-ulp moves 2.6e-4 on outputs of magnitude 7.2, ours 2.5-4.7e-4 on the four
+# devices (1485-15398 of 311296 elements past the whole-model tolerance).
+ULP_SPREAD = {"u2netp"}
+# YOLOF (a detection list: the peer's rows are matched to Paddle's as ours are): measured with the zoo's feeds, Paddle
+# Inference's oneDNN run moves the boxes by 2.4e-2 (its one-ulp image moves by 1.2-1.9e-2), ours by 2.0-2.4e-2 on the
+# four devices with Paddle's labels and box count and scores within 1.9e-5.
+PEER_SPREAD |= {"yolof"}
 
 # Models whose first output is a detection list [N, 6] (label, score, x1, y1, x2, y2) in descending score order.
 # Boxes whose scores agree within the tolerance may come out in either order (top-k and NMS order equal scores by
 # their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
 # sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
 DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
-                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet"}
+                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood",
+                   "blazeface", "ttfnet", "yolof"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -737,17 +751,171 @@ EXPECTED_BODY_HOST_OPS[("solov2", "google_xnnpack")] = {
     "greater_than": (4, _XNN_INTEGER), "assign": (12, _XNN_INTEGER), "top_k_v2": (2, _xnn_lacks("TOP_K")),
     "argsort": (2, _xnn_lacks("TOP_K")),
 }
+# PointRend (full zoo): its point head writes the refined points' logits back into the upsampled map with
+# paddle.scatter (overwrite) at the top-k indices.
+_SCATTER = ("NNAdapter's 96 operations have no scatter (no SCATTER_ND or index-put), and a scatter of run-time "
+            "indices into a map of 19 x 128 x 128 logits has no cheap composition (a WHERE over a one-hot of the "
+            "8196 indices would be 8196 times the map): its host kernel runs Paddle's scatter")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("pointrend", _device)] = {"scatter": (2, _SCATTER)}
+EXPECTED_HOST_OPS[("pointrend", "google_xnnpack")] = {
+    "shape": (21, _XNN_INTEGER), "slice": (19, _XNN_INTEGER), "cast": (19, _XNN_INTEGER),
+    "bilinear_interp_v2": (7, _XNN_INTEGER), "elementwise_mul": (6, _XNN_INTEGER), "stack": (6, _XNN_INTEGER),
+    "reshape2": (10, _XNN_INTEGER), "concat": (2, _XNN_INTEGER), "reduce_min": (2, _XNN_INTEGER),
+    "fill_constant": (8, _XNN_INTEGER), "unsqueeze2": (4, _XNN_INTEGER), "range": (2, _XNN_INTEGER),
+    "flatten_contiguous_range": (4, _XNN_INTEGER), "elementwise_add": (2, _XNN_INTEGER),
+    "top_k_v2": (4, _xnn_lacks("TOP_K")), "elementwise_mod": (2, _xnn_lacks("FLOOR_DIV")),
+    "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")), "set_value": (4, _xnn_lacks("WHERE")),
+    "grid_sampler": (4, _xnn_lacks("GRID_SAMPLE")), "expand_v2": (2, _xnn_lacks("EXPAND")),
+    "scatter": (2, _SCATTER),
+}
+# SegNeXt, RTFormer-Slim and TopFormer (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("segnext", "google_xnnpack")] = {
+    "shape": (3, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "cast": (4, _XNN_INTEGER),
+    "bilinear_interp_v2": (4, _XNN_INTEGER), "elementwise_mul": (1, _XNN_INTEGER),
+    "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER), "reshape2": (2, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("rtformer", "google_xnnpack")] = {
+    "shape": (8, _XNN_INTEGER), "slice": (10, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
+    "bilinear_interp_v2": (9, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER), "stack": (2, _XNN_INTEGER),
+    "reshape2": (2, _XNN_INTEGER), "max_pool2d_with_index": (2, _XNN_ADAPTIVE),
+}
+# GFL and TOOD (full zoo). TOOD's post-processing clips each image's boxes in a Python loop over the batch.
+_BOX_CLIP_LOOP = ("TOODHead.post_process clips each image's boxes to its im_shape in a Python loop over the batch "
+                  "(`for i in range(len(pred_bboxes))`), exported as a while, and NNAdapter has no control flow: the "
+                  "host runs the loop and its body")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("tood", _device)] = {"while": (1, _BOX_CLIP_LOOP)}
+# Measured with the zoo's feeds: every device gives Paddle's labels and box count (GFL 18 boxes, TOOD 46) and scores
+# within 6.1e-6; Paddle Inference's ir_optim and 2-thread runs equal the reference bit for bit, its oneDNN run fails on
+# these programs (ConvertPirAttribute2RuntimeAttribute), so its own spread is measured by moving the image by one ulp.
+_DENSE_ROUNDING = (
+    "{}'s random ResNet50-FPN and GN towers amplify float32 rounding into its box corners: Paddle Inference's own "
+    "list moves by up to {} (box corners; scores by under 1e-5) when the image moves by one ulp, and ours differs "
+    "from it by up to {}, past the whole-model tolerance in {} of {} elements (by {} at |x| {}){}")
+KNOWN_FAILURES[("gfl", "intel_openvino")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "1.2e-2", 2, 108, "8.3e-3", "12.9", " (builtin_device passes, by up to 6.9e-3)")
+KNOWN_FAILURES[("gfl", "microsoft_onnxruntime")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "8.3e-3", 1, 108, "6.9e-3", "12.9", "")
+KNOWN_FAILURES[("gfl", "google_xnnpack")] = _DENSE_ROUNDING.format(
+    "GFL", "9.9e-3", "1.5e-2", 1, 108, "7.8e-3", "12.9", "")
+_TOOD_SAME_SIDE = ("; the four devices agree with each other within 7e-3 there, all below Paddle's value (whose own "
+                   "one-ulp moves of that corner are 2.7-6.3e-3), but over the head's 2134 x 4 box coordinates before "
+                   "NMS ours differ from Paddle's by rms 1.2-1.6e-3 with a mean of 1e-5 (builtin_device and "
+                   "microsoft_onnxruntime), Paddle's own one-ulp move by rms 9.6e-4 (max 3.1e-2): rounding, no bias "
+                   "(intel_openvino passes, by 1.2e-2)")
+KNOWN_FAILURES[("tood", "builtin_device")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.7e-2", 1, 276, "1.7e-2", "93", _TOOD_SAME_SIDE)
+KNOWN_FAILURES[("tood", "microsoft_onnxruntime")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.4e-2", 3, 276, "1.4e-2", "93", _TOOD_SAME_SIDE)
+KNOWN_FAILURES[("tood", "google_xnnpack")] = _DENSE_ROUNDING.format(
+    "TOOD", "8.3e-3", "1.9e-2", 3, 276, "1.9e-2", "93", _TOOD_SAME_SIDE)
+EXPECTED_HOST_OPS[("gfl", "google_xnnpack")] = {
+    "nearest_interp_v2": (2, _XNN_NEAREST), "shape": (5, _XNN_INTEGER), "slice": (15, _XNN_INTEGER),
+    "cast": (10, _XNN_INTEGER), "range": (10, _XNN_INTEGER), "meshgrid": (5, _xnn_lacks("MESHGRID")),
+    "fill_constant": (20, _XNN_INTEGER), "stack": (10, _XNN_INTEGER), "reshape2": (10, _XNN_INTEGER),
+    "matmul_v2": (5, _XNN_VECTOR_MATMUL), "elementwise_mul": (5, _XNN_INTEGER), "flip": (1, _XNN_STEPS),
+    "tile": (1, _xnn_lacks("TILE")), "multiclass_nms3": (1, _XNN_NMS),
+}
+EXPECTED_HOST_OPS[("tood", "google_xnnpack")] = {
+    "nearest_interp_v2": (2, _XNN_NEAREST), "range": (11, _XNN_INTEGER), "cast": (15, _XNN_INTEGER),
+    "meshgrid": (5, _xnn_lacks("MESHGRID")), "shape": (22, _XNN_INTEGER), "slice": (62, _XNN_INTEGER),
+    "fill_constant": (62, _XNN_INTEGER), "stack": (35, _XNN_INTEGER), "reshape2": (45, _XNN_INTEGER),
+    "sqrt": (5, _xnn_lacks("POW")), "concat": (5, _XNN_INTEGER), "grid_sampler": (5, _xnn_lacks("GRID_SAMPLE")),
+    "less_than": (1, _xnn_lacks("LESS (the loop's condition)")), "assign": (3, _XNN_INTEGER),
+    "while": (1, _BOX_CLIP_LOOP), "flip": (1, _XNN_STEPS), "tile": (1, _xnn_lacks("TILE")),
+    "multiclass_nms3": (1, _XNN_NMS),
+}
+# HRNet-W32 pose, HigherHRNet and BlazeFace (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("hrnet_pose", "google_xnnpack")] = {
+    "nearest_interp_v2": (28, _XNN_NEAREST), "shape": (1, _XNN_INTEGER), "slice": (1, _XNN_INTEGER),
+    "fill_constant": (2, _XNN_INTEGER), "stack": (1, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER),
+    "arg_max": (1, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("blazeface", "google_xnnpack")] = {"multiclass_nms3": (1, _XNN_NMS)}
+EXPECTED_HOST_OPS[("higherhrnet", "google_xnnpack")] = {
+    "nearest_interp_v2": (28, _XNN_NEAREST), "equal": (1, _xnn_lacks("EQUAL (the peak test, heatmap == max pool)")),
+    "cast": (1, _XNN_INTEGER), "top_k_v2": (1, _xnn_lacks("TOP_K")),
+}
+# TTFNet (full zoo): TTFBox keeps the scores past its threshold by a nonzero.
+_TTF_NONZERO = ("NNAdapter has no operation whose output size is the data's count of true elements (Paddle's nonzero, "
+                "where_index): its host kernel picks TTFBox's rows whose score passes 0.01")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("ttfnet", _device)] = {"where_index": (1, _TTF_NONZERO)}
+EXPECTED_HOST_OPS[("ttfnet", "google_xnnpack")] = {
+    "where_index": (1, _TTF_NONZERO), "deformable_conv": (3, _xnn_lacks("deformable convolution")),
+    "equal": (1, _xnn_lacks("EQUAL (the peak test, heatmap == max pool)")),
+    "greater_than": (1, _xnn_lacks("GREATER (the score threshold)")), "cast": (5, _XNN_INTEGER),
+    "shape": (5, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+    "stack": (2, _XNN_INTEGER), "reshape2": (5, _XNN_INTEGER), "concat": (1, _XNN_INTEGER),
+    "assign_value": (1, _XNN_INTEGER), "top_k_v2": (2, _xnn_lacks("TOP_K")),
+    "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")), "elementwise_mod": (1, _xnn_lacks("FLOOR_DIV")),
+    "gather": (5, _xnn_lacks("GATHER")), "expand_v2": (1, _xnn_lacks("EXPAND")),
+}
+# CCNet, EMANet, U2Netp, DDRNet-23-slim and SINet (full zoo): no host op on the other devices.
+EXPECTED_HOST_OPS[("ccnet", "google_xnnpack")] = {
+    "shape": (3, _XNN_INTEGER), "slice": (11, _XNN_INTEGER), "elementwise_mul": (18, _XNN_INTEGER),
+    "fill_constant": (20, _XNN_INTEGER), "stack": (34, _XNN_INTEGER), "reshape2": (24, _XNN_INTEGER),
+    "elementwise_add": (2, _XNN_INTEGER), "cast": (1, _XNN_INTEGER), "bilinear_interp_v2": (1, _XNN_INTEGER),
+    "tile": (4, _xnn_lacks("TILE")), "diag_v2": (2, _xnn_lacks("RANGE or WHERE (diag_v2's decomposition)")),
+}
+EXPECTED_HOST_OPS[("emanet", "google_xnnpack")] = {
+    "shape": (2, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (4, _XNN_INTEGER),
+    "stack": (2, _XNN_INTEGER), "reshape2": (1, _XNN_INTEGER), "cast": (1, _XNN_INTEGER),
+    "bilinear_interp_v2": (1, _XNN_INTEGER), "tile": (1, _xnn_lacks("TILE")), "p_norm": (3, _xnn_lacks("POW")),
+}
+EXPECTED_HOST_OPS[("u2netp", "google_xnnpack")] = {
+    "shape": (38, _XNN_INTEGER), "slice": (38, _XNN_INTEGER), "cast": (38, _XNN_INTEGER),
+    "bilinear_interp_v2": (38, _XNN_INTEGER),
+}
+EXPECTED_HOST_OPS[("ddrnet_slim", "google_xnnpack")] = {
+    "shape": (2, _XNN_INTEGER), "slice": (4, _XNN_INTEGER), "fill_constant": (2, _XNN_INTEGER),
+    "bilinear_interp_v2": (8, _XNN_INTEGER), "elementwise_floordiv": (2, _xnn_lacks("FLOOR_DIV")),
+}
+EXPECTED_HOST_OPS[("sinet", "google_xnnpack")] = {
+    "shape": (10, _XNN_INTEGER), "slice": (30, _XNN_INTEGER), "fill_constant": (30, _XNN_INTEGER),
+    "stack": (20, _XNN_INTEGER), "reshape2": (20, _XNN_INTEGER),
+}
+# YOLOF (full zoo): YOLOFHead.decode loops over the batch's images in Python, exported as a while whose per-image
+# boxes and scores are stacked from tensor arrays.
+_YOLOF_LOOP = ("YOLOFHead.decode loops over the batch's images in Python (`for img_id in range(...shape[0])` of a "
+               "run-time shape), exported as a while, and NNAdapter has no control flow: the host runs the loop and "
+               "its body")
+_YOLOF_ARRAYS = ("stacks the tensor arrays the host-run decoding loop appended each image's boxes and scores to: a "
+                 "tensor array is no NNAdapter tensor, so it stays on the host with the loop")
+for _device in DEVICES:
+    EXPECTED_HOST_OPS[("yolof", _device)] = {"while": (1, _YOLOF_LOOP), "tensor_array_to_tensor": (2, _YOLOF_ARRAYS)}
+EXPECTED_HOST_OPS[("yolof", "google_xnnpack")] = {
+    "while": (1, _YOLOF_LOOP), "tensor_array_to_tensor": (2, _YOLOF_ARRAYS),
+    "shape": (4, _XNN_INTEGER), "slice": (9, _XNN_INTEGER), "fill_constant": (6, _XNN_INTEGER),
+    "stack": (3, _XNN_INTEGER), "reshape2": (3, _XNN_INTEGER), "scale": (2, _XNN_INTEGER), "cast": (2, _XNN_INTEGER),
+    "range": (3, _XNN_INTEGER), "assign": (3, _XNN_INTEGER), "meshgrid": (1, _xnn_lacks("MESHGRID")),
+    "less_than": (1, _xnn_lacks("LESS (the loop's condition)")), "multiclass_nms3": (1, _XNN_NMS),
+}
+EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
+    "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
+    "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
+    "bilinear_interp_v2": (9, _XNN_INTEGER),
+}
 
 
 _references: dict = {}
 
 
 def _reference(name, path, feeds, paddle_reference):
-    """Paddle Inference's outputs (oneDNN off), and for PEER_SPREAD models its oneDNN-on outputs too: once per
-    model per session."""
+    """Paddle Inference's outputs (oneDNN off), and its peer outputs for the models compared against a spread:
+    oneDNN on (PEER_SPREAD), or the float inputs one ulp up or down, whichever moves the first output further
+    (ULP_SPREAD). Once per model per session."""
     if name not in _references:
         want = paddle_reference(path, feeds)
-        peer = paddle_reference(path, feeds, disable_mkldnn=False) if name in PEER_SPREAD else None
+        peer = None
+        if name in PEER_SPREAD:
+            peer = paddle_reference(path, feeds, disable_mkldnn=False)
+        elif name in ULP_SPREAD:
+            moved = [paddle_reference(path, {k: np.nextafter(v, np.float32(direction)).astype(v.dtype)
+                                             if v.dtype.kind == "f" else v for k, v in feeds.items()})
+                     for direction in (np.inf, -np.inf)]
+            peer = max(moved, key=lambda outputs: float(np.max(np.abs(outputs[0].astype(np.float64) - want[0]))))
         _references[name] = (want, peer)
     return _references[name]
 
@@ -801,11 +969,21 @@ def _mask_ulp_spread(name, path, feeds, paddle_reference, want):
     return _references[key]
 
 
-def _assert_close_to_peers(got, want, peer, what):
+def _peer_rows_in_order(peer, want, want_order, what):
+    """A peer's detection list ([N, 6]) with its rows matched to `want`'s (tied rows as _tied_row_orders matches
+    ours), then put in `want_order`, the order `want`'s rows are compared in."""
+    assert peer.shape == want.shape, f"{what}: the peer's detection list has shape {peer.shape}, Paddle's {want.shape}"
+    peer_order, peer_want_order = _tied_row_orders(peer, want)
+    aligned = np.empty_like(peer)
+    aligned[peer_want_order] = peer[peer_order]
+    return aligned[want_order]
+
+
+def _assert_close_to_peers(got, want, peer, what, peers="oneDNN-on/off"):
     spread = float(np.max(np.abs(peer.astype(np.float64) - want)))
     error = float(np.max(np.abs(got.astype(np.float64) - want)))
     assert error <= 2 * spread, (
-        f"{what}: max error {error:.3g} against Paddle Inference exceeds twice Paddle's own oneDNN-on/off spread "
+        f"{what}: max error {error:.3g} against Paddle Inference exceeds twice Paddle's own {peers} spread "
         f"{spread:.3g} (this model is compared against the peers' spread: its random weights amplify rounding "
         f"past DESIGN.md's whole-model tolerance on every runtime)")
 
@@ -839,7 +1017,11 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
                 continue
             if peer is not None and expected.dtype.kind == "f":
                 assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
-                _assert_close_to_peers(got, expected, peer[k], what)
+                peer_k = peer[k]
+                if k == 0 and row_orders is not None:
+                    peer_k = _peer_rows_in_order(peer_k, want[0], row_orders[1], what)
+                _assert_close_to_peers(got, expected, peer_k, what,
+                                       "one-ulp input" if name in ULP_SPREAD else "oneDNN-on/off")
             else:
                 assert_model_close(got, expected, what=what)
 
@@ -872,6 +1054,7 @@ def test_expected_host_ops_name_known_models_and_give_reasons():
         for op, (count, why) in ops.items():
             assert count > 0 and len(why) > 20, (name, device, op)
     assert set(CI_SUBSET) <= set(MODELS) and PEER_SPREAD <= set(MODELS) and DETECTION_LISTS <= set(MODELS)
+    assert ULP_SPREAD <= set(MODELS) and not ULP_SPREAD & PEER_SPREAD
     assert set(MASK_OUTPUTS) <= DETECTION_LISTS
     assert set(_XNN_HOST) <= set(MODELS)
     for (name, device), ops in EXPECTED_BODY_HOST_OPS.items():

@@ -740,3 +740,23 @@ def test_a_bilinear_upsample_of_a_convolution_map_matches_paddle_in_the_blocked_
     x = np.random.default_rng(2).standard_normal((1, 8, 12, 16)).astype(np.float32)
     saved = pir_program(tmp_path, build, {"x": x})
     assert_op_close(run_predictor(saved, "microsoft_onnxruntime")[0], saved.outputs[0], what="conv -> bilinear x8")
+
+
+def test_top_k_takes_a_0d_run_time_k(tmp_path):
+    """Paddle's top_k_v2 takes a 0-d K tensor (PointRend's point count: the min of a concat), ONNX TopK a K of shape
+    [1] only: onnxruntime refused the run ("k tensor should be a 1D tensor of size 1") and the subgraph fell back to
+    the host. The driver now reshapes a run-time K to [1]."""
+    import paddle
+
+    from support.converter_harness import device_predictor, pir_program
+
+    feeds = {"x": np.random.default_rng(3).permutation(24).astype(np.float32).reshape(2, 12),
+             "k": np.array(5, np.int32)}
+    saved = pir_program(tmp_path, lambda x, k: list(paddle.topk(x, k, axis=1)), feeds)
+    predictor = device_predictor(saved.model_path, "microsoft_onnxruntime", saved.params_path)
+    for name, array in feeds.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+    predictor.run()
+    assert not predictor.host_ops and predictor.stats.subgraph_host_runs == 0, predictor.unsupported_reasons()
+    for k, want in enumerate(saved.outputs):
+        np.testing.assert_array_equal(predictor.get_output(k).numpy(), want)

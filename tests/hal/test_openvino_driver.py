@@ -327,6 +327,33 @@ def test_attention_on_slices_of_one_qkv_tensor_then_transposed(tmp_path):
     assert_op_close(got, saved.outputs[0], atol=2e-5, rtol=1e-5, what="attention on intel_openvino")
 
 
+def test_int64_overflow_check_on_a_run_time_length_compiles(tmp_path):
+    """PointRend's points: a [1, k, 2] tensor (k a run-time top-k count) whose columns set_value writes, which the
+    converters decompose into int64 index arithmetic over a RANGE of run-time length. The driver's int64 overflow
+    check of that arithmetic compared |x| with its bound, and the CPU plugin's AbsSinking pass threw on that Abs
+    while compiling ("get_partial_shape().same_scheme(value.get_shape())"): the part fell back to the host. The
+    check now compares x with both bounds."""
+    import paddle
+
+    from support.converter_harness import device_predictor, pir_program
+
+    def build(x, k):
+        index = paddle.topk(x, k, axis=1)[1]
+        points = paddle.zeros([1, k, 2], dtype="float32")
+        points = paddle.static.setitem(points, (slice(None), slice(None), 0), (index % 4).astype("float32") * 0.25)
+        return paddle.static.setitem(points, (slice(None), slice(None), 1), (index // 4).astype("float32") * 0.25)
+
+    feeds = {"x": np.random.default_rng(3).permutation(24).astype(np.float32).reshape(1, 24),
+             "k": np.array(7, np.int32)}
+    saved = pir_program(tmp_path, build, feeds)
+    predictor = device_predictor(saved.model_path, "intel_openvino", saved.params_path)
+    for name, array in feeds.items():
+        predictor.get_input_by_name(name).from_numpy(array)
+    predictor.run()
+    assert not predictor.host_ops and predictor.stats.subgraph_host_runs == 0, predictor.unsupported_reasons()
+    np.testing.assert_array_equal(predictor.get_output(0).numpy(), saved.outputs[0])
+
+
 # -- pad and resize ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", [PadMode.CONSTANT, PadMode.REFLECT, PadMode.EDGE, PadMode.REPLICATE])
 def test_pad(context, mode):

@@ -260,6 +260,35 @@ def segmentation_export(net):
     return SegmentationExport(net)
 
 
+def _paddleseg_point_head_for_paddle3(point_head_class):
+    """paddleseg 2.8's PointHead.get_points_test caps the point count with `paddle.concat([height * width,
+    num_points])`: in Paddle 2.4 both were int32 [1] tensors (the shape's elements and a to_tensor scalar), in Paddle 3
+    the shape's product is an int64 0-D tensor and the cap an int32 0-D one, which concat refuses. The same method
+    with both taken as int32 [1] tensors, as Paddle 2 gave them; everything else is paddleseg's code unchanged."""
+    import paddle
+
+    class PointHead(point_head_class):
+        def get_points_test(self, seg_logits, uncertainty_func):
+            num_points = self.subdivision_num_points
+            uncertainty_map = uncertainty_func(seg_logits)
+            batch_size = paddle.shape(uncertainty_map)[0]
+            height = paddle.shape(uncertainty_map)[2]
+            width = paddle.shape(uncertainty_map)[3]
+            h_step = 1.0 / height
+            w_step = 1.0 / width
+
+            uncertainty_map = uncertainty_map.reshape([batch_size, height * width])
+            num_points = paddle.min(paddle.concat([(height * width).astype("int32").reshape([1]),
+                                                   num_points.reshape([1])]))
+            point_indices = paddle.topk(uncertainty_map, num_points, axis=1)[1]
+            point_coords = paddle.zeros([batch_size, num_points, 2], dtype="float32")
+            point_coords[:, :, 0] = w_step / 2.0 + (point_indices % width).astype("float32") * w_step
+            point_coords[:, :, 1] = h_step / 2.0 + (point_indices // width).astype("float32") * h_step
+            return point_indices, point_coords
+
+    return PointHead
+
+
 def build_segmenter(name: str):
     """paddleseg's export (tools/export.py) declares the image [-1, 3, -1, -1]; `--output_op none` keeps the
     logits (the default argmax would turn float ties into label differences)."""
@@ -343,10 +372,62 @@ def build_segmenter(name: str):
             net = _paddleseg("ann").ANN(num_classes, backbone, backbone_indices=[2, 3], key_value_channels=64,
                                         inter_channels=128, enable_auxiliary_loss=False)
         size = 128
+    elif name == "pointrend":  # pointrend_resnet50_os32_cityscapes_1024x512_80k.yml with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=32)
+        pointrend = _paddleseg("pointrend")
+        net = pointrend.PointRend(num_classes, backbone, backbone_indices=[0, 1, 2, 3],
+                                  fpn_inplanes=backbone.feat_channels)
+        net.pointhead.__class__ = _paddleseg_point_head_for_paddle3(pointrend.PointHead)
+        size = 128
+    elif name == "segnext":  # segnext_mscan_t_cityscapes_1024x1024_160k.yml
+        # The Hamburger's NMF draws its bases with paddle.rand at every forward by default (RAND_INIT): an
+        # exported uniform_random that no other runtime reproduces (Paddle's own generator). RAND_INIT False keeps
+        # the same decomposition with bases drawn once at build time (a buffer of the export).
+        net = _paddleseg("segnext").SegNeXt(
+            _paddleseg("backbones.mscan").MSCAN_T(), num_classes=num_classes,
+            decoder_cfg={"channels": 256, "ham_channels": 256, "ham_kwargs": {"MD_R": 16, "RAND_INIT": False}})
+        size = 256
+        # NMF2D reshapes by the static `x.shape` (B * S, C, H * W): paddleseg exports SegNeXt with a fixed
+        # --input_shape.
+        declared = [1, 3, size, size]
+    elif name == "rtformer":  # rtformer_slim_cityscapes_1024x512_120k.yml
+        net = _paddleseg("rtformer").RTFormer(num_classes, base_channels=32, head_channels=64,
+                                              use_injection=[True, True])
+        size = 256
+        # The cross-resolution attention convolves with the batch as the group count (`groups=x.shape[0]`):
+        # paddleseg exports RTFormer with a fixed --input_shape ("please set input_shape for export.py").
+        declared = [1, 3, size, size]
+    elif name == "topformer":  # topformer_tiny_ade20k_512x512_160k.yml
+        backbone = _paddleseg("backbones.top_transformer").TopTransformer_Tiny()
+        net = _paddleseg("topformer").TopFormer(150, backbone)
+        size = 256
+    elif name in ("ccnet", "emanet"):  # {ccnet_resnet101,emanet_resnet101}_os8_cityscapes configs with ResNet18-vd
+        backbone = _paddleseg("backbones.resnet_vd").ResNet18_vd(output_stride=8)
+        if name == "ccnet":
+            net = _paddleseg("ccnet").CCNet(num_classes, backbone, backbone_indices=[2, 3],
+                                            enable_auxiliary_loss=False, dropout_prob=0.1, recurrence=2,
+                                            align_corners=True)
+        else:
+            net = _paddleseg("emanet").EMANet(num_classes, backbone, backbone_indices=[2, 3], ema_channels=512,
+                                              gc_channels=256, num_bases=64, stage_num=3, momentum=0.1,
+                                              concat_input=True, enable_auxiliary_loss=False)
+        size = 128
+    elif name == "u2netp":  # U^2-Netp, the small configuration of u2net (its side outputs fused: d0 is exported)
+        net = _paddleseg("u2net").U2Netp(num_classes)
+        size = 128
+    elif name == "ddrnet_slim":  # DDRNet-23-slim's widths (planes 32, head 64) on paddleseg's DualResNet
+        net = _paddleseg("ddrnet").DualResNet(num_classes, block_layers=[2, 2, 2, 2], planes=32, spp_planes=128,
+                                              head_planes=64, enable_auxiliary_loss=False)
+        size = 256
+    elif name == "sinet":  # sinet_portrait config: 2 classes
+        net = _paddleseg("sinet").SINet(num_classes=2)
+        size = 256
     else:
         raise AssertionError(name)
     model = segmentation_export(net)
-    return model, [Spec("x", [-1, 3, -1, -1], [1, 3, size, size])]
+    if name not in ("segnext", "rtformer"):
+        declared = [-1, 3, -1, -1]
+    return model, [Spec("x", declared, [1, 3, size, size])]
 
 
 def _ppdet(module: str):
@@ -1119,11 +1200,12 @@ def calibrate_frozen_batch_norms(model, make_batch, forward) -> None:
 
 
 
-def _ppdet_transformers_for_paddle3():
+def _ppdet_transformers_for_paddle3(modules=("transformers.deformable_transformer",
+                                              "transformers.dino_transformer")):
     """ppdet 2.6's deformable and DINO transformers build each level's spatial shape as
     `paddle.concat([h, w])` of `bs, _, h, w = paddle.shape(src)`: in Paddle 2.4 the elements of a 1-D tensor were
     1-D, in Paddle 3 they are 0-D and concat refuses them ("The axis is expected to be in range of [0, 0)").
-    Later PaddleDetection releases build the same [2] tensor; here the two modules see a `paddle` whose concat
+    Later PaddleDetection releases build the same [2] tensor; here the modules named see a `paddle` whose concat
     takes 0-D parts as 1-element ones (everything else is Paddle's own)."""
     import paddle
 
@@ -1136,7 +1218,7 @@ def _ppdet_transformers_for_paddle3():
             return paddle.concat([part.reshape([1]) if len(part.shape) == 0 else part for part in x], axis, name)
 
     shim = PaddleWithShapeElements("paddle")
-    for module in ("transformers.deformable_transformer", "transformers.dino_transformer"):
+    for module in modules:
         _ppdet(module).paddle = shim
 
 
@@ -1726,7 +1808,6 @@ def build_nlp_more(name: str):
     raise AssertionError(name)
 
 
-
 # ------------------------------------------------------------------------------------------------------------
 # NLP families the zoo had not seen: Fourier token mixing, rotary positions, disentangled relative attention.
 
@@ -1805,6 +1886,285 @@ def build_nlp_wider(name: str):
     raise AssertionError(name)
 
 
+def _ppdet_export_pruning_im_shape(net):
+    """ppdet's export of an architecture that hands im_shape to a post-processing that never reads it (GFL, TTFNet):
+    ppdet prunes that input (tools/export_model.py's _prune_input_spec), so the inputs are image and scale_factor and
+    the image's own size stands in for im_shape (as RetinaNet's export)."""
+    import paddle
+
+    class DetectionExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image, scale_factor):
+            im_shape = paddle.cast(paddle.shape(image)[2:], "float32").unsqueeze(0)
+            out = self.net({"im_shape": im_shape, "image": image, "scale_factor": scale_factor})
+            return out["bbox"], out["bbox_num"]
+
+    return DetectionExport(net)
+
+
+def build_dense_detector(name: str):
+    """ppdet's ResNet50-FPN dense detectors with their reference configs at 320 px: GFL (gfl_r50_fpn_1x_coco.yml:
+    FPN P3-P7 with extra convs, GFLHead on FCOSFeat with 4 GN convs per tower, each box side a distribution over 17
+    bins whose expectation (Integral: softmax, then a matmul with [0..16]) is the distance, MultiClassNMS score 0.025,
+    IoU 0.6, top 1000 / keep 100) and TOOD (tood_r50_fpn_1x_coco.yml: the same body, TOODHead's 6 shared GN convs,
+    task decomposition by layer attention, the class probability map and the box offsets sampled by grid_sample,
+    MultiClassNMS score 0.05, IoU 0.6, top 1000 / keep 100). GFL passes im_shape to a post-processing that never reads
+    it (_ppdet_export_pruning_im_shape); TOOD clips its boxes to im_shape and
+    loops over the batch in Python (`for i in range(len(pred_bboxes))`): exported with im_shape, image, scale_factor
+    and batch 1."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone, neck = _ppdet_resnet50_fpn([1, 2, 3], spatial_scales=[0.125, 0.0625, 0.03125], extra_stage=2,
+                                         has_extra_convs=True, use_c5=False)
+    if name == "gfl":
+        gfl = _ppdet("heads.gfl_head")
+        losses = _ppdet("losses")
+        feat = _ppdet("heads.fcos_head").FCOSFeat(feat_in=256, feat_out=256, num_convs=4, norm_type="gn",
+                                                  use_dcn=False)
+        head = gfl.GFLHead(conv_feat=feat, num_classes=80, fpn_stride=[8, 16, 32, 64, 128], prior_prob=0.01,
+                           reg_max=16, loss_class=losses.QualityFocalLoss(use_sigmoid=True, beta=2.0,
+                                                                          loss_weight=1.0),
+                           loss_dfl=losses.DistributionFocalLoss(loss_weight=0.25),
+                           loss_bbox=losses.GIoULoss(loss_weight=2.0),
+                           nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025,
+                                                        nms_threshold=0.6))
+        net = _ppdet("architectures.gfl").GFL(backbone, neck, head)
+        model = _ppdet_export_pruning_im_shape(net)
+        specs = _detection_specs(size)
+    elif name == "tood":
+        # TOODHead._reg_grid_sample builds the grid's size as `paddle.concat([w, h])` of paddle.shape's elements:
+        # the same Paddle 3 fix as the DETR transformers'.
+        _ppdet_transformers_for_paddle3(("heads.tood_head",))
+        head = _ppdet("heads.tood_head").TOODHead(
+            num_classes=80, feat_channels=256, stacked_convs=6, fpn_strides=[8, 16, 32, 64, 128],
+            grid_cell_scale=8, static_assigner_epoch=4, static_assigner=None, assigner=None,
+            nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.05, nms_threshold=0.6))
+        net = _ppdet("architectures.tood").TOOD(backbone, neck, head)
+        model = _ppdet_export_with_im_shape(net)
+        specs = [Spec("im_shape", [1, 2], [1, 2], low=size, high=size),
+                 Spec("image", [1, 3, size, size], [1, 3, size, size]),
+                 Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+    else:
+        raise AssertionError(name)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2 if name == "gfl" else 1)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        if name == "gfl":
+            # sigmoid(class) past 0.025 for a few hundred of the 2134 locations x 80 classes: NMS keeps fewer than
+            # its 100, so no near-tie decides which box makes the cut.
+            spread_class_logits([head.gfl_head_cls], 80, lambda: model(*probe), mean=-7.6, std=1.5)
+            # The 4 x 17 bin logits: at the 0.01-std initialisation every distribution is flat (every distance 8
+            # strides); at std 1 each side's distribution, and so its expectation, differs by location.
+            spread_score_channels([head.gfl_head_reg], slice(None), lambda: model(*probe), mean=0.0, std=1.0)
+        else:
+            # sqrt(sigmoid(class) * sigmoid(class probability)) past 0.05 for a few hundred candidates (NMS keeps
+            # fewer than its 100, as GFL's).
+            spread_class_logits([head.tood_cls], 80, lambda: model(*probe), mean=-9.0, std=1.5)
+            spread_score_channels([head.cls_prob_conv2], slice(None), lambda: model(*probe), mean=-1.0, std=1.0)
+            # exp() of the distances: around e^0.5 strides per side (std 0.5) instead of every box one stride wide.
+            spread_score_channels([head.tood_reg], slice(None), lambda: model(*probe), mean=0.5, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_hrnet_pose(name: str):
+    """Top-down HRNet-W32 (hrnet_w32_256x192.yml: HRNet width 32, TopDownHRNet with 17 joints) at 128x96 instead of
+    256x192, exported as ppdet exports it: deploy mode (heatmaps and their argmax), image [-1, 3, 128, 96]."""
+    import paddle
+
+    backbone = _ppdet("backbones.hrnet").HRNet(width=32, freeze_at=-1, freeze_norm=False, return_idx=[0])
+    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=32, num_joints=17, backbone=backbone,
+                                                              loss=None, use_dark=False)
+    net.deploy = True
+
+    class KeypointExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image):
+            return tuple(self.net({"image": image})["keypoint"])  # (heatmaps, argmax) in deploy mode
+
+    return KeypointExport(net), [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+
+
+def build_higherhrnet(name: str):
+    """HigherHRNet-W32 (higherhrnet_hrnet_w32_512.yml: HRNet width 32, HrHRNetHead with 17 joints and the 1/2-scale
+    deconvolution branch, 30 people) at 256 px instead of 512, exported in ppdet's deploy mode: the heatmaps and
+    tag maps upsampled to the image, and each joint's top 30 peaks (a position kept where the heatmap equals its
+    5x5 max pool) with their indices; image [1, 3, 256, 256] (get_topk reshapes with N = 1)."""
+    import paddle
+
+    _paddle2_mixed_arithmetic()  # get_topk multiplies the heatmap by a bool mask (`heatmap == heatmap_maxpool`)
+    backbone = _ppdet("backbones.hrnet").HRNet(width=32, freeze_at=-1, freeze_norm=False, return_idx=[0])
+    head = _ppdet("heads.keypoint_hrhrnet_head").HrHRNetHead(num_joints=17, loss=None, swahr=False, width=32)
+    net = _ppdet("architectures.keypoint_hrhrnet").HigherHRNet(
+        backbone=backbone, hrhrnet_head=head, post_process=None, eval_flip=True,
+        flip_perm=[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15], max_num_people=30)
+    net.deploy = True
+
+    class KeypointExport(paddle.nn.Layer):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, image):
+            return tuple(self.net({"image": image})["keypoint"])  # heatmap, tagmap, heat_k, inds_k
+
+    return KeypointExport(net), [Spec("image", [1, 3, 256, 256], [1, 3, 256, 256])]
+
+
+def build_ttfnet(name: str):
+    """TTFNet (ttfnet_darknet53_1x_coco.yml: DarkNet53 C2-C5, TTFFPN planes 256/128/64 with 3/2/1 shortcuts,
+    TTFHead's heatmap and box-size heads, TTFBox: a 3x3 max pool keeps the heatmap's peaks, top 100 of all classes,
+    boxes from the sizes gathered at the peaks, a nonzero of the scores past 0.01) at 320 px, exported with image
+    and scale_factor (TTFBox reads no im_shape) and batch 1: TTFBox loops in Python over `scale_factor.shape[0]`
+    images, which a free batch (-1) would make no image at all."""
+    import paddle
+
+    size = 320
+    backbone = _ppdet("backbones.darknet").DarkNet(depth=53, freeze_at=-1, return_idx=[1, 2, 3, 4],
+                                                   norm_type="bn", norm_decay=0.0004)
+    neck = _ppdet("necks.ttf_fpn").TTFFPN(in_channels=[i.channels for i in backbone.out_shape],
+                                          planes=[256, 128, 64], shortcut_num=[3, 2, 1])
+    head = _ppdet("heads.ttf_head").TTFHead(in_channels=neck.out_shape[0].channels, hm_loss=None, wh_loss=None)
+    post = _ppdet("post_process").BBoxPostProcess(
+        decode=_ppdet("layers").TTFBox(max_per_img=100, score_thresh=0.01, down_ratio=4))
+    net = _ppdet("architectures.ttfnet").TTFNet(backbone, neck, head, post)
+    # The heads' convs have no norm and start at std 0.01: at He scale their features keep their magnitude.
+    rescale_to_he_init(head.hm_head.feat)
+    rescale_to_he_init(head.wh_head.feat)
+    model = _ppdet_export_pruning_im_shape(net)  # TTFBox reads no im_shape
+    specs = [Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # Heatmap logits of std 2 around -5: the top 100 peaks of 80 x 80 x 80 scores are spread (distinct values)
+        # and part of them pass 0.01.
+        spread_score_channels([head.hm_head.head], slice(None), lambda: model(*probe), mean=-5.0, std=2.0)
+        # The box sizes (in units of wh_offset_base 16 px, before the relu): around 1 (std 0.5).
+        spread_score_channels([head.wh_head.head], slice(None), lambda: model(*probe), mean=1.0, std=0.5)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes past the threshold on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_yolof(name: str):
+    """YOLOF (yolof_r50_c5_1x_coco.yml: ResNet50's C5 alone, DilatedEncoder with 4 dilated residual blocks, YOLOFHead
+    with implicit objectness (class and objectness logits combined in log space), 5 anchors at stride 32,
+    delta2bbox_v2 with the centre shift clipped at 32 and the boxes clipped to im_shape, MultiClassNMS score 0.05, IoU
+    0.6, top 1000 / keep 100) at 320 px, exported with im_shape, image, scale_factor and batch 1: the decoding loops in
+    Python over `cls_scores[0].shape[0]` images."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    backbone = _ppdet("backbones.resnet").ResNet(depth=50, variant="b", norm_type="bn", freeze_at=-1,
+                                                 freeze_norm=False, return_idx=[3], num_stages=4)
+    neck = _ppdet("necks.dilated_encoder").DilatedEncoder(in_channels=[2048], out_channels=[512],
+                                                          block_mid_channels=128, num_residual_blocks=4,
+                                                          block_dilations=[2, 4, 6, 8])
+    yolof = _ppdet("heads.yolof_head")
+    anchors = _ppdet("proposal_generator.anchor_generator").AnchorGenerator(
+        anchor_sizes=[[32, 64, 128, 256, 512]], aspect_ratios=[1.0], strides=[32])
+    head = yolof.YOLOFHead(num_classes=80, conv_feat=yolof.YOLOFFeat(feat_in=512, feat_out=512, num_cls_convs=2,
+                                                                     num_reg_convs=4, norm_type="bn"),
+                           anchor_generator=anchors, bbox_assigner=None, loss_class=None, loss_bbox=None,
+                           ctr_clip=32.0, nms=nms_module.MultiClassNMS(nms_top_k=1000, keep_top_k=100,
+                                                                      score_threshold=0.05, nms_threshold=0.6))
+    net = _ppdet("architectures.yolof").YOLOF(backbone, neck, head)
+    model = _ppdet_export_with_im_shape(net)
+    specs = [Spec("im_shape", [1, 2], [1, 2], low=size, high=size),
+             Spec("image", [1, 3, size, size], [1, 3, size, size]),
+             Spec("scale_factor", [1, 2], [1, 2], low=1.0, high=1.0)]
+
+    def calibrate(rng):
+        calibrate_batch_norms(model, lambda: [paddle.to_tensor(s.sample(rng)) for s in specs],
+                              lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # sigmoid of the combined logit past 0.05 for about a percent of the 500 anchors x 80 classes (NMS keeps
+        # fewer than its 100): class logits around -6 (std 1.5), objectness around 0 (std 1); the box deltas at std
+        # 0.3 move and resize the anchors.
+        spread_score_channels([head.cls_score], slice(None), lambda: model(*probe), mean=-6.0, std=1.5)
+        spread_score_channels([head.object_pred], slice(None), lambda: model(*probe), mean=0.0, std=1.0)
+        spread_score_channels([head.bbox_pred], slice(None), lambda: model(*probe), mean=0.0, std=0.3)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
+
+def build_blazeface(name: str):
+    """BlazeFace (blazeface_1000e.yml: BlazeNet with 5x5 blaze and double-blaze blocks, no FPN, FaceHead with two
+    SSD anchor levels (steps 8 and 16, 2 and 6 square priors), SSDBox, MultiClassNMS score 0.01, IoU 0.3, top 5000 /
+    keep 750; one class, WIDER FACE) at 320 px instead of 640, exported with im_shape, image, scale_factor as ppdet
+    exports SSDs."""
+    import paddle
+
+    size = 320
+    nms_module = _ppdet("layers")
+    _ppdet_nms_for_pir()
+    _ppdet_prior_box_for_pir()
+    backbone = _ppdet("backbones.blazenet").BlazeNet(
+        blaze_filters=[[24, 24], [24, 24], [24, 48, 2], [48, 48], [48, 48]],
+        double_blaze_filters=[[48, 24, 96, 2], [96, 24, 96], [96, 24, 96], [96, 24, 96, 2], [96, 24, 96],
+                              [96, 24, 96]], act="relu")
+    neck = _ppdet("necks.blazeface_fpn").BlazeNeck(in_channel=[96, 96], neck_type="None")
+    anchors = nms_module.AnchorGeneratorSSD(
+        steps=[8.0, 16.0], aspect_ratios=[[1.0], [1.0]], min_sizes=[[16.0, 24.0], [32.0, 48.0, 64.0, 80.0, 96.0,
+                                                                                    128.0]],
+        max_sizes=[[], []], offset=0.5, flip=False, min_max_aspect_ratios_order=False)
+    head = _ppdet("heads.face_head").FaceHead(num_classes=1, in_channels=[96, 96], anchor_generator=anchors,
+                                              kernel_size=3, padding=1, loss=None)
+    post = _ppdet("post_process").BBoxPostProcess(
+        num_classes=1, decode=nms_module.SSDBox(),
+        nms=nms_module.MultiClassNMS(keep_top_k=750, score_threshold=0.01, nms_threshold=0.3, nms_top_k=5000,
+                                     nms_eta=1.0))
+    net = _ppdet("architectures.blazeface").BlazeFace(backbone, head, neck, post)
+    net.use_extra_data = False
+    model = _ppdet_export_with_im_shape(net)
+    specs = _detection_specs_with_im_shape(size)
+
+    def calibrate(rng):
+        def batch():
+            return [paddle.to_tensor(s.sample(rng, batch=2)) for s in specs]
+
+        calibrate_batch_norms(model, batch, lambda inputs: model(*inputs))
+        probe = [paddle.to_tensor(s.sample(rng)) for s in specs]
+        # A softmax over (face, background) per prior (BBoxPostProcess gives MultiClassNMS background_label 1, the
+        # last class): the face logits around -7 (std 1.5) and the background's near 0 (std 0.3) put a few percent
+        # of the 5600 priors past 0.01, a few hundred candidates for NMS (under its top 5000 and keep 750, so no
+        # near-tie decides a cut).
+        for conv, priors in zip(head.score_convs, head.num_priors):
+            spread_score_channels([conv], [2 * p for p in range(priors)], lambda: model(*probe), mean=-7.0, std=1.5)
+            spread_score_channels([conv], [2 * p + 1 for p in range(priors)], lambda: model(*probe), mean=0.0,
+                                  std=0.3)
+        _, bbox_num = model(*probe)
+        print(f"{name}: {int(bbox_num.numpy().sum())} boxes kept by NMS on a random image", file=sys.stderr)
+
+    model._real_zoo_calibrate = calibrate
+    return model, specs
+
 MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppyolov2": build_detector_more,
                  "centernet": build_detector_more, "tinypose": build_tinypose,
                  "ppocrv5_server_det": build_ocr_more, "ppocrv5_server_rec": build_ocr_more,
@@ -1816,7 +2176,10 @@ MORE_BUILDERS = {"yolov3": build_detector_more, "ssd": build_detector_more, "ppy
                  "fcos": build_fcos, "retinanet": build_retinanet,
                  "fnet_seq_cls": build_nlp_wider, "roformer_seq_cls": build_nlp_wider,
                  "deberta_v2_seq_cls": build_nlp_wider, "convbert_seq_cls": build_nlp_wider,
-                 "albert_seq_cls": build_nlp_wider, "mobilebert_seq_cls": build_nlp_wider}
+                 "albert_seq_cls": build_nlp_wider, "mobilebert_seq_cls": build_nlp_wider,
+                 "gfl": build_dense_detector, "tood": build_dense_detector, "hrnet_pose": build_hrnet_pose,
+                 "blazeface": build_blazeface, "higherhrnet": build_higherhrnet, "ttfnet": build_ttfnet,
+                 "yolof": build_yolof}
 
 
 BUILDERS = {name: build_classifier for name, (package, _) in MODELS.items() if package == "paddleclas"}

@@ -53,6 +53,19 @@ MODELS = {
     "danet": ("paddleseg", "DANet (ResNet18_vd, output stride 8; position and channel attention)"),
     "gcnet": ("paddleseg", "GCNet (ResNet18_vd, output stride 8; global context block)"),
     "ann": ("paddleseg", "ANN (ResNet18_vd, output stride 8; asymmetric non-local blocks over a pyramid)"),
+    "pointrend": ("paddleseg", ("PointRend (ResNet18_vd, SemanticFPN; refines the top-k uncertain points by "
+                                "grid_sample and scatter)")),
+    "segnext": ("paddleseg", ("SegNeXt (MSCAN-T: multi-scale strip-conv attention; LightHamHead's NMF matrix "
+                              "decomposition, 7 steps)")),
+    "rtformer": ("paddleseg", "RTFormer-Slim (dual-resolution, GPU-friendly external attention, cross-resolution "
+                              "attention, DAPPM)"),
+    "topformer": ("paddleseg", "TopFormer (TopTransformer-Tiny: token pyramid, transformer on pooled tokens, "
+                               "semantic injection; ADE20K's 150 classes)"),
+    "ccnet": ("paddleseg", "CCNet (ResNet18_vd, output stride 8; recurrent criss-cross attention, 2 passes)"),
+    "emanet": ("paddleseg", "EMANet (ResNet18_vd, output stride 8; expectation-maximisation attention, 3 steps)"),
+    "u2netp": ("paddleseg", "U2Netp (nested residual U-blocks, ceil-mode pools, fused side outputs)"),
+    "ddrnet_slim": ("paddleseg", "DDRNet-23-slim (dual-resolution branches with bilateral fusion, DAPPM)"),
+    "sinet": ("paddleseg", "SINet (portrait: channel shuffle, squeeze-excite separable convs, information blocking)"),
     "picodet": ("paddledet", "PicoDet-S (LCNet, LCPAN, PicoHeadV2, multiclass_nms3)"),
     "ppyoloe_plus": ("paddledet", "PP-YOLOE+ s (CSPResNet, CustomCSPPAN, PPYOLOEHead, multiclass_nms3)"),
     "rtdetr": ("paddlex", "RT-DETR-L (HGNetV2, hybrid encoder, deformable decoder, DETRPostProcess top-k)"),
@@ -115,4 +128,15 @@ MODELS = {
     "cvt": ("paddleclas", "CvT_13_224 (convolutional token embedding and projection)"),
     "nextvit": ("paddleclas", "NextViT_small_224 (convolution and efficient multi-head self-attention blocks)"),
     "efficientnet_v2": ("paddleclas", "EfficientNetV2_S (fused MBConv)"),
+    "gfl": ("paddledet", "GFL (ResNet50, FPN P3-P7, GFLHead: each box side the expectation of a 17-bin distribution, "
+                         "multiclass_nms3)"),
+    "tood": ("paddledet", "TOOD (ResNet50, FPN P3-P7, TOODHead: task decomposition, class probability map, box "
+                          "offsets by grid_sample, multiclass_nms3)"),
+    "hrnet_pose": ("paddledet", "Top-down HRNet-W32 128x96 (TopDownHRNet, heatmaps and argmax)"),
+    "higherhrnet": ("paddledet", "HigherHRNet-W32 256 px (bottom-up: heatmaps, tag maps, max-pool peaks and top-k)"),
+    "blazeface": ("paddledet", "BlazeFace (BlazeNet, FaceHead with two SSD anchor levels, prior_box, "
+                               "multiclass_nms3; 320 px)"),
+    "ttfnet": ("paddledet", "TTFNet (DarkNet53, TTFFPN, TTFHead; max-pool peaks, top-k, nonzero; 320 px)"),
+    "yolof": ("paddledet", "YOLOF (ResNet50 C5, DilatedEncoder, YOLOFHead with implicit objectness, "
+                           "multiclass_nms3; 320 px)"),
 }
