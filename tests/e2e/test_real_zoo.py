@@ -153,10 +153,10 @@ def _params():
 PEER_SPREAD |= {"res2net", "inception_v3", "enet"}
 _SHAPE_LOOP = ("ESPNetV2's down-sampler average-pools the image in a Python `while` until its width matches the "
                "feature map's; with a [-1, 3, -1, -1] input the export keeps that loop, and NNAdapter has no "
-               "control flow: the host runs the loop (its body ops are converted)")
+               "control flow: the host runs the loop, its body's subgraphs on the device")
 _SHAPE_BRANCH = ("paddleseg's ViT resizes its position embedding inside an `if` on the run-time image size; with a "
                  "[-1, 3, -1, -1] input the export keeps both branches, and NNAdapter has no control flow: the host "
-                 "runs the branch")
+                 "runs the branch, its body's subgraphs on the device")
 for _device in DEVICES:
     EXPECTED_HOST_OPS[("espnetv2", _device)] = {"while": (3, _SHAPE_LOOP)}
     EXPECTED_HOST_OPS[("segmenter", _device)] = {"conditional_block": (2, _SHAPE_BRANCH)}
@@ -168,7 +168,7 @@ for _device in DEVICES:
 # `if bbox_num[i] == 0`, MaskHead's `if rois.shape[0] == 0`): the export keeps them as while and conditional_block.
 _IMAGE_LOOPS = ("ppdet's RCNN code loops over the batch's images and branches on run-time counts (proposal and box "
                 "counts); with a free batch the export keeps the loops and branches, and NNAdapter has no control "
-                "flow: the host runs them (their bodies hold generate_proposals_v2 per FPN level, MaskHead's convs)")
+                "flow: the host runs them, their bodies' subgraphs (MaskHead's convs among them) on the device")
 _LOOP_ARRAYS = ("reads the tensor array a host-run loop appended its per-image results to: a tensor array is no "
                 "NNAdapter tensor, so it stays on the host with the loop")
 _FPN_DISTRIBUTE = ("NNAdapter has no operation that splits RoIs into FPN levels (data-dependent counts per level and "
@@ -198,7 +198,7 @@ _DYNAMIC_KERNELS = ("SOLOv2's mask kernels are the kernel predictions' rows pick
                     "channel) as a constant and declines it: its host kernel runs Paddle's conv2d")
 _SORT_BRANCH = ("ppdet's MaskMatrixNMS sorts with topk or with argsort inside an `if` on the run-time candidate count "
                 "(`paddle.shape(scores)[0] > top_num`, twice), exported as branches, and NNAdapter has no control "
-                "flow: the host runs the branches and their bodies")
+                "flow: the host runs the branches, their bodies' subgraphs on the device")
 _SOLOV2_MASKS = ("SOLOv2's post-processing thresholds every mask at 0.5 (at 80x80, where the mask areas weight the "
                  "scores and the Matrix NMS decay, and at 320x320 for the output masks) and orders near-equal scores: "
                  "it")
@@ -879,8 +879,8 @@ EXPECTED_HOST_OPS[("sinet", "google_xnnpack")] = {
 # YOLOF (full zoo): YOLOFHead.decode loops over the batch's images in Python, exported as a while whose per-image
 # boxes and scores are stacked from tensor arrays.
 _YOLOF_LOOP = ("YOLOFHead.decode loops over the batch's images in Python (`for img_id in range(...shape[0])` of a "
-               "run-time shape), exported as a while, and NNAdapter has no control flow: the host runs the loop and "
-               "its body")
+               "run-time shape), exported as a while, and NNAdapter has no control flow: the host runs the loop, its "
+               "body's subgraphs on the device")
 _YOLOF_ARRAYS = ("stacks the tensor arrays the host-run decoding loop appended each image's boxes and scores to: a "
                  "tensor array is no NNAdapter tensor, so it stays on the host with the loop")
 for _device in DEVICES:
@@ -892,6 +892,19 @@ EXPECTED_HOST_OPS[("yolof", "google_xnnpack")] = {
     "range": (3, _XNN_INTEGER), "assign": (3, _XNN_INTEGER), "meshgrid": (1, _xnn_lacks("MESHGRID")),
     "less_than": (1, _xnn_lacks("LESS (the loop's condition)")), "multiclass_nms3": (1, _XNN_NMS),
 }
+# In the decoding loop's body: two branches on the image's candidate count, and the arrays it appends to.
+for _device in DEVICES:
+    EXPECTED_BODY_HOST_OPS[("yolof", _device)] = {
+        "conditional_block": (2, _YOLOF_LOOP), "write_to_array": (2, _ARRAYS_IN_LOOPS),
+        "lod_array_length": (2, _ARRAYS_IN_LOOPS)}
+EXPECTED_BODY_HOST_OPS[("yolof", "google_xnnpack")].update({
+    **{op: (n, _XNN_INTEGER) for op, n in {"scale": 6, "stack": 10, "slice": 6, "shape": 1, "fill_constant": 1,
+                                           "greater_than": 1, "logical_not": 1, "less_than": 1, "assign": 3}.items()},
+    "strided_slice": (8, _XNN_STEPS), "top_k_v2": (1, _xnn_lacks("TOP_K")), "gather": (3, _xnn_lacks("GATHER")),
+    "set_value": (2, _xnn_lacks("GATHER and WHERE (set_value's decomposition)")),
+    "clip": (2, "XNNPACK clamps between constant bounds, and the decoder clips each image's boxes to its size, a "
+                "run-time input"),
+})
 EXPECTED_HOST_OPS[("topformer", "google_xnnpack")] = {
     "shape": (10, _XNN_INTEGER), "slice": (14, _XNN_INTEGER), "fill_constant": (8, _XNN_INTEGER),
     "stack": (4, _XNN_INTEGER), "reshape2": (4, _XNN_INTEGER), "cast": (9, _XNN_INTEGER),
