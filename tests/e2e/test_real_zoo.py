@@ -585,7 +585,8 @@ _FFT_ON_HOST = ("NNAdapter has no Fourier transform operation and no complex ele
                 "complex64 out) and the `real` of its complex result run on the host's numpy kernels")
 _DEBERTA_BRANCH = ("DeBERTa-v2's position-to-content attention branches on `key_layer.shape[-2] != "
                    "query_layer.shape[-2]` (a true and a false block per layer); with input_ids [-1, -1] the export "
-                   "keeps the branch, and NNAdapter has no control flow: the host runs it")
+                   "keeps the branch, and NNAdapter has no control flow: the host runs it, its bodies' subgraphs on "
+                   "the device")
 _OPENVINO_FLOAT_TO_INT64 = ("OpenVINO's CPU plugin converts float32 to int64 through int32 (wrong beyond 2^31), so "
                             "the CAST of DeBERTa's log-bucketed relative positions to int64 is declined there")
 for _device in DEVICES:

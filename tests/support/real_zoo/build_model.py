@@ -1586,14 +1586,12 @@ def build_retinanet(name: str):
     return model, specs
 
 
-def build_tinypose(name: str):
-    """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints), exported
-    as ppdet exports it (the architecture's deploy mode: heatmaps and their argmax) with image [-1, 3, 128, 96]."""
+def top_down_keypoint_export(backbone, width: int):
+    """ppdet's TopDownHRNet (17 joints, `width` channels into its head) on `backbone`, exported as ppdet exports it:
+    the architecture's deploy mode (heatmaps and their argmax) with image [-1, 3, 128, 96]; (model, specs)."""
     import paddle
 
-    backbone = _ppdet("backbones.lite_hrnet").LiteHRNet(network_type="wider_naive", freeze_at=-1,
-                                                        freeze_norm=False, return_idx=[0])
-    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=40, num_joints=17, backbone=backbone,
+    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=width, num_joints=17, backbone=backbone,
                                                               loss=None, use_dark=False)
     net.deploy = True
 
@@ -1605,8 +1603,14 @@ def build_tinypose(name: str):
         def forward(self, image):
             return tuple(self.net({"image": image})["keypoint"])  # (heatmaps, argmax) in deploy mode
 
-    model = KeypointExport(net)
-    return model, [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+    return KeypointExport(net), [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+
+
+def build_tinypose(name: str):
+    """PP-TinyPose 128x96 (tinypose_128x96.yml: LiteHRNet wider_naive, TopDownHRNet width 40, 17 joints)."""
+    backbone = _ppdet("backbones.lite_hrnet").LiteHRNet(network_type="wider_naive", freeze_at=-1,
+                                                        freeze_norm=False, return_idx=[0])
+    return top_down_keypoint_export(backbone, 40)
 
 
 def build_ocr_more(name: str):
@@ -1982,23 +1986,9 @@ def build_dense_detector(name: str):
 
 def build_hrnet_pose(name: str):
     """Top-down HRNet-W32 (hrnet_w32_256x192.yml: HRNet width 32, TopDownHRNet with 17 joints) at 128x96 instead of
-    256x192, exported as ppdet exports it: deploy mode (heatmaps and their argmax), image [-1, 3, 128, 96]."""
-    import paddle
-
+    256x192."""
     backbone = _ppdet("backbones.hrnet").HRNet(width=32, freeze_at=-1, freeze_norm=False, return_idx=[0])
-    net = _ppdet("architectures.keypoint_hrnet").TopDownHRNet(width=32, num_joints=17, backbone=backbone,
-                                                              loss=None, use_dark=False)
-    net.deploy = True
-
-    class KeypointExport(paddle.nn.Layer):
-        def __init__(self, net):
-            super().__init__()
-            self.net = net
-
-        def forward(self, image):
-            return tuple(self.net({"image": image})["keypoint"])  # (heatmaps, argmax) in deploy mode
-
-    return KeypointExport(net), [Spec("image", [-1, 3, 128, 96], [1, 3, 128, 96])]
+    return top_down_keypoint_export(backbone, 32)
 
 
 def build_higherhrnet(name: str):
