@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 import nnadapter_bridge as nb
 from nnadapter_bridge.nnadapter import nnc
 from nnadapter_bridge.nnadapter.nnc import NncCacheWarning
+from nnadapter_bridge.subgraph.support_decisions import _STORE_FORMAT
 from support.predictor_programs import add_relu_scale_model, reference_add_relu_scale
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
@@ -366,7 +367,7 @@ def _support_file(cache_dir) -> str:
     (b"[" * 100000, "levels deep"),  # past orjson's depth limit (1024): refused without recursing
     (b'{"a":' * 50000, "levels deep"),
     (b"[" * 1025 + b"]" * 1025, "levels deep"),  # well-formed, one level past the limit
-    (b"[" * 17 + b"]" * 17, "not a nnadapter-bridge-support-v4 file"),  # well-formed and shallow: not a store
+    (b"[" * 17 + b"]" * 17, f"not a {_STORE_FORMAT} file"),  # well-formed and shallow: not a store
 ])
 def test_a_deeply_nested_verdict_store_is_ignored_with_a_warning(content, why, models, tmp_path):
     model_a, _ = models
