@@ -325,6 +325,8 @@ class ConversionResult:
     operation_origin: list
     folded: dict = dataclasses.field(default_factory=dict)  # OperationType -> operations computed at conversion
     conditions: int = 0  # run-time condition outputs after those of output_names (module docstring)
+    # the vars the ops wrote whose values the conversion folded into constants (shape arithmetic, for these shapes)
+    constant_names: frozenset = frozenset()
 
 
 CONDITION_HOLDS = -1  # the value of a run-time condition output while its condition holds
@@ -409,8 +411,10 @@ def _finish_conversion(ctx: ConversionContext, model: Model, inputs: list, input
     model.drop_unused_operands(keep=inputs + outputs)  # parameters only folded operations read
     model.identify_inputs_and_outputs(inputs, outputs)
     model.finish()
+    constant_names = frozenset(name for name, stack in ctx._operands.items()
+                               if stack and stack[-1].is_constant and name not in input_types)
     return ConversionResult(model, list(input_types), names, ctx.operation_origin, dict(ctx.folded),
-                            len(ctx.conditions))
+                            len(ctx.conditions), constant_names)
 
 
 def _condition_output(ctx: ConversionContext, violated: Operand, op) -> Operand:

@@ -236,7 +236,7 @@ def fold_operation(op: Operation, max_elements: int = EAGER_FOLD_MAX_ELEMENTS) -
     return arrays
 
 
-def _is_folded_output(op: Operation) -> bool:
+def is_folded_output(op: Operation) -> bool:
     """ASSIGN(constant) -> model output is what folding leaves for a folded model output."""
     return (op.type == T.ASSIGN and op.inputs[0] is not None and op.inputs[0].is_constant
             and all(o is not None and o.type.lifetime == Lifetime.MODEL_OUTPUT for o in op.outputs))
@@ -247,7 +247,7 @@ def fold_constants(model: Model, should_fold: Callable[[Operation], bool] | None
     values: dict[int, np.ndarray] = {o.index: o.value for o in model.operands if o.is_constant and o.value is not None}
     folded: dict[int, list] = {}  # id(op) -> its output arrays
     for op in model.topological_operations():
-        if _is_folded_output(op) or (should_fold is not None and not should_fold(op)):
+        if is_folded_output(op) or (should_fold is not None and not should_fold(op)):
             continue
         args = _fold_arguments(op, values)
         if args is None:

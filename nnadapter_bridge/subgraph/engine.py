@@ -771,6 +771,7 @@ class SubgraphEngine:
             result = convert_subgraph(self.subgraph.ops, self.graph.params, self.input_types_for(arrays),
                                       self.output_names, self.graph, float_ops=self.float_ops)
             reasons = declined_reasons(self.context, result.model)
+            folded = result.constant_names
         except BridgeError:
             return None  # the model could not be made or asked about again: the failure stands as it is
         declined: dict = {}
@@ -792,7 +793,7 @@ class SubgraphEngine:
             raise NNAdapterError(f"{self.describe()}: for input shapes {shapes}, "
                                  f"{', '.join(self.context.device_names)} decline {lines} (strict mode: nothing "
                                  f"runs on the host)", failure.code) from failure
-        return self._plan_declining(declined)
+        return self._plan_declining(declined, folded)
 
     def _split_off_fault(self, fault: _DeviceFault, arrays: Sequence[np.ndarray], signature, scope: dict) -> bool:
         """A run fault that the driver traced to one operation (driver_protocol.operation_fault: data that operation
@@ -869,14 +870,49 @@ class SubgraphEngine:
         ours = {op.index for op in self.subgraph.ops}
         return index if block == self.block and index in ours else None
 
-    def _plan_declining(self, declined: Mapping[int, Sequence[str]]) -> SplitPlan:
-        """The SplitPlan that runs the ops `declined` ({op index in its block: reasons}) on the host."""
-        declined_keys = {("op", index) for index in declined}
-        partition = detect_subgraphs(_SubgraphView(self.graph, self.subgraph),
-                                     lambda op: op_key(op) not in declined_keys)
+    def _plan_declining(self, declined: Mapping[int, Sequence[str]], folded: frozenset = frozenset()) -> SplitPlan:
+        """The SplitPlan that runs the ops `declined` ({op index in its block: reasons}) on the host.
+
+        `folded`: the vars the concrete conversion of the whole subgraph folded into constants (shape arithmetic).
+        A part converted alone folds such a value only if it computes it itself, and a value handed from one part
+        to another (or from the host) is a run-time input there, which a device without its element type cannot
+        take and a resize or reshape needs constant. So where the split parts a folded value from an op reading it,
+        the op computing it and its readers outside its part run on the host too, until no folded value crosses:
+        before the support decision took such values as constants, that is where they ran."""
+        declined = {index: list(why) for index, why in declined.items()}
+        view = _SubgraphView(self.graph, self.subgraph)
+        while True:
+            declined_keys = {("op", index) for index in declined}
+            partition = detect_subgraphs(view, lambda op, keys=declined_keys: op_key(op) not in keys)
+            crossing = self._crossing_folds(partition, folded, set(declined))
+            if not crossing:
+                break
+            for index, why in crossing.items():
+                declined.setdefault(index, []).append(why)
         return SplitPlan(partition, {index: tuple(why) for index, why in declined.items()},
                          {child.index: ProgramPool(self.pool.resources, self.pool.device_order)
                           for child in partition.subgraphs})
+
+    def _crossing_folds(self, partition: PartitionResult, folded: frozenset, on_host: set) -> dict:
+        """{op index: why} for the ops a split must also run on the host because a folded value crosses between
+        its parts (_plan_declining): the writer of each such value and its readers in other parts."""
+        if not folded:
+            return {}
+        home = {op.index: subgraph.index for subgraph in partition.subgraphs for op in subgraph.ops}
+        writer = {name: op for op in self.subgraph.ops for name in op.output_names() if name in folded}
+        found = {}
+        for op in self.subgraph.ops:
+            for name in op.input_names():
+                source = writer.get(name)
+                if source is None or source.index in on_host or home.get(source.index) == home.get(op.index):
+                    continue
+                # A folded value leaving its part: its writer runs on the host, and so does a reader in another part
+                # (there it would be a run-time input where it needs a constant).
+                found.setdefault(source.index, f"computes {name}, which the split hands out of its part (a value "
+                                               "that follows from the input shapes, folded only where it is made)")
+                if op.index not in on_host:
+                    found[op.index] = f"reads {name}, which another part of the split computes"
+        return found
 
     # A split found once is remembered in the model cache dir (`<token>.split.json`, token: the program's that
     # failed), so a later start runs the split at once instead of compiling and failing again. The record only moves

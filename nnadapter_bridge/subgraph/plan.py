@@ -265,6 +265,28 @@ class _DeviceVerdicts:
         if found is None:
             found = self._ask(op, scratch)
             self._memo[self.support.signature(op)] = found  # the signature it was asked with (_ask may refine it)
+        folded_values = getattr(self.support, "folded_values", None)
+        if found and folded_values is not None and self.support.verdict(op).supported:
+            # Accepted once the values that depend only on the input sizes are constants (by op, not by signature:
+            # support_decisions.SupportDecider._folded_verdict): each device is asked so.
+            values = folded_values(op)
+            if values is not None:
+                found = self._ask_folded(op, values, found)
+        return found
+
+    def _ask_folded(self, op, values: dict, declined: dict) -> dict:
+        from nnadapter_bridge.subgraph.support_decisions import FOLDS_AWAY
+
+        key = (self.support.signature(op), tuple(sorted((name, repr(value)) for name, value in values.items())))
+        found = self._memo.get(key)
+        if found is None:
+            if values.get(FOLDS_AWAY):
+                found = {}  # converted into constants: no device runs anything of it
+            else:
+                model, refusal = self.support.folded_scratch(op, values)
+                found = declined if refusal is not None else self._declined_by(model)
+                found = {name: why for name, why in found.items() if name in declined}
+            self._memo[key] = found
         return found
 
     def _ask(self, op, scratch) -> dict:
@@ -277,8 +299,12 @@ class _DeviceVerdicts:
         names = self.context.device_names
         if refusal is not None:
             return {n: refusal.reason for n in names}
+        return self._declined_by(model)
+
+    def _declined_by(self, model) -> dict:
+        """device -> why it declines operations of `model`, for each device that does."""
         declined = {}
-        for k, name in enumerate(names):
+        for k, name in enumerate(self.context.device_names):
             try:
                 flags = self.context.validate(model, k)
             except BridgeError as exc:
@@ -507,6 +533,9 @@ def plan_partition(settings, graph, context) -> PartitionPlan:
         _ask_as_the_detector(support, result)
     else:
         result = detect_subgraphs(graph, support.is_supported, forced, settings.min_subgraph_size)
+        refute = getattr(support, "refute_crossing_folds", None)
+        while refute is not None and refute(result):  # folded values kept inside one subgraph each
+            result = detect_subgraphs(graph, support.is_supported, forced, settings.min_subgraph_size)
         if store is not None and not getattr(context, "validation_faults", 0):
             support.record_program()
             store.save()

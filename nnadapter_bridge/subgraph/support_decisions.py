@@ -18,7 +18,10 @@ import json
 import os
 import re
 import warnings
+from collections import ChainMap
 from typing import Any
+
+import numpy as np
 
 from nnadapter_bridge.errors import BridgeError, ConversionError
 from nnadapter_bridge.loader.dtypes import VarTypeCode
@@ -39,12 +42,14 @@ from nnadapter_bridge.nnadapter.types import OperandType
 from nnadapter_bridge.subgraph.cache_key import semantic_attrs
 from partition.detector import op_reads, op_writes, sub_block_indices
 
-SIGNATURE_FORMAT_VERSION = 5  # bump when signature(), signature_text(), the verdict file layout or the decision changes
+SIGNATURE_FORMAT_VERSION = 6  # bump when signature(), signature_text(), the verdict file layout or the decision changes
 # 2: the file also records each program's verdicts by op (VerdictStore.program_record)
 # 3: an unknown declared dim no longer declines an op the devices take once it is concrete (PROBE_DIM)
 # 4: an op declined with declared -1 dims is decided again with the dims the declarations fix (infer_block_dims)
 # 5: a tensor array is no tensor (it declines the op reading or writing it); a converter's refusal with declared -1
 #    dims that follow the model's input sizes is decided again with them concrete (PROBE_DIM)
+# 6: an op declined as declared is decided again with the values that depend only on the input sizes folded into
+#    constants (SupportDecider._folded_verdict); such verdicts are kept by op, in the program record
 # The size an unknown declared dim takes when the decision asks whether the devices would accept the op once its
 # dims are concrete: divisible by the strides and pooling bins models use (2, 3, 4, 6, 8, 16, 32), larger than
 # common kernels.
@@ -85,6 +90,7 @@ def signature_text(signature: tuple) -> str | None:
 
 
 _SUPPORTED = SupportVerdict(True)
+FOLDS_AWAY = "\0folds away"  # SupportDecider.folded_values: every var the op writes folds into a constant
 # A tensor array (a loop body's list of tensors) is no tensor: no NNAdapter operation takes one.
 _TENSOR_ARRAY = int(VarTypeCode.LOD_TENSOR_ARRAY)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -344,12 +350,15 @@ def _declared_shape(graph, name: str, block: int) -> tuple:
     return tuple(var.shape) if var.dtype is not None else ()
 
 
-def _walk_dims(graph, block: int, probe: int = 0) -> dict:
+def _walk_dims(graph, block: int, probe: int = 0, constants: dict | None = None) -> dict:
     """var name -> its dims as the converters infer them when the block's ops are converted in order from the
     declared types (infer_block_dims), UNKNOWN where they do not know; None for a var written with other ranks.
     `probe`: the size given to each unknown size of the model's inputs (0: they stay unknown). An op that cannot be
     converted (no converter, a sub-block, a tensor array) gives the vars it writes their declared types and the walk
-    goes on; a var written more than once keeps a size only where every write agrees."""
+    goes on; a var written more than once keeps a size only where every write agrees.
+    `constants`, when given, is filled with var name -> the value the conversion folded it into (an array), or None
+    for a var computed at run time: a var that is constant here depends only on the model's input sizes and the
+    parameters (a var written twice counts as computed)."""
     # Imported here, as below: the converters load only when an op is decided (a warm start decides nothing).
     from converters import get_converter
     from converters.context import ConversionContext
@@ -398,12 +407,20 @@ def _walk_dims(graph, block: int, probe: int = 0) -> dict:
             ctx.current_op = None
         if not converted:
             bind_declared(writes)
+            if constants is not None:
+                constants.update((name, None) for name in writes)
             continue
         for name in writes:
             if ctx.has(name) and name not in graph.params:
-                note(name, tuple(ctx.input(name).type.dims))
+                operand = ctx.input(name)
+                note(name, tuple(operand.type.dims))
+                if constants is not None:
+                    constants[name] = (np.asarray(operand.value) if operand.is_constant and name not in constants
+                                       else None)
             else:
                 bind_declared([name])
+                if constants is not None:
+                    constants[name] = None
     return seen
 
 
@@ -424,6 +441,13 @@ class SupportDecider:
         self._fixed_dims: dict | None = None  # infer_block_dims of the block, computed when first needed
         self._refined: set = set()  # (block, index) of the ops decided with those dims (_refined_verdict)
         self._probed_dims: dict | None = None  # _walk_dims of block 0 at PROBE_DIM (_follows_the_inputs)
+        self._probed_constants: dict = {}  # and the values that walk folded (_folded_verdict)
+        self._folding: set | None = None  # _taken_by_folding, computed when first needed
+        self._candidates: dict | None = None  # its candidates (op index -> (op, folded_values)), computed once
+        self._refuted: set = set()  # candidates a partition showed their folded values crossing (refute_crossing_folds)
+        self._writers: dict | None = None  # _flow
+        self._chains: dict = {}  # _folded_chain
+        self._readers: dict = {}
         # A start with this very program (same bytes, params types, devices, properties, versions) decided
         # before: its verdicts by op, without computing a signature (program_key, record_program).
         self.program_key = self._program_key() if store is not None and block == 0 else None
@@ -522,6 +546,8 @@ class SupportDecider:
         if not found.supported:
             found = self._refined_verdict(op, found)
         if not found.supported:
+            found = self._folded_verdict(op, found)
+        if not found.supported:
             self.reasons.setdefault(op.type, found.reason)
         if getattr(op, "block_idx", 0) == self.block:
             self._by_op[op.index] = found
@@ -566,6 +592,193 @@ class SupportDecider:
             self._refined.discard(key)
             return False
         return True
+
+    # -- values that fold into constants -------------------------------------------------------------------
+    def _probe_walk(self) -> dict:
+        """The block-0 walk with each unknown input size made PROBE_DIM (made once, when first needed): var name ->
+        dims. `_probed_constants` gets the values it folded whose size does not follow the input sizes (the same
+        in the walk at SECOND_PROBE_DIM, made only when the model has an unknown input size): the converters fold a
+        value only up to a bound on its size (nnadapter.lowering.EAGER_FOLD_MAX_ELEMENTS), so a grid the size of a
+        feature map (an anchor meshgrid) folds at small inputs and not at larger ones, while a shape, a resize's
+        size or a reshape's target folds at any."""
+        if self._probed_dims is None:
+            first: dict = {}
+            self._probed_dims = _walk_dims(self.graph, 0, PROBE_DIM, first)
+            if any(d < 0 for name in self.graph.inputs for d in _declared_shape(self.graph, name, 0)):
+                second: dict = {}
+                _walk_dims(self.graph, 0, SECOND_PROBE_DIM, second)
+                first = {name: value if value is not None and second.get(name) is not None
+                         and second[name].shape == value.shape else None for name, value in first.items()}
+            self._probed_constants = first
+        return self._probed_dims
+
+    def folded_values(self, op) -> dict | None:
+        """For a block-0 op that the probe walk shows reading or writing values that depend only on the model's input
+        sizes and the parameters (shape arithmetic: `shape`, the slices, casts, stacks and arithmetic on it, a
+        resize's size, a reshape's target): var name -> its value at the probe sizes, for every such var the op
+        reads, and the key `FOLDS_AWAY` when every var it writes is one. None when the op touches no such value
+        (or is a body's op: the walk is block 0's). Only asked of an op declined as declared (_folded_verdict)."""
+        if getattr(op, "block_idx", 0) != 0 or self.block != 0 or sub_block_indices(op):
+            return None
+        self._probe_walk()
+        constants = self._probed_constants
+        from converters.op_view import var_attr_names
+
+        reads = op.input_names() + [name for value in op.attrs.values() for name in var_attr_names(value)]
+        found = {name: constants[name] for name in dict.fromkeys(reads)
+                 if name != EMPTY_VAR_NAME and name not in self.graph.params and constants.get(name) is not None}
+        writes = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
+        if writes and all(constants.get(n) is not None for n in writes):
+            found[FOLDS_AWAY] = True
+        return found or None
+
+    def folded_scratch(self, op, values: dict) -> tuple:
+        """scratch_model of `op` with the `values` of folded_values as constants (what a program compiled for
+        concrete input shapes sees: the converters fold them) and its other inputs at the probe walk's sizes."""
+        constants = {name: value for name, value in values.items() if name != FOLDS_AWAY}
+        return self.scratch_model(op, unknown_as=PROBE_DIM, constants=constants, walked=self._probe_walk())
+
+    def _folded_verdict(self, op, declined: SupportVerdict) -> SupportVerdict:
+        """The verdict on `op`, declined as declared, once the values that depend only on the input sizes are
+        constants (folded_values; _taken_by_folding decides). Not kept by signature (two ops of one signature may
+        differ in what folds): by op, in the program record."""
+        if getattr(op, "block_idx", 0) != 0 or self.block != 0:
+            return declined
+        return _SUPPORTED if op.index in self._taken_by_folding() else declined
+
+    def _taken_by_folding(self) -> set:
+        """The block-0 ops declined as declared that the devices take once the values that depend only on the input
+        sizes are constants, as they are in a program compiled for concrete input shapes (the converters fold them):
+        an op whose every output is such a value is converted into constants and reaches no device; an op reading one
+        (a resize by a computed size, a reshape to a computed target) is asked again with it constant. Such a value
+        must stay inside the devices' subgraphs to be folded, so an op is taken only while the op writing each such
+        value it reads is on the devices, and, when its outputs fold away, while every op reading them is too (a
+        fetch, a loop or a branch is not): the largest set that holds, found by dropping ops until none breaks it.
+        Where a concrete model still contradicts it, the engine splits the subgraph around that operation. Computed
+        once per program, when a block-0 op is first declined."""
+        if self._folding is not None:
+            return self._folding
+        self._folding = set()  # while computing: the signature verdicts below never come back here
+        ops = [op for op in self.graph.blocks[0].ops if op.type not in ("feed", "fetch")]
+        base = {op.index: not sub_block_indices(op) and self._refined_verdict(op, self._signature_verdict(op)).supported
+                for op in ops}
+        if self._candidates is None:
+            self._candidates = {}  # op index -> (op, folded_values)
+            for op in ops:
+                if base[op.index] or sub_block_indices(op):
+                    continue
+                values = self.folded_values(op)
+                if values is not None and (values.get(FOLDS_AWAY) or self._accepted_with_values(op, values)):
+                    self._candidates[op.index] = (op, values)
+        candidates = {index: found for index, found in self._candidates.items() if index not in self._refuted}
+        if not candidates:
+            return self._folding
+        writer, readers = self._flow()
+        fetched = set(getattr(self.graph, "outputs", ()))
+        taken = set(candidates)
+
+        def on_devices(other) -> bool:
+            return other.index in taken or base.get(other.index, False) if other.type not in ("feed", "fetch") \
+                else False
+
+        def holds(op, values) -> bool:
+            if any(chain is None or not all(on_devices(w) for w in chain)
+                   for chain in (self._folded_chain(name) for name in values if name != FOLDS_AWAY)):
+                return False
+            if not values.get(FOLDS_AWAY):
+                return True
+            return all(name not in fetched and all(r is op or on_devices(r) for r in readers.get(name, ()))
+                       for name in dict.fromkeys(op.output_names()) if name != EMPTY_VAR_NAME)
+
+        dropped = True
+        while dropped:
+            dropped = False
+            for index in sorted(taken):
+                if not holds(*candidates[index]):
+                    taken.discard(index)
+                    dropped = True
+        self._folding = taken
+        return taken
+
+    def _flow(self) -> tuple:
+        """(var name -> the block-0 op writing it last, var name -> the block-0 ops reading it)."""
+        if self._writers is None:
+            self._writers, self._readers = {}, {}
+            for op in self.graph.blocks[0].ops:
+                for name in op_writes(self.graph, op):
+                    self._writers[name] = op
+                for name in op_reads(self.graph, op):
+                    self._readers.setdefault(name, []).append(op)
+        return self._writers, self._readers
+
+    def _folded_chain(self, name: str) -> list | None:
+        """The block-0 ops that compute the folded value `name`: its writer and, through the folded values each of
+        them reads, theirs (a value reaching back to a real tensor stops there: `shape` reads only its dims). All of
+        them must run in the subgraph reading it for the conversion to fold it; None when one is not known."""
+        chains = self._chains
+        if name in chains:
+            return chains[name]
+        writer, _ = self._flow()
+        constants = self._probed_constants
+        chains[name] = None  # a cycle (none in a block's data flow) stays unknown
+        op = writer.get(name)
+        if op is None:
+            return None
+        found = {op.index: op}
+        for read in op.input_names():
+            if read == EMPTY_VAR_NAME or read in self.graph.params or constants.get(read) is None:
+                continue
+            before = self._folded_chain(read)
+            if before is None:
+                return None
+            found.update((o.index, o) for o in before)
+        chains[name] = list(found.values())
+        return chains[name]
+
+    def refute_crossing_folds(self, result) -> bool:
+        """After block 0 is partitioned with the ops _taken_by_folding: the folded values must be made and read in one
+        subgraph, and the detector may still part them (a subgraph is never merged across a host op it feeds and
+        reads from, as Swin's shape chains around its host rolls are). Each op taken by folding that reads such a
+        value made in another subgraph (or on the host), or whose folded outputs are read outside its own, is no
+        longer taken. True when some op was: the caller partitions again (what follows from it, the fixpoint
+        drops). A program's subgraphs then never hand a folded value to each other."""
+        if not self._folding:
+            return False
+        home = {op.index: subgraph.index for subgraph in result.subgraphs for op in subgraph.ops}
+        writer, readers = self._flow()
+        refuted = set()
+        for index in self._folding:
+            op, values = self._candidates[index]
+            where = home.get(index)
+            chains = [self._folded_chain(name) for name in values if name != FOLDS_AWAY]
+            if where is None or any(chain is None or any(home.get(o.index) != where for o in chain)
+                                    for chain in chains):
+                refuted.add(index)
+            elif values.get(FOLDS_AWAY) and any(home.get(reader.index) != where
+                                                for name in op.output_names() if name != EMPTY_VAR_NAME
+                                                for reader in readers.get(name, ()) if reader is not op):
+                refuted.add(index)
+        if not refuted:
+            return False
+        self._refuted |= refuted
+        self._folding = None
+        return True
+
+    def _accepted_with_values(self, op, values: dict) -> bool:
+        """Whether the devices take `op` with the folded `values` it reads as constants. Not when an output of it
+        folds too but is no value the walk could keep (a var the host writes as well, a loop's carried value): it
+        would leave the subgraph as a copy of a constant, a device operation of its element type."""
+        from nnadapter_bridge.nnadapter.lowering import is_folded_output  # as the converters: only when deciding
+
+        model, refusal = self.folded_scratch(op, values)
+        if refusal is not None or any(is_folded_output(operation) for operation in model.operations):
+            return False
+        if not model.operations:
+            return True
+        try:
+            return all(self.context.get_supported_operations(model))
+        except BridgeError:
+            return False
 
     def is_supported(self, op) -> bool:
         return self.verdict(op).supported
@@ -622,8 +835,7 @@ class SupportDecider:
         once, when first needed) gives them a size. False for a loop or branch body's op (the walk is block 0's)."""
         if getattr(op, "block_idx", 0) != 0:
             return False
-        if self._probed_dims is None:
-            self._probed_dims = _walk_dims(self.graph, 0, PROBE_DIM)
+        self._probe_walk()
         for name in op.input_names():
             if name == EMPTY_VAR_NAME or name in self.graph.params:
                 continue
@@ -644,12 +856,14 @@ class SupportDecider:
                 return True
         return False
 
-    def scratch_model(self, op, *, counted: bool = False, unknown_as: int = 0) -> tuple:
+    def scratch_model(self, op, *, counted: bool = False, unknown_as: int = 0, constants: dict | None = None,
+                      walked: dict | None = None) -> tuple:
         """(the NNAdapter Model of `op` converted alone, None), or (None, the verdict saying why it cannot be
         converted): what the devices are asked about (module docstring). subgraph.plan asks each device
         separately with it to say which device takes an op and why the others decline. `counted`: a
         conversion of the support decision itself (self.conversions). `unknown_as`: a size given to every
-        dim the inputs declare unknown (-1), 0 to keep them unknown."""
+        dim the inputs declare unknown (-1), 0 to keep them unknown. `constants`: inputs given as constants of these
+        values (folded_scratch); `walked`: dims taken, where known, in place of the declared ones."""
         from converters import get_converter
         from converters.context import convert_subgraph
         from converters.op_view import var_attr_names
@@ -660,8 +874,9 @@ class SupportDecider:
         input_types = {}
         # The vars Variable-valued attributes name are inputs too (PIR range's end): the subgraph reads them.
         attr_vars = [name for value in op.attrs.values() for name in var_attr_names(value)]
+        constants = constants or {}
         for name in dict.fromkeys(op.input_names() + attr_vars):
-            if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types:
+            if name == EMPTY_VAR_NAME or name in self.graph.params or name in input_types or name in constants:
                 continue
             var = self._var(name, op)
             if var is None or var.dtype is None:
@@ -673,7 +888,11 @@ class SupportDecider:
                 precision = dtype_precision(var.dtype)
             except ValueError:
                 return None, SupportVerdict(False, f"input '{name}' has dtype {var.dtype}, which NNAdapter lacks")
-            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in self.dims(name, var, op))
+            dims = self.dims(name, var, op)
+            seen = walked.get(name) if walked is not None else None
+            if seen is not None and len(seen) == len(dims):
+                dims = tuple(d if d >= 0 or s <= 0 else s for d, s in zip(dims, seen))
+            dims = tuple((unknown_as or UNKNOWN) if d < 0 else int(d) for d in dims)
             input_types[name] = OperandType(precision=precision, dims=dims)
         outputs = [n for n in dict.fromkeys(op.output_names()) if n != EMPTY_VAR_NAME]
         for name in outputs:
@@ -683,7 +902,8 @@ class SupportDecider:
                                                    "makes: the host runs it")
         self.conversions += counted
         try:
-            result = convert_subgraph([op], self.graph.params, input_types, outputs, self.graph)
+            params = ChainMap(constants, self.graph.params) if constants else self.graph.params
+            result = convert_subgraph([op], params, input_types, outputs, self.graph)
         except ConversionError as exc:  # "not on a device", the reason kept; a malformed op (ModelFormatError) raises
             return None, SupportVerdict(False, f"conversion failed: {exc}")
         return result.model, None

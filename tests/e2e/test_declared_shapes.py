@@ -17,32 +17,11 @@ import pytest
 
 import nnadapter_bridge as nb
 from nnadapter_bridge.subgraph.engine import ShapeFallbackWarning
-from support.converter_harness import paddle_inference_run, paddle_pir_static, paddle_static
+from support.converter_harness import paddle_inference_run
+from support.converter_harness import save_declared as _save
 from support.tolerances import assert_model_close
 
 PADDLE_DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime"]
-
-
-def _save(tmp_path, build, declared: dict, *, pir: bool = True, seed: int = 7):
-    """Build `build(**inputs)` with feed vars declared {name: shape} (float32, -1 allowed), save it as a PIR
-    `.json` (or a legacy `.pdmodel`); (model path, params path or None)."""
-    guard = paddle_pir_static if pir else paddle_static
-    with guard() as paddle:
-        paddle.seed(seed)
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            inputs = {name: paddle.static.data(name, shape=list(shape), dtype="float32")
-                      for name, shape in declared.items()}
-            outs = build(**inputs)
-            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        prefix = os.path.join(str(tmp_path), "model")
-        with paddle.static.scope_guard(paddle.static.Scope()):
-            exe.run(startup)
-            paddle.static.save_inference_model(prefix, [inputs[n] for n in declared], outs, exe, program=main)
-    model = prefix + (".json" if pir else ".pdmodel")
-    params = prefix + ".pdiparams" if os.path.exists(prefix + ".pdiparams") else None
-    return model, params
 
 
 def _predictor(model, params, device="builtin_device", cache_dir=None, strict=False):

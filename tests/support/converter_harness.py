@@ -239,6 +239,28 @@ def pir_program(tmp_path, build: Callable, feeds: dict, *, seed: int = 7, run_pa
     return SavedProgram(json_path, params_path, dict(feeds), want)
 
 
+def save_declared(tmp_path, build: Callable, declared: dict, *, pir: bool = True, seed: int = 7) -> tuple:
+    """Build `build(**inputs)` with feed vars declared {name: shape} (float32, -1 allowed), save it as a PIR
+    `.json` (or a legacy `.pdmodel`); (model path, params path or None)."""
+    guard = paddle_pir_static if pir else paddle_static
+    with guard() as paddle:
+        paddle.seed(seed)
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            inputs = {name: paddle.static.data(name, shape=list(shape), dtype="float32")
+                      for name, shape in declared.items()}
+            outs = build(**inputs)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        prefix = os.path.join(str(tmp_path), "model")
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            exe.run(startup)
+            paddle.static.save_inference_model(prefix, [inputs[n] for n in declared], outs, exe, program=main)
+    model = prefix + (".json" if pir else ".pdmodel")
+    params = prefix + ".pdiparams" if os.path.exists(prefix + ".pdiparams") else None
+    return model, params
+
+
 def pir_op_names(model_path: str) -> list:
     """The `pd_op.*` names of a saved PIR program's top block, in order (what paddle wrote, for messages)."""
     import json
