@@ -277,7 +277,9 @@ class _DeviceVerdicts:
     def _ask_folded(self, op, values: dict, declined: dict) -> dict:
         from nnadapter_bridge.subgraph.support_decisions import FOLDS_AWAY
 
-        key = (self.support.signature(op), tuple(sorted((name, repr(value)) for name, value in values.items())))
+        key = (self.support.signature(op), tuple(sorted(
+            (name, value.dtype.str, value.shape, value.tobytes()) if hasattr(value, "tobytes") else (name, value)
+            for name, value in values.items())))
         found = self._memo.get(key)
         if found is None:
             if values.get(FOLDS_AWAY):

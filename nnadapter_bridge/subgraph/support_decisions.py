@@ -651,9 +651,10 @@ class SupportDecider:
         sizes are constants, as they are in a program compiled for concrete input shapes (the converters fold them):
         an op whose every output is such a value is converted into constants and reaches no device; an op reading one
         (a resize by a computed size, a reshape to a computed target) is asked again with it constant. Such a value
-        must stay inside the devices' subgraphs to be folded, so an op is taken only while the op writing each such
-        value it reads is on the devices, and, when its outputs fold away, while every op reading them is too (a
-        fetch, a loop or a branch is not): the largest set that holds, found by dropping ops until none breaks it.
+        must stay inside the devices' subgraphs to be folded, so an op is taken only while the ops computing each such
+        value it reads are on the devices (_folded_chain), and, when its outputs fold away, while every op reading them
+        is too (a fetch, a loop or a branch is not): the largest set that holds, found by dropping ops until none
+        breaks it.
         Where a concrete model still contradicts it, the engine splits the subgraph around that operation. Computed
         once per program, when a block-0 op is first declined."""
         if self._folding is not None:
