@@ -220,34 +220,23 @@ def pir_program(tmp_path, build: Callable, feeds: dict, *, seed: int = 7, run_pa
     `build(**inputs)` gets one `paddle.static.data` per feed (named, shaped and typed after it) and returns the
     output value(s); parameters it creates are initialized from `seed`.
     """
-    with paddle_pir_static() as paddle:
-        paddle.seed(seed)
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            inputs = {name: paddle.static.data(name, shape=list(np.shape(a)), dtype=str(np.asarray(a).dtype))
-                      for name, a in feeds.items()}
-            outs = build(**inputs)
-            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        prefix = os.path.join(str(tmp_path), "model")
-        with paddle.static.scope_guard(paddle.static.Scope()):
-            exe.run(startup)
-            paddle.static.save_inference_model(prefix, [inputs[n] for n in feeds], outs, exe, program=main)
-    json_path = prefix + ".json"
-    params_path = prefix + ".pdiparams" if os.path.exists(prefix + ".pdiparams") else None
+    shapes = {name: np.shape(a) for name, a in feeds.items()}
+    dtypes = {name: str(np.asarray(a).dtype) for name, a in feeds.items()}
+    json_path, params_path = save_declared(tmp_path, build, shapes, seed=seed, dtypes=dtypes)
     want = paddle_inference_run(json_path, params_path, feeds) if run_paddle else None
     return SavedProgram(json_path, params_path, dict(feeds), want)
 
 
-def save_declared(tmp_path, build: Callable, declared: dict, *, pir: bool = True, seed: int = 7) -> tuple:
-    """Build `build(**inputs)` with feed vars declared {name: shape} (float32, -1 allowed), save it as a PIR
-    `.json` (or a legacy `.pdmodel`); (model path, params path or None)."""
+def save_declared(tmp_path, build: Callable, declared: dict, *, pir: bool = True, seed: int = 7,
+                  dtypes: dict | None = None) -> tuple:
+    """Build `build(**inputs)` with feed vars declared {name: shape} (-1 allowed; float32 unless `dtypes` names
+    another), save it as a PIR `.json` (or a legacy `.pdmodel`); (model path, params path or None)."""
     guard = paddle_pir_static if pir else paddle_static
     with guard() as paddle:
         paddle.seed(seed)
         main, startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(main, startup):
-            inputs = {name: paddle.static.data(name, shape=list(shape), dtype="float32")
+            inputs = {name: paddle.static.data(name, shape=list(shape), dtype=(dtypes or {}).get(name, "float32"))
                       for name, shape in declared.items()}
             outs = build(**inputs)
             outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
