@@ -3,8 +3,10 @@
 Owns `SupportDecider` (an op's verdict from its converter and the devices' answer about the operations it emits,
 once per op signature; the program's verdicts by op), `VerdictStore` (the verdicts persisted as
 `<cache_dir>/support-<key>.json`), `FingerprintMemo`, `declined_reasons` (each device's reason for declining the
-operations of a concrete model, which the engine splits on) and `infer_block_dims`. Entry points: `SupportDecider`,
-`VerdictStore`, `declined_reasons`.
+operations of a concrete model, which the engine splits on) and `infer_block_dims`. An op declined as declared is
+decided again with the dims the declarations fix, then with its unknown dims concrete (PROBE_DIM), then with the
+values that follow from the input sizes alone as the constants a compiled program makes of them
+(`SupportDecider._taken_by_folding`). Entry points: `SupportDecider`, `VerdictStore`, `declined_reasons`.
 
 Imports the ground, partition and the cache key; the converters only when an op must actually be
 decided (a warm start reads its verdicts and must not load them: tests/e2e/test_startup_memory.py); never the
