@@ -445,6 +445,7 @@ class SupportDecider:
         self._probed_dims: dict | None = None  # _walk_dims of block 0 at PROBE_DIM (_follows_the_inputs)
         self._probed_constants: dict = {}  # and the values that walk folded (_folded_verdict)
         self._folding: set | None = None  # _taken_by_folding, computed when first needed
+        self._untaken: dict = {}  # its candidates left out, op index -> why (said in their verdicts)
         self._candidates: dict | None = None  # its candidates (op index -> (op, folded_values)), computed once
         self._refuted: set = set()  # candidates a partition showed their folded values crossing (refute_crossing_folds)
         self._writers: dict | None = None  # _flow
@@ -646,7 +647,15 @@ class SupportDecider:
         differ in what folds): by op, in the program record."""
         if getattr(op, "block_idx", 0) != 0 or self.block != 0:
             return declined
-        return _SUPPORTED if op.index in self._taken_by_folding() else declined
+        if op.index in self._taken_by_folding():
+            return _SUPPORTED
+        why = self._untaken.get(op.index)
+        if why is None:
+            return declined
+        # Its value would fold, but not where it would run: said, so the partition does not read as the device's
+        # plain lack of an operation.
+        return SupportVerdict(False, f"{declined.reason}; its value follows from the input sizes and would fold into "
+                                     f"a constant in a compiled subgraph, but {why}", declined.persistent)
 
     def _taken_by_folding(self) -> set:
         """The block-0 ops declined as declared that the devices take once the values that depend only on the input
@@ -684,21 +693,35 @@ class SupportDecider:
             return other.index in taken or base.get(other.index, False) if other.type not in ("feed", "fetch") \
                 else False
 
-        def holds(op, values) -> bool:
-            if any(chain is None or not all(on_devices(w) for w in chain)
-                   for chain in (self._folded_chain(name) for name in values if name != FOLDS_AWAY)):
-                return False
-            if not values.get(FOLDS_AWAY):
-                return True
-            return all(name not in fetched and all(r is op or on_devices(r) for r in readers.get(name, ()))
-                       for name in dict.fromkeys(op.output_names()) if name != EMPTY_VAR_NAME)
+        def breaks(op, values) -> str:
+            """Why `op` cannot be taken while `taken` holds ("" when it can)."""
+            for name in values:
+                if name == FOLDS_AWAY:
+                    continue
+                chain = self._folded_chain(name)
+                off = [w for w in chain if not on_devices(w)] if chain is not None else None
+                if off is None or off:
+                    where = f" ({off[0].label()})" if off else ""
+                    return f"{name} is computed off the devices{where}"
+            if values.get(FOLDS_AWAY):
+                for name in dict.fromkeys(op.output_names()):
+                    if name == EMPTY_VAR_NAME:
+                        continue
+                    if name in fetched:
+                        return f"{name} is fetched"
+                    off = [r for r in readers.get(name, ()) if r is not op and not on_devices(r)]
+                    if off:
+                        return f"{off[0].label()} reads it off the devices"
+            return ""
 
         dropped = True
         while dropped:
             dropped = False
             for index in sorted(taken):
-                if not holds(*candidates[index]):
+                why = breaks(*candidates[index])
+                if why:
                     taken.discard(index)
+                    self._untaken[index] = why
                     dropped = True
         self._folding = taken
         return taken
@@ -763,6 +786,8 @@ class SupportDecider:
                 refuted.add(index)
         if not refuted:
             return False
+        for index in refuted:
+            self._untaken[index] = "the partition parts it from the ops computing or reading its value"
         self._refuted |= refuted
         self._folding = None
         return True

@@ -124,6 +124,9 @@ def test_a_fetched_size_keeps_its_chain_where_the_host_can_read_it(saved, device
         # The size leaves the model as int64, which google_xnnpack cannot copy out: the chain stays on the host
         # (and the resize reading it, which google_xnnpack takes only with a constant size).
         assert "shape" in host and host <= SHAPE_OPS | {"nearest_interp_v2"}, host
+        # The reason says it would fold and why it is not taken, not only that google_xnnpack lacks SHAPE.
+        why = predictor.unsupported_reasons()["shape"]
+        assert "would fold into a constant" in why and "off the devices" in why, why
     else:
         assert host == set(), host
     _assert_paddle(_run_checked(predictor, IMAGE), want)
