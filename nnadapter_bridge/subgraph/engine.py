@@ -898,13 +898,13 @@ class SubgraphEngine:
         its parts (_plan_declining): the writer of each such value and its readers in other parts."""
         if not folded:
             return {}
-        home = {op.index: subgraph.index for subgraph in partition.subgraphs for op in subgraph.ops}
+        home = partition.subgraph_index_of
         writer = {name: op for op in self.subgraph.ops for name in op.output_names() if name in folded}
         found = {}
         for op in self.subgraph.ops:
             for name in op.input_names():
                 source = writer.get(name)
-                if source is None or source.index in on_host or home.get(source.index) == home.get(op.index):
+                if source is None or source.index in on_host or home(source) == home(op):
                     continue
                 # A folded value leaving its part: its writer runs on the host, and so does a reader in another part
                 # (there it would be a run-time input where it needs a constant).

@@ -302,7 +302,7 @@ def declined_reasons(context, model) -> list:
     return answer
 
 
-def infer_block_dims(graph, block: int = 0) -> dict:
+def infer_block_dims(graph, block: int = 0, walk=None) -> dict:
     """var name -> the dims the declarations fix, for the vars of `block` declared with a -1 where a size follows
     from declared ones (module docstring); a var whose dims nothing refines is absent.
 
@@ -316,11 +316,16 @@ def infer_block_dims(graph, block: int = 0) -> dict:
     twice more, with each unknown size of the model's inputs made PROBE_DIM, then SECOND_PROBE_DIM: a size that
     comes out the same both times does not follow the unknown ones, and is taken as fixed by the declarations. It
     only decides support (programs are compiled for the shapes fed); a size that merely happens to agree (a min()
-    of the batch and a constant above both probes) is the PROBE_DIM kind of optimism the engine corrects."""
-    exact = _walk_dims(graph, block)
+    of the batch and a constant above both probes) is the PROBE_DIM kind of optimism the engine corrects.
+
+    `walk(probe)`: the block's `_walk_dims` at that probe, when the caller keeps them (SupportDecider._walk)."""
+    if walk is None:
+        def walk(probe):
+            return _walk_dims(graph, block, probe)
+    exact = walk(0)
     probes = []
     if block == 0 and any(d < 0 for name in graph.inputs for d in _declared_shape(graph, name, block)):
-        probes = [_walk_dims(graph, block, probe) for probe in (PROBE_DIM, SECOND_PROBE_DIM)]
+        probes = [walk(probe) for probe in (PROBE_DIM, SECOND_PROBE_DIM)]
     refined = {}
     for name, dims in exact.items():
         try:
@@ -444,6 +449,7 @@ class SupportDecider:
         self._refined: set = set()  # (block, index) of the ops decided with those dims (_refined_verdict)
         self._probed_dims: dict | None = None  # _walk_dims of block 0 at PROBE_DIM (_follows_the_inputs)
         self._probed_constants: dict = {}  # and the values that walk folded (_folded_verdict)
+        self._walks: dict = {}  # (block, probe) -> _walk_dims' (dims, folded values), made once (_walk)
         self._folding: set | None = None  # _taken_by_folding, computed when first needed
         self._untaken: dict = {}  # its candidates left out, op index -> why (said in their verdicts)
         self._candidates: dict | None = None  # its candidates (op index -> (op, folded_values)), computed once
@@ -507,7 +513,8 @@ class SupportDecider:
         if op is None or (getattr(op, "block_idx", 0), op.index) not in self._refined:
             return tuple(var.shape)
         if self._fixed_dims is None:
-            self._fixed_dims = infer_block_dims(self.graph, self.block)
+            self._fixed_dims = infer_block_dims(self.graph, self.block,
+                                                walk=lambda probe: self._walk(self.block, probe)[0])
         return self._fixed_dims.get(name, tuple(var.shape))
 
     def _input_signature(self, op) -> tuple:
@@ -605,15 +612,22 @@ class SupportDecider:
         feature map (an anchor meshgrid) folds at small inputs and not at larger ones, while a shape, a resize's
         size or a reshape's target folds at any."""
         if self._probed_dims is None:
-            first: dict = {}
-            self._probed_dims = _walk_dims(self.graph, 0, PROBE_DIM, first)
+            self._probed_dims, first = self._walk(0, PROBE_DIM)
             if any(d < 0 for name in self.graph.inputs for d in _declared_shape(self.graph, name, 0)):
-                second: dict = {}
-                _walk_dims(self.graph, 0, SECOND_PROBE_DIM, second)
+                second = self._walk(0, SECOND_PROBE_DIM)[1]
                 first = {name: value if value is not None and second.get(name) is not None
                          and second[name].shape == value.shape else None for name, value in first.items()}
             self._probed_constants = first
         return self._probed_dims
+
+    def _walk(self, block: int, probe: int) -> tuple:
+        """(dims, folded values) of `_walk_dims` over `block` at `probe`, made once per decider: infer_block_dims and
+        the probe walk above ask for the same walks."""
+        found = self._walks.get((block, probe))
+        if found is None:
+            constants: dict = {}
+            found = self._walks[(block, probe)] = (_walk_dims(self.graph, block, probe, constants), constants)
+        return found
 
     def folded_values(self, op) -> dict | None:
         """For a block-0 op that the probe walk shows reading or writing values that depend only on the model's input
@@ -770,17 +784,16 @@ class SupportDecider:
         drops). A program's subgraphs then never hand a folded value to each other."""
         if not self._folding:
             return False
-        home = {op.index: subgraph.index for subgraph in result.subgraphs for op in subgraph.ops}
-        writer, readers = self._flow()
+        home = result.subgraph_index_of
+        _, readers = self._flow()
         refuted = set()
         for index in self._folding:
             op, values = self._candidates[index]
-            where = home.get(index)
+            where = home(op)
             chains = [self._folded_chain(name) for name in values if name != FOLDS_AWAY]
-            if where is None or any(chain is None or any(home.get(o.index) != where for o in chain)
-                                    for chain in chains):
+            if where is None or any(chain is None or any(home(o) != where for o in chain) for chain in chains):
                 refuted.add(index)
-            elif values.get(FOLDS_AWAY) and any(home.get(reader.index) != where
+            elif values.get(FOLDS_AWAY) and any(home(reader) != where
                                                 for name in op.output_names() if name != EMPTY_VAR_NAME
                                                 for reader in readers.get(name, ()) if reader is not op):
                 refuted.add(index)
