@@ -17,10 +17,11 @@ import onnxruntime as ort
 
 from hal.common import LOWERED_TYPES, Unsupported, lower, operation_alone
 from hal.fusion import scalar_affine_as_depthwise_conv
+from hal.microsoft_onnxruntime.attention import emit_attention, find_attention_chains
 from hal.microsoft_onnxruntime.graph import FAULT_PREFIX, convert_model, operation_unsupported_reason
 from hal.microsoft_onnxruntime.nan_speculation import METADATA_KEY, NAN_PROBE_OUTPUT, exact_model_bytes, probe_saw_nan
 from hal.microsoft_onnxruntime.operations import OPERATIONS
-from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, emit_conv_chain, marked_for_qdq
+from hal.microsoft_onnxruntime.qdq import emit_conv_chain, marked_for_qdq
 from hal.protocol import Argument, Cache, ContextCallback, Driver, operation_fault, parse_fault_output_name
 from hal.quantized_chains import find_conv_chains
 from nnadapter_bridge.errors import InvalidDimensionsError, NNAdapterError
@@ -69,6 +70,13 @@ def _qdq_chains(model: Model) -> list:
     return [(chain.conv, chain.operations(),
              lambda g, chain=chain: emit_conv_chain(g, chain, conv_attributes(g, chain.conv)))
             for chain in find_conv_chains(model)]
+
+
+def _attention_chains(model: Model) -> list:
+    """The self-attentions of `model` as convert_model's fused_chains, each emitted at its last operation as
+    onnxruntime's Attention kernel (attention.py)."""
+    return [(chain.last, chain.operations, lambda g, chain=chain: emit_attention(g, chain))
+            for chain in find_attention_chains(model)]
 
 
 def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAdapterError:
@@ -170,8 +178,11 @@ class OnnxRuntimeProgram:
     fault_names: list = dataclasses.field(default_factory=list)
     fault_messages: list = dataclasses.field(default_factory=list)
 
+    run_names: list = dataclasses.field(default_factory=list)  # what a run fetches: the outputs, then the faults
+
     def __post_init__(self):
         self.output_dtypes = [t.dtype for t in self.output_types]
+        self.run_names = [*self.output_names, *self.fault_names]
 
 
 def _input_slot(name: str, t: OperandType, consumed: bool) -> InputSlot:
@@ -279,7 +290,7 @@ class OnnxRuntimeDriver(Driver):
             try:
                 lowered = scalar_affine_as_depthwise_conv(lower(model, OPERATIONS))
                 model_bytes = convert_model(lowered, OPERATIONS, relu_nan_to_zero=context.relu_nan_to_zero,
-                                            fused_chains=_qdq_chains(lowered), marked_producer=QDQ_PRODUCER,
+                                            fused_chains=_qdq_chains(lowered) + _attention_chains(lowered),
                                             keep_nan_where_visible=True).SerializeToString()
             except Unsupported as exc:
                 raise _fail(f"cannot express the model in ONNX: {exc}", ResultCode.FEATURE_NOT_SUPPORTED) from None
@@ -404,8 +415,7 @@ class OnnxRuntimeDriver(Driver):
         dtype, as execute_program's copy does)."""
         if len(arrays) != len(program.inputs):
             raise _fail(f"the program has {len(program.inputs)} inputs, {len(arrays)} were given")
-        results = self._run_session(program, [a if a.flags.c_contiguous else np.asarray(a, order="C")
-                                              for a in arrays])
+        results = self._run_session(program, arrays)
         for k, (result, dtype) in enumerate(zip(results, program.output_dtypes)):
             if result.dtype != dtype or not result.flags.c_contiguous:
                 results[k] = np.array(result, dtype=dtype, order="C")
@@ -426,9 +436,9 @@ class OnnxRuntimeDriver(Driver):
                 raise _fail(f"input {index} has dtype {array.dtype}, expected {slot.dtype} "
                             f"({slot.type.precision.name})")
             if slot.consumed:
-                feeds[slot.name] = array
+                feeds[slot.name] = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         exact = program.exact
-        names = [*program.output_names, *program.fault_names]
+        names = program.run_names
         if exact is None:
             results = self._session_run(session, names, feeds)
         elif exact.exact_only:

@@ -109,6 +109,8 @@ class GraphBuilder:
         # (driver_protocol.fault_output_name), and a true one a device fault naming that operation, so the runtime
         # runs it elsewhere.
         self.faults: list = []
+        self.producer_name = "nnadapter-bridge"  # the model's producer name; a fused chain may mark it (qdq.py)
+        self.attention_biases: dict[int, str] = {}  # mask operand index -> the bias Attention takes (attention.py)
 
     # -- names and constants --------------------------------------------------------------------
     def fresh(self, hint: str = "t") -> str:
@@ -389,9 +391,18 @@ def swish_gates(model: Model) -> set:
     return gates
 
 
+def _convert_one(g: GraphBuilder, op: Operation, operations: OperationTable) -> None:
+    implementation = operations.get(op.type)
+    if implementation is None:
+        raise Unsupported(f"{op.label()}: no ONNX mapping")
+    try:
+        g.convert(op, implementation)
+    except Unsupported as exc:
+        raise Unsupported(f"{op.label()}: {exc}") from None
+
+
 def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bool = True,
-                  fused_chains: Sequence = (), marked_producer: str = "",
-                  keep_nan_where_visible: bool = False) -> onnx.ModelProto:
+                  fused_chains: Sequence = (), keep_nan_where_visible: bool = False) -> onnx.ModelProto:
     """The whole model as ONNX; raises Unsupported naming the first operation that cannot convert.
 
     `keep_nan_where_visible`: the relus after which a NaN would reach a float output are plain Relus (named
@@ -399,14 +410,17 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     model with an exact fallback (nan_speculation.py).
 
     `fused_chains`: (head operation, the chain's operations, emit(g) -> bool) for chains emitted as one
-    pattern at their head (qdq.py); when emit returns False the chain's operations convert one by one. A model
-    with an emitted chain gets `marked_producer` as its producer name."""
+    pattern at their head (qdq.py: the conv that starts it; attention.py: the reshape that ends it). Operations of
+    a chain met before its head wait for it; when emit returns False they and the rest convert one by one. An
+    emitter may set the model's producer name (g.producer_name: qdq.py marks the models that hold its pattern)."""
     fused_ops = [o for _, ops, _ in fused_chains for o in ops]
     kept = nan_kept_relus(model, fused_ops) if relu_nan_to_zero and keep_nan_where_visible else set()
     g = GraphBuilder(relu_nan_to_zero, kept)
     heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
+    head_of = {id(o): id(head) for head, ops, _ in fused_chains for o in ops if o is not head}
+    waiting: dict[int, list] = {}  # head -> its chain's operations met before it, in order
+    reached: set = set()
     skipped: set = set()
-    emitted = 0
     g.producers = model.producers()
     g.swish_gates = swish_gates(model)
     g.raw_read = {o.index for o in model.output_operands}
@@ -419,18 +433,21 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
         if id(op) in skipped:
             continue
         if id(op) in heads:
+            reached.add(id(op))
             ops, emit = heads[id(op)]
+            earlier_ops = waiting.pop(id(op), [])
             if emit(g):
                 skipped.update(id(o) for o in ops)
-                emitted += 1
                 continue
-        implementation = operations.get(op.type)
-        if implementation is None:
-            raise Unsupported(f"{op.label()}: no ONNX mapping")
-        try:
-            g.convert(op, implementation)
-        except Unsupported as exc:
-            raise Unsupported(f"{op.label()}: {exc}") from None
+            for earlier in earlier_ops:  # the chain converts op by op after all
+                _convert_one(g, earlier, operations)
+        elif id(op) in head_of and head_of[id(op)] not in reached:
+            waiting.setdefault(head_of[id(op)], []).append(op)
+            continue
+        _convert_one(g, op, operations)
+    for ops in waiting.values():  # pragma: no cover - every head is an operation of the model
+        for op in ops:
+            _convert_one(g, op, operations)
     inputs = []
     for k, operand in enumerate(model.input_operands):
         inputs.append(_value_info(g.operand_name(operand), operand.type, f"input{k}"))
@@ -462,7 +479,7 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     graph = helper.make_graph(g.nodes, "nnadapter_model", inputs, outputs, initializer=g.initializers)
     proto = helper.make_model(
         graph,
-        producer_name=marked_producer if emitted and marked_producer else "nnadapter-bridge",
+        producer_name=g.producer_name,
         opset_imports=[helper.make_operatorsetid("", OPSET)],
     )
     proto.ir_version = IR_VERSION

@@ -23,11 +23,12 @@ def marked_for_qdq(model_bytes) -> bool:
 
 
 def emit_conv_chain(g, chain: ConvChain, conv_attributes: dict) -> bool:
-    """Append the QDQ nodes of `chain`, writing its QUANTIZE output; False (nothing appended) when the folded
-    constants do not fit (then the chain converts op by op)."""
+    """Append the QDQ nodes of `chain`, writing its QUANTIZE output, and mark the model with QDQ_PRODUCER; False
+    (nothing appended) when the folded constants do not fit (then the chain converts op by op)."""
     folded = fold_chain(chain)
     if folded is None:
         return False
+    g.producer_name = QDQ_PRODUCER
     weights, scales, bias, bias_scales = folded.weights, folded.scales, folded.bias, folded.bias_scales
     channels = len(scales)
     x = g.x(chain.conv, 0)  # DequantizeLinear of the int8 input: the pattern's first DQ

@@ -18,7 +18,8 @@ if any, is the driver's thread count, which Config.set_threads fills); `unavaila
 the driver's SDK is missing (`nnadapter-bridge devices` shows it); `clone_program(program)`, a program sharing the
 compiled parts of `program` with its own execution state, so that predictor clones run it from several threads at
 once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the caller owns (shared with nothing the
-driver keeps or writes later: the predictor hands them to the user as `Tensor.numpy()` without a copy), for
+driver keeps or writes later, nor with `arrays`: the predictor hands them to the user as `Tensor.numpy()` without a
+copy or a look at the inputs), for
 `arrays` in model input order (the runtime calls it instead of `execute_program` for a compilation of one program
 wired to the model's own inputs and outputs: the per-run Python path of small models; it must check and refuse
 exactly what `execute_program` does); `unsupported_reasons(context, model)`, per operation the reason the driver

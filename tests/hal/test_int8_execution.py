@@ -103,7 +103,8 @@ def test_onnxruntime_runs_the_convolutions_and_the_matrix_product_in_int8(quant_
         return collections.Counter(node.op_type for node in onnx.load(path).graph.node)
 
     try:
-        chained = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model), marked_producer=QDQ_PRODUCER)
+        chained = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model))
+        assert chained.producer_name == QDQ_PRODUCER  # the emitted chains mark the model (qdq.emit_conv_chain)
         types = optimized(chained.SerializeToString(), "chained.onnx")
         assert types["MatMulInteger"] == 1 and types["MatMul"] + types["Gemm"] + types["FusedMatMul"] == 0, dict(types)
         assert types["QLinearConv"] == 26 and types["Conv"] + types["FusedConv"] == 1, dict(types)
@@ -163,7 +164,7 @@ def test_without_exact_int8_kernels_onnxruntime_computes_the_products_in_float(q
     from hal.microsoft_onnxruntime.driver import _qdq_chains
     from hal.microsoft_onnxruntime.graph import convert_model
     from hal.microsoft_onnxruntime.operations import OPERATIONS
-    from hal.microsoft_onnxruntime.qdq import QDQ_PRODUCER, marked_for_qdq
+    from hal.microsoft_onnxruntime.qdq import marked_for_qdq
 
     monkeypatch.setenv("NNADAPTER_BRIDGE_INT8_KERNELS", "0")
     model = _converted(quant_model, CASES[0])
@@ -171,8 +172,7 @@ def test_without_exact_int8_kernels_onnxruntime_computes_the_products_in_float(q
     device = DRIVER.open_device()
     context = DRIVER.create_context(device, "MICROSOFT_ONNXRUNTIME_NUM_THREADS=1")
     try:
-        model_bytes = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model),
-                                    marked_producer=QDQ_PRODUCER).SerializeToString()
+        model_bytes = convert_model(model, OPERATIONS, fused_chains=_qdq_chains(model)).SerializeToString()
         options = context.session_options(qdq=marked_for_qdq(model_bytes))
         options.optimized_model_filepath = str(tmp_path / "float.onnx")
         ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
