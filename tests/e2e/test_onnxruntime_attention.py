@@ -27,8 +27,6 @@ def _ids(batch, length, seed, padded=3):
 
 def _padding_mask(ids):
     """paddlenlp's: -1e4 on the padded keys, [batch, 1, 1, keys]."""
-    import paddle
-
     return ((ids == 0).astype("float32") * -1e4).unsqueeze([1, 2])
 
 
