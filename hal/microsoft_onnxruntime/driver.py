@@ -83,6 +83,13 @@ def _fail(message: str, code: ResultCode = ResultCode.INVALID_PARAMETER) -> NNAd
     return NNAdapterError(f"microsoft_onnxruntime: {message}", code)
 
 
+def _run_failure(exc: Exception) -> NNAdapterError:
+    """A session run's exception as ours: onnxruntime's InvalidArgument is about the input values (gather indices
+    out of range, say), the caller's error; anything else the device's."""
+    code = ResultCode.INVALID_PARAMETER if isinstance(exc, _InvalidArgument) else ResultCode.DEVICE_INTERNAL_ERROR
+    return _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", code)
+
+
 def parse_providers(names: Sequence[str], available: Sequence[str]) -> list:
     """Full provider names for `names`; raises naming the available ones when one is missing."""
     chosen = []
@@ -409,6 +416,40 @@ class OnnxRuntimeDriver(Driver):
             np.copyto(buffer, result, casting="same_kind")
         return None
 
+    def prepare_run(self, program: OnnxRuntimeProgram):
+        """driver_protocol's prepare_run: run_arrays with the session's own run, the fetch list and the inputs'
+        fixed shapes looked up once. For a program whose every input has a fixed shape and that has no exact
+        fallback or fault outputs (a transformer encoder, most small models); None otherwise. An input that is not
+        exactly as the program was built (shape, dtype, layout) goes through run_arrays, which says what is
+        wrong or copies it."""
+        raw = getattr(program.session, "_sess", None)
+        if raw is None or program.exact is not None or program.fault_names \
+                or any(slot.fixed_shape is None for slot in program.inputs):
+            return None
+        slots = [(slot.name, slot.fixed_shape, slot.dtype, slot.consumed) for slot in program.inputs]
+        names, dtypes, count = program.run_names, program.output_dtypes, len(program.inputs)
+        run_arrays = self.run_arrays
+
+        def run(arrays: Sequence[np.ndarray]) -> list:
+            if program.session is None or len(arrays) != count:
+                return run_arrays(program, arrays)  # its error
+            feeds = {}
+            for (name, shape, dtype, consumed), array in zip(slots, arrays):
+                if array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
+                    return run_arrays(program, arrays)
+                if consumed:
+                    feeds[name] = array
+            try:
+                results = raw.run(names, feeds, None)
+            except Exception as exc:
+                raise _run_failure(exc) from exc
+            for k, (result, dtype) in enumerate(zip(results, dtypes)):
+                if result.dtype != dtype:  # (onnxruntime's arrays are C-contiguous)
+                    results[k] = np.array(result, dtype=dtype, order="C")
+            return results
+
+        return run
+
     def run_arrays(self, program: OnnxRuntimeProgram, arrays: Sequence[np.ndarray]) -> list:
         """driver_protocol's run_arrays: execute_program's checks and run, without the access callbacks;
         the session's result arrays are fresh, so they are handed over (cast where the model says another
@@ -472,10 +513,8 @@ class OnnxRuntimeDriver(Driver):
         raw = getattr(session, "_sess", None)
         try:
             return raw.run(output_names, feeds, None) if raw is not None else session.run(output_names, feeds)
-        except _InvalidArgument as exc:  # the input values (e.g. indices out of range): the caller's error
-            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.INVALID_PARAMETER) from exc
         except Exception as exc:
-            raise _fail(f"onnxruntime failed: {type(exc).__name__}: {exc}", ResultCode.DEVICE_INTERNAL_ERROR) from exc
+            raise _run_failure(exc) from exc
 
     @staticmethod
     def _fits(shape: tuple, dims: tuple) -> bool:

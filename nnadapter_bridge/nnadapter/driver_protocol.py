@@ -12,29 +12,30 @@ raises it for the driver. INVALID_DIMENSIONS from `execute_program` means "recom
 Drivers are found by name through the entry-point group `nnadapter_bridge.devices`; the entry point's
 name must equal the driver's `name`.
 
-Optional parts (the runtime looks them up with getattr): `property_keys`, the context-property keys the driver
-reads (a key no device declares gets a warning naming the nearest known one; the one key ending in `_NUM_THREADS`,
-if any, is the driver's thread count, which Config.set_threads fills); `unavailable_reason()`, what to install when
-the driver's SDK is missing (`nnadapter-bridge devices` shows it); `clone_program(program)`, a program sharing the
-compiled parts of `program` with its own execution state, so that predictor clones run it from several threads at
-once; `run_arrays(program, arrays)`, the outputs of one run as new arrays the caller owns (shared with nothing the
-driver keeps or writes later, nor with `arrays`: the predictor hands them to the user as `Tensor.numpy()` without a
-copy or a look at the inputs), for
-`arrays` in model input order (the runtime calls it instead of `execute_program` for a compilation of one program
-wired to the model's own inputs and outputs: the per-run Python path of small models; it must check and refuse
-exactly what `execute_program` does); `unsupported_reasons(context, model)`, per operation the reason the driver
-declines it ("" when it runs it, so it agrees with `validate_program`), which the support decisions and the engine
-show the user; `sdk_version()`, the version of the SDK the driver runs (keys the calibration, with the CPU model
-and thread count); `capabilities()`, NNAPI's getCapabilities: a `Capabilities` of performance figures relative to
-the CPU reference, or None to have them measured by the calibration (nnadapter_bridge.subgraph.calibration; a
-driver reporting nothing is taken as the CPU); `preference_properties(preference, relax_float32)`, the context
+Optional parts (the runtime looks them up with getattr): `property_keys`, the context-property keys the driver reads (a
+key no device declares gets a warning naming the nearest known one; the one key ending in `_NUM_THREADS`, if any, is the
+driver's thread count, which Config.set_threads fills); `unavailable_reason()`, what to install when the driver's SDK is
+missing (`nnadapter-bridge devices` shows it); `clone_program(program)`, a program sharing the compiled parts of
+`program` with its own execution state, so that predictor clones run it from several threads at once;
+`run_arrays(program, arrays)`, the outputs of one run as new arrays the caller owns (shared with nothing the driver
+keeps or writes later, nor with `arrays`: the predictor hands them to the user as `Tensor.numpy()` without a copy or a
+look at the inputs), for `arrays` in model input order (the runtime calls it instead of `execute_program` for a
+compilation of one program wired to the model's own inputs and outputs: the per-run Python path of small models; it must
+check and refuse exactly what `execute_program` does); `prepare_run(program)`, a callable(arrays) -> outputs that runs
+`program` as `run_arrays(program, arrays)` does (the same checks, errors and fresh outputs) with what it can work out
+once worked out already, or None: the runtime asks for it after a program's first runs and calls it for every later run
+on arrays (it must refuse a destroyed program as run_arrays does); `unsupported_reasons(context, model)`, per operation
+the reason the driver declines it ("" when it runs it, so it agrees with `validate_program`), which the support
+decisions and the engine show the user; `sdk_version()`, the version of the SDK the driver runs (keys the calibration,
+with the CPU model and thread count); `capabilities()`, NNAPI's getCapabilities: a `Capabilities` of performance figures
+relative to the CPU reference, or None to have them measured by the calibration (nnadapter_bridge.subgraph.calibration;
+a driver reporting nothing is taken as the CPU); `preference_properties(preference, relax_float32)`, the context
 properties that express NNAPI's execution preference (EXECUTION_PREFERENCES) and, with `relax_float32`, NNAPI's
 relaxComputationFloat32toFloat16 on this device ({} for what it has no setting for;
-Config.set_nnadapter_execution_preference and set_nnadapter_relax_float32_to_float16 add them to the context
-properties the user did not set); `cache_environment()`, what of the machine shapes the driver's programs (a short
-text the cache token includes, "" for nothing: the SDK drivers say whether they take the SDKs' int8 kernels, which
-depends on the CPU). Which errors are the device's fault and which the caller's:
-`runtime.is_device_fault`.
+Config.set_nnadapter_execution_preference and set_nnadapter_relax_float32_to_float16 add them to the context properties
+the user did not set); `cache_environment()`, what of the machine shapes the driver's programs (a short text the cache
+token includes, "" for nothing: the SDK drivers say whether they take the SDKs' int8 kernels, which depends on the CPU).
+Which errors are the device's fault and which the caller's: `runtime.is_device_fault`.
 
 Entry points: `Driver`, `Argument`, `Cache`, `Capabilities`, `PerformanceInfo`, `check_driver`,
 `ENTRY_POINT_GROUP`, `operation_fault`, `fault_operand`, `fault_output_name`, `parse_fault_output_name`. Imports

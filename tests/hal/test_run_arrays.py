@@ -1,7 +1,8 @@
 """The drivers' optional `run_arrays` hook (driver_protocol): how `Execution.run` runs a compilation of one
 program. It refuses what execute_program refuses, and the runtime does not take it when a subclass overrides
 execute_program (a wrapper or test double must see every run). Its outputs equal execute_program's on every
-operation sample: tests/hal/test_driver_contract.py."""
+operation sample: tests/hal/test_driver_contract.py. And `prepare_run`, run_arrays worked out once, which the runtime
+takes for the runs after a program's first ones (microsoft_onnxruntime's)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.codes import Precision
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.runtime import Compilation, Context, DeviceManager, Execution
-from nnadapter_bridge.nnadapter.runtime.execution import run_arrays_hook
+from nnadapter_bridge.nnadapter.runtime.execution import prepare_run_hook, run_arrays_hook
 from nnadapter_bridge.nnadapter.types import OperandType
 from support.driver_models import run_through_execute_program
 
@@ -103,3 +104,55 @@ def test_a_subclass_overriding_execute_program_is_not_bypassed():
     assert run_arrays_hook(Counting()) is None
     assert run_arrays_hook(Faster()) is not None
     assert run_arrays_hook(object()) is None
+    # prepare_run, defined above the run_arrays that Faster overrides, would skip it: not taken
+    assert prepare_run_hook(OnnxRuntimeDriver()) is not None
+    assert prepare_run_hook(Faster()) is None and prepare_run_hook(Counting()) is None
+
+
+def _plain_model() -> Model:
+    """x [2, 3] float32 -> (tanh(x + b), x + b): no relu, so onnxruntime's program has no exact fallback."""
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
+    added = model.add_output("added")
+    model.add_operation(T.ADD, [x, model.add_constant(np.float32([1.0, -2.0, 0.5])),
+                                model.add_constant(np.int32([0]))], [added])
+    tanh = model.add_output("tanh")
+    model.add_operation(T.TANH, [added], [tanh])
+    model.identify_inputs_and_outputs([x], [tanh, added])
+    model.finish()
+    return model
+
+
+def test_a_prepared_run_takes_over_after_the_first_runs_and_refuses_what_run_arrays_refuses():
+    manager = DeviceManager.instance()
+    context = Context([manager.acquire("microsoft_onnxruntime")])
+    compiled = Compilation(_plain_model(), context=context)
+    compiled.finish()
+    try:
+        execution = Execution(compiled)
+        x = np.float32([[0.5, 1.5, -3.0], [-1.0, 4.0, 2.25]])
+        first = execution.run([x])
+        assert execution._prepared is None  # asked for once a run after the first is done
+        execution.run([x])
+        assert execution._prepared is not None
+        prepared = execution.run([x])
+        general = run_through_execute_program(compiled, [x])
+        for p, g in zip(prepared, general):
+            assert p.dtype == g.dtype and p.shape == g.shape
+            np.testing.assert_array_equal(p, g)
+        np.testing.assert_array_equal(prepared[1], x + np.float32([1.0, -2.0, 0.5]))
+        assert prepared[0] is not first[0]  # new arrays every run
+        wide = np.zeros((2, 6), np.float32)
+        wide[:, ::2] = x
+        np.testing.assert_array_equal(execution.run([wide[:, ::2]])[1], prepared[1])
+        with pytest.raises(InvalidDimensionsError):
+            execution.run([np.zeros((2, 4), np.float32)])
+        with pytest.raises(NNAdapterError, match="dtype"):
+            execution.run([np.zeros((2, 3), np.float64)])
+        with pytest.raises(NNAdapterError, match="inputs"):
+            execution.run([x, x])
+    finally:
+        compiled.destroy()
+        context.destroy()
+    with pytest.raises(NNAdapterError, match="destroyed"):
+        execution.run([x])
