@@ -50,6 +50,7 @@ import pytest
 
 from support.converter_harness import device_predictor
 from support.real_zoo.catalog import MODELS
+from support.real_zoo.detections import DETECTION_LISTS, tied_row_orders
 from support.tolerances import assert_model_close
 
 DEVICES = ["builtin_device", "intel_openvino", "microsoft_onnxruntime", "google_xnnpack"]
@@ -88,13 +89,6 @@ ULP_SPREAD = {"u2netp"}
 # four devices with Paddle's labels and box count and scores within 1.9e-5.
 PEER_SPREAD |= {"yolof"}
 
-# Models whose first output is a detection list [N, 6] (label, score, x1, y1, x2, y2) in descending score order.
-# Boxes whose scores agree within the tolerance may come out in either order (top-k and NMS order equal scores by
-# their index, and float rounding decides which of two near-equal scores is larger: RT-DETR's top-k over 300x80
-# sigmoid scores meets such pairs), so rows are compared as a set within each run of tied scores.
-DETECTION_LISTS = {"picodet", "ppyoloe_plus", "rtdetr", "yolov3", "ssd", "ppyolov2", "centernet", "faster_rcnn",
-                   "mask_rcnn", "cascade_rcnn", "deformable_detr", "dino", "yolox", "fcos", "retinanet", "gfl", "tood",
-                   "blazeface", "ttfnet", "yolof"}
 # model -> index of its [N, H, W] int32 instance masks, one per row of its detection list (Mask R-CNN's
 # MaskPostProcess: each 28x28 sigmoid mask grid-sampled into its box and thresholded at 0.5). A box coordinate that
 # moves by rounding moves the sampling grid, and the pixels whose value sits at the threshold flip: Paddle
@@ -805,35 +799,9 @@ def _reference(name, path, feeds, paddle_reference):
     return _references[name]
 
 
-def _tied_row_orders(got, want):
-    """Row orders (got_order, want_order) that put the rows of each run of tied scores of `got` and `want` ([N, 6]
-    detection lists; `want`'s scores within DESIGN.md's model tolerance of the run's first) in one order: their
-    order is not defined. `want`'s rows are sorted by (label, box) and each takes the nearest row of `got`'s block
-    still free (label first), so that two boxes whose coordinates differ by rounding are not compared crosswise."""
-    scores = want[:, 1].astype(np.float64)
-    bound = 1e-4 * np.abs(scores) + 1e-5 * float(np.max(np.abs(want))) if len(want) else scores
-    got_order, want_order = np.arange(len(got)), np.arange(len(want))
-    start = 0
-    while start < len(want):
-        end = start + 1
-        while end < len(want) and abs(scores[end] - scores[start]) <= bound[start]:
-            end += 1
-        if end - start > 1 and len(got) >= end:
-            block = want[start:end]
-            sorted_rows = np.lexsort(block[:, [5, 4, 3, 2, 0]].T)
-            want_order[start:end] = start + sorted_rows
-            free = list(range(start, end))
-            for k, row in enumerate(block[sorted_rows]):
-                distance = [(got[j][0] != row[0], float(np.max(np.abs(got[j].astype(np.float64) - row))))
-                            for j in free]
-                got_order[start + k] = free.pop(distance.index(min(distance)))
-        start = end
-    return got_order, want_order
-
-
 def _tied_rows_in_canonical_order(got, want):
-    """`got` and `want` with the rows of each run of tied scores in one order (_tied_row_orders)."""
-    got_order, want_order = _tied_row_orders(got, want)
+    """`got` and `want` with the rows of each run of tied scores in one order (tied_row_orders)."""
+    got_order, want_order = tied_row_orders(got, want)
     return got[got_order], want[want_order]
 
 
@@ -848,17 +816,17 @@ def _mask_ulp_spread(name, path, feeds, paddle_reference, want):
             peer = paddle_reference(path, moved)
             assert peer[0].shape == want[0].shape and peer[k].shape == want[k].shape, (
                 f"{name}: Paddle Inference's own detection count changes when the image moves by one ulp")
-            peer_order, want_order = _tied_row_orders(peer[0], want[0])
+            peer_order, want_order = tied_row_orders(peer[0], want[0])
             spread = max(spread, int(np.count_nonzero(peer[k][peer_order] != want[k][want_order])))
         _references[key] = spread
     return _references[key]
 
 
 def _peer_rows_in_order(peer, want, want_order, what):
-    """A peer's detection list ([N, 6]) with its rows matched to `want`'s (tied rows as _tied_row_orders matches
+    """A peer's detection list ([N, 6]) with its rows matched to `want`'s (tied rows as tied_row_orders matches
     ours), then put in `want_order`, the order `want`'s rows are compared in."""
     assert peer.shape == want.shape, f"{what}: the peer's detection list has shape {peer.shape}, Paddle's {want.shape}"
-    peer_order, peer_want_order = _tied_row_orders(peer, want)
+    peer_order, peer_want_order = tied_row_orders(peer, want)
     aligned = np.empty_like(peer)
     aligned[peer_want_order] = peer[peer_order]
     return aligned[want_order]
@@ -891,7 +859,7 @@ def test_real_zoo_model_on_device(name, device, real_zoo_model, real_zoo_feeds, 
             got = predictor.get_output(k).numpy()
             what = f"{name} on {device}, output {k}"
             if k == 0 and name in DETECTION_LISTS and got.shape == expected.shape:
-                row_orders = _tied_row_orders(got, expected)
+                row_orders = tied_row_orders(got, expected)
                 got, expected = got[row_orders[0]], expected[row_orders[1]]
             if k == MASK_OUTPUTS.get(name) and row_orders is not None and got.shape == expected.shape:
                 differing = int(np.count_nonzero(got[row_orders[0]] != expected[row_orders[1]]))

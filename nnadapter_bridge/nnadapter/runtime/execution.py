@@ -218,7 +218,10 @@ class Execution:
                 self._prepare_asked = True
                 prepare = prepare_run_hook(program.device.driver)
                 if prepare is not None and self._run_arrays_hooks[0] is not None:
-                    self._prepared = prepare(program.handle)
+                    try:
+                        self._prepared = prepare(program.handle)
+                    except Exception:  # a hint only: the runs go on through run_arrays
+                        self._prepared = None
             return results
         if len(arrays) != len(compilation.input_types):
             raise NNAdapterError(f"the model has {len(compilation.input_types)} inputs, got {len(arrays)} "
