@@ -20,13 +20,20 @@ from support.driver_models import run_through_execute_program
 SDK_DRIVERS = ["intel_openvino", "microsoft_onnxruntime"]
 
 
-def _model() -> Model:
-    """x [2, 3] float32 -> (x + b, relu(x + b) as int32 via CAST): two outputs, one of another dtype."""
+def _model(plain: bool = False) -> Model:
+    """x [2, 3] float32 -> (x + b, relu(x + b) as int32 via CAST): two outputs, one of another dtype. `plain`:
+    (tanh(x + b), x + b), without a relu, so onnxruntime's program has no exact fallback (prepare_run takes it)."""
     model = Model()
     x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
     added = model.add_output("added")
     model.add_operation(T.ADD, [x, model.add_constant(np.float32([1.0, -2.0, 0.5])),
                                 model.add_constant(np.int32([0]))], [added])
+    if plain:
+        tanh = model.add_output("tanh")
+        model.add_operation(T.TANH, [added], [tanh])
+        model.identify_inputs_and_outputs([x], [tanh, added])
+        model.finish()
+        return model
     relu = model.add_output("relu")
     model.add_operation(T.RELU, [added], [relu])
     as_int = model.add_output("as_int")
@@ -48,6 +55,14 @@ def _compiled(name: str):
     return context, compiled
 
 
+def _assert_execute_programs_answer(compiled, x, outputs):
+    """`outputs` of a run on `x` equal what execute_program with the access callbacks gives, dtypes included."""
+    general = run_through_execute_program(compiled, [x])
+    for got, want in zip(outputs, general):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("name", SDK_DRIVERS)
 def test_the_direct_path_is_the_drivers_hook_and_matches_execute_program(name):
     context, compiled = _compiled(name)
@@ -57,10 +72,7 @@ def test_the_direct_path_is_the_drivers_hook_and_matches_execute_program(name):
         assert execution._direct is not None and execution._run_arrays_hooks == [driver.run_arrays]
         x = np.float32([[0.5, 1.5, -3.0], [-1.0, 4.0, 2.25]])
         direct = execution.run([x])
-        general = run_through_execute_program(compiled, [x])
-        for d, g in zip(direct, general):
-            assert d.dtype == g.dtype and d.shape == g.shape
-            np.testing.assert_array_equal(d, g)
+        _assert_execute_programs_answer(compiled, x, direct)
         np.testing.assert_array_equal(direct[0], x + np.float32([1.0, -2.0, 0.5]))
         assert direct[1].dtype == np.int32
         # each run hands out new arrays: a second run does not change what the first returned
@@ -109,24 +121,10 @@ def test_a_subclass_overriding_execute_program_is_not_bypassed():
     assert prepare_run_hook(Faster()) is None and prepare_run_hook(Counting()) is None
 
 
-def _plain_model() -> Model:
-    """x [2, 3] float32 -> (tanh(x + b), x + b): no relu, so onnxruntime's program has no exact fallback."""
-    model = Model()
-    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3)), "x")
-    added = model.add_output("added")
-    model.add_operation(T.ADD, [x, model.add_constant(np.float32([1.0, -2.0, 0.5])),
-                                model.add_constant(np.int32([0]))], [added])
-    tanh = model.add_output("tanh")
-    model.add_operation(T.TANH, [added], [tanh])
-    model.identify_inputs_and_outputs([x], [tanh, added])
-    model.finish()
-    return model
-
-
 def test_a_prepared_run_takes_over_after_the_first_runs_and_refuses_what_run_arrays_refuses():
     manager = DeviceManager.instance()
     context = Context([manager.acquire("microsoft_onnxruntime")])
-    compiled = Compilation(_plain_model(), context=context)
+    compiled = Compilation(_model(plain=True), context=context)
     compiled.finish()
     try:
         execution = Execution(compiled)
@@ -136,10 +134,7 @@ def test_a_prepared_run_takes_over_after_the_first_runs_and_refuses_what_run_arr
         execution.run([x])
         assert execution._prepared is not None
         prepared = execution.run([x])
-        general = run_through_execute_program(compiled, [x])
-        for p, g in zip(prepared, general):
-            assert p.dtype == g.dtype and p.shape == g.shape
-            np.testing.assert_array_equal(p, g)
+        _assert_execute_programs_answer(compiled, x, prepared)
         np.testing.assert_array_equal(prepared[1], x + np.float32([1.0, -2.0, 0.5]))
         assert prepared[0] is not first[0]  # new arrays every run
         wide = np.zeros((2, 6), np.float32)

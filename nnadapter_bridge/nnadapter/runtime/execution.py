@@ -21,30 +21,31 @@ from nnadapter_bridge.nnadapter.runtime.faults import raise_for_result, raise_fr
 from nnadapter_bridge.nnadapter.types import OperandType
 
 
+def _own_hook(driver: Any, hook: str, beneath: str) -> Callable[..., Any] | None:
+    """`driver.<hook>`, or None when the driver has none or a subclass overrides `beneath` below the class defining
+    `hook` (the hook would then skip what that subclass does)."""
+    if getattr(driver, hook, None) is None:
+        return None
+    mro = type(driver).__mro__
+    hook_owner = next((c for c in mro if hook in vars(c)), None)
+    beneath_owner = next((c for c in mro if beneath in vars(c)), None)
+    if hook_owner is None or beneath_owner is None or not issubclass(hook_owner, beneath_owner):
+        return None
+    return getattr(driver, hook)
+
+
 def run_arrays_hook(driver: Any) -> Callable[..., list] | None:
     """The driver's optional `run_arrays` (driver_protocol), or None when a subclass overrides
     execute_program below the class defining it (a wrapper or a test double then sees every run)."""
-    if getattr(driver, "run_arrays", None) is None:
-        return None
-    mro = type(driver).__mro__
-    run_owner = next((c for c in mro if "run_arrays" in vars(c)), None)
-    execute_owner = next((c for c in mro if "execute_program" in vars(c)), None)
-    if run_owner is None or execute_owner is None or not issubclass(run_owner, execute_owner):
-        return None
-    return driver.run_arrays
+    return _own_hook(driver, "run_arrays", "execute_program")
 
 
 def prepare_run_hook(driver: Any) -> Callable[..., Any] | None:
     """The driver's optional `prepare_run` (driver_protocol), under run_arrays_hook's rule: None when a subclass
     overrides execute_program or run_arrays below the class defining it (a wrapper then sees every run)."""
-    if getattr(driver, "prepare_run", None) is None or run_arrays_hook(driver) is None:
+    if run_arrays_hook(driver) is None:
         return None
-    mro = type(driver).__mro__
-    prepare_owner = next((c for c in mro if "prepare_run" in vars(c)), None)
-    run_owner = next((c for c in mro if "run_arrays" in vars(c)), None)
-    if prepare_owner is None or run_owner is None or not issubclass(prepare_owner, run_owner):
-        return None
-    return driver.prepare_run
+    return _own_hook(driver, "prepare_run", "run_arrays")
 
 
 class HostBuffer:
