@@ -67,7 +67,7 @@ class SubgraphSplitWarning(DeviceFallbackWarning):
 
 
 def _signature(arrays: Sequence[np.ndarray]) -> tuple:
-    return tuple((a.shape, a.dtype.str) for a in arrays)
+    return tuple([(a.shape, a.dtype.str) for a in arrays])  # (a list first: a generator costs more per run)
 
 
 @plain_dataclass
@@ -455,41 +455,68 @@ class SubgraphEngine:
             except KeyError:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
+        outputs = self.run_steady(arrays, scope)
+        if outputs is None:
+            outputs = self._run_unsteady(arrays, scope)
+            if outputs is None:  # it ran on the host, which wrote the scope
+                return
+        for name, array in zip(self.output_names, outputs):
+            scope[name] = array
+
+    def run_steady(self, arrays: list, scope: dict) -> list | None:
+        """run's steady path, on `arrays` in input_names order: the program that ran these shapes last, on the whole
+        context, nothing failed or split since. Run without the layers of the usual path, which cost ~50 us a run
+        right after a device run has left the caches cold (ERNIE on microsoft_onnxruntime: 0.47 ms runs); the
+        predictor calls it straight for a plan of this subgraph alone. None when it does not apply (nothing ran);
+        else the outputs: the device program's (device_outputs too), or, when the run went elsewhere after all (a
+        fault, another program for these shapes), what that wrote, `scope` then holding the inputs as well."""
         signature = _signature(arrays)
         pool = self.pool
         chosen = self._chosen.get(signature)
-        if chosen is not None and chosen[0] is self.base_context and pool.decided and pool.device_order is self._order \
-                and not (pool.failed_devices or pool.failed_for or pool.splits or self.host_signatures):
-            # The steady state: the program that ran these shapes last, on the whole context, nothing failed or
-            # split since. Run it without the layers below, which cost ~50 us a run right after a device run
-            # has left the caches cold (ERNIE on microsoft_onnxruntime: 0.47 ms runs).
-            try:
-                outputs = self._execute_checked(chosen[1], arrays)
-            except InvalidDimensionsError:  # the usual path drops the memo and looks for another program
-                outputs = self._run_on_devices(arrays, signature, scope)
-            except _DeviceFault as fault:  # twice in a row: the usual path takes it from there
-                outputs = self._run_on_devices(arrays, signature, scope, fault)
-        else:
-            if not pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
-                from nnadapter_bridge.subgraph import measured_choice
-
-                measured_choice.decide(self, scope, arrays)
-            if pool.device_order is not self._order:  # decided by another engine of the pool (a clone)
-                self._order = pool.device_order
-                self.base_context = self.context = self.contexts.without((), self._order)
-            if self.host_signatures and signature in self.host_signatures:
-                self._run_on_host(scope)
-                return
-            if pool.splits and signature in pool.splits:
-                self._run_split(signature, scope)
-                return
-            outputs = self._run_on_devices(arrays, signature, scope)
+        if chosen is None or chosen[0] is not self.base_context or not pool.decided \
+                or pool.device_order is not self._order \
+                or pool.failed_devices or pool.failed_for or pool.splits or self.host_signatures:
+            return None
+        try:
+            outputs = self._execute_checked(chosen[1], arrays)
+        except InvalidDimensionsError:  # the usual path drops the memo and looks for another program
+            outputs = self._run_on_devices(arrays, signature, self._with_inputs(scope, arrays))
+        except _DeviceFault as fault:  # twice in a row: the usual path takes it from there
+            outputs = self._run_on_devices(arrays, signature, self._with_inputs(scope, arrays), fault)
         if outputs is None:  # it ran on the host, which wrote the scope
-            return
-        for name, array in zip(self.output_names, outputs):
-            scope[name] = array
+            return [scope[name] for name in self.output_names]
         self.device_outputs = outputs
         self.stats.runs += 1
+        return outputs
+
+    def _with_inputs(self, scope: dict, arrays: list) -> dict:
+        for name, array in zip(self.input_names, arrays):
+            scope.setdefault(name, array)
+        return scope
+
+    def _run_unsteady(self, arrays: list, scope: dict) -> list | None:
+        """run's usual path: the device order decided (timed, for "fastest"), then the host, a split or the
+        devices for these shapes; the device program's outputs, or None when the host wrote the scope."""
+        signature = _signature(arrays)
+        pool = self.pool
+        if not pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
+            from nnadapter_bridge.subgraph import measured_choice
+
+            measured_choice.decide(self, scope, arrays)
+        if pool.device_order is not self._order:  # decided by another engine of the pool (a clone)
+            self._order = pool.device_order
+            self.base_context = self.context = self.contexts.without((), self._order)
+        if self.host_signatures and signature in self.host_signatures:
+            self._run_on_host(scope)
+            return None
+        if pool.splits and signature in pool.splits:
+            self._run_split(signature, scope)
+            return None
+        outputs = self._run_on_devices(arrays, signature, scope)
+        if outputs is not None:
+            self.device_outputs = outputs
+            self.stats.runs += 1
+        return outputs
 
     def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict,
                         first_fault: _DeviceFault | None = None) -> list | None:
