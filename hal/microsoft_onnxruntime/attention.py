@@ -31,7 +31,7 @@ import dataclasses
 
 import numpy as np
 
-from hal.common import fuse_code_of, unpack
+from hal.common import Unsupported, fuse_code_of, unpack
 from nnadapter_bridge.nnadapter.codes import OperationType as T
 from nnadapter_bridge.nnadapter.model import Model
 from nnadapter_bridge.nnadapter.types import Operand, Operation
@@ -80,10 +80,7 @@ def _scalar(operand: Operand | None) -> float | None:
 
 
 def _ints(op: Operation, slot: str) -> tuple:
-    try:
-        return tuple(unpack(op).ints(slot))
-    except Exception:  # a computed perm or shape: not this pattern
-        raise _NotAttention from None
+    return tuple(unpack(op).ints(slot))  # a computed one raises Unsupported: not this pattern (find_attention_chains)
 
 
 class _Matcher:
@@ -287,7 +284,7 @@ def find_attention_chains(model: Model) -> list[AttentionChain]:
             continue
         try:
             chain = matcher.match(op)
-        except _NotAttention:
+        except (_NotAttention, Unsupported):  # Unsupported: a parameter computed at run time (unpack's constants)
             continue
         ids = {id(o) for o in chain.operations}
         if len(ids) != len(chain.operations) or ids & taken:

@@ -302,7 +302,7 @@ class Predictor:
         self._runs = 0
         self._host_op_runs = 0
         self._params_scope = None  # the scope of the current run once the params are in it (_add_params)
-        self._steady = self._steady_plan()
+        self._direct = self._direct_plan()
 
     def clone(self) -> Predictor:
         """A predictor for another thread (Paddle Lite's and Paddle Inference's clone()): it shares this one's
@@ -656,10 +656,11 @@ class Predictor:
                 scope.setdefault(name, value)
             self._params_scope = scope
 
-    def _steady_plan(self) -> tuple | None:
+    def _direct_plan(self) -> tuple | None:
         """For a plan of one device subgraph that reads every input and writes every output (no host op, nothing
         fetched from elsewhere): (its engine, the input tensors in its input order, per output tensor the index of
-        the engine's output), which run() hands straight to SubgraphEngine.run_steady; None otherwise."""
+        the engine's output), whose engine run() hands the input arrays straight to (SubgraphEngine.run_on);
+        None otherwise."""
         if len(self._plan) != 1 or self._plan[0][0] is None or self.host_ops or len(self.engines) != 1:
             return None
         engine = self._plan[0][0]
@@ -670,9 +671,9 @@ class Predictor:
         return (engine, [inputs[name] for name in engine.input_names],
                 [engine.output_names.index(tensor.name) for tensor in self._outputs])
 
-    def _steady_arrays(self, tensors: list) -> list | None:
-        """The input arrays for run_steady, or None when one needs the usual path's checks (not set, a dtype the
-        model does not declare, a LoD to check)."""
+    def _direct_arrays(self, tensors: list) -> list | None:
+        """The input arrays for SubgraphEngine.run_on, or None when one needs the usual path's checks (not set, a
+        dtype the model does not declare, a LoD to check)."""
         arrays = []
         for tensor in tensors:
             array = tensor._array
@@ -682,8 +683,8 @@ class Predictor:
             arrays.append(array)
         return arrays
 
-    def _set_steady_outputs(self, engine, indexes: list, outputs: list) -> None:
-        """The output tensors of a run_steady: the device program's arrays are the run's own; anything else (what a
+    def _set_direct_outputs(self, engine, indexes: list, outputs: list) -> None:
+        """The output tensors of a run_on: the device program's arrays are the run's own; anything else (what a
         host fallback wrote, an array fetched twice) is copied, as _run does."""
         own = {id(array) for array in engine.device_outputs}
         engine.device_outputs = ()
@@ -700,22 +701,20 @@ class Predictor:
         scope: dict = {}
         self._params_scope = None
         self._progress = None
-        steady = self._steady
-        if steady is not None:
-            # A plan of one device subgraph: its steady path, without the scope and the plan walk (tens of us a
-            # run on a sub-millisecond model, right after a device run has left the caches cold)
-            arrays = self._steady_arrays(steady[1])
-            if arrays is not None:
-                try:
-                    outputs = steady[0].run_steady(arrays, scope)
-                except (BridgeError, ValueError, IndexError) as exc:
-                    self._raise_for_inputs(exc)
-                    raise
-                finally:
-                    self._end_run()
-                if outputs is not None:
-                    self._set_steady_outputs(steady[0], steady[2], outputs)
-                    return
+        direct = self._direct
+        arrays = self._direct_arrays(direct[1]) if direct is not None else None
+        if arrays is not None:
+            # A plan of one device subgraph: its inputs handed straight to it, without the scope and the plan walk
+            # (tens of us a run on a sub-millisecond model, right after a device run has left the caches cold)
+            try:
+                outputs = direct[0].run_on(arrays, scope)
+            except (BridgeError, ValueError, IndexError) as exc:
+                self._raise_for_inputs(exc)
+                raise
+            finally:
+                self._end_run()
+            self._set_direct_outputs(direct[0], direct[2], outputs)
+            return
         if self.host_ops:
             self._add_params(scope)
         for tensor in self._inputs:

@@ -455,22 +455,24 @@ class SubgraphEngine:
             except KeyError:
                 raise ConversionError(f"{self.describe()}: input var '{name}' has no value; nothing before "
                                       "this subgraph produced it") from None
-        outputs = self.run_steady(arrays, scope)
-        if outputs is None:
-            outputs = self._run_unsteady(arrays, scope)
-            if outputs is None:  # it ran on the host, which wrote the scope
-                return
-        for name, array in zip(self.output_names, outputs):
+        for name, array in zip(self.output_names, self.run_on(arrays, scope)):
             scope[name] = array
 
-    def run_steady(self, arrays: list, scope: dict) -> list | None:
-        """run's steady path, on `arrays` in input_names order: the program that ran these shapes last, on the whole
-        context, nothing failed or split since. Run without the layers of the usual path, which cost ~50 us a run
-        right after a device run has left the caches cold (ERNIE on microsoft_onnxruntime: 0.47 ms runs); the
-        predictor calls it straight for a plan of this subgraph alone. None when it does not apply (nothing ran);
-        else the outputs: the device program's (device_outputs too), or, when the run went elsewhere after all (a
-        fault, another program for these shapes), what that wrote, `scope` then holding the inputs as well."""
+    def run_on(self, arrays: list, scope: dict) -> list:
+        """run on `arrays` in input_names order, the outputs returned: the device program's (device_outputs too), or
+        what the host or a split wrote into `scope` (which then holds the inputs as well). The predictor calls it
+        straight for a plan of this subgraph alone, without a scope of its own."""
+        self.device_outputs = ()
         signature = _signature(arrays)
+        outputs = self._run_steady(arrays, signature, scope)
+        if outputs is None:
+            outputs = self._run_unsteady(arrays, signature, self._with_inputs(scope, arrays))
+        return outputs
+
+    def _run_steady(self, arrays: list, signature, scope: dict) -> list | None:
+        """The steady state: the program that ran these shapes last, on the whole context, nothing failed or split
+        since. Run without the layers of the usual path, which cost ~50 us a run right after a device run has left
+        the caches cold (ERNIE on microsoft_onnxruntime: 0.47 ms runs). None when it does not apply (nothing ran)."""
         pool = self.pool
         chosen = self._chosen.get(signature)
         if chosen is None or chosen[0] is not self.base_context or not pool.decided \
@@ -483,7 +485,12 @@ class SubgraphEngine:
             outputs = self._run_on_devices(arrays, signature, self._with_inputs(scope, arrays))
         except _DeviceFault as fault:  # twice in a row: the usual path takes it from there
             outputs = self._run_on_devices(arrays, signature, self._with_inputs(scope, arrays), fault)
-        if outputs is None:  # it ran on the host, which wrote the scope
+        return self._ran(outputs, scope)
+
+    def _ran(self, outputs: list | None, scope: dict) -> list:
+        """A run's outputs: the device program's (counted, kept as device_outputs), or, when the host or a split
+        ran it (None), what it wrote into `scope`."""
+        if outputs is None:
             return [scope[name] for name in self.output_names]
         self.device_outputs = outputs
         self.stats.runs += 1
@@ -494,10 +501,9 @@ class SubgraphEngine:
             scope.setdefault(name, array)
         return scope
 
-    def _run_unsteady(self, arrays: list, scope: dict) -> list | None:
+    def _run_unsteady(self, arrays: list, signature, scope: dict) -> list:
         """run's usual path: the device order decided (timed, for "fastest"), then the host, a split or the
-        devices for these shapes; the device program's outputs, or None when the host wrote the scope."""
-        signature = _signature(arrays)
+        devices for these shapes (outputs as _ran gives them)."""
         pool = self.pool
         if not pool.decided:  # "fastest" with close estimates: the orders are timed now, once per pool
             from nnadapter_bridge.subgraph import measured_choice
@@ -508,15 +514,11 @@ class SubgraphEngine:
             self.base_context = self.context = self.contexts.without((), self._order)
         if self.host_signatures and signature in self.host_signatures:
             self._run_on_host(scope)
-            return None
+            return self._ran(None, scope)
         if pool.splits and signature in pool.splits:
             self._run_split(signature, scope)
-            return None
-        outputs = self._run_on_devices(arrays, signature, scope)
-        if outputs is not None:
-            self.device_outputs = outputs
-            self.stats.runs += 1
-        return outputs
+            return self._ran(None, scope)
+        return self._ran(self._run_on_devices(arrays, signature, scope), scope)
 
     def _run_on_devices(self, arrays: Sequence[np.ndarray], signature, scope: dict,
                         first_fault: _DeviceFault | None = None) -> list | None:

@@ -278,31 +278,31 @@ def test_numpy_hands_out_the_runs_own_array_which_no_later_run_touches(model, de
 
 
 @pytest.mark.parametrize("device", ["builtin_device", "microsoft_onnxruntime"])
-def test_a_plan_of_one_subgraph_runs_its_steady_path_with_the_usual_answers_and_errors(model, device, monkeypatch,
-                                                                                       tmp_path):
-    """A plan of one device subgraph hands the input arrays straight to the engine's steady path once a program ran
-    these shapes (Predictor._steady_plan): the same answers, a new shape still compiles, and a wrongly shaped or
-    typed input still gets the usual path's InputError. A plan with host ops has no steady path."""
+def test_a_plan_of_one_subgraph_hands_its_inputs_straight_to_the_engine(model, device, monkeypatch, tmp_path):
+    """A plan of one device subgraph hands the input arrays straight to its engine (Predictor._direct_plan,
+    SubgraphEngine.run_on), which runs the program that ran these shapes last at once: the same answers, a new
+    shape still compiles, and a wrongly shaped or typed input still gets the usual path's InputError. A plan with
+    host ops goes the usual way."""
     predictor = nb.create_predictor(make_config(model, set_nnadapter_device_names=[device]))
-    engine, _, _ = predictor._steady
-    steady_runs = []
-    run_steady = engine.run_steady
+    engine, _, _ = predictor._direct
+    steady = []
+    run_steady = engine._run_steady
 
-    def counting(arrays, scope):
-        outputs = run_steady(arrays, scope)
-        steady_runs.append(outputs is not None)
+    def counting(arrays, signature, scope):
+        outputs = run_steady(arrays, signature, scope)
+        steady.append(outputs is not None)
         return outputs
 
-    monkeypatch.setattr(engine, "run_steady", counting)
+    monkeypatch.setattr(engine, "_run_steady", counting)
     rng = np.random.default_rng(5)
     for rows in (3, 3, 3, 5, 5, 3):
         x = rng.standard_normal((rows, 4)).astype(np.float32)
         predictor.get_input(0).from_numpy(x)
         predictor.run()
         np.testing.assert_allclose(predictor.get_output(0).numpy(), reference_add_relu_scale(x), rtol=1e-6)
-    # Per shape the first run compiles and the second finds that program (and remembers it): both take the usual
-    # path, whose engine.run asks run_steady once more (two False each); from the third run on it is steady.
-    assert steady_runs == [False] * 4 + [True] + [False] * 4 + [True], steady_runs
+    # Per shape the first run compiles and the second finds that program and remembers it; from the third run on
+    # the remembered program runs at once.
+    assert steady == [False, False, True, False, False, True], steady
     wrong = np.ones((2, 5), np.float32)
     for array, expected in ((X.astype(np.float64), "got float64"), (wrong, r"got shape \[2, 5\]")):
         predictor.get_input(0).from_numpy(array)
@@ -310,7 +310,7 @@ def test_a_plan_of_one_subgraph_runs_its_steady_path_with_the_usual_answers_and_
             predictor.run()
     with_host = nb.create_predictor(make_config(add_relu_scale_model(tmp_path / "host", extra_ops=["erf"]),
                                                 set_nnadapter_device_names=[device]))
-    assert with_host.host_ops and with_host._steady is None
+    assert with_host.host_ops and with_host._direct is None
 
 
 def test_refilling_an_input_buffer_takes_any_layout_and_still_checks_the_dtype():

@@ -218,7 +218,7 @@ class Execution:
             elif not self._prepare_asked:
                 self._prepare_asked = True
                 prepare = prepare_run_hook(program.device.driver)
-                if prepare is not None and self._run_arrays_hooks[0] is not None:
+                if prepare is not None:  # (prepare_run_hook takes it only beside a run_arrays the runtime takes)
                     try:
                         self._prepared = prepare(program.handle)
                     except Exception:  # a hint only: the runs go on through run_arrays
