@@ -19,7 +19,8 @@ the model (the parent reports that as the runner's result for the model, not as 
 The interleaved phase (bench_zoo.py --steady in-process) prepares every listed runner in this one process, each
 with a work dir of its own under DIR, then times them in turns: one untimed run of a runner, then BLOCK_RUNS
 timed runs, more while the turn is shorter than TURN_SECONDS (a sub-millisecond model gets hundreds), then the
-next runner's turn, the order rotating from round to round, for ceil(`--runs` / BLOCK_RUNS) rounds.
+next runner's turn, the order rotating from round to round, for ceil(`--runs` / BLOCK_RUNS) rounds and at least
+MIN_ROUNDS.
 Whatever slows this machine down for a while slows every runner alike, which separate processes minutes apart do
 not give. Each runner's first outputs go to PREFIX-<runner>.npz, and the result line
 carries {"runners": {runner: figures or {"error": ...}}}; a runner's start_s there is its start in a process
@@ -251,6 +252,10 @@ def save_outputs(path: str, outputs) -> str:
 
 
 BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase, at least
+# Rounds, at least: this VM's speed moves by tens of percent from one second to the next, and with the 4 rounds of
+# --runs 20 two runners of one program (google_xnnpack by itself, and "fastest" having chosen it) read 0.88x apart
+# on PP-LCNet and GhostNet; each round is one more sample of the drift that every runner shares.
+MIN_ROUNDS = 8
 TURN_SECONDS = 0.1  # and runs go on until the turn has lasted this long: this VM's speed drifts within seconds
 # Between turns: longer than Intel OpenMP's default spin after a parallel region (KMP_BLOCKTIME, 200 ms), which
 # Paddle Inference's threads keep after each run; on 2 cores a spinning thread of the last runner's pool would
@@ -290,7 +295,7 @@ def interleave(args, feeds, runners: list) -> int:
         prepared[runner] = (run, details)
     print(f"{PROGRESS_MARKER}steady", flush=True)
     order = list(prepared)
-    for turn in range(-(-args.runs // BLOCK_RUNS) if order else 0):
+    for turn in range(max(-(-args.runs // BLOCK_RUNS), MIN_ROUNDS) if order else 0):
         for runner in order[turn % len(order):] + order[:turn % len(order)]:
             run, _ = prepared[runner]
             times = result["runners"][runner]["steady_s"]

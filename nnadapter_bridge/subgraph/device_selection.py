@@ -11,8 +11,8 @@ float32 figure; plus, per part the placement splits the subgraph into, the devic
 value crossing between two devices, its copy. The cheapest order wins (ties: the earlier order, the listed one
 first), so a split that saves less than its copies and extra runs cost is not made. Deterministic for given
 figures. Orders whose estimate is within MARGIN of the best, and each device's cheapest lead order within
-LEAD_MARGIN, are "contested": the engine times them on the real input shape before it keeps one
-(subgraph.measured_choice).
+LEAD_MARGIN (every device's, when the model declares dims the estimate needs unknown: OpCost.sized), are
+"contested": the engine times them on the real input shape before it keeps one (subgraph.measured_choice).
 
 "low_power" ranks by time x power when every device involved reports a power figure; no device of this project
 does (no power meter), so it ranks by time and says so.
@@ -68,6 +68,9 @@ class OpCost:
     declined_by: frozenset
     reads: tuple = ()
     writes: tuple = ()  # ((name, bytes), ...)
+    # False when a size the estimate needs (a product's FLOPs, the output's elements) hangs on a dim the model
+    # declares unknown other than the batch: counted as 1, so the estimate cannot rank devices (choose).
+    sized: bool = True
 
 
 @plain_dataclass
@@ -233,11 +236,18 @@ def choose(index: int, ops: Sequence[OpCost], device_names: Sequence[str], figur
     leads = {}  # device -> its cheapest order among those it leads
     for c in candidates:
         leads.setdefault(c.order[0], c)
+    unsized = sum(not op.sized for op in ops)
+    # Without the sizes (inputs declared [-1, 3, -1, -1]), what is left of the estimate is the fixed cost of each
+    # part: SegFormer's estimate put google_xnnpack's order at 5x the best and out of the contest, and it ran
+    # 1.1-1.2x faster than the order taken (bench_zoo). Then every device's own order is timed.
     contested = [c.order for c in candidates if rank(c) <= rank(best) * (1 + margin)
-                 or (leads.get(c.order[0]) is c and rank(c) <= rank(best) * (1 + lead_margin))]
+                 or (leads.get(c.order[0]) is c and (unsized or rank(c) <= rank(best) * (1 + lead_margin)))]
     what = "time x power" if power_known else "time"
     reason = (f"lowest estimated {what}: {best.seconds * 1e3:.3f} ms on {_ops_text(best)}"
               + (f" in {best.parts} parts, {best.copied_bytes} bytes copied between devices" if best.parts > 1 else ""))
+    if unsized:
+        reason += (f" (without the sizes of {unsized} op{'s' if unsized != 1 else ''}: the model declares their"
+                   " dims unknown, so each device's own order is timed)")
     if len(candidates) > 1:
         runner_up = candidates[1]
         reason += f"; next {order_text(runner_up.order)} {runner_up.seconds * 1e3:.3f} ms"
@@ -274,13 +284,14 @@ def _op_precision(graph, op) -> str:
     return "float32"
 
 
-def _var_elements(graph, name: str) -> int:
+def _var_elements(graph, name: str) -> tuple[int, bool]:
+    """(elements, known): a dim declared unknown counts as 1; `known` is False when one past the batch is."""
     try:
         var = graph.var(name)
     except Exception:  # a var the model does not declare: counted as one element
-        return 1
-    shape = [max(int(d), 1) for d in (var.shape or ())]
-    return math.prod(shape) if shape else 1
+        return 1, True
+    dims = [int(d) for d in (var.shape or ())]
+    return math.prod(max(d, 1) for d in dims), all(d >= 0 for d in dims[1:])
 
 
 def op_costs(graph, ops: Sequence, declined: Callable, op_flops: Callable, relaxed: bool = False) -> list:
@@ -292,12 +303,15 @@ def op_costs(graph, ops: Sequence, declined: Callable, op_flops: Callable, relax
         precision = _op_precision(graph, op)
         if relaxed and precision == "float32":
             precision = "relaxed_float16"
-        writes = tuple((n, _var_elements(graph, n) * _BYTES_PER_ELEMENT)
-                       for names in op.outputs.values() for n in names)
+        outputs = [(n, *_var_elements(graph, n)) for names in op.outputs.values() for n in names]
+        writes = tuple((n, count * _BYTES_PER_ELEMENT) for n, count, _ in outputs)
         reads = tuple(n for names in op.inputs.values() for n in names if n not in graph.params)
         elements = sum(nbytes for _, nbytes in writes) // _BYTES_PER_ELEMENT
-        found.append(OpCost(op.index, _op_family(op), precision, int(op_flops(graph, op) or 0),
-                            elements, frozenset(declined(op)), reads, writes))
+        family = _op_family(op)
+        flops = op_flops(graph, op)
+        sized = all(known for _, _, known in outputs) and (flops is not None or family == "other")
+        found.append(OpCost(op.index, family, precision, int(flops or 0), elements, frozenset(declined(op)),
+                            reads, writes, sized))
     return found
 
 

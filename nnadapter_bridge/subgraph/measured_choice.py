@@ -4,8 +4,9 @@ real input, and the winner is kept in the model cache dir, so a warm start does 
 A subgraph whose SubgraphChoice (subgraph.device_selection) lists more than one contested order is decided on its
 first run: each contested order runs the subgraph in an engine of its own (which converts, compiles and writes its
 `.nnc` as any engine does), then the orders take turns for about a second (_time_orders), each turn first
-running unmeasured for 50 ms; the median measured run of each order is its figure (what a user's runs take, as
-bench_zoo.py reports them; the best run favoured an order whose runs spread), and the lowest wins. Figures within
+running unmeasured for 50 ms; each order's figure is the median over the rounds of its runs' median against the
+round's (paired_figures: what a user's typical run takes, as bench_zoo.py reports it, with the drift of the
+machine's speed between rounds taken out; the best run favoured an order whose runs spread), and the lowest wins. Figures within
 TIE_MARGIN of the lowest are a tie, which the estimate's order decides: about a second of timing cannot separate
 them on this kind of machine, and the estimate's order is the same at every start (usually the one with fewer
 parts and copies). The subgraph's pool then takes the winner's order for every later run (and input shape) of the
@@ -47,8 +48,7 @@ MAX_CHOICE_BYTES = 1 << 16
 MAX_FAULT_CHARS = 4000  # of each kept fault's text
 # After the run that compiles (a compiled program's first runs are often slower: OpenVINO's are), the orders take
 # turns at least MIN_ROUNDS times and for MIN_TIMING_SECONDS, at most MAX_ROUNDS, each turn SETTLE_SECONDS of
-# unmeasured runs and then TURN_SECONDS of measured ones (at least one of each); the median measured run is the
-# figure.
+# unmeasured runs and then TURN_SECONDS of measured ones (at least one of each); paired_figures makes the figures.
 MIN_ROUNDS, MAX_ROUNDS, MIN_TIMING_SECONDS = 3, 40, 0.4
 # And until every order has MIN_MEASURED_RUNS measured runs, unless that takes past MAX_TIMING_SECONDS: a subgraph of
 # 70 ms got 3 measured runs an order, and on this kind of VM a median of 3 picked intel_openvino for BiSeNetV2 at 1
@@ -120,8 +120,9 @@ def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict,
 
 
 def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, dict]:
-    """{order text: the median run of the subgraph on that order, or the error that put it out of the contest},
-    and {order text: {device: (stage, what it failed)}} for the devices left out of each order. Each order converts
+    """{order text: the typical run of the subgraph on that order (paired_figures), or the error that put it out of
+    the contest}, and {order text: {device: (stage, what it failed)}} for the devices left out of each order.
+    Each order converts
     and compiles in an engine of its own (its first run), then the orders take turns (so a burst of load on the
     machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, and until each order has
     MIN_MEASURED_RUNS measured runs unless that passes MAX_TIMING_SECONDS; at most MAX_ROUNDS. Each
@@ -157,6 +158,7 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
                 measured[order_text(order)] = f"failed: {exc}"
         running = [o for o in orders if isinstance(measured[order_text(o)], float)]
         runs: dict = {order_text(o): [] for o in running}
+        by_round: list = []  # per round: {order text: the median of its measured runs in that round}
         started = time.perf_counter()
         rounds = 0
         def wanted() -> bool:
@@ -165,7 +167,9 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
             return rounds < MIN_ROUNDS or elapsed < MIN_TIMING_SECONDS or (few and elapsed < MAX_TIMING_SECONDS)
 
         while running and rounds < MAX_ROUNDS and wanted():
+            by_round.append({})
             for order in list(running):
+                first = len(runs[order_text(order)])
                 turn = time.perf_counter()
                 while order in running:  # unmeasured: at least one run, SETTLE_SECONDS in all
                     run(order)
@@ -178,14 +182,32 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
                         runs[order_text(order)].append(seconds)
                     if time.perf_counter() - measuring >= TURN_SECONDS:
                         break
+                if order in running:
+                    by_round[-1][order_text(order)] = statistics.median(runs[order_text(order)][first:])
             rounds += 1
-        for order in running:
-            measured[order_text(order)] = statistics.median(runs[order_text(order)])
+        measured.update({order_text(o): statistics.median(runs[order_text(o)]) for o in running})
+        measured.update(paired_figures(by_round, [order_text(o) for o in running]))
         faults = {order_text(order): dict(trial.pool.fault_reasons) for order, trial in trials.items()}
     finally:
         for trial in trials.values():
             trial.destroy()
     return measured, faults
+
+
+def paired_figures(by_round: Sequence[dict], names: Sequence[str]) -> dict:
+    """{name: seconds} from per-round medians [{name: seconds}]: each round's figures divided by that round's
+    geometric mean over the orders it timed, the median of those ratios per order, times the median round's level.
+
+    The orders of a round ran within a fraction of a second of each other, so a ratio within a round is free of
+    what moves this kind of VM's speed by tens of percent from one second to the next; the median of an order's
+    runs pooled over all rounds is not (a round of slow runs for one order and fast ones for another). Rounds
+    where an order failed are left out for the others too (they no longer compare like with like)."""
+    rounds = [r for r in by_round if all(name in r for name in names)]
+    if not rounds:
+        return {}
+    levels = [math.exp(sum(math.log(max(r[name], 1e-12)) for name in names) / len(names)) for r in rounds]
+    level = statistics.median(levels)
+    return {name: statistics.median(r[name] / lv for r, lv in zip(rounds, levels)) * level for name in names}
 
 
 def decide(engine, scope: dict, arrays: Sequence) -> None:

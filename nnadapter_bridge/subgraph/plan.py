@@ -299,9 +299,17 @@ class _DeviceVerdicts:
             # recorded at an earlier start does not say: asked so too.
             model, refusal = scratch(op)
         names = self.context.device_names
-        if refusal is not None:
-            return {n: refusal.reason for n in names}
-        return self._declined_by(model)
+        declined = {n: refusal.reason for n in names} if refusal is not None else self._declined_by(model)
+        concrete_scratch = getattr(self.support, "concrete_scratch", None)
+        if declined and concrete_scratch is not None:
+            # As SupportDecider._accepted_once_concrete: a program is compiled for concrete input sizes, so a device
+            # that takes the op once its unknown declared dims are concrete takes it (SegFormer's spatial-reduction
+            # convs: google_xnnpack checks TFLite's window against the output, which needs the spatial dims).
+            concrete = concrete_scratch(op, refused=refusal is not None)
+            if concrete is not None:
+                still = self._declined_by(concrete)
+                declined = {n: why for n, why in declined.items() if n in still}
+        return declined
 
     def _declined_by(self, model) -> dict:
         """device -> why it declines operations of `model`, for each device that does."""

@@ -860,15 +860,23 @@ class SupportDecider:
         filter picked by the data) would have each new value compiled again.
         Optimistic: a program whose concrete model contradicts it is split around the operation the device (or the
         converter) declines (engine.SubgraphEngine), which says so."""
-        if not self._declares_unknown_dims(op) or (refused and not self._follows_the_inputs(op)):
-            return False
-        model, refusal = self.scratch_model(op, unknown_as=PROBE_DIM)
-        if refusal is not None or not model.operations:
+        model = self.concrete_scratch(op, refused)
+        if model is None:
             return False
         try:
             return all(self.context.get_supported_operations(model))
         except BridgeError:
             return False
+
+    def concrete_scratch(self, op, refused: bool = False):
+        """The scratch model _accepted_once_concrete asks the devices about (`op` with its unknown declared dims
+        made PROBE_DIM), or None when there is none to ask: no unknown dim, a converter's refusal (`refused`) of
+        sizes the data decides, or the converter refuses the concrete op too. plan._DeviceVerdicts asks each
+        device with it, so a device selection by cost places by the same verdicts the partition makes."""
+        if not self._declares_unknown_dims(op) or (refused and not self._follows_the_inputs(op)):
+            return None
+        model, refusal = self.scratch_model(op, unknown_as=PROBE_DIM)
+        return None if refusal is not None or not model.operations else model
 
     def _follows_the_inputs(self, op) -> bool:
         """Whether every unknown declared dim of `op`'s inputs becomes known once the model's inputs have concrete

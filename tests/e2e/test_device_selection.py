@@ -71,6 +71,56 @@ def test_each_devices_own_order_is_timed_within_the_lead_margin():
         assert choose(0, ops, ["slow", "fast"], figures, REFERENCE, lead_margin=1.0).contested == [("fast", "slow")]
 
 
+def test_without_the_sizes_every_devices_own_order_is_timed():
+    """An op whose sizes hang on dims the model declares unknown ([-1, 3, -1, -1]) counts as size 1, so the
+    estimate is little more than each part's fixed cost: SegFormer's put google_xnnpack's 7-part order at 5x the
+    best, out of LEAD_MARGIN, and it ran 1.1-1.2x faster than the order taken. Then each device's own order is
+    timed, whatever its estimate; mixed orders keep the margin."""
+    sized = [OpCost(0, "conv", "float32", 10**9, 1, frozenset(), ("x",), (("v0", 4),))]
+    unsized = [OpCost(0, "conv", "float32", 0, 1, frozenset(), ("x",), (("v0", 4),), sized=False)]
+    figures = {"fast": _figures("fast", 1e-12, call=1e-5), "slow": _figures("slow", 1e-11, call=1e-4)}
+    assert choose(0, sized, ["slow", "fast"], figures, REFERENCE).contested == [("fast", "slow")]
+    choice = choose(0, unsized, ["slow", "fast"], figures, REFERENCE)
+    assert choice.order == ("fast", "slow")  # the estimate still orders them (call costs): 10 us against 100 us
+    assert choice.contested == [("fast", "slow"), ("slow", "fast")]
+    assert "without the sizes of 1 op" in choice.reason
+    # a split order beyond MARGIN is not timed for want of sizes: only each device's own (lead) order is
+    three = [*unsized, OpCost(1, "other", "float32", 0, 1, frozenset({"fast"}), ("v0",), (("v1", 4),), sized=False),
+             OpCost(2, "conv", "float32", 0, 1, frozenset(), ("v1",), (("v2", 4),), sized=False)]
+    choice = choose(0, three, ["slow", "fast"], figures, REFERENCE)
+    assert [c.parts for c in choice.candidates] == [1, 3]  # slow whole (100 us) ahead of fast split in 3 (120 us)
+    assert choice.contested == [("slow", "fast"), ("fast", "slow")]
+    assert choose(0, three, ["slow", "fast"], figures, REFERENCE, margin=0.1).contested == [("slow", "fast"),
+                                                                                         ("fast", "slow")]
+
+
+def test_the_sizes_the_estimate_lacks_are_found_from_the_declared_shapes():
+    """op_costs marks an op unsized when a product's FLOPs or an output's elements hang on an unknown dim past the
+    batch; an unknown batch alone counts as 1 and keeps the op sized."""
+    from types import SimpleNamespace
+
+    from nnadapter_bridge.subgraph.plan import op_flops
+
+    shapes = {"x": (-1, 3, 8, 8), "y": (-1, 4, 8, 8), "xd": (-1, 3, -1, -1), "yd": (-1, 4, -1, -1),
+              "r": (-1, 4, -1, 64)}
+
+    class Graph:  # what op_costs and op_flops read of a loaded graph
+        params = {"w": SimpleNamespace(shape=(4, 3, 3, 3), dtype="float32")}
+
+        def var(self, name, block=0):
+            return SimpleNamespace(shape=shapes[name], dtype="float32")
+
+    def conv(k, x, y):
+        return SimpleNamespace(index=k, type="conv2d", attrs={"groups": 1}, block_idx=0,
+                               inputs={"Input": [x], "Filter": ["w"]}, outputs={"Output": [y]})
+
+    relu = SimpleNamespace(index=2, type="relu", attrs={}, block_idx=0, inputs={"X": ["yd"]}, outputs={"Out": ["r"]})
+    costs = device_selection.op_costs(Graph(), [conv(0, "x", "y"), conv(1, "xd", "yd"), relu], lambda op: {},
+                                      op_flops)
+    assert [c.sized for c in costs] == [True, False, False]
+    assert costs[0].flops == 2 * 4 * 3 * 3 * 3 * 8 * 8 and costs[1].flops == 0
+
+
 def test_a_split_is_made_when_it_saves_more_than_its_copies_cost():
     # "fast" declines the middle op: [fast, slow] runs conv on fast, the middle on slow, conv on fast (3 parts,
     # 2 MiB copied); [slow, fast] runs everything on slow.
@@ -214,6 +264,27 @@ def test_fastest_keeps_the_subgraph_whole_when_a_split_costs_more(tmp_path, pick
     predictor.close()
 
 
+def test_a_device_that_needs_the_sizes_is_asked_with_them(tmp_path, picky_device, lead_orders_by_margin):
+    """A device that declines an op only while its dims are unknown takes it in the placement by cost, as in the
+    partition (SupportDecider._accepted_once_concrete): the program is compiled for concrete input sizes. Asked with
+    the declared [-1, 4] alone, SegFormer's order led by google_xnnpack put its spatial-reduction convs on
+    onnxruntime in 6 more parts, and ran 1.2x slower than google_xnnpack by itself."""
+    from support.placement_devices import SizesDecliningDevice
+
+    DeviceManager.instance().register(SizesDecliningDevice(PICKY), replace=True)
+    model = placement_model(tmp_path / "model")
+    _write_calibration(tmp_path / "cache", 0.01, 0.0, 1e15)  # the picky device 100x faster, splits free
+    predictor = _predictor(model, tmp_path / "cache", "fastest")
+    assert predictor.plan.device_order(0) == (PICKY, "builtin_device")
+    assert set(_devices_by_type(predictor).values()) == {PICKY}
+    choice = predictor.stats.device_selection["subgraphs"][0]
+    assert choice["candidates"][0]["ops"] == {PICKY: 5} and choice["candidates"][0]["parts"] == 1
+    x = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(_run(predictor, x), placement_reference(x), rtol=1e-6, atol=1e-6)
+    assert predictor.engines[0].programs[0].compilation.device_names == [PICKY]
+    predictor.close()
+
+
 def test_priority_is_the_default_and_asks_no_calibration(tmp_path, picky_device):
     model = placement_model(tmp_path / "model")
     config = nb.Config()
@@ -330,6 +401,25 @@ def test_timed_figures_within_the_tie_margin_go_to_the_estimates_order():
     # the tie is counted from the lowest figure: the estimate's first is out when it is not within the margin
     assert _winner([(1.10, 0, whole), (1.00, 2, third), (1.01, 1, split)]) == split
     assert _winner([(1.00, 0, whole)]) == whole
+
+
+def test_timed_figures_compare_the_orders_within_each_round():
+    """paired_figures: a burst that slows one order for one round, or the machine's speed drifting between rounds,
+    does not decide the contest. Order a runs 5% faster than b in four rounds of five, at two levels of the
+    machine's speed; in the fifth a burst hit a. The median of each order's runs pooled over the rounds would
+    have b ahead (1.2 against 2.0); the median of the ratios within each round has a ahead, by 5%."""
+    from nnadapter_bridge.subgraph.measured_choice import paired_figures
+
+    rounds = [{"a": 1.0, "b": 1.05}, {"a": 1.0, "b": 1.05}, {"a": 2.0, "b": 2.1}, {"a": 2.0, "b": 2.1},
+              {"a": 2.5, "b": 1.2}]
+    figures = paired_figures(rounds, ["a", "b"])
+    assert figures["b"] / figures["a"] == pytest.approx(1.05)
+    assert figures["a"] < figures["b"]
+    # seconds, not ratios: the level is the median of the rounds' geometric means (here the fifth's, sqrt(3))
+    assert figures["a"] == pytest.approx(3 ** 0.5 / 1.05 ** 0.5, rel=1e-9)
+    # a round without one of the orders (it failed there) does not count: one round left, its own figures
+    assert paired_figures([{"a": 5.0}, {"a": 1.0, "b": 2.0}], ["a", "b"]) == pytest.approx({"a": 1.0, "b": 2.0})
+    assert paired_figures([{"a": 1.0}], ["a", "b"]) == {}
 
 
 class RunFailingDevice(DecliningDevice):

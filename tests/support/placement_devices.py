@@ -48,6 +48,21 @@ class ConcreteDecliningDevice(BuiltinDeviceDriver):
         return super().create_program(context, model, cache)
 
 
+class SizesDecliningDevice(BuiltinDeviceDriver):
+    """builtin_device that declines a RELU while any of its input dims is unknown and takes it once they are all
+    known (a check that needs the sizes, as google_xnnpack's of TFLite's conv window): what the support decision
+    sees of the declared [-1, 4] until it asks with the dims made concrete."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.vendor = "tests"
+
+    def validate_program(self, context, model):
+        flags = super().validate_program(context, model)
+        return [ok and not (op.type.name == "RELU" and any(d < 0 for d in op.inputs[0].type.dims))
+                for op, ok in zip(model.operations, flags)]
+
+
 class FailingCompileDevice(BuiltinDeviceDriver):
     """builtin_device whose compiler fails on every model (a device fault: the subgraph falls to the host)."""
 
