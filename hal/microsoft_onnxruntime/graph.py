@@ -91,7 +91,7 @@ class GraphBuilder:
         # Paddle's relu maps NaN to 0 (context property MICROSOFT_ONNXRUNTIME_RELU_NAN_TO_ZERO; see relu)
         self.relu_nan_to_zero = relu_nan_to_zero
         self.nan_kept_relus = nan_kept_relus  # id() of operations whose relu stays plain (nan_speculation.py)
-        self.swish_gates: set = set()  # id() of SIGMOIDs that onnxruntime's own Sigmoid computes (swish_gates)
+        self.sigmoid_gates: set = set()  # id() of SIGMOIDs that onnxruntime's own Sigmoid computes (sigmoid_gates)
         self.nodes: list = []
         self.initializers: list = []
         self._counter = 0
@@ -372,21 +372,45 @@ def _value_info(name: str, t: OperandType, symbolic_prefix: str, with_shape: boo
     return helper.make_tensor_value_info(name, onnx_type(t.dtype), shape)
 
 
-def swish_gates(model: Model) -> set:
-    """id() of the SIGMOID operations whose every reader multiplies the sigmoid by its own input: x * sigmoid(x), a
-    SiLU written out (YOLOX's and CSPDarkNet's activations). onnxruntime's Sigmoid is accurate to about 6e-8 absolute
-    only (operations.py computes SIGMOID as 1 / (1 + e^-x) for that), but in x * sigmoid(x) that error is at most
-    6e-8 |x| absolute where the product is tiny, as in the SWISH operation: those keep the one fast Sigmoid."""
+def sigmoid_gates(model: Model) -> set:
+    """id() of the SIGMOID operations whose every reader multiplies the sigmoid by a feature it gates:
+    - x * sigmoid(x), a SiLU written out (YOLOX's and CSPDarkNet's activations), as in the SWISH operation;
+    - x * sigmoid(s) where the sigmoid has fewer elements than x (broadcast over it) and x is no sigmoid's: a
+      channel attention's gate (EfficientNet's squeeze-and-excitation, PP-HGNet's ESE).
+    onnxruntime's Sigmoid is accurate to about 6e-8 absolute only (operations.py computes SIGMOID as 1 / (1 + e^-x)
+    for that), but in such a product the error is at most 6e-8 |x| absolute, the rounding of x itself: those keep
+    the one fast Sigmoid, which onnxruntime also fuses into the convolution before it (PP-HGNet: four elementwise
+    passes and a reorder out of the blocked layout and back, five times). A product of two sigmoids (YOLOX's class
+    x objectness, a score near its threshold), a sigmoid read otherwise or of unknown size keeps the exact form."""
     consumers = model.consumers()
+    producers = model.producers()
     outputs = {o.index for o in model.output_operands}
     gates = set()
+
+    def gated(op: Operation, reader: Operation) -> bool:
+        if reader.type != T.MUL:
+            return False
+        pair = [o for o in reader.inputs[:2] if o is not None]
+        if len(pair) != 2 or op.outputs[0].index not in {o.index for o in pair}:
+            return False
+        if pair[0].index == pair[1].index:
+            return False  # sigmoid(x) squared
+        other = pair[1] if pair[0].index == op.outputs[0].index else pair[0]
+        if other.index == op.inputs[0].index:
+            return True  # x * sigmoid(x)
+        source = producers.get(other.index)
+        if source is not None and source.type in (T.SIGMOID, T.HARD_SIGMOID):
+            return False
+        gate, product = op.outputs[0].type, reader.outputs[0].type
+        if gate.has_unknown_dims or product.has_unknown_dims or other.type.has_unknown_dims:
+            return False
+        return gate.numel() < product.numel() == other.type.numel()
+
     for op in model.operations:
         if op.type != T.SIGMOID or op.outputs[0].index in outputs:
             continue
-        pair = {op.inputs[0].index, op.outputs[0].index}
         readers = consumers.get(op.outputs[0].index, [])
-        if readers and all(r.type == T.MUL and {o.index for o in r.inputs[:2] if o is not None} == pair
-                           for r in readers):
+        if readers and all(gated(op, r) for r in readers):
             gates.add(id(op))
     return gates
 
@@ -414,7 +438,8 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     a chain met before its head wait for it; when emit returns False they and the rest convert one by one. An
     emitter may set the model's producer name (g.producer_name: qdq.py marks the models that hold its pattern)."""
     fused_ops = [o for _, ops, _ in fused_chains for o in ops]
-    kept = nan_kept_relus(model, fused_ops) if relu_nan_to_zero and keep_nan_where_visible else set()
+    watched: list = []  # the results of NaN-kept relus whose NaN the probe must sum to see (nan_speculation.py)
+    kept = nan_kept_relus(model, fused_ops, watched) if relu_nan_to_zero and keep_nan_where_visible else set()
     g = GraphBuilder(relu_nan_to_zero, kept)
     heads = {id(head): (ops, emit) for head, ops, emit in fused_chains}
     head_of = {id(o): id(head) for head, ops, _ in fused_chains for o in ops if o is not head}
@@ -422,7 +447,7 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
     reached: set = set()
     skipped: set = set()
     g.producers = model.producers()
-    g.swish_gates = swish_gates(model)
+    g.sigmoid_gates = sigmoid_gates(model)
     g.raw_read = {o.index for o in model.output_operands}
     g.raw_read |= {o.index for op in model.operations if op.type != T.DEQUANTIZE for o in op.inputs if o is not None}
     for k, operand in enumerate(model.input_operands):
@@ -473,6 +498,11 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
                   for operand in nan_probe_operands(model, kept, fused_ops)]
         if not probed or not all(name in written or name in float_outputs for name in probed):
             probed = float_outputs  # an operand written under another name (in a fused pattern): the outputs
+        watched_names = [output_names.get(operand.index, g.operand_name(operand)) for operand in watched]
+        if not all(name in written or name in float_outputs for name in watched_names):  # pragma: no cover
+            # A relu's result is written by its own node; should one not be, the relus are written exactly.
+            return convert_model(model, operations, relu_nan_to_zero, fused_chains, keep_nan_where_visible=False)
+        probed = list(dict.fromkeys([*probed, *watched_names]))
         probe_nodes, probe_output = nan_probe_nodes(probed)
         g.nodes.extend(probe_nodes)
         outputs.append(probe_output)

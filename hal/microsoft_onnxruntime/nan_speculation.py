@@ -14,14 +14,21 @@ in some float output or changes no output at all. That holds when
   slice, a strided convolution or a downsampling resize may not): then whatever else reads the relu's output,
   a NaN there shows (PP-HGNetV2's stem relu feeds a max pool, which drops NaN, and a stride-1 convolution that
   carries it to the output).
-A run whose float outputs hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a NaN that changed
-an output). A run whose outputs hold a NaN is run again by the exact program, built from the same ONNX model with
-each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
+A relu whose NaN would not show that way (ResNet-vd's and PP-HGNet's stems: three relus and stride-1
+convolutions into a max pool, which drops NaN) is kept plain too, and watched: the probe below also sums its output,
+which holds a NaN exactly where its input does. A NaN of a relu upstream that reaches a watched output through
+operations that propagate it shows there as well. Watching costs one sum of the relu's output (and a reorder out of
+onnxruntime's blocked layout); the exact form cost a ThresholdedRelu and a reorder out and back (ResNet50-vd at
+one thread: 4% of its run for its three stem relus).
+A run whose float outputs (and watched relus) hold no NaN then gave exactly Paddle's answer (no NaN-kept relu met a
+NaN that changed an output). A run where they hold a NaN is run again by the exact program, built from the same
+ONNX model with each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
 
 Whether the outputs hold a NaN is computed by onnxruntime in the same run: the speculative model has one more
 graph output, `NAN_PROBE_OUTPUT`, the sum of every float32 output (a sum is NaN when any term is; +inf and -inf
-in one output also give NaN, which only costs an unneeded exact run), or of a smaller tensor that every NaN on
-its way to that output passes through (`nan_probe_operands`: a segmentation model's upsampling input).
+in the terms also give NaN, which only costs an unneeded exact run), or of a smaller tensor that every NaN on
+its way to that output passes through (`nan_probe_operands`: a segmentation model's upsampling input), and of
+each watched relu's output.
 Checking in numpy after the run cost more than the relus saved at small sizes: the first numpy call after a
 session run reads code and data the run has evicted from the caches (PP-HGNetV2 at one thread: 80 us of a 2 ms
 run, measured in-process).
@@ -175,10 +182,12 @@ def _propagates(op: Operation, index: int, every_element: bool, kept: set, skipp
     return not every_element or any(_reads_every_element(op, k) for k in reads)
 
 
-def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
+def nan_kept_relus(model: Model, skipped: Sequence[Operation] = (), watched: list | None = None) -> set:
     """id() of the operations whose relu (a RELU, or a fused FUSED_RELU) may run as a plain ONNX Relu: a NaN in
     any element of its output shows in a float32 model output or changes none (module docstring).
-    `skipped`: operations converted as a fused pattern (quantized chains) - never NaN-propagating."""
+    `skipped`: operations converted as a fused pattern (quantized chains) - never NaN-propagating.
+    `watched`: when a list, a relu whose NaN would not show is kept plain too, its result appended to `watched`
+    for the probe to sum (module docstring: the relus before a max pool)."""
     outputs = {o.index for o in model.output_operands if o is not None}
     float_outputs = {o.index for o in model.output_operands if _is_float32(o)}
     consumers = model.consumers()
@@ -204,8 +213,14 @@ def nan_kept_relus(model: Model, skipped: Sequence[Operation] = ()) -> set:
             safe[out.index] = flagged[out.index] or (out.index not in outputs and all(
                 propagates(c, out.index, False) and all(_is_float32(r) and safe[r.index] for r in _results_of(c))
                 for c in readers))
-        if id(op) not in skipped_ids and _has_relu(op) and results and all(safe[o.index] for o in results):
-            kept.add(id(op))
+        if id(op) not in skipped_ids and _has_relu(op) and results:
+            if all(safe[o.index] for o in results):
+                kept.add(id(op))
+            elif watched is not None:  # the probe sees its NaN: it shows, and so does one sent to it from upstream
+                kept.add(id(op))
+                watched.extend(results)
+                for out in results:
+                    flagged[out.index] = safe[out.index] = True
     return kept
 
 

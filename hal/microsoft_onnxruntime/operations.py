@@ -156,13 +156,13 @@ def _unary(g: GraphBuilder, op: Operation):
     dtype = _compute_dtype(op)
     if op.type in _UNARY:
         g.one(_UNARY[op.type], [x], out)
-    elif op.type == T.SIGMOID and id(op) in g.swish_gates:
-        g.one("Sigmoid", [x], out)  # x * sigmoid(x): the absolute error is harmless there (graph.swish_gates)
+    elif op.type == T.SIGMOID and id(op) in g.sigmoid_gates:
+        g.one("Sigmoid", [x], out)  # x * sigmoid(...): the absolute error is harmless there (graph.sigmoid_gates)
     elif op.type == T.SIGMOID:
         # 1 / (1 + e^-x), as Paddle computes it: onnxruntime's CPU Sigmoid is accurate to ~6e-8 absolute only, so
         # its small outputs are off by 1% at x = -13 and 0 below -17, where YOLOX's sqrt(class x objectness)
         # scores meet their 0.001 threshold. Exp overflowing to inf gives 0, as Paddle's kernel does. Four
-        # elementwise passes where Sigmoid is one (3-6x its time): the sigmoids of x * sigmoid(x) keep Sigmoid.
+        # elementwise passes where Sigmoid is one (3-6x its time): the sigmoids that gate a feature keep Sigmoid.
         g.one("Reciprocal", [g.one("Add", [g.one("Exp", [g.one("Neg", [x])]), g.scalar(1, dtype)])], out)
     elif op.type == T.RELU:
         g.relu(x, dtype, out)
@@ -452,8 +452,8 @@ def _finite_from_below(g: GraphBuilder, op: Operation) -> bool:
     change nothing, and leaving it out keeps onnxruntime's NCHWc layout through the pool (Max has no blocked
     kernel): the input is a relu's exact output, maybe scaled by positive finite constants and shifted by finite
     ones (PP-HGNetV2's learnable affine blocks, also as fusion.scalar_affine_as_depthwise_conv writes them). A
-    relu before a max pool is exact (nan_speculation: a NaN it kept shows in an output, or it is written exactly)
-    unless the user chose ONNX's Relu."""
+    relu before a max pool is exact (nan_speculation: a run whose outputs or watched relus hold a NaN is run again
+    exactly, or the relu is written exactly) unless the user chose ONNX's Relu."""
     if not g.relu_nan_to_zero or _compute_dtype(op) != np.float32:
         return False
     operand = op.inputs[0]

@@ -680,8 +680,9 @@ _DENSE_ROUNDING = (
     "from it by up to {}, past the whole-model tolerance in {} of {} elements (by {} at |x| {}){}")
 KNOWN_FAILURES[("gfl", "intel_openvino")] = _DENSE_ROUNDING.format(
     "GFL", "9.9e-3", "1.2e-2", 2, 108, "8.3e-3", "12.9", " (builtin_device passes, by up to 6.9e-3)")
-KNOWN_FAILURES[("gfl", "microsoft_onnxruntime")] = _DENSE_ROUNDING.format(
-    "GFL", "9.9e-3", "8.3e-3", 1, 108, "6.9e-3", "12.9", "")
+# microsoft_onnxruntime passes GFL since its relus before a max pool are plain Relus watched by the NaN probe (they
+# were followed by a ThresholdedRelu, with a reorder out of onnxruntime's blocked layout and back): the rounding of
+# the program around them changed (checked: with the old relus it is off in 1 of 108 elements, by 6.9e-3 at |x| 12.9).
 KNOWN_FAILURES[("gfl", "google_xnnpack")] = _DENSE_ROUNDING.format(
     "GFL", "9.9e-3", "1.5e-2", 1, 108, "7.8e-3", "12.9", "")
 _TOOD_SAME_SIDE = ("; the four devices agree with each other within 7e-3 there, all below Paddle's value (whose own "

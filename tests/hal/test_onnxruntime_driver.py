@@ -364,6 +364,39 @@ def test_a_sigmoid_gating_its_own_input_keeps_onnxruntimes_sigmoid():
     np.testing.assert_allclose(got, 3 * exact, rtol=1e-6, atol=0)  # the tail to its relative precision
 
 
+def _channel_gate(y_is_a_sigmoid: bool = False) -> Model:
+    """y * sigmoid(s), s of shape (2, 3, 1, 1) over y of (2, 3, 4, 5): a channel attention's gate (PP-HGNet's ESE,
+    EfficientNet's squeeze-and-excitation); with `y_is_a_sigmoid`, y = sigmoid(x) (a product of two scores)."""
+    model = Model()
+    s = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 1, 1)), "s")
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), "x")
+    gate, out = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 1, 1)), "gate"), model.add_output("out")
+    model.add_operation(T.SIGMOID, [s], [gate])
+    y = x
+    if y_is_a_sigmoid:
+        y = model.add_operand(OperandType(Precision.FLOAT32, (2, 3, 4, 5)), "y")
+        model.add_operation(T.SIGMOID, [x], [y])
+    model.add_operation(T.MUL, [y, gate, model.add_constant(np.int32([0]))], [out])
+    model.identify_inputs_and_outputs([s, x], [out])
+    model.finish()
+    return model
+
+
+def test_a_sigmoid_gating_channels_keeps_onnxruntimes_sigmoid():
+    """A channel gate's sigmoid broadcast over a feature keeps the fast Sigmoid (its error 6e-8 |x| in the product,
+    the rounding of x); a product of two sigmoids (YOLOX's class x objectness score) stays exact."""
+    gated = [n.op_type for n in convert_model(_channel_gate(), OPERATIONS).graph.node]
+    assert "Sigmoid" in gated and "Exp" not in gated
+    scores = [n.op_type for n in convert_model(_channel_gate(y_is_a_sigmoid=True), OPERATIONS).graph.node]
+    assert "Sigmoid" not in scores and scores.count("Exp") == 2
+    rng = np.random.default_rng(2)
+    s = np.linspace(-40, 40, 6).astype(np.float32).reshape(2, 3, 1, 1)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 10).astype(np.float32)
+    exact = 1 / (1 + np.exp(-s.astype(np.float64)))
+    (got,) = _run_on_onnxruntime(_channel_gate(), [s, x])
+    np.testing.assert_allclose(got, x * exact, rtol=1e-6, atol=1e-7 * np.abs(x).max())
+
+
 # -- programs ------------------------------------------------------------------------------------------------
 def test_program_bytes_are_an_onnx_model_that_restores_without_converting(device, monkeypatch):
     context = DRIVER.create_context(device, "")

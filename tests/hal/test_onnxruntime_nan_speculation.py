@@ -53,11 +53,11 @@ def _run_program(program, arrays):
 
 @pytest.fixture
 def exact_builds(monkeypatch):
-    """Counts the exact programs the driver builds (each is a run that fell back)."""
+    """The speculative programs' bytes, one for each exact program the driver builds (a run that fell back)."""
     built = []
 
     def counting(model_bytes):
-        built.append(1)
+        built.append(bytes(model_bytes))
         return exact_model_bytes(model_bytes)
 
     monkeypatch.setattr(ort_driver, "exact_model_bytes", counting)
@@ -109,17 +109,96 @@ def _sample(sample_id: str):
     ("LOG", False),           # not in the table: exact
 ])
 def test_which_relus_are_kept(sample_id, kept):
+    """Kept: a NaN the relu keeps shows in a float output. The others are kept plain too, and watched: the probe
+    sums the relu's own output. Either way the program is speculative and writes no ThresholdedRelu."""
     sample = _sample(sample_id)
     model, _ = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs,
                         relu_before=[0])
     relu = next(op for op in model.operations if op.type == T.RELU)
     assert (id(relu) in nan_kept_relus(model)) is kept
+    watched: list = []
+    assert id(relu) in nan_kept_relus(model, watched=watched)
+    assert [o.index for o in watched] == ([] if kept else [relu.outputs[0].index])
     proto = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
-    marked = [n for n in proto.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX)]
-    assert bool(marked) is kept
-    assert ({p.key: p.value for p in proto.metadata_props}.get(METADATA_KEY) == "1") is kept
-    kinds = [n.op_type for n in proto.graph.node]
-    assert ("ThresholdedRelu" in kinds) is (not kept)
+    (marked,) = [n for n in proto.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX) and n.name.startswith("RELU#")]
+    assert {p.key: p.value for p in proto.metadata_props}.get(METADATA_KEY) == "1"
+    assert "ThresholdedRelu" not in [n.op_type for n in proto.graph.node]
+    probe_sums = {n.input[0] for n in proto.graph.node if n.op_type == "ReduceSum" and n.name.endswith("nan_probe")}
+    assert (marked.output[0] in probe_sums) is (not kept)
+
+
+@pytest.mark.parametrize("sample_id", ["MAX_POOL_2D_ceil", "ARG_MAX_int64", "LOG"])
+def test_a_watched_relu_gives_paddles_answer_for_a_nan(sample_id, exact_builds):
+    """relu -> an operation that does not show its NaN (a max pool drops it, an arg max's output is an integer, a
+    log is not in the table): the relu runs plain, the probe sums its output, and a run where it holds a NaN is
+    run again exactly. A finite run is not."""
+    sample = _sample(sample_id)
+    model, feeds = build_op(sample.type, sample.inputs, sample.n_outputs, null_outputs=sample.null_outputs,
+                            relu_before=[0])
+    program = DRIVER.create_program(DRIVER.create_context(DRIVER.open_device(), ""), model, Cache())
+    assert program.exact is not None, "the relu is written exactly"
+    for got, want in zip(_run_program(program, feeds), run_model(model, feeds)):
+        assert_op_close(got, want, what=f"{sample_id}, a finite run")
+    assert not exact_builds
+    poisoned = feeds[0].copy()
+    poisoned.reshape(-1)[0] = poisoned.reshape(-1)[-1] = np.nan
+    for got, want in zip(_run_program(program, [poisoned, *feeds[1:]]), run_model(model, [poisoned, *feeds[1:]])):
+        assert_op_close(got, want, what=f"{sample_id} after a NaN the relu turns into 0")
+    assert len(exact_builds) == 1
+
+
+def _stem_model():
+    """ResNet-vd's stem: a stride-2 conv+relu, two stride-1 conv+relus, a 3x3 stride-2 max pool."""
+    from nnadapter_bridge.nnadapter.codes import Precision
+    from nnadapter_bridge.nnadapter.model import Model
+    from nnadapter_bridge.nnadapter.types import OperandType
+
+    rng = np.random.default_rng(0)
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (1, 3, 12, 12)), "x")
+    h = x
+    for k, stride in enumerate((2, 1, 1)):
+        out = model.add_output(f"conv{k}")
+        w = rng.standard_normal((4, 3 if k == 0 else 4, 3, 3)).astype(np.float32) * 0.3
+        model.add_operation(T.CONV_2D, [h, model.add_constant(w), model.add_constant(np.zeros(4, np.float32)),
+                                        model.add_constant(np.int32(0)), model.add_constant(np.int32([1, 1, 1, 1])),
+                                        model.add_constant(np.int32([stride, stride])), model.add_constant(np.int32(1)),
+                                        model.add_constant(np.int32([1, 1])),
+                                        model.add_constant(np.int32(int(FuseCode.FUSED_RELU)))], [out])
+        h = out
+    pooled = model.add_output("pooled")
+    window = [np.int32([0]), np.int32([1, 1, 1, 1]), np.int32([3, 3]), np.int32([2, 2]), np.bool_([False]),
+              np.bool_([False]), np.int32([int(Precision.INT32)]), np.int32([0])]
+    model.add_operation(T.MAX_POOL_2D, [h] + [model.add_constant(v) for v in window], [pooled])
+    model.identify_inputs_and_outputs([x], [pooled])
+    model.finish()
+    return model
+
+
+def test_a_watched_relu_also_watches_the_relus_before_it(exact_builds):
+    """The stem's last relu is watched; a NaN of the first two reaches it through convolutions that read every
+    element, so they need no probe of their own. Every relu is plain, and a NaN anywhere in the input gives Paddle's
+    answer (builtin_device's), by the exact program."""
+    model = _stem_model()
+    convs = [op for op in model.operations if op.type == T.CONV_2D]
+    watched: list = []
+    kept = nan_kept_relus(model, watched=watched)
+    assert all(id(c) in kept for c in convs)
+    assert [o.index for o in watched] == [convs[2].outputs[0].index]
+    assert not nan_kept_relus(model)  # without watching, none would be
+    proto = convert_model(lower(model, OPERATIONS), OPERATIONS, keep_nan_where_visible=True)
+    assert "ThresholdedRelu" not in [n.op_type for n in proto.graph.node]
+    program = DRIVER.create_program(DRIVER.create_context(DRIVER.open_device(), ""), model, Cache())
+    x = np.random.default_rng(1).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    assert_op_close(_run_program(program, [x])[0], run_model(model, [x])[0], what="the stem, a finite run")
+    assert not exact_builds
+    for flat in (0, 77, x.size - 1):
+        poisoned = x.copy()
+        poisoned.reshape(-1)[flat] = np.nan
+        want = run_model(model, [poisoned])[0]
+        assert np.isfinite(want).all()  # Paddle's relu turned the NaN into 0
+        assert_op_close(_run_program(program, [poisoned])[0], want, what=f"the stem, a NaN at {flat}")
+    assert len(exact_builds) == 1  # built once, on the first run that needed it
 
 
 WINDOW_SAMPLES = [s for s in SAMPLES if s.type in (T.CONV_2D, T.AVERAGE_POOL_2D, T.PAD, T.CONV_2D_TRANSPOSE,
@@ -304,8 +383,8 @@ def test_upsampled_program_with_a_probe_upstream_gives_paddles_answer(tmp_path, 
 
 # -- whole programs against Paddle Inference ----------------------------------------------------------------------
 def _paddle_net(x, y):
-    """conv-relu -> max pool (that relu stays exact) -> + y -> conv-relu (kept) -> concat -> conv-relu (kept)
-    -> global average pool: a NaN in y reaches the kept relus, a NaN in x is stopped by the exact one."""
+    """conv-relu -> max pool (that relu is watched: the probe sums its output) -> + y -> conv-relu (kept) -> concat
+    -> conv-relu (kept) -> global average pool: a NaN in y reaches the kept relus, a NaN in x the watched one."""
     import paddle
     import paddle.nn.functional as F
 
@@ -350,8 +429,8 @@ def test_program_with_kept_relus_gives_paddles_answer_for_nan_inputs(tmp_path, p
     assert not np.isnan(want).any()  # Paddle's relu turned every NaN into 0
     got = _run(_predictor(saved, tmp_path), feeds)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    # only a NaN that reached a kept relu (through y) needed the exact program
-    assert len(exact_builds) == (1 if poisoned == "y" else 0)
+    # a NaN that reached a relu (a kept one through y, the watched one through x) needed the exact program
+    assert len(exact_builds) == (0 if poisoned == "none" else 1)
 
 
 def _relu_read_by_a_max_pool_and(reader: str):
@@ -372,9 +451,9 @@ def _relu_read_by_a_max_pool_and(reader: str):
 
 
 # reader, the max-pool window whose elements are all NaN, and whether the relu is NaN-kept (a plain Relu whose
-# NaN shows through the reader, so the run is redone exactly): a reader that reads every element of the relu's
-# output shows every NaN; one that leaves out that window's elements (a slice, a 1x1 convolution of stride 3)
-# would let the max pool drop them unseen, so the relu stays exact.
+# NaN shows through the reader): a reader that reads every element of the relu's output shows every NaN; one that
+# leaves out that window's elements (a slice, a 1x1 convolution of stride 3) would let the max pool drop them
+# unseen, so the relu is watched (the probe sums its output). Either way the run is redone exactly.
 READERS = [("3x3", 0, True), ("3x3_stride2", 0, True), ("slice", 0, False), ("1x1_stride3", 2, False)]
 
 
@@ -396,7 +475,14 @@ def test_relu_read_by_a_max_pool_and_another_reader(tmp_path, reader, window, ke
         assert not np.isnan(want).any()
         np.testing.assert_allclose(predictor.get_output(k).numpy(), want, rtol=1e-4, atol=1e-4,
                                    err_msg=f"output {k}")
-    assert len(exact_builds) == int(kept)
+    assert len(exact_builds) == 1
+    import onnx
+
+    speculative = onnx.load_from_string(exact_builds[0])
+    (relu,) = [n for n in speculative.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX)]
+    probe_sums = {n.input[0] for n in speculative.graph.node if n.op_type == "ReduceSum"
+                  and n.name.endswith("nan_probe")}
+    assert (relu.output[0] in probe_sums) is (not kept)  # watched where the reader does not show every NaN
 
 
 def test_program_restored_from_cache_keeps_its_exact_fallback(tmp_path, exact_builds):
