@@ -3,13 +3,13 @@ real input, and the winner is kept in the model cache dir, so a warm start does 
 
 A subgraph whose SubgraphChoice (subgraph.device_selection) lists more than one contested order is decided on its
 first run: each contested order runs the subgraph in an engine of its own (which converts, compiles and writes its
-`.nnc` as any engine does), then the orders take turns for about a second (_time_orders), each turn first
-running unmeasured for 50 ms; each order's figure is the median over the rounds of its runs' median against the
-round's (paired_figures: what a user's typical run takes, as bench_zoo.py reports it, with the drift of the
-machine's speed between rounds taken out; the best run favoured an order whose runs spread), and the lowest wins.
-Figures within TIE_MARGIN of the lowest are a tie, which the estimate's order decides: about a second of timing
-cannot separate them on this kind of machine, and the estimate's order is the same at every start (usually the one
-with fewer parts and copies). The subgraph's pool then takes the winner's order for every later run (and input shape) of the
+`.nnc` as any engine does), then the orders take turns for about a second (_time_orders), each turn first running
+unmeasured for 50 ms; each order's figure is the median over the rounds of its runs' median against the round's
+(paired_figures: what a user's typical run takes, as bench_zoo.py reports it, with the drift of the machine's speed
+between rounds taken out; the best run favoured an order whose runs spread), and the lowest wins. Figures within
+TIE_MARGIN of the lowest are a tie, which the estimate's order decides: about a second of timing cannot separate
+them on this kind of machine, and the estimate's order is the same at every start (usually the one with fewer parts
+and copies). The subgraph's pool then takes the winner's order for every later run (and input shape) of the
 predictor and its clones; the trial engines and their programs are destroyed (the winner's is restored from its
 `.nnc`, or compiled once more without a cache dir). An order that fails (a device fault, a conversion error) is out
 of the contest, with its error in the figures; when every order fails, the estimate's stays.
