@@ -306,7 +306,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runners", help=f"comma-separated, from {', '.join(RUNNERS)}")
     parser.add_argument("--runs", type=int, default=20,
                         help="steady runs per row (default 20; with --steady in-process at least this many, in "
-                             "turns of 0.1 s, and at least 8 turns)")
+                             "turns of 0.1 s, at least 8 turns and 2 s of runs)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--steady", choices=("per-process", "in-process"), default="per-process",
                         help="time each runner in processes of its own (default, with cold and warm starts), or "

@@ -19,8 +19,8 @@ the model (the parent reports that as the runner's result for the model, not as 
 The interleaved phase (bench_zoo.py --steady in-process) prepares every listed runner in this one process, each
 with a work dir of its own under DIR, then times them in turns: one untimed run of a runner, then BLOCK_RUNS
 timed runs, more while the turn is shorter than TURN_SECONDS (a sub-millisecond model gets hundreds), then the
-next runner's turn, the order rotating from round to round, for ceil(`--runs` / BLOCK_RUNS) rounds and at least
-MIN_ROUNDS.
+next runner's turn, the order rotating from round to round, for ceil(`--runs` / BLOCK_RUNS) rounds, at least
+MIN_ROUNDS, and more (up to MAX_ROUNDS) while a runner has less than MIN_STEADY_SECONDS of timed runs.
 Whatever slows this machine down for a while slows every runner alike, which separate processes minutes apart do
 not give. Each runner's first outputs go to PREFIX-<runner>.npz, and the result line
 carries {"runners": {runner: figures or {"error": ...}}}; a runner's start_s there is its start in a process
@@ -256,6 +256,9 @@ BLOCK_RUNS = 5  # timed runs per turn in the interleaved phase, at least
 # --runs 20 two runners of one program (google_xnnpack by itself, and "fastest" having chosen it) read 0.88x apart
 # on PP-LCNet and GhostNet; each round is one more sample of the drift that every runner shares.
 MIN_ROUNDS = 8
+# And more, up to MAX_ROUNDS, until every runner has MIN_STEADY_SECONDS of timed runs: a sub-millisecond model's
+# turns of 0.1 s still left "fastest" and the device it chose 5-7% apart on MobileNetV3 and PP-LCNet.
+MIN_STEADY_SECONDS, MAX_ROUNDS = 2.0, 24
 TURN_SECONDS = 0.1  # and runs go on until the turn has lasted this long: this VM's speed drifts within seconds
 # Between turns: longer than Intel OpenMP's default spin after a parallel region (KMP_BLOCKTIME, 200 ms), which
 # Paddle Inference's threads keep after each run; on 2 cores a spinning thread of the last runner's pool would
@@ -295,7 +298,14 @@ def interleave(args, feeds, runners: list) -> int:
         prepared[runner] = (run, details)
     print(f"{PROGRESS_MARKER}steady", flush=True)
     order = list(prepared)
-    for turn in range(max(-(-args.runs // BLOCK_RUNS), MIN_ROUNDS) if order else 0):
+    rounds = max(-(-args.runs // BLOCK_RUNS), MIN_ROUNDS)
+
+    def more(turn: int) -> bool:
+        timed = min(sum(result["runners"][r]["steady_s"]) for r in order)
+        return turn < rounds or (turn < MAX_ROUNDS and timed < MIN_STEADY_SECONDS)
+
+    turn = 0
+    while order and more(turn):
         for runner in order[turn % len(order):] + order[:turn % len(order)]:
             run, _ = prepared[runner]
             times = result["runners"][runner]["steady_s"]
@@ -308,6 +318,7 @@ def interleave(args, feeds, runners: list) -> int:
                 times.append(time.perf_counter() - t0)
                 if count >= BLOCK_RUNS and time.perf_counter() - started >= TURN_SECONDS:
                     break
+        turn += 1
     for runner, (_, details) in prepared.items():
         if details is not None:
             result["runners"][runner]["details"] = details()

@@ -704,6 +704,14 @@ def _mat_mul(g: GraphBuilder, op: Operation):
     integer = is_integer_product(op) and exact_int8_kernels()
     x, y = (_as_uint8(g, op, 0), g.raw(op, 1)) if integer else (g.x(op, 0), g.x(op, 1))
     x_rank, y_rank = len(g.dims(op, 0)), len(g.dims(op, 1))
+    if (x_rank == y_rank == 2 and op.inputs[1].is_constant and not is_integer_product(op)
+            and _compute_dtype(op) == np.float32):
+        # A classifier head's matmul (nn.Linear exports matmul + add): onnxruntime's Gemm ran PP-HGNet and
+        # ResNet50-vd 1-2% faster than MatMul with the same weight (a 2048 x 1000 product at one row, paired
+        # interleaved sessions); MatMulAddFusion, which would make it, stays off (driver.DISABLED_OPTIMIZERS).
+        g.one("Gemm", [x, y], g.out(op), transA=int(args.bool("transpose_x", False)),
+              transB=int(args.bool("transpose_y", False)))
+        return
     if args.bool("transpose_x", False) and x_rank >= 2:
         x = _swap_last_two(g, x, x_rank)
     if args.bool("transpose_y", False) and y_rank >= 2:

@@ -122,13 +122,12 @@ def save_choice(cache_dir: str, key: str, winner: Sequence[str], measured: dict,
 def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, dict]:
     """{order text: the typical run of the subgraph on that order (paired_figures), or the error that put it out of
     the contest}, and {order text: {device: (stage, what it failed)}} for the devices left out of each order.
-    Each order converts
-    and compiles in an engine of its own (its first run), then the orders take turns (so a burst of load on the
-    machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, and until each order has
-    MIN_MEASURED_RUNS measured runs unless that passes MAX_TIMING_SECONDS; at most MAX_ROUNDS. Each
-    turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for TURN_SECONDS (at least once):
-    onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in a 100 ms pause at 2 threads),
-    and at 2 threads on 2 cores that spin slowed whichever order ran next, which made the choice favour
+    Each order converts and compiles in an engine of its own (its first run), then the orders take turns (so a
+    burst of load on the machine hits them all alike) for at least MIN_ROUNDS rounds and MIN_TIMING_SECONDS, and
+    until each order has MIN_MEASURED_RUNS measured runs unless that passes MAX_TIMING_SECONDS; at most MAX_ROUNDS.
+    Each turn first runs unmeasured for SETTLE_SECONDS (at least once), then measured for TURN_SECONDS (at least
+    once): onnxruntime's workers spin for ~40 ms after a run (measured here: 40 ms of CPU in a 100 ms pause at 2
+    threads), and at 2 threads on 2 cores that spin slowed whichever order ran next, which made the choice favour
     onnxruntime."""
     from nnadapter_bridge.subgraph.engine import ProgramPool, SubgraphEngine
 

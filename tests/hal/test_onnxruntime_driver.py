@@ -364,6 +364,25 @@ def test_a_sigmoid_gating_its_own_input_keeps_onnxruntimes_sigmoid():
     np.testing.assert_allclose(got, 3 * exact, rtol=1e-6, atol=0)  # the tail to its relative precision
 
 
+@pytest.mark.parametrize("transpose_x,transpose_y", [(False, False), (True, False), (False, True), (True, True)])
+def test_a_two_dimensional_matmul_by_a_constant_is_a_gemm(transpose_x, transpose_y):
+    """A classifier head's matmul (nn.Linear: matmul + add in a PIR export) runs as onnxruntime's Gemm, the
+    transposes as its attributes; the answer is the reference's."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 3) if transpose_x else (3, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 6) if transpose_y else (6, 5)).astype(np.float32)
+    model, feeds = build_op(T.MAT_MUL, [x, Const(w), transpose_x, transpose_y])
+    nodes = convert_model(model, OPERATIONS).graph.node
+    (gemm,) = [n for n in nodes if n.op_type == "Gemm"]
+    assert "MatMul" not in [n.op_type for n in nodes]
+    assert {a.name: a.i for a in gemm.attribute} == {"transA": int(transpose_x), "transB": int(transpose_y)}
+    (got,) = _run_on_onnxruntime(model, feeds)
+    assert_op_close(got, run_model(model, feeds)[0], what="matmul as Gemm")
+    # a weight fed at run time stays MatMul
+    fed, _ = build_op(T.MAT_MUL, [x, w, transpose_x, transpose_y])
+    assert "Gemm" not in [n.op_type for n in convert_model(fed, OPERATIONS).graph.node]
+
+
 def _channel_gate(y_is_a_sigmoid: bool = False) -> Model:
     """y * sigmoid(s), s of shape (2, 3, 1, 1) over y of (2, 3, 4, 5): a channel attention's gate (PP-HGNet's ESE,
     EfficientNet's squeeze-and-excitation); with `y_is_a_sigmoid`, y = sigmoid(x) (a product of two scores)."""
