@@ -418,21 +418,24 @@ class OnnxRuntimeDriver(Driver):
 
     def prepare_run(self, program: OnnxRuntimeProgram):
         """driver_protocol's prepare_run: run_arrays with the session's own run, the fetch list and the inputs'
-        fixed shapes looked up once. For a program whose every input has a fixed shape and that has no exact
-        fallback or fault outputs (a transformer encoder, most small models); None otherwise. An input that is not
-        exactly as the program was built (shape, dtype, layout) goes through run_arrays, which says what is
-        wrong or copies it."""
+        fixed shapes looked up once. For a program whose every input has a fixed shape and that has no fault
+        outputs; None otherwise. A program with NaN-kept relus runs its speculative session and reads the probe, as
+        _run_session does (a run whose probe is NaN is run again exactly; once the program runs only its exact
+        form, every run goes through run_arrays). An input that is not exactly as the program was built (shape,
+        dtype, layout) goes through run_arrays, which says what is wrong or copies it."""
         raw = getattr(program.session, "_sess", None)
-        if raw is None or program.exact is not None or program.fault_names \
-                or any(slot.fixed_shape is None for slot in program.inputs):
+        exact = program.exact
+        if raw is None or program.fault_names or any(slot.fixed_shape is None for slot in program.inputs) \
+                or (exact is not None and exact.exact_only):
             return None
         slots = [(slot.name, slot.fixed_shape, slot.dtype, slot.consumed) for slot in program.inputs]
         names, dtypes, count = program.run_names, program.output_dtypes, len(program.inputs)
+        fetched = names if exact is None else exact.probed_output_names
         run_arrays = self.run_arrays
 
         def run(arrays: Sequence[np.ndarray]) -> list:
-            if program.session is None or len(arrays) != count:
-                return run_arrays(program, arrays)  # its error
+            if program.session is None or len(arrays) != count or (exact is not None and exact.exact_only):
+                return run_arrays(program, arrays)  # its error, or the exact program alone
             feeds = {}
             for (name, shape, dtype, consumed), array in zip(slots, arrays):
                 if array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
@@ -440,9 +443,11 @@ class OnnxRuntimeDriver(Driver):
                 if consumed:
                     feeds[name] = array
             try:
-                results = raw.run(names, feeds, None)
+                results = raw.run(fetched, feeds, None)
             except Exception as exc:
                 raise _run_failure(exc) from exc
+            if exact is not None and probe_saw_nan(results.pop()):  # as _run_session: Paddle's answer, exactly
+                results = self._session_run(self._exact_session(program.context, exact), names, feeds)
             for k, (result, dtype) in enumerate(zip(results, dtypes)):
                 if result.dtype != dtype:  # (onnxruntime's arrays are C-contiguous)
                     results[k] = np.array(result, dtype=dtype, order="C")

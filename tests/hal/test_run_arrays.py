@@ -151,3 +151,43 @@ def test_a_prepared_run_takes_over_after_the_first_runs_and_refuses_what_run_arr
         context.destroy()
     with pytest.raises(NNAdapterError, match="destroyed"):
         execution.run([x])
+
+
+def test_a_prepared_run_of_a_program_with_nan_kept_relus_reads_its_probe(monkeypatch):
+    """_model's relu feeds an integer output, so onnxruntime's program keeps it plain and watched (nan_speculation):
+    the prepared run reads the probe, a NaN run is run again exactly (Paddle's relu: NaN -> 0), and once the program
+    runs only its exact form (after EXACT_ONLY_AFTER such runs) the prepared run hands every run to run_arrays."""
+    import hal.microsoft_onnxruntime.driver as ort_driver
+
+    manager = DeviceManager.instance()
+    context = Context([manager.acquire("microsoft_onnxruntime")])
+    compiled = Compilation(_model(), context=context)
+    compiled.finish()
+    driver = compiled.programs[0].device.driver
+    handed = []
+    run_arrays = driver.run_arrays
+    monkeypatch.setattr(driver, "run_arrays", lambda program, arrays: handed.append(1) or run_arrays(program, arrays))
+    try:
+        execution = Execution(compiled)
+        program = compiled.programs[0].handle
+        assert program.exact is not None
+        x = np.float32([[0.5, 1.5, -3.0], [-1.0, 4.0, 2.25]])
+        execution.run([x])
+        execution.run([x])
+        assert execution._prepared is not None
+        handed.clear()
+        _assert_execute_programs_answer(compiled, x, execution.run([x]))
+        assert program.exact.runs == 0 and not handed
+        poisoned = x.copy()
+        poisoned[0, 1] = np.nan
+        for k in range(ort_driver.EXACT_ONLY_AFTER):
+            got = execution.run([poisoned])
+            assert got[1][0, 1] == 0 and np.isnan(got[0][0, 1])  # relu(NaN) = 0, cast to int32; the sum keeps NaN
+            assert program.exact.runs == k + 1 and not handed
+        assert program.exact.exact_only
+        got = execution.run([poisoned])
+        assert handed == [1] and got[1][0, 1] == 0
+        _assert_execute_programs_answer(compiled, x, execution.run([x]))
+    finally:
+        compiled.destroy()
+        context.destroy()
