@@ -498,10 +498,8 @@ def convert_model(model: Model, operations: OperationTable, relu_nan_to_zero: bo
                   for operand in nan_probe_operands(model, kept, fused_ops)]
         if not probed or not all(name in written or name in float_outputs for name in probed):
             probed = float_outputs  # an operand written under another name (in a fused pattern): the outputs
+        # a watched relu is never part of a fused pattern (nan_kept_relus skips those): its own node wrote its result
         watched_names = [output_names.get(operand.index, g.operand_name(operand)) for operand in watched]
-        if not all(name in written or name in float_outputs for name in watched_names):  # pragma: no cover
-            # A relu's result is written by its own node; should one not be, the relus are written exactly.
-            return convert_model(model, operations, relu_nan_to_zero, fused_chains, keep_nan_where_visible=False)
         probed = list(dict.fromkeys([*probed, *watched_names]))
         probe_nodes, probe_output = nan_probe_nodes(probed)
         g.nodes.extend(probe_nodes)

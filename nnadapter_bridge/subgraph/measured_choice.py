@@ -184,7 +184,7 @@ def _time_orders(engine, orders: Sequence[tuple], scope: dict) -> tuple[dict, di
                 if order in running:
                     by_round[-1][order_text(order)] = statistics.median(runs[order_text(order)][first:])
             rounds += 1
-        measured.update({order_text(o): statistics.median(runs[order_text(o)]) for o in running})
+        # every order still running ran in every round (an order leaves `running` only by failing)
         measured.update(paired_figures(by_round, [order_text(o) for o in running]))
         faults = {order_text(order): dict(trial.pool.fault_reasons) for order, trial in trials.items()}
     finally:
@@ -202,7 +202,7 @@ def paired_figures(by_round: Sequence[dict], names: Sequence[str]) -> dict:
     runs pooled over all rounds is not (a round of slow runs for one order and fast ones for another). Rounds
     where an order failed are left out for the others too (they no longer compare like with like)."""
     rounds = [r for r in by_round if all(name in r for name in names)]
-    if not rounds:
+    if not rounds or not names:  # (no order left: every one failed)
         return {}
     levels = [math.exp(sum(math.log(max(r[name], 1e-12)) for name in names) / len(names)) for r in rounds]
     level = statistics.median(levels)

@@ -420,6 +420,7 @@ def test_timed_figures_compare_the_orders_within_each_round():
     # a round without one of the orders (it failed there) does not count: one round left, its own figures
     assert paired_figures([{"a": 5.0}, {"a": 1.0, "b": 2.0}], ["a", "b"]) == pytest.approx({"a": 1.0, "b": 2.0})
     assert paired_figures([{"a": 1.0}], ["a", "b"]) == {}
+    assert paired_figures([{"a": 1.0}], []) == {}  # every order failed during the rounds
 
 
 class RunFailingDevice(DecliningDevice):
