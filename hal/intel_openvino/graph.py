@@ -22,6 +22,11 @@ constant of its real values, no pattern forms, and the products compute in float
 int64: the CPU plugin computes int64 as int32; `convert_operation` declines what int64.py says cannot stay exact
 and adds its run-time checks (an int64 input or result beyond int32) as extra outputs (GraphBuilder.faults).
 
+Empty tensors: the CPU plugin (2026.4) kills the process with SIGFPE when a compiled Gather or MaxPool has a
+tensor with a 0 dim (a batch of 0 images: Paddle Inference returns an empty result). `convert_operation` declines
+every operation whose computed input or output has a 0 dim (`empty_operand_reason`): there is nothing to compute,
+and the host or another device runs it.
+
 Attribute-like operands (axes, pads, strides, flags) must be constants unless an implementation says
 otherwise; anything an implementation cannot express faithfully raises `Unsupported`, which makes
 `operation_supported` answer False for that operation, so the partitioner sends it elsewhere.
@@ -299,7 +304,7 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
     implementation = operations.get(op.type)
     if implementation is None:
         raise Unsupported(f"{op.type.name} has no OpenVINO implementation")
-    reason = int64_reason(op)  # the CPU plugin computes int64 as int32 (int64.py)
+    reason = int64_reason(op) or empty_operand_reason(op)  # int64.py; empty tensors (module docstring)
     if reason:
         raise Unsupported(reason)
     results = implementation(builder, op)
@@ -315,6 +320,18 @@ def convert_operation(builder: GraphBuilder, op: Operation, operations: Operatio
             if node is None:
                 raise Unsupported(f"{op.label()}: output {operand.label()} cannot be produced")
             builder.set_result(operand, node, exact_grid)
+
+
+def empty_operand_reason(op: Operation) -> str:
+    """Why intel_openvino declines `op` for an empty tensor, or "": a computed input or an output whose dims hold
+    a 0 (module docstring). Constants are left out: an empty constant (a reshape's target shape [] for a 0-d
+    result) is an attribute, not a tensor the plugin computes on."""
+    for operand in [*op.inputs, *op.outputs]:
+        if operand is not None and not operand.is_constant and 0 in operand.type.dims:
+            return (f"{operand.label()} is empty (dims {list(operand.type.dims)}): OpenVINO's CPU plugin kills the "
+                    "process (SIGFPE) on a Gather or MaxPool over an empty tensor, so intel_openvino takes no "
+                    "operation on one (there is nothing to compute)")
+    return ""
 
 
 def build_ov_model(model: Model, operations: OperationTable, keep_nan_in_clamps: bool = True) -> ov.Model:

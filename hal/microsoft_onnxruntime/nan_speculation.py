@@ -25,10 +25,11 @@ NaN that changed an output). A run where they hold a NaN is run again by the exa
 ONNX model with each NaN-kept relu followed by its ThresholdedRelu (`exact_model_bytes`).
 
 Whether the outputs hold a NaN is computed by onnxruntime in the same run: the speculative model has one more
-graph output, `NAN_PROBE_OUTPUT`, the sum of every float32 output (a sum is NaN when any term is; +inf and -inf
-in the terms also give NaN, which only costs an unneeded exact run), or of a smaller tensor that every NaN on
-its way to that output passes through (`nan_probe_operands`: a segmentation model's upsampling input), and of
-each watched relu's output.
+graph output, `NAN_PROBE_OUTPUT`, the sum of the squares of every float32 output's elements (NaN when any
+element is NaN; squares are never negative, so +inf and -inf in an output sum to +inf, not to the NaN a plain sum
+gives, which sent a run whose outputs hold both infinities to the exact program for nothing), or of a smaller
+tensor that every NaN on its way to that output passes through (`nan_probe_operands`: a segmentation model's
+upsampling input), and of each watched relu's output.
 Checking in numpy after the run cost more than the relus saved at small sizes: the first numpy call after a
 session run reads code and data the run has evicted from the caches (PP-HGNetV2 at one thread: 80 us of a 2 ms
 run, measured in-process).
@@ -261,13 +262,14 @@ def _element_count(operand) -> float:
 
 def nan_probe_nodes(float_outputs: Sequence[str]) -> tuple[list, onnx.ValueInfoProto]:
     """The nodes computing NAN_PROBE_OUTPUT from the float32 tensors `float_outputs` (at least one; the graph's
-    names of `nan_probe_operands`), and its value info: the sum of all their elements (ReduceSum over every axis;
-    an empty tensor sums to 0)."""
+    names of `nan_probe_operands`), and its value info: the sum of the squares of all their elements
+    (ReduceSumSquare over every axis, one pass as ReduceSum is; an empty tensor sums to 0). NaN exactly when an
+    element is NaN: the terms are never negative, so infinities of both signs cannot meet in it (module docstring)."""
     nodes = []
     sums = []
     for k, name in enumerate(float_outputs):
         total = NAN_PROBE_OUTPUT if len(float_outputs) == 1 else f"{NAN_PROBE_OUTPUT}/{k}"
-        nodes.append(helper.make_node("ReduceSum", [name], [total], keepdims=0,
+        nodes.append(helper.make_node("ReduceSumSquare", [name], [total], keepdims=0,
                                       name=f"{name}/sum{_PROBE_NODE_SUFFIX}"))
         sums.append(total)
     if len(sums) > 1:

@@ -357,6 +357,9 @@ def _load_params(source: ModelSource, specs, model_where: str) -> dict[str, np.n
         return read_combined(memoryview(source.params_bytes), "<params buffer>", specs)
     if source.params_path is None:
         expected = source.expected_params
+        if source.params_named_missing:
+            raise ModelFormatError(f"params file not found; check the path (the model has {len(specs)} "
+                                   "parameters)", path=expected)
         hint = (f"expected {expected}" if expected else "pass the params file (params_path=...)")
         raise ModelFormatError(f"the model has {len(specs)} parameters but no params file was found; {hint}",
                                path=expected or model_where)

@@ -41,6 +41,9 @@ class ModelSource:
     model_bytes: bytes | None = None
     params_bytes: bytes | None = None
     expected_params: str | None = None  # the params file this layout wants, for the error when it is absent
+    # The params file was named and does not exist: an error only if the model has parameters (Paddle Inference
+    # runs a model without any, a post-processing program say, whatever params path its config names).
+    params_named_missing: bool = False
 
 
 def resolve(model_path=None, params_path=None, model_bytes=None, params_bytes=None) -> ModelSource:
@@ -68,7 +71,8 @@ def resolve(model_path=None, params_path=None, model_bytes=None, params_bytes=No
                                    "itself, or only the directory", path=model_path)
         _require_file(model_path, "model file")
         if not os.path.exists(params_path):
-            raise ModelFormatError("params file not found; check the path", path=params_path)
+            return ModelSource("files", model_path, None, False, expected_params=params_path,
+                               params_named_missing=True)
         return ModelSource("files", model_path, params_path, os.path.isdir(params_path))
     if os.path.isdir(model_path):
         return _detect_dir(model_path)

@@ -96,6 +96,11 @@ class PredictorStats:
         return dataclasses.asdict(self)
 
 
+def _widens(given: np.dtype, declared: np.dtype) -> bool:
+    """True when an integer array of dtype `given` converts to the declared integer dtype with every value kept."""
+    return given.kind in "iu" and np.dtype(declared).kind in "iu" and np.can_cast(given, declared, "safe")
+
+
 def _expected(tensor: Tensor) -> str:
     return f"{tensor.declared_dtype} with shape {list(tensor.declared_shape)} (-1: any size)"
 
@@ -545,6 +550,10 @@ class Predictor:
         # The declared shape is not checked: Paddle runs any shape (module docstring).
         tensor.check_lod()
         if tensor.declared_dtype is not None and array.dtype != tensor.declared_dtype:
+            if _widens(array.dtype, tensor.declared_dtype):
+                # Paddle Inference runs an int32 array fed to an int64 input (token ids, say): its kernels take
+                # either. Widened, every value is the same.
+                return array.astype(tensor.declared_dtype)
             raise InputError(f"input '{tensor.name}' expects {_expected(tensor)}; got {array.dtype} "
                              f"{list(array.shape)}. Convert it with array.astype('{tensor.declared_dtype}')")
         return array

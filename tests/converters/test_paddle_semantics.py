@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support.converter_harness import pir_program, run_predictor
+from support.converter_harness import SavedProgram, paddle_inference_run, pir_program, run_predictor, save_declared
 
 pytest.importorskip("paddle")
 
@@ -308,3 +308,55 @@ def test_transpose_of_an_empty_tensor_keeps_its_zero_dim(tmp_path):
     import paddle
 
     _check(tmp_path, lambda x: paddle.transpose(x, [2, 0, 1]), {"x": np.zeros((0, 3, 2), np.float32)})
+
+
+@pytest.mark.parametrize("case", ["gather", "embedding", "max_pool", "conv_max_pool"])
+def test_a_batch_of_nothing_gives_paddles_empty_result(tmp_path, case):
+    """Paddle Inference runs a batch of 0 and returns an empty result. OpenVINO's CPU plugin (2026.4) killed the
+    process with SIGFPE on a Gather or a MaxPool over an empty tensor; intel_openvino now declines operations on
+    empty tensors (hal/intel_openvino/graph.py, empty_operand_reason) and the host runs them."""
+    import paddle
+    import paddle.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    weight = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    builds = {
+        "gather": (lambda i: paddle.gather(paddle.to_tensor(table), i), {"i": np.zeros((0,), np.int64)}),
+        "embedding": (lambda ids: F.embedding(ids, paddle.to_tensor(table)).sum(axis=1),
+                      {"ids": np.zeros((0, 5), np.int64)}),
+        "max_pool": (lambda x: F.max_pool2d(x, 2, 2), {"x": np.zeros((0, 3, 8, 8), np.float32)}),
+        "conv_max_pool": (lambda x: F.max_pool2d(F.relu(F.conv2d(x, paddle.to_tensor(weight), padding=1)), 2, 2),
+                          {"x": np.zeros((0, 3, 8, 8), np.float32)}),
+    }
+    build, feeds = builds[case]
+    _check(tmp_path, build, feeds)
+
+
+def test_int32_ids_fed_to_an_int64_input_run_as_paddle_runs_them(tmp_path):
+    """Paddle Inference runs int32 token ids fed to an input declared int64 (its embedding kernel takes either);
+    the predictor widens them to the declared type, every value kept. A narrowing (int64 fed to int32) is still
+    an InputError that says how to convert."""
+    import paddle.nn.functional as F
+
+    import nnadapter_bridge as nb
+
+    table = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+
+    def build(ids):
+        import paddle
+
+        return F.embedding(ids, paddle.to_tensor(table)).sum(axis=1)
+
+    model, params = save_declared(tmp_path, build, {"ids": (-1, 5)}, dtypes={"ids": "int64"})
+    ids = np.array([[1, 2, 3, 9, 0], [4, 4, 5, 6, 7]], np.int32)
+    saved = SavedProgram(model, params, {"ids": ids}, paddle_inference_run(model, params, {"ids": ids}))
+    for device in DEVICES:
+        _assert_like_paddle(saved, device)
+    narrow, _ = save_declared(tmp_path / "narrow", build, {"ids": (-1, 5)}, dtypes={"ids": "int32"})
+    config = nb.Config()
+    config.set_model_file(narrow)
+    predictor = nb.create_predictor(config)
+    predictor.get_input(0).from_numpy(ids.astype(np.int64))
+    with pytest.raises(nb.InputError, match=r"expects int32.*got int64.*astype\('int32'\)"):
+        predictor.run()

@@ -123,7 +123,8 @@ def test_which_relus_are_kept(sample_id, kept):
     (marked,) = [n for n in proto.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX) and n.name.startswith("RELU#")]
     assert {p.key: p.value for p in proto.metadata_props}.get(METADATA_KEY) == "1"
     assert "ThresholdedRelu" not in [n.op_type for n in proto.graph.node]
-    probe_sums = {n.input[0] for n in proto.graph.node if n.op_type == "ReduceSum" and n.name.endswith("nan_probe")}
+    probe_sums = {n.input[0] for n in proto.graph.node
+                  if n.op_type == "ReduceSumSquare" and n.name.endswith("nan_probe")}
     assert (marked.output[0] in probe_sums) is (not kept)
 
 
@@ -321,6 +322,37 @@ def test_the_probe_is_nan_exactly_when_a_float_output_holds_a_nan():
         assert probe_saw_nan(results[-1])
 
 
+def test_infinities_of_both_signs_in_an_output_are_not_taken_for_a_nan(exact_builds):
+    """relu(x) * w with w of both signs and x past float32's range over w: the output holds +inf and -inf, which
+    is Paddle's answer. A plain sum of the output would be NaN (+inf + -inf) and send the run to the exact program
+    for nothing; the probe sums squares, so it is +inf, and the fast program's answer stands."""
+    from nnadapter_bridge.nnadapter.codes import Precision
+    from nnadapter_bridge.nnadapter.model import Model
+    from nnadapter_bridge.nnadapter.types import OperandType
+
+    model = Model()
+    x = model.add_operand(OperandType(Precision.FLOAT32, (2, 4)), "x")
+    relu = model.add_output("relu")
+    model.add_operation(T.RELU, [x], [relu])
+    product = model.add_output("product")
+    w = np.float32([[1e30, -1e30, 2.0, -3.0]] * 2)
+    model.add_operation(T.MUL, [relu, model.add_constant(w), model.add_constant(np.int32([0]))], [product])
+    model.identify_inputs_and_outputs([x], [product])
+    model.finish()
+    program = DRIVER.create_program(DRIVER.create_context(DRIVER.open_device(), ""), model, Cache())
+    assert program.exact is not None, "the relu is NaN-kept"
+    feed = np.float32([[1e30, 1e30, 1.0, -1.0], [-2.0, 1e30, 0.5, 4.0]])
+    want = run_model(model, [feed])[0]
+    assert np.isposinf(want).any() and np.isneginf(want).any()  # the case itself: both infinities
+    got = _run_program(program, [feed])[0]
+    np.testing.assert_array_equal(got, want)
+    assert not exact_builds
+    poisoned = feed.copy()
+    poisoned[1, 0] = np.nan  # and a NaN still goes to the exact program
+    np.testing.assert_array_equal(_run_program(program, [poisoned])[0], run_model(model, [poisoned])[0])
+    assert len(exact_builds) == 1
+
+
 def _probe_input(sample_id: str, **build) -> tuple:
     """(model, the name of the tensor the speculative ONNX program's probe sums, the program's output names)."""
     sample = _sample(sample_id)
@@ -480,7 +512,7 @@ def test_relu_read_by_a_max_pool_and_another_reader(tmp_path, reader, window, ke
 
     speculative = onnx.load_from_string(exact_builds[0])
     (relu,) = [n for n in speculative.graph.node if n.name.endswith(NAN_KEPT_RELU_SUFFIX)]
-    probe_sums = {n.input[0] for n in speculative.graph.node if n.op_type == "ReduceSum"
+    probe_sums = {n.input[0] for n in speculative.graph.node if n.op_type == "ReduceSumSquare"
                   and n.name.endswith("nan_probe")}
     assert (relu.output[0] in probe_sums) is (not kept)  # watched where the reader does not show every NaN
 
