@@ -88,6 +88,8 @@ def convert_unsqueeze(ctx: ConversionContext, v: OpView) -> None:
 def convert_transpose(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     perm = v.attr_ints("axis")
+    if not perm:  # Paddle 3.3.1 takes an empty axis list as "keep the order", at any rank
+        perm = list(range(ctx.rank(x)))
     ctx.add(T.TRANSPOSE, [x, ctx.const_i32(perm)], [ctx.output(v.output("Out"))])
 
 

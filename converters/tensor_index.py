@@ -773,6 +773,10 @@ def convert_gather_nd(ctx: ConversionContext, v: OpView) -> None:
             if not known_dim(dims[d]):  # a stride factor known at run time only
                 term = binary(ctx, T.MUL, term, dim_size(d), ctx.temp(var, f"index{j}/offset_by_dim{d}"))
         offset = term if offset is None else binary(ctx, T.ADD, offset, term, ctx.temp(var, f"offset{j}"))
+    if last == 0:  # one index tuple: its entries are 0-d, and the [1] constants above broadcast them to [1]
+        scalar = ctx.temp(var, "offset/0d")
+        ctx.add(T.RESHAPE, [offset, ctx.const_i32([])], [scalar])
+        offset = scalar  # so the GATHER gives Paddle's Index.shape[:-1] + X.shape[k:]: 0-d for an [1] index of [n]
     flat = ctx.temp(var, "flat_input")
     ctx.add(T.RESHAPE, [x, ctx.const_i32([-1] + dims[k:])], [flat])
     ctx.add(T.GATHER, [flat, offset, ctx.const_i32(0)], [ctx.output(var)])

@@ -410,10 +410,11 @@ def _split(p: _Program, op) -> None:
 
 
 def _transpose(p: _Program, op) -> None:
-    """TransposeInferMeta: one axis per input axis, each in [-R, R), no axis twice."""
+    """TransposeInferMeta: one axis per input axis, each in [-R, R), no axis twice; or none at all, which Paddle
+    3.3.1 takes as the identity at any rank (transpose(x of [2, 3], []) is x)."""
     axis = _ints_attr(op, "axis", [])
     rank = p.rank(op, "X")
-    if axis is None or rank is None:
+    if axis is None or rank is None or not axis:
         return
     if len(axis) != rank:
         raise p.fail(op, "axis", f"is {axis} for an input of rank {rank}; Paddle requires one entry per axis")

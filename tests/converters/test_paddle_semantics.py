@@ -360,3 +360,31 @@ def test_int32_ids_fed_to_an_int64_input_run_as_paddle_runs_them(tmp_path):
     predictor.get_input(0).from_numpy(ids.astype(np.int64))
     with pytest.raises(nb.InputError, match=r"expects int32.*got int64.*astype\('int32'\)"):
         predictor.run()
+
+
+def test_gather_nd_with_one_index_tuple_gives_a_0d_result(tmp_path):
+    """Out's shape is Index.shape[:-1] + X.shape[k:]: an index of shape [1] into an [n] input gives a 0-d value (the
+    converter's [1] constants broadcast it to [1] before)."""
+    import paddle
+
+    feeds = {"x": np.array([7.0, 8.0, 9.0], np.float32), "i": np.array([2], np.int64)}
+    _check(tmp_path, lambda x, i: paddle.gather_nd(x, i), feeds)
+
+
+def test_transpose_with_no_axes_keeps_the_order(tmp_path):
+    """paddle 3.3.1 takes transpose(x, []) as the identity at any rank (a short, non-empty perm fails in its
+    kernel); the loader refused it."""
+    import paddle
+
+    _check(tmp_path, lambda x: paddle.transpose(x, []), {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 0), 1), ((0, 3), 0), ((0,), None)])
+def test_all_and_any_over_nothing(tmp_path, shape, axis):
+    """all of nothing is True and any of nothing False, as in Paddle; a max of the flags over an empty axis gave
+    INT32's lowest on every device, so the answers were the other way round."""
+    import paddle
+
+    x = np.zeros(shape, bool)
+    _check(tmp_path / "all", lambda x: paddle.all(x, axis=axis), {"x": x})
+    _check(tmp_path / "any", lambda x: paddle.any(x, axis=axis), {"x": x})
