@@ -101,7 +101,7 @@ def _check_prelu(op, ctx):
     return None
 
 
-@converter("prelu", emits=[T.PRELU, T.GREATER, T.MUL, T.WHERE, T.UNSQUEEZE], check=_check_prelu)
+@converter("prelu", emits=[T.PRELU, T.GREATER, T.MUL, T.WHERE, T.UNSQUEEZE, T.RESHAPE], check=_check_prelu)
 def convert_prelu(ctx: ConversionContext, v: OpView) -> None:
     """x > 0 ? x : alpha * x. PRELU (slope [1] or [C] on axis 1) where it fits, else composed."""
     x_name, alpha_name = v.input("X"), v.input("Alpha")
@@ -130,6 +130,10 @@ def convert_prelu(ctx: ConversionContext, v: OpView) -> None:
             unsqueezed = ctx.temp(v.output("Out"), "alpha")
             ctx.add(T.UNSQUEEZE, [slope, ctx.const_i32(list(range(1, rank - 1)))], [unsqueezed])
             slope = unsqueezed
+    if rank == 0 and slope.type.rank == 1 and slope.type.dims[0] == 1:  # [1] against 0-d would give [1]
+        scalar = ctx.temp(v.output("Out"), "alpha_0d")
+        ctx.add(T.RESHAPE, [slope, ctx.const_i32([])], [scalar])
+        slope = scalar
     scaled = binary(ctx, T.MUL, x, slope, ctx.temp(out.name, "scaled"))
     emit_where_positive(ctx, x, out, scaled)
 

@@ -232,7 +232,7 @@ def _prelu(g: TfliteBuilder, op: Operation):
     layout = g.layout_of(op, 0)
     x = g.value(op, 0, layout)
     if slope.size == 1:
-        alpha = slope.reshape([1] * max(rank, 1))
+        alpha = slope.reshape([1] * rank)  # a 0-d input takes a 0-d slope: a [1] one made the result [1]
     elif rank < 2:
         raise Unsupported("a per-channel slope needs an input of rank >= 2")
     elif layout == NHWC:

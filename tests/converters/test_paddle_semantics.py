@@ -388,3 +388,29 @@ def test_all_and_any_over_nothing(tmp_path, shape, axis):
     x = np.zeros(shape, bool)
     _check(tmp_path / "all", lambda x: paddle.all(x, axis=axis), {"x": x})
     _check(tmp_path / "any", lambda x: paddle.any(x, axis=axis), {"x": x})
+
+
+@pytest.mark.parametrize("alpha", ["param", "tensor"])
+def test_prelu_of_a_0d_input_stays_0d(tmp_path, alpha):
+    """A 0-d input keeps its shape: the composed form's [1] slope (a slope computed in the program) and
+    google_xnnpack's [1] PRELU slope (a parameter slope) broadcast it to [1]."""
+    import paddle
+
+    def build(x):
+        if alpha == "param":
+            return paddle.nn.PReLU(init=0.25)(x)
+        return paddle.nn.functional.prelu(x, paddle.to_tensor(np.array([0.25], np.float32)))
+
+    _check(tmp_path, build, {"x": np.array(-2.0, np.float32)}, [*DEVICES, "google_xnnpack"])
+
+
+@pytest.mark.parametrize("name", ["exp", "elu", "selu", "softplus"])
+def test_nan_through_exp_and_the_activations_built_on_it(tmp_path, name):
+    """Paddle's exp of NaN is NaN; OpenVINO's Exp gave +inf, and so did every ELU, SELU and softplus built on it
+    (hal/intel_openvino/operations.py keeps the NaN with a Select)."""
+    import paddle
+    import paddle.nn.functional as F
+
+    build = {"exp": paddle.exp, "elu": lambda x: F.elu(x, 0.5), "selu": F.selu, "softplus": F.softplus}[name]
+    x = np.array([NAN, -INF, INF, -1.0, 2.0, -0.0, 60.0, -60.0], np.float32)
+    _check(tmp_path, build, {"x": x})

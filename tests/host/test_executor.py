@@ -169,3 +169,20 @@ def test_duplicate_host_kernel_fails():
 
     with pytest.raises(ValueError, match="registered twice"):
         host_kernel("erf")(lambda io: None)
+
+
+def test_a_wider_integer_than_declared_is_kept(tmp_path):
+    """paddle 2.6.2 declares kthvalue's Indices with X's dtype (int32 for an int32 X) and the `scale`
+    save_inference_model appends after it likewise, while Paddle's kernels write int64 and follow the dtype they are
+    given: a converted op's int64 result is not narrowed to the int32 its var declares (it was, so those outputs came
+    out int32 where Paddle's are int64)."""
+    feeds = {"x": np.array([3, -7, 2**40], np.int64)}
+    saved = opdesc_program(tmp_path, "scale", inputs={"X": ["x"]}, outputs={"Out": ["out"]},
+                           attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True}, feeds=feeds,
+                           extra_vars=[{"name": "out", "dtype": "int32", "shape": [3]}])
+    assert saved.outputs[0].dtype == np.int64  # Paddle's own answer: the run-time dtype
+    graph, executor, scope = load(saved)
+    (op,) = compute_ops(graph)
+    executor.run(op, scope)
+    assert scope["out"].dtype == np.int64
+    np.testing.assert_array_equal(scope["out"], saved.outputs[0])
