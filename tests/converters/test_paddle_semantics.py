@@ -414,3 +414,13 @@ def test_nan_through_exp_and_the_activations_built_on_it(tmp_path, name):
     build = {"exp": paddle.exp, "elu": lambda x: F.elu(x, 0.5), "selu": F.selu, "softplus": F.softplus}[name]
     x = np.array([NAN, -INF, INF, -1.0, 2.0, -0.0, 60.0, -60.0], np.float32)
     _check(tmp_path, build, {"x": x})
+
+
+@pytest.mark.parametrize("mode,dtype", [("min", np.int32), ("min", np.float32), ("avg", np.float32)])
+def test_median_picks_among_equal_values_as_paddle_does(tmp_path, mode, dtype):
+    """Paddle's median takes its index from a top_k of the (n >> 1) + 1 smallest; the host kernel's stable order
+    picked another of several equal values (the differential tester's integer rows)."""
+    import paddle
+
+    x = np.array([[3, 0, 0, 0, 0, 3], [3, 2, 0, 0, 1, 1], [2, 1, 1, 0, 2, 2], [0, 0, 1, 1, 3, 2]], dtype)
+    _check(tmp_path, lambda x: list(paddle.median(x, axis=1, mode=mode)), {"x": x})

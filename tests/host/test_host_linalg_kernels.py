@@ -288,7 +288,9 @@ def test_slogdet_v2(tmp_path, dtype):
 
 # -- ranks -------------------------------------------------------------------------------------------------------------
 def rank_inputs(dtype, hermitian):
-    x = RNG.standard_normal((2, 3, 4, 4))
+    # A generator of its own: drawn from the module's, the matrices hung on which tests of this module ran before in
+    # the same worker, and some draws put a singular value at a rank's tolerance (Paddle and numpy then disagree).
+    x = np.random.default_rng(29).standard_normal((2, 3, 4, 4))
     x[0, 0, :, 3] = x[0, 0, :, 0]  # rank 3
     x[0, 1] *= 1e-3  # every singular value below 0.01
     x[1, 0, :, 3] = x[1, 0, :, 0] + 1e-9  # a tiny singular value the default tolerance keeps
