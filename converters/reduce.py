@@ -2,7 +2,7 @@
 top_k/top_k_v2 and argsort.
 
 NNAdapter has REDUCE_MEAN/MAX/SUM only: reduce_min is max of the negation (the bitwise complement
--1 - x for integers, which cannot overflow), reduce_any/all count through INT32 and NOT, logsumexp is the
+-1 - x for integers, which cannot overflow), reduce_any/all go through INT32 and NOT, logsumexp is the
 stable max + log(sum(exp(x - max))). Paddle's reduce_* read `dim` (default [0]); `reduce_all` or an
 empty `dim` reduce every axis. logsumexp reads `axis`, whose op default is [] (every axis). argsort is a TOP_K over
 the whole axis, which orders equal keys by index: float keys, and any key sorted `stable`; an unstable argsort of
@@ -205,27 +205,27 @@ def convert_reduce_min(ctx: ConversionContext, v: OpView) -> None:
 
 
 def _any(ctx: ConversionContext, x, axes, keepdim: bool, var: str, out):
-    """any(x) along `axes` as BOOL8: the sum of x (as INT32) != 0. A sum, not a max: over an empty axis the sum is
-    0 (any of nothing is False, all of nothing True, as in Paddle), where a max has no identity to give (the
-    devices gave INT32's lowest, which cast to True)."""
+    """any(x) along `axes` as BOOL8: the max of x (as INT32) > 0. Greater than 0, not != 0: over an empty axis the
+    devices' max is INT32's lowest (no identity), which must read False (any of nothing is False, all of nothing
+    True, as in Paddle). A max, not a sum: intel_openvino computes an INT32 max exactly (a TopK), not a sum."""
     if x.type.precision != Precision.BOOL8:
         nonzero = ctx.temp(var, "nonzero")
         ctx.add(T.NOT_EQUAL, [x, ctx.const_like(0, x)], [nonzero])
         x = nonzero
     as_int = ctx.cast(x, Precision.INT32, var, "as_int")
-    reduced = _reduce(ctx, T.REDUCE_SUM, as_int, _axes_for(ctx, x, axes), keepdim, ctx.temp(var, "count"))
-    cast_to(ctx, reduced, Precision.BOOL8, out)
+    reduced = _reduce(ctx, T.REDUCE_MAX, as_int, _axes_for(ctx, x, axes), keepdim, ctx.temp(var, "max"))
+    ctx.add(T.GREATER, [reduced, ctx.const_like(0, reduced)], [out])
     return out
 
 
-@converter("reduce_any", emits=[T.NOT_EQUAL, T.CAST, T.REDUCE_SUM])
+@converter("reduce_any", emits=[T.NOT_EQUAL, T.CAST, T.REDUCE_MAX, T.GREATER])
 def convert_reduce_any(ctx: ConversionContext, v: OpView) -> None:
     x = ctx.input(v.input("X"))
     var = v.output("Out")
     _any(ctx, x, reduce_axes(v.op), v.attr_bool("keep_dim", False), var, ctx.output(var))
 
 
-@converter("reduce_all", emits=[T.NOT_EQUAL, T.NOT, T.CAST, T.REDUCE_SUM])
+@converter("reduce_all", emits=[T.NOT_EQUAL, T.NOT, T.CAST, T.REDUCE_MAX, T.GREATER])
 def convert_reduce_all(ctx: ConversionContext, v: OpView) -> None:
     """all(x) = not any(not x)."""
     x = ctx.input(v.input("X"))
