@@ -217,8 +217,8 @@ class GraphBuilder:
         self.raw[operand.index] = param.output(0)
 
     def keeps_nan(self, op) -> bool:
-        """Whether a clamp `op` (CLIP, RELU6, HARD_SIGMOID) must pass a NaN through (see keep_nan_in_clamps and
-        quantized_only)."""
+        """Whether a clamp `op` (CLIP, RELU6, HARD_SIGMOID), or an EXP, must pass a NaN through (see
+        keep_nan_in_clamps and quantized_only)."""
         return self.keep_nan_in_clamps and op.outputs[0].index not in self.quantized_only
 
     def raw_value(self, operand: Operand) -> ov.Output:

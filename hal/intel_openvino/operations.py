@@ -185,8 +185,9 @@ def unary(b, op):
 
 
 def _keep_nan(b, op, x, clamped):
-    """OpenVINO's Minimum, Maximum and Clamp drop NaN; Paddle's clip, relu6 and hard_sigmoid keep it (unless
-    the context chose OpenVINO's fusable clamp, or only QUANTIZE reads the result: GraphBuilder.keeps_nan)."""
+    """OpenVINO's Minimum, Maximum and Clamp drop NaN, and its Exp turns it into +inf; Paddle's clip, relu6,
+    hard_sigmoid and exp keep it (unless the context chose OpenVINO's fusable clamp, or only QUANTIZE reads the
+    result: GraphBuilder.keeps_nan)."""
     if not _is_float(x) or not b.keeps_nan(op):
         return _out(clamped)
     return _out(opset.select(opset.is_nan(x), x, clamped))
